@@ -1,0 +1,115 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * callgate.h — the public API of libcallgate.
+ *
+ * libcallgate is the call gate: every tool call an agent makes passes through
+ * cg_kernel_handle() (or cg_kernel_submit(), its asynchronous form), which
+ * decodes the request, resolves it, decides it default-deny through the
+ * adjudicator chain, runs it confined when allowed, and answers with exactly
+ * one response line carrying a canonical reply (docs/protocol.md).
+ *
+ * The daemon callgated is a thin shell around this API; an agent harness in C
+ * (or anything with a C FFI) can link it and adjudicate in-process.
+ *
+ * Conventions: functions return 0 on success and -1 on failure; anything that
+ * decides or verifies is warn_unused_result; handles are opaque; the caller
+ * frees what a function documents as "caller frees", with free() unless said.
+ */
+#ifndef CALLGATE_H
+#define CALLGATE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CALLGATE_VERSION       "0.1.0"
+#define CALLGATE_PROTOCOL      1
+#define CG_DEFAULT_SOCKET      "/run/callgate/callgate.sock"
+#define CG_DEFAULT_ADMIN_SOCKET_NAME "admin.sock"
+#define CG_DEFAULT_STATE_DIR   "/var/lib/callgate"
+
+/* The caller, as the kernel reports it (SO_PEERCRED), never as it claims. */
+struct cg_peer {
+	pid_t pid;
+	uid_t uid;
+	gid_t gid;
+};
+
+/* How to build a kernel. Zero-initialise, then set what you need. */
+struct cg_kernel_config {
+	const char *policy_file;        /* NULL: the embedded default policy */
+	const char *state_dir;          /* evidence lives here; NULL: no evidence */
+	const char *const *workspaces;  /* directories an agent may work in */
+	size_t n_workspaces;            /* 0: the current directory */
+	int64_t freshness_s;            /* request time window; 0: 60 s */
+	const char *policy_pubkey_file; /* require policies signed by this key; NULL: don't */
+	unsigned n_workers;             /* execution threads; 0: default */
+};
+
+struct cg_kernel;
+
+/*
+ * Create a kernel: load the policy, register the adjudicators, open the
+ * evidence journal. On failure returns -1 and, if err_json is not NULL, a
+ * JSON reply object describing why (caller frees).
+ */
+int cg_kernel_new(const struct cg_kernel_config *cfg, struct cg_kernel **out, char **err_json)
+	__attribute__((warn_unused_result));
+
+/*
+ * Reload the policy from its file. A policy that fails to load leaves the
+ * old generation in force; in-flight calls keep the generation they started
+ * with. *result_json (caller frees) is the reply either way.
+ */
+int cg_kernel_reload(struct cg_kernel *k, char **result_json) __attribute__((warn_unused_result));
+
+/* SHA-256 (hex) of the policy bytes in force, and its generation number. */
+void cg_kernel_policy_identity(struct cg_kernel *k, char sha256_hex[65], uint64_t *generation);
+
+/*
+ * Stop accepting work: pending and running calls are cancelled (children
+ * killed) and answered; returns once all have answered. Then free.
+ */
+void cg_kernel_shutdown(struct cg_kernel *k);
+void cg_kernel_free(struct cg_kernel *k);
+
+/*
+ * Handle one request line synchronously (blocks while the command runs).
+ * line/len exclude the newline; had_newline tells whether one ended it.
+ * Returns the response line including its '\n' (caller frees) and its
+ * length in *resp_len. Never returns NULL except on allocation failure.
+ */
+char *cg_kernel_handle(struct cg_kernel *k, const char *line, size_t len, bool had_newline,
+		       const struct cg_peer *peer, size_t *resp_len);
+
+/*
+ * Asynchronous form, for event loops. respond(cookie, line, len) is called
+ * exactly once per submit, either before cg_kernel_submit returns or later
+ * from a worker thread; line is malloc'd and ownership passes to respond.
+ * If *job_out is set (non-NULL), the call is still running: the caller may
+ * cg_job_cancel() it (e.g. the client disconnected) and MUST cg_job_release()
+ * it after respond has been called or once it no longer cares.
+ */
+typedef void (*cg_respond_fn)(void *cookie, char *line, size_t len);
+struct cg_job;
+void cg_kernel_submit(struct cg_kernel *k, const char *line, size_t len, bool had_newline,
+		      bool too_long, const struct cg_peer *peer, cg_respond_fn respond, void *cookie,
+		      struct cg_job **job_out);
+void cg_job_cancel(struct cg_job *job);
+void cg_job_release(struct cg_job *job);
+
+/*
+ * A ready-made refusal line for transport failures that happen before a line
+ * exists (read deadline, busy). which: "read_deadline" or "busy". Caller frees.
+ */
+char *cg_kernel_transport_reply(struct cg_kernel *k, const char *which, size_t *resp_len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

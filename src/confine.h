@@ -1,0 +1,80 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * confine — kernel confinement of a command, applied in the child before exec,
+ * and the per-call process tree that the deadline kills.
+ *
+ * The parent prepares a plan (may allocate, open fds, compile filters); the
+ * forked child applies it with async-signal-safe calls only, then execs.
+ *
+ * Invariants:
+ *  - cg_confine_child MUST only make async-signal-safe calls (the daemon is
+ *    multi-threaded; the child of fork() may not allocate or lock).
+ *  - A constraint the running kernel cannot enforce MUST make prepare fail
+ *    (fail closed), unless the constraint set is marked best_effort; then
+ *    the downgrade is recorded in the report.
+ *  - The tree MUST contain every descendant, including those that setsid()
+ *    or double-fork, so that cg_tree_kill reaches them all.
+ */
+#ifndef CG_CONFINE_H
+#define CG_CONFINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+#include <jansson.h>
+
+#include "chain.h"
+#include "reply.h"
+
+struct cg_confine_ctx {
+	const char *workspace; /* expands ${workspace} */
+	const char *cwd;       /* expands ${cwd} */
+	const char *home;      /* expands ${home} */
+	bool set_ids;          /* drop to uid/gid (daemon is root, stage unprivileged) */
+	uid_t uid;
+	gid_t gid;
+};
+
+struct cg_confine_plan;
+
+/*
+ * Prepare confinement for the intersection of n constraint sets (n may be 0:
+ * baseline hardening only). On success 0 and *out (free with
+ * cg_confine_plan_free); on failure -1 and *err (the call must not run).
+ */
+int cg_confine_prepare(const struct cg_constraints *const *cons, size_t n,
+		       const struct cg_confine_ctx *ctx, struct cg_confine_plan **out,
+		       struct cg_reply **err) __attribute__((warn_unused_result));
+
+/* In the child, after fork and fd set-up, before exec. 0, or an errno value. */
+int cg_confine_child(const struct cg_confine_plan *plan);
+
+/* What was enforced: constraints, Landlock ABI, downgrades. New reference. */
+json_t *cg_confine_report(const struct cg_confine_plan *plan);
+
+/* Deadline override from the constraints (CG_LIMIT_UNSET when none). */
+int64_t cg_confine_timeout_ms(const struct cg_confine_plan *plan);
+
+void cg_confine_plan_free(struct cg_confine_plan *plan);
+
+/* The process tree of one call. */
+struct cg_tree;
+
+/* Parent, before the first fork of a call. 0 and *out, or -1 with *err. */
+int cg_tree_new(const char *trace_id, struct cg_tree **out, struct cg_reply **err)
+	__attribute__((warn_unused_result));
+/*
+ * In each child, first thing after fork (async-signal-safe). leader_pgid is
+ * 0 for the first stage (it becomes the group leader) and that stage's pid
+ * for later ones. 0, or an errno value.
+ */
+int cg_tree_child_join(const struct cg_tree *t, pid_t leader_pgid);
+/* Parent: record a started child (its pid) so kill can reach it. */
+void cg_tree_add(struct cg_tree *t, pid_t pid);
+/* Signal every process of the tree, descendants that escaped included. */
+void cg_tree_kill(struct cg_tree *t, int sig);
+/* Are processes of this tree still alive (e.g. escaped grandchildren)? */
+bool cg_tree_alive(struct cg_tree *t);
+void cg_tree_free(struct cg_tree *t);
+
+#endif

@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * evidence — the journal, trace packages and signed checkpoints
+ * (seed 004, design/EVIDENCE.md, docs/evidence.md).
+ *
+ * Every event of every call is appended to one append-only, segmented
+ * journal, chained twice (to the previous event of its trace and to the
+ * previous event of the journal) by SHA-256 over the exact bytes written.
+ * A trace is sealed by a final event; its package (traces/<id>/) is a view
+ * that can be rebuilt from the journal.
+ *
+ * Invariants:
+ *  - A durable append MUST NOT return 0 before the event is fdatasync'd.
+ *    The event that permits an execution is appended durably, and if that
+ *    fails the call MUST NOT run.
+ *  - Appends are thread-safe; non-durable appends never block on disk (the
+ *    event loop uses them).
+ *  - Event types form a closed set; an unknown type is refused here and
+ *    fails replay.
+ */
+#ifndef CG_EVIDENCE_H
+#define CG_EVIDENCE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <jansson.h>
+
+#include "reply.h"
+
+/* The closed set of event types (documented in docs/evidence.md). */
+#define CG_EVENT_LIST(X)                                                                           \
+	X(REQUEST, "request")           /* request received: redacted request, peer creds */    \
+	X(RESOLVED, "resolved")         /* world adapter: exes, symlink hops, cwd */            \
+	X(RUNG, "rung")                 /* one adjudicator's verdict */                          \
+	X(DECISION, "decision")         /* the folded decision, rule id, constraints */         \
+	X(APPROVAL_REQ, "approval.requested")                                                     \
+	X(APPROVAL_ANS, "approval.answered")                                                      \
+	X(PERMIT, "permit")             /* durable before exec: what may run, request hash */   \
+	X(EXEC_START, "exec.started")                                                             \
+	X(EXEC_END, "exec.finished")    /* exit codes, output sizes and hashes, timings */      \
+	X(SCREEN, "screening")                                                                    \
+	X(VERDICT, "verdict")           /* the reply code and the verdict summary */             \
+	X(REPLAY, "replay")                                                                       \
+	X(SEAL, "seal")                 /* event count and head: the trace is complete */
+
+enum cg_event_type {
+#define CG_EVENT_ENUM(e, s) CG_EV_##e,
+	CG_EVENT_LIST(CG_EVENT_ENUM)
+#undef CG_EVENT_ENUM
+		CG_EV__COUNT
+};
+
+const char *cg_event_name(enum cg_event_type t);
+
+struct cg_evidence_config {
+	const char *state_dir;      /* journal/, traces/, keys/ live here */
+	uint64_t segment_bytes;     /* rotate segments past this size; 0: default */
+	uint32_t checkpoint_every;  /* sign a checkpoint every N events; 0: default */
+	int64_t checkpoint_ms;      /* … or every T ms; 0: default */
+	bool write_traces;          /* write traces/<id>/ packages at seal */
+};
+
+struct cg_evidence;
+
+/* Open (creating the state dir, key and journal as needed). 0 or -1 with *err. */
+int cg_evidence_open(const struct cg_evidence_config *cfg, struct cg_evidence **out,
+		     struct cg_reply **err) __attribute__((warn_unused_result));
+
+/* Final checkpoint, flush, close. Safe on NULL. */
+void cg_evidence_close(struct cg_evidence *ev);
+
+/*
+ * Append one event of trace_id. Takes ownership of payload (an object).
+ * durable: return only once the event is on disk (group commit with other
+ * callers). Returns 0, or -1 with errno (the event may not be on disk).
+ */
+int cg_evidence_append(struct cg_evidence *ev, const char *trace_id, enum cg_event_type type,
+		       json_t *payload, bool durable) __attribute__((warn_unused_result));
+
+/*
+ * Seal trace_id: verify it (the call's own replay step), append the replay
+ * and seal events, and write traces/<trace_id>/ (events.ndjson,
+ * verdict.json, verdict.md, replay.json, diff.json). verdict (stolen) is
+ * the structured verdict of docs/evidence.md. Non-blocking for the caller
+ * when durable is false. Returns 0 or -1 with errno.
+ */
+int cg_evidence_seal(struct cg_evidence *ev, const char *trace_id, json_t *verdict)
+	__attribute__((warn_unused_result));
+
+#endif

@@ -1,0 +1,3 @@
+/* SPDX-License-Identifier: MIT */
+/* src/kernel.c — placeholder; being written. */
+#include "callgate.h"

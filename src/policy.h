@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * policy — the policy manifest (YAML) compiled into an immutable generation,
+ * and the policy adjudicator rung.
+ *
+ * A generation is loaded once, compiled (rules indexed by executable,
+ * argument patterns into one linear-time matcher database), and then only
+ * read. It is reference-counted so that a reload can swap generations while
+ * in-flight calls keep the one they started with.
+ *
+ * Invariants:
+ *  - Unknown keys, bad values and patterns that do not compile MUST be load
+ *    errors, never ignored.
+ *  - Nothing matches -> BLOCK with rule id "default-deny". An empty policy
+ *    permits nothing.
+ *  - cg_policy_rung MUST NOT make syscalls or allocate in steady state.
+ *  - Every verdict names the rule id that produced it.
+ */
+#ifndef CG_POLICY_H
+#define CG_POLICY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "chain.h"
+#include "reply.h"
+
+struct cg_policy;
+
+/* Defaults the rest of callgate reads from the policy in force. */
+struct cg_policy_defaults {
+	int64_t timeout_ms;        /* default command deadline */
+	int64_t max_timeout_ms;    /* cap on a request's timeout_ms */
+	size_t output_cap;         /* per stream, bytes (16 MiB by the protocol) */
+	size_t n_env_allow;
+	const char *const *env_allow; /* names a request may set */
+	int64_t approval_timeout_ms;  /* how long a deferred call waits */
+	int64_t freshness_s;          /* request time window */
+};
+
+/*
+ * Load a policy from bytes. source names it in errors ("<embedded>" or a path).
+ * On success returns 0 and *out with one reference; on failure -1 and *err
+ * (MCP-CFG-E reply naming the line and the problem).
+ */
+int cg_policy_load_buffer(const char *source, const char *buf, size_t len,
+			  struct cg_policy **out, struct cg_reply **err)
+	__attribute__((warn_unused_result));
+int cg_policy_load_file(const char *path, struct cg_policy **out, struct cg_reply **err)
+	__attribute__((warn_unused_result));
+/* The embedded default policy (etc/callgate/policy.yaml compiled in). */
+int cg_policy_load_default(struct cg_policy **out, struct cg_reply **err)
+	__attribute__((warn_unused_result));
+
+/* The embedded default policy's bytes. */
+extern const char cg_default_policy_yaml[];
+extern const size_t cg_default_policy_yaml_len;
+
+struct cg_policy *cg_policy_ref(struct cg_policy *p);
+void cg_policy_unref(struct cg_policy *p);
+
+const struct cg_policy_defaults *cg_policy_defaults(const struct cg_policy *p);
+const char *cg_policy_sha256(const struct cg_policy *p); /* hex of the exact bytes */
+const char *cg_policy_source(const struct cg_policy *p);
+
+/*
+ * The policy rung: decides a resolved call (every stage, and every abstract
+ * action of a gate request) against ctx, a struct cg_policy *. Returns 0 with
+ * *out filled; non-zero means the rung failed (the chain folds it to BLOCK).
+ */
+int cg_policy_rung(void *ctx, const struct cg_call *call, struct cg_verdict *out);
+
+/* The privilege rung: privileged calls need approval (until approval exists). */
+int cg_privilege_rung(void *ctx, const struct cg_call *call, struct cg_verdict *out);
+
+#endif

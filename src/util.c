@@ -1,0 +1,257 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * util — shared helpers: retrying I/O, clocks, RFC 3339, UUIDv4, base64 and
+ * SHA-256 through OpenSSL (never hand-written), and the capped buffer.
+ */
+#include "util.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+#include <openssl/sha.h>
+
+int cg_write_all(int fd, const void *p, size_t n)
+{
+	const unsigned char *b = p;
+	while (n > 0) {
+		ssize_t w = write(fd, b, n);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		b += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+ssize_t cg_read_some(int fd, void *p, size_t n)
+{
+	for (;;) {
+		ssize_t r = read(fd, p, n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		return r;
+	}
+}
+
+static int64_t clock_ns(clockid_t id)
+{
+	struct timespec ts;
+	clock_gettime(id, &ts);
+	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+int64_t cg_now_mono_ns(void)
+{
+	return clock_ns(CLOCK_MONOTONIC);
+}
+
+int64_t cg_now_wall_ns(void)
+{
+	return clock_ns(CLOCK_REALTIME);
+}
+
+void cg_format_time(int64_t wall_ns, char *buf, size_t len)
+{
+	time_t s = (time_t)(wall_ns / 1000000000LL);
+	int ms = (int)((wall_ns % 1000000000LL) / 1000000LL);
+	struct tm tm;
+	gmtime_r(&s, &tm);
+	snprintf(buf, len, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
+		 tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ms);
+}
+
+/* Read exactly n digits as a number; NULL when they are not all digits. */
+static const char *digits(const char *s, int n, int *out)
+{
+	int v = 0;
+	for (int i = 0; i < n; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return NULL;
+		v = v * 10 + (s[i] - '0');
+	}
+	*out = v;
+	return s + n;
+}
+
+int cg_parse_time(const char *s, int64_t *out_ns)
+{
+	int y, mo, d, h, mi, sec;
+	const char *p = s;
+	if (!(p = digits(p, 4, &y)) || *p++ != '-' || !(p = digits(p, 2, &mo)) || *p++ != '-' ||
+	    !(p = digits(p, 2, &d)))
+		return -1;
+	if (*p != 'T' && *p != 't' && *p != ' ')
+		return -1;
+	p++;
+	if (!(p = digits(p, 2, &h)) || *p++ != ':' || !(p = digits(p, 2, &mi)) || *p++ != ':' ||
+	    !(p = digits(p, 2, &sec)))
+		return -1;
+	if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60)
+		return -1;
+	int64_t frac_ns = 0;
+	if (*p == '.') {
+		p++;
+		int nd = 0;
+		int64_t scale = 100000000;
+		while (*p >= '0' && *p <= '9') {
+			if (nd < 9) {
+				frac_ns += (*p - '0') * scale;
+				scale /= 10;
+			}
+			nd++;
+			p++;
+		}
+		if (nd == 0)
+			return -1;
+	}
+	int64_t off_s = 0;
+	if (*p == 'Z' || *p == 'z') {
+		p++;
+	} else if (*p == '+' || *p == '-') {
+		int sign = *p == '-' ? -1 : 1, oh, om;
+		p++;
+		if (!(p = digits(p, 2, &oh)) || *p++ != ':' || !(p = digits(p, 2, &om)))
+			return -1;
+		if (oh > 23 || om > 59)
+			return -1;
+		off_s = sign * (oh * 3600 + om * 60);
+	} else {
+		return -1;
+	}
+	if (*p != '\0')
+		return -1;
+	static const int mdays[] = { 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 };
+	bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+	if (d > mdays[mo - 1] || (mo == 2 && !leap && d > 28))
+		return -1;
+	struct tm tm = { .tm_year = y - 1900, .tm_mon = mo - 1, .tm_mday = d,
+			 .tm_hour = h, .tm_min = mi, .tm_sec = sec > 59 ? 59 : sec };
+	time_t t = timegm(&tm);
+	if (t == (time_t)-1 && !(y == 1969 && mo == 12 && d == 31))
+		return -1;
+	*out_ns = ((int64_t)t - off_s) * 1000000000LL + frac_ns;
+	return 0;
+}
+
+int cg_uuid4(char *out, size_t len)
+{
+	unsigned char b[16];
+	if (len < 37 || RAND_bytes(b, sizeof(b)) != 1)
+		return -1;
+	b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
+	b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
+	snprintf(out, len,
+		 "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+		 b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+		 b[14], b[15]);
+	return 0;
+}
+
+char *cg_base64_encode(const unsigned char *p, size_t n)
+{
+	/* EVP_EncodeBlock takes an int length; outputs are capped well below. */
+	if (n > (size_t)1 << 30)
+		return NULL;
+	char *out = malloc(4 * ((n + 2) / 3) + 1);
+	if (!out)
+		return NULL;
+	EVP_EncodeBlock((unsigned char *)out, p, (int)n);
+	return out;
+}
+
+unsigned char *cg_base64_decode(const char *s, size_t len, size_t *out_len)
+{
+	if (len % 4 != 0 || len > (size_t)1 << 30)
+		return NULL;
+	unsigned char *out = malloc(len / 4 * 3 + 1);
+	if (!out)
+		return NULL;
+	int n = EVP_DecodeBlock(out, (const unsigned char *)s, (int)len);
+	if (n < 0) {
+		free(out);
+		return NULL;
+	}
+	/* EVP_DecodeBlock counts padding bytes as output; take them back off. */
+	if (len >= 1 && s[len - 1] == '=')
+		n--;
+	if (len >= 2 && s[len - 2] == '=')
+		n--;
+	*out_len = (size_t)n;
+	return out;
+}
+
+void cg_sha256_hex(const void *p, size_t n, char *hex)
+{
+	unsigned char md[SHA256_DIGEST_LENGTH];
+	SHA256(p, n, md);
+	for (int i = 0; i < SHA256_DIGEST_LENGTH; i++) {
+		hex[2 * i] = "0123456789abcdef"[md[i] >> 4];
+		hex[2 * i + 1] = "0123456789abcdef"[md[i] & 15];
+	}
+	hex[64] = '\0';
+}
+
+void cg_buf_init(struct cg_buf *b, size_t cap)
+{
+	memset(b, 0, sizeof(*b));
+	b->cap = cap;
+}
+
+int cg_buf_add(struct cg_buf *b, const void *p, size_t n)
+{
+	b->seen += n;
+	if (b->len + n > b->cap) {
+		b->truncated = true;
+		n = b->cap - b->len;
+	}
+	if (n == 0)
+		return 0;
+	if (b->len + n > b->alloc) {
+		size_t a = b->alloc ? b->alloc : 4096;
+		while (a < b->len + n)
+			a *= 2;
+		if (a > b->cap)
+			a = b->cap;
+		unsigned char *q = realloc(b->p, a);
+		if (!q)
+			return -1;
+		b->p = q;
+		b->alloc = a;
+	}
+	memcpy(b->p + b->len, p, n);
+	b->len += n;
+	return 0;
+}
+
+void cg_buf_free(struct cg_buf *b)
+{
+	free(b->p);
+	b->p = NULL;
+	b->len = b->alloc = 0;
+}
+
+void cg_log(const char *level, const char *trace_id, const char *fmt, ...)
+{
+	char ts[40], msg[1024];
+	cg_format_time(cg_now_wall_ns(), ts, sizeof(ts));
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	/* One write per line so concurrent threads do not interleave mid-line. */
+	char line[1200];
+	int n = snprintf(line, sizeof(line), "%s callgated %s%s%s %s\n", ts, level,
+			 trace_id && *trace_id ? " trace=" : "", trace_id ? trace_id : "", msg);
+	if (n > 0)
+		(void)cg_write_all(2, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
+}

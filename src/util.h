@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * util — the few helpers every module shares: EINTR/short-write retry (one
+ * helper each, never at call sites), clocks, UUIDs, base64 and SHA-256 via
+ * OpenSSL, and a bounded byte buffer.
+ *
+ * Invariants:
+ *  - cg_write_all/cg_read_some MUST retry EINTR and short writes themselves.
+ *  - struct cg_buf MUST NOT grow past its cap; cg_buf_add reports the cut.
+ */
+#ifndef CG_UTIL_H
+#define CG_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define CG_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Write all n bytes, retrying EINTR and short writes. 0, or -1 with errno. */
+int cg_write_all(int fd, const void *p, size_t n);
+
+/* read(2) that retries EINTR. Returns bytes read, 0 at EOF, -1 with errno. */
+ssize_t cg_read_some(int fd, void *p, size_t n);
+
+/* Monotonic and wall clocks. */
+int64_t cg_now_mono_ns(void);
+int64_t cg_now_wall_ns(void);
+
+/* RFC 3339 UTC with milliseconds into buf (>= 32 bytes): 2026-02-13T14:30:00.123Z */
+void cg_format_time(int64_t wall_ns, char *buf, size_t len);
+
+/*
+ * Parse an RFC 3339 / ISO 8601 timestamp ("2026-02-13T14:30:00Z",
+ * fractional seconds and numeric offsets allowed). Returns 0 and the time in
+ * ns since the epoch, or -1 when it does not parse.
+ */
+int cg_parse_time(const char *s, int64_t *out_ns);
+
+/* A fresh UUIDv4 from OpenSSL's RAND_bytes into out (>= 37 bytes). 0 or -1. */
+int cg_uuid4(char *out, size_t len);
+
+/* Base64 (standard alphabet, padded). Returns malloc'd NUL-terminated text. */
+char *cg_base64_encode(const unsigned char *p, size_t n);
+/* Decode; returns malloc'd bytes and *out_len, or NULL on bad input. */
+unsigned char *cg_base64_decode(const char *s, size_t len, size_t *out_len);
+
+/* SHA-256 of p[0..n) as 64 lower-case hex chars plus NUL into hex (>= 65). */
+void cg_sha256_hex(const void *p, size_t n, char *hex);
+
+/* A byte buffer with a hard cap; bytes past the cap are dropped and counted. */
+struct cg_buf {
+	unsigned char *p;
+	size_t len;     /* bytes kept */
+	size_t cap;     /* hard limit on len */
+	size_t alloc;   /* bytes allocated */
+	bool truncated; /* some bytes were dropped at the cap */
+	uint64_t seen;  /* bytes offered, kept or not */
+};
+
+void cg_buf_init(struct cg_buf *b, size_t cap);
+/* Append; bytes over the cap set truncated. 0, or -1 (ENOMEM). */
+int cg_buf_add(struct cg_buf *b, const void *p, size_t n);
+void cg_buf_free(struct cg_buf *b);
+
+/* Log a line to stderr with a level and optional trace id (daemon log). */
+void cg_log(const char *level, const char *trace_id, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+#endif

@@ -1,0 +1,133 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * wire — the seed-002 / PROTOCOL.md request codec.
+ *
+ * Decodes one request line into a struct cg_request, validating it in the
+ * documented order (docs/protocol.md), and encodes responses. Every refusal
+ * is a specific MCP-*-I reply; the codec never executes anything.
+ *
+ * Invariants:
+ *  - cg_wire_decode MUST reject duplicate keys, invalid UTF-8, and control,
+ *    zero-width and bidi characters in every field an approver or log reader
+ *    sees (argv, env values, reason, session, host, id, cwd).
+ *  - The replay-window check is NOT here (it is stateful): see cg_replay_*.
+ *    A request refused at validation MUST NOT consume its id.
+ *  - Unknown request fields are ignored.
+ */
+#ifndef CG_WIRE_H
+#define CG_WIRE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <jansson.h>
+
+#include "reply.h"
+
+#define CG_WIRE_MAX_LINE      (1024 * 1024) /* bytes, newline included */
+#define CG_WIRE_MAX_ID        128
+#define CG_WIRE_MAX_STAGES    64
+#define CG_WIRE_MAX_ARGS      4096
+#define CG_WIRE_MAX_ENV       256
+#define CG_WIRE_FRESHNESS_S   60
+#define CG_WIRE_MAX_TIMEOUTMS (24LL * 3600 * 1000)
+
+enum cg_action { CG_ACTION_EXEC, CG_ACTION_GATE, CG_ACTION_PING };
+
+struct cg_stage {
+	size_t argc;
+	char **argv; /* argc strings plus a NULL terminator; owned by the request */
+};
+
+struct cg_env_var {
+	char *name;
+	char *value;
+};
+
+/* A decoded, validated request. Free with cg_request_free(). */
+struct cg_request {
+	char *id;       /* given or a fresh UUIDv4 */
+	bool id_given;  /* the client supplied the id */
+	char *host;     /* "" default */
+	char *session;  /* "" default */
+	char *reason;   /* "" default */
+	char *time_str; /* as sent */
+	int64_t time_ns;
+	size_t n_stages;
+	struct cg_stage *stages;
+	size_t n_env;
+	struct cg_env_var *env;
+	bool privileged;    /* default true */
+	bool forward_agent; /* default false */
+	enum cg_action action;
+	int64_t timeout_ms; /* -1 when absent */
+	char *cwd;          /* NULL when absent */
+	json_t *actions;    /* gate: validated array of abstract actions, or NULL */
+	json_t *raw;        /* the parsed request object, for evidence */
+};
+
+/* What validation needs to know that is not in the line itself. */
+struct cg_wire_rules {
+	int64_t now_ns;      /* wall clock at receipt */
+	int64_t freshness_s; /* window for stale/future time */
+	const char *const *env_allow; /* names a request may set */
+	size_t n_env_allow;
+};
+
+/*
+ * Decode and validate one request. line/len exclude the newline;
+ * had_newline says whether one ended the line (false -> LINE_NO_NEWLINE),
+ * too_long says the transport gave up past CG_WIRE_MAX_LINE.
+ * On success returns 0 and *out (caller frees with cg_request_free).
+ * On refusal returns -1 and *err (an I reply; caller frees); *id_out is set
+ * to the request's id when it could be read (malloc'd, caller frees) or NULL.
+ */
+int cg_wire_decode(const char *line, size_t len, bool had_newline, bool too_long,
+		   const struct cg_wire_rules *rules, struct cg_request **out,
+		   struct cg_reply **err, char **id_out) __attribute__((warn_unused_result));
+
+void cg_request_free(struct cg_request *req);
+
+/* Is this env name on the built-in dangerous list (LD_*, BASH_ENV, …)? why gets a reason. */
+bool cg_wire_env_dangerous(const char *name, const char **why);
+
+/* Per-stage outcome for the response. */
+struct cg_stage_out {
+	int exit_code; /* or 128+signal */
+	const unsigned char *err;
+	size_t err_len;
+	bool err_truncated;
+};
+
+struct cg_response {
+	const char *id; /* "" when unreadable */
+	enum cg_status status;
+	size_t n_stages; /* 0: no stages/stdout fields (refusals) */
+	const struct cg_stage_out *stages;
+	const unsigned char *out;
+	size_t out_len;
+	bool out_truncated;
+	const struct cg_reply *reply; /* required */
+	json_t *extra;                /* optional top-level members to merge (borrowed) */
+};
+
+/*
+ * Encode a response line (with trailing '\n'). Returns malloc'd bytes and
+ * *len, or NULL on OOM. For status "error", the seed's top-level "message"
+ * is the rendered reply message.
+ */
+char *cg_wire_encode_response(const struct cg_response *resp, size_t *len);
+
+/*
+ * The replay window: ids accepted within the last window_ns are refused.
+ * Thread-compatible (the daemon uses it from the loop thread only).
+ */
+struct cg_replay;
+struct cg_replay *cg_replay_new(int64_t window_ns);
+/* true if id was seen within the window (and is thus refused). */
+bool cg_replay_seen(struct cg_replay *rp, const char *id, int64_t now_ns);
+/* Remember an accepted id. 0, or -1 on OOM (the caller refuses the request). */
+int cg_replay_remember(struct cg_replay *rp, const char *id, int64_t now_ns);
+void cg_replay_free(struct cg_replay *rp);
+
+#endif
