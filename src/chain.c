@@ -105,3 +105,105 @@ void cg_chain_decide(const struct cg_chain *c, const struct cg_call *call, struc
 	if (out->decision == CG_UNKNOWN && out->approvers < 1)
 		out->approvers = 1;
 }
+
+static json_t *str_array(const char *const *v, size_t n)
+{
+	json_t *a = json_array();
+	for (size_t i = 0; a && i < n; i++)
+		json_array_append_new(a, json_string(v[i]));
+	return a;
+}
+
+static const char *net_name(enum cg_net n)
+{
+	switch (n) {
+	case CG_NET_NONE:
+		return "none";
+	case CG_NET_LOOPBACK:
+		return "loopback";
+	case CG_NET_TCP:
+		return "tcp";
+	default:
+		return "unset";
+	}
+}
+
+json_t *cg_constraints_to_json(const struct cg_constraints *c)
+{
+	if (!c)
+		return json_null();
+	json_t *o = json_object();
+	if (!o)
+		return NULL;
+	if (c->fs) {
+		json_object_set_new(o, "read", str_array(c->read, c->n_read));
+		json_object_set_new(o, "write", str_array(c->write, c->n_write));
+		json_object_set_new(o, "exec", str_array(c->exec, c->n_exec));
+	}
+	if (c->net != CG_NET_UNSET) {
+		json_object_set_new(o, "net", json_string(net_name(c->net)));
+		if (c->net == CG_NET_TCP) {
+			json_t *ports = json_array();
+			for (size_t i = 0; ports && i < c->n_ports; i++)
+				json_array_append_new(ports, json_integer(c->ports[i]));
+			json_object_set_new(o, "ports", ports);
+		}
+	}
+	json_t *lim = json_object();
+	const struct {
+		const char *name;
+		int64_t v;
+	} limits[] = { { "cpu_s", c->limits.cpu_s },
+		       { "as_bytes", c->limits.as_bytes },
+		       { "nproc", c->limits.nproc },
+		       { "fsize_bytes", c->limits.fsize_bytes },
+		       { "nofile", c->limits.nofile } };
+	for (size_t i = 0; lim && i < sizeof(limits) / sizeof(limits[0]); i++)
+		if (limits[i].v != CG_LIMIT_UNSET)
+			json_object_set_new(lim, limits[i].name, json_integer(limits[i].v));
+	if (lim && json_object_size(lim) > 0)
+		json_object_set_new(o, "limits", lim);
+	else
+		json_decref(lim);
+	if (c->timeout_ms != CG_LIMIT_UNSET)
+		json_object_set_new(o, "timeout_ms", json_integer(c->timeout_ms));
+	if (c->best_effort)
+		json_object_set_new(o, "best_effort", json_true());
+	return o;
+}
+
+json_t *cg_folded_to_json(const struct cg_folded *f)
+{
+	json_t *o = json_object();
+	json_t *rungs = json_array();
+	json_t *cons = json_array();
+	if (!o || !rungs || !cons) {
+		json_decref(o);
+		json_decref(rungs);
+		json_decref(cons);
+		return NULL;
+	}
+	for (size_t i = 0; i < f->n_rungs; i++) {
+		const struct cg_verdict *v = &f->rungs[i].v;
+		json_t *r = json_pack("{s:s,s:i,s:s,s:s?,s:s,s:s?}", "rung", f->rungs[i].rung, "rank",
+				      f->rungs[i].rank, "decision", cg_decision_name(v->decision),
+				      "rule_id", v->rule_id, "reason",
+				      cg_reply_registry[v->reason].code, "why", v->why);
+		if (r && f->rungs[i].rc != 0)
+			json_object_set_new(r, "failed", json_true());
+		json_array_append_new(rungs, r);
+	}
+	for (size_t i = 0; i < f->n_constraints; i++)
+		json_array_append_new(cons, cg_constraints_to_json(f->constraints[i]));
+	json_object_set_new(o, "decision", json_string(cg_decision_name(f->decision)));
+	json_object_set_new(o, "rule_id", json_string(f->rule_id ? f->rule_id : ""));
+	json_object_set_new(o, "reason", json_string(cg_reply_registry[f->reason].code));
+	if (f->why)
+		json_object_set_new(o, "why", json_string(f->why));
+	json_object_set_new(o, "rung", json_string(f->deciding_rung ? f->deciding_rung : ""));
+	if (f->decision == CG_UNKNOWN)
+		json_object_set_new(o, "approvers", json_integer(f->approvers));
+	json_object_set_new(o, "rungs", rungs);
+	json_object_set_new(o, "constraints", cons);
+	return o;
+}

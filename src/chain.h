@@ -21,6 +21,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "reply.h"
 #include "world.h"
 
@@ -129,6 +131,12 @@ struct cg_folded {
 	size_t n_constraints;
 	const struct cg_constraints *constraints[CG_CHAIN_MAX_RUNGS * CG_VERDICT_MAX_CONS];
 };
+
+/* A constraint set as JSON (for replies, evidence, explain). New reference or NULL. */
+json_t *cg_constraints_to_json(const struct cg_constraints *c);
+
+/* The folded decision as JSON: decision, rule_id, reason code, rungs, constraints. */
+json_t *cg_folded_to_json(const struct cg_folded *f);
 
 /* Walk the chain over call and fold. Never fails: errors fold to BLOCK. */
 void cg_chain_decide(const struct cg_chain *c, const struct cg_call *call, struct cg_folded *out);

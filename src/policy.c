@@ -11,3 +11,6 @@ const char *cg_policy_sha256(const struct cg_policy *p) { return ""; }
 const char *cg_policy_source(const struct cg_policy *p) { return ""; }
 int cg_policy_rung(void *ctx, const struct cg_call *call, struct cg_verdict *out) { return -1; }
 int cg_privilege_rung(void *ctx, const struct cg_call *call, struct cg_verdict *out) { return -1; }
+int cg_policy_register_rungs(struct cg_chain *c, struct cg_policy *p) { return -1; }
+json_t *cg_policy_dump(const struct cg_policy *p) { return NULL; }
+json_t *cg_policy_lint(const struct cg_policy *p) { return NULL; }

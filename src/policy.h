@@ -23,6 +23,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "chain.h"
 #include "reply.h"
 
@@ -37,6 +39,9 @@ struct cg_policy_defaults {
 	const char *const *env_allow; /* names a request may set */
 	int64_t approval_timeout_ms;  /* how long a deferred call waits */
 	int64_t freshness_s;          /* request time window */
+	bool screen_secrets;          /* redact secrets in output (reply and evidence) */
+	bool screen_injection;        /* flag injection-shaped output as quarantined */
+	bool evidence_keep_output;    /* keep command output itself in evidence */
 };
 
 /*
@@ -70,6 +75,23 @@ const char *cg_policy_source(const struct cg_policy *p);
  * *out filled; non-zero means the rung failed (the chain folds it to BLOCK).
  */
 int cg_policy_rung(void *ctx, const struct cg_call *call, struct cg_verdict *out);
+
+/*
+ * Register the rungs a generation contributes (privilege, policy, …) on c,
+ * in their ranks. The daemon, `callgate policy explain` and tests all build
+ * their chain through this one function. 0, or -1 when the chain is full.
+ */
+int cg_policy_register_rungs(struct cg_chain *c, struct cg_policy *p)
+	__attribute__((warn_unused_result));
+
+/* The normalised policy as JSON (`callgate policy dump`). New reference or NULL. */
+json_t *cg_policy_dump(const struct cg_policy *p);
+
+/*
+ * Lint findings, an array of {"rule": id, "kind": "shadowed"|"unreachable"|…,
+ * "detail": text} (`callgate policy check`). New reference or NULL.
+ */
+json_t *cg_policy_lint(const struct cg_policy *p);
 
 /* The privilege rung: privileged calls need approval (until approval exists). */
 int cg_privilege_rung(void *ctx, const struct cg_call *call, struct cg_verdict *out);
