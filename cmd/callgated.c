@@ -1,3 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* cmd/callgated.c — placeholder; being written. */
-int main(void) { return 1; }
+int main(void)
+{
+	return 1;
+}

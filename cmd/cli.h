@@ -14,19 +14,19 @@
 #include <stdint.h>
 #include <jansson.h>
 
-#define CG_EXIT_OK          0
-#define CG_EXIT_USAGE       64  /* bad command line (EX_USAGE) */
-#define CG_EXIT_INVALID     65  /* the daemon said I: fix the request (EX_DATAERR) */
-#define CG_EXIT_UNAVAILABLE 69  /* the daemon could not be reached (EX_UNAVAILABLE) */
-#define CG_EXIT_ERROR       70  /* the daemon said E, or the CLI failed (EX_SOFTWARE) */
-#define CG_EXIT_DENIED      77  /* the daemon said D: refused by policy/approver (EX_NOPERM) */
-#define CG_EXIT_TIMEOUT     124 /* approval or command deadline passed (as timeout(1)) */
+#define CG_EXIT_OK	    0
+#define CG_EXIT_USAGE	    64	/* bad command line (EX_USAGE) */
+#define CG_EXIT_INVALID	    65	/* the daemon said I: fix the request (EX_DATAERR) */
+#define CG_EXIT_UNAVAILABLE 69	/* the daemon could not be reached (EX_UNAVAILABLE) */
+#define CG_EXIT_ERROR	    70	/* the daemon said E, or the CLI failed (EX_SOFTWARE) */
+#define CG_EXIT_DENIED	    77	/* the daemon said D: refused by policy/approver (EX_NOPERM) */
+#define CG_EXIT_TIMEOUT	    124 /* approval or command deadline passed (as timeout(1)) */
 
 /* Options that come before the subcommand. */
 struct cg_cli {
 	const char *socket_path;       /* --socket, $CALLGATE_SOCKET, or the default */
 	const char *admin_socket_path; /* --admin-socket, or next to the state dir */
-	const char *state_dir;         /* --state-dir, $CALLGATE_STATE_DIR, or the default */
+	const char *state_dir;	       /* --state-dir, $CALLGATE_STATE_DIR, or the default */
 };
 
 /*
@@ -35,8 +35,8 @@ struct cg_cli {
  * exchange (0: none). Returns 0 with *response (caller decrefs), or -1 with
  * errno set and a message in err (when err is not NULL).
  */
-int cg_client_call(const char *socket_path, json_t *request, int64_t timeout_ms,
-		   json_t **response, char *err, size_t err_len);
+int cg_client_call(const char *socket_path, json_t *request, int64_t timeout_ms, json_t **response,
+		   char *err, size_t err_len);
 
 /* Map a response's reply/status to the documented exit code (not for status ok). */
 int cg_client_exit_code(const json_t *response);
@@ -45,14 +45,16 @@ int cg_client_exit_code(const json_t *response);
 json_t *cg_cli_pipeline(int argc, char **argv);
 
 /* Subcommand families; argv[0] is the subcommand name. Return the exit code. */
-int cg_cli_run(const struct cg_cli *g, int argc, char **argv);     /* run */
-int cg_cli_ping(const struct cg_cli *g, int argc, char **argv);    /* ping */
-int cg_cli_gate(const struct cg_cli *g, int argc, char **argv);    /* gate */
+int cg_cli_run(const struct cg_cli *g, int argc, char **argv);	   /* run */
+int cg_cli_ping(const struct cg_cli *g, int argc, char **argv);	   /* ping */
+int cg_cli_gate(const struct cg_cli *g, int argc, char **argv);	   /* gate */
 int cg_cli_policy(const struct cg_cli *g, int argc, char **argv);  /* policy … */
 int cg_cli_sandbox(const struct cg_cli *g, int argc, char **argv); /* sandbox */
-int cg_cli_evidence(const struct cg_cli *g, int argc, char **argv); /* replay, verdict, log, evidence, key */
-int cg_cli_approve(const struct cg_cli *g, int argc, char **argv); /* approve, pending, deny, grant */
-int cg_cli_mcp(const struct cg_cli *g, int argc, char **argv);     /* mcp */
-int cg_cli_hook(const struct cg_cli *g, int argc, char **argv);    /* hook */
+int cg_cli_evidence(const struct cg_cli *g, int argc,
+		    char **argv); /* replay, verdict, log, evidence, key */
+int cg_cli_approve(const struct cg_cli *g, int argc,
+		   char **argv);				/* approve, pending, deny, grant */
+int cg_cli_mcp(const struct cg_cli *g, int argc, char **argv);	/* mcp */
+int cg_cli_hook(const struct cg_cli *g, int argc, char **argv); /* hook */
 
 #endif

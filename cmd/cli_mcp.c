@@ -2,4 +2,8 @@
 /* placeholder: not yet written */
 #include <stdio.h>
 #include "cli.h"
-int cg_cli_mcp(const struct cg_cli *g, int argc, char **argv) { fprintf(stderr, "callgate: %s: not available in this build\n", argv[0]); return CG_EXIT_ERROR; }
+int cg_cli_mcp(const struct cg_cli *g, int argc, char **argv)
+{
+	fprintf(stderr, "callgate: %s: not available in this build\n", argv[0]);
+	return CG_EXIT_ERROR;
+}

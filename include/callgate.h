@@ -27,11 +27,11 @@
 extern "C" {
 #endif
 
-#define CALLGATE_VERSION       "0.1.0"
-#define CALLGATE_PROTOCOL      1
-#define CG_DEFAULT_SOCKET      "/run/callgate/callgate.sock"
+#define CALLGATE_VERSION	     "0.1.0"
+#define CALLGATE_PROTOCOL	     1
+#define CG_DEFAULT_SOCKET	     "/run/callgate/callgate.sock"
 #define CG_DEFAULT_ADMIN_SOCKET_NAME "admin.sock"
-#define CG_DEFAULT_STATE_DIR   "/var/lib/callgate"
+#define CG_DEFAULT_STATE_DIR	     "/var/lib/callgate"
 
 /* The caller, as the kernel reports it (SO_PEERCRED), never as it claims. */
 struct cg_peer {
@@ -42,13 +42,13 @@ struct cg_peer {
 
 /* How to build a kernel. Zero-initialise, then set what you need. */
 struct cg_kernel_config {
-	const char *policy_file;        /* NULL: the embedded default policy */
-	const char *state_dir;          /* evidence lives here; NULL: no evidence */
-	const char *const *workspaces;  /* directories an agent may work in */
-	size_t n_workspaces;            /* 0: the current directory */
-	int64_t freshness_s;            /* request time window; 0: 60 s */
+	const char *policy_file;	/* NULL: the embedded default policy */
+	const char *state_dir;		/* evidence lives here; NULL: no evidence */
+	const char *const *workspaces;	/* directories an agent may work in */
+	size_t n_workspaces;		/* 0: the current directory */
+	int64_t freshness_s;		/* request time window; 0: 60 s */
 	const char *policy_pubkey_file; /* require policies signed by this key; NULL: don't */
-	unsigned n_workers;             /* execution threads; 0: default */
+	unsigned n_workers;		/* execution threads; 0: default */
 };
 
 struct cg_kernel;
@@ -59,7 +59,7 @@ struct cg_kernel;
  * JSON reply object describing why (caller frees).
  */
 int cg_kernel_new(const struct cg_kernel_config *cfg, struct cg_kernel **out, char **err_json)
-	__attribute__((warn_unused_result));
+    __attribute__((warn_unused_result));
 
 /*
  * Reload the policy from its file. A policy that fails to load leaves the
@@ -98,8 +98,8 @@ char *cg_kernel_handle(struct cg_kernel *k, const char *line, size_t len, bool h
 typedef void (*cg_respond_fn)(void *cookie, char *line, size_t len);
 struct cg_job;
 void cg_kernel_submit(struct cg_kernel *k, const char *line, size_t len, bool had_newline,
-		      bool too_long, const struct cg_peer *peer, cg_respond_fn respond, void *cookie,
-		      struct cg_job **job_out);
+		      bool too_long, const struct cg_peer *peer, cg_respond_fn respond,
+		      void *cookie, struct cg_job **job_out);
 void cg_job_cancel(struct cg_job *job);
 void cg_job_release(struct cg_job *job);
 

@@ -62,7 +62,8 @@ void cg_chain_decide(const struct cg_chain *c, const struct cg_call *call, struc
 	enum cg_decision folded = CG_DECISION_NONE;
 	for (size_t i = 0; i < c->n; i++) {
 		const struct cg_rung *r = &c->rungs[i];
-		struct cg_verdict v = { .decision = CG_DECISION_NONE, .reason = CG_R_RUNG_UNDECIDED };
+		struct cg_verdict v = { .decision = CG_DECISION_NONE,
+					.reason = CG_R_RUNG_UNDECIDED };
 		int rc = r->decide(r->ctx, call, &v);
 
 		/*
@@ -70,13 +71,16 @@ void cg_chain_decide(const struct cg_chain *c, const struct cg_call *call, struc
 		 * gate: its verdict becomes BLOCK with the chain's own reason.
 		 */
 		if (rc != 0) {
-			v = (struct cg_verdict){ .decision = CG_BLOCK, .rule_id = "rung-failed",
+			v = (struct cg_verdict){ .decision = CG_BLOCK,
+						 .rule_id = "rung-failed",
 						 .reason = CG_R_RUNG_FAILED };
 		} else if (!decision_valid(v.decision)) {
-			v = (struct cg_verdict){ .decision = CG_BLOCK, .rule_id = "rung-undecided",
+			v = (struct cg_verdict){ .decision = CG_BLOCK,
+						 .rule_id = "rung-undecided",
 						 .reason = CG_R_RUNG_UNDECIDED };
 		} else if (v.n_constraints > CG_VERDICT_MAX_CONS) {
-			v = (struct cg_verdict){ .decision = CG_BLOCK, .rule_id = "rung-failed",
+			v = (struct cg_verdict){ .decision = CG_BLOCK,
+						 .rule_id = "rung-failed",
 						 .reason = CG_R_RUNG_FAILED };
 		}
 
@@ -185,10 +189,10 @@ json_t *cg_folded_to_json(const struct cg_folded *f)
 	}
 	for (size_t i = 0; i < f->n_rungs; i++) {
 		const struct cg_verdict *v = &f->rungs[i].v;
-		json_t *r = json_pack("{s:s,s:i,s:s,s:s?,s:s,s:s?}", "rung", f->rungs[i].rung, "rank",
-				      f->rungs[i].rank, "decision", cg_decision_name(v->decision),
-				      "rule_id", v->rule_id, "reason",
-				      cg_reply_registry[v->reason].code, "why", v->why);
+		json_t *r = json_pack("{s:s,s:i,s:s,s:s?,s:s,s:s?}", "rung", f->rungs[i].rung,
+				      "rank", f->rungs[i].rank, "decision",
+				      cg_decision_name(v->decision), "rule_id", v->rule_id,
+				      "reason", cg_reply_registry[v->reason].code, "why", v->why);
 		if (r && f->rungs[i].rc != 0)
 			json_object_set_new(r, "failed", json_true());
 		json_array_append_new(rungs, r);

@@ -40,9 +40,9 @@ const char *cg_decision_name(enum cg_decision d); /* "ALLOW", …; "NONE" */
 
 enum cg_net {
 	CG_NET_UNSET = 0, /* no network constraint from this rule */
-	CG_NET_NONE,      /* a fresh network namespace: no route to any outside socket */
+	CG_NET_NONE,	  /* a fresh network namespace: no route to any outside socket */
 	CG_NET_LOOPBACK,  /* loopback only */
-	CG_NET_TCP,       /* TCP connect/bind only to ports[] (Landlock net, ABI >= 4) */
+	CG_NET_TCP,	  /* TCP connect/bind only to ports[] (Landlock net, ABI >= 4) */
 };
 
 #define CG_LIMIT_UNSET (-1LL)
@@ -62,25 +62,25 @@ struct cg_limits {
  * expanded at confinement time. All memory is owned by the policy generation.
  */
 struct cg_constraints {
-	bool fs;                   /* filesystem confinement requested */
+	bool fs; /* filesystem confinement requested */
 	size_t n_read, n_write, n_exec;
-	const char *const *read;   /* read-only trees */
-	const char *const *write;  /* read-write trees */
-	const char *const *exec;   /* trees whose files may be executed */
+	const char *const *read;  /* read-only trees */
+	const char *const *write; /* read-write trees */
+	const char *const *exec;  /* trees whose files may be executed */
 	enum cg_net net;
 	size_t n_ports;
-	const uint16_t *ports;     /* for CG_NET_TCP */
+	const uint16_t *ports; /* for CG_NET_TCP */
 	struct cg_limits limits;
-	int64_t timeout_ms;        /* CG_LIMIT_UNSET: policy default */
-	bool best_effort;          /* run even if the kernel cannot enforce all of it */
+	int64_t timeout_ms; /* CG_LIMIT_UNSET: policy default */
+	bool best_effort;   /* run even if the kernel cannot enforce all of it */
 };
 
 /* One rung's answer. All pointers are into policy-owned, immutable memory. */
 struct cg_verdict {
 	enum cg_decision decision;
-	const char *rule_id;           /* stable id of the rule that decided, or NULL */
-	enum cg_reply_id reason;       /* registry code explaining the verdict */
-	const char *why;               /* short human text from the rule, or NULL */
+	const char *rule_id;	 /* stable id of the rule that decided, or NULL */
+	enum cg_reply_id reason; /* registry code explaining the verdict */
+	const char *why;	 /* short human text from the rule, or NULL */
 	/*
 	 * For ALLOW/DEGRADE: the constraint sets to intersect (e.g. one per
 	 * pipeline stage that had some). A rung with more distinct sets than
@@ -88,7 +88,7 @@ struct cg_verdict {
 	 */
 	size_t n_constraints;
 	const struct cg_constraints *constraints[CG_VERDICT_MAX_CONS];
-	int32_t approvers;             /* UNKNOWN: distinct approvers required (>= 1) */
+	int32_t approvers; /* UNKNOWN: distinct approvers required (>= 1) */
 };
 
 typedef int (*cg_rung_fn)(void *ctx, const struct cg_call *call, struct cg_verdict *out);
@@ -110,21 +110,21 @@ struct cg_chain {
 
 /* Register a rung; rungs run in ascending rank. 0, or -1 when full. */
 int cg_chain_register(struct cg_chain *c, int rank, const char *name, cg_rung_fn fn, void *ctx)
-	__attribute__((warn_unused_result));
+    __attribute__((warn_unused_result));
 
 /* The folded result of one decision. */
 struct cg_folded {
 	enum cg_decision decision;
-	const char *rule_id;        /* the rule of the most restrictive verdict */
+	const char *rule_id; /* the rule of the most restrictive verdict */
 	enum cg_reply_id reason;
 	const char *why;
 	const char *deciding_rung;
-	int32_t approvers;          /* max over UNKNOWN verdicts */
+	int32_t approvers; /* max over UNKNOWN verdicts */
 	size_t n_rungs;
 	struct {
 		const char *rung;
 		int rank;
-		int rc;             /* the rung's return code; non-zero = failed */
+		int rc; /* the rung's return code; non-zero = failed */
 		struct cg_verdict v;
 	} rungs[CG_CHAIN_MAX_RUNGS];
 	/* Every constraint set of every ALLOW/DEGRADE verdict: all apply (intersection). */

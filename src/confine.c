@@ -21,8 +21,8 @@ int cg_confine_prepare(const struct cg_constraints *const *cons, size_t n,
 {
 	for (size_t i = 0; i < n; i++) {
 		if (cons[i]->fs || cons[i]->net != CG_NET_UNSET) {
-			*err = cg_reply_new(CG_R_CONSTRAINT_UNENFORCEABLE, "{s:s,s:s}", "constraint",
-					    cons[i]->fs ? "fs" : "net", "detail",
+			*err = cg_reply_new(CG_R_CONSTRAINT_UNENFORCEABLE, "{s:s,s:s}",
+					    "constraint", cons[i]->fs ? "fs" : "net", "detail",
 					    "confinement not available");
 			return -1;
 		}

@@ -30,7 +30,7 @@ struct cg_confine_ctx {
 	const char *workspace; /* expands ${workspace} */
 	const char *cwd;       /* expands ${cwd} */
 	const char *home;      /* expands ${home} */
-	bool set_ids;          /* drop to uid/gid (daemon is root, stage unprivileged) */
+	bool set_ids;	       /* drop to uid/gid (daemon is root, stage unprivileged) */
 	uid_t uid;
 	gid_t gid;
 };
@@ -62,7 +62,7 @@ struct cg_tree;
 
 /* Parent, before the first fork of a call. 0 and *out, or -1 with *err. */
 int cg_tree_new(const char *trace_id, struct cg_tree **out, struct cg_reply **err)
-	__attribute__((warn_unused_result));
+    __attribute__((warn_unused_result));
 /*
  * In each child, first thing after fork (async-signal-safe). leader_pgid is
  * 0 for the first stage (it becomes the group leader) and that stage's pid

@@ -30,35 +30,35 @@
 
 /* The closed set of event types (documented in docs/evidence.md). */
 #define CG_EVENT_LIST(X)                                                                           \
-	X(REQUEST, "request")           /* request received: redacted request, peer creds */    \
-	X(RESOLVED, "resolved")         /* world adapter: exes, symlink hops, cwd */            \
-	X(RUNG, "rung")                 /* one adjudicator's verdict */                          \
-	X(DECISION, "decision")         /* the folded decision, rule id, constraints */         \
-	X(APPROVAL_REQ, "approval.requested")                                                     \
-	X(APPROVAL_ANS, "approval.answered")                                                      \
-	X(PERMIT, "permit")             /* durable before exec: what may run, request hash */   \
-	X(EXEC_START, "exec.started")                                                             \
-	X(EXEC_END, "exec.finished")    /* exit codes, output sizes and hashes, timings */      \
-	X(SCREEN, "screening")                                                                    \
-	X(VERDICT, "verdict")           /* the reply code and the verdict summary */             \
-	X(REPLAY, "replay")                                                                       \
-	X(SEAL, "seal")                 /* event count and head: the trace is complete */
+	X(REQUEST, "request")	/* request received: redacted request, peer creds */               \
+	X(RESOLVED, "resolved") /* world adapter: exes, symlink hops, cwd */                       \
+	X(RUNG, "rung")		/* one adjudicator's verdict */                                    \
+	X(DECISION, "decision") /* the folded decision, rule id, constraints */                    \
+	X(APPROVAL_REQ, "approval.requested")                                                      \
+	X(APPROVAL_ANS, "approval.answered")                                                       \
+	X(PERMIT, "permit") /* durable before exec: what may run, request hash */                  \
+	X(EXEC_START, "exec.started")                                                              \
+	X(EXEC_END, "exec.finished") /* exit codes, output sizes and hashes, timings */            \
+	X(SCREEN, "screening")                                                                     \
+	X(VERDICT, "verdict") /* the reply code and the verdict summary */                         \
+	X(REPLAY, "replay")                                                                        \
+	X(SEAL, "seal") /* event count and head: the trace is complete */
 
 enum cg_event_type {
 #define CG_EVENT_ENUM(e, s) CG_EV_##e,
 	CG_EVENT_LIST(CG_EVENT_ENUM)
 #undef CG_EVENT_ENUM
-		CG_EV__COUNT
+	    CG_EV__COUNT
 };
 
 const char *cg_event_name(enum cg_event_type t);
 
 struct cg_evidence_config {
-	const char *state_dir;      /* journal/, traces/, keys/ live here */
-	uint64_t segment_bytes;     /* rotate segments past this size; 0: default */
-	uint32_t checkpoint_every;  /* sign a checkpoint every N events; 0: default */
-	int64_t checkpoint_ms;      /* … or every T ms; 0: default */
-	bool write_traces;          /* write traces/<id>/ packages at seal */
+	const char *state_dir;	   /* journal/, traces/, keys/ live here */
+	uint64_t segment_bytes;	   /* rotate segments past this size; 0: default */
+	uint32_t checkpoint_every; /* sign a checkpoint every N events; 0: default */
+	int64_t checkpoint_ms;	   /* … or every T ms; 0: default */
+	bool write_traces;	   /* write traces/<id>/ packages at seal */
 };
 
 struct cg_evidence;
@@ -86,6 +86,6 @@ int cg_evidence_append(struct cg_evidence *ev, const char *trace_id, enum cg_eve
  * when durable is false. Returns 0 or -1 with errno.
  */
 int cg_evidence_seal(struct cg_evidence *ev, const char *trace_id, json_t *verdict)
-	__attribute__((warn_unused_result));
+    __attribute__((warn_unused_result));
 
 #endif

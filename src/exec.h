@@ -29,23 +29,23 @@
 #include "util.h"
 #include "world.h"
 
-#define CG_EXEC_OUTPUT_CAP (16u * 1024 * 1024)
+#define CG_EXEC_OUTPUT_CAP    (16u * 1024 * 1024)
 #define CG_EXEC_KILL_GRACE_MS 200
 
 struct cg_exec_spec {
-	const struct cg_call *call;            /* resolved stages and cwd */
-	char *const *envp;                     /* the command environment */
-	int64_t timeout_ms;                    /* deadline for the whole pipeline */
-	size_t cap;                            /* per stream; 0 -> CG_EXEC_OUTPUT_CAP */
-	const struct cg_confine_plan *plan;    /* applied in every child; NULL: none */
-	int cancel_fd;                         /* readable -> cancel (eventfd), or -1 */
+	const struct cg_call *call;	    /* resolved stages and cwd */
+	char *const *envp;		    /* the command environment */
+	int64_t timeout_ms;		    /* deadline for the whole pipeline */
+	size_t cap;			    /* per stream; 0 -> CG_EXEC_OUTPUT_CAP */
+	const struct cg_confine_plan *plan; /* applied in every child; NULL: none */
+	int cancel_fd;			    /* readable -> cancel (eventfd), or -1 */
 	const char *trace_id;
 };
 
 struct cg_stage_result {
 	pid_t pid;
-	int exit_code;   /* exit status, or 128+signal */
-	int raw_status;  /* as waitpid returned it */
+	int exit_code;	/* exit status, or 128+signal */
+	int raw_status; /* as waitpid returned it */
 	struct cg_buf err;
 };
 
@@ -55,7 +55,7 @@ struct cg_exec_result {
 	struct cg_buf out;
 	bool timed_out;
 	bool cancelled;
-	bool tree_escapees_killed; /* descendants outlived the stages and were killed */
+	bool tree_escapees_killed;    /* descendants outlived the stages and were killed */
 	int64_t started_ns, ended_ns; /* monotonic */
 };
 
@@ -66,7 +66,7 @@ struct cg_exec_result {
  * not be started; nothing is left running either way.
  */
 int cg_exec_run(const struct cg_exec_spec *spec, struct cg_exec_result *res, struct cg_reply **err)
-	__attribute__((warn_unused_result));
+    __attribute__((warn_unused_result));
 
 void cg_exec_result_fini(struct cg_exec_result *res);
 

@@ -32,15 +32,15 @@ struct cg_policy;
 
 /* Defaults the rest of callgate reads from the policy in force. */
 struct cg_policy_defaults {
-	int64_t timeout_ms;        /* default command deadline */
-	int64_t max_timeout_ms;    /* cap on a request's timeout_ms */
-	size_t output_cap;         /* per stream, bytes (16 MiB by the protocol) */
+	int64_t timeout_ms;	/* default command deadline */
+	int64_t max_timeout_ms; /* cap on a request's timeout_ms */
+	size_t output_cap;	/* per stream, bytes (16 MiB by the protocol) */
 	size_t n_env_allow;
 	const char *const *env_allow; /* names a request may set */
 	int64_t approval_timeout_ms;  /* how long a deferred call waits */
-	int64_t freshness_s;          /* request time window */
-	bool screen_secrets;          /* redact secrets in output (reply and evidence) */
-	bool screen_injection;        /* flag injection-shaped output as quarantined */
+	int64_t freshness_s;	      /* request time window */
+	bool screen_secrets;	      /* redact secrets in output (reply and evidence) */
+	bool screen_injection;	      /* flag injection-shaped output as quarantined */
 	bool evidence_keep_output;    /* keep command output itself in evidence */
 };
 
@@ -49,14 +49,13 @@ struct cg_policy_defaults {
  * On success returns 0 and *out with one reference; on failure -1 and *err
  * (MCP-CFG-E reply naming the line and the problem).
  */
-int cg_policy_load_buffer(const char *source, const char *buf, size_t len,
-			  struct cg_policy **out, struct cg_reply **err)
-	__attribute__((warn_unused_result));
+int cg_policy_load_buffer(const char *source, const char *buf, size_t len, struct cg_policy **out,
+			  struct cg_reply **err) __attribute__((warn_unused_result));
 int cg_policy_load_file(const char *path, struct cg_policy **out, struct cg_reply **err)
-	__attribute__((warn_unused_result));
+    __attribute__((warn_unused_result));
 /* The embedded default policy (etc/callgate/policy.yaml compiled in). */
 int cg_policy_load_default(struct cg_policy **out, struct cg_reply **err)
-	__attribute__((warn_unused_result));
+    __attribute__((warn_unused_result));
 
 /* The embedded default policy's bytes. */
 extern const char cg_default_policy_yaml[];
@@ -82,7 +81,7 @@ int cg_policy_rung(void *ctx, const struct cg_call *call, struct cg_verdict *out
  * their chain through this one function. 0, or -1 when the chain is full.
  */
 int cg_policy_register_rungs(struct cg_chain *c, struct cg_policy *p)
-	__attribute__((warn_unused_result));
+    __attribute__((warn_unused_result));
 
 /* The normalised policy as JSON (`callgate policy dump`). New reference or NULL. */
 json_t *cg_policy_dump(const struct cg_policy *p);

@@ -42,16 +42,18 @@ enum cg_code_uniqueness {
 	  (CG_STATUS_##ST == CG_STATUS_ERROR || CG_STATUS_##ST == CG_STATUS_TIMEOUT)))
 
 #define CG_REPLY(L, A, T, N, ST, KEY, TPL)                                                         \
-	_Static_assert(LAYER_MAY(L, T), #L "-" #A "-" #T "-" #N ": layer " #L " may not reply " #T); \
-	_Static_assert(STATUS_FITS(T, ST), #L "-" #A "-" #T "-" #N ": status " #ST " does not fit type " #T);
+	_Static_assert(LAYER_MAY(L, T),                                                            \
+		       #L "-" #A "-" #T "-" #N ": layer " #L " may not reply " #T);                \
+	_Static_assert(STATUS_FITS(T, ST),                                                         \
+		       #L "-" #A "-" #T "-" #N ": status " #ST " does not fit type " #T);
 #include "replies.def"
 #undef CG_REPLY
 
 const struct cg_reply_def cg_reply_registry[CG_R__COUNT] = {
 #define CG_REPLY(L, A, T, N, ST, KEY, TPL)                                                         \
-	[CG_R_##KEY] = { CG_R_##KEY,       CG_LAYER_##L, CG_AREA_##A,                             \
-			 CG_RTYPE_##T,     CG_STATUS_##ST, #L "-" #A "-" #T "-" #N,                \
-			 #N,               #KEY,           TPL },
+	[CG_R_##KEY] = { CG_R_##KEY,   CG_LAYER_##L,   CG_AREA_##A,                                \
+			 CG_RTYPE_##T, CG_STATUS_##ST, #L "-" #A "-" #T "-" #N,                    \
+			 #N,	       #KEY,	       TPL },
 #include "replies.def"
 #undef CG_REPLY
 };
@@ -292,14 +294,14 @@ const char *cg_errno_name(int err)
 #define E(x)                                                                                       \
 	case x:                                                                                    \
 		return #x;
-		E(EPERM) E(ENOENT) E(ESRCH) E(EINTR) E(EIO) E(ENXIO) E(E2BIG) E(ENOEXEC)
-		E(EBADF) E(ECHILD) E(EAGAIN) E(ENOMEM) E(EACCES) E(EFAULT) E(EBUSY) E(EEXIST)
-		E(EXDEV) E(ENODEV) E(ENOTDIR) E(EISDIR) E(EINVAL) E(ENFILE) E(EMFILE) E(ETXTBSY)
-		E(EFBIG) E(ENOSPC) E(ESPIPE) E(EROFS) E(EMLINK) E(EPIPE) E(ERANGE) E(ENAMETOOLONG)
-		E(ENOSYS) E(ELOOP) E(EOPNOTSUPP) E(ECONNREFUSED) E(ETIMEDOUT) E(EDQUOT)
-		E(ENETUNREACH) E(EADDRINUSE) E(ECANCELED)
+		E(EPERM)
+		E(ENOENT) E(ESRCH) E(EINTR) E(EIO) E(ENXIO) E(E2BIG) E(ENOEXEC) E(EBADF) E(ECHILD)
+		    E(EAGAIN) E(ENOMEM) E(EACCES) E(EFAULT) E(EBUSY) E(EEXIST) E(EXDEV) E(ENODEV)
+			E(ENOTDIR) E(EISDIR) E(EINVAL) E(ENFILE) E(EMFILE) E(ETXTBSY) E(EFBIG)
+			    E(ENOSPC) E(ESPIPE) E(EROFS) E(EMLINK) E(EPIPE) E(ERANGE)
+				E(ENAMETOOLONG) E(ENOSYS) E(ELOOP) E(EOPNOTSUPP) E(ECONNREFUSED)
+				    E(ETIMEDOUT) E(EDQUOT) E(ENETUNREACH) E(EADDRINUSE) E(ECANCELED)
 #undef E
-	default:
-		return "EUNKNOWN";
+					default : return "EUNKNOWN";
 	}
 }

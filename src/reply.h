@@ -49,7 +49,7 @@ enum cg_area {
 #define CG_AREA_ENUM(a) CG_AREA_##a,
 	CG_AREA_LIST(CG_AREA_ENUM)
 #undef CG_AREA_ENUM
-		CG_AREA__COUNT
+	    CG_AREA__COUNT
 };
 
 enum cg_layer { CG_LAYER_WA, CG_LAYER_EN, CG_LAYER_CT, CG_LAYER_MCP };
@@ -90,8 +90,8 @@ const char *cg_status_name(enum cg_status status);
  */
 struct cg_reply {
 	enum cg_reply_id id;
-	json_t *params;    /* owned; object of named template parameters */
-	json_t *data;      /* owned; optional machine-readable payload, or NULL */
+	json_t *params;	   /* owned; object of named template parameters */
+	json_t *data;	   /* owned; optional machine-readable payload, or NULL */
 	char trace_id[40]; /* UUIDv4 text, or "" until set */
 };
 

@@ -26,12 +26,12 @@
 #include "callgate.h"
 
 struct cg_server_config {
-	const char *socket_path;      /* agent socket */
+	const char *socket_path;       /* agent socket */
 	const char *admin_socket_path; /* owner-only admin socket, or NULL */
-	gid_t socket_group;           /* (gid_t)-1: owner-only (0600); else 0660 with this group */
-	unsigned max_conns;           /* total connections; 0: default 1024 */
-	int64_t read_deadline_ms;     /* 0: default 10000 */
-	const char *ready_fd_env;     /* unused for now */
+	gid_t socket_group;	       /* (gid_t)-1: owner-only (0600); else 0660 with this group */
+	unsigned max_conns;	       /* total connections; 0: default 1024 */
+	int64_t read_deadline_ms;      /* 0: default 10000 */
+	const char *ready_fd_env;      /* unused for now */
 };
 
 /*
@@ -39,6 +39,6 @@ struct cg_server_config {
  * -1 if the sockets could not be set up (message already logged).
  */
 int cg_server_run(struct cg_kernel *k, const struct cg_server_config *cfg)
-	__attribute__((warn_unused_result));
+    __attribute__((warn_unused_result));
 
 #endif

@@ -134,8 +134,12 @@ int cg_parse_time(const char *s, int64_t *out_ns)
 	bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
 	if (d > mdays[mo - 1] || (mo == 2 && !leap && d > 28))
 		return -1;
-	struct tm tm = { .tm_year = y - 1900, .tm_mon = mo - 1, .tm_mday = d,
-			 .tm_hour = h, .tm_min = mi, .tm_sec = sec > 59 ? 59 : sec };
+	struct tm tm = { .tm_year = y - 1900,
+			 .tm_mon = mo - 1,
+			 .tm_mday = d,
+			 .tm_hour = h,
+			 .tm_min = mi,
+			 .tm_sec = sec > 59 ? 59 : sec };
 	time_t t = timegm(&tm);
 	if (t == (time_t)-1 && !(y == 1969 && mo == 12 && d == 31))
 		return -1;
@@ -150,10 +154,9 @@ int cg_uuid4(char *out, size_t len)
 		return -1;
 	b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
 	b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
-	snprintf(out, len,
-		 "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
-		 b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
-		 b[14], b[15]);
+	snprintf(out, len, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+		 b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12],
+		 b[13], b[14], b[15]);
 	return 0;
 }
 
@@ -253,5 +256,6 @@ void cg_log(const char *level, const char *trace_id, const char *fmt, ...)
 	int n = snprintf(line, sizeof(line), "%s callgated %s%s%s %s\n", ts, level,
 			 trace_id && *trace_id ? " trace=" : "", trace_id ? trace_id : "", msg);
 	if (n > 0)
-		(void)cg_write_all(2, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
+		(void)cg_write_all(2, line,
+				   (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
 }

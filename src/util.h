@@ -52,11 +52,11 @@ void cg_sha256_hex(const void *p, size_t n, char *hex);
 /* A byte buffer with a hard cap; bytes past the cap are dropped and counted. */
 struct cg_buf {
 	unsigned char *p;
-	size_t len;     /* bytes kept */
-	size_t cap;     /* hard limit on len */
-	size_t alloc;   /* bytes allocated */
+	size_t len;	/* bytes kept */
+	size_t cap;	/* hard limit on len */
+	size_t alloc;	/* bytes allocated */
 	bool truncated; /* some bytes were dropped at the cap */
-	uint64_t seen;  /* bytes offered, kept or not */
+	uint64_t seen;	/* bytes offered, kept or not */
 };
 
 void cg_buf_init(struct cg_buf *b, size_t cap);
@@ -66,6 +66,6 @@ void cg_buf_free(struct cg_buf *b);
 
 /* Log a line to stderr with a level and optional trace id (daemon log). */
 void cg_log(const char *level, const char *trace_id, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 
 #endif

@@ -25,10 +25,10 @@
 #include "reply.h"
 
 #define CG_WIRE_MAX_LINE      (1024 * 1024) /* bytes, newline included */
-#define CG_WIRE_MAX_ID        128
+#define CG_WIRE_MAX_ID	      128
 #define CG_WIRE_MAX_STAGES    64
 #define CG_WIRE_MAX_ARGS      4096
-#define CG_WIRE_MAX_ENV       256
+#define CG_WIRE_MAX_ENV	      256
 #define CG_WIRE_FRESHNESS_S   60
 #define CG_WIRE_MAX_TIMEOUTMS (24LL * 3600 * 1000)
 
@@ -46,11 +46,11 @@ struct cg_env_var {
 
 /* A decoded, validated request. Free with cg_request_free(). */
 struct cg_request {
-	char *id;       /* given or a fresh UUIDv4 */
-	bool id_given;  /* the client supplied the id */
-	char *host;     /* "" default */
-	char *session;  /* "" default */
-	char *reason;   /* "" default */
+	char *id;	/* given or a fresh UUIDv4 */
+	bool id_given;	/* the client supplied the id */
+	char *host;	/* "" default */
+	char *session;	/* "" default */
+	char *reason;	/* "" default */
 	char *time_str; /* as sent */
 	int64_t time_ns;
 	size_t n_stages;
@@ -61,15 +61,15 @@ struct cg_request {
 	bool forward_agent; /* default false */
 	enum cg_action action;
 	int64_t timeout_ms; /* -1 when absent */
-	char *cwd;          /* NULL when absent */
+	char *cwd;	    /* NULL when absent */
 	json_t *actions;    /* gate: validated array of abstract actions, or NULL */
-	json_t *raw;        /* the parsed request object, for evidence */
+	json_t *raw;	    /* the parsed request object, for evidence */
 };
 
 /* What validation needs to know that is not in the line itself. */
 struct cg_wire_rules {
-	int64_t now_ns;      /* wall clock at receipt */
-	int64_t freshness_s; /* window for stale/future time */
+	int64_t now_ns;		      /* wall clock at receipt */
+	int64_t freshness_s;	      /* window for stale/future time */
 	const char *const *env_allow; /* names a request may set */
 	size_t n_env_allow;
 };
@@ -108,7 +108,7 @@ struct cg_response {
 	size_t out_len;
 	bool out_truncated;
 	const struct cg_reply *reply; /* required */
-	json_t *extra;                /* optional top-level members to merge (borrowed) */
+	json_t *extra;		      /* optional top-level members to merge (borrowed) */
 };
 
 /*

@@ -28,8 +28,8 @@
 #define CG_WORLD_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 struct cg_resolved_stage {
-	char *exe;       /* canonical absolute path that will be executed */
-	char *found;     /* the path found before canonicalisation (PATH hit or given) */
+	char *exe;	  /* canonical absolute path that will be executed */
+	char *found;	  /* the path found before canonicalisation (PATH hit or given) */
 	bool via_symlink; /* found != exe: a symlink (or ..) hop was resolved */
 	const char *base; /* basename of exe (points into exe) */
 };
@@ -40,9 +40,9 @@ struct cg_call {
 	struct cg_peer peer;
 	size_t n_stages;
 	struct cg_resolved_stage *stages; /* n_stages entries, owned */
-	char *cwd;       /* canonical working directory, owned */
-	char *workspace; /* the canonical workspace that contains cwd, owned */
-	char *trace_id;  /* borrowed from the caller */
+	char *cwd;			  /* canonical working directory, owned */
+	char *workspace;		  /* the canonical workspace that contains cwd, owned */
+	char *trace_id;			  /* borrowed from the caller */
 };
 
 struct cg_world {
@@ -63,7 +63,7 @@ void cg_world_fini(struct cg_world *w);
  */
 int cg_world_resolve(const struct cg_world *w, const struct cg_request *req,
 		     const struct cg_peer *peer, struct cg_call *call, struct cg_reply **err)
-	__attribute__((warn_unused_result));
+    __attribute__((warn_unused_result));
 
 void cg_call_fini(struct cg_call *call);
 

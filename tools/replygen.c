@@ -27,7 +27,8 @@ static int check(const struct cg_reply_def *d)
 	}
 	for (const char *k = d->key; *k; k++)
 		if (!(isupper((unsigned char)*k) || isdigit((unsigned char)*k) || *k == '_')) {
-			fprintf(stderr, "replygen: %s: key %s is not UPPER_SNAKE\n", d->code, d->key);
+			fprintf(stderr, "replygen: %s: key %s is not UPPER_SNAKE\n", d->code,
+				d->key);
 			bad = 1;
 			break;
 		}
