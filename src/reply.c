@@ -290,18 +290,6 @@ const struct cg_reply_def *cg_reply_find_code(const char *code)
 
 const char *cg_errno_name(int err)
 {
-	switch (err) {
-#define E(x)                                                                                       \
-	case x:                                                                                    \
-		return #x;
-		E(EPERM)
-		E(ENOENT) E(ESRCH) E(EINTR) E(EIO) E(ENXIO) E(E2BIG) E(ENOEXEC) E(EBADF) E(ECHILD)
-		    E(EAGAIN) E(ENOMEM) E(EACCES) E(EFAULT) E(EBUSY) E(EEXIST) E(EXDEV) E(ENODEV)
-			E(ENOTDIR) E(EISDIR) E(EINVAL) E(ENFILE) E(EMFILE) E(ETXTBSY) E(EFBIG)
-			    E(ENOSPC) E(ESPIPE) E(EROFS) E(EMLINK) E(EPIPE) E(ERANGE)
-				E(ENAMETOOLONG) E(ENOSYS) E(ELOOP) E(EOPNOTSUPP) E(ECONNREFUSED)
-				    E(ETIMEDOUT) E(EDQUOT) E(ENETUNREACH) E(EADDRINUSE) E(ECANCELED)
-#undef E
-					default : return "EUNKNOWN";
-	}
+	const char *name = strerrorname_np(err);
+	return name ? name : "EUNKNOWN";
 }
