@@ -1,0 +1,168 @@
+/* SPDX-License-Identifier: MIT */
+/* Tests for the adjudicator chain and its fold (seed 003). */
+#include <criterion/criterion.h>
+
+#include "chain.h"
+
+static int say(void *ctx, const struct cg_call *call, struct cg_verdict *out)
+{
+	const struct cg_verdict *v = ctx;
+	*out = *v;
+	return 0;
+}
+
+static int fail(void *ctx, const struct cg_call *call, struct cg_verdict *out)
+{
+	out->decision = CG_ALLOW; /* a failing rung's verdict must be ignored */
+	return -1;
+}
+
+static int silent(void *ctx, const struct cg_call *call, struct cg_verdict *out)
+{
+	return 0; /* leaves the verdict undecided */
+}
+
+static struct cg_verdict v_allow = { .decision = CG_ALLOW, .rule_id = "a", .reason = CG_R_ALLOWED };
+static struct cg_verdict v_degrade = { .decision = CG_DEGRADE,
+				       .rule_id = "d",
+				       .reason = CG_R_DEGRADED };
+static struct cg_verdict v_unknown = {
+	.decision = CG_UNKNOWN, .rule_id = "u", .reason = CG_R_NEEDS_HUMAN, .approvers = 2
+};
+static struct cg_verdict v_block = {
+	.decision = CG_BLOCK, .rule_id = "b", .reason = CG_R_DENIED_BY_RULE, .why = "no"
+};
+
+Test(chain, empty_chain_blocks)
+{
+	struct cg_chain c = { 0 };
+	struct cg_folded f;
+	cg_chain_decide(&c, NULL, &f);
+	cr_assert_eq(f.decision, CG_BLOCK);
+	cr_assert_eq(f.reason, CG_R_CHAIN_EMPTY);
+	cg_chain_decide(NULL, NULL, &f);
+	cr_assert_eq(f.decision, CG_BLOCK);
+}
+
+Test(chain, fold_takes_the_most_restrictive_in_every_order)
+{
+	struct cg_verdict *all[] = { &v_allow, &v_degrade, &v_unknown, &v_block };
+	for (int a = 0; a < 4; a++)
+		for (int b = 0; b < 4; b++) {
+			struct cg_chain c = { 0 };
+			cr_assert_eq(cg_chain_register(&c, 1, "x", say, all[a]), 0);
+			cr_assert_eq(cg_chain_register(&c, 2, "y", say, all[b]), 0);
+			struct cg_folded f;
+			cg_chain_decide(&c, NULL, &f);
+			enum cg_decision want = all[a]->decision > all[b]->decision
+						    ? all[a]->decision
+						    : all[b]->decision;
+			cr_assert_eq(f.decision, want, "%d,%d", a, b);
+			cr_assert_eq(f.n_rungs, 2);
+		}
+}
+
+Test(chain, failing_rung_blocks_even_if_it_said_allow)
+{
+	struct cg_chain c = { 0 };
+	cr_assert_eq(cg_chain_register(&c, 1, "ok", say, &v_allow), 0);
+	cr_assert_eq(cg_chain_register(&c, 2, "broken", fail, NULL), 0);
+	struct cg_folded f;
+	cg_chain_decide(&c, NULL, &f);
+	cr_assert_eq(f.decision, CG_BLOCK);
+	cr_assert_eq(f.reason, CG_R_RUNG_FAILED);
+	cr_assert_str_eq(f.deciding_rung, "broken");
+	cr_assert_neq(f.rungs[1].rc, 0);
+}
+
+Test(chain, undecided_rung_blocks)
+{
+	struct cg_chain c = { 0 };
+	cr_assert_eq(cg_chain_register(&c, 1, "ok", say, &v_allow), 0);
+	cr_assert_eq(cg_chain_register(&c, 5, "mute", silent, NULL), 0);
+	struct cg_folded f;
+	cg_chain_decide(&c, NULL, &f);
+	cr_assert_eq(f.decision, CG_BLOCK);
+	cr_assert_eq(f.reason, CG_R_RUNG_UNDECIDED);
+}
+
+Test(chain, rungs_run_in_rank_order_and_ties_keep_the_first_rule)
+{
+	struct cg_verdict b2 = v_block;
+	b2.rule_id = "b2";
+	struct cg_chain c = { 0 };
+	cr_assert_eq(cg_chain_register(&c, 30, "late", say, &b2), 0);
+	cr_assert_eq(cg_chain_register(&c, 10, "early", say, &v_block), 0);
+	cr_assert_eq(cg_chain_register(&c, 20, "mid", say, &v_allow), 0);
+	struct cg_folded f;
+	cg_chain_decide(&c, NULL, &f);
+	cr_assert_str_eq(f.rungs[0].rung, "early");
+	cr_assert_str_eq(f.rungs[1].rung, "mid");
+	cr_assert_str_eq(f.rungs[2].rung, "late");
+	cr_assert_str_eq(f.rule_id, "b");
+	cr_assert_str_eq(f.why, "no");
+}
+
+Test(chain, constraints_of_every_degrade_are_kept_for_intersection)
+{
+	static const char *const w1[] = { "/ws" };
+	static const char *const w2[] = { "/ws/sub" };
+	struct cg_constraints c1 = { .fs = true,
+				     .n_write = 1,
+				     .write = w1,
+				     .limits = { CG_LIMIT_UNSET, CG_LIMIT_UNSET, CG_LIMIT_UNSET,
+						 CG_LIMIT_UNSET, CG_LIMIT_UNSET },
+				     .timeout_ms = CG_LIMIT_UNSET };
+	struct cg_constraints c2 = c1;
+	c2.write = w2;
+	c2.net = CG_NET_NONE;
+	struct cg_verdict d1 = { .decision = CG_DEGRADE,
+				 .rule_id = "d1",
+				 .reason = CG_R_DEGRADED,
+				 .n_constraints = 1,
+				 .constraints = { &c1 } };
+	struct cg_verdict d2 = { .decision = CG_DEGRADE,
+				 .rule_id = "d2",
+				 .reason = CG_R_DEGRADED,
+				 .n_constraints = 1,
+				 .constraints = { &c2 } };
+	struct cg_chain c = { 0 };
+	cr_assert_eq(cg_chain_register(&c, 1, "g", say, &d1), 0);
+	cr_assert_eq(cg_chain_register(&c, 2, "k", say, &d2), 0);
+	struct cg_folded f;
+	cg_chain_decide(&c, NULL, &f);
+	cr_assert_eq(f.decision, CG_DEGRADE);
+	cr_assert_eq(f.n_constraints, 2);
+	cr_assert_eq(f.constraints[0], &c1);
+	cr_assert_eq(f.constraints[1], &c2);
+	json_t *j = cg_folded_to_json(&f);
+	cr_assert_str_eq(json_string_value(json_object_get(j, "decision")), "DEGRADE");
+	cr_assert_eq(json_array_size(json_object_get(j, "constraints")), 2);
+	json_t *c2j = json_array_get(json_object_get(j, "constraints"), 1);
+	cr_assert_str_eq(json_string_value(json_object_get(c2j, "net")), "none");
+	json_decref(j);
+}
+
+Test(chain, unknown_carries_the_most_approvers)
+{
+	struct cg_verdict u1 = v_unknown;
+	u1.approvers = 0;
+	struct cg_chain c = { 0 };
+	cr_assert_eq(cg_chain_register(&c, 1, "a", say, &u1), 0);
+	struct cg_folded f;
+	cg_chain_decide(&c, NULL, &f);
+	cr_assert_eq(f.decision, CG_UNKNOWN);
+	cr_assert_eq(f.approvers, 1, "UNKNOWN needs at least one human");
+	cr_assert_eq(cg_chain_register(&c, 2, "b", say, &v_unknown), 0);
+	cg_chain_decide(&c, NULL, &f);
+	cr_assert_eq(f.approvers, 2);
+}
+
+Test(chain, registry_is_bounded)
+{
+	struct cg_chain c = { 0 };
+	for (int i = 0; i < CG_CHAIN_MAX_RUNGS; i++)
+		cr_assert_eq(cg_chain_register(&c, i, "r", say, &v_allow), 0);
+	cr_assert_eq(cg_chain_register(&c, 99, "overflow", say, &v_allow), -1);
+	cr_assert_eq(cg_chain_register(&c, 1, "nofn", NULL, NULL), -1);
+}
