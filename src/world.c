@@ -1,30 +1,452 @@
 /* SPDX-License-Identifier: MIT */
-/* src/world.c — placeholder; being written. */
+/*
+ * world — the world adapter (WA): resolves what a request names into what
+ * will actually be touched, so that policy decides on the real thing.
+ *
+ * argv[0] of every stage becomes a canonical absolute path (realpath: no
+ * "..", no symlink), found either as an absolute path given by the request
+ * or by searching the controlled PATH (CG_WORLD_PATH, never the request's
+ * environment). The working directory becomes a canonical directory inside
+ * one of the operator's workspaces. The command environment is built from
+ * the request's (already allow-listed) variables plus PATH/HOME/USER/LOGNAME
+ * from the password database. Everything here answers S, I or E, never D.
+ *
+ * Invariants:
+ *  - A resolved exe MUST be canonical, so that "/bin/../bin/rm", a symlink
+ *    named "rm" and "rm" on the PATH are all decided as /usr/bin/rm (stops
+ *    an agent from renaming its way past a rule).
+ *  - A relative argv[0] containing '/' MUST be refused: it would be resolved
+ *    against a directory the policy never saw.
+ *  - The cwd MUST be inside a workspace after canonicalisation: a symlink in
+ *    the workspace that points outside is refused, not followed out.
+ *  - The environment MUST contain nothing from the daemon's own environment
+ *    (stops LD_PRELOAD/PATH smuggling through the daemon).
+ *  - struct cg_call MUST stay plain data: the decide path reads it without
+ *    syscalls.
+ */
 #include "world.h"
+#include "util.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <pwd.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static struct cg_reply *oom(const char *doing)
+{
+	return cg_reply_new(CG_R_OUT_OF_MEMORY, "{s:s}", "doing", doing);
+}
+
+static struct cg_reply *resolve_failed(int err)
+{
+	return cg_reply_new(CG_R_RESOLVE_FAILED, "{s:s}", "errno_name", cg_errno_name(err));
+}
+
+/*
+ * Canonicalise one workspace: realpath, and it must be a directory. Returns
+ * the malloc'd canonical path, or NULL with *err.
+ */
+static char *workspace_canon(const char *path, struct cg_reply **err)
+{
+	char *canon = NULL;
+	struct stat st;
+
+	if (!path || path[0] != '/') {
+		*err = cg_reply_new(CG_R_WORKSPACE_INVALID, "{s:s,s:s,s:s}", "path",
+				    path ? path : "(null)", "detail", "not an absolute path",
+				    "errno_name", cg_errno_name(EINVAL));
+		return NULL;
+	}
+	canon = realpath(path, NULL);
+	if (!canon) {
+		int e = errno;
+		*err = cg_reply_new(CG_R_WORKSPACE_INVALID, "{s:s,s:s,s:s}", "path", path, "detail",
+				    "cannot be resolved", "errno_name", cg_errno_name(e));
+		return NULL;
+	}
+	int e = stat(canon, &st) != 0 ? errno : S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
+	if (e != 0) {
+		*err = cg_reply_new(CG_R_WORKSPACE_INVALID, "{s:s,s:s,s:s}", "path", path, "detail",
+				    "not a directory", "errno_name", cg_errno_name(e));
+		free(canon);
+		return NULL;
+	}
+	return canon;
+}
+
 int cg_world_init(struct cg_world *w, const char *const *workspaces, size_t n,
 		  struct cg_reply **err)
 {
-	*err = cg_reply_new(CG_R_SYS_CRASH, NULL);
+	memset(w, 0, sizeof(*w));
+	w->path = CG_WORLD_PATH;
+	if (n == 0) {
+		/* No workspace means no cwd could ever be accepted: refuse up front. */
+		*err = cg_reply_new(CG_R_WORKSPACE_INVALID, "{s:s,s:s,s:s}", "path", "", "detail",
+				    "no workspace configured", "errno_name", cg_errno_name(EINVAL));
+		return -1;
+	}
+	w->workspaces = calloc(n, sizeof(*w->workspaces));
+	if (!w->workspaces) {
+		*err = oom("canonicalising workspaces");
+		return -1;
+	}
+	for (size_t i = 0; i < n; i++) {
+		w->workspaces[i] = workspace_canon(workspaces[i], err);
+		if (!w->workspaces[i])
+			goto free_world;
+		w->n_workspaces = i + 1;
+	}
+	return 0;
+
+free_world:
+	cg_world_fini(w);
 	return -1;
 }
+
 void cg_world_fini(struct cg_world *w)
 {
+	if (!w)
+		return;
+	for (size_t i = 0; i < w->n_workspaces; i++)
+		free(w->workspaces[i]);
+	free(w->workspaces);
+	w->workspaces = NULL;
+	w->n_workspaces = 0;
 }
+
+/*
+ * Is st an executable regular file? Any execute bit is what execve demands
+ * even of root; whether the run uid in particular may execute it is left to
+ * execve (a refusal there is a spawn failure, reported as such).
+ */
+static bool is_exec_file(const struct stat *st)
+{
+	return S_ISREG(st->st_mode) && (st->st_mode & (S_IXUSR | S_IXGRP | S_IXOTH)) != 0;
+}
+
+/* Fill rs from a found path: canonicalise, check, set base. 0 or -1 with *err. */
+static int stage_from_found(struct cg_resolved_stage *rs, size_t idx, char *found,
+			    struct cg_reply **err)
+{
+	struct stat st;
+
+	rs->found = found;
+	rs->exe = realpath(found, NULL);
+	if (!rs->exe) {
+		int e = errno;
+		if (e == ENOENT || e == ENOTDIR || e == ELOOP || e == ENAMETOOLONG)
+			*err = cg_reply_new(CG_R_EXE_PATH_INVALID, "{s:I,s:s,s:s}", "stage",
+					    (json_int_t)idx, "path", found, "errno_name",
+					    cg_errno_name(e));
+		else if (e == ENOMEM)
+			*err = oom("resolving a command");
+		else
+			*err = resolve_failed(e);
+		return -1;
+	}
+	if (stat(rs->exe, &st) != 0) {
+		*err = resolve_failed(errno);
+		return -1;
+	}
+	if (!is_exec_file(&st)) {
+		*err = cg_reply_new(CG_R_EXE_NOT_EXECUTABLE, "{s:I,s:s}", "stage", (json_int_t)idx,
+				    "path", found);
+		return -1;
+	}
+	rs->via_symlink = strcmp(rs->found, rs->exe) != 0;
+	const char *slash = strrchr(rs->exe, '/');
+	rs->base = slash ? slash + 1 : rs->exe;
+	return 0;
+}
+
+/*
+ * Search the controlled PATH for a bare name, like execvp: the first
+ * executable regular file wins; a hit that is not executable is remembered
+ * so that "found but not executable" is reported as such, not as missing.
+ */
+static int search_path(const char *path, const char *name, size_t idx, char **found_out,
+		       struct cg_reply **err)
+{
+	char cand[PATH_MAX];
+	char *non_exec = NULL;
+	const char *p = path;
+
+	while (*p) {
+		const char *colon = strchr(p, ':');
+		size_t dlen = colon ? (size_t)(colon - p) : strlen(p);
+		struct stat st;
+
+		/* An empty PATH element would mean ".": never search the cwd. */
+		if (dlen > 0 && p[0] == '/') {
+			int n = snprintf(cand, sizeof(cand), "%.*s/%s", (int)dlen, p, name);
+			if (n > 0 && (size_t)n < sizeof(cand) && stat(cand, &st) == 0) {
+				if (is_exec_file(&st)) {
+					free(non_exec);
+					*found_out = strdup(cand);
+					if (!*found_out) {
+						*err = oom("resolving a command");
+						return -1;
+					}
+					return 0;
+				}
+				if (!non_exec)
+					non_exec = strdup(cand);
+			}
+		}
+		p += dlen;
+		if (*p == ':')
+			p++;
+	}
+	if (non_exec) {
+		*err = cg_reply_new(CG_R_EXE_NOT_EXECUTABLE, "{s:I,s:s}", "stage", (json_int_t)idx,
+				    "path", non_exec);
+		free(non_exec);
+		return -1;
+	}
+	*err = cg_reply_new(CG_R_EXE_NOT_FOUND, "{s:I,s:s}", "stage", (json_int_t)idx, "command",
+			    name);
+	return -1;
+}
+
+static int resolve_stage(const struct cg_world *w, const struct cg_stage *stage, size_t idx,
+			 struct cg_resolved_stage *rs, struct cg_reply **err)
+{
+	const char *arg0 = stage->argc > 0 ? stage->argv[0] : NULL;
+	char *found = NULL;
+
+	if (!arg0 || !*arg0) {
+		*err = cg_reply_new(CG_R_EXE_NOT_FOUND, "{s:I,s:s}", "stage", (json_int_t)idx,
+				    "command", "");
+		return -1;
+	}
+	if (strchr(arg0, '/')) {
+		if (arg0[0] != '/') {
+			*err = cg_reply_new(CG_R_EXE_PATH_RELATIVE, "{s:I,s:s}", "stage",
+					    (json_int_t)idx, "path", arg0);
+			return -1;
+		}
+		found = strdup(arg0);
+		if (!found) {
+			*err = oom("resolving a command");
+			return -1;
+		}
+	} else if (search_path(w->path, arg0, idx, &found, err) != 0) {
+		return -1;
+	}
+	/* rs owns found from here on, success or not (cg_call_fini frees it). */
+	return stage_from_found(rs, idx, found, err);
+}
+
+/*
+ * The workspace that contains canon (equal, or below it at a '/' boundary);
+ * the longest (most specific) one when workspaces nest, so that
+ * ${workspace} grants the least. NULL when none does.
+ */
+static const char *containing_workspace(const struct cg_world *w, const char *canon)
+{
+	const char *best = NULL;
+	size_t best_len = 0;
+
+	for (size_t i = 0; i < w->n_workspaces; i++) {
+		const char *ws = w->workspaces[i];
+		size_t len = strlen(ws);
+		if (strncmp(canon, ws, len) != 0)
+			continue;
+		/* "/" is the only canonical path that ends with '/'. */
+		bool boundary = canon[len] == '\0' || canon[len] == '/' || ws[len - 1] == '/';
+		if (boundary && len >= best_len) {
+			best = ws;
+			best_len = len;
+		}
+	}
+	return best;
+}
+
+static int resolve_cwd(const struct cg_world *w, const char *req_cwd, struct cg_call *call,
+		       struct cg_reply **err)
+{
+	char *joined = NULL;
+	const char *want = req_cwd ? req_cwd : w->workspaces[0];
+	struct stat st;
+	int rc = -1;
+
+	/* A relative cwd is taken relative to the default cwd (the first workspace). */
+	if (want[0] != '/') {
+		size_t n = strlen(w->workspaces[0]) + 1 + strlen(want) + 1;
+		joined = malloc(n);
+		if (!joined) {
+			*err = oom("resolving the working directory");
+			return -1;
+		}
+		(void)snprintf(joined, n, "%s/%s", w->workspaces[0], want);
+	}
+	call->cwd = realpath(joined ? joined : want, NULL);
+	if (!call->cwd) {
+		int e = errno;
+		*err = e == ENOMEM ? oom("resolving the working directory")
+				   : cg_reply_new(CG_R_CWD_INVALID, "{s:s,s:s}", "cwd", want,
+						  "errno_name", cg_errno_name(e));
+		goto free_joined;
+	}
+	if (stat(call->cwd, &st) != 0 || !S_ISDIR(st.st_mode)) {
+		*err = cg_reply_new(CG_R_CWD_INVALID, "{s:s,s:s}", "cwd", want, "errno_name",
+				    cg_errno_name(ENOTDIR));
+		goto free_joined;
+	}
+	const char *ws = containing_workspace(w, call->cwd);
+	if (!ws) {
+		*err = cg_reply_new(CG_R_CWD_OUTSIDE_WORKSPACE, "{s:s,s:s}", "cwd", want,
+				    "resolved", call->cwd);
+		goto free_joined;
+	}
+	call->workspace = strdup(ws);
+	if (!call->workspace) {
+		*err = oom("resolving the working directory");
+		goto free_joined;
+	}
+	rc = 0;
+
+free_joined:
+	free(joined);
+	return rc;
+}
+
 int cg_world_resolve(const struct cg_world *w, const struct cg_request *req,
 		     const struct cg_peer *peer, struct cg_call *call, struct cg_reply **err)
 {
-	*err = cg_reply_new(CG_R_SYS_CRASH, NULL);
+	memset(call, 0, sizeof(*call));
+	call->req = req;
+	if (peer)
+		call->peer = *peer;
+	if (w->n_workspaces == 0) {
+		*err = cg_reply_new(CG_R_WORKSPACE_INVALID, "{s:s,s:s,s:s}", "path", "", "detail",
+				    "no workspace configured", "errno_name", cg_errno_name(EINVAL));
+		return -1;
+	}
+	/* Gate requests may carry actions only: zero stages is valid here. */
+	if (req->n_stages > 0) {
+		call->stages = calloc(req->n_stages, sizeof(*call->stages));
+		if (!call->stages) {
+			*err = oom("resolving the pipeline");
+			goto fini_call;
+		}
+		call->n_stages = req->n_stages;
+		for (size_t i = 0; i < req->n_stages; i++)
+			if (resolve_stage(w, &req->stages[i], i, &call->stages[i], err) != 0)
+				goto fini_call;
+	}
+	if (resolve_cwd(w, req->cwd, call, err) != 0)
+		goto fini_call;
+	return 0;
+
+fini_call:
+	cg_call_fini(call);
 	return -1;
 }
+
 void cg_call_fini(struct cg_call *call)
 {
+	if (!call)
+		return;
+	for (size_t i = 0; i < call->n_stages; i++) {
+		free(call->stages[i].exe);
+		free(call->stages[i].found);
+	}
+	free(call->stages);
+	free(call->cwd);
+	free(call->workspace);
+	memset(call, 0, sizeof(*call));
 }
+
+/* "name=value" into a fresh string; NULL on OOM. */
+static char *env_entry(const char *name, const char *value)
+{
+	size_t n = strlen(name) + 1 + strlen(value) + 1;
+	char *s = malloc(n);
+	if (s)
+		(void)snprintf(s, n, "%s=%s", name, value);
+	return s;
+}
+
+/* Names the world sets itself; a request cannot override them. */
+static bool env_reserved(const char *name)
+{
+	static const char *const reserved[] = { "PATH", "HOME", "USER", "LOGNAME" };
+	for (size_t i = 0; i < CG_ARRAY_LEN(reserved); i++)
+		if (strcmp(name, reserved[i]) == 0)
+			return true;
+	return false;
+}
+
 char **cg_world_envp(const struct cg_world *w, const struct cg_request *req, uid_t run_uid,
 		     struct cg_reply **err)
 {
-	*err = cg_reply_new(CG_R_SYS_CRASH, NULL);
+	struct passwd pw, *pwp = NULL;
+	char *pwbuf = NULL;
+	size_t pwlen = 4096;
+	char **envp = NULL;
+	size_t n = 0;
+	int e;
+
+	/* getpwuid_r wants a caller buffer; grow on ERANGE up to a sane bound. */
+	for (;;) {
+		pwbuf = malloc(pwlen);
+		if (!pwbuf) {
+			*err = oom("reading the password database");
+			return NULL;
+		}
+		e = getpwuid_r(run_uid, &pw, pwbuf, pwlen, &pwp);
+		if (e != ERANGE || pwlen >= (1u << 20))
+			break;
+		free(pwbuf);
+		pwlen *= 2;
+	}
+	if (e != 0) {
+		*err = resolve_failed(e);
+		goto free_pwbuf;
+	}
+	if (!pwp) {
+		*err = cg_reply_new(CG_R_EXEC_USER_UNKNOWN, "{s:I}", "uid", (json_int_t)run_uid);
+		goto free_pwbuf;
+	}
+	size_t n_req = req ? req->n_env : 0;
+	envp = calloc(4 + n_req + 1, sizeof(*envp));
+	if (!envp)
+		goto oom_envp;
+	if (!(envp[n++] = env_entry("PATH", w->path)) ||
+	    !(envp[n++] = env_entry("HOME", pw.pw_dir)) ||
+	    !(envp[n++] = env_entry("USER", pw.pw_name)) ||
+	    !(envp[n++] = env_entry("LOGNAME", pw.pw_name)))
+		goto oom_envp;
+	/* The wire codec already held the request's names to the allow-list. */
+	for (size_t i = 0; i < n_req; i++) {
+		if (env_reserved(req->env[i].name))
+			continue;
+		if (!(envp[n++] = env_entry(req->env[i].name, req->env[i].value)))
+			goto oom_envp;
+	}
+	free(pwbuf);
+	return envp;
+
+oom_envp:
+	*err = oom("building the command environment");
+	cg_envp_free(envp);
+	envp = NULL;
+free_pwbuf:
+	free(pwbuf);
 	return NULL;
 }
+
 void cg_envp_free(char **envp)
 {
+	if (!envp)
+		return;
+	for (char **p = envp; *p; p++)
+		free(*p);
+	free(envp);
 }
