@@ -1,6 +1,265 @@
 /* SPDX-License-Identifier: MIT */
-/* cmd/callgated.c — placeholder; being written. */
-int main(void)
+/*
+ * callgated — the daemon: parse flags, build the kernel, serve the socket.
+ *
+ * A thin main over libcallgate (cg_kernel_*) and the transport (server.c).
+ * It runs in the foreground (systemd style) and logs to stderr.
+ *
+ * Invariants:
+ *  - SIGTERM, SIGINT and SIGHUP MUST be blocked before cg_kernel_new starts
+ *    any thread, so that they reach only the loop's signalfd and never kill
+ *    a worker mid-write.
+ *  - Every startup failure prints one line saying what failed and exits 1;
+ *    a clean stop exits 0.
+ */
+#include <errno.h>
+#include <grp.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "callgate.h"
+#include "server.h"
+#include "util.h"
+
+#define EXIT_STARTUP   1
+#define MAX_WORKSPACES 64
+
+static void usage(FILE *f)
 {
-	return 1;
+	fprintf(f,
+		"usage: callgated [--socket PATH] [--admin-socket PATH] [--socket-group GROUP]\n"
+		"                 [--state-dir DIR] [--policy FILE] [--policy-pubkey FILE]\n"
+		"                 [--workspace DIR]... [--max-conns N] [--read-timeout MS]\n"
+		"                 [--help] [--version]\n"
+		"\n"
+		"Serves the callgate protocol on a Unix socket in the foreground.\n"
+		"Defaults: socket %s (root) or $XDG_RUNTIME_DIR/callgate/callgate.sock;\n"
+		"admin socket next to it (%s); state dir %s (root) or\n"
+		"$XDG_STATE_HOME/callgate; workspace the current directory;\n"
+		"--max-conns 1024; --read-timeout 10000. See callgated(8).\n",
+		CG_DEFAULT_SOCKET, CG_DEFAULT_ADMIN_SOCKET_NAME, CG_DEFAULT_STATE_DIR);
+}
+
+/* Parse a positive decimal integer no larger than max. 0, or -1. */
+static int parse_pos(const char *s, long long max, long long *out)
+{
+	char *end = NULL;
+	errno = 0;
+	long long v = strtoll(s, &end, 10);
+	if (errno != 0 || end == s || *end != '\0' || v <= 0 || v > max)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+/* Join dir and name into buf. 0, or -1 if it does not fit. */
+static int join(char *buf, size_t len, const char *dir, const char *name)
+{
+	int n = snprintf(buf, len, "%s/%s", dir, name);
+	return n < 0 || (size_t)n >= len ? -1 : 0;
+}
+
+/* mkdir -p with mode for the components we create. */
+static int mkdirs(const char *path, mode_t mode)
+{
+	char buf[PATH_MAX];
+	size_t n = strlen(path);
+	if (n == 0 || n >= sizeof(buf)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	memcpy(buf, path, n + 1);
+	for (char *p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+			return -1;
+		*p = '/';
+	}
+	if (mkdir(buf, mode) < 0 && errno != EEXIST)
+		return -1;
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static char sock_buf[PATH_MAX], admin_buf[PATH_MAX], state_buf[PATH_MAX];
+	const char *socket_path = NULL, *admin_path = NULL, *state_dir = NULL;
+	const char *policy = NULL, *pubkey = NULL, *group = NULL;
+	const char *workspaces[MAX_WORKSPACES];
+	size_t n_ws = 0;
+	long long max_conns = 0, read_ms = 0;
+	bool root = geteuid() == 0;
+
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+			usage(stdout);
+			return 0;
+		}
+		if (strcmp(a, "--version") == 0) {
+			printf("callgated %s (protocol %d)\n", CALLGATE_VERSION, CALLGATE_PROTOCOL);
+			return 0;
+		}
+		if (!v) {
+			fprintf(stderr, "callgated: unknown option or missing value: '%s'\n", a);
+			usage(stderr);
+			return EXIT_STARTUP;
+		}
+		if (strcmp(a, "--socket") == 0)
+			socket_path = v;
+		else if (strcmp(a, "--admin-socket") == 0)
+			admin_path = v;
+		else if (strcmp(a, "--socket-group") == 0)
+			group = v;
+		else if (strcmp(a, "--state-dir") == 0)
+			state_dir = v;
+		else if (strcmp(a, "--policy") == 0)
+			policy = v;
+		else if (strcmp(a, "--policy-pubkey") == 0)
+			pubkey = v;
+		else if (strcmp(a, "--workspace") == 0) {
+			if (n_ws == MAX_WORKSPACES) {
+				fprintf(stderr, "callgated: at most %d --workspace flags\n",
+					MAX_WORKSPACES);
+				return EXIT_STARTUP;
+			}
+			workspaces[n_ws++] = v;
+		} else if (strcmp(a, "--max-conns") == 0) {
+			if (parse_pos(v, 1000000, &max_conns) < 0) {
+				fprintf(stderr,
+					"callgated: --max-conns needs 1..1000000, got '%s'\n", v);
+				return EXIT_STARTUP;
+			}
+		} else if (strcmp(a, "--read-timeout") == 0) {
+			if (parse_pos(v, 3600000, &read_ms) < 0) {
+				fprintf(stderr,
+					"callgated: --read-timeout needs 1..3600000 ms, got '%s'\n",
+					v);
+				return EXIT_STARTUP;
+			}
+		} else {
+			fprintf(stderr, "callgated: unknown option '%s'\n", a);
+			usage(stderr);
+			return EXIT_STARTUP;
+		}
+		i++;
+	}
+
+	/* Defaults: system paths as root, per-user XDG paths otherwise. */
+	if (!socket_path) {
+		const char *rt = getenv("XDG_RUNTIME_DIR");
+		if (root) {
+			socket_path = CG_DEFAULT_SOCKET;
+		} else if (rt && *rt &&
+			   join(sock_buf, sizeof(sock_buf), rt, "callgate/callgate.sock") == 0) {
+			socket_path = sock_buf;
+		} else {
+			fprintf(stderr,
+				"callgated: no --socket given and XDG_RUNTIME_DIR is not set\n");
+			return EXIT_STARTUP;
+		}
+	}
+	if (!admin_path) {
+		const char *slash = strrchr(socket_path, '/');
+		size_t dl = slash ? (size_t)(slash - socket_path) : 0;
+		int n = slash ? snprintf(admin_buf, sizeof(admin_buf), "%.*s/%s", (int)dl,
+					 socket_path, CG_DEFAULT_ADMIN_SOCKET_NAME)
+			      : snprintf(admin_buf, sizeof(admin_buf), "%s",
+					 CG_DEFAULT_ADMIN_SOCKET_NAME);
+		if (n < 0 || (size_t)n >= sizeof(admin_buf)) {
+			fprintf(stderr, "callgated: socket path too long\n");
+			return EXIT_STARTUP;
+		}
+		admin_path = admin_buf;
+	}
+	if (strcmp(admin_path, socket_path) == 0) {
+		fprintf(stderr, "callgated: --admin-socket must differ from --socket\n");
+		return EXIT_STARTUP;
+	}
+	if (!state_dir) {
+		const char *xs = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
+		if (root)
+			state_dir = CG_DEFAULT_STATE_DIR;
+		else if (xs && *xs && join(state_buf, sizeof(state_buf), xs, "callgate") == 0)
+			state_dir = state_buf;
+		else if (home && *home &&
+			 join(state_buf, sizeof(state_buf), home, ".local/state/callgate") == 0)
+			state_dir = state_buf;
+		else {
+			fprintf(stderr,
+				"callgated: no --state-dir given and neither XDG_STATE_HOME "
+				"nor HOME is set\n");
+			return EXIT_STARTUP;
+		}
+	}
+	if (mkdirs(state_dir, 0700) < 0) {
+		fprintf(stderr, "callgated: cannot create state dir %s: %s\n", state_dir,
+			strerror(errno));
+		return EXIT_STARTUP;
+	}
+	gid_t gid = (gid_t)-1;
+	if (group) {
+		struct group *gr = getgrnam(group);
+		long long g;
+		if (gr)
+			gid = gr->gr_gid;
+		else if (parse_pos(group, INT32_MAX, &g) == 0)
+			gid = (gid_t)g;
+		else {
+			fprintf(stderr, "callgated: unknown group '%s'\n", group);
+			return EXIT_STARTUP;
+		}
+	}
+
+	/* Before any thread exists (see the invariant above). */
+	sigset_t mask;
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGHUP);
+	if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0) {
+		fprintf(stderr, "callgated: sigprocmask: %s\n", strerror(errno));
+		return EXIT_STARTUP;
+	}
+
+	struct cg_kernel_config kc = { 0 };
+	kc.policy_file = policy;
+	kc.state_dir = state_dir;
+	kc.workspaces = n_ws ? workspaces : NULL;
+	kc.n_workspaces = n_ws;
+	kc.policy_pubkey_file = pubkey;
+	struct cg_kernel *k = NULL;
+	char *err = NULL;
+	if (cg_kernel_new(&kc, &k, &err) < 0) {
+		fprintf(stderr, "callgated: cannot start: %s\n", err ? err : "kernel setup failed");
+		free(err);
+		return EXIT_STARTUP;
+	}
+	char sha[65] = "";
+	uint64_t gen = 0;
+	cg_kernel_policy_identity(k, sha, &gen);
+	cg_log("info", NULL,
+	       "callgated %s starting: policy %s (sha256 %s, generation %llu), state %s",
+	       CALLGATE_VERSION, policy ? policy : "<embedded>", sha, (unsigned long long)gen,
+	       state_dir);
+
+	struct cg_server_config sc = { 0 };
+	sc.socket_path = socket_path;
+	sc.admin_socket_path = admin_path;
+	sc.socket_group = gid;
+	sc.max_conns = (unsigned)max_conns;
+	sc.read_deadline_ms = read_ms;
+	int rc = cg_server_run(k, &sc);
+	if (rc < 0)
+		cg_kernel_shutdown(k);
+	cg_kernel_free(k);
+	return rc == 0 ? 0 : EXIT_STARTUP;
 }

@@ -1,7 +1,1103 @@
 /* SPDX-License-Identifier: MIT */
-/* src/server.c — placeholder; being written. */
+/*
+ * server — the daemon's transport: Unix sockets and a small epoll loop.
+ *
+ * One thread runs the loop. It owns every connection; worker threads only
+ * ever touch a connection through respond(), which queues the response line
+ * under a mutex and wakes the loop through an eventfd. Each connection reads
+ * one line (capped at CG_WIRE_MAX_LINE, bounded by a read deadline), submits
+ * it to the kernel, writes the one response line non-blocking (EPOLLOUT for
+ * large ones), half-closes and closes. signalfd delivers SIGTERM/SIGINT
+ * (stop) and SIGHUP (reload); deadlines are the epoll_wait timeout, taken
+ * from the head of a FIFO of reading connections (every connection has the
+ * same read deadline, so accept order is deadline order).
+ *
+ * Invariants:
+ *  - The loop MUST NOT block on a peer: every socket is non-blocking, and a
+ *    slow peer is cut off by the read deadline.
+ *  - A live socket MUST NOT be clobbered: a lock file, then a connect probe;
+ *    only a socket that refuses connections is unlinked as stale.
+ *  - The socket MUST NOT be reachable before its mode is set: chmod/chown
+ *    happen between bind() and listen(), and a socket that is bound but not
+ *    listening refuses every connect.
+ *  - A connection struct MUST outlive its kernel job: it is freed only after
+ *    respond() has been called for it (the job may still be running when the
+ *    peer goes away), and its job is always released.
+ *  - The admin socket MUST only serve the daemon's own uid (or root), checked
+ *    by SO_PEERCRED on every connection, on top of its 0600 mode.
+ */
 #include "server.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/file.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "reply.h"
+#include "util.h"
+#include "wire.h"
+
+#define DEFAULT_MAX_CONNS     1024u
+#define DEFAULT_READ_DEADLINE 10000
+#define ADMIN_MAX_CONNS	      32u
+#define READ_CHUNK	      65536
+#define STOP_FLUSH_MS	      5000
+/* A peer that does not take its response for this long is dropped. */
+#define WRITE_DEADLINE_MS 30000
+
+enum src_kind { SRC_LISTEN, SRC_ADMIN_LISTEN, SRC_SIGNAL, SRC_WAKE, SRC_CONN };
+
+/* The first member of everything registered with epoll: what it is. */
+struct src {
+	enum src_kind kind;
+};
+
+enum conn_state {
+	CONN_READING, /* collecting the request line */
+	CONN_WAITING, /* submitted; the kernel owes us respond() */
+	CONN_WRITING, /* sending the response line */
+};
+
+struct server;
+
+struct conn {
+	struct src src;	    /* MUST stay first: epoll data points here */
+	struct server *srv; /* for respond(), which gets only the conn as cookie */
+	int fd;		    /* -1 once closed (the peer left while its job ran) */
+	bool admin;	    /* came in on the admin socket */
+	bool in_epoll;	    /* fd is registered */
+	bool cancelled;	    /* cg_job_cancel already called */
+	bool responded;	    /* respond() has delivered (set under the mutex) */
+	enum conn_state state;
+	struct cg_peer peer;
+	int64_t deadline_ns; /* monotonic; read deadline, then write deadline */
+	char *rbuf;	     /* request bytes, at most CG_WIRE_MAX_LINE */
+	size_t rlen, ralloc;
+	struct cg_job *job; /* the kernel job while running, or NULL */
+	char *wbuf;	    /* the response line, owned */
+	size_t wlen, woff;
+	struct conn *prev, *next;   /* all connections */
+	struct conn *rprev, *rnext; /* FIFO of CONN_READING / CONN_WRITING (deadlines) */
+	struct conn *done_next;	    /* respond() queue, under server.mu */
+	bool in_fifo;
+};
+
+struct server {
+	struct cg_kernel *k;
+	const struct cg_server_config *cfg;
+	int ep_fd, sig_fd, wake_fd, listen_fd, admin_fd, lock_fd, admin_lock_fd;
+	struct src listen_src, admin_src, sig_src, wake_src;
+	struct stat listen_st, admin_st; /* what we bound, so stop unlinks only ours */
+	bool have_listen_st, have_admin_st;
+	unsigned max_conns;
+	int64_t read_deadline_ns;
+	unsigned n_conns, n_admin;
+	struct conn *conns;		    /* all */
+	struct conn *fifo_head, *fifo_tail; /* deadline order */
+	pthread_mutex_t mu;		    /* guards done_head/done_tail and conn->responded */
+	struct conn *done_head, *done_tail; /* responses delivered by respond() */
+	bool stopping;
+	int64_t accept_paused_until_ns; /* after EMFILE, so a full fd table does not spin */
+};
+
+/* ---- small helpers ----------------------------------------------------- */
+
+static int set_events(struct server *s, struct conn *c, uint32_t events)
+{
+	struct epoll_event ev = { .events = events, .data.ptr = &c->src };
+	int op = c->in_epoll ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
+	if (epoll_ctl(s->ep_fd, op, c->fd, &ev) < 0)
+		return -1;
+	c->in_epoll = true;
+	return 0;
+}
+
+static void drop_events(struct server *s, struct conn *c)
+{
+	if (c->in_epoll && c->fd >= 0)
+		(void)epoll_ctl(s->ep_fd, EPOLL_CTL_DEL, c->fd, NULL);
+	c->in_epoll = false;
+}
+
+static void fifo_remove(struct server *s, struct conn *c)
+{
+	if (!c->in_fifo)
+		return;
+	if (c->rprev)
+		c->rprev->rnext = c->rnext;
+	else
+		s->fifo_head = c->rnext;
+	if (c->rnext)
+		c->rnext->rprev = c->rprev;
+	else
+		s->fifo_tail = c->rprev;
+	c->rprev = c->rnext = NULL;
+	c->in_fifo = false;
+}
+
+/*
+ * Append to the deadline FIFO. Deadlines are "now + a constant" per list
+ * position, and the read and write constants differ, so the FIFO is kept
+ * sorted by inserting from the tail (almost always O(1)).
+ */
+static void fifo_push(struct server *s, struct conn *c, int64_t deadline_ns)
+{
+	fifo_remove(s, c);
+	c->deadline_ns = deadline_ns;
+	struct conn *after = s->fifo_tail;
+	while (after && after->deadline_ns > deadline_ns)
+		after = after->rprev;
+	c->rprev = after;
+	c->rnext = after ? after->rnext : s->fifo_head;
+	if (c->rnext)
+		c->rnext->rprev = c;
+	else
+		s->fifo_tail = c;
+	if (after)
+		after->rnext = c;
+	else
+		s->fifo_head = c;
+	c->in_fifo = true;
+}
+
+static void conn_free(struct server *s, struct conn *c)
+{
+	fifo_remove(s, c);
+	drop_events(s, c);
+	if (c->fd >= 0)
+		close(c->fd);
+	if (c->job)
+		cg_job_release(c->job);
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		s->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	if (c->admin)
+		s->n_admin--;
+	else
+		s->n_conns--;
+	free(c->rbuf);
+	free(c->wbuf);
+	free(c);
+}
+
+/*
+ * Close the socket of a connection. If the kernel still owes it a response
+ * (a job is running), the struct stays until respond() arrives, because the
+ * kernel holds its address as the cookie.
+ */
+static void conn_close(struct server *s, struct conn *c)
+{
+	if (c->state == CONN_WAITING) {
+		fifo_remove(s, c);
+		drop_events(s, c);
+		if (c->fd >= 0)
+			close(c->fd);
+		c->fd = -1;
+		return;
+	}
+	conn_free(s, c);
+}
+
+/* Start sending a response line (ownership of line passes to c). */
+static void conn_start_write(struct server *s, struct conn *c, char *line, size_t len);
+
+/* ---- the kernel's callback (any thread) -------------------------------- */
+
+/*
+ * respond() may run on a worker thread, or on the loop thread inside
+ * cg_kernel_submit. It only queues; the loop does the writing, so no
+ * connection state is touched off the loop thread.
+ */
+static void on_respond(void *cookie, char *line, size_t len)
+{
+	struct conn *c = cookie;
+	struct server *s = c->srv;
+	pthread_mutex_lock(&s->mu);
+	c->wbuf = line;
+	c->wlen = len;
+	c->woff = 0;
+	c->responded = true;
+	c->done_next = NULL;
+	if (s->done_tail)
+		s->done_tail->done_next = c;
+	else
+		s->done_head = c;
+	s->done_tail = c;
+	pthread_mutex_unlock(&s->mu);
+	uint64_t one = 1;
+	/* The eventfd counter cannot overflow in practice; a failed wake is
+	 * harmless because the loop drains the queue on every iteration too. */
+	ssize_t n = write(s->wake_fd, &one, sizeof(one));
+	(void)n;
+}
+
+/* Move delivered responses from the queue to their connections (loop thread). */
+static void drain_done(struct server *s)
+{
+	pthread_mutex_lock(&s->mu);
+	struct conn *c = s->done_head;
+	s->done_head = s->done_tail = NULL;
+	pthread_mutex_unlock(&s->mu);
+	while (c) {
+		struct conn *next = c->done_next;
+		char *line = c->wbuf;
+		size_t len = c->wlen;
+		c->wbuf = NULL;
+		c->wlen = 0;
+		if (c->job) {
+			cg_job_release(c->job);
+			c->job = NULL;
+		}
+		c->state = CONN_READING; /* no longer owed anything */
+		if (c->fd < 0) {
+			/* The peer left while its call ran; nobody to tell. */
+			free(line);
+			conn_free(s, c);
+		} else {
+			conn_start_write(s, c, line, len);
+		}
+		c = next;
+	}
+}
+
+/* ---- admin requests ---------------------------------------------------- */
+
+/* A response line carrying one reply (status taken from the registry). */
+static char *reply_line(const char *id, struct cg_reply *r, size_t *len)
+{
+	const struct cg_reply_def *d = cg_reply_def_of(r);
+	json_t *o = json_object();
+	json_t *rj = cg_reply_to_json(r);
+	char *out = NULL;
+	if (!o || !rj)
+		goto release;
+	json_object_set_new(o, "id", json_string(id ? id : ""));
+	json_object_set_new(o, "status", json_string(cg_status_name(d->status)));
+	if (d->status == CG_STATUS_ERROR) {
+		json_t *m = json_object_get(rj, "message");
+		if (m)
+			json_object_set(o, "message", m);
+	}
+	json_object_set(o, "reply", rj);
+	out = json_dumps(o, JSON_COMPACT);
+release:
+	json_decref(rj);
+	json_decref(o);
+	if (!out)
+		return NULL;
+	size_t n = strlen(out);
+	char *line = realloc(out, n + 2);
+	if (!line) {
+		free(out);
+		return NULL;
+	}
+	line[n] = '\n';
+	line[n + 1] = '\0';
+	*len = n + 1;
+	return line;
+}
+
+/*
+ * Wrap the kernel's reload result (a `reply` object, or a whole response)
+ * into a response line. Falls back to the raw text when it is not JSON.
+ */
+static char *wrap_kernel_json(const char *id, const char *result, size_t *len)
+{
+	json_t *r = result ? json_loads(result, 0, NULL) : NULL;
+	json_t *o = NULL;
+	char *out = NULL;
+	if (!json_is_object(r))
+		goto release;
+	if (json_object_get(r, "reply")) {
+		o = json_incref(r);
+		if (!json_object_get(o, "id"))
+			json_object_set_new(o, "id", json_string(id ? id : ""));
+	} else {
+		const char *type = json_string_value(json_object_get(r, "type"));
+		bool ok = type && strcmp(type, "S") == 0;
+		o = json_pack("{s:s,s:s,s:O}", "id", id ? id : "", "status", ok ? "ok" : "error",
+			      "reply", r);
+		if (o && !ok && json_object_get(r, "message"))
+			json_object_set(o, "message", json_object_get(r, "message"));
+	}
+	if (o)
+		out = json_dumps(o, JSON_COMPACT);
+release:
+	json_decref(o);
+	json_decref(r);
+	if (!out)
+		return NULL;
+	size_t n = strlen(out);
+	char *line = realloc(out, n + 2);
+	if (!line) {
+		free(out);
+		return NULL;
+	}
+	line[n] = '\n';
+	line[n + 1] = '\0';
+	*len = n + 1;
+	return line;
+}
+
+static char *admin_simple(const char *id, enum cg_reply_id rid, const char *action, size_t *len)
+{
+	struct cg_reply *r = cg_reply_new(rid, "{s:s}", "action", action);
+	char tid[40] = "";
+	if (cg_uuid4(tid, sizeof(tid)) == 0)
+		cg_reply_set_trace(r, tid);
+	char *line = reply_line(id, r, len);
+	cg_reply_free(r);
+	return line;
+}
+
+/*
+ * Serve one admin line. Admin actions are few and operator-only: ping,
+ * reload, stop (issue 6 adds approvals here). Returns the response line.
+ */
+static char *admin_handle(struct server *s, struct conn *c, bool *stop, size_t *len)
+{
+	json_error_t jerr;
+	char *line = NULL;
+	char tid[40] = "";
+	(void)cg_uuid4(tid, sizeof(tid));
+	json_t *req = json_loadb(c->rbuf, c->rlen, JSON_REJECT_DUPLICATES, &jerr);
+	if (!json_is_object(req)) {
+		struct cg_reply *r =
+		    req ? cg_reply_new(CG_R_JSON_NOT_OBJECT, NULL)
+			: cg_reply_new(CG_R_JSON_INVALID, "{s:s,s:i,s:i}", "detail", jerr.text,
+				       "line", jerr.line, "column", jerr.column);
+		cg_reply_set_trace(r, tid);
+		line = reply_line("", r, len);
+		cg_reply_free(r);
+		goto release;
+	}
+	const char *id = json_string_value(json_object_get(req, "id"));
+	const char *action = json_string_value(json_object_get(req, "action"));
+	if (!action)
+		action = "";
+	if (strcmp(action, "ping") == 0) {
+		char sha[65] = "";
+		uint64_t gen = 0;
+		cg_kernel_policy_identity(s->k, sha, &gen);
+		struct cg_reply *r = cg_reply_new(CG_R_PONG, "{s:s}", "version", CALLGATE_VERSION);
+		cg_reply_set_data(r, json_pack("{s:s,s:i,s:s,s:I}", "version", CALLGATE_VERSION,
+					       "protocol", CALLGATE_PROTOCOL, "policy_sha256", sha,
+					       "policy_generation", (json_int_t)gen));
+		cg_reply_set_trace(r, tid);
+		line = reply_line(id, r, len);
+		cg_reply_free(r);
+	} else if (strcmp(action, "reload") == 0) {
+		char *result = NULL;
+		int rc = cg_kernel_reload(s->k, &result);
+		cg_log(rc == 0 ? "info" : "error", NULL, "admin reload (uid %u): %s",
+		       (unsigned)c->peer.uid, result ? result : "(no result)");
+		line = wrap_kernel_json(id, result, len);
+		free(result);
+		if (!line)
+			line = admin_simple(id, rc == 0 ? CG_R_ADMIN_DONE : CG_R_SYS_CRASH, action,
+					    len);
+	} else if (strcmp(action, "stop") == 0) {
+		cg_log("info", NULL, "admin stop requested by uid %u pid %d", (unsigned)c->peer.uid,
+		       (int)c->peer.pid);
+		line = admin_simple(id, CG_R_ADMIN_DONE, action, len);
+		*stop = true;
+	} else {
+		struct cg_reply *r =
+		    cg_reply_new(CG_R_ADMIN_ACTION_UNKNOWN, "{s:s}", "action", action);
+		cg_reply_set_trace(r, tid);
+		line = reply_line(id, r, len);
+		cg_reply_free(r);
+	}
+release:
+	json_decref(req);
+	return line;
+}
+
+/* ---- connection I/O ---------------------------------------------------- */
+
+static void conn_try_write(struct server *s, struct conn *c)
+{
+	while (c->woff < c->wlen) {
+		/* One send per readiness; MSG_NOSIGNAL: a vanished peer is EPIPE,
+		 * never a SIGPIPE that would kill the daemon. */
+		ssize_t n =
+		    send(c->fd, c->wbuf + c->woff, c->wlen - c->woff, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n > 0) {
+			c->woff += (size_t)n;
+			continue;
+		}
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			if (set_events(s, c, EPOLLOUT) < 0)
+				conn_free(s, c);
+			return;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		conn_free(s, c); /* EPIPE/ECONNRESET: the peer is gone */
+		return;
+	}
+	/* Whole line sent: tell the peer no more is coming, then close. */
+	(void)shutdown(c->fd, SHUT_WR);
+	conn_free(s, c);
+}
+
+static void conn_start_write(struct server *s, struct conn *c, char *line, size_t len)
+{
+	if (!line) {
+		/* The kernel could not even build a line (OOM): close rather
+		 * than hang the peer. */
+		conn_free(s, c);
+		return;
+	}
+	free(c->wbuf);
+	c->wbuf = line;
+	c->wlen = len;
+	c->woff = 0;
+	c->state = CONN_WRITING;
+	fifo_push(s, c, cg_now_mono_ns() + (int64_t)WRITE_DEADLINE_MS * 1000000);
+	conn_try_write(s, c);
+}
+
+/* Hand the collected line to the kernel (or to the admin handler). */
+static void conn_submit(struct server *s, struct conn *c, size_t line_len, bool had_newline,
+			bool too_long)
+{
+	fifo_remove(s, c);
+	if (c->admin) {
+		bool stop = false;
+		size_t len = 0;
+		c->rlen = line_len;
+		char *line = NULL;
+		if (!had_newline || too_long) {
+			struct cg_reply *r =
+			    too_long ? cg_reply_new(CG_R_LINE_TOO_LONG, "{s:I}", "limit",
+						    (json_int_t)CG_WIRE_MAX_LINE)
+				     : cg_reply_new(CG_R_LINE_NO_NEWLINE, "{s:I}", "bytes",
+						    (json_int_t)line_len);
+			line = reply_line("", r, &len);
+			cg_reply_free(r);
+		} else {
+			line = admin_handle(s, c, &stop, &len);
+		}
+		drop_events(s, c);
+		conn_start_write(s, c, line, len);
+		if (stop)
+			s->stopping = true;
+		return;
+	}
+	/*
+	 * While the call runs, watch only for a full hang-up (EPOLLHUP is
+	 * always reported). EPOLLRDHUP alone is a half-close, which a client
+	 * may legitimately do after sending its line; it is not withdrawal.
+	 */
+	c->state = CONN_WAITING;
+	if (set_events(s, c, 0) < 0)
+		drop_events(s, c);
+	struct cg_job *job = NULL;
+	cg_kernel_submit(s->k, c->rbuf, line_len, had_newline, too_long, &c->peer, on_respond, c,
+			 &job);
+	c->job = job;
+	free(c->rbuf);
+	c->rbuf = NULL;
+	c->rlen = c->ralloc = 0;
+}
+
+static void conn_read(struct server *s, struct conn *c)
+{
+	for (;;) {
+		if (c->rlen == c->ralloc) {
+			if (c->ralloc >= CG_WIRE_MAX_LINE) {
+				/* The cap holds no newline: the line is too long.
+				 * Stop reading; answer now. */
+				conn_submit(s, c, c->rlen, false, true);
+				return;
+			}
+			size_t na = c->ralloc ? c->ralloc * 2 : 4096;
+			if (na > CG_WIRE_MAX_LINE)
+				na = CG_WIRE_MAX_LINE;
+			char *nb = realloc(c->rbuf, na);
+			if (!nb) {
+				cg_log("error", NULL, "out of memory reading a request; closing");
+				conn_free(s, c);
+				return;
+			}
+			c->rbuf = nb;
+			c->ralloc = na;
+		}
+		size_t want = c->ralloc - c->rlen;
+		if (want > READ_CHUNK)
+			want = READ_CHUNK;
+		ssize_t n = cg_read_some(c->fd, c->rbuf + c->rlen, want);
+		if (n < 0) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				return;
+			conn_free(s, c); /* ECONNRESET and friends */
+			return;
+		}
+		if (n == 0) {
+			/* EOF: no bytes at all is a probe (e.g. a second daemon
+			 * checking for a live socket), not a request. */
+			if (c->rlen == 0)
+				conn_free(s, c);
+			else
+				conn_submit(s, c, c->rlen, false, false);
+			return;
+		}
+		char *nl = memchr(c->rbuf + c->rlen, '\n', (size_t)n);
+		c->rlen += (size_t)n;
+		if (nl) {
+			/* Bytes after the newline are ignored: one request per
+			 * connection. */
+			conn_submit(s, c, (size_t)(nl - c->rbuf), true, false);
+			return;
+		}
+	}
+}
+
+static void conn_event(struct server *s, struct conn *c, uint32_t events)
+{
+	switch (c->state) {
+	case CONN_READING:
+		if (events & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP))
+			conn_read(s, c);
+		return;
+	case CONN_WAITING:
+		if (events & (EPOLLHUP | EPOLLERR)) {
+			/* The peer withdrew while its call ran (issue 6): cancel
+			 * it; respond() still comes and frees the struct. */
+			if (c->job && !c->cancelled) {
+				c->cancelled = true;
+				cg_job_cancel(c->job);
+			}
+			conn_close(s, c);
+		}
+		return;
+	case CONN_WRITING:
+		if (events & (EPOLLOUT | EPOLLHUP | EPOLLERR))
+			conn_try_write(s, c);
+		return;
+	}
+}
+
+/* A deadline passed: a reader gets the read-deadline reply, a writer is dropped. */
+static void expire(struct server *s, int64_t now)
+{
+	while (s->fifo_head && s->fifo_head->deadline_ns <= now) {
+		struct conn *c = s->fifo_head;
+		fifo_remove(s, c);
+		if (c->state != CONN_READING) {
+			cg_log("warn", NULL,
+			       "peer pid %d did not take its response in %d ms; dropped",
+			       (int)c->peer.pid, WRITE_DEADLINE_MS);
+			conn_free(s, c);
+			continue;
+		}
+		cg_log("warn", NULL, "peer pid %d uid %u missed the read deadline (%zu bytes read)",
+		       (int)c->peer.pid, (unsigned)c->peer.uid, c->rlen);
+		size_t len = 0;
+		char *line = cg_kernel_transport_reply(s->k, "read_deadline", &len);
+		drop_events(s, c);
+		conn_start_write(s, c, line, len);
+	}
+}
+
+/* ---- accepting --------------------------------------------------------- */
+
+static void accept_all(struct server *s, int lfd, bool admin)
+{
+	for (;;) {
+		int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0) {
+			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+			    errno == ENOMEM) {
+				/* Out of descriptors: level-triggered epoll would
+				 * spin; pause accepting for a moment. */
+				cg_log("warn", NULL, "accept: %s; pausing accepts for 100 ms",
+				       cg_errno_name(errno));
+				s->accept_paused_until_ns = cg_now_mono_ns() + 100000000;
+				struct epoll_event ev = { .events = 0 };
+				ev.data.ptr = admin ? &s->admin_src : &s->listen_src;
+				(void)epoll_ctl(s->ep_fd, EPOLL_CTL_MOD, lfd, &ev);
+			}
+			return; /* EAGAIN, or a peer that vanished: nothing to do */
+		}
+		struct ucred cred = { .pid = 0, .uid = (uid_t)-1, .gid = (gid_t)-1 };
+		socklen_t cl = sizeof(cred);
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0) {
+			cg_log("warn", NULL, "SO_PEERCRED: %s; closing", cg_errno_name(errno));
+			close(fd);
+			continue;
+		}
+		if (admin && cred.uid != geteuid() && cred.uid != 0) {
+			cg_log("warn", NULL, "admin socket: refused uid %u pid %d (not the owner)",
+			       (unsigned)cred.uid, (int)cred.pid);
+			struct cg_reply *r = cg_reply_new(CG_R_ADMIN_PEER_REFUSED, "{s:I}", "uid",
+							  (json_int_t)cred.uid);
+			char tid[40] = "";
+			if (cg_uuid4(tid, sizeof(tid)) == 0)
+				cg_reply_set_trace(r, tid);
+			size_t len = 0;
+			char *line = reply_line("", r, &len);
+			cg_reply_free(r);
+			if (line)
+				(void)send(fd, line, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+			free(line);
+			close(fd);
+			continue;
+		}
+		unsigned cap = admin ? ADMIN_MAX_CONNS : s->max_conns;
+		unsigned have = admin ? s->n_admin : s->n_conns;
+		if (have >= cap || s->stopping) {
+			/* Past the cap: one small line fits any socket buffer,
+			 * so a single non-blocking send is enough. */
+			size_t len = 0;
+			char *line = cg_kernel_transport_reply(s->k, "busy", &len);
+			if (line)
+				(void)send(fd, line, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+			free(line);
+			close(fd);
+			continue;
+		}
+		struct conn *c = calloc(1, sizeof(*c));
+		if (!c) {
+			close(fd);
+			continue;
+		}
+		c->src.kind = SRC_CONN;
+		c->srv = s;
+		c->fd = fd;
+		c->admin = admin;
+		c->state = CONN_READING;
+		c->peer.pid = cred.pid;
+		c->peer.uid = cred.uid;
+		c->peer.gid = cred.gid;
+		c->next = s->conns;
+		if (s->conns)
+			s->conns->prev = c;
+		s->conns = c;
+		if (admin)
+			s->n_admin++;
+		else
+			s->n_conns++;
+		if (set_events(s, c, EPOLLIN | EPOLLRDHUP) < 0) {
+			conn_free(s, c);
+			continue;
+		}
+		fifo_push(s, c, cg_now_mono_ns() + s->read_deadline_ns);
+	}
+}
+
+static void resume_accepts(struct server *s)
+{
+	s->accept_paused_until_ns = 0;
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &s->listen_src };
+	if (s->listen_fd >= 0)
+		(void)epoll_ctl(s->ep_fd, EPOLL_CTL_MOD, s->listen_fd, &ev);
+	ev.data.ptr = &s->admin_src;
+	if (s->admin_fd >= 0)
+		(void)epoll_ctl(s->ep_fd, EPOLL_CTL_MOD, s->admin_fd, &ev);
+}
+
+/* ---- sockets ----------------------------------------------------------- */
+
+/* mkdir -p for the socket's directory; components we create get mode. */
+static int make_parent(const char *path, mode_t mode)
+{
+	char dir[PATH_MAX];
+	size_t n = strlen(path);
+	if (n >= sizeof(dir)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	memcpy(dir, path, n + 1);
+	char *slash = strrchr(dir, '/');
+	if (!slash || slash == dir)
+		return 0;
+	*slash = '\0';
+	for (char *p = dir + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+			return -1;
+		*p = '/';
+	}
+	if (mkdir(dir, mode) < 0 && errno != EEXIST)
+		return -1;
+	return 0;
+}
+
+/*
+ * Bind and listen on path without clobbering a live daemon:
+ *  1. an exclusive flock on "<path>.lock" (two daemons starting together
+ *     cannot both decide the socket is stale and unlink each other's);
+ *  2. if path exists and is not a socket, refuse (never unlink a file we
+ *     did not make);
+ *  3. if it is a socket that accepts a connection, a daemon is live: refuse;
+ *     ECONNREFUSED means stale: unlink it;
+ *  4. bind, set the mode (and group) BEFORE listen(), so there is no moment
+ *     when the socket is reachable with the umask's mode.
+ * On failure logs one line and returns -1.
+ */
+static int open_listener(const char *path, mode_t mode, gid_t gid, int *lock_out,
+			 struct stat *st_out)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd = -1, lock_fd = -1, probe = -1;
+	char lockpath[PATH_MAX];
+	if (strlen(path) >= sizeof(sa.sun_path)) {
+		cg_log("error", NULL, "socket path %s is longer than %zu bytes", path,
+		       sizeof(sa.sun_path) - 1);
+		goto fail;
+	}
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	mode_t dmode = geteuid() == 0 ? 0755 : (gid != (gid_t)-1 ? 0710 : 0700);
+	if (make_parent(path, dmode) < 0) {
+		cg_log("error", NULL, "cannot create the directory of %s: %s", path,
+		       strerror(errno));
+		goto fail;
+	}
+	if (snprintf(lockpath, sizeof(lockpath), "%s.lock", path) >= (int)sizeof(lockpath)) {
+		cg_log("error", NULL, "socket path %s is too long", path);
+		goto fail;
+	}
+	lock_fd = open(lockpath, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (lock_fd < 0) {
+		cg_log("error", NULL, "cannot open lock %s: %s", lockpath, strerror(errno));
+		goto fail;
+	}
+	if (flock(lock_fd, LOCK_EX | LOCK_NB) < 0) {
+		cg_log("error", NULL, "%s: another callgated holds %s; already running", path,
+		       lockpath);
+		goto fail;
+	}
+	struct stat st;
+	if (lstat(path, &st) == 0) {
+		if (!S_ISSOCK(st.st_mode)) {
+			cg_log("error", NULL,
+			       "%s exists and is not a socket; refusing to replace it", path);
+			goto fail;
+		}
+		probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (probe < 0) {
+			cg_log("error", NULL, "socket: %s", strerror(errno));
+			goto fail;
+		}
+		if (connect(probe, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+			cg_log("error", NULL, "%s: a daemon is already listening; already running",
+			       path);
+			goto fail;
+		}
+		if (errno != ECONNREFUSED) {
+			cg_log("error", NULL, "%s: cannot probe the existing socket: %s", path,
+			       strerror(errno));
+			goto fail;
+		}
+		if (unlink(path) < 0 && errno != ENOENT) {
+			cg_log("error", NULL, "cannot remove stale socket %s: %s", path,
+			       strerror(errno));
+			goto fail;
+		}
+		cg_log("info", NULL, "removed stale socket %s", path);
+		close(probe);
+		probe = -1;
+	} else if (errno != ENOENT) {
+		cg_log("error", NULL, "cannot stat %s: %s", path, strerror(errno));
+		goto fail;
+	}
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		cg_log("error", NULL, "socket: %s", strerror(errno));
+		goto fail;
+	}
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		cg_log("error", NULL, "cannot bind %s: %s", path, strerror(errno));
+		goto fail;
+	}
+	if (gid != (gid_t)-1 && chown(path, (uid_t)-1, gid) < 0) {
+		cg_log("error", NULL, "cannot give %s to group %u: %s", path, (unsigned)gid,
+		       strerror(errno));
+		goto unlink_path;
+	}
+	if (chmod(path, mode) < 0) {
+		cg_log("error", NULL, "cannot chmod %s: %s", path, strerror(errno));
+		goto unlink_path;
+	}
+	if (lstat(path, st_out) < 0 || listen(fd, SOMAXCONN) < 0) {
+		cg_log("error", NULL, "cannot listen on %s: %s", path, strerror(errno));
+		goto unlink_path;
+	}
+	*lock_out = lock_fd;
+	return fd;
+unlink_path:
+	(void)unlink(path);
+fail:
+	if (probe >= 0)
+		close(probe);
+	if (fd >= 0)
+		close(fd);
+	if (lock_fd >= 0)
+		close(lock_fd);
+	return -1;
+}
+
+/* Unlink path only if it is still the socket we bound (not a successor's). */
+static void unlink_ours(const char *path, const struct stat *ours)
+{
+	struct stat st;
+	if (lstat(path, &st) == 0 && st.st_dev == ours->st_dev && st.st_ino == ours->st_ino)
+		(void)unlink(path);
+}
+
+/* ---- signals ----------------------------------------------------------- */
+
+static void handle_signals(struct server *s)
+{
+	struct signalfd_siginfo si;
+	for (;;) {
+		ssize_t n = read(s->sig_fd, &si, sizeof(si));
+		if (n != (ssize_t)sizeof(si))
+			return;
+		if (si.ssi_signo == SIGHUP) {
+			char *result = NULL;
+			int rc = cg_kernel_reload(s->k, &result);
+			cg_log(rc == 0 ? "info" : "error", NULL, "SIGHUP reload %s: %s",
+			       rc == 0 ? "succeeded" : "failed (old policy stays in force)",
+			       result ? result : "(no result)");
+			free(result);
+		} else {
+			cg_log("info", NULL, "%s received; stopping",
+			       si.ssi_signo == SIGINT ? "SIGINT" : "SIGTERM");
+			s->stopping = true;
+		}
+	}
+}
+
+/* ---- the loop ---------------------------------------------------------- */
+
+static int add_src(struct server *s, int fd, struct src *src, enum src_kind kind)
+{
+	src->kind = kind;
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = src };
+	return epoll_ctl(s->ep_fd, EPOLL_CTL_ADD, fd, &ev);
+}
+
+static int wait_timeout_ms(struct server *s, int64_t now)
+{
+	int64_t next = INT64_MAX;
+	if (s->fifo_head)
+		next = s->fifo_head->deadline_ns;
+	if (s->accept_paused_until_ns && s->accept_paused_until_ns < next)
+		next = s->accept_paused_until_ns;
+	if (next == INT64_MAX)
+		return -1;
+	if (next <= now)
+		return 0;
+	int64_t ms = (next - now + 999999) / 1000000;
+	return ms > INT32_MAX ? INT32_MAX : (int)ms;
+}
+
+static void stop_listening(struct server *s)
+{
+	if (s->listen_fd >= 0) {
+		close(s->listen_fd);
+		s->listen_fd = -1;
+		if (s->have_listen_st)
+			unlink_ours(s->cfg->socket_path, &s->listen_st);
+	}
+	if (s->admin_fd >= 0) {
+		close(s->admin_fd);
+		s->admin_fd = -1;
+		if (s->have_admin_st)
+			unlink_ours(s->cfg->admin_socket_path, &s->admin_st);
+	}
+}
+
+/*
+ * The clean stop: no new connections; readers that have not delivered a
+ * line are closed unanswered (nothing was asked); the kernel cancels and
+ * answers every running call; those answers are flushed (bounded), then
+ * the sockets are unlinked.
+ */
+static void stop_cleanly(struct server *s)
+{
+	stop_listening(s);
+	for (struct conn *c = s->conns, *next; c; c = next) {
+		next = c->next;
+		if (c->state == CONN_READING)
+			conn_free(s, c);
+	}
+	cg_kernel_shutdown(s->k);
+	drain_done(s);
+	int64_t until = cg_now_mono_ns() + (int64_t)STOP_FLUSH_MS * 1000000;
+	while (s->conns) {
+		int64_t now = cg_now_mono_ns();
+		if (now >= until)
+			break;
+		struct epoll_event evs[64];
+		int n = epoll_wait(s->ep_fd, evs, 64, (int)((until - now) / 1000000) + 1);
+		for (int i = 0; i < n; i++) {
+			struct src *src = evs[i].data.ptr;
+			if (src->kind == SRC_CONN)
+				conn_event(s, (struct conn *)src, evs[i].events);
+			else if (src->kind == SRC_WAKE) {
+				uint64_t v;
+				ssize_t r = read(s->wake_fd, &v, sizeof(v));
+				(void)r;
+			}
+		}
+		drain_done(s);
+	}
+	while (s->conns) {
+		struct conn *c = s->conns;
+		if (c->state == CONN_WAITING) {
+			/* The kernel promised to answer everything before
+			 * shutdown returned; a straggler is a kernel bug, and
+			 * freeing it would leave the kernel a dangling cookie. */
+			cg_log("error", NULL, "a call was not answered at shutdown; leaking it");
+			s->conns = c->next;
+			continue;
+		}
+		conn_free(s, c);
+	}
+}
+
 int cg_server_run(struct cg_kernel *k, const struct cg_server_config *cfg)
 {
-	return -1;
+	int ret = -1;
+	struct server *s = calloc(1, sizeof(*s));
+	if (!s) {
+		cg_log("error", NULL, "out of memory");
+		return -1;
+	}
+	s->k = k;
+	s->cfg = cfg;
+	s->ep_fd = s->sig_fd = s->wake_fd = s->listen_fd = s->admin_fd = -1;
+	s->lock_fd = s->admin_lock_fd = -1;
+	s->max_conns = cfg->max_conns ? cfg->max_conns : DEFAULT_MAX_CONNS;
+	s->read_deadline_ns =
+	    (cfg->read_deadline_ms > 0 ? cfg->read_deadline_ms : DEFAULT_READ_DEADLINE) * 1000000;
+	pthread_mutex_init(&s->mu, NULL);
+
+	/*
+	 * The signals MUST already be blocked in every thread (main blocks them
+	 * before cg_kernel_new starts workers); blocking here again covers
+	 * callers that did not, for this thread at least.
+	 */
+	sigset_t mask;
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &mask, NULL);
+	s->sig_fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+	s->ep_fd = epoll_create1(EPOLL_CLOEXEC);
+	s->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (s->sig_fd < 0 || s->ep_fd < 0 || s->wake_fd < 0) {
+		cg_log("error", NULL, "cannot set up the event loop: %s", strerror(errno));
+		goto close_fds;
+	}
+	mode_t mode = cfg->socket_group != (gid_t)-1 ? 0660 : 0600;
+	s->listen_fd =
+	    open_listener(cfg->socket_path, mode, cfg->socket_group, &s->lock_fd, &s->listen_st);
+	if (s->listen_fd < 0)
+		goto close_fds;
+	s->have_listen_st = true;
+	if (cfg->admin_socket_path) {
+		s->admin_fd = open_listener(cfg->admin_socket_path, 0600, (gid_t)-1,
+					    &s->admin_lock_fd, &s->admin_st);
+		if (s->admin_fd < 0)
+			goto close_fds;
+		s->have_admin_st = true;
+	}
+	if (add_src(s, s->sig_fd, &s->sig_src, SRC_SIGNAL) < 0 ||
+	    add_src(s, s->wake_fd, &s->wake_src, SRC_WAKE) < 0 ||
+	    add_src(s, s->listen_fd, &s->listen_src, SRC_LISTEN) < 0 ||
+	    (s->admin_fd >= 0 && add_src(s, s->admin_fd, &s->admin_src, SRC_ADMIN_LISTEN) < 0)) {
+		cg_log("error", NULL, "epoll_ctl: %s", strerror(errno));
+		goto close_fds;
+	}
+	cg_log("info", NULL, "listening on %s%s%s (max %u connections, read deadline %lld ms)",
+	       cfg->socket_path, cfg->admin_socket_path ? ", admin " : "",
+	       cfg->admin_socket_path ? cfg->admin_socket_path : "", s->max_conns,
+	       (long long)(s->read_deadline_ns / 1000000));
+
+	while (!s->stopping) {
+		int64_t now = cg_now_mono_ns();
+		struct epoll_event evs[128];
+		int n = epoll_wait(s->ep_fd, evs, 128, wait_timeout_ms(s, now));
+		if (n < 0 && errno != EINTR) {
+			cg_log("error", NULL, "epoll_wait: %s", strerror(errno));
+			break;
+		}
+		for (int i = 0; i < n; i++) {
+			struct src *src = evs[i].data.ptr;
+			switch (src->kind) {
+			case SRC_LISTEN:
+				accept_all(s, s->listen_fd, false);
+				break;
+			case SRC_ADMIN_LISTEN:
+				accept_all(s, s->admin_fd, true);
+				break;
+			case SRC_SIGNAL:
+				handle_signals(s);
+				break;
+			case SRC_WAKE: {
+				uint64_t v;
+				ssize_t r = read(s->wake_fd, &v, sizeof(v));
+				(void)r;
+				break;
+			}
+			case SRC_CONN:
+				/*
+				 * Within a batch a connection is only ever freed by
+				 * its own event (drain and expire run after the
+				 * batch), so no later event in the batch can point
+				 * at a freed struct.
+				 */
+				conn_event(s, (struct conn *)src, evs[i].events);
+				break;
+			}
+		}
+		drain_done(s);
+		now = cg_now_mono_ns();
+		expire(s, now);
+		if (s->accept_paused_until_ns && s->accept_paused_until_ns <= now)
+			resume_accepts(s);
+	}
+	stop_cleanly(s);
+	cg_log("info", NULL, "stopped");
+	ret = 0;
+close_fds:
+	stop_listening(s);
+	if (s->lock_fd >= 0)
+		close(s->lock_fd);
+	if (s->admin_lock_fd >= 0)
+		close(s->admin_lock_fd);
+	if (s->wake_fd >= 0)
+		close(s->wake_fd);
+	if (s->sig_fd >= 0)
+		close(s->sig_fd);
+	if (s->ep_fd >= 0)
+		close(s->ep_fd);
+	pthread_mutex_destroy(&s->mu);
+	free(s);
+	return ret;
 }

@@ -1,0 +1,408 @@
+# SPDX-License-Identifier: MIT
+"""Shared helpers for callgate's end-to-end tests.
+
+Every e2e test talks to a real callgated on a temporary socket. This module
+starts one, waits until it accepts connections, gives raw and JSON clients,
+runs the CLI against it, and stops it with SIGTERM, keeping its stderr log.
+
+Typical use::
+
+    import cgtest
+
+    class T(unittest.TestCase):
+        def test_x(self):
+            with cgtest.Daemon(policy_text=POLICY, read_timeout=1500) as d:
+                resp = d.request(cgtest.make_request([["ls"]], privileged=False))
+                self.assertEqual(resp["status"], "ok", d.log)
+
+    # or once per class (faster):
+        @classmethod
+        def setUpClass(cls):
+            cls.d = cgtest.Daemon().start()
+        @classmethod
+        def tearDownClass(cls):
+            cls.d.close()
+
+Environment: CALLGATED and CALLGATE name the built binaries (set by meson
+test); otherwise they are looked up in $CG_BUILDDIR or ./build. The daemon's
+own files (socket, admin socket, state dir, log, workspace) all live in one
+temporary directory that close() removes.
+
+Rules these helpers follow so tests do not flake: deadlines are generous
+(DEFAULT_TIMEOUT); nothing asserts on speed; every wait polls with a bound
+and, on failure, raises with the daemon's log attached.
+"""
+import datetime
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SRCDIR = os.environ.get("CG_SRCDIR") or os.path.dirname(os.path.dirname(HERE))
+BUILDDIR = os.environ.get("CG_BUILDDIR") or os.path.join(SRCDIR, "build")
+CALLGATED = os.environ.get("CALLGATED") or os.path.join(BUILDDIR, "callgated")
+CALLGATE = os.environ.get("CALLGATE") or os.path.join(BUILDDIR, "callgate")
+
+DEFAULT_TIMEOUT = 30.0  # seconds; generous on purpose (ASan builds are slow)
+MAX_LINE = 1024 * 1024  # CG_WIRE_MAX_LINE: bytes per request, newline included
+
+
+class DaemonError(Exception):
+    """The daemon did not start, or did not behave; carries its log."""
+
+
+def now_rfc3339(offset_s=0.0):
+    """The current UTC time (plus offset_s) as RFC 3339 with milliseconds."""
+    t = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=offset_s)
+    return t.strftime("%Y-%m-%dT%H:%M:%S.") + "%03dZ" % (t.microsecond // 1000)
+
+
+def make_request(pipeline=None, **fields):
+    """A fresh request: a new UUIDv4 id and the current time, plus fields.
+
+    pipeline is a list of argv lists ([["ls", "-l"]]); pass None for
+    requests without one (ping, gate with actions). Fields override the
+    defaults, so make_request(..., time=None) removes "time".
+    """
+    req = {"id": str(uuid.uuid4()), "time": now_rfc3339()}
+    if pipeline is not None:
+        req["pipeline"] = pipeline
+    for k, v in fields.items():
+        if v is None:
+            req.pop(k, None)
+        else:
+            req[k] = v
+    return req
+
+
+def encode(req):
+    """A request object (or str/bytes) as one line of bytes with its newline."""
+    if isinstance(req, bytes):
+        return req
+    if isinstance(req, str):
+        return req.encode()
+    return (json.dumps(req, separators=(",", ":")) + "\n").encode()
+
+
+def connect(path, timeout=DEFAULT_TIMEOUT):
+    """A connected AF_UNIX stream socket with a timeout."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(timeout)
+    try:
+        s.connect(path)
+    except BaseException:
+        s.close()
+        raise
+    return s
+
+
+def recv_all(sock, limit=64 * 1024 * 1024):
+    """Read until EOF (the daemon closes after its one response line)."""
+    chunks, n = [], 0
+    while True:
+        try:
+            b = sock.recv(1 << 20)
+        except ConnectionResetError:
+            break
+        if not b:
+            break
+        chunks.append(b)
+        n += len(b)
+        if n > limit:
+            raise DaemonError("response larger than %d bytes" % limit)
+    return b"".join(chunks)
+
+
+def send_recv(path, data, timeout=DEFAULT_TIMEOUT, shut_wr=False):
+    """Connect, send raw bytes, optionally half-close, read to EOF. Bytes."""
+    with connect(path, timeout) as s:
+        try:
+            s.sendall(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the daemon may answer and close before taking everything
+        if shut_wr:
+            s.shutdown(socket.SHUT_WR)
+        return recv_all(s)
+
+
+def parse_response(raw):
+    """Check a raw response is exactly one JSON line and return it as a dict."""
+    if not raw.endswith(b"\n") or raw.count(b"\n") != 1:
+        raise DaemonError("not exactly one response line: %r" % raw[:300])
+    return json.loads(raw)
+
+
+class Daemon:
+    """A callgated on a temporary socket. Use as a context manager, or
+    start()/close().
+
+    Arguments (all optional):
+      policy       path of a policy file (--policy)
+      policy_text  policy YAML written to <tmp>/policy.yaml and used as --policy
+      workspaces   list of workspace dirs (--workspace each); default: a fresh
+                   <tmp>/ws directory, also the daemon's cwd
+      read_timeout --read-timeout MS
+      max_conns    --max-conns N
+      admin        also serve <tmp>/admin.sock (default True)
+      flags        extra command-line arguments (list)
+      socket_path  use this socket path instead of <tmp>/callgate.sock
+      env          extra environment for the daemon
+    Attributes: tmp, socket, admin_socket, state_dir, workspace, log_path,
+    proc, policy_path.
+    """
+
+    def __init__(self, policy=None, policy_text=None, workspaces=None, read_timeout=None,
+                 max_conns=None, admin=True, flags=(), socket_path=None, env=None,
+                 binary=None):
+        # A short base path: sun_path is 108 bytes.
+        self.tmp = tempfile.mkdtemp(prefix="cg-e2e-", dir="/tmp")
+        os.chmod(self.tmp, 0o755)
+        self.socket = socket_path or os.path.join(self.tmp, "callgate.sock")
+        self.admin_socket = os.path.join(self.tmp, "admin.sock") if admin else None
+        self.state_dir = os.path.join(self.tmp, "state")
+        self.workspace = os.path.join(self.tmp, "ws")
+        os.makedirs(self.workspace, exist_ok=True)
+        self.log_path = os.path.join(self.tmp, "daemon.log")
+        self.policy_path = policy
+        if policy_text is not None:
+            self.policy_path = os.path.join(self.tmp, "policy.yaml")
+            with open(self.policy_path, "w") as f:
+                f.write(policy_text)
+        self.workspaces = list(workspaces) if workspaces else [self.workspace]
+        self.read_timeout = read_timeout
+        self.max_conns = max_conns
+        self.extra_flags = list(flags)
+        self.extra_env = dict(env or {})
+        self.binary = binary or CALLGATED
+        self.proc = None
+        self._logf = None
+
+    # -- lifecycle ---------------------------------------------------------
+
+    def argv(self):
+        a = [self.binary, "--socket", self.socket, "--state-dir", self.state_dir]
+        if self.admin_socket:
+            a += ["--admin-socket", self.admin_socket]
+        if self.policy_path:
+            a += ["--policy", self.policy_path]
+        for w in self.workspaces:
+            a += ["--workspace", w]
+        if self.read_timeout is not None:
+            a += ["--read-timeout", str(self.read_timeout)]
+        if self.max_conns is not None:
+            a += ["--max-conns", str(self.max_conns)]
+        return a + self.extra_flags
+
+    def spawn(self):
+        """Start the process without waiting for the socket (for tests of
+        startup failures). Returns the Popen."""
+        env = dict(os.environ)
+        env.update(self.extra_env)
+        self._logf = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(self.argv(), stdin=subprocess.DEVNULL,
+                                     stdout=self._logf, stderr=self._logf,
+                                     cwd=self.workspace, env=env)
+        return self.proc
+
+    def start(self, timeout=DEFAULT_TIMEOUT):
+        """Start and wait until the socket accepts connections. Returns self."""
+        self.spawn()
+        try:
+            self.wait_ready(timeout)
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def wait_ready(self, timeout=DEFAULT_TIMEOUT):
+        """Poll until a connect() succeeds (an empty connection is ignored by
+        the daemon) or the process exits."""
+        deadline = time.monotonic() + timeout
+        paths = [self.socket] + ([self.admin_socket] if self.admin_socket else [])
+        while True:
+            if self.proc.poll() is not None:
+                raise DaemonError("callgated exited with %s during startup; log:\n%s"
+                                  % (self.proc.returncode, self.log))
+            ok = True
+            for p in paths:
+                try:
+                    connect(p, 1.0).close()
+                except OSError:
+                    ok = False
+                    break
+            if ok:
+                return
+            if time.monotonic() > deadline:
+                raise DaemonError("callgated did not listen within %ss; log:\n%s"
+                                  % (timeout, self.log))
+            time.sleep(0.02)
+
+    def send_signal(self, sig):
+        self.proc.send_signal(sig)
+
+    def stop(self, sig=signal.SIGTERM, timeout=DEFAULT_TIMEOUT):
+        """Send sig (default SIGTERM) and wait for exit. Returns the exit
+        status. Kills with SIGKILL (and raises) if it does not exit in time."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                raise DaemonError("callgated ignored %s for %ss; log:\n%s"
+                                  % (sig, timeout, self.log))
+        return self.proc.returncode
+
+    def close(self):
+        """Stop (if running) and remove the temporary directory."""
+        try:
+            if self.proc is not None and self.proc.poll() is None:
+                try:
+                    self.stop()
+                except DaemonError:
+                    pass
+        finally:
+            if self._logf:
+                self._logf.close()
+                self._logf = None
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def __enter__(self):
+        if self.proc is None:
+            self.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    # -- log ---------------------------------------------------------------
+
+    @property
+    def log(self):
+        """Everything the daemon has written to stderr/stdout so far."""
+        try:
+            with open(self.log_path, "rb") as f:
+                return f.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def wait_log(self, needle, timeout=DEFAULT_TIMEOUT, start=0):
+        """Wait until needle appears in the log (after byte offset start).
+        Returns the log; raises DaemonError on timeout."""
+        deadline = time.monotonic() + timeout
+        while True:
+            text = self.log
+            if needle in text[start:]:
+                return text
+            if time.monotonic() > deadline:
+                raise DaemonError("%r not in the log within %ss; log:\n%s"
+                                  % (needle, timeout, text))
+            time.sleep(0.05)
+
+    # -- clients -----------------------------------------------------------
+
+    def connect(self, admin=False, timeout=DEFAULT_TIMEOUT):
+        return connect(self.admin_socket if admin else self.socket, timeout)
+
+    def raw(self, data, admin=False, timeout=DEFAULT_TIMEOUT, shut_wr=False):
+        """Send raw bytes on a fresh connection; return the raw reply bytes."""
+        return send_recv(self.admin_socket if admin else self.socket, data, timeout, shut_wr)
+
+    def request(self, req, admin=False, timeout=DEFAULT_TIMEOUT):
+        """Send one request (dict, str or bytes) and return the parsed
+        response; asserts it was exactly one line."""
+        return parse_response(self.raw(encode(req), admin=admin, timeout=timeout))
+
+    def admin(self, action, **fields):
+        """An admin request ({"action": action, ...}) on the admin socket."""
+        req = {"action": action, "id": str(uuid.uuid4()), "time": now_rfc3339()}
+        req.update(fields)
+        return self.request(req, admin=True)
+
+    def cli(self, *args, input=None, timeout=DEFAULT_TIMEOUT, env=None):
+        """Run `callgate --socket <ours> args...`; returns CompletedProcess
+        with bytes stdout/stderr."""
+        e = dict(os.environ)
+        e.update(env or {})
+        argv = [CALLGATE, "--socket", self.socket]
+        if self.admin_socket:
+            argv += ["--admin-socket", self.admin_socket]
+        argv += ["--state-dir", self.state_dir] + list(args)
+        return subprocess.run(argv, input=input, capture_output=True, timeout=timeout,
+                              cwd=self.workspace, env=e)
+
+
+def pid_alive(pid):
+    """True if a process with this pid exists (and is not a zombie)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def pids_running(argv0, arg=None):
+    """Pids whose cmdline starts with argv0 (basename match) and contains arg."""
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % d, "rb") as f:
+                parts = f.read().split(b"\0")
+        except OSError:
+            continue
+        if not parts or not parts[0]:
+            continue
+        if os.path.basename(parts[0].decode("utf-8", "replace")) != argv0:
+            continue
+        if arg is not None and arg.encode() not in parts:
+            continue
+        if pid_alive(int(d)):
+            out.append(int(d))
+    return out
+
+
+def as_uid(uid, fn):
+    """Run fn() in a forked child after setgid/setuid(uid) (e.g. 65534,
+    nobody). Returns what fn returned (must be JSON-serialisable) or raises
+    DaemonError with the child's exception text."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            os.close(r)
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+            try:
+                res = {"ok": fn()}
+            except BaseException as e:  # reported to the parent
+                res = {"err": "%s: %s" % (type(e).__name__, e),
+                       "errno": getattr(e, "errno", None)}
+            os.write(w, json.dumps(res).encode())
+        except BaseException:
+            code = 1
+        finally:
+            os._exit(code)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        data = f.read()
+    os.waitpid(pid, 0)
+    if not data:
+        raise DaemonError("child as uid %d produced nothing" % uid)
+    res = json.loads(data)
+    if "err" in res:
+        raise DaemonError(res["err"], res.get("errno"))
+    return res["ok"]
