@@ -56,10 +56,10 @@ static char *workspace_canon(const char *path, struct cg_reply **err)
 	char *canon = NULL;
 	struct stat st;
 
-	if (!path || path[0] != '/') {
-		*err = cg_reply_new(CG_R_WORKSPACE_INVALID, "{s:s,s:s,s:s}", "path",
-				    path ? path : "(null)", "detail", "not an absolute path",
-				    "errno_name", cg_errno_name(EINVAL));
+	/* A relative workspace ("." by default) means the daemon's start directory. */
+	if (!path || !*path) {
+		*err = cg_reply_new(CG_R_WORKSPACE_INVALID, "{s:s,s:s,s:s}", "path", "", "detail",
+				    "empty path", "errno_name", cg_errno_name(EINVAL));
 		return NULL;
 	}
 	canon = realpath(path, NULL);
