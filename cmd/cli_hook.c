@@ -1,9 +1,463 @@
 /* SPDX-License-Identifier: MIT */
-/* placeholder: not yet written */
+/*
+ * cli_hook — `callgate hook claude-code`: a Claude Code PreToolUse hook that
+ * asks the daemon's gate verb whether a tool call may proceed.
+ *
+ * It reads the hook payload (session_id, cwd, tool_name, tool_input, …) on
+ * stdin, maps the tool call to a gate request, and prints
+ * {"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":
+ * "allow"|"deny"|"ask","permissionDecisionReason":…}} naming the rule.
+ *
+ * Mapping (docs/agents.md has the table):
+ *  - Bash: a command that is plain words (and simple '|' between stages)
+ *    becomes a pipeline; anything with shell syntax becomes the opaque
+ *    [["/bin/sh","-c",CMD]], which policy judges as an opaque launcher.
+ *  - Write/Edit/MultiEdit/NotebookEdit: a write action on the path;
+ *    Read/Glob/Grep/LS: a read action on the path (or the cwd).
+ *  - WebFetch/WebSearch: a net action on the host.
+ *  - mcp__<server>__<tool>: an "mcp" action; calls to callgate's own MCP
+ *    server are allowed here because that server gates them itself.
+ *  - Any other tool: "ask" (the hook cannot judge it; a human does).
+ * Decisions: ALLOW -> allow; BLOCK -> deny; UNKNOWN -> ask; DEGRADE -> allow
+ * only for file tools (the decided path is the tool's whole effect),
+ * otherwise ask (or deny with --degrade deny), because a command run by
+ * Claude Code itself is not confined; running it through callgate's MCP
+ * execute tool is what applies the constraints.
+ *
+ * Invariants:
+ *  - Fail closed: an unreadable payload, an unreachable daemon, an answer
+ *    that is not a decision, or any internal failure exits 2 with the reason
+ *    on stderr (Claude Code blocks the call). This program never prints
+ *    "allow" except for an S reply whose decision allows.
+ *  - The splitter refuses rather than guesses: a command it cannot split
+ *    with certainty is judged as the opaque shell command it is.
+ */
+#include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
 #include "cli.h"
+#include "util.h"
+
+#define HOOK_PAYLOAD_MAX (64u << 20) /* Write payloads carry file contents */
+#define HOOK_TIMEOUT_MS	 30000	     /* inside Claude Code's own hook timeout */
+#define HOOK_EXIT_BLOCK	 2	     /* Claude Code: block the call, stderr to Claude */
+
+enum degrade_mode { DEGRADE_ASK, DEGRADE_DENY };
+
+/* Block the call: the reason goes to stderr, which Claude Code shows to the model. */
+static int block(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int block(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "callgate: blocked: ");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	return HOOK_EXIT_BLOCK;
+}
+
+static int decide(const char *decision, const char *reason)
+{
+	json_t *out =
+	    json_pack("{s:{s:s,s:s,s:s}}", "hookSpecificOutput", "hookEventName", "PreToolUse",
+		      "permissionDecision", decision, "permissionDecisionReason", reason);
+	char *s = out ? json_dumps(out, JSON_COMPACT) : NULL;
+
+	json_decref(out);
+	if (!s || printf("%s\n", s) < 0 || fflush(stdout) != 0) {
+		free(s);
+		return block("could not write the decision");
+	}
+	free(s);
+	return CG_EXIT_OK;
+}
+
+/*
+ * Split a Bash command into a pipeline when it is plain words: bytes other
+ * than shell syntax, single-quoted text, double-quoted text without $ ` \ ",
+ * and a '|' between stages. Returns NULL (judge it opaque) on anything else:
+ * $ ` ; & > < ( ) * ? [ ] { } ~ # ! \ newline, control bytes, an assignment
+ * prefix (FOO=bar cmd), "||", or an empty stage.
+ */
+static json_t *split_command(const char *cmd)
+{
+	json_t *pipeline = json_array(), *stage = json_array();
+	size_t n = strlen(cmd), wl = 0;
+	char *word = malloc(n + 1);
+	bool in_word = false;
+
+	if (!pipeline || !stage || !word)
+		goto fail;
+	for (size_t i = 0; i <= n; i++) {
+		unsigned char c = i < n ? (unsigned char)cmd[i] : ' ';
+		bool end_stage = i == n || c == '|';
+
+		if (c == '\'' || c == '"') {
+			const char *close = strchr(cmd + i + 1, c);
+			if (!close)
+				goto fail;
+			for (const char *p = cmd + i + 1; p < close; p++) {
+				if (c == '"' && strchr("$`\\!", *p))
+					goto fail;
+				if ((unsigned char)*p < 0x20 && *p != '\t')
+					goto fail;
+				word[wl++] = *p;
+			}
+			in_word = true;
+			i = (size_t)(close - cmd);
+			continue;
+		}
+		if (c == ' ' || c == '\t' || end_stage) {
+			if (in_word) {
+				word[wl] = '\0';
+				/* "FOO=bar cmd": an assignment, not a command name. */
+				if (json_array_size(stage) == 0 && strchr(word, '='))
+					goto fail;
+				json_array_append_new(stage, json_string(word));
+				wl = 0;
+				in_word = false;
+			}
+			if (end_stage) {
+				if (json_array_size(stage) == 0)
+					goto fail; /* "a || b", "| a", "a |" */
+				json_array_append_new(pipeline, stage);
+				stage = json_array();
+				if (!stage)
+					goto fail;
+			}
+			continue;
+		}
+		if (c < 0x20 || c == 0x7f || strchr("$`;&><()*?[]{}~#!\\", c))
+			goto fail;
+		word[wl++] = (char)c;
+		in_word = true;
+	}
+	json_decref(stage);
+	free(word);
+	if (json_array_size(pipeline) == 0) {
+		json_decref(pipeline);
+		return NULL;
+	}
+	return pipeline;
+fail:
+	json_decref(stage);
+	json_decref(pipeline);
+	free(word);
+	return NULL;
+}
+
+/* The host of an http(s) URL, lower-cased, into host (NUL-terminated); -1 if none. */
+static int url_host(const char *url, char *host, size_t len)
+{
+	const char *p = strstr(url, "://"), *end, *at;
+	size_t hl;
+
+	if (!p)
+		return -1;
+	p += 3;
+	end = p + strcspn(p, "/?#");
+	at = memchr(p, '@', (size_t)(end - p));
+	if (at)
+		p = at + 1;
+	if (*p == '[') { /* [v6]:port */
+		const char *rb = memchr(p, ']', (size_t)(end - p));
+		if (!rb)
+			return -1;
+		end = rb + 1;
+	} else {
+		const char *colon = memchr(p, ':', (size_t)(end - p));
+		if (colon)
+			end = colon;
+	}
+	hl = (size_t)(end - p);
+	if (hl == 0 || hl >= len)
+		return -1;
+	for (size_t i = 0; i < hl; i++)
+		host[i] = (p[i] >= 'A' && p[i] <= 'Z') ? (char)(p[i] - 'A' + 'a') : p[i];
+	host[hl] = '\0';
+	return 0;
+}
+
+static const char *str_or(const char *s, const char *dflt)
+{
+	return s ? s : dflt;
+}
+
+enum kind { K_COMMAND, K_FILE, K_OTHER };
+
+/*
+ * Build the gate request for the payload. Returns the request, or NULL with
+ * *verdict set to "ask" (a tool the hook does not map) or to "allow" (a
+ * call to callgate's own MCP server), or with *why set on a malformed
+ * payload.
+ */
+static json_t *map_call(const json_t *payload, const char *own_server, enum kind *kind,
+			const char **verdict, const char **why)
+{
+	const char *tool = json_string_value(json_object_get(payload, "tool_name"));
+	const json_t *in = json_object_get(payload, "tool_input");
+	const char *cwd = json_string_value(json_object_get(payload, "cwd"));
+	const char *session = json_string_value(json_object_get(payload, "session_id"));
+	json_t *req;
+	char reason[256];
+
+	*kind = K_OTHER;
+	if (!tool || !json_is_object(in)) {
+		*why = "the payload has no tool_name/tool_input";
+		return NULL;
+	}
+	snprintf(reason, sizeof(reason), "Claude Code %s tool (PreToolUse hook)", tool);
+	/* Claude Code runs tools as the user: the gate judges an unprivileged call. */
+	req = json_pack("{s:s,s:b,s:s,s:s}", "action", "gate", "privileged", false, "reason",
+			reason, "session", str_or(session, ""));
+	if (!req) {
+		*why = "out of memory";
+		return NULL;
+	}
+	if (cwd)
+		json_object_set_new(req, "cwd", json_string(cwd));
+
+	if (strcmp(tool, "Bash") == 0) {
+		const char *cmd = json_string_value(json_object_get(in, "command"));
+		const char *desc = json_string_value(json_object_get(in, "description"));
+		json_t *pl;
+		if (!cmd) {
+			*why = "Bash tool_input has no command";
+			goto fail;
+		}
+		pl = split_command(cmd);
+		if (!pl)
+			pl = json_pack("[[s,s,s]]", "/bin/sh", "-c", cmd);
+		json_object_set_new(req, "pipeline", pl);
+		if (desc)
+			json_object_set_new(req, "reason", json_string(desc));
+		*kind = K_COMMAND;
+		return req;
+	}
+	static const struct {
+		const char *tool, *field, *type;
+	} files[] = {
+		{ "Write", "file_path", "write" },
+		{ "Edit", "file_path", "write" },
+		{ "MultiEdit", "file_path", "write" },
+		{ "NotebookEdit", "notebook_path", "write" },
+		{ "Read", "file_path", "read" },
+		{ "Glob", "path", "read" },
+		{ "Grep", "path", "read" },
+		{ "LS", "path", "read" },
+	};
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		if (strcmp(tool, files[i].tool) != 0)
+			continue;
+		const char *path = json_string_value(json_object_get(in, files[i].field));
+		if (!path && strcmp(files[i].type, "read") == 0 && strcmp(tool, "Read") != 0)
+			path = cwd; /* Glob/Grep/LS default to the working directory */
+		if (!path || !*path) {
+			*why = "the file tool's input has no path";
+			goto fail;
+		}
+		json_object_set_new(req, "actions",
+				    json_pack("[{s:s,s:s,s:s}]", "action_type", files[i].type,
+					      "tool", tool, "resource", path));
+		*kind = K_FILE;
+		return req;
+	}
+	if (strcmp(tool, "WebFetch") == 0) {
+		const char *url = json_string_value(json_object_get(in, "url"));
+		char host[256];
+		if (!url || url_host(url, host, sizeof(host)) < 0) {
+			*why = "WebFetch tool_input has no usable url";
+			goto fail;
+		}
+		json_object_set_new(req, "actions",
+				    json_pack("[{s:s,s:s,s:s,s:{s:s}}]", "action_type", "net",
+					      "tool", tool, "resource", host, "args", "url", url));
+		return req;
+	}
+	if (strncmp(tool, "mcp__", 5) == 0) {
+		const char *server = tool + 5, *sep = strstr(server, "__");
+		size_t sl = sep ? (size_t)(sep - server) : strlen(server);
+		if (own_server && *own_server && strlen(own_server) == sl &&
+		    strncmp(server, own_server, sl) == 0) {
+			/* callgate's own MCP tools go through the daemon's full gate. */
+			*verdict = "allow";
+			goto fail;
+		}
+		json_object_set_new(req, "actions",
+				    json_pack("[{s:s,s:s,s:s#,s:O}]", "action_type", "mcp", "tool",
+					      tool, "resource", server, (int)sl, "args", in));
+		return req;
+	}
+	*verdict = "ask";
+fail:
+	json_decref(req);
+	return NULL;
+}
+
+static char *read_stdin(size_t *len)
+{
+	size_t alloc = 65536;
+	char *buf = malloc(alloc + 1);
+
+	*len = 0;
+	while (buf) {
+		if (*len == alloc) {
+			char *nb;
+			if (alloc >= HOOK_PAYLOAD_MAX) {
+				free(buf);
+				errno = E2BIG;
+				return NULL;
+			}
+			alloc *= 2;
+			nb = realloc(buf, alloc + 1);
+			if (!nb)
+				break;
+			buf = nb;
+		}
+		ssize_t r = cg_read_some(STDIN_FILENO, buf + *len, alloc - *len);
+		if (r < 0)
+			break;
+		if (r == 0) {
+			buf[*len] = '\0';
+			return buf;
+		}
+		*len += (size_t)r;
+	}
+	free(buf);
+	return NULL;
+}
+
+static int hook_claude_code(const struct cg_cli *g, enum degrade_mode degrade,
+			    const char *own_server)
+{
+	json_error_t jerr;
+	size_t len;
+	char *raw = read_stdin(&len);
+	json_t *payload = NULL, *req = NULL, *resp = NULL;
+	const char *verdict = NULL, *why = NULL;
+	enum kind kind;
+	char err[256], reason[1024];
+	int rc;
+
+	if (!raw)
+		return block("cannot read the hook payload: %s", strerror(errno));
+	payload = json_loadb(raw, len, 0, &jerr);
+	free(raw);
+	if (!json_is_object(payload)) {
+		rc = block("the hook payload is not a JSON object (%s)", jerr.text);
+		goto out_payload;
+	}
+	req = map_call(payload, own_server, &kind, &verdict, &why);
+	if (!req) {
+		if (verdict && strcmp(verdict, "allow") == 0)
+			rc = decide("allow", "callgate: its own MCP tools are gated by the daemon "
+					     "on every call");
+		else if (verdict)
+			rc = decide("ask", "callgate: this tool is not mapped to a gate action; "
+					   "a human decides");
+		else
+			rc = block("%s", why);
+		goto out_payload;
+	}
+	if (cg_client_call(g->socket_path, req, HOOK_TIMEOUT_MS, &resp, err, sizeof(err)) != 0) {
+		rc = block("the callgate daemon at %s cannot be reached (%s)", g->socket_path, err);
+		goto out_req;
+	}
+	const json_t *reply = json_object_get(resp, "reply");
+	const json_t *data = json_object_get(reply, "data");
+	const char *type = str_or(json_string_value(json_object_get(reply, "type")), "?");
+	const char *code = str_or(json_string_value(json_object_get(reply, "code")), "?");
+	const char *msg = str_or(json_string_value(json_object_get(reply, "message")), "");
+	const char *trace = str_or(json_string_value(json_object_get(reply, "trace_id")), "-");
+	const char *decision = json_string_value(json_object_get(data, "decision"));
+	const char *rule = str_or(json_string_value(json_object_get(data, "rule_id")), "?");
+
+	if (strcmp(type, "S") != 0 || !decision) {
+		/* Not a decision (I: the call is malformed for callgate, e.g. a cwd
+		 * outside the workspaces; E: the daemon failed): block. */
+		snprintf(reason, sizeof(reason), "[%s %s] %s (trace %s)", type, code, msg, trace);
+		rc = block("%s", reason);
+		goto out_resp;
+	}
+	if (strcmp(decision, "ALLOW") == 0) {
+		snprintf(reason, sizeof(reason), "callgate: allowed by rule %s (trace %s)", rule,
+			 trace);
+		rc = decide("allow", reason);
+	} else if (strcmp(decision, "DEGRADE") == 0 && kind == K_FILE) {
+		snprintf(reason, sizeof(reason),
+			 "callgate: allowed with constraints by rule %s; the constraints hold for "
+			 "this path (trace %s)",
+			 rule, trace);
+		rc = decide("allow", reason);
+	} else if (strcmp(decision, "DEGRADE") == 0) {
+		snprintf(reason, sizeof(reason),
+			 "callgate: rule %s allows this only confined, and a hook cannot confine "
+			 "it; run it through callgate's MCP execute tool, which applies the "
+			 "constraints (trace %s)",
+			 rule, trace);
+		rc = decide(degrade == DEGRADE_DENY ? "deny" : "ask", reason);
+	} else if (strcmp(decision, "UNKNOWN") == 0) {
+		snprintf(reason, sizeof(reason),
+			 "callgate: rule %s defers this to a human (trace %s)", rule, trace);
+		rc = decide("ask", reason);
+	} else if (strcmp(decision, "BLOCK") == 0) {
+		snprintf(reason, sizeof(reason), "callgate: denied by rule %s: %s (trace %s)", rule,
+			 msg, trace);
+		rc = decide("deny", reason);
+	} else {
+		rc = block("callgate answered an unknown decision '%s'", decision);
+	}
+out_resp:
+	json_decref(resp);
+out_req:
+	json_decref(req);
+out_payload:
+	json_decref(payload);
+	return rc;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: callgate [--socket PATH] hook claude-code [--degrade ask|deny] "
+		   "[--mcp-server NAME]\n"
+		   "Claude Code PreToolUse hook: payload on stdin, decision on stdout; exit 2 "
+		   "blocks.\n");
+}
+
 int cg_cli_hook(const struct cg_cli *g, int argc, char **argv)
 {
-	fprintf(stderr, "callgate: %s: not available in this build\n", argv[0]);
-	return CG_EXIT_ERROR;
+	enum degrade_mode degrade = DEGRADE_ASK;
+	const char *own_server = "callgate";
+
+	if (argc < 2 || strcmp(argv[1], "claude-code") != 0) {
+		usage(stderr);
+		/* Even a misconfigured hook must block, not pass: exit 2. */
+		return HOOK_EXIT_BLOCK;
+	}
+	for (int i = 2; i < argc; i++) {
+		if (strcmp(argv[i], "--degrade") == 0 && i + 1 < argc) {
+			const char *m = argv[++i];
+			if (strcmp(m, "ask") == 0)
+				degrade = DEGRADE_ASK;
+			else if (strcmp(m, "deny") == 0)
+				degrade = DEGRADE_DENY;
+			else
+				return block("unknown --degrade mode '%s'", m);
+		} else if (strcmp(argv[i], "--mcp-server") == 0 && i + 1 < argc) {
+			own_server = argv[++i];
+		} else if (strcmp(argv[i], "--help") == 0) {
+			usage(stdout);
+			return CG_EXIT_OK;
+		} else {
+			usage(stderr);
+			return HOOK_EXIT_BLOCK;
+		}
+	}
+	return hook_claude_code(g, degrade, own_server);
 }

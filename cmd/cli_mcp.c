@@ -1,9 +1,1162 @@
 /* SPDX-License-Identifier: MIT */
-/* placeholder: not yet written */
+/*
+ * cli_mcp — `callgate mcp`: a Model Context Protocol server on stdio that
+ * turns an agent's tool calls into requests on the daemon's socket.
+ *
+ * JSON-RPC 2.0, one message per line (the MCP stdio transport). Methods:
+ * initialize (protocol 2025-06-18 or 2025-03-26), ping, tools/list,
+ * tools/call; notifications/initialized is accepted and
+ * notifications/cancelled kills a running call. Tools: execute, gate,
+ * verdict, replay, status (docs/agents.md, callgate-mcp(1)).
+ *
+ * Each tools/call runs on its own thread, so the main thread keeps reading
+ * stdin while a command runs: that is what lets a cancellation arrive. A call
+ * is cancelled by closing its socket connection; the daemon cancels a call
+ * whose client disconnects (and records it). Progress notifications are
+ * elapsed-time heartbeats sent while the daemon has not answered.
+ *
+ * The bridge has its own small socket client rather than cg_client_call
+ * because it must wait on the socket and a cancellation descriptor at once.
+ *
+ * Invariants:
+ *  - Fail closed: if the daemon cannot be reached or its answer cannot be
+ *    read, the tool result is isError with an MCP-IO-E reply. Nothing is
+ *    ever run locally, and there is no fallback path that skips the gate.
+ *  - Every line written to stdout is one complete JSON-RPC message; writers
+ *    serialise on out_lock, so concurrent calls never interleave bytes.
+ *  - Command output is decoded to text with invalid UTF-8 replaced (and a
+ *    flag saying so); the reply's code and trace id are passed through
+ *    unchanged so the agent can branch on them and the operator can replay.
+ *  - A cancelled request gets no response (MCP: the receiver SHOULD NOT
+ *    respond to a cancelled request).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <pthread.h>
+#include <spawn.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "callgate.h"
 #include "cli.h"
+#include "reply.h"
+#include "util.h"
+
+#define MCP_LINE_MAX	 (8u << 20)   /* an MCP request line; more is refused */
+#define MCP_RESPONSE_MAX (512u << 20) /* a daemon response: 16 MiB streams, base64 */
+#define MCP_MAX_JOBS	 64	      /* concurrent tool calls */
+#define MCP_PROGRESS_MS	 1000	      /* heartbeat period while a call runs */
+#define MCP_QUICK_MS	 30000	      /* deadline for gate/status exchanges */
+#define MCP_HELPER_MAX	 (16u << 20)  /* output of a verdict/replay helper */
+
+extern char **environ;
+
+static const char *const protocol_versions[] = { "2025-06-18", "2025-03-26" };
+
+struct job {
+	json_t *rpc_id; /* the request id (owned) */
+	json_t *params; /* tools/call params (owned) */
+	int cancel_fd;	/* eventfd; readable once the client cancelled */
+	bool cancelled; /* guarded by server.lock */
+	struct server *srv;
+};
+
+struct server {
+	const struct cg_cli *g;
+	const char *session;  /* --session, sent with every request */
+	pthread_mutex_t lock; /* jobs[], n_jobs, out */
+	pthread_cond_t idle;  /* signalled when n_jobs drops */
+	struct job *jobs[MCP_MAX_JOBS];
+	unsigned int n_jobs;
+};
+
+/* ---- output ------------------------------------------------------------- */
+
+static pthread_mutex_t out_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Write one message (stolen) as one line. A failed stdout means the client is gone. */
+static void emit(json_t *msg)
+{
+	char *s;
+
+	if (!msg)
+		return;
+	s = json_dumps(msg, JSON_COMPACT);
+	json_decref(msg);
+	if (!s)
+		return;
+	pthread_mutex_lock(&out_lock);
+	if (cg_write_all(STDOUT_FILENO, s, strlen(s)) == 0)
+		(void)cg_write_all(STDOUT_FILENO, "\n", 1);
+	pthread_mutex_unlock(&out_lock);
+	free(s);
+}
+
+static void emit_result(const json_t *id, json_t *result)
+{
+	emit(json_pack("{s:s,s:O,s:o}", "jsonrpc", "2.0", "id", id, "result", result));
+}
+
+static void emit_error(const json_t *id, int code, const char *message)
+{
+	json_t *null = json_null();
+
+	emit(json_pack("{s:s,s:O,s:{s:i,s:s}}", "jsonrpc", "2.0", "id", id ? id : null, "error",
+		       "code", code, "message", message));
+	json_decref(null);
+}
+
+/* ---- text helpers --------------------------------------------------------- */
+
+static const char *str_or(const char *s, const char *dflt)
+{
+	return s ? s : dflt;
+}
+
+/*
+ * Copy p[0..n) as valid UTF-8, replacing each invalid byte with U+FFFD, so
+ * that any command output can be carried in a JSON string. *lossy is set
+ * when something was replaced. Returns a json string or NULL on OOM.
+ */
+static json_t *utf8_text(const unsigned char *p, size_t n, bool *lossy)
+{
+	unsigned char *o = malloc(n * 3 + 1);
+	size_t j = 0;
+	json_t *s;
+
+	if (!o)
+		return NULL;
+	for (size_t i = 0; i < n;) {
+		unsigned char c = p[i];
+		size_t len = c < 0x80	      ? 1
+			     : (c >> 5) == 6  ? 2
+			     : (c >> 4) == 14 ? 3
+			     : (c >> 3) == 30 ? 4
+					      : 0;
+		bool ok = len > 0 && i + len <= n;
+
+		for (size_t k = 1; ok && k < len; k++)
+			ok = (p[i + k] & 0xc0) == 0x80;
+		if (ok && len == 2 && c < 0xc2)
+			ok = false; /* overlong */
+		if (ok && len == 3) {
+			unsigned int cp = ((c & 0x0fu) << 12) | ((p[i + 1] & 0x3fu) << 6);
+			ok = cp >= 0x800 && !(cp >= 0xd800 && cp <= 0xdfff);
+		}
+		if (ok && len == 4) {
+			unsigned int cp = ((c & 0x07u) << 18) | ((p[i + 1] & 0x3fu) << 12);
+			ok = cp >= 0x10000 && cp <= 0x10ffff;
+		}
+		if (ok) {
+			memcpy(o + j, p + i, len);
+			j += len;
+			i += len;
+		} else {
+			memcpy(o + j, "\xef\xbf\xbd", 3);
+			j += 3;
+			i += 1;
+			*lossy = true;
+		}
+	}
+	s = json_stringn((const char *)o, j);
+	free(o);
+	return s;
+}
+
+/* Decode a base64 field of obj into text; missing or empty yields "". */
+static json_t *decoded(const json_t *obj, const char *key, bool *lossy)
+{
+	const char *b64 = json_string_value(json_object_get(obj, key));
+	unsigned char *raw;
+	size_t raw_len = 0;
+	json_t *s;
+
+	if (!b64 || !*b64)
+		return json_string("");
+	raw = cg_base64_decode(b64, strlen(b64), &raw_len);
+	if (!raw) {
+		*lossy = true;
+		return json_string("");
+	}
+	s = utf8_text(raw, raw_len, lossy);
+	free(raw);
+	return s;
+}
+
+/* A reply object for a failure the bridge itself detected. New reference. */
+static json_t *local_reply(enum cg_reply_id id, json_t *params)
+{
+	struct cg_reply *r = cg_reply_new_params(id, params);
+	char trace[40];
+	json_t *j;
+
+	/* A local failure never reached the daemon, so it has no evidence; the
+	 * trace id still identifies it in the client's logs. */
+	if (cg_uuid4(trace, sizeof(trace)) == 0)
+		cg_reply_set_trace(r, trace);
+	j = cg_reply_to_json(r);
+	cg_reply_free(r);
+	return j;
+}
+
+/* The one-line summary of a reply: "[D EN-EXEC-D-002] message (trace …)". */
+static void reply_line(const json_t *reply, char *buf, size_t len)
+{
+	snprintf(buf, len, "[%s %s] %s (trace %s)",
+		 str_or(json_string_value(json_object_get(reply, "type")), "?"),
+		 str_or(json_string_value(json_object_get(reply, "code")), "?"),
+		 str_or(json_string_value(json_object_get(reply, "message")), ""),
+		 str_or(json_string_value(json_object_get(reply, "trace_id")), "-"));
+}
+
+/* A tool result: structured (stolen), its text rendering, and the error flag. */
+static json_t *tool_result(json_t *structured, const char *text, bool is_error)
+{
+	return json_pack("{s:[{s:s,s:s}],s:o,s:b}", "content", "type", "text", "text", text,
+			 "structuredContent", structured, "isError", is_error);
+}
+
+/* isError result carrying a locally made reply (params stolen). */
+static json_t *local_failure(enum cg_reply_id id, json_t *params)
+{
+	json_t *reply = local_reply(id, params);
+	char line[1024];
+
+	reply_line(reply, line, sizeof(line));
+	return tool_result(json_pack("{s:s,s:o}", "status", "error", "reply", reply), line, true);
+}
+
+/* ---- the daemon exchange -------------------------------------------------- */
+
+enum call_rc { CALL_OK = 0, CALL_FAILED = -1, CALL_CANCELLED = -2 };
+
+struct progress {
+	const json_t *token; /* the client's progressToken, or NULL */
+	int64_t start_ns;
+	int n;
+};
+
+static void progress_tick(struct progress *pr)
+{
+	int64_t s;
+
+	if (!pr || !pr->token)
+		return;
+	s = (cg_now_mono_ns() - pr->start_ns) / 1000000000;
+	pr->n++;
+	char msg[64];
+	snprintf(msg, sizeof(msg), "running for %lld s", (long long)s);
+	emit(json_pack("{s:s,s:s,s:{s:O,s:i,s:s}}", "jsonrpc", "2.0", "method",
+		       "notifications/progress", "params", "progressToken", pr->token, "progress",
+		       pr->n, "message", msg));
+}
+
+/*
+ * One request/response exchange with the daemon. request is borrowed; "id"
+ * and "time" are added when absent. Waits on the socket and cancel_fd (-1:
+ * none); deadline_ms 0 means none. Returns CALL_OK with *resp, CALL_CANCELLED
+ * (the connection was closed, which cancels the call in the daemon), or
+ * CALL_FAILED with a message in err.
+ */
+static int daemon_call(const char *path, json_t *request, int cancel_fd, int64_t deadline_ms,
+		       struct progress *pr, json_t **resp, char *err, size_t err_len)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	char *line = NULL, *buf = NULL;
+	size_t len = 0, alloc = 0;
+	int fd = -1, rc = CALL_FAILED;
+	int64_t start = cg_now_mono_ns();
+	json_error_t jerr;
+
+	*resp = NULL;
+	if (!json_object_get(request, "time")) {
+		char t[40];
+		cg_format_time(cg_now_wall_ns(), t, sizeof(t));
+		json_object_set_new(request, "time", json_string(t));
+	}
+	if (!json_object_get(request, "id")) {
+		char id[40];
+		if (cg_uuid4(id, sizeof(id)) == 0)
+			json_object_set_new(request, "id", json_string(id));
+	}
+	if (strlen(path) >= sizeof(sa.sun_path)) {
+		snprintf(err, err_len, "socket path too long");
+		return CALL_FAILED;
+	}
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	line = json_dumps(request, JSON_COMPACT);
+	if (!line) {
+		snprintf(err, err_len, "out of memory");
+		return CALL_FAILED;
+	}
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		snprintf(err, err_len, "%s: %s", cg_errno_name(errno), strerror(errno));
+		goto out_close;
+	}
+	if (cg_write_all(fd, line, strlen(line)) < 0 || cg_write_all(fd, "\n", 1) < 0) {
+		snprintf(err, err_len, "sending the request: %s", cg_errno_name(errno));
+		goto out_close;
+	}
+	for (;;) {
+		struct pollfd p[2] = { { .fd = fd, .events = POLLIN },
+				       { .fd = cancel_fd, .events = POLLIN } };
+		int wait = MCP_PROGRESS_MS;
+		int n;
+
+		if (deadline_ms > 0) {
+			int64_t left = deadline_ms - (cg_now_mono_ns() - start) / 1000000;
+			if (left <= 0) {
+				snprintf(err, err_len, "no answer within %lld ms",
+					 (long long)deadline_ms);
+				goto out_close;
+			}
+			if (left < wait)
+				wait = (int)left;
+		}
+		n = poll(p, cancel_fd >= 0 ? 2 : 1, wait);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			snprintf(err, err_len, "poll: %s", cg_errno_name(errno));
+			goto out_close;
+		}
+		if (n == 0) {
+			progress_tick(pr);
+			continue;
+		}
+		if (cancel_fd >= 0 && (p[1].revents & POLLIN)) {
+			rc = CALL_CANCELLED;
+			goto out_close;
+		}
+		if (len + 65536 > alloc) {
+			size_t na = alloc ? alloc * 2 : 262144;
+			char *nb;
+			if (na > MCP_RESPONSE_MAX) {
+				snprintf(err, err_len, "response larger than %u bytes",
+					 MCP_RESPONSE_MAX);
+				goto out_close;
+			}
+			nb = realloc(buf, na);
+			if (!nb) {
+				snprintf(err, err_len, "out of memory");
+				goto out_close;
+			}
+			buf = nb;
+			alloc = na;
+		}
+		ssize_t r = cg_read_some(fd, buf + len, alloc - len - 1);
+		if (r < 0) {
+			snprintf(err, err_len, "reading the response: %s", cg_errno_name(errno));
+			goto out_close;
+		}
+		if (r == 0)
+			break;
+		len += (size_t)r;
+		if (memchr(buf + len - (size_t)r, '\n', (size_t)r))
+			break;
+	}
+	if (len == 0) {
+		snprintf(err, err_len, "the daemon closed the connection without answering");
+		goto out_close;
+	}
+	*resp = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
+	if (!json_is_object(*resp)) {
+		json_decref(*resp);
+		*resp = NULL;
+		snprintf(err, err_len, "invalid JSON: %s", jerr.text);
+		goto out_close;
+	}
+	rc = CALL_OK;
+out_close:
+	if (fd >= 0)
+		close(fd);
+	free(buf);
+	free(line);
+	return rc;
+}
+
+/* ---- argument checking ---------------------------------------------------- */
+
+static bool is_string_array(const json_t *a, bool nonempty)
+{
+	size_t i;
+	const json_t *v;
+
+	if (!json_is_array(a) || (nonempty && json_array_size(a) == 0))
+		return false;
+	json_array_foreach(a, i, v) if (!json_is_string(v)) return false;
+	return true;
+}
+
+/*
+ * Build the daemon request from execute/gate arguments. Only the shape the
+ * bridge needs is checked here (so a bad call gets a precise I reply naming
+ * the tool argument); everything else — stage contents, env names, cwd —
+ * is the daemon's to judge. Returns the request, or NULL with *why set.
+ */
+static json_t *build_request(struct server *srv, const char *tool, const json_t *args,
+			     bool allow_actions, const char **why)
+{
+	const json_t *argv = json_object_get(args, "argv");
+	const json_t *pipeline = json_object_get(args, "pipeline");
+	const json_t *actions = json_object_get(args, "actions");
+	const json_t *v;
+	json_t *req = json_object();
+
+	if (!req) {
+		*why = "out of memory";
+		return NULL;
+	}
+	if (argv && pipeline) {
+		*why = "give either argv or pipeline, not both";
+		goto fail;
+	}
+	if (argv) {
+		if (!is_string_array(argv, true)) {
+			*why = "argv must be a non-empty array of strings";
+			goto fail;
+		}
+		json_object_set_new(req, "pipeline", json_pack("[O]", argv));
+	} else if (pipeline) {
+		if (!json_is_array(pipeline)) {
+			*why = "pipeline must be an array of arrays of strings";
+			goto fail;
+		}
+		json_object_set(req, "pipeline", (json_t *)(uintptr_t)pipeline);
+	}
+	if (allow_actions && actions) {
+		if (!json_is_array(actions)) {
+			*why = "actions must be an array of action objects";
+			goto fail;
+		}
+		json_object_set(req, "actions", (json_t *)(uintptr_t)actions);
+	}
+	if (!json_object_get(req, "pipeline") && !json_object_get(req, "actions")) {
+		*why = allow_actions ? "give argv, pipeline or actions" : "give argv or pipeline";
+		goto fail;
+	}
+	if ((v = json_object_get(args, "description"))) {
+		if (!json_is_string(v)) {
+			*why = "description must be a string";
+			goto fail;
+		}
+		json_object_set(req, "reason", (json_t *)(uintptr_t)v);
+	}
+	if ((v = json_object_get(args, "privileged"))) {
+		if (!json_is_boolean(v)) {
+			*why = "privileged must be true or false";
+			goto fail;
+		}
+		json_object_set(req, "privileged", (json_t *)(uintptr_t)v);
+	}
+	if ((v = json_object_get(args, "env"))) {
+		const char *k;
+		const json_t *ev;
+		if (!json_is_object(v)) {
+			*why = "env must be an object of strings";
+			goto fail;
+		}
+		json_object_foreach((json_t *)(uintptr_t)v, k, ev) if (!json_is_string(ev))
+		{
+			*why = "env values must be strings";
+			goto fail;
+		}
+		json_object_set(req, "env", (json_t *)(uintptr_t)v);
+	}
+	if ((v = json_object_get(args, "timeout_ms"))) {
+		if (!json_is_integer(v) || json_integer_value(v) <= 0) {
+			*why = "timeout_ms must be a positive integer";
+			goto fail;
+		}
+		json_object_set(req, "timeout_ms", (json_t *)(uintptr_t)v);
+	}
+	if ((v = json_object_get(args, "cwd"))) {
+		if (!json_is_string(v)) {
+			*why = "cwd must be a string";
+			goto fail;
+		}
+		json_object_set(req, "cwd", (json_t *)(uintptr_t)v);
+	}
+	if (srv->session)
+		json_object_set_new(req, "session", json_string(srv->session));
+	(void)tool;
+	return req;
+fail:
+	json_decref(req);
+	return NULL;
+}
+
+static json_t *bad_args(const char *tool, const char *why)
+{
+	return local_failure(CG_R_TOOL_ARGS_INVALID,
+			     json_pack("{s:s,s:s}", "tool", tool, "detail", why));
+}
+
+static json_t *unreachable(struct server *srv, const char *detail)
+{
+	return local_failure(
+	    CG_R_DAEMON_UNREACHABLE,
+	    json_pack("{s:s,s:s}", "socket", srv->g->socket_path, "detail", detail));
+}
+
+/* The reply object of a response, or a DAEMON_REPLY_INVALID one. New reference. */
+static json_t *response_reply(const json_t *resp)
+{
+	json_t *r = json_object_get(resp, "reply");
+
+	if (json_is_object(r) && json_is_string(json_object_get(r, "type")) &&
+	    json_is_string(json_object_get(r, "code")))
+		return json_incref(r);
+	return local_reply(CG_R_DAEMON_REPLY_INVALID,
+			   json_pack("{s:s}", "detail", "the response has no reply object"));
+}
+
+/* ---- tools ---------------------------------------------------------------- */
+
+static json_t *tool_execute(struct job *j, const json_t *args, bool *cancelled)
+{
+	struct server *srv = j->srv;
+	const char *why = NULL;
+	json_t *req = build_request(srv, "execute", args, false, &why);
+	json_t *resp = NULL, *reply, *out, *stages, *st;
+	struct progress pr = { .token = json_object_get(json_object_get(j->params, "_meta"),
+							"progressToken"),
+			       .start_ns = cg_now_mono_ns() };
+	char err[256], line[1024];
+	const char *status;
+	bool lossy = false;
+	size_t i;
+	int rc;
+
+	if (!req)
+		return bad_args("execute", why);
+	json_object_set_new(req, "action", json_string("exec"));
+	rc = daemon_call(srv->g->socket_path, req, j->cancel_fd, 0, &pr, &resp, err, sizeof(err));
+	json_decref(req);
+	if (rc == CALL_CANCELLED) {
+		*cancelled = true;
+		return NULL;
+	}
+	if (rc != CALL_OK)
+		return unreachable(srv, err);
+
+	status = str_or(json_string_value(json_object_get(resp, "status")), "error");
+	reply = response_reply(resp);
+	out = json_pack("{s:s,s:O}", "status", status, "reply", reply);
+	stages = json_array();
+	const json_t *rst = json_object_get(resp, "stages");
+	json_array_foreach(rst, i, st)
+	{
+		json_t *o = json_pack("{s:O?,s:o}", "exit_code", json_object_get(st, "exit_code"),
+				      "stderr", decoded(st, "stderr", &lossy));
+		if (json_is_true(json_object_get(st, "stderr_truncated")))
+			json_object_set_new(o, "stderr_truncated", json_true());
+		json_array_append_new(stages, o);
+	}
+	json_object_set_new(out, "stages", stages);
+	if (json_array_size(stages) > 0) {
+		json_object_set(out, "exit_code",
+				json_object_get(json_array_get(stages, json_array_size(stages) - 1),
+						"exit_code"));
+		json_object_set_new(out, "stdout", decoded(resp, "stdout", &lossy));
+		json_object_set_new(
+		    out, "stdout_truncated",
+		    json_boolean(json_is_true(json_object_get(resp, "stdout_truncated"))));
+		if (lossy)
+			json_object_set_new(out, "output_lossy", json_true());
+	}
+
+	/* The text rendering: the reply line, then the output an agent reads. */
+	size_t cap = 4096, tl = 0;
+	char *text;
+	reply_line(reply, line, sizeof(line));
+	const char *so = json_string_value(json_object_get(out, "stdout"));
+	if (so)
+		cap += strlen(so);
+	json_array_foreach(stages, i, st) cap +=
+	    strlen(str_or(json_string_value(json_object_get(st, "stderr")), "")) + 64;
+	text = malloc(cap);
+	if (!text) {
+		json_decref(reply);
+		json_decref(resp);
+		json_decref(out);
+		return local_failure(CG_R_OUT_OF_MEMORY, json_pack("{s:s}", "doing", "rendering"));
+	}
+	tl += (size_t)snprintf(text + tl, cap - tl, "%s\n", line);
+	if (json_array_size(stages) > 0) {
+		tl += (size_t)snprintf(text + tl, cap - tl, "exit codes:");
+		json_array_foreach(stages, i, st) tl += (size_t)snprintf(
+		    text + tl, cap - tl, " %lld",
+		    (long long)json_integer_value(json_object_get(st, "exit_code")));
+		tl += (size_t)snprintf(
+		    text + tl, cap - tl, "\n--- stdout%s ---\n%s",
+		    json_is_true(json_object_get(out, "stdout_truncated")) ? " (truncated)" : "",
+		    so ? so : "");
+		json_array_foreach(stages, i, st)
+		{
+			const char *se =
+			    str_or(json_string_value(json_object_get(st, "stderr")), "");
+			if (*se)
+				tl +=
+				    (size_t)snprintf(text + tl, cap - tl,
+						     "\n--- stderr (stage %zu) ---\n%s", i + 1, se);
+		}
+	}
+	json_t *res = tool_result(out, text, strcmp(status, "ok") != 0);
+	free(text);
+	json_decref(reply);
+	json_decref(resp);
+	return res;
+}
+
+static json_t *tool_gate(struct job *j, const json_t *args, bool *cancelled)
+{
+	struct server *srv = j->srv;
+	const char *why = NULL;
+	json_t *req = build_request(srv, "gate", args, true, &why);
+	json_t *resp = NULL, *reply, *data, *out;
+	char err[256], line[1024];
+	const char *type;
+	int rc;
+
+	if (!req)
+		return bad_args("gate", why);
+	json_object_set_new(req, "action", json_string("gate"));
+	rc = daemon_call(srv->g->socket_path, req, j->cancel_fd, MCP_QUICK_MS, NULL, &resp, err,
+			 sizeof(err));
+	json_decref(req);
+	if (rc == CALL_CANCELLED) {
+		*cancelled = true;
+		return NULL;
+	}
+	if (rc != CALL_OK)
+		return unreachable(srv, err);
+	reply = response_reply(resp);
+	data = json_object_get(reply, "data");
+	type = str_or(json_string_value(json_object_get(reply, "type")), "E");
+	out = json_pack("{s:O?,s:O?,s:O?,s:O?,s:O}", "decision", json_object_get(data, "decision"),
+			"rule_id", json_object_get(data, "rule_id"), "constraints",
+			json_object_get(data, "constraints"), "trace_id",
+			json_object_get(reply, "trace_id"), "reply", reply);
+	reply_line(reply, line, sizeof(line));
+	/* A BLOCK is an answer, not a failure: isError only when no decision came back. */
+	json_t *res = tool_result(out, line, strcmp(type, "S") != 0);
+	json_decref(reply);
+	json_decref(resp);
+	return res;
+}
+
+static json_t *tool_status(struct job *j, bool *cancelled)
+{
+	struct server *srv = j->srv;
+	json_t *req = json_pack("{s:s}", "action", "ping");
+	json_t *resp = NULL, *reply, *data, *out;
+	char err[256], line[1200];
+	int rc;
+
+	rc = daemon_call(srv->g->socket_path, req, j->cancel_fd, MCP_QUICK_MS, NULL, &resp, err,
+			 sizeof(err));
+	json_decref(req);
+	if (rc == CALL_CANCELLED) {
+		*cancelled = true;
+		return NULL;
+	}
+	if (rc != CALL_OK) {
+		json_t *res = unreachable(srv, err);
+		json_object_set_new(json_object_get(res, "structuredContent"), "alive",
+				    json_false());
+		return res;
+	}
+	reply = response_reply(resp);
+	data = json_object_get(reply, "data");
+	bool alive = json_is_string(json_object_get(reply, "type")) &&
+		     strcmp(json_string_value(json_object_get(reply, "type")), "S") == 0;
+	out = json_pack("{s:b,s:s,s:O?,s:O?,s:O?,s:O}", "alive", alive, "socket",
+			srv->g->socket_path, "version", json_object_get(data, "version"),
+			"protocol", json_object_get(data, "protocol"), "policy",
+			json_object_get(data, "policy"), "reply", reply);
+	reply_line(reply, line, sizeof(line));
+	const json_t *pol = json_object_get(data, "policy");
+	const char *sha = json_string_value(json_object_get(pol, "sha256"));
+	if (sha) {
+		size_t l = strlen(line);
+		snprintf(line + l, sizeof(line) - l, "\npolicy sha256 %s", sha);
+	}
+	json_t *res = tool_result(out, line, !alive);
+	json_decref(reply);
+	json_decref(resp);
+	return res;
+}
+
+/*
+ * verdict/replay: the evidence library has no read API for one trace, so
+ * the bridge runs its own binary (`callgate verdict --json ID`, `callgate
+ * replay ID`) with posix_spawn — never a shell — and passes its output on.
+ * The trace id is checked to be a plain token first, so it can never be
+ * read as an option or reach anything but argv.
+ */
+static json_t *tool_evidence(struct job *j, const char *tool, const json_t *args)
+{
+	const char *id = json_string_value(json_object_get(args, "trace_id"));
+	const struct cg_cli *g = j->srv->g;
+	char *argv[12];
+	int n = 0, pfd[2] = { -1, -1 }, status = 0;
+	posix_spawn_file_actions_t fa;
+	pid_t pid;
+	char *buf = NULL;
+	size_t len = 0;
+	json_t *res = NULL;
+
+	if (!id || !*id || strlen(id) > 64 || id[0] == '-' ||
+	    strspn(id, "0123456789abcdefABCDEF-") != strlen(id))
+		return bad_args(tool, "trace_id must be a trace id (hex digits and '-')");
+	argv[n++] = "callgate";
+	if (g->state_dir) {
+		argv[n++] = "--state-dir";
+		argv[n++] = (char *)(uintptr_t)g->state_dir;
+	}
+	argv[n++] = (char *)(uintptr_t)(strcmp(tool, "verdict") == 0 ? "verdict" : "replay");
+	if (strcmp(tool, "verdict") == 0)
+		argv[n++] = "--json";
+	argv[n++] = (char *)(uintptr_t)id;
+	argv[n] = NULL;
+
+	if (pipe2(pfd, O_CLOEXEC) < 0)
+		return local_failure(CG_R_HELPER_FAILED, json_pack("{s:s,s:s}", "command", tool,
+								   "detail", cg_errno_name(errno)));
+	posix_spawnattr_t sa;
+	sigset_t def;
+	posix_spawnattr_init(&sa);
+	sigemptyset(&def);
+	sigaddset(&def, SIGPIPE);
+	posix_spawnattr_setsigdefault(&sa, &def);
+	posix_spawnattr_setflags(&sa, POSIX_SPAWN_SETSIGDEF);
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, pfd[1], STDOUT_FILENO);
+	posix_spawn_file_actions_adddup2(&fa, pfd[1], STDERR_FILENO);
+	posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+	int e = posix_spawn(&pid, "/proc/self/exe", &fa, &sa, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	posix_spawnattr_destroy(&sa);
+	close(pfd[1]);
+	if (e != 0) {
+		close(pfd[0]);
+		return local_failure(CG_R_HELPER_FAILED, json_pack("{s:s,s:s}", "command", tool,
+								   "detail", cg_errno_name(e)));
+	}
+	buf = malloc(MCP_HELPER_MAX + 1);
+	for (ssize_t r = 1; buf && r > 0 && len < MCP_HELPER_MAX;) {
+		r = cg_read_some(pfd[0], buf + len, MCP_HELPER_MAX - len);
+		if (r > 0)
+			len += (size_t)r;
+	}
+	close(pfd[0]);
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if (!buf)
+		return local_failure(CG_R_OUT_OF_MEMORY, json_pack("{s:s}", "doing", tool));
+	buf[len] = '\0';
+	bool lossy = false;
+	json_t *text = utf8_text((unsigned char *)buf, len, &lossy);
+	int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+	json_t *parsed = json_loadb(buf, len, 0, NULL);
+	free(buf);
+	if (code != 0) {
+		char detail[64];
+		snprintf(detail, sizeof(detail), "exit code %d", code);
+		res = local_failure(CG_R_HELPER_FAILED,
+				    json_pack("{s:s,s:s}", "command", tool, "detail", detail));
+		json_object_set(json_object_get(res, "structuredContent"), "output", text);
+		/* Show the helper's own words to the agent, after the reply line. */
+		json_t *c0 = json_array_get(json_object_get(res, "content"), 0);
+		char *joined = NULL;
+		if (asprintf(&joined, "%s\n%s",
+			     str_or(json_string_value(json_object_get(c0, "text")), ""),
+			     str_or(json_string_value(text), "")) >= 0) {
+			json_object_set_new(c0, "text", json_string(joined));
+			free(joined);
+		}
+	} else {
+		json_t *sc = json_is_object(parsed)
+				 ? json_incref(parsed)
+				 : json_pack("{s:s,s:O}", "trace_id", id, "output", text);
+		if (!json_object_get(sc, "trace_id"))
+			json_object_set_new(sc, "trace_id", json_string(id));
+		res = tool_result(sc, str_or(json_string_value(text), ""), false);
+	}
+	json_decref(parsed);
+	json_decref(text);
+	return res;
+}
+
+/* ---- tool descriptions ---------------------------------------------------- */
+
+static json_t *pipeline_schema(void)
+{
+	return json_pack("{s:s,s:s,s:{s:s,s:{s:s},s:i},s:i}", "type", "array", "description",
+			 "Stages of a pipeline without a shell: [[\"cmd\",\"arg\"],[\"next\"]] "
+			 "is cmd arg | next.",
+			 "items", "type", "array", "items", "type", "string", "minItems", 1,
+			 "minItems", 1);
+}
+
+static json_t *tools_list(void)
+{
+	json_t *exec_props = json_pack(
+	    "{s:{s:s,s:{s:s},s:i,s:s},s:o,s:{s:s,s:s},s:{s:s,s:s},s:{s:s,s:{s:s},s:s},"
+	    "s:{s:s,s:i,s:s},s:{s:s,s:s}}",
+	    "argv", "type", "array", "items", "type", "string", "minItems", 1, "description",
+	    "One command and its arguments, run without a shell (convenience for a one-stage "
+	    "pipeline).",
+	    "pipeline", pipeline_schema(), "description", "type", "string", "description",
+	    "Why the command should run; shown to the approver and kept in evidence.", "privileged",
+	    "type", "boolean", "description",
+	    "Run as root after approval (default true, the protocol's most restrictive default); "
+	    "false runs as the caller.",
+	    "env", "type", "object", "additionalProperties", "type", "string", "description",
+	    "Environment variables (only names on the policy's allow-list).", "timeout_ms", "type",
+	    "integer", "minimum", 1, "description",
+	    "The command's deadline in milliseconds (capped by policy).", "cwd", "type", "string",
+	    "description", "Working directory; must be inside a configured workspace.");
+	json_t *gate_props = json_deep_copy(exec_props);
+	json_object_set_new(
+	    gate_props, "actions",
+	    json_pack("{s:s,s:s,s:{s:s,s:{s:{s:s},s:{s:s},s:{s:s},s:{s:s}},s:[s]}}", "type",
+		      "array", "description",
+		      "Proposed actions that are not commands (file reads/writes, fetches).",
+		      "items", "type", "object", "properties", "action_type", "type", "string",
+		      "tool", "type", "string", "resource", "type", "string", "args", "type",
+		      "object", "required", "action_type"));
+	json_t *trace = json_pack("{s:s,s:{s:{s:s,s:s}},s:[s]}", "type", "object", "properties",
+				  "trace_id", "type", "string", "description",
+				  "The trace id from a reply.", "required", "trace_id");
+	return json_pack(
+	    "{s:[{s:s,s:s,s:s,s:{s:s,s:o}},{s:s,s:s,s:s,s:{s:s,s:o}},"
+	    "{s:s,s:s,s:s,s:O},{s:s,s:s,s:s,s:o},{s:s,s:s,s:s,s:{s:s,s:{}}}]}",
+	    "tools", "name", "execute", "title", "Run a command through callgate", "description",
+	    "Run a command or pipeline (no shell) through the callgate daemon: policy decides, "
+	    "a human may approve, the command runs confined, and the result comes back with "
+	    "exit codes, decoded stdout/stderr (secrets redacted) and the canonical reply "
+	    "(type S/I/D/E, code, message, trace id). Branch on reply.type and reply.code.",
+	    "inputSchema", "type", "object", "properties", exec_props, "name", "gate", "title",
+	    "Ask callgate whether an action would be allowed", "description",
+	    "Decide without running anything: a pipeline and/or proposed actions "
+	    "({action_type, tool, resource, args}) -> decision ALLOW/DEGRADE/UNKNOWN/BLOCK, the "
+	    "rule that decided, constraints, trace id.",
+	    "inputSchema", "type", "object", "properties", gate_props, "name", "verdict", "title",
+	    "Show a call's verdict", "description",
+	    "The structured verdict recorded for a trace id (what was asked, decided, run).",
+	    "inputSchema", trace, "name", "replay", "title", "Verify a call's evidence",
+	    "description",
+	    "Replay and verify the evidence chain of a trace id; reports whether it checks out.",
+	    "inputSchema", trace, "name", "status", "title", "Daemon status", "description",
+	    "Is the callgate daemon alive, which version, which policy (sha256) is in force.",
+	    "inputSchema", "type", "object", "properties");
+}
+
+/* ---- dispatch ------------------------------------------------------------- */
+
+static void job_remove(struct job *j)
+{
+	struct server *srv = j->srv;
+
+	pthread_mutex_lock(&srv->lock);
+	for (unsigned int i = 0; i < srv->n_jobs; i++)
+		if (srv->jobs[i] == j) {
+			srv->jobs[i] = srv->jobs[--srv->n_jobs];
+			break;
+		}
+	pthread_cond_broadcast(&srv->idle);
+	pthread_mutex_unlock(&srv->lock);
+	close(j->cancel_fd);
+	json_decref(j->rpc_id);
+	json_decref(j->params);
+	free(j);
+}
+
+static void *job_run(void *arg)
+{
+	struct job *j = arg;
+	const char *name = json_string_value(json_object_get(j->params, "name"));
+	json_t *args = json_object_get(j->params, "arguments");
+	json_t *empty = NULL, *res = NULL;
+	bool cancelled = false;
+
+	if (!args)
+		args = empty = json_object();
+	if (strcmp(name, "execute") == 0)
+		res = tool_execute(j, args, &cancelled);
+	else if (strcmp(name, "gate") == 0)
+		res = tool_gate(j, args, &cancelled);
+	else if (strcmp(name, "status") == 0)
+		res = tool_status(j, &cancelled);
+	else
+		res = tool_evidence(j, name, args);
+	json_decref(empty);
+
+	pthread_mutex_lock(&j->srv->lock);
+	cancelled = cancelled || j->cancelled;
+	pthread_mutex_unlock(&j->srv->lock);
+	if (cancelled)
+		json_decref(res);
+	else if (res)
+		emit_result(j->rpc_id, res);
+	else
+		emit_error(j->rpc_id, -32603, "internal error building the result");
+	job_remove(j);
+	return NULL;
+}
+
+static bool known_tool(const char *name)
+{
+	static const char *const names[] = { "execute", "gate", "verdict", "replay", "status" };
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (strcmp(name, names[i]) == 0)
+			return true;
+	return false;
+}
+
+static void start_call(struct server *srv, const json_t *id, json_t *params)
+{
+	const char *name = json_string_value(json_object_get(params, "name"));
+	const json_t *args = json_object_get(params, "arguments");
+	struct job *j;
+	pthread_t t;
+	pthread_attr_t attr;
+
+	if (!json_is_object(params) || !name || (args && !json_is_object(args))) {
+		emit_error(id, -32602, "tools/call needs params {name: string, arguments: object}");
+		return;
+	}
+	if (!known_tool(name)) {
+		char msg[200];
+		snprintf(msg, sizeof(msg), "Unknown tool: %.100s", name);
+		emit_error(id, -32602, msg);
+		return;
+	}
+	j = calloc(1, sizeof(*j));
+	if (!j) {
+		emit_error(id, -32603, "out of memory");
+		return;
+	}
+	j->srv = srv;
+	j->rpc_id = json_incref((json_t *)(uintptr_t)id);
+	j->params = json_incref(params);
+	j->cancel_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	pthread_mutex_lock(&srv->lock);
+	bool full = srv->n_jobs >= MCP_MAX_JOBS;
+	if (!full && j->cancel_fd >= 0)
+		srv->jobs[srv->n_jobs++] = j;
+	pthread_mutex_unlock(&srv->lock);
+	if (full || j->cancel_fd < 0) {
+		emit_result(id, local_failure(CG_R_SERVER_BUSY, NULL));
+		goto fail_job;
+	}
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	int e = pthread_create(&t, &attr, job_run, j);
+	pthread_attr_destroy(&attr);
+	if (e == 0)
+		return;
+	emit_result(id, local_failure(CG_R_SERVER_BUSY, NULL));
+	pthread_mutex_lock(&srv->lock);
+	srv->jobs[--srv->n_jobs] = NULL;
+	pthread_mutex_unlock(&srv->lock);
+fail_job:
+	if (j->cancel_fd >= 0)
+		close(j->cancel_fd);
+	json_decref(j->rpc_id);
+	json_decref(j->params);
+	free(j);
+}
+
+/* Cancel the running call whose JSON-RPC id equals request_id (if any). */
+static void cancel_call(struct server *srv, const json_t *request_id)
+{
+	uint64_t one = 1;
+
+	if (!request_id)
+		return;
+	pthread_mutex_lock(&srv->lock);
+	for (unsigned int i = 0; i < srv->n_jobs; i++)
+		if (json_equal(srv->jobs[i]->rpc_id, request_id)) {
+			srv->jobs[i]->cancelled = true;
+			(void)cg_write_all(srv->jobs[i]->cancel_fd, &one, sizeof(one));
+		}
+	pthread_mutex_unlock(&srv->lock);
+}
+
+static json_t *initialize_result(const json_t *params)
+{
+	const char *want = json_string_value(json_object_get(params, "protocolVersion"));
+	const char *ver = protocol_versions[0];
+
+	/* Answer with the client's version when we speak it, else our latest;
+	 * the client decides whether it can continue. */
+	for (size_t i = 0; want && i < sizeof(protocol_versions) / sizeof(protocol_versions[0]);
+	     i++)
+		if (strcmp(want, protocol_versions[i]) == 0)
+			ver = protocol_versions[i];
+	return json_pack(
+	    "{s:s,s:{s:{s:b}},s:{s:s,s:s,s:s},s:s}", "protocolVersion", ver, "capabilities",
+	    "tools", "listChanged", false, "serverInfo", "name", "callgate", "title",
+	    "callgate call gate", "version", CALLGATE_VERSION, "instructions",
+	    "Every command goes through the callgate daemon's policy before it runs. Use the "
+	    "execute tool to run commands (no shell: pass argv or pipeline). Branch on "
+	    "reply.type: S continue, I fix the request, D do not retry (escalate to a human), "
+	    "E stop and report the trace id.");
+}
+
+static void handle(struct server *srv, const char *line, size_t len)
+{
+	json_error_t jerr;
+	json_t *msg = json_loadb(line, len, JSON_REJECT_DUPLICATES, &jerr);
+	const json_t *id, *params;
+	const char *method;
+
+	if (!msg) {
+		emit_error(NULL, -32700, "Parse error");
+		return;
+	}
+	if (!json_is_object(msg)) {
+		emit_error(NULL, -32600, "Invalid Request: a message is one JSON object");
+		goto out_msg;
+	}
+	id = json_object_get(msg, "id");
+	method = json_string_value(json_object_get(msg, "method"));
+	params = json_object_get(msg, "params");
+	if (id && !json_is_string(id) && !json_is_integer(id)) {
+		emit_error(NULL, -32600, "Invalid Request: id must be a string or an integer");
+		goto out_msg;
+	}
+	if (!method) {
+		/* A response to us (we send no requests) is ignored; anything else is invalid. */
+		if (!json_object_get(msg, "result") && !json_object_get(msg, "error"))
+			emit_error(id, -32600, "Invalid Request: no method");
+		goto out_msg;
+	}
+	if (strcmp(str_or(json_string_value(json_object_get(msg, "jsonrpc")), ""), "2.0") != 0) {
+		if (id)
+			emit_error(id, -32600, "Invalid Request: jsonrpc must be \"2.0\"");
+		goto out_msg;
+	}
+	if (params && !json_is_object(params)) {
+		if (id)
+			emit_error(id, -32602, "Invalid params: params must be an object");
+		goto out_msg;
+	}
+	if (!id) { /* a notification: never answered */
+		if (strcmp(method, "notifications/cancelled") == 0)
+			cancel_call(srv, json_object_get(params, "requestId"));
+		goto out_msg;
+	}
+	if (strcmp(method, "initialize") == 0)
+		emit_result(id, initialize_result(params));
+	else if (strcmp(method, "ping") == 0)
+		emit_result(id, json_object());
+	else if (strcmp(method, "tools/list") == 0)
+		emit_result(id, tools_list());
+	else if (strcmp(method, "tools/call") == 0)
+		start_call(srv, id, (json_t *)(uintptr_t)params);
+	else
+		emit_error(id, -32601, "Method not found");
+out_msg:
+	json_decref(msg);
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: callgate [--socket PATH] mcp [--session NAME]\n"
+		   "Serve the Model Context Protocol on stdin/stdout. See callgate-mcp(1).\n");
+}
+
 int cg_cli_mcp(const struct cg_cli *g, int argc, char **argv)
 {
-	fprintf(stderr, "callgate: %s: not available in this build\n", argv[0]);
-	return CG_EXIT_ERROR;
+	struct server srv = { .g = g, .session = getenv("CALLGATE_SESSION") };
+	char *buf = NULL;
+	size_t len = 0, alloc = 0;
+	bool skipping = false; /* inside an over-long line: drop to its newline */
+	int rc = CG_EXIT_OK;
+
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--session") == 0 && i + 1 < argc) {
+			srv.session = argv[++i];
+		} else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+			usage(stdout);
+			return CG_EXIT_OK;
+		} else {
+			usage(stderr);
+			return CG_EXIT_USAGE;
+		}
+	}
+	/* A client that closes its end must not kill the bridge mid-write, and
+	 * neither must a daemon that closes first: both show up as EPIPE. */
+	signal(SIGPIPE, SIG_IGN);
+	pthread_mutex_init(&srv.lock, NULL);
+	pthread_cond_init(&srv.idle, NULL);
+
+	for (;;) {
+		if (alloc - len < 65536) {
+			size_t na = alloc ? alloc * 2 : 262144;
+			char *nb = realloc(buf, na);
+			if (!nb) {
+				rc = CG_EXIT_ERROR;
+				break;
+			}
+			buf = nb;
+			alloc = na;
+		}
+		ssize_t r = cg_read_some(STDIN_FILENO, buf + len, alloc - len);
+		if (r <= 0)
+			break; /* EOF (or a broken stdin): the client is done */
+		size_t start = 0, scan = len;
+		len += (size_t)r;
+		for (char *nl; (nl = memchr(buf + scan, '\n', len - scan));) {
+			size_t end = (size_t)(nl - buf);
+			if (!skipping && end > start)
+				handle(&srv, buf + start, end - start);
+			skipping = false;
+			start = scan = end + 1;
+		}
+		memmove(buf, buf + start, len - start);
+		len -= start;
+		if (len > MCP_LINE_MAX) {
+			/* No valid request is this long; answer once, drop it to its end. */
+			if (!skipping)
+				emit_error(NULL, -32600, "Invalid Request: message too long");
+			skipping = true;
+			len = 0;
+		}
+		if (alloc > 2 * MCP_LINE_MAX && len == 0) {
+			free(buf);
+			buf = NULL;
+			alloc = 0;
+			len = 0;
+		}
+	}
+	if (len > 0 && !skipping)
+		handle(&srv, buf, len); /* a last message without its newline */
+	/* The client went away: cancel what still runs (closing each socket
+	 * cancels the call in the daemon) and wait for the threads to finish. */
+	pthread_mutex_lock(&srv.lock);
+	for (unsigned int i = 0; i < srv.n_jobs; i++) {
+		uint64_t one = 1;
+		srv.jobs[i]->cancelled = true;
+		(void)cg_write_all(srv.jobs[i]->cancel_fd, &one, sizeof(one));
+	}
+	while (srv.n_jobs > 0)
+		pthread_cond_wait(&srv.idle, &srv.lock);
+	pthread_mutex_unlock(&srv.lock);
+	free(buf);
+	return rc;
 }
