@@ -126,8 +126,16 @@ struct cg_replay;
 struct cg_replay *cg_replay_new(int64_t window_ns);
 /* true if id was seen within the window (and is thus refused). */
 bool cg_replay_seen(struct cg_replay *rp, const char *id, int64_t now_ns);
-/* Remember an accepted id. 0, or -1 on OOM (the caller refuses the request). */
+/*
+ * Remember an accepted id. 0, or -1 (the caller refuses the request) with
+ * errno ENOMEM, or ENOSPC when the window holds its limit of ids and none
+ * has expired (fail closed).
+ */
 int cg_replay_remember(struct cg_replay *rp, const char *id, int64_t now_ns);
+/* Cap the number of ids held (default 1,000,000; at least 1). */
+void cg_replay_set_limit(struct cg_replay *rp, size_t max_entries);
+/* Ids currently held (expired ones may linger until the next call). */
+size_t cg_replay_count(const struct cg_replay *rp);
 void cg_replay_free(struct cg_replay *rp);
 
 #endif
