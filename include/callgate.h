@@ -49,6 +49,8 @@ struct cg_kernel_config {
 	int64_t freshness_s;		/* request time window; 0: 60 s */
 	const char *policy_pubkey_file; /* require policies signed by this key; NULL: don't */
 	unsigned n_workers;		/* execution threads; 0: default */
+	bool approval;			/* UNKNOWN waits for a human (admin socket); else refused */
+	int64_t approval_timeout_ms;	/* 0: the policy's (default 60 s) */
 };
 
 struct cg_kernel;
@@ -102,6 +104,15 @@ void cg_kernel_submit(struct cg_kernel *k, const char *line, size_t len, bool ha
 		      void *cookie, struct cg_job **job_out);
 void cg_job_cancel(struct cg_job *job);
 void cg_job_release(struct cg_job *job);
+
+/*
+ * Handle one line from the admin socket (the server has already checked that
+ * the peer may use it): pending, approve, deny, grant_open, grant_list,
+ * grant_close, reload, ping. respond is called exactly once, before this
+ * returns. Approvals are bound to the SHA-256 of the exact request shown.
+ */
+void cg_kernel_admin(struct cg_kernel *k, const char *line, size_t len, const struct cg_peer *peer,
+		     cg_respond_fn respond, void *cookie);
 
 /*
  * A ready-made refusal line for transport failures that happen before a line

@@ -33,12 +33,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "approval.h"
 #include "chain.h"
 #include "confine.h"
 #include "evidence.h"
 #include "exec.h"
+#include "grant.h"
 #include "policy.h"
 #include "reply.h"
 #if __has_include("sign.h")
@@ -80,6 +83,16 @@ struct cg_kernel {
 	bool stopping;
 	unsigned n_threads;
 	pthread_t *threads;
+
+	/* Approval (issue 6): all guarded by lock. */
+	bool approval;		     /* UNKNOWN waits for a human; else it is refused */
+	int64_t approval_timeout_ms; /* 0: the policy's */
+	struct cg_approvals approvals;
+	struct cg_grants grants;
+	pthread_cond_t timer_cond; /* CLOCK_MONOTONIC; wakes the deadline thread */
+	pthread_t timer;
+	bool timer_started;
+	char *ssh_auth_sock; /* the daemon's own agent socket, for forward_agent */
 };
 
 struct cg_job {
@@ -98,6 +111,21 @@ struct cg_job {
 	atomic_bool cancelled;
 	struct cg_job *next; /* queue link */
 	struct cg_job *prev_active, *next_active;
+	bool in_active;
+
+	/* Approval state; guarded by the kernel's lock until the job is queued. */
+	struct cg_pending *pending; /* non-NULL while waiting for a human */
+	struct cg_reply *final;	    /* answer without running (denied, timed out) */
+	char request_sha256[65];    /* what the approval was bound to */
+	size_t n_approved;
+	uid_t approved_by[CG_APPROVAL_MAX_APPROVERS];
+	char grant_id[40]; /* the grant that let it run, or "" */
+
+	/* sudo -n wrapping of privileged stages when the daemon is not root. */
+	char **sudo_argv_saved[CG_WIRE_MAX_STAGES];
+	size_t sudo_argc_saved[CG_WIRE_MAX_STAGES];
+	char *sudo_exe_saved[CG_WIRE_MAX_STAGES];
+	bool sudo_wrapped;
 };
 
 /* ---- generations ------------------------------------------------------- */
@@ -369,10 +397,14 @@ static json_t *policy_json(const struct gen *g)
 
 /* ---- jobs ---------------------------------------------------------------- */
 
+static void enqueue_locked(struct cg_kernel *k, struct cg_job *j);
+
 static void job_put(struct cg_job *j)
 {
 	if (!j || atomic_fetch_sub(&j->refs, 1) != 1)
 		return;
+	cg_reply_free(j->final);
+	cg_pending_free(j->pending);
 	if (j->call_ok)
 		cg_call_fini(&j->call);
 	cg_request_free(j->req);
@@ -387,6 +419,18 @@ void cg_job_cancel(struct cg_job *j)
 	if (!j)
 		return;
 	atomic_store(&j->cancelled, true);
+	/* A call waiting for a human is withdrawn: out of the queue, answered by a worker. */
+	struct cg_kernel *k = j->k;
+	pthread_mutex_lock(&k->lock);
+	if (j->pending) {
+		cg_approvals_remove(&k->approvals, j->pending);
+		cg_pending_free(j->pending);
+		j->pending = NULL;
+		ev_note(k, j->trace_id, CG_EV_APPROVAL_ANS,
+			json_pack("{s:s}", "outcome", "withdrawn"));
+		enqueue_locked(k, j);
+	}
+	pthread_mutex_unlock(&k->lock);
 	uint64_t one = 1;
 	/* An eventfd write of 1 cannot block or fail short; ignore EAGAIN at the max. */
 	if (j->cancel_fd >= 0)
@@ -400,6 +444,9 @@ void cg_job_release(struct cg_job *j)
 
 static void active_add(struct cg_kernel *k, struct cg_job *j)
 {
+	if (j->in_active)
+		return;
+	j->in_active = true;
 	j->prev_active = NULL;
 	j->next_active = k->active;
 	if (k->active)
@@ -416,6 +463,20 @@ static void active_del(struct cg_kernel *k, struct cg_job *j)
 	if (j->next_active)
 		j->next_active->prev_active = j->prev_active;
 	j->prev_active = j->next_active = NULL;
+	j->in_active = false;
+}
+
+/* Hand a job to the workers. Caller holds k->lock. */
+static void enqueue_locked(struct cg_kernel *k, struct cg_job *j)
+{
+	active_add(k, j);
+	j->next = NULL;
+	if (k->queue_tail)
+		k->queue_tail->next = j;
+	else
+		k->queue_head = j;
+	k->queue_tail = j;
+	pthread_cond_signal(&k->cond);
 }
 
 /* How long the pipeline may run: request, capped by policy, tightened by constraints. */
@@ -454,6 +515,111 @@ static json_t *hash_json(const struct cg_buf *b)
 			 (json_int_t)b->seen, "truncated", b->truncated, "sha256", hex);
 }
 
+/* Append NAME=value to a malloc'd envp. 0, or -1 on OOM (envp unchanged). */
+static int add_env(char ***envp, const char *name, const char *value)
+{
+	size_t n = 0;
+	while ((*envp)[n])
+		n++;
+	size_t l = strlen(name) + strlen(value) + 2;
+	char *kv = malloc(l);
+	char **grown = kv ? realloc(*envp, (n + 2) * sizeof(**envp)) : NULL;
+	if (!grown) {
+		free(kv);
+		return -1;
+	}
+	snprintf(kv, l, "%s=%s", name, value);
+	grown[n] = kv;
+	grown[n + 1] = NULL;
+	*envp = grown;
+	return 0;
+}
+
+/*
+ * Privileged stages from a daemon that is not root run as
+ *   sudo -n NAME=value… -- /resolved/exe args…
+ * an argv, never a shell; only allow-listed names are passed (sudo resets
+ * the rest), and -n makes sudo fail instead of prompting. The job's stages
+ * are swapped for the wrapped ones and restored by sudo_unwrap().
+ */
+static int sudo_wrap(struct cg_job *j, struct cg_reply **err)
+{
+	static const char sudo_path[] = "/usr/bin/sudo";
+	struct cg_request *req = j->req;
+	if (access(sudo_path, X_OK) != 0) {
+		*err = cg_reply_new(CG_R_SUDO_NEEDS_PASSWORD, "{s:s}", "exe", sudo_path);
+		return -1;
+	}
+	for (size_t i = 0; i < j->call.n_stages; i++) {
+		struct cg_stage *st = &req->stages[i];
+		size_t argc = 3 + req->n_env + st->argc;
+		char **argv = calloc(argc + 1, sizeof(char *));
+		char *exe = strdup(sudo_path);
+		if (!argv || !exe) {
+			free(argv);
+			free(exe);
+			*err = cg_reply_new(CG_R_OUT_OF_MEMORY, "{s:s}", "doing",
+					    "wrapping with sudo");
+			return -1;
+		}
+		size_t a = 0;
+		argv[a++] = "sudo";
+		argv[a++] = "-n";
+		for (size_t e = 0; e < req->n_env; e++) {
+			size_t l = strlen(req->env[e].name) + strlen(req->env[e].value) + 2;
+			char *kv = malloc(l);
+			if (kv)
+				snprintf(kv, l, "%s=%s", req->env[e].name, req->env[e].value);
+			argv[a++] = kv ? kv : "CALLGATE_OOM=1";
+		}
+		argv[a++] = "--";
+		argv[a++] = j->call.stages[i].exe;
+		for (size_t k2 = 1; k2 < st->argc; k2++)
+			argv[a++] = st->argv[k2];
+		argv[a] = NULL;
+		j->sudo_argv_saved[i] = st->argv;
+		j->sudo_argc_saved[i] = st->argc;
+		j->sudo_exe_saved[i] = j->call.stages[i].exe;
+		st->argv = argv;
+		st->argc = a;
+		j->call.stages[i].exe = exe;
+	}
+	j->sudo_wrapped = true;
+	return 0;
+}
+
+static void sudo_unwrap(struct cg_job *j)
+{
+	if (!j->sudo_wrapped)
+		return;
+	for (size_t i = 0; i < j->call.n_stages; i++) {
+		struct cg_stage *st = &j->req->stages[i];
+		for (size_t e = 0; e < j->req->n_env; e++)
+			if (strcmp(st->argv[2 + e], "CALLGATE_OOM=1") != 0)
+				free(st->argv[2 + e]);
+		free(st->argv);
+		free(j->call.stages[i].exe);
+		st->argv = j->sudo_argv_saved[i];
+		st->argc = j->sudo_argc_saved[i];
+		j->call.stages[i].exe = j->sudo_exe_saved[i];
+	}
+	j->sudo_wrapped = false;
+}
+
+/* Did sudo refuse for want of a password? Returns the wrapped exe, or NULL. */
+static const char *sudo_password_needed(const struct cg_job *j, const struct cg_exec_result *res)
+{
+	static const char needle[] = "a password is required";
+	for (size_t i = 0; i < res->n_stages && i < j->call.n_stages; i++) {
+		const struct cg_buf *b = &res->stages[i].err;
+		if (res->stages[i].exit_code != 1 || !b->p)
+			continue;
+		if (memmem(b->p, b->len, needle, sizeof(needle) - 1))
+			return j->sudo_wrapped ? j->sudo_exe_saved[i] : j->call.stages[i].exe;
+	}
+	return NULL;
+}
+
 /*
  * Run an allowed call on a worker thread: permit (durable), confine, exec,
  * answer, seal. Every path answers exactly once.
@@ -467,6 +633,12 @@ static void run_job(struct cg_kernel *k, struct cg_job *j)
 	bool ran = false;
 	const struct cg_request *req = j->req;
 
+	if (j->final) {
+		/* Decided without running: denied by a human, or no answer in time. */
+		reply = j->final;
+		j->final = NULL;
+		goto answer;
+	}
 	if (atomic_load(&j->cancelled)) {
 		pthread_mutex_lock(&k->lock);
 		bool stopping = k->stopping;
@@ -475,13 +647,26 @@ static void run_job(struct cg_kernel *k, struct cg_job *j)
 		goto answer;
 	}
 
-	/* Who the stages run as: the peer when we are root (privileged needs approval). */
+	/*
+	 * Who the stages run as. A privileged call only reaches here approved (by
+	 * a human or a grant): as root it runs as root; otherwise through sudo -n.
+	 * Everything else runs as the peer when we are root, or as ourselves.
+	 */
 	bool root = geteuid() == 0;
-	uid_t run_uid = root ? j->peer.uid : geteuid();
-	gid_t run_gid = root ? j->peer.gid : getegid();
+	bool priv = req->privileged;
+	uid_t run_uid = root ? (priv ? 0 : j->peer.uid) : geteuid();
+	gid_t run_gid = root ? (priv ? 0 : j->peer.gid) : getegid();
 
 	envp = cg_world_envp(&k->world, req, run_uid, &reply);
 	if (!envp)
+		goto answer;
+	if (req->forward_agent && !priv && k->ssh_auth_sock &&
+	    add_env(&envp, "SSH_AUTH_SOCK", k->ssh_auth_sock) != 0) {
+		/* The socket path is the daemon's own, never the request's. */
+		reply = cg_reply_new(CG_R_OUT_OF_MEMORY, "{s:s}", "doing", "forwarding the agent");
+		goto answer;
+	}
+	if (priv && !root && sudo_wrap(j, &reply) != 0)
 		goto answer;
 
 	char home[4096] = "";
@@ -506,12 +691,16 @@ static void run_job(struct cg_kernel *k, struct cg_job *j)
 		char *canon = json_dumps(req->raw, JSON_COMPACT | JSON_SORT_KEYS);
 		cg_sha256_hex(canon ? canon : "", canon ? strlen(canon) : 0, hex);
 		free(canon);
-		json_t *permit =
-		    json_pack("{s:s,s:s,s:s,s:I,s:i,s:i,s:o?}", "decision",
-			      cg_decision_name(j->folded.decision), "rule_id",
-			      j->folded.rule_id ? j->folded.rule_id : "", "request_sha256", hex,
-			      "timeout_ms", (json_int_t)timeout_ms, "run_uid", (int)run_uid,
-			      "run_gid", (int)run_gid, "confinement", cg_confine_report(plan));
+		json_t *by = json_array();
+		for (size_t i = 0; by && i < j->n_approved; i++)
+			json_array_append_new(by, json_integer(j->approved_by[i]));
+		json_t *permit = json_pack(
+		    "{s:s,s:s,s:s,s:I,s:i,s:i,s:o?,s:o?,s:s,s:s}", "decision",
+		    cg_decision_name(j->folded.decision), "rule_id",
+		    j->folded.rule_id ? j->folded.rule_id : "", "request_sha256", hex, "timeout_ms",
+		    (json_int_t)timeout_ms, "run_uid", (int)run_uid, "run_gid", (int)run_gid,
+		    "confinement", cg_confine_report(plan), "approved_by", by, "approval_sha256",
+		    j->request_sha256, "grant_id", j->grant_id);
 		if (cg_evidence_append(k->ev, j->trace_id, CG_EV_PERMIT, permit, true) != 0) {
 			int e = errno;
 			cg_log("error", j->trace_id, "permit not durable: %s", cg_errno_name(e));
@@ -551,7 +740,10 @@ static void run_job(struct cg_kernel *k, struct cg_job *j)
 			  "duration_us", (json_int_t)((res.ended_ns - res.started_ns) / 1000)));
 
 	int last = res.n_stages ? res.stages[res.n_stages - 1].exit_code : 0;
-	if (res.timed_out)
+	const char *sudo_exe = priv && !root ? sudo_password_needed(j, &res) : NULL;
+	if (sudo_exe)
+		reply = cg_reply_new(CG_R_SUDO_NEEDS_PASSWORD, "{s:s}", "exe", sudo_exe);
+	else if (res.timed_out)
 		reply =
 		    cg_reply_new(CG_R_EXEC_DEADLINE, "{s:I}", "timeout_ms", (json_int_t)timeout_ms);
 	else if (res.cancelled)
@@ -566,6 +758,14 @@ answer:;
 		json_object_set_new(data, "confinement", cg_confine_report(plan));
 	if (data && ran && res.tree_escapees_killed)
 		json_object_set_new(data, "escapees_killed", json_true());
+	if (data && j->n_approved) {
+		json_t *by = json_array();
+		for (size_t i = 0; by && i < j->n_approved; i++)
+			json_array_append_new(by, json_integer(j->approved_by[i]));
+		json_object_set_new(data, "approved_by", by);
+	}
+	if (data && j->grant_id[0])
+		json_object_set_new(data, "grant_id", json_string(j->grant_id));
 	cg_reply_set_data(reply, data);
 	cg_reply_set_trace(reply, j->trace_id);
 
@@ -597,6 +797,7 @@ answer:;
 		cg_exec_result_fini(&res);
 	cg_confine_plan_free(plan);
 	cg_envp_free(envp);
+	sudo_unwrap(j);
 	j->respond(j->cookie, line, len);
 }
 
@@ -632,6 +833,156 @@ static void *worker_main(void *arg)
 		pthread_mutex_unlock(&k->lock);
 		job_put(j);
 	}
+}
+
+/* ---- approvals ------------------------------------------------------------ */
+
+static int64_t approval_timeout(const struct cg_kernel *k, const struct gen *g)
+{
+	if (k->approval_timeout_ms > 0)
+		return k->approval_timeout_ms;
+	int64_t t = cg_policy_defaults(g->policy)->approval_timeout_ms;
+	return t > 0 ? t : 60000;
+}
+
+/* The executable of the peer process, for the approver's eyes (best effort). */
+static void peer_exe(pid_t pid, char *buf, size_t len)
+{
+	char link[64];
+	snprintf(link, sizeof(link), "/proc/%d/exe", (int)pid);
+	ssize_t n = readlink(link, buf, len - 1);
+	buf[n > 0 ? (size_t)n : 0] = '\0';
+}
+
+/*
+ * An UNKNOWN call: a live grant covering it lets it run (its use recorded);
+ * otherwise, with approval on, it waits in the queue for a human until its
+ * deadline. Returns 0 when queued (someone else answers), 1 when approval is
+ * off (the caller refuses), -1 when it was answered here (queue full).
+ */
+static int defer_to_human(struct cg_kernel *k, struct cg_job *j, struct cg_job **job_out)
+{
+	char exe[4096];
+	peer_exe(j->peer.pid, exe, sizeof(exe));
+	char sha[65];
+	json_t *view = cg_approval_view(&j->call, &j->folded, j->trace_id, exe, sha);
+	if (!view)
+		return 1;
+	memcpy(j->request_sha256, sha, sizeof(sha));
+
+	pthread_mutex_lock(&k->lock);
+	if (k->stopping) {
+		pthread_mutex_unlock(&k->lock);
+		json_decref(view);
+		return 1;
+	}
+	struct cg_grant *gr = cg_grants_match(&k->grants, &j->call, cg_now_wall_ns());
+	if (gr) {
+		snprintf(j->grant_id, sizeof(j->grant_id), "%s", cg_grant_id(gr));
+		int64_t left = cg_grant_use(&k->grants, gr);
+		ev_note(k, j->trace_id, CG_EV_APPROVAL_ANS,
+			json_pack("{s:s,s:s,s:I,s:s}", "outcome", "grant", "grant_id", j->grant_id,
+				  "uses_left", (json_int_t)left, "request_sha256", sha));
+		json_decref(view);
+		if (job_out) {
+			atomic_fetch_add(&j->refs, 1);
+			*job_out = j;
+		}
+		enqueue_locked(k, j);
+		pthread_mutex_unlock(&k->lock);
+		return 0;
+	}
+	if (!k->approval) {
+		pthread_mutex_unlock(&k->lock);
+		json_decref(view);
+		return 1;
+	}
+	struct cg_pending *p = calloc(1, sizeof(*p));
+	int64_t timeout = approval_timeout(k, j->gen);
+	if (!p || cg_approvals_push(&k->approvals, p) != 0) {
+		size_t waiting = k->approvals.n;
+		pthread_mutex_unlock(&k->lock);
+		free(p);
+		json_decref(view);
+		struct cg_reply *r =
+		    cg_reply_new(CG_R_APPROVAL_QUEUE_FULL, "{s:I}", "limit", (json_int_t)waiting);
+		cg_reply_set_data(r, decision_data(j));
+		cg_reply_set_trace(r, j->trace_id);
+		ev_seal(k, j->trace_id, r, &j->folded, j->gen);
+		answer_reply(j->respond, j->cookie, j->req->id, j->trace_id, r);
+		return -1;
+	}
+	memcpy(p->trace_id, j->trace_id, sizeof(p->trace_id));
+	memcpy(p->request_sha256, sha, sizeof(sha));
+	p->view = view;
+	p->timeout_ms = timeout;
+	p->deadline_mono_ns = cg_now_mono_ns() + timeout * 1000000LL;
+	p->needed = j->folded.approvers > 0 ? j->folded.approvers : 1;
+	if (p->needed > CG_APPROVAL_MAX_APPROVERS)
+		p->needed = CG_APPROVAL_MAX_APPROVERS;
+	p->job = j;
+	j->pending = p;
+	ev_note(k, j->trace_id, CG_EV_APPROVAL_REQ,
+		json_pack("{s:s,s:i,s:I,s:s}", "request_sha256", sha, "approvers_needed",
+			  (int)p->needed, "timeout_ms", (json_int_t)timeout, "rule_id",
+			  j->folded.rule_id ? j->folded.rule_id : ""));
+	if (job_out) {
+		atomic_fetch_add(&j->refs, 1);
+		*job_out = j;
+	}
+	/* The queue holds the kernel's reference from here; the deadline thread may need waking. */
+	active_add(k, j);
+	pthread_cond_signal(&k->timer_cond);
+	pthread_mutex_unlock(&k->lock);
+	return 0;
+}
+
+/* Take a pending call out of the queue and give it to a worker with a final answer. */
+static void settle_locked(struct cg_kernel *k, struct cg_job *j, struct cg_reply *final)
+{
+	cg_approvals_remove(&k->approvals, j->pending);
+	cg_pending_free(j->pending);
+	j->pending = NULL;
+	cg_reply_free(j->final);
+	j->final = final;
+	enqueue_locked(k, j);
+}
+
+/* The deadline thread: no answer by the deadline is a refusal, never a pass. */
+static void *timer_main(void *arg)
+{
+	struct cg_kernel *k = arg;
+	sigset_t all;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	pthread_mutex_lock(&k->lock);
+	while (!k->stopping) {
+		int64_t now = cg_now_mono_ns();
+		struct cg_pending *p = k->approvals.head;
+		while (p) {
+			struct cg_pending *next = p->next;
+			if (p->deadline_mono_ns <= now) {
+				struct cg_job *j = p->job;
+				ev_note(k, j->trace_id, CG_EV_APPROVAL_ANS,
+					json_pack("{s:s}", "outcome", "timeout"));
+				settle_locked(k, j,
+					      cg_reply_new(CG_R_APPROVAL_TIMEOUT, "{s:I}",
+							   "timeout_ms",
+							   (json_int_t)p->timeout_ms));
+			}
+			p = next;
+		}
+		int64_t next = cg_approvals_next_deadline(&k->approvals);
+		if (next == INT64_MAX) {
+			pthread_cond_wait(&k->timer_cond, &k->lock);
+		} else {
+			struct timespec ts = { .tv_sec = next / 1000000000LL,
+					       .tv_nsec = next % 1000000000LL };
+			pthread_cond_timedwait(&k->timer_cond, &k->lock, &ts);
+		}
+	}
+	pthread_mutex_unlock(&k->lock);
+	return NULL;
 }
 
 /* ---- the dispatch -------------------------------------------------------- */
@@ -786,6 +1137,17 @@ static void dispatch(struct cg_kernel *k, const char *line, size_t len, bool had
 		goto out;
 	}
 
+	if (f->decision == CG_UNKNOWN) {
+		switch (defer_to_human(k, j, job_out)) {
+		case 0:
+			return; /* queued: a worker or the deadline thread answers */
+		case 1:
+			break; /* approval is off: refuse below */
+		default:
+			goto out; /* answered (queue full) */
+		}
+	}
+
 	if (f->decision == CG_BLOCK || f->decision == CG_UNKNOWN) {
 		enum cg_reply_id why = f->reason;
 		/* UNKNOWN waits for a human; with no approver configured it is a refusal. */
@@ -839,6 +1201,209 @@ void cg_kernel_submit(struct cg_kernel *k, const char *line, size_t len, bool ha
 		      void *cookie, struct cg_job **job_out)
 {
 	dispatch(k, line, len, had_newline, too_long, peer, respond, cookie, job_out);
+}
+
+/* ---- the admin side -------------------------------------------------------- */
+
+/* Answer an admin request: reply JSON (consumed) plus the request's id. */
+static void admin_answer(cg_respond_fn respond, void *cookie, const char *id, struct cg_reply *r)
+{
+	char trace[40] = "";
+	if (cg_uuid4(trace, sizeof(trace)) != 0)
+		snprintf(trace, sizeof(trace), "admin");
+	answer_reply(respond, cookie, id, trace, r);
+}
+
+/* Approve pending call `id` as uid, bound to sha. Caller holds k->lock. */
+static struct cg_reply *approve_locked(struct cg_kernel *k, const char *id, const char *sha,
+				       uid_t uid)
+{
+	struct cg_pending *p = cg_approvals_find(&k->approvals, id);
+	if (!p)
+		return cg_reply_new(CG_R_APPROVAL_NOT_FOUND, "{s:s}", "id", id);
+	/* Bound to the exact request the approver was shown: never another one. */
+	if (!sha || strcmp(sha, p->request_sha256) != 0)
+		return cg_reply_new(CG_R_APPROVAL_HASH_MISMATCH, "{s:s}", "id", id);
+	if (cg_pending_has_approver(p, uid))
+		return cg_reply_new(CG_R_APPROVER_REPEATED, "{s:i,s:s,s:i}", "uid", (int)uid, "id",
+				    id, "need", (int)p->needed);
+	p->approvers[p->n_approvals++] = uid;
+	struct cg_job *j = p->job;
+	int have = (int)p->n_approvals, need = p->needed;
+	ev_note(k, j->trace_id, CG_EV_APPROVAL_ANS,
+		json_pack("{s:s,s:i,s:i,s:i,s:s}", "outcome", "approved", "uid", (int)uid, "have",
+			  have, "need", need, "request_sha256", sha));
+	if (have >= need) {
+		j->n_approved = p->n_approvals;
+		memcpy(j->approved_by, p->approvers, sizeof(j->approved_by));
+		settle_locked(k, j, NULL); /* used once: it leaves the queue to run */
+	}
+	return cg_reply_new(CG_R_APPROVAL_RECORDED, "{s:s,s:i,s:i}", "id", id, "have", have, "need",
+			    need);
+}
+
+void cg_kernel_admin(struct cg_kernel *k, const char *line, size_t len, const struct cg_peer *peer,
+		     cg_respond_fn respond, void *cookie)
+{
+	json_error_t jerr;
+	json_t *rq = json_loadb(line, len, JSON_REJECT_DUPLICATES, &jerr);
+	const char *action = json_string_value(json_object_get(rq, "action"));
+	const char *rid = json_string_value(json_object_get(rq, "id"));
+	struct cg_reply *r = NULL;
+	if (!json_is_object(rq) || !action) {
+		r = cg_reply_new(CG_R_ADMIN_REQUEST_INVALID, "{s:s}", "detail",
+				 rq ? "an object with a string 'action' is required" : jerr.text);
+		goto answer;
+	}
+	const char *target = json_string_value(json_object_get(rq, "trace_id"));
+
+	if (strcmp(action, "ping") == 0) {
+		struct gen *g = gen_get(k);
+		r = cg_reply_new(CG_R_PONG, "{s:s}", "version", CALLGATE_VERSION);
+		pthread_mutex_lock(&k->lock);
+		size_t waiting = k->approvals.n, grants = k->grants.n;
+		pthread_mutex_unlock(&k->lock);
+		cg_reply_set_data(r, json_pack("{s:s,s:o,s:I,s:I,s:b}", "version", CALLGATE_VERSION,
+					       "policy", policy_json(g), "pending",
+					       (json_int_t)waiting, "grants", (json_int_t)grants,
+					       "approval", k->approval));
+		gen_put(g);
+	} else if (strcmp(action, "pending") == 0) {
+		pthread_mutex_lock(&k->lock);
+		json_t *list = cg_approvals_list(&k->approvals, cg_now_mono_ns());
+		pthread_mutex_unlock(&k->lock);
+		r = cg_reply_new(CG_R_PENDING_LIST, "{s:I}", "count",
+				 (json_int_t)json_array_size(list));
+		cg_reply_set_data(r, json_pack("{s:o?}", "pending", list));
+	} else if (strcmp(action, "approve") == 0) {
+		const char *sha = json_string_value(json_object_get(rq, "request_sha256"));
+		if (!target) {
+			r = cg_reply_new(CG_R_ADMIN_REQUEST_INVALID, "{s:s}", "detail",
+					 "'trace_id' and 'request_sha256' are required");
+			goto answer;
+		}
+		pthread_mutex_lock(&k->lock);
+		r = approve_locked(k, target, sha, peer->uid);
+		pthread_mutex_unlock(&k->lock);
+	} else if (strcmp(action, "deny") == 0) {
+		const char *why = json_string_value(json_object_get(rq, "why"));
+		if (!target) {
+			r = cg_reply_new(CG_R_ADMIN_REQUEST_INVALID, "{s:s}", "detail",
+					 "'trace_id' is required");
+			goto answer;
+		}
+		pthread_mutex_lock(&k->lock);
+		struct cg_pending *p = cg_approvals_find(&k->approvals, target);
+		if (!p) {
+			pthread_mutex_unlock(&k->lock);
+			r = cg_reply_new(CG_R_APPROVAL_NOT_FOUND, "{s:s}", "id", target);
+			goto answer;
+		}
+		struct cg_job *j = p->job;
+		ev_note(k, j->trace_id, CG_EV_APPROVAL_ANS,
+			json_pack("{s:s,s:i,s:s}", "outcome", "denied", "uid", (int)peer->uid,
+				  "why", why ? why : ""));
+		settle_locked(k, j,
+			      cg_reply_new(CG_R_APPROVAL_DENIED, "{s:i,s:s}", "uid", (int)peer->uid,
+					   "why", why ? why : "no reason given"));
+		pthread_mutex_unlock(&k->lock);
+		r = cg_reply_new(CG_R_DENIAL_RECORDED, "{s:s}", "id", target);
+	} else if (strcmp(action, "grant_open") == 0) {
+		struct cg_grant *g = NULL;
+		if (cg_grant_parse(json_object_get(rq, "grant"), peer->uid, cg_now_wall_ns(), &g,
+				   &r) != 0)
+			goto answer;
+		json_t *gj = cg_grant_to_json(g);
+		char gid[40];
+		snprintf(gid, sizeof(gid), "%s", cg_grant_id(g));
+		pthread_mutex_lock(&k->lock);
+		int rc = cg_grants_add(&k->grants, g);
+		size_t n = k->grants.n;
+		pthread_mutex_unlock(&k->lock);
+		if (rc != 0) {
+			json_decref(gj);
+			r = cg_reply_new(CG_R_GRANT_STORE_FULL, "{s:I}", "limit", (json_int_t)n);
+			goto answer;
+		}
+		json_t *st = json_array_get(json_object_get(gj, "pipeline"), 0);
+		r = cg_reply_new(CG_R_GRANT_OPENED, "{s:s,s:s,s:O,s:O}", "grant_id", gid, "exe",
+				 json_string_value(json_object_get(st, "exe")), "uses",
+				 json_object_get(gj, "uses_left"), "expires",
+				 json_object_get(gj, "expires"));
+		/* The grant is evidence too: who opened what, for how long. */
+		char trace[40];
+		if (cg_uuid4(trace, sizeof(trace)) == 0) {
+			ev_note(k, trace, CG_EV_REQUEST,
+				json_pack("{s:s,s:O,s:i}", "admin", "grant_open", "grant", gj,
+					  "uid", (int)peer->uid));
+			struct gen *gg = gen_get(k);
+			cg_reply_set_trace(r, trace);
+			ev_seal(k, trace, r, NULL, gg);
+			gen_put(gg);
+		}
+		cg_reply_set_data(r, gj);
+		/* The approver's `g`: open the grant and let the call shown run under it. */
+		if (target) {
+			pthread_mutex_lock(&k->lock);
+			struct cg_pending *p = cg_approvals_find(&k->approvals, target);
+			struct cg_grant *mg = NULL;
+			if (p) {
+				struct cg_job *j = p->job;
+				const char *sha =
+				    json_string_value(json_object_get(rq, "request_sha256"));
+				if (sha && strcmp(sha, p->request_sha256) == 0 &&
+				    (mg =
+					 cg_grants_match(&k->grants, &j->call, cg_now_wall_ns()))) {
+					snprintf(j->grant_id, sizeof(j->grant_id), "%s",
+						 cg_grant_id(mg));
+					int64_t left = cg_grant_use(&k->grants, mg);
+					ev_note(k, j->trace_id, CG_EV_APPROVAL_ANS,
+						json_pack("{s:s,s:s,s:I,s:i}", "outcome", "grant",
+							  "grant_id", j->grant_id, "uses_left",
+							  (json_int_t)left, "uid", (int)peer->uid));
+					settle_locked(k, j, NULL);
+				}
+			}
+			pthread_mutex_unlock(&k->lock);
+		}
+	} else if (strcmp(action, "grant_list") == 0) {
+		pthread_mutex_lock(&k->lock);
+		json_t *list = cg_grants_list(&k->grants, cg_now_wall_ns());
+		pthread_mutex_unlock(&k->lock);
+		r = cg_reply_new(CG_R_GRANT_LIST, "{s:I}", "count",
+				 (json_int_t)json_array_size(list));
+		cg_reply_set_data(r, json_pack("{s:o?}", "grants", list));
+	} else if (strcmp(action, "grant_close") == 0) {
+		const char *gid = json_string_value(json_object_get(rq, "grant_id"));
+		if (!gid) {
+			r = cg_reply_new(CG_R_ADMIN_REQUEST_INVALID, "{s:s}", "detail",
+					 "'grant_id' is required");
+			goto answer;
+		}
+		pthread_mutex_lock(&k->lock);
+		int rc = cg_grants_close(&k->grants, gid);
+		pthread_mutex_unlock(&k->lock);
+		r = rc == 0 ? cg_reply_new(CG_R_GRANT_CLOSED, "{s:s}", "grant_id", gid)
+			    : cg_reply_new(CG_R_GRANT_NOT_FOUND, "{s:s}", "grant_id", gid);
+	} else if (strcmp(action, "reload") == 0) {
+		char *res = NULL;
+		int rc = cg_kernel_reload(k, &res);
+		json_t *rj = res ? json_loads(res, 0, NULL) : NULL;
+		free(res);
+		const struct cg_reply_def *d =
+		    cg_reply_find_code(json_string_value(json_object_get(rj, "code")));
+		r = cg_reply_new_params(
+		    d ? d->id : (rc == 0 ? CG_R_POLICY_RELOADED : CG_R_POLICY_LOAD_FAILED),
+		    json_incref(json_object_get(rj, "params")));
+		json_decref(rj);
+	} else {
+		r = cg_reply_new(CG_R_ADMIN_REQUEST_INVALID, "{s:s}", "detail",
+				 "unknown action (ping, pending, approve, deny, grant_open, "
+				 "grant_list, grant_close, reload)");
+	}
+answer:
+	admin_answer(respond, cookie, rid ? rid : "", r);
+	json_decref(rq);
 }
 
 /* ---- synchronous form ---------------------------------------------------- */
@@ -923,6 +1488,16 @@ int cg_kernel_new(const struct cg_kernel_config *cfg, struct cg_kernel **out, ch
 	pthread_mutex_init(&k->replay_lock, NULL);
 	pthread_mutex_init(&k->lock, NULL);
 	pthread_cond_init(&k->cond, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&k->timer_cond, &ca);
+	pthread_condattr_destroy(&ca);
+	k->approval = cfg->approval;
+	k->approval_timeout_ms = cfg->approval_timeout_ms;
+	const char *agent = getenv("SSH_AUTH_SOCK");
+	if (agent && *agent)
+		k->ssh_auth_sock = strdup(agent);
 	k->freshness_s = cfg->freshness_s > 0 ? cfg->freshness_s : CG_WIRE_FRESHNESS_S;
 	if ((cfg->policy_file && !(k->policy_file = strdup(cfg->policy_file))) ||
 	    (cfg->policy_pubkey_file && !(k->pubkey_file = strdup(cfg->policy_pubkey_file)))) {
@@ -975,6 +1550,13 @@ int cg_kernel_new(const struct cg_kernel_config *cfg, struct cg_kernel **out, ch
 			goto fail_threads;
 		}
 	}
+	if (pthread_create(&k->timer, NULL, timer_main, k) != 0) {
+		cg_kernel_shutdown(k);
+		err = cg_reply_new(CG_R_OUT_OF_MEMORY, "{s:s}", "doing",
+				   "starting the deadline thread");
+		goto fail_threads;
+	}
+	k->timer_started = true;
 	*out = k;
 	return 0;
 
@@ -1037,14 +1619,26 @@ void cg_kernel_shutdown(struct cg_kernel *k)
 		return;
 	pthread_mutex_lock(&k->lock);
 	k->stopping = true;
+	/* Calls waiting for a human are answered: the daemon is going away. */
+	while (k->approvals.head)
+		settle_locked(k, k->approvals.head->job, cg_reply_new(CG_R_SHUTTING_DOWN, NULL));
 	/* Cancel everything running or queued: children are killed, calls answered. */
-	for (struct cg_job *j = k->active; j; j = j->next_active)
-		cg_job_cancel(j);
+	for (struct cg_job *j = k->active; j; j = j->next_active) {
+		atomic_store(&j->cancelled, true);
+		uint64_t one = 1;
+		if (j->cancel_fd >= 0)
+			(void)!write(j->cancel_fd, &one, sizeof(one));
+	}
+	pthread_cond_broadcast(&k->timer_cond);
 	pthread_cond_broadcast(&k->cond);
 	pthread_mutex_unlock(&k->lock);
 	for (unsigned i = 0; i < k->n_threads; i++)
 		pthread_join(k->threads[i], NULL);
 	k->n_threads = 0;
+	if (k->timer_started) {
+		pthread_join(k->timer, NULL);
+		k->timer_started = false;
+	}
 }
 
 void cg_kernel_free(struct cg_kernel *k)
@@ -1059,6 +1653,9 @@ void cg_kernel_free(struct cg_kernel *k)
 	cg_world_fini(&k->world);
 	free(k->policy_file);
 	free(k->pubkey_file);
+	free(k->ssh_auth_sock);
+	cg_grants_clear(&k->grants);
+	pthread_cond_destroy(&k->timer_cond);
 	pthread_mutex_destroy(&k->gen_lock);
 	pthread_mutex_destroy(&k->replay_lock);
 	pthread_mutex_destroy(&k->lock);

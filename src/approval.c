@@ -1,0 +1,231 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * approval — the pending queue and the canonical view an approval binds to.
+ *
+ * MUST: the view carries every fact that decides what runs; the hash is over
+ *       its compact, key-sorted serialisation, so any difference changes it.
+ * MUST NOT: lock (the kernel's lock guards the queue).
+ */
+#include "approval.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+json_t *cg_approval_view(const struct cg_call *call, const struct cg_folded *f,
+			 const char *trace_id, const char *peer_exe, char sha256_hex[65])
+{
+	const struct cg_request *req = call->req;
+	json_t *stages = json_array();
+	json_t *env = json_object();
+	json_t *cons = json_array();
+	if (!stages || !env || !cons)
+		goto fail;
+	for (size_t i = 0; i < call->n_stages; i++) {
+		json_t *argv = json_array();
+		for (size_t j = 0; argv && j < req->stages[i].argc; j++)
+			json_array_append_new(argv, json_string(req->stages[i].argv[j]));
+		json_array_append_new(stages,
+				      json_pack("{s:o?,s:s,s:s,s:b}", "argv", argv, "exe",
+						call->stages[i].exe, "found", call->stages[i].found,
+						"via_symlink", call->stages[i].via_symlink));
+	}
+	for (size_t i = 0; i < req->n_env; i++)
+		json_object_set_new(env, req->env[i].name, json_string(req->env[i].value));
+	for (size_t i = 0; f && i < f->n_constraints; i++)
+		json_array_append_new(cons, cg_constraints_to_json(f->constraints[i]));
+
+	json_t *view = json_pack(
+	    "{s:s,s:s,s:s,s:s,s:s,s:s,s:{s:i,s:i,s:i,s:s},s:o,s:o,s:s?,s:b,s:o,s:s,s:s,s:s}",
+	    "trace_id", trace_id, "id", req->id, "session", req->session, "host", req->host, "time",
+	    req->time_str ? req->time_str : "", "reason", req->reason, "peer", "uid",
+	    (int)call->peer.uid, "gid", (int)call->peer.gid, "pid", (int)call->peer.pid, "exe",
+	    peer_exe ? peer_exe : "", "pipeline", stages, "env", env, "cwd", call->cwd,
+	    "privileged", req->privileged, "constraints", cons, "rule_id",
+	    f && f->rule_id ? f->rule_id : "", "rung",
+	    f && f->deciding_rung ? f->deciding_rung : "", "code",
+	    f ? cg_reply_registry[f->reason].code : "");
+	if (!view)
+		return NULL;
+	if (req->actions)
+		json_object_set_new(view, "actions", json_incref(req->actions));
+	char *canon = json_dumps(view, JSON_COMPACT | JSON_SORT_KEYS);
+	if (!canon) {
+		json_decref(view);
+		return NULL;
+	}
+	cg_sha256_hex(canon, strlen(canon), sha256_hex);
+	free(canon);
+	return view;
+fail:
+	json_decref(stages);
+	json_decref(env);
+	json_decref(cons);
+	return NULL;
+}
+
+int cg_approvals_push(struct cg_approvals *q, struct cg_pending *p)
+{
+	if (q->n >= CG_APPROVAL_QUEUE_MAX)
+		return -1;
+	p->next = NULL;
+	if (q->tail)
+		q->tail->next = p;
+	else
+		q->head = p;
+	q->tail = p;
+	q->n++;
+	return 0;
+}
+
+struct cg_pending *cg_approvals_find(struct cg_approvals *q, const char *trace_id)
+{
+	for (struct cg_pending *p = q->head; p; p = p->next)
+		if (strcmp(p->trace_id, trace_id) == 0)
+			return p;
+	return NULL;
+}
+
+void cg_approvals_remove(struct cg_approvals *q, struct cg_pending *p)
+{
+	struct cg_pending *prev = NULL;
+	for (struct cg_pending *it = q->head; it; prev = it, it = it->next) {
+		if (it != p)
+			continue;
+		if (prev)
+			prev->next = it->next;
+		else
+			q->head = it->next;
+		if (q->tail == it)
+			q->tail = prev;
+		q->n--;
+		it->next = NULL;
+		return;
+	}
+}
+
+int64_t cg_approvals_next_deadline(const struct cg_approvals *q)
+{
+	int64_t d = INT64_MAX;
+	for (const struct cg_pending *p = q->head; p; p = p->next)
+		if (p->deadline_mono_ns < d)
+			d = p->deadline_mono_ns;
+	return d;
+}
+
+bool cg_pending_has_approver(const struct cg_pending *p, uid_t uid)
+{
+	for (size_t i = 0; i < p->n_approvals; i++)
+		if (p->approvers[i] == uid)
+			return true;
+	return false;
+}
+
+json_t *cg_approvals_list(const struct cg_approvals *q, int64_t now_mono_ns)
+{
+	json_t *a = json_array();
+	for (const struct cg_pending *p = q->head; a && p; p = p->next) {
+		json_t *item = json_deep_copy(p->view);
+		json_t *by = json_array();
+		for (size_t i = 0; by && i < p->n_approvals; i++)
+			json_array_append_new(by, json_integer(p->approvers[i]));
+		int64_t left = (p->deadline_mono_ns - now_mono_ns) / 1000000;
+		if (!item)
+			continue;
+		json_object_set_new(item, "request_sha256", json_string(p->request_sha256));
+		json_object_set_new(item, "approvers_needed", json_integer(p->needed));
+		json_object_set_new(item, "approved_by", by ? by : json_array());
+		json_object_set_new(item, "deadline_ms_left", json_integer(left > 0 ? left : 0));
+		json_array_append_new(a, item);
+	}
+	return a;
+}
+
+void cg_pending_free(struct cg_pending *p)
+{
+	if (!p)
+		return;
+	json_decref(p->view);
+	free(p);
+}
+
+/* Decode one UTF-8 sequence; returns its length, or 0 when invalid. */
+static size_t utf8_next(const unsigned char *s, uint32_t *cp)
+{
+	if (s[0] < 0x80) {
+		*cp = s[0];
+		return 1;
+	}
+	size_t n;
+	uint32_t c;
+	if ((s[0] & 0xe0) == 0xc0) {
+		n = 2;
+		c = s[0] & 0x1f;
+	} else if ((s[0] & 0xf0) == 0xe0) {
+		n = 3;
+		c = s[0] & 0x0f;
+	} else if ((s[0] & 0xf8) == 0xf0) {
+		n = 4;
+		c = s[0] & 0x07;
+	} else {
+		return 0;
+	}
+	for (size_t i = 1; i < n; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		c = (c << 6) | (s[i] & 0x3f);
+	}
+	/* Overlong forms and surrogates are invalid: they hide characters. */
+	if ((n == 2 && c < 0x80) || (n == 3 && c < 0x800) || (n == 4 && c < 0x10000) ||
+	    c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
+		return 0;
+	*cp = c;
+	return n;
+}
+
+/* Characters that change what a terminal shows without being visible. */
+static bool invisible(uint32_t c)
+{
+	return c < 0x20 || c == 0x7f || (c >= 0x80 && c <= 0x9f) || c == 0xad ||
+	       (c >= 0x200b && c <= 0x200f) || (c >= 0x202a && c <= 0x202e) ||
+	       (c >= 0x2060 && c <= 0x2069) || c == 0xfeff || c == 0x061c || c == 0x180e ||
+	       c == 0x2028 || c == 0x2029 || (c >= 0xfff9 && c <= 0xfffb);
+}
+
+char *cg_sanitize_for_terminal(const char *s)
+{
+	const unsigned char *p = (const unsigned char *)(s ? s : "");
+	size_t len = strlen((const char *)p);
+	/* Worst case every byte becomes "<U+XXXXXX>" (10 bytes). */
+	char *out = malloc(len * 10 + 1);
+	if (!out)
+		return NULL;
+	size_t o = 0;
+	while (*p) {
+		uint32_t c;
+		size_t n = utf8_next(p, &c);
+		if (n == 0) {
+			o += (size_t)snprintf(out + o, 11, "\\x%02x", *p);
+			p++;
+			continue;
+		}
+		if (c == '\n')
+			o += (size_t)snprintf(out + o, 11, "\\n");
+		else if (c == '\t')
+			o += (size_t)snprintf(out + o, 11, "\\t");
+		else if (c < 0x20 || c == 0x7f)
+			o += (size_t)snprintf(out + o, 11, "\\x%02x", (unsigned)c);
+		else if (invisible(c))
+			o += (size_t)snprintf(out + o, 11, "<U+%04X>", (unsigned)c);
+		else {
+			memcpy(out + o, p, n);
+			o += n;
+		}
+		p += n;
+	}
+	out[o] = '\0';
+	return out;
+}

@@ -1,0 +1,427 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * grant — open, validate, match, use and close grants (the CT layer).
+ *
+ * MUST: refuse a malformed or unbounded grant (no uses or ttl, relative or
+ *       globbed executables, relative paths) with a CT-OPEN-I reply.
+ * MUST NOT: match an expired or used-up grant; be consulted for BLOCK.
+ */
+#include "grant.h"
+
+#include <fnmatch.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+struct gstage {
+	char *exe;
+	size_t n_args;
+	char **args;   /* fnmatch patterns */
+	bool rest_any; /* the spec ended with "**" */
+};
+
+struct cg_grant {
+	char id[40];
+	size_t n_stages;
+	struct gstage *stages;
+	char *session; /* glob, or NULL for any */
+	bool any_uid;
+	uid_t uid;
+	size_t n_paths;
+	char **paths;
+	int64_t uses_left;
+	int64_t expires_wall_ns;
+	int64_t opened_wall_ns;
+	uid_t opened_by;
+	uint64_t used;
+	struct cg_grant *next;
+};
+
+static void grant_free(struct cg_grant *g)
+{
+	if (!g)
+		return;
+	for (size_t i = 0; i < g->n_stages; i++) {
+		free(g->stages[i].exe);
+		for (size_t j = 0; j < g->stages[i].n_args; j++)
+			free(g->stages[i].args[j]);
+		free(g->stages[i].args);
+	}
+	free(g->stages);
+	free(g->session);
+	for (size_t i = 0; i < g->n_paths; i++)
+		free(g->paths[i]);
+	free(g->paths);
+	free(g);
+}
+
+static int invalid(struct cg_reply **err, const char *detail)
+{
+	*err = cg_reply_new(CG_R_GRANT_REQUEST_INVALID, "{s:s}", "detail", detail);
+	return -1;
+}
+
+static bool has_glob(const char *s)
+{
+	return strpbrk(s, "*?[") != NULL;
+}
+
+int cg_grant_parse(json_t *spec, uid_t opened_by, int64_t now_wall_ns, struct cg_grant **out,
+		   struct cg_reply **err)
+{
+	static const char *const known[] = {
+		"pipeline", "session", "uid", "paths", "uses", "ttl_s"
+	};
+	if (!json_is_object(spec))
+		return invalid(err, "the grant must be a JSON object");
+	const char *key;
+	json_t *val;
+	json_object_foreach(spec, key, val)
+	{
+		bool ok = false;
+		for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+			ok |= strcmp(key, known[i]) == 0;
+		if (!ok)
+			return invalid(err, "unknown key (allowed: pipeline, session, uid, paths, "
+					    "uses, ttl_s)");
+	}
+	json_t *pipe = json_object_get(spec, "pipeline");
+	json_t *uses = json_object_get(spec, "uses");
+	json_t *ttl = json_object_get(spec, "ttl_s");
+	if (!json_is_array(pipe) || json_array_size(pipe) == 0 || json_array_size(pipe) > 64)
+		return invalid(err, "'pipeline' must be an array of 1 to 64 stages");
+	if (!json_is_integer(uses) || json_integer_value(uses) < 1 ||
+	    json_integer_value(uses) > CG_GRANT_MAX_USES)
+		return invalid(err, "'uses' must be an integer from 1 to 100000");
+	if (!json_is_integer(ttl) || json_integer_value(ttl) < 1 ||
+	    json_integer_value(ttl) > CG_GRANT_MAX_TTL_S)
+		return invalid(err, "'ttl_s' must be an integer from 1 to 604800 (7 days)");
+
+	struct cg_grant *g = calloc(1, sizeof(*g));
+	if (!g || cg_uuid4(g->id, sizeof(g->id)) != 0) {
+		free(g);
+		*err = cg_reply_new(CG_R_OUT_OF_MEMORY, "{s:s}", "doing", "opening a grant");
+		return -1;
+	}
+	g->any_uid = true;
+	g->uses_left = json_integer_value(uses);
+	g->opened_wall_ns = now_wall_ns;
+	g->expires_wall_ns = now_wall_ns + json_integer_value(ttl) * 1000000000LL;
+	g->opened_by = opened_by;
+	g->n_stages = json_array_size(pipe);
+	g->stages = calloc(g->n_stages, sizeof(*g->stages));
+	if (!g->stages)
+		goto oom;
+	for (size_t i = 0; i < g->n_stages; i++) {
+		json_t *st = json_array_get(pipe, i);
+		json_t *exe = json_object_get(st, "exe");
+		json_t *argv = json_object_get(st, "argv");
+		const char *e = json_string_value(exe);
+		if (!e || e[0] != '/' || has_glob(e) || strstr(e, "/../") || strstr(e, "/./")) {
+			grant_free(g);
+			return invalid(err, "each stage needs 'exe', an exact absolute path");
+		}
+		if (!json_is_array(argv) || json_array_size(argv) == 0 ||
+		    json_array_size(argv) > 4096) {
+			grant_free(g);
+			return invalid(err,
+				       "each stage needs 'argv', an array of 1 to 4096 patterns");
+		}
+		struct gstage *s = &g->stages[i];
+		if (!(s->exe = strdup(e)))
+			goto oom;
+		size_t n = json_array_size(argv);
+		const char *last = json_string_value(json_array_get(argv, n - 1));
+		if (last && strcmp(last, "**") == 0) {
+			s->rest_any = true;
+			n--;
+		}
+		s->args = calloc(n ? n : 1, sizeof(char *));
+		if (!s->args)
+			goto oom;
+		for (size_t j = 0; j < n; j++) {
+			const char *a = json_string_value(json_array_get(argv, j));
+			if (!a) {
+				grant_free(g);
+				return invalid(err, "argv patterns must be strings");
+			}
+			if (!(s->args[j] = strdup(a)))
+				goto oom;
+			s->n_args++;
+		}
+	}
+	json_t *sess = json_object_get(spec, "session");
+	if (sess) {
+		if (!json_is_string(sess)) {
+			grant_free(g);
+			return invalid(err, "'session' must be a string (glob)");
+		}
+		if (!(g->session = strdup(json_string_value(sess))))
+			goto oom;
+	}
+	json_t *uid = json_object_get(spec, "uid");
+	if (uid) {
+		if (!json_is_integer(uid) || json_integer_value(uid) < 0 ||
+		    json_integer_value(uid) > 0x7fffffff) {
+			grant_free(g);
+			return invalid(err, "'uid' must be a non-negative integer");
+		}
+		g->any_uid = false;
+		g->uid = (uid_t)json_integer_value(uid);
+	}
+	json_t *paths = json_object_get(spec, "paths");
+	if (paths) {
+		if (!json_is_array(paths) || json_array_size(paths) > 64) {
+			grant_free(g);
+			return invalid(err, "'paths' must be an array of up to 64 absolute paths");
+		}
+		g->paths = calloc(json_array_size(paths) + 1, sizeof(char *));
+		if (!g->paths)
+			goto oom;
+		for (size_t i = 0; i < json_array_size(paths); i++) {
+			const char *p = json_string_value(json_array_get(paths, i));
+			if (!p || p[0] != '/' || strstr(p, "..")) {
+				grant_free(g);
+				return invalid(err,
+					       "'paths' entries must be absolute, without '..'");
+			}
+			if (!(g->paths[i] = strdup(p)))
+				goto oom;
+			g->n_paths++;
+		}
+	}
+	*out = g;
+	return 0;
+oom:
+	grant_free(g);
+	*err = cg_reply_new(CG_R_OUT_OF_MEMORY, "{s:s}", "doing", "opening a grant");
+	return -1;
+}
+
+json_t *cg_grant_shape_of(const struct cg_call *call)
+{
+	json_t *pipe = json_array();
+	for (size_t i = 0; pipe && i < call->n_stages; i++) {
+		json_t *argv = json_array();
+		for (size_t j = 0; argv && j < call->req->stages[i].argc; j++)
+			json_array_append_new(argv, json_string(call->req->stages[i].argv[j]));
+		json_array_append_new(
+		    pipe, json_pack("{s:s,s:o?}", "exe", call->stages[i].exe, "argv", argv));
+	}
+	return json_pack("{s:o?,s:s,s:i}", "pipeline", pipe, "session", call->req->session, "uid",
+			 (int)call->peer.uid);
+}
+
+int cg_grants_add(struct cg_grants *gs, struct cg_grant *g)
+{
+	if (gs->n >= CG_GRANT_MAX) {
+		grant_free(g);
+		return -1;
+	}
+	g->next = gs->head;
+	gs->head = g;
+	gs->n++;
+	return 0;
+}
+
+/*
+ * Lexically canonicalise an argument path against cwd into buf: resolves
+ * ".", ".." and "//". Symlinks are not followed here; what a command may
+ * touch is bounded by kernel confinement, this only scopes the grant.
+ */
+static bool canon(const char *cwd, const char *arg, char *buf, size_t len)
+{
+	char tmp[PATH_MAX * 2];
+	int n = arg[0] == '/' ? snprintf(tmp, sizeof(tmp), "%s", arg)
+			      : snprintf(tmp, sizeof(tmp), "%s/%s", cwd, arg);
+	if (n < 0 || (size_t)n >= sizeof(tmp))
+		return false;
+	size_t o = 0;
+	char *save = NULL;
+	for (char *seg = strtok_r(tmp, "/", &save); seg; seg = strtok_r(NULL, "/", &save)) {
+		if (strcmp(seg, ".") == 0)
+			continue;
+		if (strcmp(seg, "..") == 0) {
+			while (o > 0 && buf[o - 1] != '/')
+				o--;
+			if (o > 0)
+				o--;
+			continue;
+		}
+		size_t sl = strlen(seg);
+		if (o + 1 + sl + 1 > len)
+			return false;
+		buf[o++] = '/';
+		memcpy(buf + o, seg, sl);
+		o += sl;
+	}
+	if (o == 0)
+		buf[o++] = '/';
+	buf[o] = '\0';
+	return true;
+}
+
+static bool within(const char *path, const char *dir)
+{
+	size_t n = strlen(dir);
+	while (n > 1 && dir[n - 1] == '/')
+		n--;
+	if (n == 1 && dir[0] == '/')
+		return true;
+	return strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/');
+}
+
+static bool paths_ok(const struct cg_grant *g, const struct cg_call *call)
+{
+	if (g->n_paths == 0)
+		return true;
+	for (size_t i = 0; i < call->n_stages; i++) {
+		const struct cg_stage *st = &call->req->stages[i];
+		for (size_t j = 1; j < st->argc; j++) {
+			const char *a = st->argv[j];
+			/* Path-like: absolute, relative with a slash, or a dot path. */
+			if (a[0] == '-' || !(a[0] == '/' || strchr(a, '/') || a[0] == '.'))
+				continue;
+			char c[PATH_MAX];
+			if (!canon(call->cwd ? call->cwd : "/", a, c, sizeof(c)))
+				return false;
+			bool in = false;
+			for (size_t k = 0; k < g->n_paths && !in; k++)
+				in = within(c, g->paths[k]);
+			if (!in)
+				return false;
+		}
+	}
+	return true;
+}
+
+static bool covers(const struct cg_grant *g, const struct cg_call *call)
+{
+	if (g->n_stages != call->n_stages)
+		return false;
+	if (!g->any_uid && g->uid != call->peer.uid)
+		return false;
+	if (g->session && fnmatch(g->session, call->req->session, 0) != 0)
+		return false;
+	for (size_t i = 0; i < g->n_stages; i++) {
+		const struct gstage *s = &g->stages[i];
+		const struct cg_stage *st = &call->req->stages[i];
+		if (strcmp(s->exe, call->stages[i].exe) != 0)
+			return false;
+		if (st->argc < s->n_args || (!s->rest_any && st->argc != s->n_args))
+			return false;
+		for (size_t j = 0; j < s->n_args; j++)
+			if (fnmatch(s->args[j], st->argv[j], 0) != 0)
+				return false;
+	}
+	return paths_ok(g, call);
+}
+
+static void unlink_grant(struct cg_grants *gs, struct cg_grant *g)
+{
+	for (struct cg_grant **pp = &gs->head; *pp; pp = &(*pp)->next)
+		if (*pp == g) {
+			*pp = g->next;
+			gs->n--;
+			grant_free(g);
+			return;
+		}
+}
+
+static void expire(struct cg_grants *gs, int64_t now)
+{
+	struct cg_grant **pp = &gs->head;
+	while (*pp) {
+		struct cg_grant *g = *pp;
+		if (g->expires_wall_ns <= now || g->uses_left <= 0) {
+			*pp = g->next;
+			gs->n--;
+			grant_free(g);
+		} else {
+			pp = &g->next;
+		}
+	}
+}
+
+struct cg_grant *cg_grants_match(struct cg_grants *gs, const struct cg_call *call,
+				 int64_t now_wall_ns)
+{
+	expire(gs, now_wall_ns);
+	for (struct cg_grant *g = gs->head; g; g = g->next)
+		if (covers(g, call))
+			return g;
+	return NULL;
+}
+
+int64_t cg_grant_use(struct cg_grants *gs, struct cg_grant *g)
+{
+	g->used++;
+	int64_t left = --g->uses_left;
+	if (left <= 0)
+		unlink_grant(gs, g);
+	return left;
+}
+
+const char *cg_grant_id(const struct cg_grant *g)
+{
+	return g->id;
+}
+
+json_t *cg_grant_to_json(const struct cg_grant *g)
+{
+	json_t *pipe = json_array();
+	for (size_t i = 0; pipe && i < g->n_stages; i++) {
+		json_t *argv = json_array();
+		for (size_t j = 0; argv && j < g->stages[i].n_args; j++)
+			json_array_append_new(argv, json_string(g->stages[i].args[j]));
+		if (argv && g->stages[i].rest_any)
+			json_array_append_new(argv, json_string("**"));
+		json_array_append_new(
+		    pipe, json_pack("{s:s,s:o?}", "exe", g->stages[i].exe, "argv", argv));
+	}
+	json_t *paths = json_array();
+	for (size_t i = 0; paths && i < g->n_paths; i++)
+		json_array_append_new(paths, json_string(g->paths[i]));
+	char exp[40], opened[40];
+	cg_format_time(g->expires_wall_ns, exp, sizeof(exp));
+	cg_format_time(g->opened_wall_ns, opened, sizeof(opened));
+	json_t *o = json_pack("{s:s,s:o?,s:s?,s:o?,s:I,s:I,s:s,s:s,s:i}", "grant_id", g->id,
+			      "pipeline", pipe, "session", g->session, "paths", paths, "uses_left",
+			      (json_int_t)g->uses_left, "used", (json_int_t)g->used, "expires", exp,
+			      "opened", opened, "opened_by", (int)g->opened_by);
+	if (o && !g->any_uid)
+		json_object_set_new(o, "uid", json_integer(g->uid));
+	return o;
+}
+
+json_t *cg_grants_list(struct cg_grants *gs, int64_t now_wall_ns)
+{
+	expire(gs, now_wall_ns);
+	json_t *a = json_array();
+	for (struct cg_grant *g = gs->head; a && g; g = g->next)
+		json_array_append_new(a, cg_grant_to_json(g));
+	return a;
+}
+
+int cg_grants_close(struct cg_grants *gs, const char *id)
+{
+	for (struct cg_grant *g = gs->head; g; g = g->next)
+		if (strcmp(g->id, id) == 0) {
+			unlink_grant(gs, g);
+			return 0;
+		}
+	return -1;
+}
+
+void cg_grants_clear(struct cg_grants *gs)
+{
+	while (gs->head) {
+		struct cg_grant *g = gs->head;
+		gs->head = g->next;
+		grant_free(g);
+	}
+	gs->n = 0;
+}
