@@ -337,6 +337,12 @@ static char *wrap_kernel_json(const char *id, const char *result, size_t *len)
 		if (o && !ok && json_object_get(r, "message"))
 			json_object_set(o, "message", json_object_get(r, "message"));
 	}
+	/* Every reply carries a trace id (PROTOCOL.md); give one if missing. */
+	json_t *rep = json_object_get(o, "reply");
+	const char *tr = json_string_value(json_object_get(rep, "trace_id"));
+	char tid[40];
+	if (json_is_object(rep) && (!tr || !*tr) && cg_uuid4(tid, sizeof(tid)) == 0)
+		json_object_set_new(rep, "trace_id", json_string(tid));
 	if (o)
 		out = json_dumps(o, JSON_COMPACT);
 release:

@@ -1,0 +1,142 @@
+# SPDX-License-Identifier: MIT
+"""End-to-end tests of `callgate run`, `callgate ping` and `callgate gate`
+against a real daemon: output bytes, per-stage stderr, exit codes (the
+command's own, and 64/65/69/70/77/124 from cli.h), the refusal line, --json.
+"""
+import json
+import os
+import unittest
+
+import cgtest
+
+EXIT_USAGE, EXIT_INVALID, EXIT_UNAVAILABLE, EXIT_ERROR, EXIT_DENIED, EXIT_TIMEOUT = (
+    64, 65, 69, 70, 77, 124)
+
+
+class CliAgainstDaemon(unittest.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        cls.d = cgtest.Daemon().start()
+        with open(os.path.join(cls.d.workspace, "notes.txt"), "w") as f:
+            f.write("alpha\nbeta\n")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.d.close()
+
+    def run_cli(self, *args, **kw):
+        return self.d.cli(*args, **kw)
+
+    def test_ping(self):
+        r = self.run_cli("ping")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(b"alive", r.stdout)
+
+    def test_ping_json(self):
+        r = self.run_cli("ping", "--json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        resp = json.loads(r.stdout)
+        self.assertEqual(resp["status"], "ok")
+        self.assertTrue(resp["reply"]["trace_id"])
+
+    def test_run_prints_stdout_bytes(self):
+        r = self.run_cli("run", "--no-privileged", "--", "cat", "notes.txt")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout, b"alpha\nbeta\n")
+
+    def test_run_pipeline(self):
+        r = self.run_cli("run", "--no-privileged", "--", "cat", "notes.txt", "|", "wc", "-l")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.strip(), b"2")
+
+    def test_run_exit_code_and_stderr_of_the_command(self):
+        r = self.run_cli("run", "--no-privileged", "--", "ls", "/no/such/dir-cg")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn(b"/no/such/dir-cg", r.stderr)
+        self.assertEqual(r.stdout, b"")
+
+    def test_run_false_exits_1(self):
+        r = self.run_cli("run", "--no-privileged", "--", "false")
+        self.assertEqual(r.returncode, 1, r.stderr)
+
+    def test_privileged_default_is_denied_with_the_refusal_line(self):
+        r = self.run_cli("run", "--", "ls")
+        self.assertEqual(r.returncode, EXIT_DENIED, r.stderr)
+        self.assertRegex(r.stderr.decode(),
+                         r"^callgate: D EN-[A-Z]+-D-\d{3}: .+ \(trace [0-9a-f-]{36}\)\n$")
+
+    def test_unknown_command_is_invalid(self):
+        r = self.run_cli("run", "--no-privileged", "--", "no-such-command-cg")
+        self.assertEqual(r.returncode, EXIT_INVALID, r.stderr)
+        self.assertIn(b"callgate: I WA-RES-I-001", r.stderr)
+
+    def test_dangerous_env_is_invalid(self):
+        r = self.run_cli("run", "--no-privileged", "--env", "LD_PRELOAD=/x.so", "--", "true")
+        self.assertEqual(r.returncode, EXIT_INVALID, r.stderr)
+        self.assertIn(b"MCP-VAL-I-011", r.stderr)
+
+    def test_command_deadline_is_timeout(self):
+        r = self.run_cli("run", "--no-privileged", "--timeout", "300", "--", "sleep", "20")
+        self.assertEqual(r.returncode, EXIT_TIMEOUT, r.stderr)
+
+    def test_json_prints_the_raw_response(self):
+        r = self.run_cli("run", "--no-privileged", "--json", "--", "echo", "hi")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = r.stdout.splitlines()
+        self.assertEqual(len(lines), 1)
+        resp = json.loads(lines[0])
+        self.assertEqual(resp["status"], "ok")
+        self.assertEqual(resp["stdout"], "aGkK")  # base64 of "hi\n"
+
+    def test_id_and_reason_are_sent(self):
+        r = self.run_cli("run", "--no-privileged", "--json", "--id", "cli-test-id-1",
+                         "--reason", "testing", "--", "true")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(json.loads(r.stdout)["id"], "cli-test-id-1")
+
+    def test_usage_errors(self):
+        for args in (("run",), ("run", "--", "ls", "|"), ("run", "--", "|", "ls"),
+                     ("run", "--bogus", "--", "ls"), ("run", "--env", "NOEQUALS", "--", "ls"),
+                     ("run", "--timeout", "soon", "--", "ls"), ("gate",), ("ping", "extra")):
+            r = self.run_cli(*args)
+            self.assertEqual(r.returncode, EXIT_USAGE, (args, r.stderr))
+
+    def test_unreachable_daemon(self):
+        import subprocess
+        r = subprocess.run([cgtest.CALLGATE, "--socket", os.path.join(self.d.tmp, "nope.sock"),
+                            "ping"], capture_output=True, timeout=30)
+        self.assertEqual(r.returncode, EXIT_UNAVAILABLE, r.stderr)
+        self.assertIn(b"nope.sock", r.stderr)
+
+    def test_gate_allow(self):
+        r = self.run_cli("gate", "--no-privileged", "--", "ls", "-l")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        out = r.stdout.decode()
+        self.assertIn("decision:    ALLOW", out)
+        self.assertIn("read-only-tools", out)
+        self.assertRegex(out, r"trace:       [0-9a-f-]{36}")
+
+    def test_gate_block(self):
+        r = self.run_cli("gate", "--no-privileged", "--", "rm", "-rf", "/")
+        self.assertEqual(r.returncode, EXIT_DENIED, r.stderr + r.stdout)
+        self.assertIn(b"decision:    BLOCK", r.stdout)
+
+    def test_gate_json(self):
+        r = self.run_cli("gate", "--json", "--no-privileged", "--", "ls")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        resp = json.loads(r.stdout)
+        self.assertEqual(resp["reply"]["data"]["decision"], "ALLOW")
+
+    def test_gate_actions_file(self):
+        path = os.path.join(self.d.tmp, "actions.json")
+        with open(path, "w") as f:
+            json.dump([{"action_type": "read", "tool": "read_file",
+                        "resource": os.path.join(self.d.workspace, "notes.txt")}], f)
+        r = self.run_cli("gate", "--no-privileged", "--actions", path)
+        self.assertIn(r.returncode, (0, EXIT_DENIED), r.stderr)
+        self.assertIn(b"decision:", r.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,428 @@
+# SPDX-License-Identifier: MIT
+"""End-to-end tests of callgated's transport and lifecycle, with raw clients.
+
+Each test talks to a real daemon on a temporary socket (cgtest.Daemon):
+partial lines, oversize lines, trickling peers, the connection cap, 200
+concurrent clients, the seed's example request, socket safety (modes, live
+and stale sockets, the admin socket's owner check), and signals (SIGTERM
+during a running call, SIGHUP with broken and changed policies).
+"""
+import base64
+import os
+import signal
+import socket
+import stat
+import threading
+import time
+import unittest
+
+import cgtest
+
+# The example request of seed 002, verbatim except "time", which must be
+# fresh (the daemon refuses stale requests).
+SEED_REQUEST = {
+    "id": "550e8400-e29b-41d4-a716-446655440000",
+    "host": "workstation.local",
+    "session": "claude-code-project-alpha",
+    "time": "2026-02-13T14:30:00Z",
+    "pipeline": [["apt", "install", "nginx"]],
+    "env": {"DEBIAN_FRONTEND": "noninteractive"},
+    "reason": "Install nginx to set up a web server",
+    "privileged": True,
+    "forward_agent": False,
+}
+
+DEFAULT_POLICY = os.path.join(cgtest.SRCDIR, "etc", "callgate", "policy.yaml")
+
+
+def reply_of(test, resp):
+    """Every response carries a reply with a trace id: check and return it."""
+    test.assertIn("reply", resp, resp)
+    r = resp["reply"]
+    test.assertTrue(r.get("trace_id"), "reply without trace_id: %r" % resp)
+    return r
+
+
+def wait_for(pred, timeout=cgtest.DEFAULT_TIMEOUT, what="condition"):
+    deadline = time.monotonic() + timeout
+    while not pred():
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting for " + what)
+        time.sleep(0.05)
+
+
+class SharedDaemon(unittest.TestCase):
+    """Tests that can share one daemon (short read deadline, default policy)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.d = cgtest.Daemon(read_timeout=1500).start()
+        with open(os.path.join(cls.d.workspace, "hello.txt"), "w") as f:
+            f.write("hi\n")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.d.close()
+
+    def test_partial_line_then_close_is_missing_newline(self):
+        raw = self.d.raw(b'{"pipeline":[["ls"]]', shut_wr=True)
+        resp = cgtest.parse_response(raw)
+        r = reply_of(self, resp)
+        self.assertEqual(r["code"], "MCP-IO-I-001", resp)
+        self.assertEqual(resp["status"], "error")
+        self.assertEqual(resp["id"], "")
+
+    def test_line_over_one_mib_is_too_long(self):
+        raw = self.d.raw(b"x" * (cgtest.MAX_LINE + 1))
+        resp = cgtest.parse_response(raw)
+        self.assertEqual(reply_of(self, resp)["code"], "MCP-IO-I-002", resp)
+        self.assertEqual(resp["status"], "error")
+
+    def test_line_of_exactly_one_mib_is_read(self):
+        # 1 MiB including the newline is the limit, not past it: the line is
+        # decoded (and fails later for its content, not its length).
+        req = cgtest.encode(cgtest.make_request([["ls"]], privileged=False))[:-1]
+        pad = cgtest.MAX_LINE - 1 - len(req)
+        line = req[:-1] + b" " * pad + b"}\n"
+        self.assertEqual(len(line), cgtest.MAX_LINE)
+        resp = cgtest.parse_response(self.d.raw(line))
+        self.assertNotEqual(reply_of(self, resp)["code"], "MCP-IO-I-002", resp)
+        self.assertEqual(resp["status"], "ok", resp)
+
+    def test_trickling_peer_hits_read_deadline(self):
+        with self.d.connect() as s:
+            start = time.monotonic()
+            got = b""
+            s.settimeout(1.0)
+            for b in b'{"pipeline":[["ls"]],"privileged":false}\n':
+                try:
+                    s.sendall(bytes([b]))
+                except (BrokenPipeError, ConnectionResetError):
+                    break
+                try:
+                    chunk = s.recv(65536)
+                except socket.timeout:
+                    continue
+                got = chunk
+                break
+            s.settimeout(cgtest.DEFAULT_TIMEOUT)
+            got += cgtest.recv_all(s)
+            elapsed = time.monotonic() - start
+        resp = cgtest.parse_response(got)
+        self.assertEqual(reply_of(self, resp)["code"], "MCP-IO-E-001", resp)
+        # The deadline is 1.5 s; the line would have taken ~40 s.
+        self.assertLess(elapsed, 20)
+
+    def test_200_concurrent_clients_each_get_one_line(self):
+        results, errors = [], []
+        lock = threading.Lock()
+        barrier = threading.Barrier(200)
+
+        def client(i):
+            try:
+                if i % 2:
+                    req = cgtest.make_request(None, action="ping")
+                else:  # a refused call: privileged without an approver
+                    req = cgtest.make_request([["ls"]])
+                s = self.d.connect()
+                barrier.wait(cgtest.DEFAULT_TIMEOUT)
+                with s:
+                    s.sendall(cgtest.encode(req))
+                    raw = cgtest.recv_all(s)
+                resp = cgtest.parse_response(raw)
+                with lock:
+                    results.append((i, req["id"], resp))
+            except Exception as e:  # collected and reported below
+                with lock:
+                    errors.append("%d: %r" % (i, e))
+
+        threads = [threading.Thread(target=client, args=(i,)) for i in range(200)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        self.assertEqual(errors, [], self.d.log[-2000:])
+        self.assertEqual(len(results), 200)
+        for i, rid, resp in results:
+            reply_of(self, resp)
+            self.assertEqual(resp["id"], rid)
+            if i % 2:
+                self.assertEqual(resp["status"], "ok", resp)
+            else:
+                self.assertEqual(resp["status"], "denied", resp)
+
+    def test_seed_example_request_is_denied_with_seed_shape(self):
+        req = dict(SEED_REQUEST, time=cgtest.now_rfc3339())
+        resp = self.d.request(req, timeout=120)
+        r = reply_of(self, resp)
+        self.assertEqual(resp["id"], SEED_REQUEST["id"])
+        self.assertEqual(resp["status"], "denied", resp)
+        self.assertEqual(r["type"], "D", resp)
+        self.assertRegex(r["code"], r"^EN-[A-Z]+-D-\d{3}$")
+        self.assertNotIn("stdout", resp)
+        self.assertNotIn("stages", resp)
+
+    def test_unprivileged_ls_runs_and_returns_base64_stdout(self):
+        resp = self.d.request(cgtest.make_request([["ls"]], privileged=False))
+        r = reply_of(self, resp)
+        self.assertEqual(resp["status"], "ok", resp)
+        self.assertEqual(r["type"], "S")
+        self.assertEqual(len(resp["stages"]), 1)
+        self.assertEqual(resp["stages"][0]["exit_code"], 0)
+        self.assertIn(b"hello.txt", base64.b64decode(resp["stdout"]))
+
+    def test_half_close_after_the_line_still_gets_the_answer(self):
+        # Shutting down the write side after the request is not withdrawal.
+        raw = self.d.raw(cgtest.encode(cgtest.make_request([["ls"]], privileged=False)),
+                         shut_wr=True)
+        resp = cgtest.parse_response(raw)
+        self.assertEqual(resp["status"], "ok", resp)
+
+    def test_empty_connection_is_ignored_and_daemon_keeps_serving(self):
+        for _ in range(5):
+            self.d.connect().close()
+        resp = self.d.request(cgtest.make_request(None, action="ping"))
+        self.assertEqual(resp["status"], "ok")
+
+    def test_socket_modes_are_owner_only(self):
+        for p in (self.d.socket, self.d.admin_socket):
+            st = os.stat(p)
+            self.assertTrue(stat.S_ISSOCK(st.st_mode))
+            self.assertEqual(stat.S_IMODE(st.st_mode), 0o600, p)
+
+    def test_admin_ping_reports_policy_identity(self):
+        resp = self.d.admin("ping")
+        r = reply_of(self, resp)
+        self.assertEqual(resp["status"], "ok")
+        self.assertRegex(r["data"]["policy_sha256"], r"^[0-9a-f]{64}$")
+        self.assertGreaterEqual(r["data"]["policy_generation"], 1)
+
+    def test_admin_unknown_action_is_invalid(self):
+        resp = self.d.admin("frobnicate")
+        self.assertEqual(reply_of(self, resp)["code"], "MCP-IO-I-003")
+
+    def test_admin_socket_refuses_nobody_by_mode(self):
+        def attempt():
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+                s.connect(self.d.admin_socket)
+            return "connected"
+        with self.assertRaises(cgtest.DaemonError) as cm:
+            cgtest.as_uid(65534, attempt)
+        self.assertIn("PermissionError", str(cm.exception))
+
+    def test_agent_socket_refuses_nobody_by_mode(self):
+        def attempt():
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+                s.connect(self.d.socket)
+            return "connected"
+        with self.assertRaises(cgtest.DaemonError) as cm:
+            cgtest.as_uid(65534, attempt)
+        self.assertIn("PermissionError", str(cm.exception))
+
+
+class OwnDaemon(unittest.TestCase):
+    """Tests that need their own daemon (flags, signals, sockets)."""
+
+    def test_busy_at_the_connection_cap(self):
+        with cgtest.Daemon(max_conns=2) as d:
+            # A round trip first, so the startup probes are long closed.
+            self.assertEqual(d.request(cgtest.make_request(None, action="ping"))["status"],
+                             "ok")
+            held = [d.connect(), d.connect()]
+            time.sleep(0.2)
+            try:
+                resp = cgtest.parse_response(d.raw(b""))
+                self.assertEqual(reply_of(self, resp)["code"], "MCP-IO-E-002", resp)
+                self.assertEqual(resp["status"], "error")
+            finally:
+                for h in held:
+                    h.close()
+            # Slots free up once the held connections close.
+            wait_for(lambda: cgtest.parse_response(d.raw(cgtest.encode(
+                cgtest.make_request(None, action="ping"))))["status"] == "ok",
+                what="a free slot")
+
+    def test_sigterm_during_running_call_answers_it_and_kills_child(self):
+        with cgtest.Daemon() as d:
+            marker = "30.%d" % os.getpid()  # a distinctive argv for pgrep
+            req = cgtest.make_request([["sleep", marker]], privileged=False,
+                                      timeout_ms=120000)
+            box = {}
+
+            def call():
+                try:
+                    box["raw"] = d.raw(cgtest.encode(req), timeout=60)
+                except Exception as e:
+                    box["err"] = e
+            t = threading.Thread(target=call)
+            t.start()
+            wait_for(lambda: cgtest.pids_running("sleep", marker), what="sleep to start")
+            pids = cgtest.pids_running("sleep", marker)
+            rc = d.stop(signal.SIGTERM)
+            t.join(60)
+            self.assertEqual(rc, 0, d.log)
+            self.assertNotIn("err", box)
+            resp = cgtest.parse_response(box["raw"])
+            reply_of(self, resp)
+            self.assertNotEqual(resp["status"], "ok", resp)
+            for p in pids:
+                wait_for(lambda: not cgtest.pid_alive(p), 10, "sleep to die")
+            self.assertFalse(os.path.exists(d.socket), "socket left behind")
+            self.assertFalse(os.path.exists(d.admin_socket), "admin socket left behind")
+
+    def test_client_disconnect_cancels_running_call(self):
+        with cgtest.Daemon() as d:
+            marker = "31.%d" % os.getpid()
+            req = cgtest.make_request([["sleep", marker]], privileged=False,
+                                      timeout_ms=120000)
+            s = d.connect()
+            s.sendall(cgtest.encode(req))
+            wait_for(lambda: cgtest.pids_running("sleep", marker), what="sleep to start")
+            pids = cgtest.pids_running("sleep", marker)
+            s.close()
+            for p in pids:
+                wait_for(lambda: not cgtest.pid_alive(p), 15, "sleep to be cancelled")
+            self.assertEqual(d.request(cgtest.make_request(None, action="ping"))["status"],
+                             "ok")
+
+    def test_sighup_broken_policy_keeps_old_and_says_why(self):
+        with open(DEFAULT_POLICY) as f:
+            good = f.read()
+        with cgtest.Daemon(policy_text=good) as d:
+            before = d.admin("ping")["reply"]["data"]
+            with open(d.policy_path, "w") as f:
+                f.write("version: 1\nrules: [ this is not yaml\n")
+            mark = len(d.log)
+            d.send_signal(signal.SIGHUP)
+            log = d.wait_log("SIGHUP reload", start=mark)
+            self.assertIn("failed", log[mark:])
+            self.assertIn("MCP-CFG-E-001", log[mark:])
+            after = d.admin("ping")["reply"]["data"]
+            self.assertEqual(after["policy_sha256"], before["policy_sha256"])
+            self.assertEqual(after["policy_generation"], before["policy_generation"])
+            # And the old policy still decides.
+            resp = d.request(cgtest.make_request([["ls"]], privileged=False))
+            self.assertEqual(resp["status"], "ok", resp)
+
+    def test_sighup_changed_policy_changes_identity(self):
+        with open(DEFAULT_POLICY) as f:
+            good = f.read()
+        with cgtest.Daemon(policy_text=good) as d:
+            before = d.admin("ping")["reply"]["data"]
+            with open(d.policy_path + ".new", "w") as f:
+                f.write(good + "\n# changed\n")
+            os.rename(d.policy_path + ".new", d.policy_path)
+            mark = len(d.log)
+            d.send_signal(signal.SIGHUP)
+            log = d.wait_log("SIGHUP reload", start=mark)
+            self.assertIn("succeeded", log[mark:])
+            after = d.admin("ping")["reply"]["data"]
+            self.assertNotEqual(after["policy_sha256"], before["policy_sha256"])
+            self.assertGreater(after["policy_generation"], before["policy_generation"])
+
+    def test_admin_reload_and_stop(self):
+        d = cgtest.Daemon().start()
+        try:
+            resp = d.admin("reload")
+            self.assertEqual(resp["status"], "ok", resp)
+            self.assertEqual(reply_of(self, resp)["code"], "MCP-CFG-S-001")
+            resp = d.admin("stop")
+            self.assertEqual(resp["status"], "ok", resp)
+            d.proc.wait(cgtest.DEFAULT_TIMEOUT)
+            self.assertEqual(d.proc.returncode, 0, d.log)
+        finally:
+            d.close()
+
+    def test_admin_socket_checks_peer_uid(self):
+        # Even if the mode were loosened, SO_PEERCRED keeps other uids out.
+        with cgtest.Daemon() as d:
+            os.chmod(d.admin_socket, 0o666)
+
+            def attempt():
+                with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+                    s.settimeout(10)
+                    s.connect(d.admin_socket)
+                    try:  # the daemon may refuse before reading anything
+                        s.sendall(b'{"action":"stop"}\n')
+                    except (BrokenPipeError, ConnectionResetError):
+                        pass
+                    return cgtest.recv_all(s).decode()
+            raw = cgtest.as_uid(65534, attempt)
+            resp = cgtest.parse_response(raw.encode())
+            self.assertEqual(reply_of(self, resp)["code"], "MCP-IO-E-003", resp)
+            self.assertIsNone(d.proc.poll(), "the daemon stopped for another uid")
+
+    def test_live_socket_is_not_clobbered(self):
+        with cgtest.Daemon() as d:
+            second = cgtest.Daemon(socket_path=d.socket, admin=False)
+            try:
+                second.spawn()
+                rc = second.proc.wait(cgtest.DEFAULT_TIMEOUT)
+                self.assertEqual(rc, 1)
+                self.assertIn("already running", second.log)
+            finally:
+                second.close()
+            self.assertEqual(d.request(cgtest.make_request(None, action="ping"))["status"],
+                             "ok")
+
+    def test_socket_of_another_listener_is_not_clobbered(self):
+        d = cgtest.Daemon(admin=False)
+        other = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            other.bind(d.socket)
+            other.listen(4)
+            d.spawn()
+            self.assertEqual(d.proc.wait(cgtest.DEFAULT_TIMEOUT), 1)
+            self.assertIn("already", d.log)
+            self.assertTrue(stat.S_ISSOCK(os.lstat(d.socket).st_mode))
+        finally:
+            other.close()
+            d.close()
+
+    def test_stale_socket_is_replaced(self):
+        d = cgtest.Daemon(admin=False)
+        try:
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.bind(d.socket)
+            s.close()  # the file stays; nobody listens: stale
+            d.start()
+            self.assertIn("stale", d.log)
+            self.assertEqual(d.request(cgtest.make_request(None, action="ping"))["status"],
+                             "ok")
+        finally:
+            d.close()
+
+    def test_regular_file_at_socket_path_is_refused(self):
+        d = cgtest.Daemon(admin=False)
+        try:
+            with open(d.socket, "w") as f:
+                f.write("precious\n")
+            d.spawn()
+            self.assertEqual(d.proc.wait(cgtest.DEFAULT_TIMEOUT), 1)
+            self.assertIn("not a socket", d.log)
+            with open(d.socket) as f:
+                self.assertEqual(f.read(), "precious\n")
+        finally:
+            d.close()
+
+    def test_bad_flags_exit_1_with_one_line(self):
+        d = cgtest.Daemon(flags=["--max-conns", "zero"])
+        try:
+            d.spawn()
+            self.assertEqual(d.proc.wait(cgtest.DEFAULT_TIMEOUT), 1)
+            self.assertIn("--max-conns", d.log)
+        finally:
+            d.close()
+
+    def test_version_and_help(self):
+        import subprocess
+        r = subprocess.run([cgtest.CALLGATED, "--version"], capture_output=True, timeout=30)
+        self.assertEqual(r.returncode, 0)
+        self.assertIn(b"callgated", r.stdout)
+        r = subprocess.run([cgtest.CALLGATED, "--help"], capture_output=True, timeout=30)
+        self.assertEqual(r.returncode, 0)
+        self.assertIn(b"--read-timeout", r.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()
