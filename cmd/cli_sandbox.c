@@ -1,9 +1,441 @@
 /* SPDX-License-Identifier: MIT */
-/* placeholder: not yet written */
+/*
+ * cli_sandbox — `callgate sandbox`: run one command under the same kernel
+ * confinement the daemon applies to a DEGRADE verdict (bubblewrap-style),
+ * for users and for the tests that prove the confinement.
+ *
+ * The flags build one struct cg_constraints; the command then goes through
+ * exactly the daemon's calls: cg_confine_prepare, cg_tree_new, fork,
+ * cg_tree_child_join, cg_confine_child, execve. Stdio is inherited, so the
+ * command talks to the terminal; the exit code is the command's (128+N for
+ * signal N), 124 at the deadline, CG_EXIT_USAGE for a bad command line,
+ * CG_EXIT_ERROR when confinement could not be set up (nothing ran),
+ * 126/127 when the command could not be executed (as the shell reports).
+ *
+ * Invariants:
+ *  - Nothing is exec'd unless every confinement step succeeded in the child.
+ *  - When the command exits or the deadline passes, every process of its
+ *    tree (setsid/double-forked descendants included) is killed before
+ *    sandbox exits.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <pwd.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <unistd.h>
+
 #include "cli.h"
+#include "confine.h"
+#include "util.h"
+
+#define SANDBOX_MAX_PATHS 64
+#define SANDBOX_MAX_PORTS 64
+#define SANDBOX_GRACE_MS  200
+
+extern char **environ;
+
+/* The defaults `--write P` alone gets: read everything, exec the system's programs. */
+static const char *const default_read[] = { "/" };
+static const char *const default_exec[] = { "/usr",   "/bin",	 "/sbin", "/lib",      "/lib32",
+					    "/lib64", "/libx32", "/opt",  "/usr/local" };
+
+static void usage(FILE *f)
+{
+	fputs("usage: callgate sandbox [--read P]... [--write P]... [--exec P]...\n"
+	      "                        [--net none|loopback|tcp:PORT[,PORT]...]\n"
+	      "                        [--limit NAME=V]... [--timeout MS] [--best-effort]\n"
+	      "                        [--user USER] [--report FILE|-] -- CMD [ARGS]...\n"
+	      "limits: cpu=SECONDS as=BYTES nproc=N fsize=BYTES nofile=N timeout=MS\n"
+	      "        (BYTES may end in K, M or G)\n",
+	      f);
+}
+
+/* Parse a non-negative integer with an optional K/M/G suffix. 0 or -1. */
+static int parse_num(const char *s, bool suffix, int64_t *out)
+{
+	char *end;
+	errno = 0;
+	long long v = strtoll(s, &end, 10);
+	if (errno || end == s || v < 0)
+		return -1;
+	int64_t mul = 1;
+	if (suffix && *end) {
+		mul = *end == 'K' || *end == 'k'   ? 1024LL
+		      : *end == 'M' || *end == 'm' ? 1024LL * 1024
+		      : *end == 'G' || *end == 'g' ? 1024LL * 1024 * 1024
+						   : 0;
+		if (!mul)
+			return -1;
+		end++;
+	}
+	if (*end || v > INT64_MAX / mul)
+		return -1;
+	*out = v * mul;
+	return 0;
+}
+
+static int parse_limit(const char *arg, struct cg_limits *l, int64_t *timeout_ms)
+{
+	const char *eq = strchr(arg, '=');
+	if (!eq)
+		return -1;
+	size_t n = (size_t)(eq - arg);
+	const char *v = eq + 1;
+	static const struct {
+		const char *name, *alias;
+		size_t off;
+		bool suffix;
+	} names[] = {
+		{ "cpu", "cpu_s", offsetof(struct cg_limits, cpu_s), false },
+		{ "as", "as_bytes", offsetof(struct cg_limits, as_bytes), true },
+		{ "nproc", "nproc", offsetof(struct cg_limits, nproc), false },
+		{ "fsize", "fsize_bytes", offsetof(struct cg_limits, fsize_bytes), true },
+		{ "nofile", "nofile", offsetof(struct cg_limits, nofile), false },
+	};
+	if ((n == 7 && strncmp(arg, "timeout", 7) == 0) ||
+	    (n == 10 && strncmp(arg, "timeout_ms", 10) == 0))
+		return parse_num(v, false, timeout_ms) == 0 && *timeout_ms > 0 ? 0 : -1;
+	for (size_t i = 0; i < CG_ARRAY_LEN(names); i++) {
+		if ((strlen(names[i].name) == n && strncmp(arg, names[i].name, n) == 0) ||
+		    (strlen(names[i].alias) == n && strncmp(arg, names[i].alias, n) == 0))
+			return parse_num(v, names[i].suffix, (int64_t *)((char *)l + names[i].off));
+	}
+	return -1;
+}
+
+static int parse_ports(const char *s, uint16_t *ports, size_t *n)
+{
+	char buf[512];
+	if (snprintf(buf, sizeof(buf), "%s", s) >= (int)sizeof(buf))
+		return -1;
+	char *save = NULL;
+	for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		int64_t v;
+		if (parse_num(tok, false, &v) != 0 || v < 1 || v > 65535 || *n >= SANDBOX_MAX_PORTS)
+			return -1;
+		ports[(*n)++] = (uint16_t)v;
+	}
+	return 0;
+}
+
+/* Resolve CMD against PATH in the parent, so the child only calls execve. */
+static int resolve(const char *cmd, char *out, size_t len)
+{
+	if (strchr(cmd, '/'))
+		return snprintf(out, len, "%s", cmd) < (int)len ? 0 : -1;
+	const char *path = getenv("PATH");
+	if (!path || !*path)
+		path = "/usr/local/bin:/usr/bin:/bin";
+	for (const char *p = path; *p;) {
+		size_t dl = strcspn(p, ":");
+		if (dl > 0 && snprintf(out, len, "%.*s/%s", (int)dl, p, cmd) < (int)len &&
+		    access(out, X_OK) == 0)
+			return 0;
+		p += dl;
+		if (*p == ':')
+			p++;
+	}
+	return -1;
+}
+
+/* What the child reports on the error pipe when it does not reach exec. */
+struct child_failure {
+	int step; /* 0 join, 1 confine, 2 exec */
+	int err;
+};
+
+static void child_fail(int fd, int step, int err)
+{
+	struct child_failure f = { step, err };
+	(void)!write(fd, &f, sizeof(f));
+	_exit(step == 2 ? (err == ENOENT ? 127 : 126) : CG_EXIT_ERROR);
+}
+
+/* Wait for pid with a deadline; signals to the sandbox are forwarded to the tree. */
+static int supervise(pid_t pid, struct cg_tree *tree, int64_t timeout_ms, int sig_fd,
+		     bool *timed_out)
+{
+	int pid_fd = (int)syscall(SYS_pidfd_open, pid, 0);
+	int64_t deadline = timeout_ms > 0 ? cg_now_mono_ns() + timeout_ms * 1000000 : 0;
+	bool term_sent = false;
+	int status = 0;
+	for (;;) {
+		int wait_ms = -1;
+		if (deadline) {
+			int64_t left = (deadline - cg_now_mono_ns()) / 1000000;
+			wait_ms = left < 0 ? 0 : left > INT_MAX ? INT_MAX : (int)left;
+		}
+		struct pollfd pf[2] = { { pid_fd, POLLIN, 0 }, { sig_fd, POLLIN, 0 } };
+		int r = pid_fd >= 0 ? poll(pf, 2, wait_ms) : 0;
+		if (pid_fd < 0) {
+			/* No pidfd (old kernel): block; the deadline is then not enforced. */
+			if (waitpid(pid, &status, 0) == pid)
+				break;
+			continue;
+		}
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r == 0 && deadline) {
+			*timed_out = true;
+			if (!term_sent) {
+				cg_tree_kill(tree, SIGTERM);
+				term_sent = true;
+				deadline = cg_now_mono_ns() + SANDBOX_GRACE_MS * 1000000LL;
+			} else {
+				cg_tree_kill(tree, SIGKILL);
+				deadline = 0;
+			}
+			continue;
+		}
+		if (pf[1].revents & POLLIN) {
+			struct signalfd_siginfo si;
+			if (cg_read_some(sig_fd, &si, sizeof(si)) == sizeof(si))
+				cg_tree_kill(tree, (int)si.ssi_signo);
+		}
+		if (pf[0].revents & POLLIN) {
+			if (waitpid(pid, &status, 0) == pid)
+				break;
+		}
+	}
+	if (pid_fd >= 0)
+		(void)close(pid_fd);
+	return status;
+}
+
 int cg_cli_sandbox(const struct cg_cli *g, int argc, char **argv)
 {
-	fprintf(stderr, "callgate: %s: not available in this build\n", argv[0]);
-	return CG_EXIT_ERROR;
+	const char *reads[SANDBOX_MAX_PATHS], *writes[SANDBOX_MAX_PATHS], *execs[SANDBOX_MAX_PATHS];
+	size_t n_read = 0, n_write = 0, n_exec = 0, n_ports = 0;
+	uint16_t ports[SANDBOX_MAX_PORTS];
+	struct cg_constraints c = { 0 };
+	c.limits = (struct cg_limits){ CG_LIMIT_UNSET, CG_LIMIT_UNSET, CG_LIMIT_UNSET,
+				       CG_LIMIT_UNSET, CG_LIMIT_UNSET };
+	c.timeout_ms = CG_LIMIT_UNSET;
+	const char *report_path = NULL, *user = NULL;
+	int i;
+	for (i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+		if (strcmp(a, "--") == 0) {
+			i++;
+			break;
+		}
+		if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+			usage(stdout);
+			return CG_EXIT_OK;
+		}
+		if (strcmp(a, "--best-effort") == 0) {
+			c.best_effort = true;
+			continue;
+		}
+		if (!v || a[0] != '-') {
+			usage(stderr);
+			return CG_EXIT_USAGE;
+		}
+		i++;
+		if (strcmp(a, "--read") == 0 || strcmp(a, "--write") == 0 ||
+		    strcmp(a, "--exec") == 0) {
+			const char **list = a[2] == 'r' ? reads : a[2] == 'w' ? writes : execs;
+			size_t *n = a[2] == 'r' ? &n_read : a[2] == 'w' ? &n_write : &n_exec;
+			if (*n >= SANDBOX_MAX_PATHS) {
+				fprintf(stderr, "callgate sandbox: too many %s paths\n", a);
+				return CG_EXIT_USAGE;
+			}
+			list[(*n)++] = v;
+			c.fs = true;
+		} else if (strcmp(a, "--net") == 0) {
+			enum cg_net want = strcmp(v, "none") == 0	? CG_NET_NONE
+					   : strcmp(v, "loopback") == 0 ? CG_NET_LOOPBACK
+					   : strncmp(v, "tcp:", 4) == 0 ? CG_NET_TCP
+									: CG_NET_UNSET;
+			if (want == CG_NET_UNSET || (c.net != CG_NET_UNSET && c.net != want) ||
+			    (want == CG_NET_TCP && parse_ports(v + 4, ports, &n_ports) != 0)) {
+				fprintf(stderr, "callgate sandbox: bad or conflicting --net '%s'\n",
+					v);
+				return CG_EXIT_USAGE;
+			}
+			c.net = want;
+		} else if (strcmp(a, "--limit") == 0) {
+			if (parse_limit(v, &c.limits, &c.timeout_ms) != 0) {
+				fprintf(stderr, "callgate sandbox: bad --limit '%s'\n", v);
+				return CG_EXIT_USAGE;
+			}
+		} else if (strcmp(a, "--timeout") == 0) {
+			if (parse_num(v, false, &c.timeout_ms) != 0 || c.timeout_ms <= 0) {
+				fprintf(stderr, "callgate sandbox: bad --timeout '%s'\n", v);
+				return CG_EXIT_USAGE;
+			}
+		} else if (strcmp(a, "--report") == 0) {
+			report_path = v;
+		} else if (strcmp(a, "--user") == 0) {
+			user = v;
+		} else {
+			fprintf(stderr, "callgate sandbox: unknown option '%s'\n", a);
+			usage(stderr);
+			return CG_EXIT_USAGE;
+		}
+	}
+	if (i >= argc) {
+		usage(stderr);
+		return CG_EXIT_USAGE;
+	}
+	char **cmd = argv + i;
+	if (c.fs) {
+		c.read = n_read ? reads : default_read;
+		c.n_read = n_read ? n_read : CG_ARRAY_LEN(default_read);
+		c.exec = n_exec ? execs : default_exec;
+		c.n_exec = n_exec ? n_exec : CG_ARRAY_LEN(default_exec);
+		c.write = writes;
+		c.n_write = n_write;
+	}
+	c.ports = ports;
+	c.n_ports = n_ports;
+
+	char cwd[PATH_MAX];
+	if (!getcwd(cwd, sizeof(cwd))) {
+		perror("callgate sandbox: getcwd");
+		return CG_EXIT_ERROR;
+	}
+	struct cg_confine_ctx ctx = { .workspace = cwd, .cwd = cwd, .home = getenv("HOME") };
+	if (user) {
+		struct passwd *pw = getpwnam(user);
+		char *end;
+		long uid = strtol(user, &end, 10);
+		if (!pw && *end == 0 && end != user && uid >= 0)
+			pw = getpwuid((uid_t)uid);
+		if (!pw) {
+			fprintf(stderr, "callgate sandbox: unknown user '%s'\n", user);
+			return CG_EXIT_USAGE;
+		}
+		ctx.set_ids = true;
+		ctx.uid = pw->pw_uid;
+		ctx.gid = pw->pw_gid;
+	}
+	char exe[PATH_MAX];
+	if (resolve(cmd[0], exe, sizeof(exe)) != 0) {
+		fprintf(stderr, "callgate sandbox: %s: command not found\n", cmd[0]);
+		return 127;
+	}
+
+	int rc = CG_EXIT_ERROR;
+	struct cg_reply *err = NULL;
+	struct cg_confine_plan *plan = NULL;
+	struct cg_tree *tree = NULL;
+	const struct cg_constraints *sets[1] = { &c };
+	if (cg_confine_prepare(sets, 1, &ctx, &plan, &err) != 0) {
+		char *msg = cg_reply_message(err);
+		fprintf(stderr, "callgate sandbox: %s: %s\n", cg_reply_def_of(err)->code,
+			msg ? msg : "confinement refused");
+		free(msg);
+		cg_reply_free(err);
+		return CG_EXIT_ERROR;
+	}
+	if (report_path) {
+		json_t *rep = cg_confine_report(plan);
+		FILE *f = strcmp(report_path, "-") == 0 ? stderr : fopen(report_path, "we");
+		if (!f || !rep) {
+			perror("callgate sandbox: report");
+			json_decref(rep);
+			goto free_plan;
+		}
+		(void)json_dumpf(rep, f, JSON_COMPACT | JSON_SORT_KEYS);
+		fputc('\n', f);
+		if (f != stderr)
+			(void)fclose(f);
+		else
+			(void)fflush(f);
+		json_decref(rep);
+	}
+	if (cg_tree_new(NULL, &tree, &err) != 0) {
+		char *msg = cg_reply_message(err);
+		fprintf(stderr, "callgate sandbox: %s\n", msg ? msg : "process tree failed");
+		free(msg);
+		cg_reply_free(err);
+		goto free_plan;
+	}
+
+	/* Signals to sandbox go to the tree, not to us (a ^C kills the command). */
+	sigset_t mask, old;
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGHUP);
+	sigaddset(&mask, SIGQUIT);
+	(void)sigprocmask(SIG_BLOCK, &mask, &old);
+	int sig_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	int pfd[2];
+	if (sig_fd < 0 || pipe2(pfd, O_CLOEXEC) != 0) {
+		perror("callgate sandbox: setup");
+		goto restore_mask;
+	}
+	int64_t timeout = cg_confine_timeout_ms(plan);
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid < 0) {
+		perror("callgate sandbox: fork");
+		(void)close(pfd[0]);
+		(void)close(pfd[1]);
+		goto restore_mask;
+	}
+	if (pid == 0) {
+		(void)close(pfd[0]);
+		int e = cg_tree_child_join(tree, 0);
+		if (e)
+			child_fail(pfd[1], 0, e);
+		(void)sigprocmask(SIG_SETMASK, &old, NULL);
+		if ((e = cg_confine_child(plan)) != 0)
+			child_fail(pfd[1], 1, e);
+		execve(exe, cmd, environ);
+		child_fail(pfd[1], 2, errno);
+	}
+	cg_tree_add(tree, pid);
+	(void)close(pfd[1]);
+	/* Interactive use: hand the terminal to the command's process group. */
+	bool fg = isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp();
+	if (fg) {
+		(void)signal(SIGTTOU, SIG_IGN);
+		(void)tcsetpgrp(STDIN_FILENO, pid);
+	}
+	struct child_failure fail = { -1, 0 };
+	ssize_t got = cg_read_some(pfd[0], &fail, sizeof(fail));
+	(void)close(pfd[0]);
+	bool timed_out = false;
+	int status = supervise(pid, tree, timeout, sig_fd, &timed_out);
+	if (fg)
+		(void)tcsetpgrp(STDIN_FILENO, getpgrp());
+	/* Descendants that outlived the command (setsid, double fork) go too. */
+	if (cg_tree_alive(tree))
+		cg_tree_kill(tree, SIGKILL);
+	if (got == (ssize_t)sizeof(fail)) {
+		static const char *const steps[] = { "joining the process tree",
+						     "applying confinement", "executing" };
+		fprintf(stderr, "callgate sandbox: %s %s: %s\n", steps[fail.step % 3],
+			fail.step == 2 ? cmd[0] : "failed", cg_errno_name(fail.err));
+		rc = fail.step == 2 ? (fail.err == ENOENT ? 127 : 126) : CG_EXIT_ERROR;
+	} else if (timed_out) {
+		fprintf(stderr, "callgate sandbox: deadline of %lld ms passed; killed\n",
+			(long long)timeout);
+		rc = CG_EXIT_TIMEOUT;
+	} else if (WIFEXITED(status)) {
+		rc = WEXITSTATUS(status);
+	} else if (WIFSIGNALED(status)) {
+		rc = 128 + WTERMSIG(status);
+	}
+restore_mask:
+	if (sig_fd >= 0)
+		(void)close(sig_fd);
+	(void)sigprocmask(SIG_SETMASK, &old, NULL);
+	cg_tree_free(tree);
+free_plan:
+	cg_confine_plan_free(plan);
+	return rc;
 }

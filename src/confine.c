@@ -1,103 +1,926 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * confine — baseline: process-group tree, and a plan that refuses any
- * constraint it cannot yet enforce (fail closed). The full kernel
- * confinement (Landlock, namespaces, rlimits, seccomp) replaces this.
+ * confine — turn a verdict's constraint sets into kernel confinement for a
+ * command, and keep the per-call process tree that the deadline kills.
+ *
+ * The parent (cg_confine_prepare) does everything that may allocate or
+ * fail slowly: folds the constraint sets, expands ${workspace}/${cwd}/
+ * ${home}, checks what the running kernel can enforce, compiles the seccomp
+ * filter, and writes the report. The forked child (cg_confine_child) only
+ * makes async-signal-safe calls, in this order, each for a reason:
+ *
+ *   1. umask          files the command creates are private by default.
+ *   2. network ns     needs CAP_SYS_ADMIN, so before any privilege is dropped.
+ *   3. pids.max       root ignores RLIMIT_NPROC; the cgroup limit is written
+ *                     while we still may (root-owned file).
+ *   4. rlimits        hard = soft, so an unprivileged command cannot raise them.
+ *   5. groups, gid, uid   setgroups(0) first: after setuid we could not, and
+ *                     a kept supplementary group (e.g. docker, disk) is a
+ *                     ready-made escalation.
+ *   6. no_new_privs   setuid binaries and file capabilities can no longer
+ *                     raise privilege; required by both Landlock and seccomp.
+ *   7. Landlock       one ruleset per constraint set; stacked domains give
+ *                     exactly the intersection of the sets.
+ *   8. seccomp        last, because landlock_restrict_self is itself a syscall.
+ *
+ * Invariants:
+ *  - cg_confine_child MUST only make async-signal-safe calls.
+ *  - A constraint the kernel cannot enforce MUST make prepare fail unless
+ *    its set is best_effort; a downgrade MUST appear in the report.
+ *  - Every step in the child MUST fail closed: an error is returned and the
+ *    caller exits instead of exec'ing.
+ *  - The tree MUST contain every descendant (per-call cgroup) when cgroups
+ *    are available; the process-group fallback's limit is reported.
  */
 #include "confine.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/magic.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include "landlock.h"
+#include "netns.h"
+#include "seccomp_filter.h"
+#include "util.h"
+
+#define CONFINE_MAX_PATHS 256 /* per plan, all sets together */
+#define CONFINE_UMASK	  077
+
 struct cg_confine_plan {
-	size_t n;
+	bool confined; /* any constraint set: no_new_privs + seccomp */
+	int abi;       /* Landlock ABI of the running kernel */
+	size_t n_sets;
+	struct cg_landlock_ruleset *sets;
+	struct cg_landlock_path *paths; /* all sets' paths; sets point into it */
+	char **strings;			/* owned expanded path strings */
+	size_t n_strings;
+	uint16_t *ports; /* all sets' ports; sets point into it */
+	bool netns;
+	bool netns_userns;
+	uid_t outer_uid;
+	gid_t outer_gid;
+	struct cg_limits limits;
+	bool nproc_cgroup; /* enforce nproc with pids.max (the command runs as root) */
+	int64_t timeout_ms;
+	bool clear_groups;
+	bool set_ids;
+	uid_t uid;
+	gid_t gid;
+	const struct sock_fprog *seccomp;
+	json_t *report;
 };
 
-int cg_confine_prepare(const struct cg_constraints *const *cons, size_t n,
-		       const struct cg_confine_ctx *ctx, struct cg_confine_plan **out,
-		       struct cg_reply **err)
-{
-	for (size_t i = 0; i < n; i++) {
-		if (cons[i]->fs || cons[i]->net != CG_NET_UNSET) {
-			*err = cg_reply_new(CG_R_CONSTRAINT_UNENFORCEABLE, "{s:s,s:s}",
-					    "constraint", cons[i]->fs ? "fs" : "net", "detail",
-					    "confinement not available");
-			return -1;
-		}
-	}
-	struct cg_confine_plan *p = calloc(1, sizeof(*p));
-	if (!p) {
-		*err = cg_reply_new(CG_R_OUT_OF_MEMORY, "{s:s}", "doing", "preparing confinement");
-		return -1;
-	}
-	p->n = n;
-	*out = p;
-	return 0;
-}
-
-int cg_confine_child(const struct cg_confine_plan *plan)
-{
-	return 0;
-}
-
-json_t *cg_confine_report(const struct cg_confine_plan *plan)
-{
-	return json_pack("{s:b}", "enforced", 0);
-}
-
-int64_t cg_confine_timeout_ms(const struct cg_confine_plan *plan)
-{
-	return CG_LIMIT_UNSET;
-}
-
-void cg_confine_plan_free(struct cg_confine_plan *plan)
-{
-	free(plan);
-}
+/* ---- the process tree: per-call cgroup, or process group ------------- */
 
 struct cg_tree {
 	pid_t pgid;
+	int cg_fd;		 /* the call's cgroup v2 directory, or -1 */
+	int procs_fd;		 /* its cgroup.procs (write "0" to join), or -1 */
+	int pids_procs_fd;	 /* cgroup.procs of the pids-controller cgroup, or -1 */
+	int pids_base_fd;	 /* parent of the v1 pids cgroup (for rmdir), or -1 */
+	char name[96];		 /* directory name under the callgate cgroups */
+	char pids_max[PATH_MAX]; /* path of pids.max for the child, or "" */
 };
+
+/* Where per-call cgroups go; detected once per process. */
+static struct {
+	int v2_base_fd;	     /* <cgroup2 mount>/<own cgroup>/callgate, or -1 */
+	bool v2_pids;	     /* pids controller enabled in v2 below the base */
+	int v1_pids_base_fd; /* <pids v1 mount>/<own cgroup>/callgate, or -1 */
+	char v1_pids_base[PATH_MAX];
+	char v2_base[PATH_MAX];
+	char why_not[160]; /* why there is no cgroup tree, for the report */
+} cgs = { -1, false, -1, "", "", "" };
+static pthread_once_t cgs_once = PTHREAD_ONCE_INIT;
+static atomic_ulong tree_counter;
+
+/* Set in the child by cg_tree_child_join so cg_confine_child finds pids.max. */
+static const struct cg_tree *joined_tree;
+
+/* The path of this process's cgroup in the hierarchy whose line matches key. */
+static int own_cgroup(const char *key, char *out, size_t len)
+{
+	FILE *f = fopen("/proc/self/cgroup", "re");
+	if (!f)
+		return -1;
+	char line[PATH_MAX + 64];
+	int rc = -1;
+	size_t klen = strlen(key);
+	while (fgets(line, sizeof(line), f)) {
+		char *p = strchr(line, ':');
+		if (!p || strncmp(p + 1, key, klen) != 0 || p[1 + klen] != ':')
+			continue;
+		char *path = p + 2 + klen;
+		path[strcspn(path, "\n")] = 0;
+		if (snprintf(out, len, "%s", strcmp(path, "/") == 0 ? "" : path) < (int)len)
+			rc = 0;
+		break;
+	}
+	(void)fclose(f);
+	return rc;
+}
+
+/* mkdir base (EEXIST is fine) and open it; -1 with errno. */
+static int open_base(const char *mount, const char *own, char *out, size_t len)
+{
+	if (snprintf(out, len, "%s%s/callgate", mount, own) >= (int)len) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	if (mkdir(out, 0700) != 0 && errno != EEXIST)
+		return -1;
+	return open(out, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+}
+
+/* Remove empty per-call cgroups a crashed daemon left behind (best effort). */
+static void sweep(int base_fd)
+{
+	int fd = dup(base_fd);
+	if (fd < 0)
+		return;
+	DIR *d = fdopendir(fd);
+	if (!d) {
+		(void)close(fd);
+		return;
+	}
+	struct dirent *e;
+	while ((e = readdir(d)))
+		if (e->d_type == DT_DIR && e->d_name[0] != '.')
+			(void)unlinkat(base_fd, e->d_name, AT_REMOVEDIR); /* EBUSY if in use */
+	(void)closedir(d);
+}
+
+static void detect_cgroups(void)
+{
+	char own[PATH_MAX];
+	struct statfs sf;
+	const char *v2 = NULL;
+	if (statfs("/sys/fs/cgroup/unified", &sf) == 0 && sf.f_type == CGROUP2_SUPER_MAGIC)
+		v2 = "/sys/fs/cgroup/unified"; /* hybrid layout */
+	else if (statfs("/sys/fs/cgroup", &sf) == 0 && sf.f_type == CGROUP2_SUPER_MAGIC)
+		v2 = "/sys/fs/cgroup"; /* unified layout */
+	if (!v2) {
+		(void)snprintf(cgs.why_not, sizeof(cgs.why_not), "no cgroup v2 mount");
+		return;
+	}
+	if (own_cgroup("", own, sizeof(own)) != 0) {
+		(void)snprintf(cgs.why_not, sizeof(cgs.why_not), "own cgroup v2 path unknown");
+		return;
+	}
+	cgs.v2_base_fd = open_base(v2, own, cgs.v2_base, sizeof(cgs.v2_base));
+	if (cgs.v2_base_fd < 0) {
+		(void)snprintf(cgs.why_not, sizeof(cgs.why_not),
+			       "cannot create the callgate "
+			       "cgroup: %s",
+			       cg_errno_name(errno));
+		return;
+	}
+	sweep(cgs.v2_base_fd);
+	/* pids in v2 if it can be delegated to our subtree; else the v1 hierarchy. */
+	int fd = openat(cgs.v2_base_fd, "cgroup.subtree_control", O_WRONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		cgs.v2_pids = cg_write_all(fd, "+pids", 5) == 0;
+		(void)close(fd);
+	}
+	if (!cgs.v2_pids && statfs("/sys/fs/cgroup/pids", &sf) == 0 &&
+	    sf.f_type == CGROUP_SUPER_MAGIC && own_cgroup("pids", own, sizeof(own)) == 0) {
+		cgs.v1_pids_base_fd = open_base("/sys/fs/cgroup/pids", own, cgs.v1_pids_base,
+						sizeof(cgs.v1_pids_base));
+		if (cgs.v1_pids_base_fd >= 0)
+			sweep(cgs.v1_pids_base_fd);
+	}
+}
+
+static bool have_cgroup_tree(void)
+{
+	(void)pthread_once(&cgs_once, detect_cgroups);
+	return cgs.v2_base_fd >= 0;
+}
+
+static bool have_pids_cgroup(void)
+{
+	return have_cgroup_tree() && (cgs.v2_pids || cgs.v1_pids_base_fd >= 0);
+}
 
 int cg_tree_new(const char *trace_id, struct cg_tree **out, struct cg_reply **err)
 {
+	int saved = 0;
 	struct cg_tree *t = calloc(1, sizeof(*t));
 	if (!t) {
 		*err = cg_reply_new(CG_R_OUT_OF_MEMORY, "{s:s}", "doing", "creating process tree");
 		return -1;
 	}
+	t->cg_fd = t->procs_fd = t->pids_procs_fd = t->pids_base_fd = -1;
+	if (!have_cgroup_tree()) {
+		*out = t; /* process-group fallback; the report says so */
+		return 0;
+	}
+	/* Only [A-Za-z0-9-] of the trace id: it becomes a directory name. */
+	char tid[40] = "";
+	size_t k = 0;
+	for (const char *p = trace_id ? trace_id : ""; *p && k < sizeof(tid) - 1; p++)
+		if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+		    (*p >= '0' && *p <= '9') || *p == '-')
+			tid[k++] = *p;
+	tid[k] = 0;
+	(void)snprintf(t->name, sizeof(t->name), "%ld-%lu%s%s", (long)getpid(),
+		       (unsigned long)atomic_fetch_add(&tree_counter, 1), k ? "-" : "", tid);
+	if (mkdirat(cgs.v2_base_fd, t->name, 0700) != 0) {
+		saved = errno;
+		goto fail;
+	}
+	t->cg_fd = openat(cgs.v2_base_fd, t->name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (t->cg_fd < 0 ||
+	    (t->procs_fd = openat(t->cg_fd, "cgroup.procs", O_WRONLY | O_CLOEXEC)) < 0) {
+		saved = errno;
+		goto fail;
+	}
+	if (cgs.v2_pids) {
+		if (snprintf(t->pids_max, sizeof(t->pids_max), "%s/%s/pids.max", cgs.v2_base,
+			     t->name) >= (int)sizeof(t->pids_max))
+			t->pids_max[0] = 0;
+	} else if (cgs.v1_pids_base_fd >= 0 && mkdirat(cgs.v1_pids_base_fd, t->name, 0700) == 0) {
+		t->pids_base_fd = cgs.v1_pids_base_fd;
+		int dfd = openat(t->pids_base_fd, t->name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (dfd >= 0) {
+			t->pids_procs_fd = openat(dfd, "cgroup.procs", O_WRONLY | O_CLOEXEC);
+			(void)close(dfd);
+		}
+		if (t->pids_procs_fd < 0 ||
+		    snprintf(t->pids_max, sizeof(t->pids_max), "%s/%s/pids.max", cgs.v1_pids_base,
+			     t->name) >= (int)sizeof(t->pids_max))
+			t->pids_max[0] = 0;
+	}
 	*out = t;
 	return 0;
+fail:
+	*err = cg_reply_new(CG_R_CONFINE_SETUP_FAILED, "{s:s,s:s}", "detail",
+			    "creating the per-call cgroup", "errno_name", cg_errno_name(saved));
+	cg_tree_free(t);
+	return -1;
 }
 
 int cg_tree_child_join(const struct cg_tree *t, pid_t leader_pgid)
 {
-	return setpgid(0, leader_pgid) == 0 ? 0 : errno;
+	/* The process group stays: terminals and the fallback rely on it. */
+	if (setpgid(0, leader_pgid) != 0)
+		return errno;
+	if (!t)
+		return 0;
+	/*
+	 * Join the call's cgroup before anything else runs, so that every
+	 * descendant is born inside it: setsid() and double-forks change the
+	 * session and the parent, never the cgroup, so cgroup.kill still
+	 * reaches them. If joining fails we do not run uncontained.
+	 */
+	if (t->procs_fd >= 0 && write(t->procs_fd, "0", 1) != 1)
+		return errno ? errno : EIO;
+	if (t->pids_procs_fd >= 0 && write(t->pids_procs_fd, "0", 1) != 1)
+		return errno ? errno : EIO;
+	joined_tree = t;
+	return 0;
 }
 
 void cg_tree_add(struct cg_tree *t, pid_t pid)
 {
-	if (t->pgid == 0) {
+	if (!t)
+		return;
+	if (t->pgid == 0)
 		t->pgid = pid;
-	}
 	/* Both sides call setpgid so the group exists before either proceeds. */
 	(void)setpgid(pid, t->pgid);
 }
 
+/* Signal every pid listed in the cgroup's cgroup.procs; how many were listed. */
+static int signal_procs(int cg_fd, int sig)
+{
+	int fd = openat(cg_fd, "cgroup.procs", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	char buf[8192];
+	int n_listed = 0;
+	ssize_t n;
+	size_t have = 0;
+	while ((n = cg_read_some(fd, buf + have, sizeof(buf) - 1 - have)) > 0) {
+		have += (size_t)n;
+		buf[have] = 0;
+		char *p = buf, *nl;
+		while ((nl = strchr(p, '\n'))) {
+			*nl = 0;
+			char *end;
+			long pid = strtol(p, &end, 10);
+			if (end != p && pid > 0) {
+				(void)kill((pid_t)pid, sig);
+				n_listed++;
+			}
+			p = nl + 1;
+		}
+		have = strlen(p);
+		memmove(buf, p, have);
+		if (have == sizeof(buf) - 1)
+			have = 0; /* an absurd line; drop it */
+	}
+	(void)close(fd);
+	return n_listed;
+}
+
 void cg_tree_kill(struct cg_tree *t, int sig)
 {
-	if (t && t->pgid > 0)
+	if (!t)
+		return;
+	if (t->cg_fd >= 0) {
+		if (sig == SIGKILL) {
+			/* cgroup.kill (5.14+) kills the whole subtree atomically: a
+			 * fork bomb cannot outrun it the way it outruns a pid loop. */
+			int fd = openat(t->cg_fd, "cgroup.kill", O_WRONLY | O_CLOEXEC);
+			if (fd >= 0) {
+				int ok = cg_write_all(fd, "1", 1);
+				(void)close(fd);
+				if (ok == 0)
+					return;
+			}
+			/* Older kernels: freeze, kill what is listed, thaw; repeat. */
+			int ffd = openat(t->cg_fd, "cgroup.freeze", O_WRONLY | O_CLOEXEC);
+			if (ffd >= 0)
+				(void)cg_write_all(ffd, "1", 1);
+			for (int i = 0; i < 16 && signal_procs(t->cg_fd, SIGKILL) > 0; i++)
+				;
+			if (ffd >= 0) {
+				(void)cg_write_all(ffd, "0", 1);
+				(void)close(ffd);
+			}
+			return;
+		}
+		(void)signal_procs(t->cg_fd, sig);
+		return;
+	}
+	if (t->pgid > 0)
 		(void)kill(-t->pgid, sig);
 }
 
 bool cg_tree_alive(struct cg_tree *t)
 {
-	return t && t->pgid > 0 && kill(-t->pgid, 0) == 0;
+	if (!t)
+		return false;
+	if (t->cg_fd >= 0) {
+		int fd = openat(t->cg_fd, "cgroup.events", O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			return true; /* cannot tell: assume alive, so the caller kills */
+		char buf[256];
+		ssize_t n = cg_read_some(fd, buf, sizeof(buf) - 1);
+		(void)close(fd);
+		if (n <= 0)
+			return true;
+		buf[n] = 0;
+		return strstr(buf, "populated 0") == NULL;
+	}
+	return t->pgid > 0 && kill(-t->pgid, 0) == 0;
 }
 
 void cg_tree_free(struct cg_tree *t)
 {
+	if (!t)
+		return;
+	if (t->cg_fd >= 0) {
+		/* A still-populated cgroup cannot be removed: kill, then retry briefly. */
+		for (int i = 0; i < 50; i++) {
+			if (unlinkat(cgs.v2_base_fd, t->name, AT_REMOVEDIR) == 0 || errno != EBUSY)
+				break;
+			cg_tree_kill(t, SIGKILL);
+			(void)usleep(2000);
+		}
+	}
+	if (t->pids_base_fd >= 0)
+		for (int i = 0; i < 50; i++) {
+			if (unlinkat(t->pids_base_fd, t->name, AT_REMOVEDIR) == 0 || errno != EBUSY)
+				break;
+			(void)usleep(2000);
+		}
+	if (t->pids_procs_fd >= 0)
+		(void)close(t->pids_procs_fd);
+	if (t->procs_fd >= 0)
+		(void)close(t->procs_fd);
+	if (t->cg_fd >= 0)
+		(void)close(t->cg_fd);
 	free(t);
+}
+
+json_t *cg_tree_report(const struct cg_tree *t)
+{
+	if (t && t->cg_fd >= 0)
+		return json_pack("{s:s,s:s,s:b}", "mechanism", "cgroup2", "cgroup", t->name,
+				 "pids_max", t->pids_max[0] != 0);
+	return json_pack("{s:s,s:s,s:s}", "mechanism", "process-group", "limitation",
+			 "descendants that call setsid() leave the process group and are not "
+			 "killed at the deadline",
+			 "why", have_cgroup_tree() ? "tree not created" : cgs.why_not);
+}
+
+/* The mechanism trees of this process get, for the plan's report. */
+static json_t *tree_mechanism(void)
+{
+	if (have_cgroup_tree())
+		return json_pack("{s:s,s:s,s:s}", "mechanism", "cgroup2", "base", cgs.v2_base,
+				 "pids",
+				 cgs.v2_pids		    ? "cgroup2"
+				 : cgs.v1_pids_base_fd >= 0 ? "cgroup1"
+							    : "none");
+	return cg_tree_report(NULL);
+}
+
+/* ---- preparing the plan (parent) -------------------------------------- */
+
+static const char *const limit_names[] = { "cpu_s", "as_bytes", "nproc", "fsize_bytes", "nofile" };
+
+static int64_t *limit_slot(struct cg_limits *l, size_t i)
+{
+	int64_t *slots[] = { &l->cpu_s, &l->as_bytes, &l->nproc, &l->fsize_bytes, &l->nofile };
+	return slots[i];
+}
+
+static int64_t limit_get(const struct cg_limits *l, size_t i)
+{
+	const int64_t vals[] = { l->cpu_s, l->as_bytes, l->nproc, l->fsize_bytes, l->nofile };
+	return vals[i];
+}
+
+static int64_t limit_min(int64_t a, int64_t b)
+{
+	if (a == CG_LIMIT_UNSET)
+		return b;
+	if (b == CG_LIMIT_UNSET)
+		return a;
+	return a < b ? a : b;
+}
+
+/* Expand ${workspace}, ${cwd}, ${home}; relative results join ctx->cwd. */
+static char *expand_path(const char *raw, const struct cg_confine_ctx *ctx, const char **why)
+{
+	char out[PATH_MAX];
+	size_t o = 0;
+	for (const char *p = raw; *p;) {
+		const char *val = NULL;
+		size_t skip = 0;
+		if (p[0] == '$' && p[1] == '{') {
+			static const struct {
+				const char *tok;
+				size_t off;
+			} toks[] = {
+				{ "${workspace}", offsetof(struct cg_confine_ctx, workspace) },
+				{ "${cwd}", offsetof(struct cg_confine_ctx, cwd) },
+				{ "${home}", offsetof(struct cg_confine_ctx, home) },
+			};
+			for (size_t i = 0; i < CG_ARRAY_LEN(toks); i++) {
+				size_t tl = strlen(toks[i].tok);
+				if (strncmp(p, toks[i].tok, tl) == 0) {
+					val = ctx ? *(const char *const *)((const char *)ctx +
+									   toks[i].off)
+						  : NULL;
+					skip = tl;
+					if (!val) {
+						*why = "token has no value for this call";
+						return NULL;
+					}
+					break;
+				}
+			}
+			if (!skip) {
+				*why = "unknown ${token}";
+				return NULL;
+			}
+		}
+		const char *src = val ? val : p;
+		size_t n = val ? strlen(val) : 1;
+		if (o + n >= sizeof(out)) {
+			*why = "path too long";
+			return NULL;
+		}
+		memcpy(out + o, src, n);
+		o += n;
+		p += val ? skip : 1;
+	}
+	out[o] = 0;
+	if (o == 0) {
+		*why = "empty path";
+		return NULL;
+	}
+	if (out[0] != '/') {
+		if (!ctx || !ctx->cwd || ctx->cwd[0] != '/') {
+			*why = "relative path and no absolute cwd";
+			return NULL;
+		}
+		char *abs = NULL;
+		if (asprintf(&abs, "%s/%s", ctx->cwd, out) < 0) {
+			*why = "out of memory";
+			return NULL;
+		}
+		return abs;
+	}
+	char *s = strdup(out);
+	if (!s)
+		*why = "out of memory";
+	return s;
+}
+
+/* Record a downgrade, or refuse when the set is not best-effort. */
+static int downgrade(json_t *downs, bool best_effort, const char *constraint, const char *detail,
+		     struct cg_reply **err)
+{
+	if (!best_effort) {
+		*err = cg_reply_new(CG_R_CONSTRAINT_UNENFORCEABLE, "{s:s,s:s}", "constraint",
+				    constraint, "detail", detail);
+		return -1;
+	}
+	(void)json_array_append_new(downs, json_pack("{s:s,s:s,s:b}", "constraint", constraint,
+						     "detail", detail, "best_effort", 1));
+	return 0;
+}
+
+static const char *class_name(int cls)
+{
+	return cls == 0 ? "read" : cls == 1 ? "write" : "exec";
+}
+
+int cg_confine_prepare(const struct cg_constraints *const *cons, size_t n,
+		       const struct cg_confine_ctx *ctx, struct cg_confine_plan **out,
+		       struct cg_reply **err)
+{
+	json_t *downs = json_array(), *skipped = json_array(), *paths_j = json_array();
+	json_t *notes = json_array();
+	struct cg_confine_plan *p = calloc(1, sizeof(*p));
+	size_t n_paths = 0, n_ports = 0;
+	if (!p || !downs || !skipped || !paths_j || !notes)
+		goto oom;
+	p->abi = cg_landlock_abi();
+	p->limits = (struct cg_limits){ CG_LIMIT_UNSET, CG_LIMIT_UNSET, CG_LIMIT_UNSET,
+					CG_LIMIT_UNSET, CG_LIMIT_UNSET };
+	p->timeout_ms = CG_LIMIT_UNSET;
+	p->confined = n > 0;
+	p->set_ids = ctx && ctx->set_ids;
+	p->uid = p->set_ids ? ctx->uid : 0;
+	p->gid = p->set_ids ? ctx->gid : 0;
+	p->outer_uid = geteuid();
+	p->outer_gid = getegid();
+	/* Without CAP_SETGID the groups cannot be cleared; say so below. */
+	p->clear_groups = geteuid() == 0;
+	bool any_best_effort = false;
+	const char *net_mode = "host";
+
+	for (size_t i = 0; i < n; i++) {
+		n_paths += cons[i]->fs ? cons[i]->n_read + cons[i]->n_write + cons[i]->n_exec : 0;
+		n_ports += cons[i]->net == CG_NET_TCP ? cons[i]->n_ports : 0;
+	}
+	if (n_paths > CONFINE_MAX_PATHS) {
+		*err = cg_reply_new(CG_R_CONFINE_PATH_INVALID, "{s:s,s:s}", "path", "(many)",
+				    "detail", "more than 256 paths in the constraint sets");
+		goto fail;
+	}
+	p->sets = calloc(n ? n : 1, sizeof(*p->sets));
+	p->paths = calloc(n_paths ? n_paths : 1, sizeof(*p->paths));
+	p->strings = calloc(n_paths ? n_paths : 1, sizeof(*p->strings));
+	p->ports = calloc(n_ports ? n_ports : 1, sizeof(*p->ports));
+	if (!p->sets || !p->paths || !p->strings || !p->ports)
+		goto oom;
+
+	size_t pi = 0, qi = 0;
+	bool scope_noted = false;
+	for (size_t i = 0; i < n; i++) {
+		const struct cg_constraints *c = cons[i];
+		bool be = c->best_effort;
+		any_best_effort |= be;
+		for (size_t k = 0; k < CG_ARRAY_LEN(limit_names); k++) {
+			int64_t v = limit_get(&c->limits, k);
+			if (v != CG_LIMIT_UNSET && v < 0) {
+				*err = cg_reply_new(CG_R_CONSTRAINT_UNENFORCEABLE, "{s:s,s:s}",
+						    "constraint", limit_names[k], "detail",
+						    "negative limit");
+				goto fail;
+			}
+			int64_t *slot = limit_slot(&p->limits, k);
+			*slot = limit_min(*slot, v);
+		}
+		p->timeout_ms = limit_min(p->timeout_ms, c->timeout_ms);
+
+		/* Network: a fresh namespace for none/loopback. */
+		if (c->net == CG_NET_NONE || c->net == CG_NET_LOOPBACK) {
+			bool userns = false;
+			if (cg_netns_possible(&userns)) {
+				p->netns = true;
+				p->netns_userns = userns;
+				net_mode = c->net == CG_NET_NONE ? "none" : "loopback";
+			} else if (downgrade(downs, be, "net",
+					     "cannot create a network namespace (not root and "
+					     "user namespaces disabled)",
+					     err) != 0) {
+				goto fail;
+			}
+		}
+		struct cg_landlock_ruleset *rs = &p->sets[p->n_sets];
+		bool want_fs = c->fs, want_tcp = c->net == CG_NET_TCP;
+		if (want_fs && p->abi < 1) {
+			if (downgrade(downs, be, "fs", "Landlock is not available", err) != 0)
+				goto fail;
+			want_fs = false;
+		} else if (want_fs && p->abi < 3) {
+			/* ABI 1-2 cannot stop truncate(2) of a file outside the write set. */
+			if (downgrade(downs, be, "fs.truncate",
+				      "Landlock ABI < 3 cannot deny truncate()", err) != 0)
+				goto fail;
+		}
+		if (want_fs && p->abi >= 1 && p->abi < 2)
+			(void)json_array_append_new(
+			    notes, json_string("Landlock ABI 1: linking or renaming across "
+					       "directories is always denied (EXDEV)"));
+		if (want_fs && p->abi >= 1 && p->abi < 5)
+			(void)json_array_append_new(
+			    notes, json_string("Landlock ABI < 5: ioctl on device files is not "
+					       "restricted"));
+		if (want_tcp && p->abi < 4) {
+			if (downgrade(downs, be, "net.tcp",
+				      "Landlock ABI < 4 cannot restrict TCP ports", err) != 0)
+				goto fail;
+			want_tcp = false;
+		}
+		if (want_tcp && strcmp(net_mode, "host") == 0)
+			net_mode = "tcp";
+		if (!want_fs && !want_tcp)
+			continue;
+		rs->handled_fs = want_fs ? cg_landlock_fs_mask(p->abi) : 0;
+		rs->handled_net = want_tcp ? cg_landlock_net_mask(p->abi) : 0;
+		/*
+		 * Scoping (ABI 6): without it a confined command could signal
+		 * (kill, SIGSTOP) processes outside its domain, the daemon
+		 * included, or reach services listening on abstract Unix
+		 * sockets (which no filesystem rule covers).
+		 */
+		rs->scoped = cg_landlock_scope_mask(p->abi);
+		if (!rs->scoped && !scope_noted) {
+			(void)json_array_append_new(
+			    notes, json_string("Landlock ABI < 6: signals and abstract Unix "
+					       "sockets are not scoped"));
+			scope_noted = true;
+		}
+		/* ABI 7: audit denials of the exec'd command too, not just ours. */
+		rs->restrict_flags = p->abi >= 7 ? LANDLOCK_RESTRICT_SELF_LOG_NEW_EXEC_ON : 0;
+		rs->paths = &p->paths[pi];
+		rs->ports = &p->ports[qi];
+		if (want_fs) {
+			const char *const *lists[3] = { c->read, c->write, c->exec };
+			size_t counts[3] = { c->n_read, c->n_write, c->n_exec };
+			uint64_t access[3] = { CG_LL_FS_READ, CG_LL_FS_WRITE, CG_LL_FS_EXEC };
+			for (int cls = 0; cls < 3; cls++) {
+				for (size_t j = 0; j < counts[cls]; j++) {
+					const char *raw = lists[cls][j], *why = NULL;
+					char *path = expand_path(raw, ctx, &why);
+					if (!path) {
+						*err = cg_reply_new(CG_R_CONFINE_PATH_INVALID,
+								    "{s:s,s:s}", "path", raw,
+								    "detail", why);
+						goto fail;
+					}
+					p->strings[p->n_strings++] = path;
+					struct stat st;
+					if (stat(path, &st) != 0) {
+						bool workspace =
+						    cls == 1 &&
+						    (strstr(raw, "${workspace}") ||
+						     (ctx && ctx->workspace &&
+						      strcmp(path, ctx->workspace) == 0));
+						if (workspace) {
+							*err = cg_reply_new(
+							    CG_R_CONFINE_PATH_INVALID, "{s:s,s:s}",
+							    "path", path, "detail",
+							    "the workspace does not exist");
+							goto fail;
+						}
+						(void)json_array_append_new(
+						    skipped,
+						    json_pack("{s:s,s:s,s:s}", "path", path,
+							      "access", class_name(cls), "reason",
+							      cg_errno_name(errno)));
+						continue;
+					}
+					p->paths[pi].path = path;
+					p->paths[pi].access = access[cls] & rs->handled_fs;
+					pi++;
+					rs->n_paths++;
+					(void)json_array_append_new(
+					    paths_j,
+					    json_pack("{s:s,s:s,s:I}", "path", path, "access",
+						      class_name(cls), "set", (json_int_t)i));
+				}
+			}
+		}
+		if (want_tcp)
+			for (size_t j = 0; j < c->n_ports; j++) {
+				p->ports[qi++] = c->ports[j];
+				rs->n_ports++;
+			}
+		p->n_sets++;
+	}
+
+	if (p->confined) {
+		p->seccomp = cg_seccomp_filter();
+		if (!p->seccomp) {
+			int e = errno;
+			*err = cg_reply_new(CG_R_CONFINE_SETUP_FAILED, "{s:s,s:s}", "detail",
+					    "compiling the seccomp filter", "errno_name",
+					    cg_errno_name(e));
+			goto fail;
+		}
+	}
+	/*
+	 * RLIMIT_NPROC is not enforced for root (the kernel exempts it), and
+	 * counts every process of the uid rather than this call's. When the
+	 * command keeps uid 0, the call's pids cgroup enforces it instead.
+	 */
+	if (p->limits.nproc != CG_LIMIT_UNSET && (p->set_ids ? p->uid : geteuid()) == 0) {
+		if (have_pids_cgroup()) {
+			p->nproc_cgroup = true;
+		} else {
+			bool be_all = true;
+			for (size_t i = 0; i < n; i++)
+				if (cons[i]->limits.nproc != CG_LIMIT_UNSET)
+					be_all &= cons[i]->best_effort;
+			if (downgrade(downs, be_all, "nproc",
+				      "root ignores RLIMIT_NPROC and no pids cgroup is writable",
+				      err) != 0)
+				goto fail;
+		}
+	}
+
+	json_t *limits = json_object();
+	for (size_t k = 0; limits && k < CG_ARRAY_LEN(limit_names); k++) {
+		int64_t v = *limit_slot(&p->limits, k);
+		if (v != CG_LIMIT_UNSET)
+			(void)json_object_set_new(limits, limit_names[k], json_integer(v));
+	}
+	json_t *ports_j = json_array();
+	for (size_t j = 0; ports_j && j < qi; j++)
+		(void)json_array_append_new(ports_j, json_integer(p->ports[j]));
+	json_t *scopes = json_array();
+	uint64_t sm = cg_landlock_scope_mask(p->abi);
+	if (scopes && p->n_sets && (sm & LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET))
+		(void)json_array_append_new(scopes, json_string("abstract_unix_socket"));
+	if (scopes && p->n_sets && (sm & LANDLOCK_SCOPE_SIGNAL))
+		(void)json_array_append_new(scopes, json_string("signal"));
+	if (!p->clear_groups)
+		(void)json_array_append_new(notes,
+					    json_string("not root: supplementary groups are kept"));
+	char umask_s[8];
+	(void)snprintf(umask_s, sizeof(umask_s), "%04o", CONFINE_UMASK);
+	p->report = json_pack(
+	    "{s:b,s:{s:i,s:i,s:b,s:b,s:o,s:b},s:{s:s,s:b,s:o},s:o,s:s,s:b,s:{s:b,s:s,s:o},"
+	    "s:s,s:b,s:o,s:o,s:o,s:o,s:o,s:b}",
+	    "confined", p->confined, "landlock", "abi", p->abi, "rulesets", (int)p->n_sets, "fs",
+	    p->n_sets && pi > 0, "net_tcp", strcmp(net_mode, "tcp") == 0 && p->n_sets, "scoped",
+	    scopes ? scopes : json_array(), "audit_log", p->n_sets && p->abi >= 7, "network",
+	    "mode", net_mode, "namespace", p->netns, "tcp_ports", ports_j ? ports_j : json_array(),
+	    "limits", limits ? limits : json_object(), "nproc_via",
+	    p->limits.nproc == CG_LIMIT_UNSET ? "none"
+	    : p->nproc_cgroup		      ? "cgroup pids.max"
+					      : "RLIMIT_NPROC",
+	    "no_new_privs", p->confined, "seccomp", "enforced", p->seccomp != NULL, "action",
+	    "EPERM", "denied", p->seccomp ? cg_seccomp_denied_json() : json_array(), "umask",
+	    umask_s, "groups_cleared", p->clear_groups, "tree", tree_mechanism(), "paths", paths_j,
+	    "skipped", skipped, "downgraded", downs, "notes", notes, "best_effort",
+	    any_best_effort);
+	downs = skipped = paths_j = notes = NULL; /* owned by the report now */
+	if (!p->report)
+		goto oom;
+	if (p->set_ids)
+		(void)json_object_set_new(
+		    p->report, "ids",
+		    json_pack("{s:I,s:I}", "uid", (json_int_t)p->uid, "gid", (json_int_t)p->gid));
+	*out = p;
+	return 0;
+oom:
+	*err = cg_reply_new(CG_R_OUT_OF_MEMORY, "{s:s}", "doing", "preparing confinement");
+fail:
+	json_decref(downs);
+	json_decref(skipped);
+	json_decref(paths_j);
+	json_decref(notes);
+	cg_confine_plan_free(p);
+	return -1;
+}
+
+/* ---- applying it (child) ---------------------------------------------- */
+
+/* Decimal of v into buf (no stdio between fork and exec). Returns the length. */
+static size_t fmt_i64(char *buf, int64_t v)
+{
+	char tmp[24];
+	size_t n = 0, len = 0;
+	uint64_t u = v < 0 ? 0 : (uint64_t)v;
+	do {
+		tmp[n++] = (char)('0' + u % 10);
+		u /= 10;
+	} while (u && n < sizeof(tmp));
+	while (n)
+		buf[len++] = tmp[--n];
+	return len;
+}
+
+static int set_rlimit(int resource, int64_t v)
+{
+	if (v == CG_LIMIT_UNSET)
+		return 0;
+	/* Hard = soft: an unprivileged command cannot raise them back. */
+	struct rlimit rl = { (rlim_t)v, (rlim_t)v };
+	return setrlimit(resource, &rl) == 0 ? 0 : errno;
+}
+
+int cg_confine_child(const struct cg_confine_plan *plan)
+{
+	int rc;
+	if (!plan)
+		return 0;
+	(void)umask(CONFINE_UMASK);
+	if (plan->netns &&
+	    (rc = cg_netns_enter(plan->netns_userns, plan->outer_uid, plan->outer_gid)) != 0)
+		return rc;
+	if (plan->nproc_cgroup) {
+		if (!joined_tree || !joined_tree->pids_max[0])
+			return EPERM; /* not in a pids cgroup: cannot enforce */
+		char num[24];
+		size_t len = fmt_i64(num, plan->limits.nproc);
+		int fd = open(joined_tree->pids_max, O_WRONLY | O_CLOEXEC);
+		if (fd < 0)
+			return errno;
+		rc = write(fd, num, len) == (ssize_t)len ? 0 : (errno ? errno : EIO);
+		(void)close(fd);
+		if (rc != 0)
+			return rc;
+	}
+	if ((rc = set_rlimit(RLIMIT_CPU, plan->limits.cpu_s)) != 0 ||
+	    (rc = set_rlimit(RLIMIT_AS, plan->limits.as_bytes)) != 0 ||
+	    (rc = set_rlimit(RLIMIT_NPROC, plan->limits.nproc)) != 0 ||
+	    (rc = set_rlimit(RLIMIT_FSIZE, plan->limits.fsize_bytes)) != 0 ||
+	    (rc = set_rlimit(RLIMIT_NOFILE, plan->limits.nofile)) != 0)
+		return rc;
+	/*
+	 * Raw syscalls, not the libc wrappers: glibc's setuid family signals
+	 * every thread of the process to keep ids consistent, machinery that
+	 * has no business running in a child forked from a threaded daemon.
+	 */
+	if (plan->clear_groups && syscall(SYS_setgroups, 0, NULL) != 0)
+		return errno;
+	if (plan->set_ids) {
+		if (syscall(SYS_setresgid, plan->gid, plan->gid, plan->gid) != 0 ||
+		    syscall(SYS_setresuid, plan->uid, plan->uid, plan->uid) != 0)
+			return errno;
+		/* Verify: a partial drop must never be exec'd. */
+		if (getuid() != plan->uid || geteuid() != plan->uid || getgid() != plan->gid ||
+		    getegid() != plan->gid)
+			return EPERM;
+	}
+	if (!plan->confined)
+		return 0;
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+		return errno;
+	for (size_t i = 0; i < plan->n_sets; i++)
+		if ((rc = cg_landlock_apply(&plan->sets[i])) != 0)
+			return rc;
+	return cg_seccomp_load(plan->seccomp);
+}
+
+json_t *cg_confine_report(const struct cg_confine_plan *plan)
+{
+	if (!plan)
+		return json_pack("{s:b}", "confined", 0);
+	return json_deep_copy(plan->report);
+}
+
+int64_t cg_confine_timeout_ms(const struct cg_confine_plan *plan)
+{
+	return plan ? plan->timeout_ms : CG_LIMIT_UNSET;
+}
+
+void cg_confine_plan_free(struct cg_confine_plan *plan)
+{
+	if (!plan)
+		return;
+	for (size_t i = 0; i < plan->n_strings; i++)
+		free(plan->strings[i]);
+	free(plan->strings);
+	free(plan->paths);
+	free(plan->ports);
+	free(plan->sets);
+	json_decref(plan->report);
+	free(plan);
 }

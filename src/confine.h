@@ -77,4 +77,11 @@ void cg_tree_kill(struct cg_tree *t, int sig);
 bool cg_tree_alive(struct cg_tree *t);
 void cg_tree_free(struct cg_tree *t);
 
+/*
+ * How this tree contains its processes, for the evidence: {"mechanism":
+ * "cgroup2", "cgroup": name, "pids_max": bool} or {"mechanism":
+ * "process-group", "limitation": …, "why": …}. New reference.
+ */
+json_t *cg_tree_report(const struct cg_tree *t);
+
 #endif

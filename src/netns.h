@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * netns — a fresh network namespace for a confined command (net: none or
+ * loopback): no interface but its own loopback, so no route to any socket
+ * of the host, the daemon's loopback services included.
+ *
+ * Invariants:
+ *  - cg_netns_enter MUST be async-signal-safe: it runs between fork and
+ *    exec (unshare, open/write of /proc/self maps, socket, ioctl, close).
+ *  - On any failure it MUST return an errno value so that the child exits
+ *    instead of running with the host's network (fail closed).
+ */
+#ifndef CG_NETNS_H
+#define CG_NETNS_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+/*
+ * In the child: unshare the network namespace and bring its loopback up.
+ * With with_userns (the caller lacks CAP_SYS_ADMIN), a user namespace is
+ * created with it that maps only outer_uid/outer_gid to themselves, which
+ * lets an unprivileged process own the new network namespace.
+ * Returns 0 or an errno value.
+ */
+int cg_netns_enter(bool with_userns, uid_t outer_uid, gid_t outer_gid);
+
+/* Can this process create a network namespace (root, or user namespaces allowed)? */
+bool cg_netns_possible(bool *with_userns);
+
+#endif

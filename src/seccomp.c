@@ -1,0 +1,224 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * seccomp — compile the deny-list once (libseccomp, in the parent), export
+ * it as classic BPF into memory, and load it in the child with one prctl.
+ *
+ * The list is a deny-list on purpose: an allow-list of the syscalls every
+ * tool an agent may run could need is unbounded, and a wrong guess breaks
+ * the command rather than the attacker. The entries below are the ones
+ * container runtimes and bubblewrap also refuse, each with the attack it
+ * stops. Landlock and the namespaces carry the access control; seccomp
+ * shrinks the kernel attack surface and closes the exits from them.
+ */
+#include "seccomp_filter.h"
+
+#include <errno.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <pthread.h>
+#include <sched.h>
+#include <seccomp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Syscalls denied with EPERM outright, and why. */
+static const char *const denied[] = {
+	/* Reading or steering another process's memory: the classic escape to
+     * an unconfined sibling (and the daemon, when uids match). */
+	"ptrace",
+	"process_vm_readv",
+	"process_vm_writev",
+	"kcmp",
+	"pidfd_getfd",
+	/* Mounts would let a root command remount a confined tree elsewhere or
+     * hide one; Landlock's rules bind to the inodes it saw. */
+	"mount",
+	"umount2",
+	"pivot_root",
+	"chroot",
+	"move_mount",
+	"open_tree",
+	"fsopen",
+	"fsconfig",
+	"fsmount",
+	"fspick",
+	"mount_setattr",
+	/* Joining another namespace (e.g. /proc/1/ns/net) undoes net: none. */
+	"setns",
+	/* Kernel keyrings hold other sessions' credentials and have a long
+     * CVE history. */
+	"keyctl",
+	"add_key",
+	"request_key",
+	/* eBPF and perf: large kernel attack surface, side channels. */
+	"bpf",
+	"perf_event_open",
+	/* Replacing the kernel or loading code into it. */
+	"kexec_load",
+	"kexec_file_load",
+	"init_module",
+	"finit_module",
+	"delete_module",
+	/* Whole-machine state an agent's command never changes. */
+	"reboot",
+	"swapon",
+	"swapoff",
+	"acct",
+	"quotactl",
+	"syslog",
+	"settimeofday",
+	"clock_settime",
+	"clock_adjtime",
+	"adjtimex",
+	"iopl",
+	"ioperm",
+	/* open_by_handle_at walks around every path-based check ("shocker"). */
+	"name_to_handle_at",
+	"open_by_handle_at",
+	/* userfaultfd stretches kernel race windows for exploits. */
+	"userfaultfd",
+	/* io_uring runs file and network operations from kernel workers, a
+     * frequent source of privilege-escalation bugs. */
+	"io_uring_setup",
+	"io_uring_enter",
+	"io_uring_register",
+	/* Obsolete interfaces with bug history. */
+	"uselib",
+	"vhangup",
+	"lookup_dcookie",
+	"nfsservctl",
+};
+
+static struct sock_fprog prog;
+static int compile_errno;
+static pthread_once_t compile_once = PTHREAD_ONCE_INIT;
+
+static int add_rules(scmp_filter_ctx ctx)
+{
+	for (size_t i = 0; i < sizeof(denied) / sizeof(denied[0]); i++) {
+		int nr = seccomp_syscall_resolve_name(denied[i]);
+		if (nr == __NR_SCMP_ERROR)
+			continue; /* not on this architecture: nothing to deny */
+		if (seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 0) != 0)
+			return -1;
+	}
+	/*
+	 * New user namespaces give an unprivileged process every capability
+	 * over a fresh namespace: the door to most recent local root exploits
+	 * and a way out of no_new_privs-based reasoning.
+	 */
+	if (seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(unshare), 1,
+			     SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_NEWUSER, CLONE_NEWUSER)) != 0)
+		return -1;
+#if defined(__x86_64__) || defined(__aarch64__) || defined(__i386__) || defined(__arm__)
+	/* clone's flags are argument 0 on these architectures (not on s390). */
+	if (seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
+			     SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_NEWUSER, CLONE_NEWUSER)) != 0)
+		return -1;
+#endif
+	/*
+	 * clone3 passes its flags in memory, which seccomp cannot read, so it
+	 * cannot be filtered for CLONE_NEWUSER. ENOSYS (not EPERM) makes libc
+	 * fall back to clone(), whose flags the rule above checks.
+	 */
+	if (seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0) != 0)
+		return -1;
+	/* TIOCSTI/TIOCLINUX push keystrokes into the controlling terminal:
+	 * a command could type into the user's shell after it exits. */
+	if (seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
+			     SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, TIOCSTI)) != 0)
+		return -1;
+	if (seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
+			     SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, TIOCLINUX)) != 0)
+		return -1;
+	return 0;
+}
+
+static void compile(void)
+{
+	int memfd = -1;
+	void *buf = NULL;
+	/*
+	 * Default allow; listed calls EPERM. Foreign architectures (e.g. the
+	 * 32-bit syscall table from a 64-bit process) are killed by
+	 * libseccomp's default bad-arch action, closing the classic bypass of
+	 * a filter written for one table.
+	 */
+	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+	if (!ctx) {
+		compile_errno = ENOMEM;
+		return;
+	}
+	/* We set no_new_privs ourselves, earlier, in the child. */
+	if (seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0) != 0 || add_rules(ctx) != 0) {
+		compile_errno = EINVAL;
+		goto release_ctx;
+	}
+	memfd = memfd_create("cg-seccomp", MFD_CLOEXEC);
+	if (memfd < 0) {
+		compile_errno = errno;
+		goto release_ctx;
+	}
+	if (seccomp_export_bpf(ctx, memfd) != 0) {
+		compile_errno = EIO;
+		goto close_memfd;
+	}
+	struct stat st;
+	if (fstat(memfd, &st) != 0 || st.st_size <= 0 ||
+	    st.st_size % (off_t)sizeof(struct sock_filter) != 0 ||
+	    st.st_size / (off_t)sizeof(struct sock_filter) > BPF_MAXINSNS) {
+		compile_errno = EIO;
+		goto close_memfd;
+	}
+	buf = malloc((size_t)st.st_size);
+	if (!buf) {
+		compile_errno = ENOMEM;
+		goto close_memfd;
+	}
+	if (pread(memfd, buf, (size_t)st.st_size, 0) != st.st_size) {
+		compile_errno = EIO;
+		free(buf);
+		goto close_memfd;
+	}
+	prog.len = (unsigned short)(st.st_size / (off_t)sizeof(struct sock_filter));
+	prog.filter = buf;
+close_memfd:
+	(void)close(memfd);
+release_ctx:
+	seccomp_release(ctx);
+}
+
+const struct sock_fprog *cg_seccomp_filter(void)
+{
+	(void)pthread_once(&compile_once, compile);
+	if (!prog.filter) {
+		errno = compile_errno ? compile_errno : EINVAL;
+		return NULL;
+	}
+	return &prog;
+}
+
+int cg_seccomp_load(const struct sock_fprog *p)
+{
+	return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, p, 0, 0) == 0 ? 0 : errno;
+}
+
+json_t *cg_seccomp_denied_json(void)
+{
+	json_t *a = json_array();
+	if (!a)
+		return NULL;
+	for (size_t i = 0; i < sizeof(denied) / sizeof(denied[0]); i++)
+		(void)json_array_append_new(a, json_string(denied[i]));
+	(void)json_array_append_new(a, json_string("unshare(CLONE_NEWUSER)"));
+	(void)json_array_append_new(a, json_string("clone(CLONE_NEWUSER)"));
+	(void)json_array_append_new(a, json_string("clone3 (ENOSYS)"));
+	(void)json_array_append_new(a, json_string("ioctl(TIOCSTI)"));
+	(void)json_array_append_new(a, json_string("ioctl(TIOCLINUX)"));
+	return a;
+}
