@@ -302,8 +302,8 @@ static const char *find_daemon(const char *self, char *buf, size_t len)
 	*slash = '\0';
 	const char *cands[] = { "callgated", "../callgated" };
 	for (size_t i = 0; i < CG_ARRAY_LEN(cands); i++) {
-		snprintf(buf, len, "%s/%s", dir, cands[i]);
-		if (access(buf, X_OK) == 0)
+		int w = snprintf(buf, len, "%s/%s", dir, cands[i]);
+		if (w > 0 && (size_t)w < len && access(buf, X_OK) == 0)
 			return buf;
 	}
 	(void)self;
