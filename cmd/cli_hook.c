@@ -377,6 +377,7 @@ static int hook_claude_code(const struct cg_cli *g, enum degrade_mode degrade,
 	const char *trace = str_or(json_string_value(json_object_get(reply, "trace_id")), "-");
 	const char *decision = json_string_value(json_object_get(data, "decision"));
 	const char *rule = str_or(json_string_value(json_object_get(data, "rule_id")), "?");
+	const char *rule_why = str_or(json_string_value(json_object_get(data, "why")), msg);
 
 	if (strcmp(type, "S") != 0 || !decision) {
 		/* Not a decision (I: the call is malformed for callgate, e.g. a cwd
@@ -404,7 +405,8 @@ static int hook_claude_code(const struct cg_cli *g, enum degrade_mode degrade,
 		rc = decide(degrade == DEGRADE_DENY ? "deny" : "ask", reason);
 	} else if (strcmp(decision, "UNKNOWN") == 0) {
 		snprintf(reason, sizeof(reason),
-			 "callgate: rule %s defers this to a human (trace %s)", rule, trace);
+			 "callgate: rule %s defers this to a human: %s (trace %s)", rule, rule_why,
+			 trace);
 		rc = decide("ask", reason);
 	} else if (strcmp(decision, "BLOCK") == 0) {
 		snprintf(reason, sizeof(reason), "callgate: denied by rule %s: %s (trace %s)", rule,
