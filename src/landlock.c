@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -36,6 +37,7 @@ static long ll_restrict_self(int ruleset_fd, uint32_t flags)
 
 static int detected_abi;
 static pthread_once_t abi_once = PTHREAD_ONCE_INIT;
+static _Atomic int override_abi = -1;
 
 static void detect_abi(void)
 {
@@ -46,7 +48,13 @@ static void detect_abi(void)
 int cg_landlock_abi(void)
 {
 	(void)pthread_once(&abi_once, detect_abi);
-	return detected_abi;
+	int o = override_abi;
+	return o >= 0 && o < detected_abi ? o : detected_abi;
+}
+
+void cg_landlock_abi_override(int abi)
+{
+	override_abi = abi;
 }
 
 uint64_t cg_landlock_fs_mask(int abi)

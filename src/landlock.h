@@ -90,6 +90,12 @@ struct cg_landlock_net_port_attr {
  */
 int cg_landlock_abi(void);
 
+/*
+ * For tests of the case-by-case downgrades: make cg_landlock_abi report abi
+ * (which must not exceed the real one to be applied; -1 restores detection).
+ */
+void cg_landlock_abi_override(int abi);
+
 /* Filesystem rights the given ABI handles (0 for ABI 0). */
 uint64_t cg_landlock_fs_mask(int abi);
 /* Network rights (ABI >= 4) and scopes (ABI >= 6) the given ABI handles. */

@@ -1,0 +1,479 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Unit tests for confine: each test prepares a plan from constraint sets,
+ * forks, applies it in the child exactly as the runner does, and checks the
+ * errno of an operation the confinement must refuse next to the same
+ * operation that must succeed. Needs root (CI runs as root) for the
+ * network namespace, the id drop and the cgroup tree.
+ */
+#include <criterion/criterion.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/ptrace.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "confine.h"
+#include "landlock.h"
+
+#define CHILD_CONFINE_FAILED 250
+
+static const struct cg_limits no_limits = { CG_LIMIT_UNSET, CG_LIMIT_UNSET, CG_LIMIT_UNSET,
+					    CG_LIMIT_UNSET, CG_LIMIT_UNSET };
+
+static char tmpdir[64];
+static char inside[128], outside[128];
+
+static void mk_tree(void)
+{
+	snprintf(tmpdir, sizeof(tmpdir), "/tmp/cg-confine-XXXXXX");
+	cr_assert_not_null(mkdtemp(tmpdir));
+	snprintf(inside, sizeof(inside), "%s/in", tmpdir);
+	snprintf(outside, sizeof(outside), "%s/out", tmpdir);
+	cr_assert_eq(mkdir(inside, 0755), 0);
+	cr_assert_eq(mkdir(outside, 0755), 0);
+}
+
+static void rm_tree(void)
+{
+	char cmd[160];
+	snprintf(cmd, sizeof(cmd), "%s", tmpdir);
+	/* Small, known layout: remove files we may have created, then dirs. */
+	const char *names[] = { "in/a", "in/b", "out/a", "out/b", "in", "out", "" };
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		char p[200];
+		snprintf(p, sizeof(p), "%s/%s", cmd, names[i]);
+		if (remove(p) != 0 && errno != ENOENT)
+			cr_log_warn("cannot remove %s", p);
+	}
+}
+
+static struct cg_constraints base_cons(void)
+{
+	struct cg_constraints c = { 0 };
+	c.limits = no_limits;
+	c.timeout_ms = CG_LIMIT_UNSET;
+	return c;
+}
+
+/* Fork; the child applies plan and returns fn()'s value as its exit code. */
+static int run_child(const struct cg_confine_plan *plan, const struct cg_tree *tree,
+		     int (*fn)(void *), void *arg)
+{
+	pid_t pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		if (tree && cg_tree_child_join(tree, 0) != 0)
+			_exit(CHILD_CONFINE_FAILED);
+		int e = cg_confine_child(plan);
+		if (e != 0)
+			_exit(CHILD_CONFINE_FAILED);
+		_exit(fn(arg));
+	}
+	int st;
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_assert(WIFEXITED(st), "child died of signal %d", WTERMSIG(st));
+	return WEXITSTATUS(st);
+}
+
+static int open_errno(void *path)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return errno;
+	close(fd);
+	return 0;
+}
+
+static struct cg_confine_plan *prepare1(const struct cg_constraints *c,
+					const struct cg_confine_ctx *ctx)
+{
+	const struct cg_constraints *sets[1] = { c };
+	struct cg_confine_plan *p = NULL;
+	struct cg_reply *err = NULL;
+	int rc = cg_confine_prepare(sets, 1, ctx, &p, &err);
+	cr_assert_eq(rc, 0, "prepare failed: %s", err ? cg_reply_def_of(err)->code : "?");
+	return p;
+}
+
+Test(confine, no_constraints_is_not_confined)
+{
+	struct cg_confine_plan *p = NULL;
+	struct cg_reply *err = NULL;
+	cr_assert_eq(cg_confine_prepare(NULL, 0, NULL, &p, &err), 0);
+	json_t *r = cg_confine_report(p);
+	cr_assert_not(json_is_true(json_object_get(r, "confined")));
+	cr_assert_eq(cg_confine_timeout_ms(p), CG_LIMIT_UNSET);
+	json_decref(r);
+	cg_confine_plan_free(p);
+}
+
+Test(confine, write_set_confines_writes, .init = mk_tree, .fini = rm_tree)
+{
+	const char *rd[] = { "/" }, *wr[] = { "${workspace}/in" };
+	struct cg_constraints c = base_cons();
+	c.fs = true;
+	c.read = rd;
+	c.n_read = 1;
+	c.write = wr;
+	c.n_write = 1;
+	struct cg_confine_ctx ctx = { .workspace = tmpdir, .cwd = tmpdir };
+	struct cg_confine_plan *p = prepare1(&c, &ctx);
+	char a_in[200], a_out[200];
+	snprintf(a_in, sizeof(a_in), "%s/a", inside);
+	snprintf(a_out, sizeof(a_out), "%s/a", outside);
+	cr_assert_eq(run_child(p, NULL, open_errno, a_in), 0);
+	cr_assert_eq(run_child(p, NULL, open_errno, a_out), EACCES);
+	/* Unconfined, the same open outside works: the denial is the plan's. */
+	cr_assert_eq(run_child(NULL, NULL, open_errno, a_out), 0);
+	json_t *r = cg_confine_report(p);
+	cr_assert_eq(json_integer_value(json_object_get(json_object_get(r, "landlock"), "abi")),
+		     cg_landlock_abi());
+	cr_assert(json_is_true(json_object_get(json_object_get(r, "landlock"), "fs")));
+	json_decref(r);
+	cg_confine_plan_free(p);
+}
+
+Test(confine, stacked_sets_intersect, .init = mk_tree, .fini = rm_tree)
+{
+	/* Set A may write the whole temp tree, set B only in/: together only in/. */
+	const char *rd[] = { "/" }, *wa[] = { tmpdir }, *wb[] = { inside };
+	struct cg_constraints a = base_cons(), b = base_cons();
+	a.fs = b.fs = true;
+	a.read = b.read = rd;
+	a.n_read = b.n_read = 1;
+	a.write = wa;
+	a.n_write = 1;
+	b.write = wb;
+	b.n_write = 1;
+	const struct cg_constraints *sets[2] = { &a, &b };
+	struct cg_confine_plan *p = NULL;
+	struct cg_reply *err = NULL;
+	cr_assert_eq(cg_confine_prepare(sets, 2, NULL, &p, &err), 0);
+	char a_in[200], a_out[200];
+	snprintf(a_in, sizeof(a_in), "%s/b", inside);
+	snprintf(a_out, sizeof(a_out), "%s/b", outside);
+	cr_assert_eq(run_child(p, NULL, open_errno, a_in), 0);
+	cr_assert_eq(run_child(p, NULL, open_errno, a_out), EACCES);
+	cg_confine_plan_free(p);
+}
+
+Test(confine, missing_workspace_refused, .init = mk_tree, .fini = rm_tree)
+{
+	const char *wr[] = { "${workspace}/nope" };
+	struct cg_constraints c = base_cons();
+	c.fs = true;
+	c.write = wr;
+	c.n_write = 1;
+	struct cg_confine_ctx ctx = { .workspace = tmpdir };
+	const struct cg_constraints *sets[1] = { &c };
+	struct cg_confine_plan *p = NULL;
+	struct cg_reply *err = NULL;
+	cr_assert_eq(cg_confine_prepare(sets, 1, &ctx, &p, &err), -1);
+	cr_assert_eq(err->id, CG_R_CONFINE_PATH_INVALID);
+	cg_reply_free(err);
+}
+
+Test(confine, missing_read_path_skipped_with_note)
+{
+	const char *rd[] = { "/", "/nonexistent-cg-path" };
+	struct cg_constraints c = base_cons();
+	c.fs = true;
+	c.read = rd;
+	c.n_read = 2;
+	struct cg_confine_plan *p = prepare1(&c, NULL);
+	json_t *r = cg_confine_report(p);
+	json_t *sk = json_object_get(r, "skipped");
+	cr_assert_eq(json_array_size(sk), 1);
+	cr_assert_str_eq(json_string_value(json_object_get(json_array_get(sk, 0), "path")),
+			 "/nonexistent-cg-path");
+	json_decref(r);
+	cg_confine_plan_free(p);
+}
+
+Test(confine, unknown_token_refused)
+{
+	const char *rd[] = { "${nothing}/x" };
+	struct cg_constraints c = base_cons();
+	c.fs = true;
+	c.read = rd;
+	c.n_read = 1;
+	const struct cg_constraints *sets[1] = { &c };
+	struct cg_confine_plan *p = NULL;
+	struct cg_reply *err = NULL;
+	cr_assert_eq(cg_confine_prepare(sets, 1, NULL, &p, &err), -1);
+	cr_assert_eq(err->id, CG_R_CONFINE_PATH_INVALID);
+	cg_reply_free(err);
+}
+
+Test(confine, old_abi_tcp_fails_closed_unless_best_effort)
+{
+	uint16_t ports[] = { 80 };
+	struct cg_constraints c = base_cons();
+	c.net = CG_NET_TCP;
+	c.ports = ports;
+	c.n_ports = 1;
+	cg_landlock_abi_override(3); /* Landlock without network rules */
+	const struct cg_constraints *sets[1] = { &c };
+	struct cg_confine_plan *p = NULL;
+	struct cg_reply *err = NULL;
+	cr_assert_eq(cg_confine_prepare(sets, 1, NULL, &p, &err), -1);
+	cr_assert_eq(err->id, CG_R_CONSTRAINT_UNENFORCEABLE);
+	cr_assert_str_eq(json_string_value(json_object_get(err->params, "constraint")), "net.tcp");
+	cg_reply_free(err);
+	err = NULL;
+	c.best_effort = true;
+	cr_assert_eq(cg_confine_prepare(sets, 1, NULL, &p, &err), 0);
+	json_t *r = cg_confine_report(p);
+	json_t *d = json_object_get(r, "downgraded");
+	cr_assert_eq(json_array_size(d), 1);
+	cr_assert_str_eq(json_string_value(json_object_get(json_array_get(d, 0), "constraint")),
+			 "net.tcp");
+	json_decref(r);
+	cg_confine_plan_free(p);
+	cg_landlock_abi_override(-1);
+}
+
+Test(confine, no_landlock_fs_fails_closed)
+{
+	const char *rd[] = { "/" };
+	struct cg_constraints c = base_cons();
+	c.fs = true;
+	c.read = rd;
+	c.n_read = 1;
+	cg_landlock_abi_override(0);
+	const struct cg_constraints *sets[1] = { &c };
+	struct cg_confine_plan *p = NULL;
+	struct cg_reply *err = NULL;
+	cr_assert_eq(cg_confine_prepare(sets, 1, NULL, &p, &err), -1);
+	cr_assert_eq(err->id, CG_R_CONSTRAINT_UNENFORCEABLE);
+	cg_reply_free(err);
+	/* ABI 2 cannot deny truncate(): also refused, named precisely. */
+	cg_landlock_abi_override(2);
+	err = NULL;
+	cr_assert_eq(cg_confine_prepare(sets, 1, NULL, &p, &err), -1);
+	cr_assert_str_eq(json_string_value(json_object_get(err->params, "constraint")),
+			 "fs.truncate");
+	cg_reply_free(err);
+	cg_landlock_abi_override(-1);
+}
+
+static int seccomp_probe(void *arg)
+{
+	int which = *(int *)arg;
+	errno = 0;
+	int r = which == 0   ? unshare(CLONE_NEWUSER)
+		: which == 1 ? (int)ptrace(PTRACE_TRACEME, 0, NULL, NULL)
+			     : mount("none", "/mnt", "tmpfs", 0, NULL);
+	return r == 0 ? 0 : errno;
+}
+
+Test(confine, seccomp_denies_with_eperm)
+{
+	struct cg_constraints c = base_cons(); /* an empty set: baseline confinement */
+	struct cg_confine_plan *p = prepare1(&c, NULL);
+	for (int which = 0; which < 3; which++) {
+		cr_assert_eq(run_child(p, NULL, seccomp_probe, &which), EPERM, "probe %d", which);
+	}
+	/* Without the plan, unshare(CLONE_NEWUSER) works here (root): the EPERM is ours. */
+	int w = 0;
+	cr_assert_eq(run_child(NULL, NULL, seccomp_probe, &w), 0);
+	cg_confine_plan_free(p);
+}
+
+static int connect_port(void *arg)
+{
+	int port = *(int *)arg;
+	int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		return 200;
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	int r = connect(s, (struct sockaddr *)&sa, sizeof(sa));
+	int e = r == 0 ? 0 : errno;
+	close(s);
+	return e;
+}
+
+static int listener(int *port)
+{
+	int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	socklen_t len = sizeof(sa);
+	cr_assert_eq(bind(s, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	cr_assert_eq(listen(s, 8), 0);
+	cr_assert_eq(getsockname(s, (struct sockaddr *)&sa, &len), 0);
+	*port = ntohs(sa.sin_port);
+	return s;
+}
+
+Test(confine, net_none_cannot_reach_host_loopback)
+{
+	int port, s = listener(&port);
+	struct cg_constraints c = base_cons();
+	c.net = CG_NET_NONE;
+	struct cg_confine_plan *p = prepare1(&c, NULL);
+	cr_assert_eq(run_child(NULL, NULL, connect_port, &port), 0);
+	cr_assert_eq(run_child(p, NULL, connect_port, &port), ECONNREFUSED);
+	close(s);
+	cg_confine_plan_free(p);
+}
+
+Test(confine, tcp_port_allow_list)
+{
+	int port_a, port_b;
+	int sa = listener(&port_a), sb = listener(&port_b);
+	uint16_t ports[] = { (uint16_t)port_a };
+	struct cg_constraints c = base_cons();
+	c.net = CG_NET_TCP;
+	c.ports = ports;
+	c.n_ports = 1;
+	struct cg_confine_plan *p = prepare1(&c, NULL);
+	cr_assert_eq(run_child(p, NULL, connect_port, &port_a), 0);
+	cr_assert_eq(run_child(p, NULL, connect_port, &port_b), EACCES);
+	close(sa);
+	close(sb);
+	cg_confine_plan_free(p);
+}
+
+static int open_many(void *arg)
+{
+	for (int i = 0; i < 64; i++)
+		if (open("/dev/null", O_RDONLY | O_CLOEXEC) < 0)
+			return errno;
+	return 0;
+}
+
+Test(confine, nofile_limit)
+{
+	struct cg_constraints c = base_cons();
+	c.limits.nofile = 16;
+	struct cg_confine_plan *p = prepare1(&c, NULL);
+	cr_assert_eq(run_child(p, NULL, open_many, NULL), EMFILE);
+	cg_confine_plan_free(p);
+}
+
+static int ids_probe(void *arg)
+{
+	gid_t groups[4];
+	if (getuid() != 65534 || geteuid() != 65534 || getgid() != 65534)
+		return 1;
+	if (getgroups(4, groups) != 0)
+		return 2;
+	/* No way back up: no_new_privs + dropped ids. */
+	return setuid(0) == 0 ? 3 : errno;
+}
+
+Test(confine, ids_dropped_groups_cleared)
+{
+	if (geteuid() != 0)
+		cr_skip_test("needs root");
+	struct cg_constraints c = base_cons();
+	struct cg_confine_ctx ctx = { .set_ids = true, .uid = 65534, .gid = 65534 };
+	struct cg_confine_plan *p = prepare1(&c, &ctx);
+	cr_assert_eq(run_child(p, NULL, ids_probe, NULL), EPERM);
+	cg_confine_plan_free(p);
+}
+
+static int escape_and_sleep(void *arg)
+{
+	int fd = *(int *)arg;
+	pid_t pid = fork();
+	if (pid == 0) {
+		setsid();
+		if (fork() == 0) {
+			pid_t me = getpid();
+			(void)!write(fd, &me, sizeof(me));
+			sleep(60);
+			_exit(0);
+		}
+		_exit(0);
+	}
+	waitpid(pid, NULL, 0);
+	return 0;
+}
+
+static bool pid_running(pid_t pid)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return false;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	char *rp = strrchr(buf, ')');
+	return rp && rp[1] == ' ' && rp[2] != 'Z' && rp[2] != 'X';
+}
+
+Test(confine, tree_kills_setsid_double_fork)
+{
+	struct cg_tree *t = NULL;
+	struct cg_reply *err = NULL;
+	cr_assert_eq(cg_tree_new("test-tree", &t, &err), 0);
+	int pfd[2];
+	cr_assert_eq(pipe(pfd), 0);
+	struct cg_constraints c = base_cons();
+	struct cg_confine_plan *p = prepare1(&c, NULL);
+	cr_assert_eq(run_child(p, t, escape_and_sleep, &pfd[1]), 0);
+	pid_t gc = 0;
+	cr_assert_eq(read(pfd[0], &gc, sizeof(gc)), (ssize_t)sizeof(gc));
+	cr_assert(pid_running(gc), "grandchild should be running");
+	json_t *tr = cg_tree_report(t);
+	bool cgroup = strcmp(json_string_value(json_object_get(tr, "mechanism")), "cgroup2") == 0;
+	json_decref(tr);
+	cr_assert(cgroup, "this machine offers cgroup v2; the tree must use it");
+	cr_assert(cg_tree_alive(t), "the escaped grandchild is still in the tree");
+	cg_tree_kill(t, SIGKILL);
+	for (int i = 0; i < 200 && pid_running(gc); i++)
+		usleep(10000);
+	cr_assert_not(pid_running(gc), "setsid grandchild survived the tree kill");
+	for (int i = 0; i < 200 && cg_tree_alive(t); i++)
+		usleep(10000);
+	cr_assert_not(cg_tree_alive(t));
+	cg_tree_free(t);
+	cg_confine_plan_free(p);
+	close(pfd[0]);
+	close(pfd[1]);
+}
+
+static int fork_until_refused(void *arg)
+{
+	for (int i = 0; i < 200; i++) {
+		pid_t pid = fork();
+		if (pid < 0)
+			return errno;
+		if (pid == 0) {
+			pause();
+			_exit(0);
+		}
+	}
+	return 0;
+}
+
+Test(confine, nproc_limit_stops_fork_bomb)
+{
+	struct cg_tree *t = NULL;
+	struct cg_reply *err = NULL;
+	cr_assert_eq(cg_tree_new("test-nproc", &t, &err), 0);
+	struct cg_constraints c = base_cons();
+	c.limits.nproc = 20;
+	struct cg_confine_plan *p = prepare1(&c, NULL);
+	cr_assert_eq(run_child(p, t, fork_until_refused, NULL), EAGAIN);
+	cg_tree_kill(t, SIGKILL);
+	cg_tree_free(t);
+	cg_confine_plan_free(p);
+}
