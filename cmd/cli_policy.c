@@ -1,9 +1,1235 @@
 /* SPDX-License-Identifier: MIT */
-/* placeholder: not yet written */
+/*
+ * cli_policy — `callgate policy check|explain|test|dump|keygen|sign|verify`:
+ * the policy author's tools. They work without a daemon.
+ *
+ * explain and test decide exactly as the daemon does, by running the real
+ * modules in the daemon's order: the request is built as a JSON object,
+ * encoded, and decoded by the wire codec (cg_wire_decode, with the policy's
+ * rules); the world adapter resolves it (cg_world_resolve over the
+ * --workspace directories); the chain is built by cg_policy_register_rungs;
+ * cg_chain_decide folds it. So an invalid request (a dangerous env name, a
+ * command that does not resolve) shows up as the I reply it would get.
+ *
+ * Exit codes (documented in callgate-policy(1)):
+ *   explain: 0 ALLOW/DEGRADE, 75 UNKNOWN (deferred to a human), 77 BLOCK,
+ *            65 the request is invalid (an I reply), 70 a system error (E).
+ *   test:    0 every case passed and every rule was exercised, 1 otherwise,
+ *            65 the policy or the case file does not load.
+ *   check:   0 loads and lints clean, 1 loads with lint findings, 65 does
+ *            not load (or its signature does not verify, with --pubkey).
+ *   dump:    0, or 65 when the policy does not load.
+ *   keygen/sign: 0, or 70. verify: 0 verified, 1 signature missing or
+ *            invalid, 70 key or policy unreadable.
+ *   64 for a bad command line, everywhere.
+ *
+ * Invariants:
+ *  - Nothing is ever executed: these tools only decide.
+ *  - No parallel implementation of any decision step: every step is the
+ *    library's own function, so the tools cannot drift from the daemon.
+ *  - The privileged default is the protocol's (true) unless the command
+ *    line or the case says otherwise.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <yaml.h>
+
+#include "chain.h"
 #include "cli.h"
+#include "policy.h"
+#include "sign.h"
+#include "util.h"
+#include "wire.h"
+#include "world.h"
+
+/* explain's exit code for UNKNOWN: EX_TEMPFAIL, "try again (after approval)". */
+#define EXIT_DEFERRED 75
+/* test/check: the policy loads but something is wrong with it. */
+#define EXIT_FINDINGS 1
+
+#define MAX_WORKSPACES 16
+#define MAX_YAML_DEPTH 32
+#define MAX_CASES      100000
+
+static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static int usage_error(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fputs("callgate policy: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputs("\nusage: callgate policy check FILE [--json] [--pubkey KEY [--sig SIG]]\n"
+	      "       callgate policy explain [--policy FILE] [--json] [--workspace DIR]... "
+	      "[--cwd DIR]\n"
+	      "               [--privileged|--no-privileged] [--env NAME=VALUE]... "
+	      "[--session S] [--host H]\n"
+	      "               [--uid N] [--gid N] [--actions JSON] [-- CMD ARGS [| CMD ARGS]...]\n"
+	      "       callgate policy test FILE CASES.yaml [--workspace DIR]... [--json] "
+	      "[--verbose]\n"
+	      "       callgate policy dump [FILE]\n"
+	      "       callgate policy keygen PRIVATE_KEY PUBLIC_KEY\n"
+	      "       callgate policy sign --key PRIVATE_KEY [--out SIG] FILE\n"
+	      "       callgate policy verify --pubkey PUBLIC_KEY [--sig SIG] FILE\n"
+	      "See callgate-policy(1).\n",
+	      stderr);
+	return CG_EXIT_USAGE;
+}
+
+/* Print a reply as one line: "callgate policy: E MCP-CFG-E-102: message". */
+static void print_reply(FILE *f, const struct cg_reply *r)
+{
+	const struct cg_reply_def *d = cg_reply_def_of(r);
+	char *msg = cg_reply_message(r);
+	fprintf(f, "callgate policy: %c %s: %s\n", cg_rtype_char(d->type), d->code,
+		msg ? msg : d->key);
+	free(msg);
+}
+
+static void print_json(const json_t *j, size_t flags)
+{
+	char *s = json_dumps(j, flags | JSON_ENSURE_ASCII);
+	if (s) {
+		fputs(s, stdout);
+		fputc('\n', stdout);
+	}
+	free(s);
+}
+
+/* Load FILE, or the embedded default for NULL. Prints the reply on failure. */
+static struct cg_policy *load_policy(const char *path)
+{
+	struct cg_policy *p = NULL;
+	struct cg_reply *err = NULL;
+	int rc = path ? cg_policy_load_file(path, &p, &err) : cg_policy_load_default(&p, &err);
+	if (rc != 0) {
+		if (err)
+			print_reply(stderr, err);
+		else
+			fprintf(stderr, "callgate policy: the policy could not be loaded\n");
+		cg_reply_free(err);
+		return NULL;
+	}
+	return p;
+}
+
+/* ---- the decision harness shared by explain and test -------------------- */
+
+/* Everything a decision needs that does not change between requests. */
+struct harness {
+	struct cg_policy *policy;
+	struct cg_world world;
+	struct cg_chain chain;
+	struct cg_wire_rules rules;
+};
+
+static int harness_init(struct harness *h, struct cg_policy *p, const char *const *ws, size_t n_ws)
+{
+	memset(h, 0, sizeof(*h));
+	h->policy = p;
+	char cwd[PATH_MAX];
+	const char *here[1] = { cwd };
+	if (n_ws == 0) {
+		if (!getcwd(cwd, sizeof(cwd))) {
+			fprintf(stderr, "callgate policy: getcwd: %s\n", strerror(errno));
+			return -1;
+		}
+		ws = here;
+		n_ws = 1;
+	}
+	struct cg_reply *err = NULL;
+	if (cg_world_init(&h->world, ws, n_ws, &err) != 0) {
+		print_reply(stderr, err);
+		cg_reply_free(err);
+		return -1;
+	}
+	if (cg_policy_register_rungs(&h->chain, p) != 0) {
+		fprintf(stderr, "callgate policy: the policy's rungs could not be registered\n");
+		cg_world_fini(&h->world);
+		return -1;
+	}
+	const struct cg_policy_defaults *d = cg_policy_defaults(p);
+	h->rules.freshness_s = d && d->freshness_s > 0 ? d->freshness_s : CG_WIRE_FRESHNESS_S;
+	h->rules.env_allow = d ? d->env_allow : NULL;
+	h->rules.n_env_allow = d ? d->n_env_allow : 0;
+	return 0;
+}
+
+static void harness_fini(struct harness *h)
+{
+	cg_world_fini(&h->world);
+}
+
+/* The outcome of one request: either a refusal before the chain, or a fold. */
+struct outcome {
+	struct cg_reply *refusal; /* I or E reply from decode/resolve, or NULL */
+	struct cg_folded folded;  /* valid when refusal is NULL */
+	json_t *stages;		  /* [{argv0, exe, via_symlink}] as resolved, or NULL */
+};
+
+static void outcome_fini(struct outcome *o)
+{
+	cg_reply_free(o->refusal);
+	json_decref(o->stages);
+	memset(o, 0, sizeof(*o));
+}
+
+/*
+ * Decide one request object (borrowed; "time" is added to a copy) as the
+ * daemon would. Always fills *o; returns 0, or -1 on a local failure (OOM).
+ */
+static int harness_decide(struct harness *h, const json_t *request, const struct cg_peer *peer,
+			  struct outcome *o)
+{
+	memset(o, 0, sizeof(*o));
+	int rc = -1;
+	json_t *req = json_deep_copy(request);
+	if (!req)
+		return -1;
+	int64_t now = cg_now_wall_ns();
+	if (!json_object_get(req, "time")) {
+		char t[40];
+		cg_format_time(now, t, sizeof(t));
+		json_object_set_new(req, "time", json_string(t));
+	}
+	char *line = json_dumps(req, JSON_COMPACT);
+	json_decref(req);
+	if (!line)
+		return -1;
+	h->rules.now_ns = now;
+	struct cg_request *r = NULL;
+	char *id = NULL;
+	if (cg_wire_decode(line, strlen(line), true, false, &h->rules, &r, &o->refusal, &id) != 0) {
+		free(id);
+		rc = 0;
+		goto free_line;
+	}
+	free(id);
+	struct cg_call call;
+	memset(&call, 0, sizeof(call));
+	if (cg_world_resolve(&h->world, r, peer, &call, &o->refusal) != 0) {
+		rc = 0;
+		goto free_request;
+	}
+	call.trace_id = "policy-explain";
+	o->stages = json_array();
+	for (size_t i = 0; o->stages && i < call.n_stages; i++)
+		json_array_append_new(
+		    o->stages,
+		    json_pack("{s:s,s:s,s:s,s:b}", "argv0", r->stages[i].argv[0], "found",
+			      call.stages[i].found ? call.stages[i].found : "", "exe",
+			      call.stages[i].exe, "via_symlink", call.stages[i].via_symlink));
+	cg_chain_decide(&h->chain, &call, &o->folded);
+	cg_call_fini(&call);
+	rc = 0;
+free_request:
+	cg_request_free(r);
+free_line:
+	free(line);
+	return rc;
+}
+
+/* "ALLOW" … "BLOCK", or "INVALID" (an I reply) / "ERROR" (an E reply). */
+static const char *outcome_name(const struct outcome *o)
+{
+	if (o->refusal)
+		return cg_reply_def_of(o->refusal)->type == CG_RTYPE_I ? "INVALID" : "ERROR";
+	return cg_decision_name(o->folded.decision);
+}
+
+static const char *outcome_code(const struct outcome *o)
+{
+	if (o->refusal)
+		return cg_reply_def_of(o->refusal)->code;
+	return cg_reply_registry[o->folded.reason].code;
+}
+
+static const char *outcome_rule(const struct outcome *o)
+{
+	return o->refusal ? "" : (o->folded.rule_id ? o->folded.rule_id : "");
+}
+
+static json_t *outcome_to_json(const struct outcome *o)
+{
+	json_t *j;
+	if (o->refusal) {
+		j = json_pack("{s:s,s:o}", "decision", outcome_name(o), "reply",
+			      cg_reply_to_json(o->refusal));
+	} else {
+		j = cg_folded_to_json(&o->folded);
+	}
+	if (j && o->stages)
+		json_object_set(j, "stages", o->stages);
+	return j;
+}
+
+/* ---- explain ------------------------------------------------------------ */
+
+static void explain_print(const struct cg_policy *p, const struct outcome *o)
+{
+	printf("policy:    %s (sha256 %s)\n", cg_policy_source(p), cg_policy_sha256(p));
+	if (o->refusal) {
+		char *msg = cg_reply_message(o->refusal);
+		printf("decision:  %s\nreply:     %s %s\nmessage:   %s\n", outcome_name(o),
+		       outcome_code(o), cg_reply_def_of(o->refusal)->key, msg ? msg : "");
+		free(msg);
+		return;
+	}
+	size_t i;
+	json_t *st;
+	json_array_foreach(o->stages, i, st)
+	{
+		const char *found = json_string_value(json_object_get(st, "found"));
+		printf("stage %zu:   %s -> %s", i, json_string_value(json_object_get(st, "argv0")),
+		       json_string_value(json_object_get(st, "exe")));
+		if (json_is_true(json_object_get(st, "via_symlink")))
+			printf(" (resolved from %s)", found ? found : "?");
+		putchar('\n');
+	}
+	const struct cg_folded *f = &o->folded;
+	printf("decision:  %s\nrule:      %s\nreason:    %s %s\n", cg_decision_name(f->decision),
+	       f->rule_id ? f->rule_id : "-", cg_reply_registry[f->reason].code,
+	       cg_reply_registry[f->reason].key);
+	if (f->why)
+		printf("why:       %s\n", f->why);
+	if (f->decision == CG_UNKNOWN)
+		printf("approvers: %d\n", (int)f->approvers);
+	printf("rungs:\n");
+	for (size_t k = 0; k < f->n_rungs; k++) {
+		const struct cg_verdict *v = &f->rungs[k].v;
+		printf("  %-10s rank %-4d %-8s rule %-28s %s%s\n", f->rungs[k].rung,
+		       f->rungs[k].rank, cg_decision_name(v->decision),
+		       v->rule_id ? v->rule_id : "-", cg_reply_registry[v->reason].code,
+		       f->rungs[k].rc ? " (failed)" : "");
+	}
+	if (f->n_constraints == 0) {
+		printf("constraints: none\n");
+		return;
+	}
+	printf("constraints (all apply):\n");
+	for (size_t k = 0; k < f->n_constraints; k++) {
+		json_t *c = cg_constraints_to_json(f->constraints[k]);
+		char *s = c ? json_dumps(c, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
+		printf("  %s\n", s ? s : "?");
+		free(s);
+		json_decref(c);
+	}
+}
+
+static int outcome_exit(const struct outcome *o)
+{
+	if (o->refusal)
+		return cg_reply_def_of(o->refusal)->type == CG_RTYPE_I ? CG_EXIT_INVALID
+								       : CG_EXIT_ERROR;
+	switch (o->folded.decision) {
+	case CG_ALLOW:
+	case CG_DEGRADE:
+		return CG_EXIT_OK;
+	case CG_UNKNOWN:
+		return EXIT_DEFERRED;
+	default:
+		return CG_EXIT_DENIED;
+	}
+}
+
+/* Parse a non-negative id (uid/gid). 0 or -1. */
+static int parse_id(const char *s, unsigned *out)
+{
+	char *end = NULL;
+	errno = 0;
+	unsigned long v = strtoul(s, &end, 10);
+	if (errno || end == s || *end || s[0] == '-' || v > 0x7fffffffUL)
+		return -1;
+	*out = (unsigned)v;
+	return 0;
+}
+
+static int cmd_explain(int argc, char **argv)
+{
+	int rc = CG_EXIT_USAGE;
+	const char *policy_path = NULL, *ws[MAX_WORKSPACES];
+	size_t n_ws = 0;
+	bool as_json = false;
+	struct cg_peer peer = { .pid = getpid(), .uid = getuid(), .gid = getgid() };
+	json_t *req = json_object(), *env = json_object();
+	if (!req || !env) {
+		rc = CG_EXIT_ERROR;
+		goto free_req;
+	}
+	int i = 1;
+	for (; i < argc; i++) {
+		const char *a = argv[i];
+		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+		if (strcmp(a, "--") == 0) {
+			i++;
+			break;
+		} else if (strcmp(a, "--json") == 0) {
+			as_json = true;
+		} else if (strcmp(a, "--privileged") == 0) {
+			json_object_set_new(req, "privileged", json_true());
+		} else if (strcmp(a, "--no-privileged") == 0) {
+			json_object_set_new(req, "privileged", json_false());
+		} else if (!v) {
+			rc = usage_error("'%s' is unknown or needs a value", a);
+			goto free_req;
+		} else if (strcmp(a, "--policy") == 0) {
+			policy_path = v;
+			i++;
+		} else if (strcmp(a, "--workspace") == 0) {
+			if (n_ws == MAX_WORKSPACES) {
+				rc = usage_error("too many --workspace options%s", "");
+				goto free_req;
+			}
+			ws[n_ws++] = v;
+			i++;
+		} else if (strcmp(a, "--cwd") == 0 || strcmp(a, "--session") == 0 ||
+			   strcmp(a, "--host") == 0 || strcmp(a, "--reason") == 0) {
+			json_object_set_new(req, a + 2, json_string(v));
+			i++;
+		} else if (strcmp(a, "--env") == 0) {
+			const char *eq = strchr(v, '=');
+			if (!eq || eq == v) {
+				rc = usage_error("--env needs NAME=VALUE, not '%s'", v);
+				goto free_req;
+			}
+			char name[256];
+			size_t nl = (size_t)(eq - v);
+			if (nl >= sizeof(name)) {
+				rc = usage_error("--env name too long: '%s'", v);
+				goto free_req;
+			}
+			memcpy(name, v, nl);
+			name[nl] = '\0';
+			json_object_set_new(env, name, json_string(eq + 1));
+			i++;
+		} else if (strcmp(a, "--uid") == 0 || strcmp(a, "--gid") == 0) {
+			unsigned id;
+			if (parse_id(v, &id) != 0) {
+				rc = usage_error("not a uid/gid: '%s'", v);
+				goto free_req;
+			}
+			if (a[2] == 'u')
+				peer.uid = id;
+			else
+				peer.gid = id;
+			i++;
+		} else if (strcmp(a, "--actions") == 0) {
+			json_error_t je;
+			json_t *acts = json_loads(v, JSON_REJECT_DUPLICATES, &je);
+			if (!acts) {
+				rc = usage_error("--actions is not JSON: %s", je.text);
+				goto free_req;
+			}
+			json_object_set_new(req, "actions", acts);
+			json_object_set_new(req, "action", json_string("gate"));
+			i++;
+		} else {
+			rc = usage_error("unknown option '%s'", a);
+			goto free_req;
+		}
+	}
+	if (i < argc) {
+		json_t *pipe = cg_cli_pipeline(argc - i, argv + i);
+		if (!pipe) {
+			rc = usage_error("bad pipeline after --%s (empty stage or not UTF-8)", "");
+			goto free_req;
+		}
+		json_object_set_new(req, "pipeline", pipe);
+	} else if (!json_object_get(req, "actions")) {
+		rc = usage_error("nothing to explain: give -- CMD ARGS or --actions%s", "");
+		goto free_req;
+	}
+	if (json_object_size(env) > 0)
+		json_object_set(req, "env", env);
+
+	struct cg_policy *p = load_policy(policy_path);
+	if (!p) {
+		rc = CG_EXIT_INVALID;
+		goto free_req;
+	}
+	struct harness h;
+	if (harness_init(&h, p, ws, n_ws) != 0) {
+		rc = CG_EXIT_ERROR;
+		goto unref_policy;
+	}
+	struct outcome o;
+	if (harness_decide(&h, req, &peer, &o) != 0) {
+		fprintf(stderr, "callgate policy: out of memory\n");
+		rc = CG_EXIT_ERROR;
+		goto fini_harness;
+	}
+	if (as_json) {
+		json_t *j = outcome_to_json(&o);
+		if (j) {
+			json_object_set_new(j, "policy",
+					    json_pack("{s:s,s:s}", "source", cg_policy_source(p),
+						      "sha256", cg_policy_sha256(p)));
+			print_json(j, JSON_INDENT(2) | JSON_SORT_KEYS);
+		}
+		json_decref(j);
+	} else {
+		explain_print(p, &o);
+	}
+	rc = outcome_exit(&o);
+	outcome_fini(&o);
+fini_harness:
+	harness_fini(&h);
+unref_policy:
+	cg_policy_unref(p);
+free_req:
+	json_decref(env);
+	json_decref(req);
+	return rc;
+}
+
+/* ---- YAML case tables --------------------------------------------------- */
+
+/* Expand ${NAME} (upper-case names only) from the environment into a new string. */
+static char *expand_vars(const char *s, char *err, size_t err_len)
+{
+	size_t cap = strlen(s) + 1, n = 0;
+	char *out = malloc(cap);
+	if (!out)
+		return NULL;
+	for (const char *q = s; *q;) {
+		const char *val = NULL;
+		size_t skip = 1, vl = 1;
+		if (q[0] == '$' && q[1] == '{') {
+			size_t k = 2;
+			while ((q[k] >= 'A' && q[k] <= 'Z') || (q[k] >= '0' && q[k] <= '9') ||
+			       q[k] == '_')
+				k++;
+			if (k > 2 && q[k] == '}') {
+				char name[128];
+				if (k - 2 >= sizeof(name)) {
+					snprintf(err, err_len, "variable name too long in '%s'", s);
+					free(out);
+					return NULL;
+				}
+				memcpy(name, q + 2, k - 2);
+				name[k - 2] = '\0';
+				val = getenv(name);
+				if (!val) {
+					snprintf(err, err_len,
+						 "${%s} is not set in the environment", name);
+					free(out);
+					return NULL;
+				}
+				skip = k + 1;
+				vl = strlen(val);
+			}
+		}
+		if (!val) {
+			val = q;
+			vl = 1;
+		}
+		if (n + vl + 1 > cap) {
+			cap = (n + vl + 1) * 2;
+			char *t = realloc(out, cap);
+			if (!t) {
+				free(out);
+				return NULL;
+			}
+			out = t;
+		}
+		memcpy(out + n, val, vl);
+		n += vl;
+		q += skip;
+	}
+	out[n] = '\0';
+	return out;
+}
+
+/*
+ * A YAML node as JSON. Plain scalars true/false/null and canonical decimal
+ * integers become JSON booleans, null and integers; everything else is a
+ * string (with ${NAME} expanded). Duplicate mapping keys are refused.
+ */
+static json_t *yaml_to_json(yaml_document_t *doc, yaml_node_t *n, int depth, char *err,
+			    size_t err_len)
+{
+	if (!n || depth > MAX_YAML_DEPTH) {
+		snprintf(err, err_len, "nesting deeper than %d", MAX_YAML_DEPTH);
+		return NULL;
+	}
+	switch (n->type) {
+	case YAML_SCALAR_NODE: {
+		const char *s = (const char *)n->data.scalar.value;
+		if (n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE) {
+			if (strcmp(s, "true") == 0)
+				return json_true();
+			if (strcmp(s, "false") == 0)
+				return json_false();
+			if (strcmp(s, "null") == 0 || strcmp(s, "~") == 0)
+				return json_null();
+			char *end = NULL;
+			errno = 0;
+			long long v = strtoll(s, &end, 10);
+			char back[32];
+			snprintf(back, sizeof(back), "%lld", v);
+			if (*s && !errno && end && !*end && strcmp(back, s) == 0)
+				return json_integer(v);
+		}
+		char *x = expand_vars(s, err, err_len);
+		if (!x)
+			return NULL;
+		json_t *j = json_string(x);
+		if (!j)
+			snprintf(err, err_len, "line %zu: not valid UTF-8",
+				 (size_t)n->start_mark.line + 1);
+		free(x);
+		return j;
+	}
+	case YAML_SEQUENCE_NODE: {
+		json_t *a = json_array();
+		for (yaml_node_item_t *it = n->data.sequence.items.start;
+		     a && it < n->data.sequence.items.top; it++) {
+			json_t *v = yaml_to_json(doc, yaml_document_get_node(doc, *it), depth + 1,
+						 err, err_len);
+			if (!v) {
+				json_decref(a);
+				return NULL;
+			}
+			json_array_append_new(a, v);
+		}
+		return a;
+	}
+	case YAML_MAPPING_NODE: {
+		json_t *o = json_object();
+		for (yaml_node_pair_t *pr = n->data.mapping.pairs.start;
+		     o && pr < n->data.mapping.pairs.top; pr++) {
+			yaml_node_t *k = yaml_document_get_node(doc, pr->key);
+			if (!k || k->type != YAML_SCALAR_NODE) {
+				snprintf(err, err_len, "line %zu: a key must be a scalar",
+					 k ? (size_t)k->start_mark.line + 1 : 0);
+				json_decref(o);
+				return NULL;
+			}
+			const char *key = (const char *)k->data.scalar.value;
+			if (json_object_get(o, key)) {
+				snprintf(err, err_len, "line %zu: duplicate key '%s'",
+					 (size_t)k->start_mark.line + 1, key);
+				json_decref(o);
+				return NULL;
+			}
+			json_t *v = yaml_to_json(doc, yaml_document_get_node(doc, pr->value),
+						 depth + 1, err, err_len);
+			if (!v) {
+				json_decref(o);
+				return NULL;
+			}
+			json_object_set_new(o, key, v);
+		}
+		return o;
+	}
+	default:
+		snprintf(err, err_len, "empty YAML node");
+		return NULL;
+	}
+}
+
+/* Load a YAML file as JSON. NULL with a message in err. */
+static json_t *load_yaml(const char *path, char *err, size_t err_len)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	if (cg_sign_read_file(path, &buf, &len) != 0) {
+		snprintf(err, err_len, "%s: %s", path, strerror(errno));
+		return NULL;
+	}
+	json_t *out = NULL;
+	yaml_parser_t parser;
+	yaml_document_t doc;
+	if (!yaml_parser_initialize(&parser)) {
+		snprintf(err, err_len, "out of memory");
+		goto free_buf;
+	}
+	yaml_parser_set_input_string(&parser, (const unsigned char *)buf, len);
+	if (!yaml_parser_load(&parser, &doc)) {
+		snprintf(err, err_len, "%s: line %zu: %s", path,
+			 (size_t)parser.problem_mark.line + 1,
+			 parser.problem ? parser.problem : "YAML error");
+		goto free_parser;
+	}
+	yaml_node_t *root = yaml_document_get_root_node(&doc);
+	if (!root)
+		snprintf(err, err_len, "%s: empty document", path);
+	else
+		out = yaml_to_json(&doc, root, 0, err, err_len);
+	yaml_document_delete(&doc);
+free_parser:
+	yaml_parser_delete(&parser);
+free_buf:
+	free(buf);
+	return out;
+}
+
+static const char *const case_keys[] = { "name", "pipeline", "env",    "privileged", "session",
+					 "host", "peer",     "cwd",    "actions",    "expect",
+					 "rule", "code",     "reason", "approvers" };
+static const char *const expectations[] = { "ALLOW", "DEGRADE", "UNKNOWN",
+					    "BLOCK", "INVALID", "ERROR" };
+
+/* Check a case's shape. 0, or -1 with a message in err. */
+static int case_check(json_t *c, char *err, size_t err_len)
+{
+	if (!json_is_object(c)) {
+		snprintf(err, err_len, "a case must be a mapping");
+		return -1;
+	}
+	const char *k;
+	json_t *v;
+	json_object_foreach(c, k, v)
+	{
+		bool known = false;
+		for (size_t i = 0; i < CG_ARRAY_LEN(case_keys); i++)
+			known = known || strcmp(k, case_keys[i]) == 0;
+		if (!known) {
+			snprintf(err, err_len, "unknown key '%s'", k);
+			return -1;
+		}
+	}
+	const char *exp = json_string_value(json_object_get(c, "expect"));
+	bool ok = false;
+	for (size_t i = 0; exp && i < CG_ARRAY_LEN(expectations); i++)
+		ok = ok || strcmp(exp, expectations[i]) == 0;
+	if (!ok) {
+		snprintf(err, err_len,
+			 "'expect' must be ALLOW, DEGRADE, UNKNOWN, BLOCK or INVALID");
+		return -1;
+	}
+	if (!json_object_get(c, "pipeline") && !json_object_get(c, "actions")) {
+		snprintf(err, err_len, "a case needs 'pipeline' or 'actions'");
+		return -1;
+	}
+	json_t *peer = json_object_get(c, "peer");
+	if (peer) {
+		const char *pk;
+		json_t *pv;
+		if (!json_is_object(peer)) {
+			snprintf(err, err_len, "'peer' must be {uid, gid}");
+			return -1;
+		}
+		json_object_foreach(peer, pk, pv)
+		{
+			if ((strcmp(pk, "uid") != 0 && strcmp(pk, "gid") != 0) ||
+			    !json_is_integer(pv) || json_integer_value(pv) < 0) {
+				snprintf(err, err_len, "'peer' must be {uid, gid} with integers");
+				return -1;
+			}
+		}
+	}
+	const char *sk[] = { "name", "rule", "code", "session", "host", "cwd", "reason" };
+	for (size_t i = 0; i < CG_ARRAY_LEN(sk); i++) {
+		const json_t *sv = json_object_get(c, sk[i]);
+		if (sv && !json_is_string(sv)) {
+			snprintf(err, err_len, "'%s' must be a string", sk[i]);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* An argv element that YAML typed as a number or bool, back to its text. */
+static json_t *as_text(json_t *v)
+{
+	char b[32];
+	if (json_is_integer(v)) {
+		snprintf(b, sizeof(b), "%lld", (long long)json_integer_value(v));
+		return json_string(b);
+	}
+	if (json_is_boolean(v))
+		return json_string(json_is_true(v) ? "true" : "false");
+	return json_incref(v);
+}
+
+/*
+ * The wire request for a case: the fields a request has, passed through as
+ * written (so the wire codec judges their types), except that argv and env
+ * values YAML read as numbers or booleans are turned back into text.
+ */
+static json_t *case_request(const json_t *c)
+{
+	json_t *req = json_object();
+	if (!req)
+		return NULL;
+	const char *pass[] = { "privileged", "session", "host", "cwd", "reason", "actions" };
+	for (size_t i = 0; i < CG_ARRAY_LEN(pass); i++) {
+		json_t *v = json_object_get(c, pass[i]);
+		if (v)
+			json_object_set(req, pass[i], v);
+	}
+	json_t *pipe = json_object_get(c, "pipeline");
+	if (json_is_array(pipe)) {
+		json_t *np = json_array();
+		size_t i, j;
+		json_t *st, *a;
+		json_array_foreach(pipe, i, st)
+		{
+			if (!json_is_array(st)) {
+				json_array_append(np, st);
+				continue;
+			}
+			json_t *ns = json_array();
+			json_array_foreach(st, j, a) json_array_append_new(ns, as_text(a));
+			json_array_append_new(np, ns);
+		}
+		json_object_set_new(req, "pipeline", np);
+	} else if (pipe) {
+		json_object_set(req, "pipeline", pipe);
+	}
+	json_t *env = json_object_get(c, "env");
+	if (json_is_object(env)) {
+		json_t *ne = json_object();
+		const char *k;
+		json_t *v;
+		json_object_foreach(env, k, v) json_object_set_new(ne, k, as_text(v));
+		json_object_set_new(req, "env", ne);
+	} else if (env) {
+		json_object_set(req, "env", env);
+	}
+	if (json_object_get(c, "actions"))
+		json_object_set_new(req, "action", json_string("gate"));
+	return req;
+}
+
+/* A short one-line rendering of a case's pipeline, for messages. */
+static void case_label(const json_t *c, size_t idx, char *out, size_t len)
+{
+	const char *name = json_string_value(json_object_get(c, "name"));
+	if (name) {
+		snprintf(out, len, "#%zu %s", idx + 1, name);
+		return;
+	}
+	char *s = json_dumps(json_object_get(c, "pipeline") ? json_object_get(c, "pipeline")
+							    : json_object_get(c, "actions"),
+			     JSON_COMPACT | JSON_ENSURE_ASCII);
+	snprintf(out, len, "#%zu %s", idx + 1, s ? s : "?");
+	free(s);
+}
+
+/* Merge defaults under a case (the case's own keys win). New reference. */
+static json_t *case_with_defaults(json_t *c, const json_t *defaults)
+{
+	json_t *m = json_deep_copy(defaults ? defaults : c);
+	if (!m || !defaults)
+		return m;
+	json_object_update(m, c);
+	return m;
+}
+
+/* Remember every rule id that some rung's verdict named. */
+static void note_rules(json_t *seen, const struct outcome *o)
+{
+	if (o->refusal)
+		return;
+	for (size_t i = 0; i < o->folded.n_rungs; i++) {
+		const char *id = o->folded.rungs[i].v.rule_id;
+		if (id)
+			json_object_set_new(seen, id, json_true());
+	}
+	if (o->folded.rule_id)
+		json_object_set_new(seen, o->folded.rule_id, json_true());
+}
+
+static int cmd_test(int argc, char **argv)
+{
+	const char *files[2] = { NULL, NULL }, *ws[MAX_WORKSPACES];
+	size_t n_files = 0, n_ws = 0;
+	bool as_json = false, verbose = false;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (strcmp(a, "--json") == 0) {
+			as_json = true;
+		} else if (strcmp(a, "--verbose") == 0 || strcmp(a, "-v") == 0) {
+			verbose = true;
+		} else if (strcmp(a, "--workspace") == 0 && i + 1 < argc) {
+			if (n_ws == MAX_WORKSPACES)
+				return usage_error("too many --workspace options%s", "");
+			ws[n_ws++] = argv[++i];
+		} else if (a[0] == '-' && a[1]) {
+			return usage_error("unknown option '%s'", a);
+		} else if (n_files < 2) {
+			files[n_files++] = a;
+		} else {
+			return usage_error("unexpected argument '%s'", a);
+		}
+	}
+	if (n_files != 2)
+		return usage_error("test needs FILE and CASES.yaml%s", "");
+
+	int rc = CG_EXIT_INVALID;
+	char err[512] = "";
+	json_t *doc = load_yaml(files[1], err, sizeof(err));
+	if (!doc) {
+		fprintf(stderr, "callgate policy: cases: %s\n", err);
+		return CG_EXIT_INVALID;
+	}
+	json_t *cases = doc, *defaults = NULL;
+	if (json_is_object(doc)) {
+		const char *k;
+		json_t *v;
+		json_object_foreach(doc, k, v)
+		{
+			if (strcmp(k, "cases") != 0 && strcmp(k, "defaults") != 0) {
+				fprintf(stderr,
+					"callgate policy: cases: unknown top-level key '%s'\n", k);
+				goto free_doc;
+			}
+		}
+		cases = json_object_get(doc, "cases");
+		defaults = json_object_get(doc, "defaults");
+		if (defaults && !json_is_object(defaults)) {
+			fprintf(stderr, "callgate policy: cases: 'defaults' must be a mapping\n");
+			goto free_doc;
+		}
+	}
+	if (!json_is_array(cases) || json_array_size(cases) == 0 ||
+	    json_array_size(cases) > MAX_CASES) {
+		fprintf(stderr, "callgate policy: cases: expected a non-empty list of cases (or "
+				"{defaults, cases})\n");
+		goto free_doc;
+	}
+	/* Validate every case before deciding any: a typo is not a failing case. */
+	size_t idx;
+	json_t *c;
+	json_array_foreach(cases, idx, c)
+	{
+		json_t *m = case_with_defaults(c, defaults);
+		int bad = m ? case_check(m, err, sizeof(err)) : -1;
+		json_decref(m);
+		if (bad) {
+			char label[200];
+			case_label(c, idx, label, sizeof(label));
+			fprintf(stderr, "callgate policy: cases: %s: %s\n", label, err);
+			goto free_doc;
+		}
+	}
+
+	struct cg_policy *p = load_policy(files[0]);
+	if (!p)
+		goto free_doc;
+	struct harness h;
+	if (harness_init(&h, p, ws, n_ws) != 0) {
+		rc = CG_EXIT_ERROR;
+		goto unref_policy;
+	}
+	json_t *seen = json_object(), *results = json_array();
+	size_t n_fail = 0;
+	json_array_foreach(cases, idx, c)
+	{
+		json_t *m = case_with_defaults(c, defaults);
+		json_t *req = m ? case_request(m) : NULL;
+		const json_t *pj = json_object_get(m, "peer");
+		struct cg_peer peer = { .pid = getpid(), .uid = getuid(), .gid = getgid() };
+		if (json_object_get(pj, "uid"))
+			peer.uid = (uid_t)json_integer_value(json_object_get(pj, "uid"));
+		if (json_object_get(pj, "gid"))
+			peer.gid = (gid_t)json_integer_value(json_object_get(pj, "gid"));
+		struct outcome o;
+		if (!req || harness_decide(&h, req, &peer, &o) != 0) {
+			fprintf(stderr, "callgate policy: out of memory\n");
+			json_decref(req);
+			json_decref(m);
+			rc = CG_EXIT_ERROR;
+			goto free_results;
+		}
+		note_rules(seen, &o);
+		const char *want = json_string_value(json_object_get(m, "expect"));
+		const char *want_rule = json_string_value(json_object_get(m, "rule"));
+		const char *want_code = json_string_value(json_object_get(m, "code"));
+		const json_t *want_appr = json_object_get(m, "approvers");
+		bool pass = strcmp(want, outcome_name(&o)) == 0;
+		if (want_rule && strcmp(want_rule, outcome_rule(&o)) != 0)
+			pass = false;
+		if (want_code && strcmp(want_code, outcome_code(&o)) != 0)
+			pass = false;
+		if (want_appr && (o.refusal || o.folded.decision != CG_UNKNOWN ||
+				  json_integer_value(want_appr) != o.folded.approvers))
+			pass = false;
+		char label[200];
+		case_label(c, idx, label, sizeof(label));
+		if (!pass) {
+			n_fail++;
+			if (!as_json) {
+				char *msg = o.refusal ? cg_reply_message(o.refusal) : NULL;
+				printf("FAIL %s: expected %s%s%s%s%s, got %s rule %s (%s)%s%s\n",
+				       label, want, want_rule ? " rule " : "",
+				       want_rule ? want_rule : "", want_code ? " code " : "",
+				       want_code ? want_code : "", outcome_name(&o),
+				       *outcome_rule(&o) ? outcome_rule(&o) : "-", outcome_code(&o),
+				       msg ? ": " : "", msg ? msg : "");
+				free(msg);
+			}
+		} else if (verbose && !as_json) {
+			printf("ok   %s: %s rule %s (%s)\n", label, outcome_name(&o),
+			       *outcome_rule(&o) ? outcome_rule(&o) : "-", outcome_code(&o));
+		}
+		if (as_json)
+			json_array_append_new(
+			    results, json_pack("{s:s,s:b,s:s,s:s,s:s}", "case", label, "pass", pass,
+					       "decision", outcome_name(&o), "rule",
+					       outcome_rule(&o), "code", outcome_code(&o)));
+		outcome_fini(&o);
+		json_decref(req);
+		json_decref(m);
+	}
+
+	/* Coverage: every rule of the policy must be exercised by some case. */
+	json_t *dump = cg_policy_dump(p), *unexercised = json_array();
+	size_t n_rules = 0;
+	json_t *r;
+	json_array_foreach(json_object_get(dump, "rules"), idx, r)
+	{
+		const char *id = json_string_value(json_object_get(r, "id"));
+		if (!id)
+			continue;
+		n_rules++;
+		if (!json_object_get(seen, id))
+			json_array_append_new(unexercised, json_string(id));
+	}
+	json_decref(dump);
+	size_t n_cases = json_array_size(cases), n_unex = json_array_size(unexercised);
+	if (as_json) {
+		json_t *j = json_pack(
+		    "{s:s,s:s,s:I,s:I,s:I,s:O,s:O}", "policy", cg_policy_source(p), "sha256",
+		    cg_policy_sha256(p), "cases", (json_int_t)n_cases, "failed", (json_int_t)n_fail,
+		    "rules", (json_int_t)n_rules, "unexercised", unexercised, "results", results);
+		print_json(j, JSON_INDENT(2));
+		json_decref(j);
+	} else {
+		if (n_unex > 0) {
+			printf("UNEXERCISED %zu of %zu rule(s) no case reaches:", n_unex, n_rules);
+			json_t *u;
+			json_array_foreach(unexercised, idx, u) printf(" %s", json_string_value(u));
+			putchar('\n');
+		}
+		printf("%s: %zu case(s), %zu passed, %zu failed; %zu of %zu rule(s) exercised\n",
+		       n_fail == 0 && n_unex == 0 ? "PASS" : "FAIL", n_cases, n_cases - n_fail,
+		       n_fail, n_rules - n_unex, n_rules);
+	}
+	rc = n_fail == 0 && n_unex == 0 ? CG_EXIT_OK : EXIT_FINDINGS;
+	json_decref(unexercised);
+free_results:
+	json_decref(results);
+	json_decref(seen);
+	harness_fini(&h);
+unref_policy:
+	cg_policy_unref(p);
+free_doc:
+	json_decref(doc);
+	return rc;
+}
+
+/* ---- check and dump ----------------------------------------------------- */
+
+static int cmd_check(int argc, char **argv)
+{
+	const char *file = NULL, *pubkey = NULL, *sig = NULL;
+	bool as_json = false;
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--json") == 0)
+			as_json = true;
+		else if (strcmp(argv[i], "--pubkey") == 0 && i + 1 < argc)
+			pubkey = argv[++i];
+		else if (strcmp(argv[i], "--sig") == 0 && i + 1 < argc)
+			sig = argv[++i];
+		else if (argv[i][0] == '-')
+			return usage_error("unknown option '%s'", argv[i]);
+		else if (!file)
+			file = argv[i];
+		else
+			return usage_error("unexpected argument '%s'", argv[i]);
+	}
+	if (!file)
+		return usage_error("check needs FILE%s", "");
+	if (sig && !pubkey)
+		return usage_error("--sig needs --pubkey%s", "");
+	if (pubkey) {
+		struct cg_reply *err = NULL;
+		if (cg_sign_verify_policy(file, sig, pubkey, &err) != 0) {
+			print_reply(stderr, err);
+			cg_reply_free(err);
+			return CG_EXIT_INVALID;
+		}
+	}
+	struct cg_policy *p = load_policy(file);
+	if (!p)
+		return CG_EXIT_INVALID;
+	json_t *findings = cg_policy_lint(p);
+	int rc = CG_EXIT_OK;
+	if (!findings) {
+		fprintf(stderr, "callgate policy: lint failed (out of memory)\n");
+		rc = CG_EXIT_ERROR;
+		goto unref_policy;
+	}
+	size_t n = json_array_size(findings);
+	if (as_json) {
+		json_t *j = json_pack("{s:s,s:s,s:O}", "policy", cg_policy_source(p), "sha256",
+				      cg_policy_sha256(p), "findings", findings);
+		print_json(j, JSON_INDENT(2));
+		json_decref(j);
+	} else {
+		size_t i;
+		json_t *f;
+		json_array_foreach(findings, i, f)
+		{
+			printf("%s: rule %s: %s: %s\n", cg_policy_source(p),
+			       json_string_value(json_object_get(f, "rule")),
+			       json_string_value(json_object_get(f, "kind")),
+			       json_string_value(json_object_get(f, "detail")));
+		}
+		printf("%s: %s, sha256 %s, %zu finding(s)%s\n", cg_policy_source(p),
+		       n ? "loads with findings" : "OK", cg_policy_sha256(p), n,
+		       pubkey ? ", signature verified" : "");
+	}
+	rc = n ? EXIT_FINDINGS : CG_EXIT_OK;
+	json_decref(findings);
+unref_policy:
+	cg_policy_unref(p);
+	return rc;
+}
+
+static int cmd_dump(int argc, char **argv)
+{
+	if (argc > 2)
+		return usage_error("dump takes at most one FILE%s", "");
+	if (argc == 2 && argv[1][0] == '-')
+		return usage_error("unknown option '%s'", argv[1]);
+	struct cg_policy *p = load_policy(argc == 2 ? argv[1] : NULL);
+	if (!p)
+		return CG_EXIT_INVALID;
+	json_t *d = cg_policy_dump(p);
+	int rc = CG_EXIT_OK;
+	if (d)
+		print_json(d, JSON_INDENT(2));
+	else
+		rc = CG_EXIT_ERROR;
+	json_decref(d);
+	cg_policy_unref(p);
+	return rc;
+}
+
+/* ---- keys and signatures ------------------------------------------------ */
+
+static int cmd_keygen(int argc, char **argv)
+{
+	if (argc != 3 || argv[1][0] == '-' || argv[2][0] == '-')
+		return usage_error("keygen needs PRIVATE_KEY PUBLIC_KEY%s", "");
+	struct cg_reply *err = NULL;
+	if (cg_sign_keygen(argv[1], argv[2], &err) != 0) {
+		print_reply(stderr, err);
+		cg_reply_free(err);
+		return CG_EXIT_ERROR;
+	}
+	char id[CG_SIGN_KEY_ID_LEN] = "?";
+	if (cg_sign_key_file_id(argv[2], false, id, &err) != 0) {
+		cg_reply_free(err);
+		err = NULL;
+	}
+	printf("private key %s (mode 0600), public key %s, key id %s\n", argv[1], argv[2], id);
+	return CG_EXIT_OK;
+}
+
+/* Parse "--key K | --pubkey K, [--out|--sig S], FILE". */
+static int sig_args(int argc, char **argv, const char *key_opt, const char *sig_opt,
+		    const char **key, const char **sig, const char **file)
+{
+	*key = *sig = *file = NULL;
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], key_opt) == 0 && i + 1 < argc)
+			*key = argv[++i];
+		else if (strcmp(argv[i], sig_opt) == 0 && i + 1 < argc)
+			*sig = argv[++i];
+		else if (argv[i][0] == '-')
+			return usage_error("unknown option '%s'", argv[i]);
+		else if (!*file)
+			*file = argv[i];
+		else
+			return usage_error("unexpected argument '%s'", argv[i]);
+	}
+	if (!*key || !*file)
+		return usage_error("needs %s KEY and FILE", key_opt);
+	return 0;
+}
+
+static int cmd_sign(int argc, char **argv)
+{
+	const char *key, *sig, *file;
+	int u = sig_args(argc, argv, "--key", "--out", &key, &sig, &file);
+	if (u)
+		return u;
+	struct cg_reply *err = NULL;
+	char id[CG_SIGN_KEY_ID_LEN] = "";
+	if (cg_sign_file(file, sig, key, id, &err) != 0) {
+		print_reply(stderr, err);
+		cg_reply_free(err);
+		return CG_EXIT_ERROR;
+	}
+	printf("signed %s with key %s: %s%s\n", file, id, sig ? sig : file, sig ? "" : ".sig");
+	return CG_EXIT_OK;
+}
+
+static int cmd_verify(int argc, char **argv)
+{
+	const char *key, *sig, *file;
+	int u = sig_args(argc, argv, "--pubkey", "--sig", &key, &sig, &file);
+	if (u)
+		return u;
+	struct cg_reply *err = NULL;
+	if (cg_sign_verify_policy(file, sig, key, &err) != 0) {
+		print_reply(stderr, err);
+		int rc = err->id == CG_R_POLICY_SIGNATURE_MISSING ||
+				 err->id == CG_R_POLICY_SIGNATURE_INVALID
+			     ? EXIT_FINDINGS
+			     : CG_EXIT_ERROR;
+		cg_reply_free(err);
+		return rc;
+	}
+	char id[CG_SIGN_KEY_ID_LEN] = "?", *buf = NULL, hex[65] = "?";
+	size_t len = 0;
+	if (cg_sign_key_file_id(key, false, id, &err) != 0) {
+		cg_reply_free(err);
+		err = NULL;
+	}
+	if (cg_sign_read_file(file, &buf, &len) == 0)
+		cg_sha256_hex(buf, len, hex);
+	free(buf);
+	struct cg_reply *ok = cg_reply_new(CG_R_POLICY_SIGNATURE_OK, "{s:s,s:s,s:s}", "policy",
+					   file, "sha256", hex, "key_id", id);
+	char *msg = cg_reply_message(ok);
+	printf("%s %s\n", cg_reply_def_of(ok)->code, msg ? msg : "");
+	free(msg);
+	cg_reply_free(ok);
+	return CG_EXIT_OK;
+}
+
 int cg_cli_policy(const struct cg_cli *g, int argc, char **argv)
 {
-	fprintf(stderr, "callgate: %s: not available in this build\n", argv[0]);
-	return CG_EXIT_ERROR;
+	(void)g;
+	static const struct {
+		const char *name;
+		int (*fn)(int, char **);
+	} subs[] = {
+		{ "check", cmd_check },	  { "explain", cmd_explain }, { "test", cmd_test },
+		{ "dump", cmd_dump },	  { "keygen", cmd_keygen },   { "sign", cmd_sign },
+		{ "verify", cmd_verify },
+	};
+	if (argc < 2)
+		return usage_error("missing subcommand%s", "");
+	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+		usage_error("help%s", "");
+		return CG_EXIT_OK;
+	}
+	for (size_t i = 0; i < CG_ARRAY_LEN(subs); i++)
+		if (strcmp(argv[1], subs[i].name) == 0)
+			return subs[i].fn(argc - 1, argv + 1);
+	return usage_error("unknown subcommand '%s'", argv[1]);
 }
