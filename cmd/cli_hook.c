@@ -18,11 +18,12 @@
  *  - mcp__<server>__<tool>: an "mcp" action; calls to callgate's own MCP
  *    server are allowed here because that server gates them itself.
  *  - Any other tool: "ask" (the hook cannot judge it; a human does).
- * Decisions: ALLOW -> allow; BLOCK -> deny; UNKNOWN -> ask; DEGRADE -> allow
- * only for file tools (the decided path is the tool's whole effect),
- * otherwise ask (or deny with --degrade deny), because a command run by
- * Claude Code itself is not confined; running it through callgate's MCP
- * execute tool is what applies the constraints.
+ * Decisions: BLOCK -> deny; UNKNOWN -> ask; ALLOW without constraints ->
+ * allow. DEGRADE, or ALLOW with constraints, means "only confined": allow
+ * for file tools (the decided path is the tool's whole effect), otherwise
+ * ask (or deny with --degrade deny), because a command run by Claude Code
+ * itself is not confined; running it through callgate's MCP execute tool
+ * is what applies the constraints.
  *
  * Invariants:
  *  - Fail closed: an unreadable payload, an unreachable daemon, an answer
@@ -386,22 +387,42 @@ static int hook_claude_code(const struct cg_cli *g, enum degrade_mode degrade,
 		rc = block("%s", reason);
 		goto out_resp;
 	}
-	if (strcmp(decision, "ALLOW") == 0) {
-		snprintf(reason, sizeof(reason), "callgate: allowed by rule %s (trace %s)", rule,
+	/* Name every rung's rule, the policy's first: "read-only-tools (policy),
+	 * unprivileged (privilege)"; the folded rule alone may be the privilege
+	 * rung's, which tells a reader little. */
+	char rules[512] = "";
+	size_t rl = 0;
+	const json_t *rungs = json_object_get(data, "rungs");
+	for (size_t i = json_array_size(rungs); i-- > 0 && rl < sizeof(rules);) {
+		const json_t *r = json_array_get(rungs, i);
+		const char *id = json_string_value(json_object_get(r, "rule_id"));
+		if (id)
+			rl += (size_t)snprintf(
+			    rules + rl, sizeof(rules) - rl, "%s%s (%s)", rl ? ", " : "", id,
+			    str_or(json_string_value(json_object_get(r, "rung")), "?"));
+	}
+	if (!rules[0])
+		snprintf(rules, sizeof(rules), "%s", rule);
+	/* Constraints mean the rule lets the call run only confined. */
+	bool confined = strcmp(decision, "DEGRADE") == 0 ||
+			json_array_size(json_object_get(data, "constraints")) > 0;
+
+	if ((strcmp(decision, "ALLOW") == 0 || strcmp(decision, "DEGRADE") == 0) &&
+	    (!confined || kind == K_FILE)) {
+		/* A file tool's whole effect is the path that was decided on, so a
+		 * constraint such as "writes only inside the workspace" is exactly
+		 * what the decision checked. */
+		snprintf(reason, sizeof(reason), "callgate: allowed by rule %s (trace %s)", rules,
 			 trace);
 		rc = decide("allow", reason);
-	} else if (strcmp(decision, "DEGRADE") == 0 && kind == K_FILE) {
-		snprintf(reason, sizeof(reason),
-			 "callgate: allowed with constraints by rule %s; the constraints hold for "
-			 "this path (trace %s)",
-			 rule, trace);
-		rc = decide("allow", reason);
-	} else if (strcmp(decision, "DEGRADE") == 0) {
+	} else if (strcmp(decision, "ALLOW") == 0 || strcmp(decision, "DEGRADE") == 0) {
+		/* Claude Code would run it unconfined; saying allow would drop the
+		 * rule's constraints, the bypass a gate exists to close. */
 		snprintf(reason, sizeof(reason),
 			 "callgate: rule %s allows this only confined, and a hook cannot confine "
 			 "it; run it through callgate's MCP execute tool, which applies the "
 			 "constraints (trace %s)",
-			 rule, trace);
+			 rules, trace);
 		rc = decide(degrade == DEGRADE_DENY ? "deny" : "ask", reason);
 	} else if (strcmp(decision, "UNKNOWN") == 0) {
 		snprintf(reason, sizeof(reason),
@@ -410,7 +431,7 @@ static int hook_claude_code(const struct cg_cli *g, enum degrade_mode degrade,
 		rc = decide("ask", reason);
 	} else if (strcmp(decision, "BLOCK") == 0) {
 		snprintf(reason, sizeof(reason), "callgate: denied by rule %s: %s (trace %s)", rule,
-			 msg, trace);
+			 rule_why, trace);
 		rc = decide("deny", reason);
 	} else {
 		rc = block("callgate answered an unknown decision '%s'", decision);

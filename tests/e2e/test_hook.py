@@ -53,8 +53,8 @@ class TestHook(unittest.TestCase):
         return subprocess.run(self.argv + list(extra), input=data, capture_output=True,
                               env=env, timeout=TIMEOUT)
 
-    def decision(self, payload, extra=()):
-        if not isinstance(payload, bytes):
+    def decision(self, payload, extra=(), matched=True):
+        if matched:
             self.assertTrue(self.matcher.fullmatch(payload["tool_name"]),
                             "the documented matcher must send %s to the hook"
                             % payload["tool_name"])
@@ -65,7 +65,7 @@ class TestHook(unittest.TestCase):
         self.assertEqual(hso["hookEventName"], "PreToolUse")
         return hso["permissionDecision"], hso["permissionDecisionReason"]
 
-    def test_doc_example_payload_is_allowed_in_doc_shape(self):
+    def test_doc_example_payload_answers_in_doc_shape(self):
         p = json.loads(snippet("hook-payload"))
         p["cwd"] = self.d.workspace
         r = self.run_hook(p)
@@ -74,15 +74,23 @@ class TestHook(unittest.TestCase):
         want = json.loads(snippet("hook-output"))
         self.assertEqual(set(out), set(want))
         self.assertEqual(set(out["hookSpecificOutput"]), set(want["hookSpecificOutput"]))
-        self.assertEqual(out["hookSpecificOutput"]["permissionDecision"], "allow")
+        self.assertEqual(out["hookSpecificOutput"]["permissionDecision"],
+                         want["hookSpecificOutput"]["permissionDecision"])
         self.assertIn("read-only-tools", out["hookSpecificOutput"]["permissionDecisionReason"])
 
-    def test_bash_plain_commands(self):
-        d, why = self.decision(self.payload("Bash", {"command": "ls -la | wc -l"}))
-        self.assertEqual(d, "allow", why)
-        self.assertIn("read-only-tools", why)
-        d, why = self.decision(self.payload("Bash", {"command": "echo 'a b' \"c d\""}))
-        self.assertEqual(d, "allow", why)
+    def test_bash_plain_commands_are_judged_as_pipelines(self):
+        # The default policy allows read-only tools only under a read-only
+        # confinement, which a hook cannot give: the answer is ask (or deny
+        # with --degrade deny), and the reason names the read-only rule,
+        # which shows the command was split into its real stages.
+        for cmd in ("ls -la | wc -l", "echo 'a b' \"c d\""):
+            d, why = self.decision(self.payload("Bash", {"command": cmd}))
+            self.assertEqual(d, "ask", why)
+            self.assertIn("read-only-tools (policy)", why)
+            self.assertIn("execute tool", why)
+            d, why = self.decision(self.payload("Bash", {"command": cmd}),
+                                   extra=("--degrade", "deny"))
+            self.assertEqual(d, "deny", why)
 
     def test_bash_denials_name_the_rule(self):
         d, why = self.decision(self.payload("Bash", {"command": "cat /root/.ssh/id_rsa"}))
@@ -97,6 +105,8 @@ class TestHook(unittest.TestCase):
                     "FOO=1 ls", "ls || true", "echo `id`", "ls ~"):
             d, why = self.decision(self.payload("Bash", {"command": cmd}))
             self.assertIn(d, ("ask", "deny"), "%r -> %s (%s)" % (cmd, d, why))
+            # Judged as the opaque shell command, not as its first word.
+            self.assertNotIn("read-only-tools", why, cmd)
 
     def test_degrade_asks_for_commands_and_can_deny(self):
         p = self.payload("Bash", {"command": "touch made-by-hook"})
@@ -134,7 +144,7 @@ class TestHook(unittest.TestCase):
         self.assertEqual(d, "deny", why)
 
     def test_unmapped_tool_asks(self):
-        d, why = self.decision(self.payload("TodoWrite", {"todos": []}))
+        d, why = self.decision(self.payload("TodoWrite", {"todos": []}), matched=False)
         self.assertEqual(d, "ask", why)
 
     def test_failures_block_with_exit_2(self):
