@@ -1,27 +1,1643 @@
 /* SPDX-License-Identifier: MIT */
-/* src/evidence.c — placeholder; being written. */
+/*
+ * evidence — the journal writer, trace packages and signed checkpoints
+ * (seed 004, design/EVIDENCE.md, docs/evidence.md).
+ *
+ * Callers enqueue events; one writer thread owns every file. It takes the
+ * whole queue at once, gives each event its sequence numbers and both chain
+ * links, writes the batch with one write(2), and calls fdatasync once for
+ * all of it when anyone in the batch asked for durability (group commit).
+ * Seals run the call's own replay step on the trace's events in memory,
+ * append the replay and seal events, sign a checkpoint, and write the trace
+ * package — all on the writer thread, so the event loop never waits on disk.
+ *
+ * Invariants:
+ *  - A durable append MUST NOT return 0 before fdatasync covered its event.
+ *  - Once a write or sync fails, the journal is failed for good: every
+ *    later append returns -1 (fail closed; the daemon must not run commands
+ *    whose permit it cannot record).
+ *  - Only the writer thread touches the files, the chain heads and the
+ *    per-trace state; callers touch only the queue (under mu).
+ *  - Open MUST NOT silently drop bytes: a torn final line is moved aside to
+ *    journal/torn-<seq>.bin and recorded by a recovery event; a journal that
+ *    does not verify otherwise refuses to open.
+ *  - Traces left open by a crash are marked incomplete, never sealed.
+ */
 #include "evidence.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <dirent.h>
+
+#include "journal.h"
+#include "util.h"
+
+#define DEFAULT_SEGMENT_BYTES (64ull << 20)
+#define DEFAULT_CKPT_EVERY    10000u
+#define DEFAULT_CKPT_MS	      1000
+#define QUEUE_CAP	      (1u << 20) /* pending items; past this appends fail (EAGAIN) */
+#define SEGMENT_READ_CAP      ((size_t)2 << 30)
+
+static const char *const ev_names[] = {
+#define CG_EVENT_NAME(e, s) s,
+	CG_EVENT_LIST(CG_EVENT_NAME)
+#undef CG_EVENT_NAME
+};
+
 const char *cg_event_name(enum cg_event_type t)
 {
-	return "?";
+	if ((int)t < 0 || t >= CG_EV__COUNT)
+		return NULL;
+	return ev_names[t];
 }
-int cg_evidence_open(const struct cg_evidence_config *cfg, struct cg_evidence **out,
-		     struct cg_reply **err)
+
+enum item_kind { IT_EVENT, IT_SEAL, IT_INCOMPLETE, IT_FLUSH };
+
+struct item {
+	struct item *next;
+	enum item_kind kind;
+	int type;
+	bool durable;
+	uint64_t ticket;
+	char trace[CG_TRACE_ID_MAX + 1];
+	char ts[40];
+	char decision[16]; /* decision events: for the structure check */
+	char *payload;	   /* serialised payload (events) */
+	size_t payload_len;
+	json_t *verdict; /* seals: the normalised verdict */
+};
+
+/* One line of an open trace, as the writer produced it. */
+struct tline {
+	size_t off, len;
+	uint64_t seq, tseq;
+	int type;
+	char decision[16];
+};
+
+/* Writer-thread state for one trace that is not yet sealed. */
+struct tstate {
+	uint64_t tseq;
+	char hash[65];
+	char *buf; /* the trace's lines, in order */
+	size_t len, cap;
+	struct tline *lines;
+	size_t n, ncap;
+	bool keep; /* false for the journal's own trace: its lines are not kept */
+};
+
+struct package {
+	struct package *next;
+	char trace[CG_TRACE_ID_MAX + 1];
+	struct tstate *t;
+	json_t *verdict, *replay, *diff;
+};
+
+struct cg_evidence {
+	char *state_dir;
+	struct cg_evidence_config cfg;
+	int lock_fd, seg_fd, ckpt_fd, dir_fd;
+	uint64_t seg_bytes;
+	/* writer-only */
+	uint64_t seq;
+	char head[65];
+	struct cg_smap *traces;
+	EVP_PKEY *key;
+	char key_fp[65];
+	uint64_t since_ckpt, ckpt_seq;
+	int64_t last_ckpt_ns;
+	char *batch;
+	size_t batch_len, batch_cap;
+	struct package *pkgs;
+	/* shared, under mu */
+	pthread_mutex_t mu;
+	pthread_cond_t work_cv, done_cv;
+	struct item *q_head, **q_tail;
+	size_t q_len;
+	uint64_t next_ticket, synced_ticket, done_ticket;
+	int failed; /* errno of the failure that stopped the journal, or 0 */
+	bool stop;
+	pthread_t thr;
+	bool thr_started;
+};
+
+/* ---- small helpers ----------------------------------------------------------- */
+
+static void tstate_free(void *p)
 {
-	*err = cg_reply_new(CG_R_SYS_CRASH, NULL);
-	return -1;
+	struct tstate *t = p;
+	if (!t)
+		return;
+	free(t->buf);
+	free(t->lines);
+	free(t);
 }
-void cg_evidence_close(struct cg_evidence *ev)
+
+static void item_free(struct item *it)
 {
+	if (!it)
+		return;
+	free(it->payload);
+	json_decref(it->verdict);
+	free(it);
 }
+
+static int grow(char **p, size_t *cap, size_t need)
+{
+	if (need <= *cap)
+		return 0;
+	size_t nc = *cap ? *cap : 4096;
+	while (nc < need)
+		nc *= 2;
+	char *q = realloc(*p, nc);
+	if (!q)
+		return -1;
+	*p = q;
+	*cap = nc;
+	return 0;
+}
+
+static int tstate_add_line(struct tstate *t, const char *line, size_t len, uint64_t seq, int type,
+			   const char *decision)
+{
+	if (!t->keep)
+		return 0;
+	if (grow(&t->buf, &t->cap, t->len + len) < 0)
+		return -1;
+	if (t->n == t->ncap) {
+		size_t nc = t->ncap ? t->ncap * 2 : 16;
+		struct tline *q = realloc(t->lines, nc * sizeof(*q));
+		if (!q)
+			return -1;
+		t->lines = q;
+		t->ncap = nc;
+	}
+	memcpy(t->buf + t->len, line, len);
+	struct tline *l = &t->lines[t->n++];
+	memset(l, 0, sizeof(*l));
+	l->off = t->len;
+	l->len = len;
+	l->seq = seq;
+	l->tseq = t->tseq;
+	l->type = type;
+	if (decision)
+		snprintf(l->decision, sizeof(l->decision), "%s", decision);
+	t->len += len;
+	return 0;
+}
+
+static struct tstate *tstate_get(struct cg_evidence *ev, const char *trace, bool create)
+{
+	struct tstate *t = cg_smap_get(ev->traces, trace);
+	if (t || !create)
+		return t;
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return NULL;
+	memcpy(t->hash, cg_journal_genesis(), 65);
+	t->keep = strcmp(trace, CG_JOURNAL_TRACE) != 0;
+	if (cg_smap_put(ev->traces, trace, t) < 0) {
+		free(t);
+		return NULL;
+	}
+	return t;
+}
+
+/* Parse the trace's kept lines back into evlines (the same parser replay uses). */
+static struct cg_evline *tstate_evlines(const struct tstate *t, json_t *diff)
+{
+	struct cg_evline *v = calloc(t->n ? t->n : 1, sizeof(*v));
+	if (!v)
+		return NULL;
+	for (size_t i = 0; i < t->n; i++) {
+		const char *check;
+		char why[200];
+		if (cg_evline_parse(t->buf + t->lines[i].off, t->lines[i].len, &v[i], &check, why,
+				    sizeof(why)) < 0)
+			cg_diff_add(diff, check, "events.ndjson", i + 1, t->lines[i].seq, NULL,
+				    NULL, why);
+		v[i].lineno = i + 1;
+	}
+	return v;
+}
+
+/* ---- the writer ------------------------------------------------------------------ */
+
+static int segment_open(struct cg_evidence *ev, uint64_t first_seq)
+{
+	char path[4200];
+	snprintf(path, sizeof(path), "%s/journal/%016" PRIu64 ".ndjson", ev->state_dir, first_seq);
+	int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -1;
+	/* The new name must survive a crash too: sync the directory. */
+	if (fsync(ev->dir_fd) != 0) {
+		int e = errno;
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	if (ev->seg_fd >= 0)
+		close(ev->seg_fd);
+	ev->seg_fd = fd;
+	ev->seg_bytes = 0;
+	return 0;
+}
+
+/* Write the pending batch bytes to the current segment. */
+static int batch_write(struct cg_evidence *ev)
+{
+	if (ev->batch_len == 0)
+		return 0;
+	if (cg_write_all(ev->seg_fd, ev->batch, ev->batch_len) < 0)
+		return -1;
+	ev->seg_bytes += ev->batch_len;
+	ev->batch_len = 0;
+	return 0;
+}
+
+/* Format one event into the batch, advancing both chains. */
+static int emit(struct cg_evidence *ev, const char *trace, int type, const char *ts,
+		const char *payload, size_t payload_len, const char *decision)
+{
+	struct tstate *t = tstate_get(ev, trace, true);
+	if (!t) {
+		errno = ENOMEM;
+		return -1;
+	}
+	char hdr[600];
+	int hn = snprintf(hdr, sizeof(hdr),
+			  "{\"seq\":%" PRIu64 ",\"trace\":\"%s\",\"tseq\":%" PRIu64
+			  ",\"type\":\"%s\",\"ts\":\"%s\",\"prev\":\"%s\",\"tprev\":\"%s\","
+			  "\"payload\":",
+			  ev->seq + 1, trace, t->tseq + 1, ev_names[type], ts, ev->head, t->hash);
+	if (hn < 0 || (size_t)hn >= sizeof(hdr)) {
+		errno = EOVERFLOW;
+		return -1;
+	}
+	size_t len = (size_t)hn + payload_len + CG_LINE_TAIL_LEN;
+	if (len > CG_LINE_MAX) {
+		errno = E2BIG;
+		return -1;
+	}
+	/* Rotate before a line that would overflow the segment (never mid-line). */
+	if (ev->seg_bytes + ev->batch_len > 0 &&
+	    ev->seg_bytes + ev->batch_len + len > ev->cfg.segment_bytes) {
+		if (batch_write(ev) < 0 || fdatasync(ev->seg_fd) != 0 ||
+		    segment_open(ev, ev->seq + 1) < 0)
+			return -1;
+	}
+	if (grow(&ev->batch, &ev->batch_cap, ev->batch_len + len) < 0) {
+		errno = ENOMEM;
+		return -1;
+	}
+	char *line = ev->batch + ev->batch_len;
+	memcpy(line, hdr, (size_t)hn);
+	memcpy(line + hn, payload, payload_len);
+	char h[65];
+	cg_sha256_hex_of(line, (size_t)hn + payload_len, h);
+	memcpy(line + hn + payload_len, ",\"hash\":\"", 9);
+	memcpy(line + hn + payload_len + 9, h, 64);
+	memcpy(line + hn + payload_len + 73, "\"}\n", 3);
+	ev->batch_len += len;
+	ev->seq++;
+	t->tseq++;
+	memcpy(ev->head, h, 65);
+	memcpy(t->hash, h, 65);
+	ev->since_ckpt++;
+	if (tstate_add_line(t, line, len, ev->seq, type, decision) < 0) {
+		errno = ENOMEM;
+		return -1;
+	}
+	return 0;
+}
+
+static int emit_json(struct cg_evidence *ev, const char *trace, int type, json_t *payload)
+{
+	char ts[40];
+	cg_format_time(cg_now_wall_ns(), ts, sizeof(ts));
+	char *p = json_dumps(payload, JSON_COMPACT | JSON_ENSURE_ASCII);
+	if (!p) {
+		errno = ENOMEM;
+		return -1;
+	}
+	int rc = emit(ev, trace, type, ts, p, strlen(p), NULL);
+	free(p);
+	return rc;
+}
+
+static json_t *replay_doc(const char *trace, const char *status, size_t events, const json_t *diff,
+			  const char *scope)
+{
+	char ts[40];
+	cg_format_time(cg_now_wall_ns(), ts, sizeof(ts));
+	return json_pack("{s:s, s:s, s:s, s:s, s:I, s:[sssss], s:I}", "trace_id", trace, "status",
+			 status, "checked_at", ts, "scope", scope, "events", (json_int_t)events,
+			 "checks", "schema", "hash", "link", "sequence", "structure", "failures",
+			 (json_int_t)json_array_size(diff));
+}
+
+/*
+ * The call's own replay step, then the replay and seal events. The trace's
+ * state moves to a package written after the batch is on disk.
+ */
+static int do_seal(struct cg_evidence *ev, struct item *it)
+{
+	struct tstate *t = tstate_get(ev, it->trace, false);
+	if (!t || !t->keep) {
+		cg_log("warn", it->trace, "evidence: seal of a trace with no open events");
+		return 0;
+	}
+	json_t *diff = json_array();
+	struct cg_evline *v = diff ? tstate_evlines(t, diff) : NULL;
+	if (!v) {
+		json_decref(diff);
+		errno = ENOMEM;
+		return -1;
+	}
+	cg_evlines_check_chain(v, t->n, false, "events.ndjson", diff);
+	(void)cg_trace_check_structure(v, t->n, true, "events.ndjson", diff);
+	free(v);
+	const char *status = json_array_size(diff) == 0 ? "PASS" : "FAIL";
+	json_t *rp = json_pack("{s:s, s:I, s:[sssss], s:O}", "status", status, "events",
+			       (json_int_t)t->n, "checks", "schema", "hash", "link", "sequence",
+			       "structure", "failures", diff);
+	int rc = -1;
+	if (!rp || emit_json(ev, it->trace, CG_EV_REPLAY, rp) < 0)
+		goto free_docs;
+	json_t *sp = json_pack("{s:I, s:s, s:O}", "events", (json_int_t)t->tseq, "head", t->hash,
+			       "verdict", it->verdict);
+	if (!sp || emit_json(ev, it->trace, CG_EV_SEAL, sp) < 0) {
+		json_decref(sp);
+		goto free_docs;
+	}
+	json_decref(sp);
+	struct package *pk = calloc(1, sizeof(*pk));
+	if (!pk) {
+		errno = ENOMEM;
+		goto free_docs;
+	}
+	memcpy(pk->trace, it->trace, sizeof(pk->trace));
+	pk->t = cg_smap_del(ev->traces, it->trace);
+	pk->verdict = json_incref(it->verdict);
+	pk->replay = replay_doc(it->trace, status, pk->t->n, diff, "trace (sealing)");
+	pk->diff = json_incref(diff);
+	pk->next = ev->pkgs;
+	ev->pkgs = pk;
+	rc = 0;
+free_docs:
+	json_decref(rp);
+	json_decref(diff);
+	return rc;
+}
+
+/* A trace cut short by a crash (or left open at close): marked, never sealed. */
+static int do_incomplete(struct cg_evidence *ev, const char *trace, const char *why)
+{
+	struct tstate *t = tstate_get(ev, trace, false);
+	if (!t || !t->keep)
+		return 0;
+	const char *decision = "UNKNOWN";
+	bool ran = false, permitted = false;
+	for (size_t i = 0; i < t->n; i++) {
+		if (t->lines[i].type == CG_EV_DECISION && t->lines[i].decision[0])
+			decision = t->lines[i].decision;
+		ran |= t->lines[i].type == CG_EV_EXEC_START;
+		permitted |= t->lines[i].type == CG_EV_PERMIT;
+	}
+	json_t *p =
+	    json_pack("{s:s, s:I, s:s, s:b, s:b}", "reason", why, "events", (json_int_t)t->tseq,
+		      "head", t->hash, "permitted", permitted, "exec_started", ran);
+	char dec[16];
+	snprintf(dec, sizeof(dec), "%s", decision);
+	if (!p || emit_json(ev, trace, CG_EV_INCOMPLETE, p) < 0) {
+		json_decref(p);
+		return -1;
+	}
+	json_decref(p);
+	json_t *diff = json_array();
+	json_t *in = json_pack(
+	    "{s:s, s:s, s:s, s:{s:s, s:s, s:s}}", "decision", dec, "status", "incomplete",
+	    "summary",
+	    "This trace was cut short (the daemon stopped before it was sealed); its events up to "
+	    "that moment are intact. Whether its command started is in events.ndjson.",
+	    "reply", "type", "E", "code", "", "message", why);
+	json_t *verdict = in ? cg_verdict_normalize(in, trace) : NULL;
+	json_decref(in);
+	struct package *pk = calloc(1, sizeof(*pk));
+	if (!pk || !verdict || !diff) {
+		free(pk);
+		json_decref(verdict);
+		json_decref(diff);
+		errno = ENOMEM;
+		return -1;
+	}
+	json_object_set_new(verdict, "status", json_string("incomplete"));
+	memcpy(pk->trace, trace, strlen(trace) + 1);
+	pk->t = cg_smap_del(ev->traces, trace);
+	pk->verdict = verdict;
+	pk->replay = replay_doc(trace, "INCOMPLETE", pk->t->n, diff, "trace (recovery)");
+	pk->diff = diff;
+	pk->next = ev->pkgs;
+	ev->pkgs = pk;
+	return 0;
+}
+
+static int checkpoint(struct cg_evidence *ev)
+{
+	char ts[40], msg[512];
+	cg_format_time(cg_now_wall_ns(), ts, sizeof(ts));
+	int m = cg_ckpt_format_msg(msg, sizeof(msg), ev->seq, ev->head, ts, ev->key_fp);
+	unsigned char sig[64];
+	if (m < 0 || cg_evkey_sign(ev->key, msg, (size_t)m, sig) < 0) {
+		errno = EIO;
+		return -1;
+	}
+	char *b64 = cg_base64_encode(sig, sizeof(sig));
+	if (!b64) {
+		errno = ENOMEM;
+		return -1;
+	}
+	char line[700];
+	int n = snprintf(line, sizeof(line), "%s%s%s\"}\n", msg, CG_CKPT_SIG_MARK, b64);
+	free(b64);
+	if (n < 0 || (size_t)n >= sizeof(line) || cg_write_all(ev->ckpt_fd, line, (size_t)n) < 0)
+		return -1;
+	ev->since_ckpt = 0;
+	ev->ckpt_seq = ev->seq;
+	ev->last_ckpt_ns = cg_now_mono_ns();
+	return 0;
+}
+
+static void write_packages(struct cg_evidence *ev)
+{
+	struct package *pk = ev->pkgs;
+	ev->pkgs = NULL;
+	while (pk) {
+		struct package *nx = pk->next;
+		if (ev->cfg.write_traces &&
+		    cg_trace_write_package(ev->state_dir, pk->trace, pk->t->buf, pk->t->len,
+					   pk->verdict, pk->replay, pk->diff) < 0)
+			cg_log("error", pk->trace, "evidence: trace package not written: %s",
+			       strerror(errno));
+		tstate_free(pk->t);
+		json_decref(pk->verdict);
+		json_decref(pk->replay);
+		json_decref(pk->diff);
+		free(pk);
+		pk = nx;
+	}
+}
+
+struct open_list {
+	char **v;
+	size_t n;
+	bool oom;
+};
+
+static void collect_open(const char *key, void *value, void *arg)
+{
+	struct open_list *ol = arg;
+	const struct tstate *t = value;
+	if (!t->keep)
+		return;
+	char *d = strdup(key);
+	if (!d)
+		ol->oom = true;
+	else
+		ol->v[ol->n++] = d;
+}
+
+/* At close, traces still open are marked incomplete before the last checkpoint. */
+static int mark_all_incomplete(struct cg_evidence *ev)
+{
+	struct open_list ol = { calloc(cg_smap_count(ev->traces) + 1, sizeof(char *)), 0, false };
+	if (!ol.v) {
+		errno = ENOMEM;
+		return -1;
+	}
+	cg_smap_each(ev->traces, collect_open, &ol);
+	int rc = ol.oom ? -1 : 0;
+	for (size_t i = 0; i < ol.n; i++) {
+		if (rc == 0 && do_incomplete(ev, ol.v[i],
+					     "the daemon stopped before the trace was sealed") < 0)
+			rc = -1;
+		free(ol.v[i]);
+	}
+	free(ol.v);
+	return rc;
+}
+
+/* Process one batch; returns 0 or -1 with errno (the journal is then failed). */
+static int process(struct cg_evidence *ev, struct item *batch, bool final)
+{
+	bool need_sync = final, sealed = false;
+	for (struct item *it = batch; it; it = it->next) {
+		int rc = 0;
+		switch (it->kind) {
+		case IT_EVENT:
+			rc = emit(ev, it->trace, it->type, it->ts, it->payload, it->payload_len,
+				  it->decision[0] ? it->decision : NULL);
+			break;
+		case IT_SEAL:
+			rc = do_seal(ev, it);
+			sealed = true;
+			break;
+		case IT_INCOMPLETE:
+			rc = do_incomplete(ev, it->trace, "the daemon restarted after a crash");
+			sealed = true;
+			break;
+		case IT_FLUSH:
+			break;
+		}
+		if (rc < 0)
+			return -1;
+		need_sync |= it->durable;
+	}
+	if (final && mark_all_incomplete(ev) < 0)
+		return -1;
+	if (batch_write(ev) < 0)
+		return -1;
+	bool want_ckpt = ev->seq > ev->ckpt_seq &&
+			 (sealed || final || ev->since_ckpt >= ev->cfg.checkpoint_every ||
+			  cg_now_mono_ns() - ev->last_ckpt_ns >= ev->cfg.checkpoint_ms * 1000000);
+	/* A checkpoint may only name a head that is already durable. */
+	if ((need_sync || want_ckpt) && fdatasync(ev->seg_fd) != 0)
+		return -1;
+	if (want_ckpt && checkpoint(ev) < 0)
+		return -1;
+	if (final && fdatasync(ev->ckpt_fd) != 0)
+		return -1;
+	return 0;
+}
+
+static void *writer_main(void *arg)
+{
+	struct cg_evidence *ev = arg;
+	pthread_mutex_lock(&ev->mu);
+	for (;;) {
+		while (!ev->q_head && !ev->stop) {
+			if (ev->since_ckpt == 0 || ev->failed) {
+				pthread_cond_wait(&ev->work_cv, &ev->mu);
+				continue;
+			}
+			/* Events not yet under a checkpoint: wake when the interval is due. */
+			int64_t due = ev->last_ckpt_ns + ev->cfg.checkpoint_ms * 1000000;
+			struct timespec ts = { (time_t)(due / 1000000000),
+					       (long)(due % 1000000000) };
+			if (pthread_cond_timedwait(&ev->work_cv, &ev->mu, &ts) == ETIMEDOUT)
+				break;
+		}
+		bool final = ev->stop;
+		struct item *batch = ev->q_head;
+		ev->q_head = NULL;
+		ev->q_tail = &ev->q_head;
+		ev->q_len = 0;
+		uint64_t last = ev->next_ticket;
+		bool failed = ev->failed != 0;
+		pthread_mutex_unlock(&ev->mu);
+
+		int rc = failed ? -1 : process(ev, batch, final);
+		int e = errno ? errno : EIO;
+		pthread_mutex_lock(&ev->mu);
+		if (rc < 0 && !ev->failed) {
+			ev->failed = e;
+			cg_log("error", NULL,
+			       "evidence: journal failed (%s); refusing further events",
+			       strerror(e));
+		}
+		ev->synced_ticket = last;
+		pthread_cond_broadcast(&ev->done_cv);
+		pthread_mutex_unlock(&ev->mu);
+
+		if (rc == 0)
+			write_packages(ev);
+		while (batch) {
+			struct item *nx = batch->next;
+			item_free(batch);
+			batch = nx;
+		}
+		pthread_mutex_lock(&ev->mu);
+		ev->done_ticket = last;
+		pthread_cond_broadcast(&ev->done_cv);
+		if (final)
+			break;
+	}
+	pthread_mutex_unlock(&ev->mu);
+	return NULL;
+}
+
+/* Queue an item (owned from here on); durable: wait for its sync. */
+static int enqueue(struct cg_evidence *ev, struct item *it)
+{
+	int saved = 0;
+	pthread_mutex_lock(&ev->mu);
+	if (ev->failed || ev->stop) {
+		saved = EIO;
+	} else if (ev->q_len >= QUEUE_CAP) {
+		saved = EAGAIN;
+	} else {
+		it->ticket = ++ev->next_ticket;
+		it->next = NULL;
+		*ev->q_tail = it;
+		ev->q_tail = &it->next;
+		ev->q_len++;
+		uint64_t t = it->ticket;
+		bool durable = it->durable;
+		it = NULL;
+		pthread_cond_signal(&ev->work_cv);
+		while (durable && ev->synced_ticket < t && !ev->failed)
+			pthread_cond_wait(&ev->done_cv, &ev->mu);
+		if (durable && ev->synced_ticket < t)
+			saved = EIO;
+	}
+	pthread_mutex_unlock(&ev->mu);
+	item_free(it);
+	if (saved) {
+		errno = saved;
+		return -1;
+	}
+	return 0;
+}
+
+static struct item *item_event(const char *trace_id, int type, json_t *payload, bool durable)
+{
+	struct item *it = calloc(1, sizeof(*it));
+	if (!it)
+		return NULL;
+	it->kind = IT_EVENT;
+	it->type = type;
+	it->durable = durable;
+	memcpy(it->trace, trace_id, strlen(trace_id) + 1);
+	cg_format_time(cg_now_wall_ns(), it->ts, sizeof(it->ts));
+	/* Serialised now, on the caller's thread: the bytes are those of this moment. */
+	it->payload = json_dumps(payload, JSON_COMPACT | JSON_ENSURE_ASCII);
+	if (!it->payload) {
+		free(it);
+		return NULL;
+	}
+	it->payload_len = strlen(it->payload);
+	if (type == CG_EV_DECISION) {
+		const char *d = json_string_value(json_object_get(payload, "decision"));
+		if (d)
+			snprintf(it->decision, sizeof(it->decision), "%s", d);
+	}
+	return it;
+}
+
 int cg_evidence_append(struct cg_evidence *ev, const char *trace_id, enum cg_event_type type,
 		       json_t *payload, bool durable)
 {
+	int saved = 0;
+	/* The replay, seal, incomplete and recovery events are this module's alone. */
+	if (!ev || !cg_trace_id_valid(trace_id) || strcmp(trace_id, CG_JOURNAL_TRACE) == 0 ||
+	    (int)type < 0 || type >= CG_EV__COUNT || type == CG_EV_REPLAY || type == CG_EV_SEAL ||
+	    type == CG_EV_INCOMPLETE || type == CG_EV_RECOVERY || !json_is_object(payload)) {
+		saved = EINVAL;
+		goto free_payload;
+	}
+	struct item *it = item_event(trace_id, (int)type, payload, durable);
+	if (!it) {
+		saved = ENOMEM;
+		goto free_payload;
+	}
 	json_decref(payload);
+	return enqueue(ev, it);
+free_payload:
+	json_decref(payload);
+	errno = saved;
 	return -1;
 }
+
 int cg_evidence_seal(struct cg_evidence *ev, const char *trace_id, json_t *verdict)
 {
+	int saved = 0;
+	struct item *it = NULL;
+	if (!ev || !cg_trace_id_valid(trace_id) || strcmp(trace_id, CG_JOURNAL_TRACE) == 0 ||
+	    !json_is_object(verdict)) {
+		saved = EINVAL;
+		goto free_verdict;
+	}
+	it = calloc(1, sizeof(*it));
+	if (!it || !(it->verdict = cg_verdict_normalize(verdict, trace_id))) {
+		free(it);
+		saved = ENOMEM;
+		goto free_verdict;
+	}
+	it->kind = IT_SEAL;
+	memcpy(it->trace, trace_id, strlen(trace_id) + 1);
 	json_decref(verdict);
+	return enqueue(ev, it);
+free_verdict:
+	json_decref(verdict);
+	errno = saved;
 	return -1;
+}
+
+int cg_evidence_flush(struct cg_evidence *ev)
+{
+	if (!ev) {
+		errno = EINVAL;
+		return -1;
+	}
+	pthread_mutex_lock(&ev->mu);
+	uint64_t t = ev->next_ticket;
+	while (ev->done_ticket < t && !ev->failed)
+		pthread_cond_wait(&ev->done_cv, &ev->mu);
+	int failed = ev->failed;
+	pthread_mutex_unlock(&ev->mu);
+	if (failed) {
+		errno = EIO;
+		return -1;
+	}
+	return 0;
+}
+
+/* ---- open and recovery ------------------------------------------------------------ */
+
+struct ckpt_pos {
+	uint64_t seq;
+	char head[65];
+};
+
+static int fsync_path(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	int rc = fsync(fd);
+	int e = errno;
+	close(fd);
+	errno = e;
+	return rc;
+}
+
+/*
+ * Move a torn tail aside (never drop it): the bytes go to journal/torn-…bin,
+ * the file is cut back to its last whole line, and both are synced.
+ */
+static int set_aside(struct cg_evidence *ev, const char *path, const char *what, uint64_t next_seq,
+		     const char *tail, size_t tail_len, size_t valid_len, json_t *torn)
+{
+	char dst[4300];
+	int fd = -1;
+	for (int n = 0; n < 1000 && fd < 0; n++) {
+		if (n == 0)
+			snprintf(dst, sizeof(dst), "%s/journal/torn-%s-%016" PRIu64 ".bin",
+				 ev->state_dir, what, next_seq);
+		else
+			snprintf(dst, sizeof(dst), "%s/journal/torn-%s-%016" PRIu64 "-%d.bin",
+				 ev->state_dir, what, next_seq, n);
+		fd = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		if (fd < 0 && errno != EEXIST)
+			return -1;
+	}
+	if (fd < 0)
+		return -1;
+	if (cg_write_all(fd, tail, tail_len) < 0 || fsync(fd) != 0) {
+		int e = errno;
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	close(fd);
+	if (fsync(ev->dir_fd) != 0 || truncate(path, (off_t)valid_len) != 0 ||
+	    fsync_path(path) != 0)
+		return -1;
+	char h[65];
+	cg_sha256_hex_of(tail, tail_len, h);
+	const char *base = strrchr(dst, '/');
+	json_array_append_new(torn,
+			      json_pack("{s:s, s:s, s:I, s:s, s:I}", "file", base + 1, "from",
+					strrchr(path, '/') + 1, "offset", (json_int_t)valid_len,
+					"sha256", h, "bytes", (json_int_t)tail_len));
+	cg_log("warn", NULL, "evidence: torn tail of %zu bytes set aside as %s", tail_len, dst);
+	return 0;
+}
+
+static int load_checkpoints(struct cg_evidence *ev, struct ckpt_pos **out, size_t *n_out,
+			    json_t *torn, char *why, size_t why_len)
+{
+	char path[4200];
+	snprintf(path, sizeof(path), "%s/checkpoints.ndjson", ev->state_dir);
+	char *buf = NULL;
+	size_t len = 0, n = 0;
+	struct ckpt_pos *v = NULL;
+	*out = NULL;
+	*n_out = 0;
+	if (cg_file_read(path, SEGMENT_READ_CAP, &buf, &len) < 0) {
+		if (errno == ENOENT)
+			return 0;
+		snprintf(why, why_len, "cannot read %.300s: %s", path, strerror(errno));
+		return -1;
+	}
+	size_t pos = 0;
+	int rc = -1;
+	while (pos < len) {
+		char *nl = memchr(buf + pos, '\n', len - pos);
+		if (!nl) {
+			uint64_t next = n ? v[n - 1].seq + 1 : 1;
+			if (set_aside(ev, path, "checkpoints", next, buf + pos, len - pos, pos,
+				      torn) < 0) {
+				snprintf(why, why_len, "cannot set aside the torn checkpoint: %s",
+					 strerror(errno));
+				goto free_buf;
+			}
+			break;
+		}
+		size_t ll = (size_t)(nl - (buf + pos)) + 1;
+		struct cg_ckpt c;
+		char w[160];
+		if (cg_ckpt_parse(buf + pos, ll, &c, w, sizeof(w)) < 0) {
+			snprintf(why, why_len, "checkpoint %zu: %s", n + 1, w);
+			goto free_buf;
+		}
+		struct ckpt_pos *q = realloc(v, (n + 1) * sizeof(*v));
+		if (!q) {
+			snprintf(why, why_len, "out of memory");
+			goto free_buf;
+		}
+		v = q;
+		v[n].seq = c.seq;
+		memcpy(v[n].head, c.head, 65);
+		n++;
+		pos += ll;
+	}
+	*out = v;
+	*n_out = n;
+	v = NULL;
+	rc = 0;
+free_buf:
+	free(v);
+	free(buf);
+	return rc;
+}
+
+static bool trace_dir_exists(const char *state_dir, const char *trace)
+{
+	char p[4300];
+	snprintf(p, sizeof(p), "%s/traces/%s", state_dir, trace);
+	struct stat st;
+	return stat(p, &st) == 0;
+}
+
+/*
+ * Read the whole journal, verifying it as it goes (the daemon appends only
+ * to a journal it has verified), and rebuild the writer's state: chain
+ * heads, the traces still open, and packages lost to a crash.
+ */
+static int recover(struct cg_evidence *ev, json_t *torn, char *why, size_t why_len)
+{
+	char **names = NULL;
+	size_t n_names = 0, n_ck = 0, ci = 0;
+	struct ckpt_pos *ck = NULL;
+	char *buf = NULL;
+	int rc = -1;
+	if (load_checkpoints(ev, &ck, &n_ck, torn, why, why_len) < 0)
+		return -1;
+	if (cg_journal_segments(ev->state_dir, &names, &n_names) < 0) {
+		snprintf(why, why_len, "cannot list the journal: %s", strerror(errno));
+		goto free_all;
+	}
+	char path[4300];
+	for (size_t s = 0; s < n_names; s++) {
+		snprintf(path, sizeof(path), "%s/journal/%s", ev->state_dir, names[s]);
+		size_t len = 0, pos = 0, lineno = 0;
+		free(buf);
+		buf = NULL;
+		if (cg_file_read(path, SEGMENT_READ_CAP, &buf, &len) < 0) {
+			snprintf(why, why_len, "cannot read %.300s: %s", path, strerror(errno));
+			goto free_all;
+		}
+		while (pos < len) {
+			char *nl = memchr(buf + pos, '\n', len - pos);
+			lineno++;
+			if (!nl) {
+				if (s + 1 != n_names) {
+					snprintf(why, why_len,
+						 "%s ends mid-line but is not the last "
+						 "segment",
+						 names[s]);
+					goto free_all;
+				}
+				if (set_aside(ev, path, "journal", ev->seq + 1, buf + pos,
+					      len - pos, pos, torn) < 0) {
+					snprintf(why, why_len, "cannot set aside the torn tail: %s",
+						 strerror(errno));
+					goto free_all;
+				}
+				break;
+			}
+			size_t ll = (size_t)(nl - (buf + pos)) + 1;
+			struct cg_evline o;
+			const char *check;
+			char w[200];
+			if (cg_evline_parse(buf + pos, ll, &o, &check, w, sizeof(w)) < 0) {
+				snprintf(why, why_len, "%s line %zu: %s: %s", names[s], lineno,
+					 check, w);
+				goto free_all;
+			}
+			struct tstate *t = tstate_get(ev, o.trace, true);
+			if (!t) {
+				snprintf(why, why_len, "out of memory");
+				goto free_all;
+			}
+			const char *bad = !o.hash_ok		     ? "hash"
+					  : o.seq != ev->seq + 1     ? "sequence"
+					  : strcmp(o.prev, ev->head) ? "link"
+					  : o.tseq != t->tseq + 1 || strcmp(o.tprev, t->hash) != 0
+					      ? "trace_link"
+					      : NULL;
+			if (bad) {
+				snprintf(why, why_len, "%s line %zu (seq %" PRIu64 "): %s",
+					 names[s], lineno, o.seq, bad);
+				goto free_all;
+			}
+			while (ci < n_ck && ck[ci].seq <= o.seq) {
+				if (ck[ci].seq == o.seq && strcmp(ck[ci].head, o.hash) != 0) {
+					snprintf(why, why_len,
+						 "checkpoint at seq %" PRIu64 " names another head",
+						 o.seq);
+					goto free_all;
+				}
+				ci++;
+			}
+			ev->seq = o.seq;
+			memcpy(ev->head, o.hash, 65);
+			t->tseq = o.tseq;
+			memcpy(t->hash, o.hash, 65);
+			if (tstate_add_line(t, buf + pos, ll, o.seq, o.type,
+					    o.decision[0] ? o.decision : NULL) < 0) {
+				snprintf(why, why_len, "out of memory");
+				goto free_all;
+			}
+			if (t->keep && (o.type == CG_EV_SEAL || o.type == CG_EV_INCOMPLETE)) {
+				t = cg_smap_del(ev->traces, o.trace);
+				/* A crash between the seal and its package: rebuild the view. */
+				if (ev->cfg.write_traces &&
+				    !trace_dir_exists(ev->state_dir, o.trace) &&
+				    cg_trace_rebuild_package(ev->state_dir, o.trace, t->buf,
+							     t->len) < 0)
+					cg_log("warn", o.trace, "evidence: package not rebuilt: %s",
+					       strerror(errno));
+				tstate_free(t);
+			}
+			pos += ll;
+		}
+	}
+	if (n_ck && ck[n_ck - 1].seq > ev->seq) {
+		snprintf(why, why_len,
+			 "the journal ends at seq %" PRIu64 " but a checkpoint names seq %" PRIu64,
+			 ev->seq, ck[n_ck - 1].seq);
+		goto free_all;
+	}
+	ev->ckpt_seq = n_ck ? ck[n_ck - 1].seq : 0;
+	ev->since_ckpt = ev->seq - ev->ckpt_seq;
+	if (n_names) {
+		snprintf(path, sizeof(path), "%s/journal/%s", ev->state_dir, names[n_names - 1]);
+		ev->seg_fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
+		struct stat st;
+		if (ev->seg_fd < 0 || fstat(ev->seg_fd, &st) != 0) {
+			snprintf(why, why_len, "cannot open %.300s: %s", path, strerror(errno));
+			goto free_all;
+		}
+		ev->seg_bytes = (uint64_t)st.st_size;
+	} else if (segment_open(ev, 1) < 0) {
+		snprintf(why, why_len, "cannot create the first segment: %s", strerror(errno));
+		goto free_all;
+	}
+	rc = 0;
+free_all:
+	free(buf);
+	cg_strv_free(names, n_names);
+	free(ck);
+	return rc;
+}
+
+static int mkdir_p(const char *path, mode_t mode)
+{
+	char tmp[4096];
+	size_t n = strlen(path);
+	if (n == 0 || n >= sizeof(tmp)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	memcpy(tmp, path, n + 1);
+	for (char *p = tmp + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(tmp, mode) != 0 && errno != EEXIST)
+			return -1;
+		*p = '/';
+	}
+	if (mkdir(tmp, mode) != 0 && errno != EEXIST)
+		return -1;
+	return 0;
+}
+
+struct incomplete_list {
+	struct item *head, **tail;
+	bool oom;
+};
+
+static void queue_incomplete(const char *key, void *value, void *arg)
+{
+	struct incomplete_list *l = arg;
+	const struct tstate *t = value;
+	if (!t->keep)
+		return;
+	struct item *it = calloc(1, sizeof(*it));
+	if (!it) {
+		l->oom = true;
+		return;
+	}
+	it->kind = IT_INCOMPLETE;
+	snprintf(it->trace, sizeof(it->trace), "%s", key);
+	*l->tail = it;
+	l->tail = &it->next;
+}
+
+int cg_evidence_open(const struct cg_evidence_config *cfg, struct cg_evidence **out,
+		     struct cg_reply **err)
+{
+	char why[512] = "";
+	char path[4200];
+	*out = NULL;
+	*err = NULL;
+	struct cg_evidence *ev = calloc(1, sizeof(*ev));
+	json_t *torn = json_array();
+	if (!ev || !torn || !cfg || !cfg->state_dir) {
+		free(ev);
+		json_decref(torn);
+		*err = cg_reply_new(CG_R_EVIDENCE_OPEN_FAILED, "{s:s, s:s}", "path",
+				    cfg && cfg->state_dir ? cfg->state_dir : "(none)", "detail",
+				    "no state directory or out of memory");
+		return -1;
+	}
+	ev->cfg = *cfg;
+	if (!ev->cfg.segment_bytes)
+		ev->cfg.segment_bytes = DEFAULT_SEGMENT_BYTES;
+	if (!ev->cfg.checkpoint_every)
+		ev->cfg.checkpoint_every = DEFAULT_CKPT_EVERY;
+	if (ev->cfg.checkpoint_ms <= 0)
+		ev->cfg.checkpoint_ms = DEFAULT_CKPT_MS;
+	ev->lock_fd = ev->seg_fd = ev->ckpt_fd = ev->dir_fd = -1;
+	ev->q_tail = &ev->q_head;
+	memcpy(ev->head, cg_journal_genesis(), 65);
+	pthread_mutex_init(&ev->mu, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&ev->work_cv, &ca);
+	pthread_condattr_destroy(&ca);
+	pthread_cond_init(&ev->done_cv, NULL);
+	ev->state_dir = strdup(cfg->state_dir);
+	ev->traces = cg_smap_new();
+	enum cg_reply_id fail = CG_R_EVIDENCE_OPEN_FAILED;
+	if (!ev->state_dir || !ev->traces) {
+		snprintf(why, sizeof(why), "out of memory");
+		goto fail;
+	}
+	snprintf(path, sizeof(path), "%s/journal", ev->state_dir);
+	if (mkdir_p(ev->state_dir, 0700) < 0 || mkdir_p(path, 0700) < 0) {
+		snprintf(why, sizeof(why), "cannot create %.300s: %s", path, strerror(errno));
+		goto fail;
+	}
+	snprintf(path, sizeof(path), "%s/traces", ev->state_dir);
+	if (mkdir_p(path, 0755) < 0) {
+		snprintf(why, sizeof(why), "cannot create %.300s: %s", path, strerror(errno));
+		goto fail;
+	}
+	snprintf(path, sizeof(path), "%s/journal", ev->state_dir);
+	ev->dir_fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	snprintf(path, sizeof(path), "%s/%s", ev->state_dir, CG_EVIDENCE_LOCK);
+	ev->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (ev->dir_fd < 0 || ev->lock_fd < 0) {
+		snprintf(why, sizeof(why), "cannot open %.300s: %s", path, strerror(errno));
+		goto fail;
+	}
+	/* One writer: a second daemon on the same journal would fork the chain. */
+	if (flock(ev->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+		fail = CG_R_EVIDENCE_LOCKED;
+		goto fail;
+	}
+	ev->key = cg_evkey_load_or_create(ev->state_dir, why, sizeof(why));
+	if (!ev->key || cg_evkey_fingerprint(ev->key, ev->key_fp) < 0) {
+		if (!why[0])
+			snprintf(why, sizeof(why), "the evidence key has no raw public key");
+		goto fail;
+	}
+	if (recover(ev, torn, why, sizeof(why)) < 0) {
+		fail = strstr(why, "cannot") || strstr(why, "memory")
+			   ? CG_R_EVIDENCE_OPEN_FAILED
+			   : CG_R_EVIDENCE_JOURNAL_CORRUPT;
+		goto fail;
+	}
+	snprintf(path, sizeof(path), "%s/checkpoints.ndjson", ev->state_dir);
+	ev->ckpt_fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	if (ev->ckpt_fd < 0) {
+		snprintf(why, sizeof(why), "cannot open %.300s: %s", path, strerror(errno));
+		goto fail;
+	}
+	if (pthread_create(&ev->thr, NULL, writer_main, ev) != 0) {
+		snprintf(why, sizeof(why), "cannot start the writer thread");
+		goto fail;
+	}
+	ev->thr_started = true;
+	/* Record what recovery found, then mark the traces a crash cut short. */
+	struct incomplete_list l = { NULL, &l.head, false };
+	cg_smap_each(ev->traces, queue_incomplete, &l);
+	int rc = 0;
+	if (json_array_size(torn)) {
+		json_t *p = json_pack("{s:s, s:O}", "what", "torn tail set aside", "torn", torn);
+		struct item *it = p ? item_event(CG_JOURNAL_TRACE, CG_EV_RECOVERY, p, false) : NULL;
+		json_decref(p);
+		rc = it ? enqueue(ev, it) : -1;
+	}
+	while (l.head) {
+		struct item *it = l.head;
+		l.head = it->next;
+		if (rc == 0)
+			rc = enqueue(ev, it);
+		else
+			item_free(it);
+	}
+	if (rc < 0 || l.oom || cg_evidence_flush(ev) < 0) {
+		snprintf(why, sizeof(why), "recovery events could not be written: %s",
+			 strerror(errno));
+		goto fail;
+	}
+	json_decref(torn);
+	*out = ev;
+	return 0;
+fail:
+	json_decref(torn);
+	*err = cg_reply_new(fail, "{s:s, s:s}", "path", cfg->state_dir, "detail", why);
+	cg_evidence_close(ev);
+	return -1;
+}
+
+void cg_evidence_close(struct cg_evidence *ev)
+{
+	if (!ev)
+		return;
+	if (ev->thr_started) {
+		pthread_mutex_lock(&ev->mu);
+		ev->stop = true;
+		pthread_cond_signal(&ev->work_cv);
+		pthread_mutex_unlock(&ev->mu);
+		pthread_join(ev->thr, NULL);
+	}
+	while (ev->q_head) {
+		struct item *it = ev->q_head;
+		ev->q_head = it->next;
+		item_free(it);
+	}
+	write_packages(ev);
+	if (ev->seg_fd >= 0)
+		close(ev->seg_fd);
+	if (ev->ckpt_fd >= 0)
+		close(ev->ckpt_fd);
+	if (ev->dir_fd >= 0)
+		close(ev->dir_fd);
+	if (ev->lock_fd >= 0)
+		close(ev->lock_fd);
+	EVP_PKEY_free(ev->key);
+	cg_smap_free(ev->traces, tstate_free);
+	free(ev->batch);
+	free(ev->state_dir);
+	pthread_cond_destroy(&ev->work_cv);
+	pthread_cond_destroy(&ev->done_cv);
+	pthread_mutex_destroy(&ev->mu);
+	free(ev);
+}
+
+/* ---- verdicts and packages ------------------------------------------------------------ */
+
+static const char *const decisions[] = { "ALLOW", "DEGRADE", "UNKNOWN", "BLOCK" };
+
+static json_t *as_list(json_t *v)
+{
+	if (!v || json_is_null(v))
+		return json_array();
+	if (json_is_array(v))
+		return json_deep_copy(v);
+	json_t *a = json_array();
+	if (json_is_object(v)) {
+		const char *k;
+		json_t *x;
+		json_object_foreach(v, k, x)
+		{
+			json_array_append_new(a,
+					      json_pack("{s:s, s:O}", "constraint", k, "value", x));
+		}
+	} else {
+		json_array_append_new(a, json_deep_copy(v));
+	}
+	return a;
+}
+
+static const char *layer_of(const char *code)
+{
+	if (!code)
+		return "MCP";
+	if (strncmp(code, "WA-", 3) == 0)
+		return "WA";
+	if (strncmp(code, "EN-", 3) == 0)
+		return "EN";
+	if (strncmp(code, "CT-", 3) == 0)
+		return "CT";
+	return "MCP";
+}
+
+json_t *cg_verdict_normalize(const json_t *in, const char *trace_id)
+{
+	json_t *v = json_object();
+	if (!v)
+		return NULL;
+	const char *d = json_string_value(json_object_get(in, "decision"));
+	const char *decision = "UNKNOWN"; /* fail closed: an unreadable decision is not ALLOW */
+	for (size_t i = 0; d && i < CG_ARRAY_LEN(decisions); i++)
+		if (strcasecmp(d, decisions[i]) == 0)
+			decision = decisions[i];
+	json_t *reply = json_object_get(in, "reply");
+	const char *rtype = json_string_value(json_object_get(reply, "type"));
+	const char *rcode = json_string_value(json_object_get(reply, "code"));
+	const char *rmsg = json_string_value(json_object_get(reply, "message"));
+	if (!rtype || strlen(rtype) != 1 || !strchr("SIDE", rtype[0]))
+		rtype = "E";
+	const char *rule = json_string_value(json_object_get(in, "rule_id"));
+	const char *reason = json_string_value(json_object_get(in, "reason"));
+	const char *layer = json_string_value(json_object_get(in, "layer"));
+	json_object_set_new(v, "trace_id", json_string(trace_id));
+	json_object_set_new(v, "decision", json_string(decision));
+	if (d && strcmp(d, decision) != 0)
+		json_object_set_new(v, "decision_given", json_string(d));
+	const char *summary = json_string_value(json_object_get(in, "summary"));
+	char sbuf[600];
+	if (!summary) {
+		snprintf(sbuf, sizeof(sbuf), "%s%s%s: %s", decision, rule ? " by rule " : "",
+			 rule ? rule : "", rmsg ? rmsg : "no message");
+		summary = sbuf;
+	}
+	json_object_set_new(v, "summary", json_string(summary));
+	json_t *why = json_object_get(in, "why");
+	if (json_is_array(why) && json_array_size(why)) {
+		json_t *w = json_array(), *x;
+		size_t i;
+		json_array_foreach(why, i, x)
+		{
+			json_t *c =
+			    json_is_object(x) ? json_deep_copy(x) : json_pack("{s:O}", "reason", x);
+			if (c && !json_object_get(c, "layer"))
+				json_object_set_new(c, "layer",
+						    json_string(layer ? layer : layer_of(rcode)));
+			if (c && !json_object_get(c, "rule_id"))
+				json_object_set_new(c, "rule_id",
+						    rule ? json_string(rule) : json_null());
+			json_array_append_new(w, c);
+		}
+		json_object_set_new(v, "why", w);
+	} else {
+		json_t *w =
+		    json_pack("[{s:s?, s:s, s:s?}]", "rule_id", rule, "layer",
+			      layer ? layer : layer_of(rcode), "reason", reason ? reason : rmsg);
+		json_object_set_new(v, "why", w ? w : json_array());
+	}
+	json_t *con = json_object_get(in, "constrained");
+	json_object_set_new(v, "constrained",
+			    as_list(con ? con : json_object_get(in, "constraints")));
+	json_t *blk = json_object_get(in, "blocked");
+	bool stops = strcmp(decision, "ALLOW") != 0 && strcmp(decision, "DEGRADE") != 0;
+	if (blk)
+		json_object_set_new(v, "blocked", as_list(blk));
+	else if (stops)
+		json_object_set_new(v, "blocked",
+				    json_pack("[s]", "the whole request: nothing was run"));
+	else
+		json_object_set_new(v, "blocked", json_array());
+	json_t *next = json_object_get(in, "next_steps");
+	if (json_is_array(next) && json_array_size(next)) {
+		json_object_set_new(v, "next_steps", json_deep_copy(next));
+	} else {
+		char e[200];
+		const char *step;
+		switch (rtype[0]) {
+		case 'S':
+			step = strcmp(decision, "DEGRADE") == 0
+				   ? "Continue: the call ran within the constraints listed; stay "
+				     "within them."
+				   : "Continue: the call completed; use its result.";
+			break;
+		case 'I':
+			step = "Fix the request as the reply message says, then retry.";
+			break;
+		case 'D':
+			step =
+			    strcmp(decision, "UNKNOWN") == 0
+				? "Do not retry unchanged: provide the missing information, then "
+				  "gate again."
+				: "Do not retry unchanged: ask for approval, obtain a grant, or "
+				  "make "
+				  "a narrower request.";
+			break;
+		default:
+			snprintf(e, sizeof(e),
+				 "Stop and report trace %s to the operator; the failure was not "
+				 "caused by the request.",
+				 trace_id);
+			step = e;
+			break;
+		}
+		json_object_set_new(v, "next_steps", json_pack("[s]", step));
+	}
+	json_t *conf = json_object_get(in, "confidence");
+	json_object_set_new(v, "confidence",
+			    json_is_number(conf) ? json_real(json_number_value(conf))
+						 : json_real(1.0));
+	json_object_set_new(v, "reply",
+			    json_pack("{s:s, s:s, s:s}", "type", rtype, "code", rcode ? rcode : "",
+				      "message", rmsg ? rmsg : ""));
+	json_t *x = json_object_get(in, "executed");
+	if (json_is_boolean(x))
+		json_object_set(v, "executed", x);
+	else
+		json_object_set_new(v, "executed", json_boolean(!stops && rtype[0] == 'S'));
+	return v;
+}
+
+/* Terminal-safe text: control characters (ANSI escapes included) become '?'. */
+static void md_text(struct cg_buf *b, const char *s)
+{
+	for (; s && *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		char ch = (c < 0x20 || c == 0x7f) ? '?' : (char)c;
+		(void)cg_buf_add(b, &ch, 1);
+	}
+}
+
+static void md_str(struct cg_buf *b, const char *s)
+{
+	(void)cg_buf_add(b, s, strlen(s));
+}
+
+static void md_value(struct cg_buf *b, const json_t *x)
+{
+	if (json_is_string(x)) {
+		md_text(b, json_string_value(x));
+		return;
+	}
+	char *s = json_dumps(x, JSON_COMPACT | JSON_ENCODE_ANY | JSON_SORT_KEYS);
+	md_text(b, s ? s : "?");
+	free(s);
+}
+
+static void md_list(struct cg_buf *b, const char *title, const json_t *a, const char *none)
+{
+	md_str(b, "\n## ");
+	md_str(b, title);
+	md_str(b, "\n\n");
+	if (!json_array_size(a)) {
+		md_str(b, "- ");
+		md_str(b, none);
+		md_str(b, "\n");
+		return;
+	}
+	size_t i;
+	json_t *x;
+	json_array_foreach(a, i, x)
+	{
+		md_str(b, "- ");
+		md_value(b, x);
+		md_str(b, "\n");
+	}
+}
+
+char *cg_verdict_render_md(const json_t *vj)
+{
+	const json_t *v = vj;
+	struct cg_buf b;
+	cg_buf_init(&b, 1u << 20);
+	const json_t *r = json_object_get(v, "reply");
+	md_str(&b, "# Verdict: ");
+	md_text(&b, json_string_value(json_object_get(v, "decision")));
+	md_str(&b, "\n\nTrace:      ");
+	md_text(&b, json_string_value(json_object_get(v, "trace_id")));
+	md_str(&b, "\nSummary:    ");
+	md_text(&b, json_string_value(json_object_get(v, "summary")));
+	md_str(&b, "\nReply:      ");
+	md_text(&b, json_string_value(json_object_get(r, "type")));
+	md_str(&b, " ");
+	md_text(&b, json_string_value(json_object_get(r, "code")));
+	md_str(&b, " - ");
+	md_text(&b, json_string_value(json_object_get(r, "message")));
+	char conf[64];
+	snprintf(conf, sizeof(conf), "\nConfidence: %.2f\nExecuted:   %s\n",
+		 json_number_value(json_object_get(v, "confidence")),
+		 json_is_true(json_object_get(v, "executed")) ? "yes" : "no");
+	md_str(&b, conf);
+	if (json_string_value(json_object_get(v, "status"))) {
+		md_str(&b, "Status:     ");
+		md_text(&b, json_string_value(json_object_get(v, "status")));
+		md_str(&b, "\n");
+	}
+	md_str(&b, "\n## Why\n\n");
+	size_t i;
+	json_t *w;
+	json_array_foreach(json_object_get(v, "why"), i, w)
+	{
+		md_str(&b, "- [rule ");
+		json_t *rid = json_object_get(w, "rule_id");
+		md_text(&b, json_is_string(rid) ? json_string_value(rid) : "-");
+		md_str(&b, ", layer ");
+		md_text(&b, json_string_value(json_object_get(w, "layer")));
+		md_str(&b, "] ");
+		json_t *rs = json_object_get(w, "reason");
+		if (rs)
+			md_value(&b, rs);
+		md_str(&b, "\n");
+	}
+	md_list(&b, "Constrained", json_object_get(v, "constrained"), "nothing");
+	md_list(&b, "Blocked", json_object_get(v, "blocked"), "nothing");
+	md_list(&b, "Next steps", json_object_get(v, "next_steps"), "none");
+	(void)cg_buf_add(&b, "", 1);
+	if (!b.p || b.truncated) {
+		cg_buf_free(&b);
+		return NULL;
+	}
+	return (char *)b.p;
+}
+
+static int write_file_at(int dfd, const char *name, const char *p, size_t n)
+{
+	int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -1;
+	int rc = cg_write_all(fd, p, n);
+	int e = errno;
+	close(fd);
+	errno = e;
+	return rc;
+}
+
+static int write_json_at(int dfd, const char *name, const json_t *j)
+{
+	char *s = json_dumps(j, JSON_INDENT(2) | JSON_ENCODE_ANY);
+	if (!s) {
+		errno = ENOMEM;
+		return -1;
+	}
+	size_t n = strlen(s);
+	s[n] = '\n'; /* replaces the NUL; length passed explicitly */
+	int rc = write_file_at(dfd, name, s, n + 1);
+	free(s);
+	return rc;
+}
+
+static int rm_tree_flat(const char *dir)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return errno == ENOENT ? 0 : -1;
+	struct dirent *e;
+	while ((e = readdir(d)))
+		if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+			(void)unlinkat(dirfd(d), e->d_name, 0);
+	closedir(d);
+	return rmdir(dir);
+}
+
+int cg_trace_write_package(const char *state_dir, const char *trace_id, const char *events,
+			   size_t events_len, const json_t *verdict, const json_t *replay,
+			   const json_t *diff)
+{
+	if (!cg_trace_id_valid(trace_id) || strcmp(trace_id, CG_JOURNAL_TRACE) == 0) {
+		errno = EINVAL;
+		return -1;
+	}
+	char tmp[4300], dst[4300], old[4300];
+	snprintf(tmp, sizeof(tmp), "%s/traces/.%s.tmp", state_dir, trace_id);
+	snprintf(dst, sizeof(dst), "%s/traces/%s", state_dir, trace_id);
+	snprintf(old, sizeof(old), "%s/traces/.%s.old", state_dir, trace_id);
+	(void)rm_tree_flat(tmp);
+	if (mkdir(tmp, 0755) != 0)
+		return -1;
+	int dfd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return -1;
+	char *md = cg_verdict_render_md(verdict);
+	int rc = -1;
+	if (md && write_file_at(dfd, "events.ndjson", events, events_len) == 0 &&
+	    write_json_at(dfd, "verdict.json", verdict) == 0 &&
+	    write_file_at(dfd, "verdict.md", md, strlen(md)) == 0 &&
+	    write_json_at(dfd, "replay.json", replay) == 0 &&
+	    write_json_at(dfd, "diff.json", diff) == 0)
+		rc = 0;
+	int e = md ? errno : ENOMEM;
+	free(md);
+	close(dfd);
+	if (rc == 0) {
+		/* Readers see the old package or the new one, never half of one. */
+		if (rename(tmp, dst) != 0) {
+			(void)rm_tree_flat(old);
+			if (rename(dst, old) != 0 || rename(tmp, dst) != 0)
+				rc = -1;
+			e = errno;
+			(void)rm_tree_flat(old);
+		}
+	}
+	if (rc < 0) {
+		(void)rm_tree_flat(tmp);
+		errno = e;
+	}
+	return rc;
+}
+
+int cg_trace_rebuild_package(const char *state_dir, const char *trace_id, const char *events,
+			     size_t events_len)
+{
+	/* The view comes from the trace's last events: seal (verdict, replay) or incomplete. */
+	json_t *verdict = NULL, *replay = NULL, *diff = NULL, *rp = NULL;
+	const char *status = NULL;
+	const char *decision = "UNKNOWN";
+	size_t pos = 0, n = 0;
+	int rc = -1;
+	char rts[40] = "";
+	while (pos < events_len) {
+		const char *nl = memchr(events + pos, '\n', events_len - pos);
+		size_t ll = nl ? (size_t)(nl - (events + pos)) + 1 : events_len - pos;
+		struct cg_evline o;
+		const char *check;
+		char why[200];
+		if (cg_evline_parse(events + pos, ll, &o, &check, why, sizeof(why)) == 0) {
+			n++;
+			json_t *pl =
+			    json_loadb(events + pos + o.payload_off, o.payload_len, 0, NULL);
+			if (o.type == CG_EV_DECISION && o.decision[0])
+				decision = o.type == CG_EV_DECISION ? "" : decision;
+			if (o.type == CG_EV_REPLAY) {
+				json_decref(rp);
+				rp = json_incref(pl);
+				memcpy(rts, o.ts, sizeof(rts));
+			} else if (o.type == CG_EV_SEAL) {
+				json_decref(verdict);
+				verdict = json_incref(json_object_get(pl, "verdict"));
+				status = "sealed";
+			} else if (o.type == CG_EV_INCOMPLETE) {
+				status = "incomplete";
+			}
+			json_decref(pl);
+		}
+		pos += ll;
+	}
+	(void)decision;
+	if (!status) {
+		errno = EINVAL;
+		goto free_docs;
+	}
+	if (strcmp(status, "incomplete") == 0) {
+		json_decref(verdict);
+		json_t *in =
+		    json_pack("{s:s, s:s, s:{s:s, s:s, s:s}}", "decision", "UNKNOWN", "summary",
+			      "This trace was cut short (the daemon stopped before it was sealed); "
+			      "its events "
+			      "up to that moment are intact. Whether its command started is in "
+			      "events.ndjson.",
+			      "reply", "type", "E", "code", "", "message",
+			      "the daemon restarted after a crash");
+		verdict = in ? cg_verdict_normalize(in, trace_id) : NULL;
+		json_decref(in);
+		if (verdict)
+			json_object_set_new(verdict, "status", json_string("incomplete"));
+		diff = json_array();
+		replay = replay_doc(trace_id, "INCOMPLETE", n, diff, "trace (rebuilt)");
+	} else {
+		json_t *f = json_object_get(rp, "failures");
+		diff = json_is_array(f) ? json_deep_copy(f) : json_array();
+		const char *st = json_string_value(json_object_get(rp, "status"));
+		replay = replay_doc(trace_id, st ? st : "FAIL", n, diff, "trace (rebuilt)");
+		if (replay && rts[0])
+			json_object_set_new(replay, "checked_at", json_string(rts));
+	}
+	if (!verdict || !replay || !diff) {
+		errno = EINVAL;
+		goto free_docs;
+	}
+	rc = cg_trace_write_package(state_dir, trace_id, events, events_len, verdict, replay, diff);
+free_docs:
+	json_decref(rp);
+	json_decref(verdict);
+	json_decref(replay);
+	json_decref(diff);
+	return rc;
 }

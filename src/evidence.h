@@ -42,7 +42,9 @@
 	X(SCREEN, "screening")                                                                     \
 	X(VERDICT, "verdict") /* the reply code and the verdict summary */                         \
 	X(REPLAY, "replay")                                                                        \
-	X(SEAL, "seal") /* event count and head: the trace is complete */
+	X(SEAL, "seal")		    /* event count and head: the trace is complete */              \
+	X(INCOMPLETE, "incomplete") /* recovery: the trace was cut short by a crash */             \
+	X(RECOVERY, "recovery")	    /* trace "journal": a torn tail was set aside at open */
 
 enum cg_event_type {
 #define CG_EVENT_ENUM(e, s) CG_EV_##e,
@@ -87,5 +89,42 @@ int cg_evidence_append(struct cg_evidence *ev, const char *trace_id, enum cg_eve
  */
 int cg_evidence_seal(struct cg_evidence *ev, const char *trace_id, json_t *verdict)
     __attribute__((warn_unused_result));
+
+/*
+ * Block until every event and seal enqueued before this call has been
+ * written (and its trace package, if any, is on disk). For callers that
+ * answer a client only once `callgate verdict` would find the package.
+ * Returns 0, or -1 with errno when the journal has failed.
+ */
+int cg_evidence_flush(struct cg_evidence *ev) __attribute__((warn_unused_result));
+
+/*
+ * Normalise a caller's verdict (borrowed) into the verdict.json shape of
+ * docs/evidence.md: decision, summary, why[], constrained[], blocked[],
+ * next_steps[], confidence, reply{type,code,message}. Never NULL except on
+ * allocation failure; caller decrefs.
+ */
+json_t *cg_verdict_normalize(const json_t *in, const char *trace_id);
+
+/* Render a normalised verdict for a terminal (verdict.md). Caller frees. */
+char *cg_verdict_render_md(const json_t *verdict);
+
+/*
+ * Write traces/<trace_id>/ under state_dir atomically (a temporary
+ * directory renamed into place): events.ndjson (the given bytes),
+ * verdict.json, verdict.md, replay.json, diff.json. 0 or -1 with errno.
+ */
+int cg_trace_write_package(const char *state_dir, const char *trace_id, const char *events,
+			   size_t events_len, const json_t *verdict, const json_t *replay,
+			   const json_t *diff);
+
+/*
+ * Rebuild traces/<trace_id>/ from the trace's journal lines (events, the
+ * exact bytes): verdict from the seal, replay.json and diff.json from the
+ * replay event, or the incomplete view. 0 or -1 with errno (EINVAL: the
+ * trace is neither sealed nor marked incomplete).
+ */
+int cg_trace_rebuild_package(const char *state_dir, const char *trace_id, const char *events,
+			     size_t events_len);
 
 #endif

@@ -1,0 +1,1167 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * journal — the evidence journal's format: the line parser, the chain and
+ * structure checks, checkpoint lines, the Ed25519 evidence key and a small
+ * string map. Shared by the writer (evidence.c) and the verifier (replay.c),
+ * so that what the daemon checks at seal time and what `callgate replay`
+ * checks later are the same code.
+ *
+ * Invariants:
+ *  - Every byte of a line is treated as hostile: lengths are bounded before
+ *    copying, the hash is recomputed over the bytes as found, and the parser
+ *    MUST NOT allocate in proportion to anything but the line it was given.
+ *  - A check MUST report each failure by its documented name (diff.json);
+ *    one failure never hides another of a different kind.
+ *  - The private key file MUST be created 0600 (O_EXCL, never widened later).
+ */
+#include "journal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <openssl/pem.h>
+#include <openssl/sha.h>
+
+#include "evidence.h"
+#include "util.h"
+
+static const char hexd[] = "0123456789abcdef";
+
+void cg_sha256_hex_of(const void *p, size_t n, char hex[65])
+{
+	unsigned char md[SHA256_DIGEST_LENGTH];
+	SHA256(p, n, md);
+	for (int i = 0; i < SHA256_DIGEST_LENGTH; i++) {
+		hex[2 * i] = hexd[md[i] >> 4];
+		hex[2 * i + 1] = hexd[md[i] & 15];
+	}
+	hex[64] = '\0';
+}
+
+const char *cg_journal_genesis(void)
+{
+	/* Computed once; a constant string keeps it thread-safe without locks. */
+	static char g[65];
+	static int done;
+	if (!__atomic_load_n(&done, __ATOMIC_ACQUIRE)) {
+		char tmp[65];
+		cg_sha256_hex_of(CG_GENESIS_TEXT, strlen(CG_GENESIS_TEXT), tmp);
+		memcpy(g, tmp, sizeof(g));
+		__atomic_store_n(&done, 1, __ATOMIC_RELEASE);
+	}
+	return g;
+}
+
+bool cg_trace_id_valid(const char *id)
+{
+	size_t n = id ? strlen(id) : 0;
+	if (n == 0 || n > CG_TRACE_ID_MAX || id[0] == '.')
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = id[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '.' || c == '_' || c == '-'))
+			return false;
+	}
+	return true;
+}
+
+static const char *const type_names[] = {
+#define CG_EVENT_NAME(e, s) s,
+	CG_EVENT_LIST(CG_EVENT_NAME)
+#undef CG_EVENT_NAME
+};
+
+int cg_event_type_from_name(const char *name, size_t len)
+{
+	for (int i = 0; i < CG_EV__COUNT; i++)
+		if (strlen(type_names[i]) == len && memcmp(type_names[i], name, len) == 0)
+			return i;
+	return -1;
+}
+
+/* ---- a JSON validator that allocates nothing (payloads are checked at replay speed) ---- */
+
+struct jv {
+	const char *p, *end;
+	int depth;
+};
+
+static void jv_ws(struct jv *j)
+{
+	while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r'))
+		j->p++;
+}
+
+static bool jv_value(struct jv *j);
+
+static bool jv_string(struct jv *j)
+{
+	if (j->p >= j->end || *j->p != '"')
+		return false;
+	j->p++;
+	while (j->p < j->end) {
+		unsigned char c = (unsigned char)*j->p++;
+		if (c == '"')
+			return true;
+		if (c < 0x20)
+			return false;
+		if (c == '\\') {
+			if (j->p >= j->end)
+				return false;
+			c = (unsigned char)*j->p++;
+			if (c == 'u') {
+				for (int k = 0; k < 4; k++, j->p++)
+					if (j->p >= j->end || !strchr(hexd, (*j->p | 0x20)) ||
+					    *j->p == '\0')
+						return false;
+			} else if (!strchr("\"\\/bfnrt", c) || c == '\0') {
+				return false;
+			}
+		}
+	}
+	return false;
+}
+
+static bool jv_number(struct jv *j)
+{
+	const char *s = j->p;
+	if (j->p < j->end && *j->p == '-')
+		j->p++;
+	if (j->p >= j->end)
+		return false;
+	if (*j->p == '0') {
+		j->p++;
+	} else if (*j->p >= '1' && *j->p <= '9') {
+		while (j->p < j->end && *j->p >= '0' && *j->p <= '9')
+			j->p++;
+	} else {
+		return false;
+	}
+	if (j->p < j->end && *j->p == '.') {
+		j->p++;
+		const char *d = j->p;
+		while (j->p < j->end && *j->p >= '0' && *j->p <= '9')
+			j->p++;
+		if (j->p == d)
+			return false;
+	}
+	if (j->p < j->end && (*j->p == 'e' || *j->p == 'E')) {
+		j->p++;
+		if (j->p < j->end && (*j->p == '+' || *j->p == '-'))
+			j->p++;
+		const char *d = j->p;
+		while (j->p < j->end && *j->p >= '0' && *j->p <= '9')
+			j->p++;
+		if (j->p == d)
+			return false;
+	}
+	return j->p > s;
+}
+
+static bool jv_lit(struct jv *j, const char *w)
+{
+	size_t n = strlen(w);
+	if ((size_t)(j->end - j->p) < n || memcmp(j->p, w, n) != 0)
+		return false;
+	j->p += n;
+	return true;
+}
+
+static bool jv_container(struct jv *j, char close, bool object)
+{
+	if (++j->depth > 256)
+		return false;
+	j->p++;
+	jv_ws(j);
+	if (j->p < j->end && *j->p == close) {
+		j->p++;
+		j->depth--;
+		return true;
+	}
+	for (;;) {
+		jv_ws(j);
+		if (object) {
+			if (!jv_string(j))
+				return false;
+			jv_ws(j);
+			if (j->p >= j->end || *j->p != ':')
+				return false;
+			j->p++;
+			jv_ws(j);
+		}
+		if (!jv_value(j))
+			return false;
+		jv_ws(j);
+		if (j->p >= j->end)
+			return false;
+		if (*j->p == ',') {
+			j->p++;
+			continue;
+		}
+		if (*j->p == close) {
+			j->p++;
+			j->depth--;
+			return true;
+		}
+		return false;
+	}
+}
+
+static bool jv_value(struct jv *j)
+{
+	if (j->p >= j->end)
+		return false;
+	switch (*j->p) {
+	case '{':
+		return jv_container(j, '}', true);
+	case '[':
+		return jv_container(j, ']', false);
+	case '"':
+		return jv_string(j);
+	case 't':
+		return jv_lit(j, "true");
+	case 'f':
+		return jv_lit(j, "false");
+	case 'n':
+		return jv_lit(j, "null");
+	default:
+		return jv_number(j);
+	}
+}
+
+bool cg_json_object_valid(const char *p, size_t n)
+{
+	struct jv j = { p, p + n, 0 };
+	if (n == 0 || *p != '{')
+		return false;
+	if (!jv_value(&j))
+		return false;
+	jv_ws(&j);
+	return j.p == j.end;
+}
+
+/* ---- the line parser ----------------------------------------------------- */
+
+struct cur {
+	const char *p, *end;
+};
+
+static bool expect(struct cur *c, const char *lit)
+{
+	size_t n = strlen(lit);
+	if ((size_t)(c->end - c->p) < n || memcmp(c->p, lit, n) != 0)
+		return false;
+	c->p += n;
+	return true;
+}
+
+static bool take_u64(struct cur *c, uint64_t *out)
+{
+	uint64_t v = 0;
+	const char *s = c->p;
+	if (c->p < c->end && *c->p == '0' && c->p + 1 < c->end && c->p[1] >= '0' && c->p[1] <= '9')
+		return false; /* no leading zeros: one spelling per number */
+	while (c->p < c->end && *c->p >= '0' && *c->p <= '9') {
+		if (v > (UINT64_MAX - 9) / 10)
+			return false;
+		v = v * 10 + (uint64_t)(*c->p - '0');
+		c->p++;
+	}
+	*out = v;
+	return c->p > s && c->p - s <= 19;
+}
+
+/* A string without escapes into out (cap bytes incl. NUL); the quotes are consumed. */
+static bool take_plain(struct cur *c, char *out, size_t cap)
+{
+	if (!expect(c, "\""))
+		return false;
+	size_t n = 0;
+	while (c->p < c->end && *c->p != '"') {
+		unsigned char ch = (unsigned char)*c->p;
+		if (ch < 0x20 || ch == '\\' || ch >= 0x7f || n + 1 >= cap)
+			return false;
+		out[n++] = (char)ch;
+		c->p++;
+	}
+	out[n] = '\0';
+	return expect(c, "\"");
+}
+
+static bool is_hex64(const char *s)
+{
+	if (strlen(s) != 64)
+		return false;
+	for (int i = 0; i < 64; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return false;
+	return true;
+}
+
+/* Decision and seal payloads carry what the structure check needs. */
+static int parse_payload_fields(struct cg_evline *o, const char *p, size_t n)
+{
+	if (o->type != CG_EV_DECISION && o->type != CG_EV_SEAL)
+		return 0;
+	json_t *pl = json_loadb(p, n, JSON_REJECT_DUPLICATES, NULL);
+	if (!pl)
+		return -1;
+	int rc = 0;
+	if (o->type == CG_EV_DECISION) {
+		const char *d = json_string_value(json_object_get(pl, "decision"));
+		if (!d || strlen(d) >= sizeof(o->decision))
+			rc = -1;
+		else
+			memcpy(o->decision, d, strlen(d) + 1);
+	} else {
+		json_t *e = json_object_get(pl, "events");
+		const char *h = json_string_value(json_object_get(pl, "head"));
+		if (!json_is_integer(e) || json_integer_value(e) < 0 || !h || !is_hex64(h))
+			rc = -1;
+		else {
+			o->seal_events = (uint64_t)json_integer_value(e);
+			memcpy(o->seal_head, h, 65);
+		}
+	}
+	json_decref(pl);
+	return rc;
+}
+
+int cg_evline_parse(const char *line, size_t len, struct cg_evline *o, const char **check,
+		    char *why, size_t why_len)
+{
+	memset(o, 0, sizeof(*o));
+	o->line = line;
+	o->line_len = len;
+	o->type = -1;
+	*check = "schema";
+	if (len == 0 || line[len - 1] != '\n') {
+		*check = "truncated";
+		snprintf(why, why_len, "the line does not end with a newline (%zu bytes)", len);
+		return -1;
+	}
+	if (len > CG_LINE_MAX || len < CG_LINE_TAIL_LEN + 2) {
+		snprintf(why, why_len, "line length %zu out of range", len);
+		return -1;
+	}
+	const char *tail = line + len - CG_LINE_TAIL_LEN;
+	if (memcmp(tail, ",\"hash\":\"", 9) != 0 || memcmp(line + len - 3, "\"}\n", 3) != 0) {
+		snprintf(why, why_len, "the line does not end with ,\"hash\":\"<64 hex>\"}");
+		return -1;
+	}
+	memcpy(o->hash, tail + 9, 64);
+	o->hash[64] = '\0';
+	if (!is_hex64(o->hash)) {
+		snprintf(why, why_len, "hash is not 64 lower-case hex digits");
+		return -1;
+	}
+	struct cur c = { line, tail };
+	char type[32];
+	if (!expect(&c, "{\"seq\":") || !take_u64(&c, &o->seq) || o->seq == 0 ||
+	    !expect(&c, ",\"trace\":") || !take_plain(&c, o->trace, sizeof(o->trace)) ||
+	    !cg_trace_id_valid(o->trace) || !expect(&c, ",\"tseq\":") || !take_u64(&c, &o->tseq) ||
+	    o->tseq == 0 || !expect(&c, ",\"type\":") || !take_plain(&c, type, sizeof(type)) ||
+	    !expect(&c, ",\"ts\":") || !take_plain(&c, o->ts, sizeof(o->ts)) ||
+	    !expect(&c, ",\"prev\":") || !take_plain(&c, o->prev, sizeof(o->prev)) ||
+	    !is_hex64(o->prev) || !expect(&c, ",\"tprev\":") ||
+	    !take_plain(&c, o->tprev, sizeof(o->tprev)) || !is_hex64(o->tprev) ||
+	    !expect(&c, ",\"payload\":")) {
+		snprintf(why, why_len, "members missing, out of order or malformed near byte %zu",
+			 (size_t)(c.p - line));
+		return -1;
+	}
+	o->payload_off = (size_t)(c.p - line);
+	o->payload_len = (size_t)(tail - c.p);
+	if (!cg_json_object_valid(c.p, o->payload_len)) {
+		snprintf(why, why_len, "payload is not one JSON object");
+		return -1;
+	}
+	memcpy(o->type_name, type, sizeof(type));
+	o->type = cg_event_type_from_name(type, strlen(type));
+	if (o->type < 0) {
+		*check = "type_unknown";
+		snprintf(why, why_len, "event type '%s' is not in the closed set", type);
+		return -1;
+	}
+	if (parse_payload_fields(o, c.p, o->payload_len) < 0) {
+		snprintf(why, why_len, "%s payload lacks its required members", type);
+		return -1;
+	}
+	char h[65];
+	cg_sha256_hex_of(line, len - CG_LINE_TAIL_LEN, h);
+	o->hash_ok = memcmp(h, o->hash, 64) == 0;
+	return 0;
+}
+
+/* ---- diffs and checks ----------------------------------------------------- */
+
+void cg_diff_add(json_t *diff, const char *check, const char *file, size_t line, uint64_t seq,
+		 const char *expected, const char *found, const char *detail)
+{
+	json_t *d = json_object();
+	if (!d)
+		return;
+	json_object_set_new(d, "check", json_string(check));
+	if (file)
+		json_object_set_new(d, "file", json_string(file));
+	if (line)
+		json_object_set_new(d, "line", json_integer((json_int_t)line));
+	if (seq)
+		json_object_set_new(d, "seq", json_integer((json_int_t)seq));
+	if (expected)
+		json_object_set_new(d, "expected", json_string(expected));
+	if (found)
+		json_object_set_new(d, "found", json_string(found));
+	if (detail)
+		json_object_set_new(d, "detail", json_string(detail));
+	json_array_append_new(diff, d);
+}
+
+struct keyed {
+	uint64_t key;
+	size_t idx;
+};
+
+static int keyed_cmp(const void *a, const void *b)
+{
+	const struct keyed *x = a, *y = b;
+	if (x->key != y->key)
+		return x->key < y->key ? -1 : 1;
+	return x->idx < y->idx ? -1 : (x->idx > y->idx);
+}
+
+struct tlast {
+	uint64_t tseq;
+	char hash[65];
+};
+
+void cg_evlines_check_chain(const struct cg_evline *v, size_t n, bool journal, const char *file,
+			    json_t *diff)
+{
+	if (n == 0)
+		return;
+	struct keyed *k = calloc(n, sizeof(*k));
+	bool *skip = calloc(n, sizeof(*skip));
+	const struct cg_evline **bykey = calloc(n, sizeof(*bykey));
+	if (!k || !skip || !bykey) {
+		cg_diff_add(diff, "internal", file, 0, 0, NULL, NULL, "out of memory");
+		goto free_arrays;
+	}
+	for (size_t i = 0; i < n; i++) {
+		k[i].key = journal ? v[i].seq : v[i].tseq;
+		k[i].idx = i;
+	}
+	qsort(k, n, sizeof(*k), keyed_cmp);
+	char a[32], b[32];
+	/* Repeated keys: an exact copy is a duplicate; anything else was inserted. */
+	size_t nu = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (i > 0 && k[i].key == k[i - 1].key) {
+			const struct cg_evline *o = &v[k[i].idx], *first = bykey[nu - 1];
+			bool same = o->line_len == first->line_len &&
+				    memcmp(o->line, first->line, o->line_len) == 0;
+			snprintf(a, sizeof(a), "%" PRIu64, k[i].key);
+			cg_diff_add(diff, same ? "line_duplicated" : "line_inserted", file,
+				    o->lineno, o->seq, NULL, a,
+				    same ? "this line repeats an earlier line"
+					 : "a second, different line claims this position");
+			skip[k[i].idx] = true;
+			continue;
+		}
+		bykey[nu++] = &v[k[i].idx];
+	}
+	/* Gaps in the keys: lines were deleted (a missing tail is the caller's "truncated"). */
+	uint64_t want = 1;
+	for (size_t i = 0; i < nu; i++) {
+		uint64_t got = journal ? bykey[i]->seq : bykey[i]->tseq;
+		if (got != want) {
+			snprintf(a, sizeof(a), "%" PRIu64, want);
+			snprintf(b, sizeof(b), "%" PRIu64, got);
+			cg_diff_add(diff, "line_deleted", file, bykey[i]->lineno, bykey[i]->seq, a,
+				    b,
+				    journal ? "sequence numbers are not contiguous"
+					    : "trace sequence numbers are not contiguous");
+		}
+		want = got + 1;
+	}
+	/* Order: in the file, each line's key must exceed every key before it. */
+	uint64_t max = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (skip[i])
+			continue;
+		uint64_t key = journal ? v[i].seq : v[i].tseq;
+		if (key < max) {
+			snprintf(a, sizeof(a), "> %" PRIu64, max);
+			snprintf(b, sizeof(b), "%" PRIu64, key);
+			cg_diff_add(diff, "line_reordered", file, v[i].lineno, v[i].seq, a, b,
+				    "this line comes after a line that should follow it");
+		} else {
+			max = key;
+		}
+	}
+	/* Hashes, then links to the predecessor by key (so a reorder is named once). */
+	for (size_t i = 0; i < nu; i++) {
+		const struct cg_evline *o = bykey[i];
+		if (!o->hash_ok) {
+			char h[65];
+			cg_sha256_hex_of(o->line, o->line_len - CG_LINE_TAIL_LEN, h);
+			cg_diff_add(diff, "hash", file, o->lineno, o->seq, h, o->hash,
+				    "the line's bytes do not hash to its hash member");
+		}
+		uint64_t key = journal ? o->seq : o->tseq;
+		const char *link = journal ? o->prev : o->tprev;
+		const char *want_link = NULL;
+		if (key == 1)
+			want_link = cg_journal_genesis();
+		else if (i > 0 && (journal ? bykey[i - 1]->seq : bykey[i - 1]->tseq) == key - 1)
+			want_link = bykey[i - 1]->hash;
+		if (want_link && strcmp(want_link, link) != 0)
+			cg_diff_add(diff, "link", file, o->lineno, o->seq, want_link, link,
+				    journal
+					? "prev does not name the previous journal event"
+					: "tprev does not name the previous event of the trace");
+		if (!journal && strcmp(o->trace, v[0].trace) != 0)
+			cg_diff_add(diff, "trace_mismatch", file, o->lineno, o->seq, v[0].trace,
+				    o->trace, "an event of another trace");
+	}
+	/* Journal mode: every trace's own chain, in journal order. */
+	if (journal) {
+		struct cg_smap *m = cg_smap_new();
+		if (!m) {
+			cg_diff_add(diff, "internal", file, 0, 0, NULL, NULL, "out of memory");
+			goto free_arrays;
+		}
+		for (size_t i = 0; i < nu; i++) {
+			const struct cg_evline *o = bykey[i];
+			struct tlast *t = cg_smap_get(m, o->trace);
+			const char *want_h = t ? t->hash : cg_journal_genesis();
+			uint64_t want_t = t ? t->tseq + 1 : 1;
+			if (o->tseq != want_t || strcmp(o->tprev, want_h) != 0) {
+				snprintf(a, sizeof(a), "%" PRIu64, want_t);
+				snprintf(b, sizeof(b), "%" PRIu64, o->tseq);
+				cg_diff_add(diff, "trace_link", file, o->lineno, o->seq, want_h,
+					    o->tprev,
+					    o->tseq != want_t ? "tseq does not follow the trace's "
+								"previous event"
+							      : "tprev does not name the trace's "
+								"previous event");
+			}
+			if (!t) {
+				t = calloc(1, sizeof(*t));
+				if (!t || cg_smap_put(m, o->trace, t) < 0) {
+					free(t);
+					cg_diff_add(diff, "internal", file, 0, 0, NULL, NULL,
+						    "out of memory");
+					break;
+				}
+			}
+			t->tseq = o->tseq;
+			memcpy(t->hash, o->hash, 65);
+		}
+		cg_smap_free(m, free);
+	}
+free_arrays:
+	free(bykey);
+	free(skip);
+	free(k);
+}
+
+static bool blocks(const char *d)
+{
+	return strcmp(d, "ALLOW") != 0 && strcmp(d, "DEGRADE") != 0;
+}
+
+enum cg_trace_state cg_trace_check_structure(const struct cg_evline *v, size_t n, bool presealed,
+					     const char *file, json_t *diff)
+{
+	if (n == 0) {
+		cg_diff_add(diff, "structure", file, 0, 0, "request", "nothing",
+			    "the trace has no events");
+		return CG_TRACE_OPEN;
+	}
+	const struct cg_evline *decision = NULL;
+	bool permit = false, exec = false, appr_req = false;
+	size_t verdicts = 0;
+	int last = -1;
+	enum cg_trace_state st = CG_TRACE_OPEN;
+	if (v[0].type != CG_EV_REQUEST)
+		cg_diff_add(diff, "structure", file, v[0].lineno, v[0].seq, "request",
+			    v[0].type_name, "a trace begins with its request");
+	for (size_t i = 0; i < n; i++) {
+		const struct cg_evline *o = &v[i];
+		if (st != CG_TRACE_OPEN) {
+			cg_diff_add(diff, "event_after_seal", file, o->lineno, o->seq, NULL,
+				    o->type_name, "nothing may follow a seal or incomplete marker");
+			continue;
+		}
+		switch (o->type) {
+		case CG_EV_REQUEST:
+			if (i > 0)
+				cg_diff_add(diff, "structure", file, o->lineno, o->seq, NULL,
+					    "request", "a second request in one trace");
+			break;
+		case CG_EV_DECISION:
+			if (decision)
+				cg_diff_add(diff, "structure", file, o->lineno, o->seq, NULL,
+					    "decision", "a second decision in one trace");
+			else
+				decision = o;
+			break;
+		case CG_EV_APPROVAL_REQ:
+			appr_req = true;
+			break;
+		case CG_EV_APPROVAL_ANS:
+			if (!appr_req)
+				cg_diff_add(diff, "structure", file, o->lineno, o->seq,
+					    "approval.requested", "approval.answered",
+					    "an answer to an approval nobody requested");
+			break;
+		case CG_EV_PERMIT:
+			if (!decision)
+				cg_diff_add(diff, "structure", file, o->lineno, o->seq, "decision",
+					    "permit", "a permit before any decision");
+			else if (blocks(decision->decision))
+				cg_diff_add(diff, "exec_despite_block", file, o->lineno, o->seq,
+					    "no permit", decision->decision,
+					    "critical: a permit after a decision that forbids "
+					    "execution");
+			permit = true;
+			break;
+		case CG_EV_EXEC_START:
+			if (!permit)
+				cg_diff_add(diff, "exec_without_permit", file, o->lineno, o->seq,
+					    "permit", "exec.started",
+					    "critical: execution without a preceding permit");
+			else if (decision && blocks(decision->decision))
+				cg_diff_add(diff, "exec_despite_block", file, o->lineno, o->seq,
+					    "no execution", decision->decision,
+					    "critical: execution after a decision that forbids it");
+			exec = true;
+			break;
+		case CG_EV_EXEC_END:
+			if (!exec)
+				cg_diff_add(diff, "structure", file, o->lineno, o->seq,
+					    "exec.started", "exec.finished",
+					    "an execution finished that never started");
+			break;
+		case CG_EV_VERDICT:
+			if (++verdicts > 1)
+				cg_diff_add(diff, "structure", file, o->lineno, o->seq, NULL,
+					    "verdict", "a second verdict in one trace");
+			break;
+		case CG_EV_REPLAY:
+			if (verdicts == 0)
+				cg_diff_add(diff, "structure", file, o->lineno, o->seq, "verdict",
+					    "replay", "a replay before the verdict");
+			break;
+		case CG_EV_SEAL:
+			if (last != CG_EV_REPLAY)
+				cg_diff_add(diff, "structure", file, o->lineno, o->seq, "replay",
+					    last >= 0 ? type_names[last] : "nothing",
+					    "a seal follows the trace's replay event");
+			if (o->seal_events != o->tseq - 1 || strcmp(o->seal_head, o->tprev) != 0)
+				cg_diff_add(diff, "seal_mismatch", file, o->lineno, o->seq,
+					    o->tprev, o->seal_head,
+					    "the seal's event count or head is not the trace's");
+			st = CG_TRACE_SEALED;
+			break;
+		case CG_EV_INCOMPLETE:
+			st = CG_TRACE_INCOMPLETE;
+			break;
+		case CG_EV_RECOVERY:
+			cg_diff_add(diff, "structure", file, o->lineno, o->seq, NULL, "recovery",
+				    "recovery events belong to the journal trace");
+			break;
+		default:
+			break;
+		}
+		if (verdicts > 0 && o->type != CG_EV_VERDICT && o->type != CG_EV_REPLAY &&
+		    o->type != CG_EV_SEAL && o->type != CG_EV_INCOMPLETE)
+			cg_diff_add(diff, "structure", file, o->lineno, o->seq,
+				    "replay, seal or incomplete", o->type_name,
+				    "only replay and seal follow the verdict");
+		last = o->type;
+	}
+	if (st == CG_TRACE_SEALED && verdicts == 0)
+		cg_diff_add(diff, "structure", file, v[n - 1].lineno, v[n - 1].seq, "verdict",
+			    "none", "a sealed trace has a verdict");
+	if (presealed && verdicts == 0)
+		cg_diff_add(diff, "structure", file, v[n - 1].lineno, v[n - 1].seq, "verdict",
+			    "none", "the verdict event comes before the seal");
+	if (!presealed && st == CG_TRACE_OPEN)
+		cg_diff_add(diff, "not_sealed", file, v[n - 1].lineno, v[n - 1].seq, "seal",
+			    v[n - 1].type_name, "the trace has no seal and no incomplete marker");
+	return st;
+}
+
+/* ---- checkpoints ---------------------------------------------------------- */
+
+int cg_ckpt_format_msg(char *buf, size_t cap, uint64_t seq, const char *head, const char *ts,
+		       const char *key_fp)
+{
+	int n =
+	    snprintf(buf, cap, "{\"seq\":%" PRIu64 ",\"head\":\"%s\",\"ts\":\"%s\",\"key\":\"%s\"",
+		     seq, head, ts, key_fp);
+	return n < 0 || (size_t)n >= cap ? -1 : n;
+}
+
+int cg_ckpt_parse(const char *line, size_t len, struct cg_ckpt *out, char *why, size_t why_len)
+{
+	memset(out, 0, sizeof(*out));
+	if (len < 2 || line[len - 1] != '\n' || len > 4096) {
+		snprintf(why, why_len, "checkpoint line truncated or too long");
+		return -1;
+	}
+	json_t *j = json_loadb(line, len - 1, JSON_REJECT_DUPLICATES, NULL);
+	json_t *seq = json_object_get(j, "seq");
+	const char *head = json_string_value(json_object_get(j, "head"));
+	const char *ts = json_string_value(json_object_get(j, "ts"));
+	const char *key = json_string_value(json_object_get(j, "key"));
+	const char *sig = json_string_value(json_object_get(j, "sig"));
+	int rc = -1;
+	if (!j || !json_is_integer(seq) || json_integer_value(seq) < 0 || !head ||
+	    !is_hex64(head) || !ts || strlen(ts) >= sizeof(out->ts) || !key || !is_hex64(key) ||
+	    !sig) {
+		snprintf(why, why_len, "checkpoint members missing or malformed");
+		goto free_json;
+	}
+	out->seq = (uint64_t)json_integer_value(seq);
+	memcpy(out->head, head, 65);
+	memcpy(out->key, key, 65);
+	memcpy(out->ts, ts, strlen(ts) + 1);
+	char msg[512];
+	int m = cg_ckpt_format_msg(msg, sizeof(msg), out->seq, head, ts, key);
+	size_t mark = strlen(CG_CKPT_SIG_MARK);
+	if (m < 0 || (size_t)m + mark + 3 > len || memcmp(line, msg, (size_t)m) != 0 ||
+	    memcmp(line + m, CG_CKPT_SIG_MARK, mark) != 0 ||
+	    memcmp(line + len - 3, "\"}\n", 3) != 0 || strlen(sig) != len - 3 - (size_t)m - mark) {
+		snprintf(why, why_len, "checkpoint is not in its canonical layout");
+		goto free_json;
+	}
+	out->msg_len = (size_t)m;
+	size_t sl = 0;
+	unsigned char *s = cg_base64_decode(sig, strlen(sig), &sl);
+	if (!s || sl != 64) {
+		free(s);
+		snprintf(why, why_len, "signature is not 64 bytes of base64");
+		goto free_json;
+	}
+	memcpy(out->sig, s, 64);
+	out->sig_len = 64;
+	free(s);
+	rc = 0;
+free_json:
+	json_decref(j);
+	return rc;
+}
+
+/* ---- the evidence key ------------------------------------------------------ */
+
+static int write_key_file(const char *path, EVP_PKEY *k, bool private_key, char *why,
+			  size_t why_len)
+{
+	char tmp[4096];
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	unlink(tmp);
+	/* O_EXCL and the mode at creation: the private key is never briefly world-readable. */
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, private_key ? 0600 : 0644);
+	if (fd < 0) {
+		snprintf(why, why_len, "cannot create %.300s: %s", tmp, strerror(errno));
+		return -1;
+	}
+	FILE *f = fdopen(fd, "w");
+	if (!f) {
+		close(fd);
+		unlink(tmp);
+		snprintf(why, why_len, "fdopen: %s", strerror(errno));
+		return -1;
+	}
+	int ok = private_key ? PEM_write_PrivateKey(f, k, NULL, NULL, 0, NULL, NULL)
+			     : PEM_write_PUBKEY(f, k);
+	if (fflush(f) != 0 || fsync(fileno(f)) != 0)
+		ok = 0;
+	if (fclose(f) != 0)
+		ok = 0;
+	if (!ok || rename(tmp, path) != 0) {
+		unlink(tmp);
+		snprintf(why, why_len, "cannot write %s", path);
+		return -1;
+	}
+	return 0;
+}
+
+EVP_PKEY *cg_evkey_load_or_create(const char *state_dir, char *why, size_t why_len)
+{
+	char dir[4096], priv[4200], pub[4200];
+	snprintf(dir, sizeof(dir), "%s/keys", state_dir);
+	snprintf(priv, sizeof(priv), "%s/evidence.key", dir);
+	snprintf(pub, sizeof(pub), "%s/evidence.pub", dir);
+	if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+		snprintf(why, why_len, "cannot create %.300s: %s", dir, strerror(errno));
+		return NULL;
+	}
+	EVP_PKEY *k = NULL;
+	FILE *f = fopen(priv, "re");
+	if (f) {
+		struct stat st;
+		if (fstat(fileno(f), &st) == 0 && (st.st_mode & 077) != 0) {
+			/* A key others can read proves nothing: refuse, never widen or ignore. */
+			snprintf(why, why_len, "%s is readable by others (mode %o)", priv,
+				 (unsigned)(st.st_mode & 0777));
+			fclose(f);
+			return NULL;
+		}
+		k = PEM_read_PrivateKey(f, NULL, NULL, NULL);
+		fclose(f);
+		if (!k || EVP_PKEY_get_base_id(k) != EVP_PKEY_ED25519) {
+			EVP_PKEY_free(k);
+			snprintf(why, why_len, "%s is not an Ed25519 private key", priv);
+			return NULL;
+		}
+		if (access(pub, F_OK) != 0 && write_key_file(pub, k, false, why, why_len) < 0) {
+			EVP_PKEY_free(k);
+			return NULL;
+		}
+		return k;
+	}
+	if (errno != ENOENT) {
+		snprintf(why, why_len, "cannot open %.300s: %s", priv, strerror(errno));
+		return NULL;
+	}
+	k = EVP_PKEY_Q_keygen(NULL, NULL, "ED25519");
+	if (!k) {
+		snprintf(why, why_len, "Ed25519 key generation failed");
+		return NULL;
+	}
+	if (write_key_file(priv, k, true, why, why_len) < 0 ||
+	    write_key_file(pub, k, false, why, why_len) < 0) {
+		EVP_PKEY_free(k);
+		return NULL;
+	}
+	return k;
+}
+
+EVP_PKEY *cg_evkey_load_pub(const char *path, char *why, size_t why_len)
+{
+	FILE *f = fopen(path, "re");
+	if (!f) {
+		snprintf(why, why_len, "cannot open %.300s: %s", path, strerror(errno));
+		return NULL;
+	}
+	EVP_PKEY *k = PEM_read_PUBKEY(f, NULL, NULL, NULL);
+	if (!k) {
+		rewind(f);
+		k = PEM_read_PrivateKey(f, NULL, NULL, NULL);
+	}
+	fclose(f);
+	if (!k || EVP_PKEY_get_base_id(k) != EVP_PKEY_ED25519) {
+		EVP_PKEY_free(k);
+		snprintf(why, why_len, "%s is not an Ed25519 key in PEM", path);
+		return NULL;
+	}
+	return k;
+}
+
+int cg_evkey_fingerprint(EVP_PKEY *k, char hex[65])
+{
+	unsigned char raw[32];
+	size_t n = sizeof(raw);
+	if (EVP_PKEY_get_raw_public_key(k, raw, &n) != 1 || n != 32)
+		return -1;
+	cg_sha256_hex_of(raw, n, hex);
+	return 0;
+}
+
+int cg_evkey_sign(EVP_PKEY *k, const void *msg, size_t len, unsigned char sig[64])
+{
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	size_t sl = 64;
+	int rc = -1;
+	if (ctx && EVP_DigestSignInit(ctx, NULL, NULL, NULL, k) == 1 &&
+	    EVP_DigestSign(ctx, sig, &sl, msg, len) == 1 && sl == 64)
+		rc = 0;
+	EVP_MD_CTX_free(ctx);
+	return rc;
+}
+
+int cg_evkey_verify(EVP_PKEY *k, const void *msg, size_t len, const unsigned char *sig,
+		    size_t sig_len)
+{
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	int ok = 0;
+	if (ctx && EVP_DigestVerifyInit(ctx, NULL, NULL, NULL, k) == 1 &&
+	    EVP_DigestVerify(ctx, sig, sig_len, msg, len) == 1)
+		ok = 1;
+	EVP_MD_CTX_free(ctx);
+	return ok;
+}
+
+/* ---- files ------------------------------------------------------------------ */
+
+int cg_file_read(const char *path, size_t cap, char **out, size_t *out_len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	struct stat st;
+	char *p = NULL;
+	int saved = 0;
+	if (fstat(fd, &st) != 0) {
+		saved = errno;
+		goto close_fd;
+	}
+	if ((uint64_t)st.st_size > cap) {
+		saved = EFBIG;
+		goto close_fd;
+	}
+	size_t alloc = (size_t)st.st_size + 1, len = 0;
+	p = malloc(alloc);
+	if (!p) {
+		saved = ENOMEM;
+		goto close_fd;
+	}
+	for (;;) {
+		if (len + 1 >= alloc) {
+			/* The file grew while we read it (a live journal): read what fits the cap. */
+			if (alloc > cap) {
+				saved = EFBIG;
+				goto close_fd;
+			}
+			char *q = realloc(p, alloc * 2);
+			if (!q) {
+				saved = ENOMEM;
+				goto close_fd;
+			}
+			p = q;
+			alloc *= 2;
+		}
+		ssize_t r = cg_read_some(fd, p + len, alloc - 1 - len);
+		if (r < 0) {
+			saved = errno;
+			goto close_fd;
+		}
+		if (r == 0)
+			break;
+		len += (size_t)r;
+	}
+	p[len] = '\0';
+	*out = p;
+	*out_len = len;
+	p = NULL;
+close_fd:
+	free(p);
+	close(fd);
+	if (saved) {
+		errno = saved;
+		return -1;
+	}
+	return 0;
+}
+
+static int name_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static bool segment_name(const char *s)
+{
+	size_t n = strlen(s);
+	if (n != 16 + 7 || strcmp(s + 16, ".ndjson") != 0)
+		return false;
+	for (int i = 0; i < 16; i++)
+		if (s[i] < '0' || s[i] > '9')
+			return false;
+	return true;
+}
+
+void cg_strv_free(char **v, size_t n)
+{
+	for (size_t i = 0; i < n && v; i++)
+		free(v[i]);
+	free(v);
+}
+
+int cg_journal_segments(const char *state_dir, char ***names, size_t *n)
+{
+	char dir[4096];
+	snprintf(dir, sizeof(dir), "%s/journal", state_dir);
+	*names = NULL;
+	*n = 0;
+	DIR *d = opendir(dir);
+	if (!d)
+		return errno == ENOENT ? 0 : -1;
+	char **v = NULL;
+	size_t cnt = 0, cap = 0;
+	struct dirent *e;
+	int rc = 0;
+	while ((e = readdir(d))) {
+		if (!segment_name(e->d_name))
+			continue;
+		if (cnt == cap) {
+			size_t nc = cap ? cap * 2 : 16;
+			char **q = realloc(v, nc * sizeof(*q));
+			if (!q) {
+				rc = -1;
+				break;
+			}
+			v = q;
+			cap = nc;
+		}
+		if (!(v[cnt] = strdup(e->d_name))) {
+			rc = -1;
+			break;
+		}
+		cnt++;
+	}
+	closedir(d);
+	if (rc < 0) {
+		cg_strv_free(v, cnt);
+		errno = ENOMEM;
+		return -1;
+	}
+	if (cnt)
+		qsort(v, cnt, sizeof(*v), name_cmp);
+	*names = v;
+	*n = cnt;
+	return 0;
+}
+
+/* ---- string map ---------------------------------------------------------------- */
+
+struct smap_ent {
+	struct smap_ent *next;
+	void *value;
+	uint64_t h;
+	char key[];
+};
+
+struct cg_smap {
+	struct smap_ent **b;
+	size_t nb, count;
+};
+
+static uint64_t fnv(const char *s)
+{
+	uint64_t h = 1469598103934665603ull;
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ull;
+	return h;
+}
+
+struct cg_smap *cg_smap_new(void)
+{
+	struct cg_smap *m = calloc(1, sizeof(*m));
+	if (!m)
+		return NULL;
+	m->nb = 64;
+	m->b = calloc(m->nb, sizeof(*m->b));
+	if (!m->b) {
+		free(m);
+		return NULL;
+	}
+	return m;
+}
+
+void cg_smap_free(struct cg_smap *m, void (*free_value)(void *))
+{
+	if (!m)
+		return;
+	for (size_t i = 0; i < m->nb; i++) {
+		struct smap_ent *e = m->b[i];
+		while (e) {
+			struct smap_ent *nx = e->next;
+			if (free_value)
+				free_value(e->value);
+			free(e);
+			e = nx;
+		}
+	}
+	free(m->b);
+	free(m);
+}
+
+static struct smap_ent **smap_find(struct cg_smap *m, const char *key, uint64_t h)
+{
+	struct smap_ent **pp = &m->b[h & (m->nb - 1)];
+	while (*pp && !((*pp)->h == h && strcmp((*pp)->key, key) == 0))
+		pp = &(*pp)->next;
+	return pp;
+}
+
+void *cg_smap_get(struct cg_smap *m, const char *key)
+{
+	struct smap_ent **pp = smap_find(m, key, fnv(key));
+	return *pp ? (*pp)->value : NULL;
+}
+
+int cg_smap_put(struct cg_smap *m, const char *key, void *value)
+{
+	uint64_t h = fnv(key);
+	struct smap_ent **pp = smap_find(m, key, h);
+	if (*pp) {
+		(*pp)->value = value;
+		return 0;
+	}
+	if (m->count + 1 > m->nb) {
+		size_t nb = m->nb * 2;
+		struct smap_ent **b = calloc(nb, sizeof(*b));
+		if (!b)
+			return -1;
+		for (size_t i = 0; i < m->nb; i++) {
+			struct smap_ent *e = m->b[i];
+			while (e) {
+				struct smap_ent *nx = e->next;
+				e->next = b[e->h & (nb - 1)];
+				b[e->h & (nb - 1)] = e;
+				e = nx;
+			}
+		}
+		free(m->b);
+		m->b = b;
+		m->nb = nb;
+		pp = smap_find(m, key, h);
+	}
+	size_t kl = strlen(key);
+	struct smap_ent *e = malloc(sizeof(*e) + kl + 1);
+	if (!e)
+		return -1;
+	memcpy(e->key, key, kl + 1);
+	e->h = h;
+	e->value = value;
+	e->next = NULL;
+	*pp = e;
+	m->count++;
+	return 0;
+}
+
+void *cg_smap_del(struct cg_smap *m, const char *key)
+{
+	struct smap_ent **pp = smap_find(m, key, fnv(key));
+	struct smap_ent *e = *pp;
+	if (!e)
+		return NULL;
+	*pp = e->next;
+	void *v = e->value;
+	free(e);
+	m->count--;
+	return v;
+}
+
+void cg_smap_each(struct cg_smap *m, void (*fn)(const char *key, void *value, void *arg), void *arg)
+{
+	for (size_t i = 0; i < m->nb; i++)
+		for (struct smap_ent *e = m->b[i]; e; e = e->next)
+			fn(e->key, e->value, arg);
+}
+
+size_t cg_smap_count(const struct cg_smap *m)
+{
+	return m->count;
+}

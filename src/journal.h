@@ -1,0 +1,163 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * journal — the on-disk format of the evidence journal, shared by the writer
+ * (evidence.c), the verifier (replay.c) and the CLI: line layout, genesis,
+ * the line parser, the chain and structure checks, checkpoint lines, the
+ * Ed25519 evidence key, and a small string-keyed map.
+ *
+ * A journal line is exactly (one line, members in this order):
+ *   {"seq":N,"trace":"ID","tseq":K,"type":"T","ts":"TS","prev":"H","tprev":"H",
+ *    "payload":{...},"hash":"H"}\n
+ * and "hash" is SHA-256 (lower-case hex) over every byte of the line before
+ * the 9 bytes `,"hash":"` — the line's last CG_LINE_TAIL_LEN bytes are
+ * `,"hash":"<64 hex>"}\n`. See docs/evidence.md.
+ *
+ * Invariants:
+ *  - The parser MUST NOT trust a line: every member is checked, bounded and
+ *    the hash recomputed over the bytes as they are, never re-serialised.
+ *  - Checks MUST name each failure (docs/evidence.md lists the names) and
+ *    never stop at the first one silently.
+ */
+#ifndef CG_JOURNAL_H
+#define CG_JOURNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <jansson.h>
+#include <openssl/evp.h>
+
+#define CG_GENESIS_TEXT	 "callgate-genesis-v1"
+#define CG_LINE_TAIL_LEN 76 /* ,"hash":"<64 hex>"}\n */
+#define CG_TRACE_ID_MAX	 64
+#define CG_LINE_MAX	 (4u << 20) /* a journal line longer than this is refused */
+#define CG_JOURNAL_TRACE "journal"  /* the trace of the journal's own events */
+#define CG_CKPT_SIG_MARK ",\"sig\":\""
+#define CG_EVIDENCE_LOCK "journal/LOCK"
+
+/* One parsed event line. Strings are copies; line points into the caller's buffer. */
+struct cg_evline {
+	uint64_t seq;			    /* journal-wide, from 1 */
+	uint64_t tseq;			    /* per trace, from 1 */
+	int type;			    /* enum cg_event_type, or -1 when unknown */
+	char type_name[32];		    /* as written */
+	char trace[CG_TRACE_ID_MAX + 1];    /* trace id */
+	char ts[40];			    /* timestamp as written */
+	char prev[65], tprev[65], hash[65]; /* hex */
+	char decision[16];		    /* decision events: payload.decision */
+	uint64_t seal_events;		    /* seal events: payload.events */
+	char seal_head[65];		    /* seal events: payload.head */
+	const char *line;		    /* borrowed: the line, including '\n' */
+	size_t line_len;		    /* bytes of line */
+	size_t payload_off, payload_len;    /* the payload's bytes inside line */
+	size_t lineno;			    /* 1-based line number in its file */
+	bool hash_ok;			    /* recomputed hash equals "hash" */
+};
+
+/* The genesis value: SHA-256 hex of CG_GENESIS_TEXT. */
+const char *cg_journal_genesis(void);
+
+/* A trace id is 1..64 of [A-Za-z0-9._-], not starting with '.'. */
+bool cg_trace_id_valid(const char *id);
+
+/* Event type by name; -1 when not in the closed set. */
+int cg_event_type_from_name(const char *name, size_t len);
+
+/*
+ * Parse one line (len includes the '\n' if present) into *out and recompute
+ * its hash. Returns 0, or -1 with the failure's name ("truncated", "schema",
+ * "type_unknown") and a detail in why. hash_ok is set on success only.
+ */
+int cg_evline_parse(const char *line, size_t len, struct cg_evline *out, const char **check,
+		    char *why, size_t why_len);
+
+/* True when p[0..n) is exactly one well-formed JSON object (no allocation). */
+bool cg_json_object_valid(const char *p, size_t n);
+
+/* Hex SHA-256 of p[0..n) (lower case) into hex[65]. */
+void cg_sha256_hex_of(const void *p, size_t n, char hex[65]);
+
+/* Add one named failure to diff (an array). Any string may be NULL; line/seq 0: absent. */
+void cg_diff_add(json_t *diff, const char *check, const char *file, size_t line, uint64_t seq,
+		 const char *expected, const char *found, const char *detail);
+
+/*
+ * The sequence and chain checks over lines of one file, in file order.
+ * journal: keys are seq and links prev (journal mode) — else keys are tseq
+ * and links tprev (one trace's file). Names: line_duplicated, line_inserted,
+ * line_deleted, line_reordered, hash, link, trace_mismatch.
+ */
+void cg_evlines_check_chain(const struct cg_evline *v, size_t n, bool journal, const char *file,
+			    json_t *diff);
+
+/* What the structure check found about a trace. */
+enum cg_trace_state { CG_TRACE_OPEN, CG_TRACE_SEALED, CG_TRACE_INCOMPLETE };
+
+/*
+ * Structure of one trace's events (in tseq order): request first, a decision
+ * before any permit, a permit before any exec.started (else the critical
+ * "exec_without_permit"), no execution after BLOCK/UNKNOWN
+ * ("exec_despite_block"), one verdict, then replay and seal last; or an
+ * "incomplete" marker after a crash. presealed: the replay/seal pair is not
+ * yet expected (the call's own replay step). Returns the state found.
+ */
+enum cg_trace_state cg_trace_check_structure(const struct cg_evline *v, size_t n, bool presealed,
+					     const char *file, json_t *diff);
+
+/* ---- checkpoints -------------------------------------------------------- */
+
+struct cg_ckpt {
+	uint64_t seq;
+	char head[65];
+	char ts[40];
+	char key[65];	/* the signer's key fingerprint (SHA-256 hex of the raw key) */
+	size_t msg_len; /* signed bytes: the line up to CG_CKPT_SIG_MARK */
+	unsigned char sig[64];
+	size_t sig_len;
+};
+
+/* Format a checkpoint's signed prefix into buf; returns its length or -1. */
+int cg_ckpt_format_msg(char *buf, size_t cap, uint64_t seq, const char *head, const char *ts,
+		       const char *key_fp);
+
+/* Parse a checkpoint line (with '\n'). 0, or -1 with why. */
+int cg_ckpt_parse(const char *line, size_t len, struct cg_ckpt *out, char *why, size_t why_len);
+
+/* ---- the Ed25519 evidence key (keys/evidence.key 0600, keys/evidence.pub) ---- */
+
+/* Load the private key, creating it (and the public key file) when absent. NULL on error. */
+EVP_PKEY *cg_evkey_load_or_create(const char *state_dir, char *why, size_t why_len);
+/* Load a PEM public (or private) key file. NULL on error. */
+EVP_PKEY *cg_evkey_load_pub(const char *path, char *why, size_t why_len);
+/* SHA-256 hex of the raw 32-byte public key. 0 or -1. */
+int cg_evkey_fingerprint(EVP_PKEY *k, char hex[65]);
+/* Sign msg; sig must hold 64 bytes. 0 or -1. */
+int cg_evkey_sign(EVP_PKEY *k, const void *msg, size_t len, unsigned char sig[64]);
+/* 1 when the signature verifies, 0 when not. */
+int cg_evkey_verify(EVP_PKEY *k, const void *msg, size_t len, const unsigned char *sig,
+		    size_t sig_len);
+
+/* ---- files -------------------------------------------------------------- */
+
+/* Read a whole file (at most cap bytes, else EFBIG). 0 with malloc'd *p, or -1 with errno. */
+int cg_file_read(const char *path, size_t cap, char **p, size_t *len);
+/* The journal's segment file names, sorted (caller frees each and the array). */
+int cg_journal_segments(const char *state_dir, char ***names, size_t *n);
+void cg_strv_free(char **v, size_t n);
+
+/* ---- a string-keyed map (open hashing); values are owned by the caller ---- */
+
+struct cg_smap;
+struct cg_smap *cg_smap_new(void);
+void cg_smap_free(struct cg_smap *m, void (*free_value)(void *));
+void *cg_smap_get(struct cg_smap *m, const char *key);
+/* Insert or replace; 0 or -1 (ENOMEM). */
+int cg_smap_put(struct cg_smap *m, const char *key, void *value);
+/* Remove and return the value (NULL when absent). */
+void *cg_smap_del(struct cg_smap *m, const char *key);
+/* Call fn for every entry, in no particular order. */
+void cg_smap_each(struct cg_smap *m, void (*fn)(const char *key, void *value, void *arg),
+		  void *arg);
+size_t cg_smap_count(const struct cg_smap *m);
+
+#endif

@@ -1,0 +1,690 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * replay — offline verification of the evidence trail (`callgate replay`)
+ * and rebuilding of trace packages (`callgate evidence rebuild`).
+ *
+ * Replay reads every journal segment, re-parses and re-hashes every line,
+ * checks both chains and the sequence, verifies each signed checkpoint
+ * against the journal, then compares each trace package with the journal
+ * lines of its trace. The checks are those of journal.c, shared with the
+ * daemon's own per-call replay step.
+ *
+ * Invariants:
+ *  - The journal and checkpoints are opened read-only; only replay.json and
+ *    diff.json of trace directories are (re)written, and only on request.
+ *  - A missing or unreadable piece of evidence is a named failure, never a
+ *    silent pass: PASS requires every check to have run and held.
+ */
+#include "replay.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "evidence.h"
+#include "util.h"
+
+#define JOURNAL_CAP ((size_t)16 << 30)
+#define PACKAGE_CAP ((size_t)1 << 30)
+
+static const char *const package_files[] = { "events.ndjson", "verdict.json", "verdict.md",
+					     "replay.json", "diff.json" };
+
+/* True when a daemon holds the journal lock (its last line may be in flight). */
+static bool journal_live(const char *state_dir)
+{
+	char p[4200];
+	snprintf(p, sizeof(p), "%s/%s", state_dir, CG_EVIDENCE_LOCK);
+	int fd = open(p, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	bool live = flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+	close(fd);
+	return live;
+}
+
+void cg_journal_view_free(struct cg_journal_view *jv)
+{
+	free(jv->buf);
+	free(jv->v);
+	memset(jv, 0, sizeof(*jv));
+}
+
+/* Split buf[0..len) into lines and parse each into v (appending). */
+static int parse_lines(const char *buf, size_t len, const char *file, bool tail_in_flight,
+		       struct cg_evline **v, size_t *n, size_t *cap, size_t *lineno, json_t *diff)
+{
+	size_t pos = 0;
+	while (pos < len) {
+		const char *nl = memchr(buf + pos, '\n', len - pos);
+		size_t ll = nl ? (size_t)(nl - (buf + pos)) + 1 : len - pos;
+		(*lineno)++;
+		if (!nl && tail_in_flight)
+			break; /* the daemon is writing this line right now */
+		if (*n == *cap) {
+			size_t nc = *cap ? *cap * 2 : 1024;
+			struct cg_evline *q = realloc(*v, nc * sizeof(*q));
+			if (!q) {
+				errno = ENOMEM;
+				return -1;
+			}
+			*v = q;
+			*cap = nc;
+		}
+		const char *check;
+		char why[200];
+		if (cg_evline_parse(buf + pos, ll, &(*v)[*n], &check, why, sizeof(why)) < 0) {
+			if (diff)
+				cg_diff_add(diff, check, file, *lineno, 0, NULL, NULL, why);
+		} else {
+			(*v)[*n].lineno = *lineno;
+			(*n)++;
+		}
+		pos += ll;
+	}
+	return 0;
+}
+
+int cg_journal_load(const char *state_dir, struct cg_journal_view *jv, json_t *diff)
+{
+	memset(jv, 0, sizeof(*jv));
+	jv->live = journal_live(state_dir);
+	char **names = NULL;
+	size_t n_names = 0, cap = 0, lineno = 0;
+	if (cg_journal_segments(state_dir, &names, &n_names) < 0)
+		return -1;
+	/* One buffer for all segments, so evlines can point into it. */
+	size_t total = 0;
+	char path[4300];
+	for (size_t i = 0; i < n_names; i++) {
+		struct stat st;
+		snprintf(path, sizeof(path), "%s/journal/%s", state_dir, names[i]);
+		if (stat(path, &st) == 0)
+			total += (size_t)st.st_size;
+	}
+	int rc = -1;
+	size_t *seg_len = calloc(n_names + 1, sizeof(*seg_len));
+	jv->buf = malloc(total + 1);
+	if (!jv->buf || !seg_len) {
+		errno = ENOMEM;
+		goto free_names;
+	}
+	for (size_t i = 0; i < n_names; i++) {
+		snprintf(path, sizeof(path), "%s/journal/%s", state_dir, names[i]);
+		char *p = NULL;
+		size_t len = 0;
+		if (cg_file_read(path, JOURNAL_CAP, &p, &len) < 0)
+			goto free_names;
+		if (jv->len + len > total) {
+			/* The segment grew since we measured it (a live daemon): keep what we saw. */
+			size_t keep = total - jv->len;
+			const char *nl = keep ? memrchr(p, '\n', keep) : NULL;
+			len = nl ? (size_t)(nl - p) + 1 : 0;
+		}
+		memcpy(jv->buf + jv->len, p, len);
+		free(p);
+		seg_len[i] = len;
+		jv->len += len;
+	}
+	size_t off = 0;
+	for (size_t i = 0; i < n_names; i++) {
+		char file[64];
+		snprintf(file, sizeof(file), "journal/%s", names[i]);
+		bool last = i + 1 == n_names;
+		if (parse_lines(jv->buf + off, seg_len[i], file, last && jv->live, &jv->v, &jv->n,
+				&cap, &lineno, diff) < 0)
+			goto free_names;
+		lineno = 0;
+		off += seg_len[i];
+	}
+	rc = 0;
+free_names:
+	free(seg_len);
+	cg_strv_free(names, n_names);
+	if (rc < 0) {
+		int e = errno;
+		cg_journal_view_free(jv);
+		errno = e;
+	}
+	return rc;
+}
+
+/* ---- checkpoints ---------------------------------------------------------------- */
+
+static const struct cg_evline *by_seq(const struct cg_journal_view *jv, uint64_t seq)
+{
+	/* The journal is normally contiguous from 1: try the direct slot, then search. */
+	if (seq >= 1 && seq <= jv->n && jv->v[seq - 1].seq == seq)
+		return &jv->v[seq - 1];
+	for (size_t i = 0; i < jv->n; i++)
+		if (jv->v[i].seq == seq)
+			return &jv->v[i];
+	return NULL;
+}
+
+static void check_checkpoints(const struct cg_replay_opts *o, const struct cg_journal_view *jv,
+			      json_t *diff, json_t *jrep)
+{
+	char path[4300], why[300];
+	snprintf(path, sizeof(path), "%s/keys/evidence.pub", o->state_dir);
+	EVP_PKEY *k = cg_evkey_load_pub(o->pubkey_file ? o->pubkey_file : path, why, sizeof(why));
+	char fp[65] = "";
+	if (!k || cg_evkey_fingerprint(k, fp) < 0)
+		cg_diff_add(diff, "checkpoint_key", o->pubkey_file ? o->pubkey_file : "keys/", 0, 0,
+			    NULL, NULL, k ? "no raw public key" : why);
+	snprintf(path, sizeof(path), "%s/checkpoints.ndjson", o->state_dir);
+	char *buf = NULL;
+	size_t len = 0, pos = 0, lineno = 0, n = 0, bad_sig = 0;
+	uint64_t last_seq = 0, head_seq = jv->n ? jv->v[jv->n - 1].seq : 0;
+	if (cg_file_read(path, PACKAGE_CAP, &buf, &len) < 0 && errno != ENOENT)
+		cg_diff_add(diff, "checkpoint_missing", "checkpoints.ndjson", 0, 0, NULL, NULL,
+			    strerror(errno));
+	while (buf && pos < len) {
+		const char *nl = memchr(buf + pos, '\n', len - pos);
+		size_t ll = nl ? (size_t)(nl - (buf + pos)) + 1 : len - pos;
+		lineno++;
+		if (!nl && jv->live)
+			break;
+		struct cg_ckpt c;
+		if (cg_ckpt_parse(buf + pos, ll, &c, why, sizeof(why)) < 0) {
+			cg_diff_add(diff, nl ? "checkpoint_schema" : "truncated",
+				    "checkpoints.ndjson", lineno, 0, NULL, NULL, why);
+			pos += ll;
+			continue;
+		}
+		char a[32], b[32];
+		n++;
+		if (k && strcmp(c.key, fp) != 0)
+			cg_diff_add(diff, "checkpoint_key", "checkpoints.ndjson", lineno, c.seq, fp,
+				    c.key, "signed by another key");
+		else if (k && !cg_evkey_verify(k, buf + pos, c.msg_len, c.sig, c.sig_len)) {
+			bad_sig++;
+			cg_diff_add(diff, "checkpoint_signature", "checkpoints.ndjson", lineno,
+				    c.seq, NULL, NULL, "the Ed25519 signature does not verify");
+		}
+		if (c.seq < last_seq) {
+			snprintf(a, sizeof(a), ">= %" PRIu64, last_seq);
+			snprintf(b, sizeof(b), "%" PRIu64, c.seq);
+			cg_diff_add(diff, "checkpoint_order", "checkpoints.ndjson", lineno, c.seq,
+				    a, b, "checkpoints go backwards");
+		}
+		last_seq = c.seq;
+		if (c.seq > head_seq) {
+			snprintf(a, sizeof(a), ">= %" PRIu64, c.seq);
+			snprintf(b, sizeof(b), "%" PRIu64, head_seq);
+			cg_diff_add(diff, "journal_truncated", "checkpoints.ndjson", lineno, c.seq,
+				    a, b,
+				    "a signed checkpoint names an event the journal no longer has");
+		} else if (c.seq == 0) {
+			if (strcmp(c.head, cg_journal_genesis()) != 0)
+				cg_diff_add(diff, "checkpoint_mismatch", "checkpoints.ndjson",
+					    lineno, 0, cg_journal_genesis(), c.head,
+					    "an empty journal's head is the genesis");
+		} else {
+			const struct cg_evline *e = by_seq(jv, c.seq);
+			if (e && strcmp(e->hash, c.head) != 0)
+				cg_diff_add(diff, "checkpoint_mismatch", "checkpoints.ndjson",
+					    lineno, c.seq, c.head, e->hash,
+					    "the journal was rewritten: this event is not the one "
+					    "that was signed");
+		}
+		pos += ll;
+	}
+	free(buf);
+	EVP_PKEY_free(k);
+	if (n == 0 && head_seq > 0)
+		cg_diff_add(diff, "checkpoint_missing", "checkpoints.ndjson", 0, 0, NULL, NULL,
+			    "the journal has events but no signed checkpoint");
+	else if (!jv->live && n > 0 && last_seq != head_seq) {
+		char a[32], b[32];
+		snprintf(a, sizeof(a), "%" PRIu64, head_seq);
+		snprintf(b, sizeof(b), "%" PRIu64, last_seq);
+		cg_diff_add(diff, "head_unsigned", "checkpoints.ndjson", lineno, 0, a, b,
+			    "the journal's head is not the latest signed checkpoint");
+	}
+	json_object_set_new(jrep, "checkpoints", json_integer((json_int_t)n));
+	json_object_set_new(jrep, "checkpoint_seq", json_integer((json_int_t)last_seq));
+	json_object_set_new(
+	    jrep, "unsigned_tail",
+	    json_integer((json_int_t)(head_seq > last_seq ? head_seq - last_seq : 0)));
+	json_object_set_new(jrep, "key", json_string(fp));
+	(void)bad_sig;
+}
+
+/* ---- traces ------------------------------------------------------------------------ */
+
+struct tidx {
+	size_t *ix; /* indices into the journal view, in journal order */
+	size_t n, cap;
+};
+
+static void tidx_free(void *p)
+{
+	struct tidx *t = p;
+	if (t)
+		free(t->ix);
+	free(t);
+}
+
+static int index_traces(const struct cg_journal_view *jv, struct cg_smap *m)
+{
+	for (size_t i = 0; i < jv->n; i++) {
+		struct tidx *t = cg_smap_get(m, jv->v[i].trace);
+		if (!t) {
+			t = calloc(1, sizeof(*t));
+			if (!t || cg_smap_put(m, jv->v[i].trace, t) < 0) {
+				free(t);
+				return -1;
+			}
+		}
+		if (t->n == t->cap) {
+			size_t nc = t->cap ? t->cap * 2 : 16;
+			size_t *q = realloc(t->ix, nc * sizeof(*q));
+			if (!q)
+				return -1;
+			t->ix = q;
+			t->cap = nc;
+		}
+		t->ix[t->n++] = i;
+	}
+	return 0;
+}
+
+/* Journal failures that concern this trace: global ones and those on its events. */
+static void add_relevant(json_t *tdiff, const json_t *jdiff, const struct cg_journal_view *jv,
+			 const struct tidx *t)
+{
+	size_t i;
+	json_t *d;
+	json_array_foreach(jdiff, i, d)
+	{
+		json_int_t seq = json_integer_value(json_object_get(d, "seq"));
+		bool mine = seq == 0;
+		for (size_t k = 0; !mine && t && k < t->n; k++)
+			mine = (json_int_t)jv->v[t->ix[k]].seq == seq;
+		if (mine)
+			json_array_append(tdiff, d);
+	}
+}
+
+static bool package_file_known(const char *name)
+{
+	for (size_t i = 0; i < CG_ARRAY_LEN(package_files); i++)
+		if (strcmp(name, package_files[i]) == 0)
+			return true;
+	return false;
+}
+
+/* Compare traces/<id>/ with the journal's lines of the trace. */
+static void check_package(const struct cg_replay_opts *o, const struct cg_journal_view *jv,
+			  const char *id, const struct tidx *t, enum cg_trace_state st,
+			  json_t *diff)
+{
+	char dir[4300], path[4400], file[200];
+	snprintf(dir, sizeof(dir), "%s/traces/%s", o->state_dir, id);
+	snprintf(file, sizeof(file), "traces/%s/events.ndjson", id);
+	DIR *d = opendir(dir);
+	if (!d) {
+		cg_diff_add(diff, "trace_dir_missing", dir, 0, 0, "a trace directory", "none",
+			    "the journal holds this trace but its package is gone");
+		return;
+	}
+	bool seen[CG_ARRAY_LEN(package_files)] = { false };
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		if (!package_file_known(e->d_name))
+			cg_diff_add(diff, "package_files", dir, 0, 0, NULL, e->d_name,
+				    "a file that is not part of a trace package");
+		for (size_t i = 0; i < CG_ARRAY_LEN(package_files); i++)
+			if (strcmp(e->d_name, package_files[i]) == 0)
+				seen[i] = true;
+	}
+	closedir(d);
+	for (size_t i = 0; i < CG_ARRAY_LEN(package_files); i++)
+		if (!seen[i])
+			cg_diff_add(diff, "package_files", dir, 0, 0, package_files[i], "missing",
+				    "the package lacks one of its five files");
+	snprintf(path, sizeof(path), "%s/events.ndjson", dir);
+	char *buf = NULL;
+	size_t len = 0, n = 0, cap = 0, lineno = 0;
+	struct cg_evline *v = NULL;
+	if (cg_file_read(path, PACKAGE_CAP, &buf, &len) < 0) {
+		if (seen[0])
+			cg_diff_add(diff, "package_files", file, 0, 0, NULL, NULL, strerror(errno));
+		goto verdict;
+	}
+	if (parse_lines(buf, len, file, false, &v, &n, &cap, &lineno, diff) < 0)
+		goto verdict;
+	cg_evlines_check_chain(v, n, false, file, diff);
+	(void)cg_trace_check_structure(v, n, false, file, diff);
+	/* The trace's events are exactly those the journal holds for it. */
+	uint64_t max_file_tseq = 0;
+	for (size_t i = 0; i < n; i++) {
+		const struct cg_evline *j = NULL;
+		for (size_t k = 0; k < t->n && !j; k++)
+			if (jv->v[t->ix[k]].seq == v[i].seq)
+				j = &jv->v[t->ix[k]];
+		if (!j) {
+			cg_diff_add(diff, "trace_extra_event", file, v[i].lineno, v[i].seq, NULL,
+				    v[i].type_name,
+				    "an event the journal does not hold for this trace");
+			continue;
+		}
+		if (j->line_len != v[i].line_len || memcmp(j->line, v[i].line, j->line_len) != 0)
+			cg_diff_add(diff, "trace_line_mismatch", file, v[i].lineno, v[i].seq,
+				    j->hash, v[i].hash, "the line differs from the journal's");
+		if (v[i].tseq > max_file_tseq)
+			max_file_tseq = v[i].tseq;
+	}
+	for (size_t k = 0; k < t->n; k++) {
+		const struct cg_evline *j = &jv->v[t->ix[k]];
+		if (j->tseq > max_file_tseq) {
+			char a[32], b[32];
+			snprintf(a, sizeof(a), "%zu events", t->n);
+			snprintf(b, sizeof(b), "%" PRIu64 " events", max_file_tseq);
+			cg_diff_add(diff, "truncated", file, lineno, j->seq, a, b,
+				    "the file ends before the trace does");
+			break;
+		}
+	}
+verdict:;
+	/* verdict.json and verdict.md must say what the seal says. */
+	const struct cg_evline *seal = t->n ? &jv->v[t->ix[t->n - 1]] : NULL;
+	if (st == CG_TRACE_SEALED && seal && seal->type == CG_EV_SEAL) {
+		json_t *pl = json_loadb(seal->line + seal->payload_off, seal->payload_len, 0, NULL);
+		json_t *sv = json_object_get(pl, "verdict");
+		snprintf(path, sizeof(path), "%s/verdict.json", dir);
+		json_t *fv = json_load_file(path, 0, NULL);
+		if (seen[1] && !json_equal(sv, fv))
+			cg_diff_add(diff, "verdict_mismatch", path, 0, seal->seq, NULL, NULL,
+				    "verdict.json is not the verdict the seal recorded");
+		char *md = sv ? cg_verdict_render_md(sv) : NULL;
+		char *fmd = NULL;
+		size_t fl = 0;
+		snprintf(path, sizeof(path), "%s/verdict.md", dir);
+		if (seen[2] && (!md || cg_file_read(path, PACKAGE_CAP, &fmd, &fl) < 0 ||
+				fl != strlen(md) || memcmp(fmd, md, fl) != 0))
+			cg_diff_add(diff, "verdict_mismatch", path, 0, seal->seq, NULL, NULL,
+				    "verdict.md is not the rendering of the sealed verdict");
+		free(md);
+		free(fmd);
+		json_decref(fv);
+		json_decref(pl);
+	}
+	free(v);
+	free(buf);
+}
+
+static const char *state_name(enum cg_trace_state st)
+{
+	return st == CG_TRACE_SEALED ? "sealed" : st == CG_TRACE_INCOMPLETE ? "incomplete" : "open";
+}
+
+static json_t *verify_trace(const struct cg_replay_opts *o, const struct cg_journal_view *jv,
+			    const char *id, const struct tidx *t, const json_t *jdiff)
+{
+	json_t *diff = json_array();
+	add_relevant(diff, jdiff, jv, t);
+	enum cg_trace_state st = CG_TRACE_OPEN;
+	char file[120];
+	snprintf(file, sizeof(file), "journal (trace %s)", id);
+	if (!t) {
+		cg_diff_add(diff, "trace_unknown", id, 0, 0, "events in the journal", "none",
+			    "the journal holds no event of this trace");
+	} else {
+		struct cg_evline *tv = calloc(t->n, sizeof(*tv));
+		if (tv) {
+			for (size_t k = 0; k < t->n; k++)
+				tv[k] = jv->v[t->ix[k]];
+			json_t *sd = json_array();
+			st = cg_trace_check_structure(tv, t->n, false, file, sd);
+			/* An open trace of a live daemon is in progress, not a failure. */
+			size_t i;
+			json_t *x;
+			json_array_foreach(sd, i, x)
+			{
+				if (jv->live && st == CG_TRACE_OPEN &&
+				    strcmp(json_string_value(json_object_get(x, "check")),
+					   "not_sealed") == 0)
+					continue;
+				json_array_append(diff, x);
+			}
+			json_decref(sd);
+			free(tv);
+		}
+		if (st != CG_TRACE_OPEN || !jv->live)
+			check_package(o, jv, id, t, st, diff);
+	}
+	const char *status = json_array_size(diff)	 ? "FAIL"
+			     : st == CG_TRACE_INCOMPLETE ? "INCOMPLETE"
+			     : st == CG_TRACE_OPEN	 ? "OPEN"
+							 : "PASS";
+	char ts[40];
+	cg_format_time(cg_now_wall_ns(), ts, sizeof(ts));
+	json_t *r = json_pack(
+	    "{s:s, s:s, s:s, s:s, s:s, s:I, s:[ssssssss], s:I}", "trace_id", id, "status", status,
+	    "state", state_name(st), "checked_at", ts, "scope", "trace+journal", "events",
+	    (json_int_t)(t ? t->n : 0), "checks", "schema", "hash", "link", "sequence", "structure",
+	    "journal", "checkpoint", "package", "failures", (json_int_t)json_array_size(diff));
+	if (o->write_files && t && r) {
+		char dir[4300];
+		snprintf(dir, sizeof(dir), "%s/traces/%s", o->state_dir, id);
+		int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (dfd >= 0) {
+			const json_t *docs[2] = { r, diff };
+			const char *names[2] = { "replay.json", "diff.json" };
+			for (int i = 0; i < 2; i++) {
+				char *s = json_dumps(docs[i], JSON_INDENT(2));
+				int fd = s ? openat(dfd, names[i],
+						    O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)
+					   : -1;
+				if (fd >= 0) {
+					size_t n = strlen(s);
+					s[n] = '\n';
+					(void)cg_write_all(fd, s, n + 1);
+					close(fd);
+				}
+				free(s);
+			}
+			close(dfd);
+		}
+	}
+	json_object_set_new(r, "failures_list", diff);
+	return r;
+}
+
+struct all_ctx {
+	const struct cg_replay_opts *o;
+	const struct cg_journal_view *jv;
+	const json_t *jdiff;
+	json_t *traces;
+};
+
+static void verify_each(const char *key, void *value, void *arg)
+{
+	struct all_ctx *c = arg;
+	if (strcmp(key, CG_JOURNAL_TRACE) == 0)
+		return;
+	json_array_append_new(c->traces, verify_trace(c->o, c->jv, key, value, c->jdiff));
+}
+
+int cg_replay_run(const struct cg_replay_opts *o, json_t **report)
+{
+	*report = NULL;
+	if (!o || !o->state_dir || (!o->all && !cg_trace_id_valid(o->trace_id))) {
+		errno = EINVAL;
+		return -1;
+	}
+	struct cg_journal_view jv;
+	json_t *jdiff = json_array();
+	json_t *rep = json_object();
+	json_t *jrep = json_object();
+	json_t *traces = json_array();
+	struct cg_smap *m = cg_smap_new();
+	int rc = -1;
+	if (!jdiff || !rep || !jrep || !traces || !m) {
+		errno = ENOMEM;
+		goto free_all;
+	}
+	if (cg_journal_load(o->state_dir, &jv, jdiff) < 0) {
+		cg_diff_add(jdiff, "journal_unreadable", "journal/", 0, 0, NULL, NULL,
+			    strerror(errno));
+		memset(&jv, 0, sizeof(jv));
+	}
+	cg_evlines_check_chain(jv.v, jv.n, true, "journal", jdiff);
+	check_checkpoints(o, &jv, jdiff, jrep);
+	json_object_set_new(jrep, "events", json_integer((json_int_t)jv.n));
+	json_object_set_new(jrep, "bytes", json_integer((json_int_t)jv.len));
+	json_object_set_new(jrep, "live", json_boolean(jv.live));
+	json_object_set_new(jrep, "head",
+			    json_string(jv.n ? jv.v[jv.n - 1].hash : cg_journal_genesis()));
+	if (index_traces(&jv, m) < 0) {
+		errno = ENOMEM;
+		goto free_view;
+	}
+	json_t *failures = json_array();
+	if (o->all) {
+		struct all_ctx c = { o, &jv, jdiff, traces };
+		cg_smap_each(m, verify_each, &c);
+		/* A trace directory the journal knows nothing of was not written by the daemon. */
+		char dir[4200];
+		snprintf(dir, sizeof(dir), "%s/traces", o->state_dir);
+		DIR *d = opendir(dir);
+		struct dirent *e;
+		while (d && (e = readdir(d))) {
+			if (e->d_name[0] == '.' || cg_smap_get(m, e->d_name))
+				continue;
+			cg_diff_add(jdiff, "trace_not_in_journal", e->d_name, 0, 0, NULL, NULL,
+				    "a trace directory with no events in the journal");
+		}
+		if (d)
+			closedir(d);
+		json_array_extend(failures, jdiff);
+	} else {
+		json_array_append_new(
+		    traces, verify_trace(o, &jv, o->trace_id, cg_smap_get(m, o->trace_id), jdiff));
+	}
+	size_t i, n_pass = 0, n_fail = 0, n_incomplete = 0, n_open = 0;
+	json_t *t;
+	json_array_foreach(traces, i, t)
+	{
+		const char *s = json_string_value(json_object_get(t, "status"));
+		json_t *fl = json_object_get(t, "failures_list");
+		if (strcmp(s, "PASS") == 0)
+			n_pass++;
+		else if (strcmp(s, "INCOMPLETE") == 0)
+			n_incomplete++;
+		else if (strcmp(s, "OPEN") == 0)
+			n_open++;
+		else
+			n_fail++;
+		size_t k;
+		json_t *f;
+		json_array_foreach(fl, k, f)
+		{
+			json_t *c = json_copy(f);
+			json_object_set_new(
+			    c, "trace_id",
+			    json_string(json_string_value(json_object_get(t, "trace_id"))));
+			json_array_append_new(failures, c);
+		}
+	}
+	bool pass = o->all ? json_array_size(failures) == 0 && n_fail == 0
+			   : n_pass == 1 && json_array_size(failures) == 0;
+	json_object_set_new(rep, "status", json_string(pass ? "PASS" : "FAIL"));
+	json_object_set_new(rep, "journal", jrep);
+	jrep = NULL;
+	json_object_set_new(rep, "summary",
+			    json_pack("{s:I, s:I, s:I, s:I}", "pass", (json_int_t)n_pass, "fail",
+				      (json_int_t)n_fail, "incomplete", (json_int_t)n_incomplete,
+				      "open", (json_int_t)n_open));
+	json_object_set_new(rep, "traces", traces);
+	traces = NULL;
+	json_object_set_new(rep, "failures", failures);
+	*report = rep;
+	rep = NULL;
+	rc = pass ? 0 : 1;
+free_view:
+	cg_journal_view_free(&jv);
+free_all:
+	cg_smap_free(m, tidx_free);
+	json_decref(traces);
+	json_decref(jrep);
+	json_decref(rep);
+	json_decref(jdiff);
+	return rc;
+}
+
+/* ---- rebuild ----------------------------------------------------------------------- */
+
+struct rebuild_ctx {
+	const char *state_dir;
+	const struct cg_journal_view *jv;
+	int n;
+};
+
+static int rebuild_one(const char *state_dir, const struct cg_journal_view *jv, const char *id,
+		       const struct tidx *t)
+{
+	size_t len = 0;
+	for (size_t k = 0; k < t->n; k++)
+		len += jv->v[t->ix[k]].line_len;
+	char *buf = malloc(len + 1);
+	if (!buf)
+		return -1;
+	size_t off = 0;
+	for (size_t k = 0; k < t->n; k++) {
+		memcpy(buf + off, jv->v[t->ix[k]].line, jv->v[t->ix[k]].line_len);
+		off += jv->v[t->ix[k]].line_len;
+	}
+	int rc = cg_trace_rebuild_package(state_dir, id, buf, len);
+	free(buf);
+	return rc;
+}
+
+static void rebuild_each(const char *key, void *value, void *arg)
+{
+	struct rebuild_ctx *c = arg;
+	if (strcmp(key, CG_JOURNAL_TRACE) == 0)
+		return;
+	if (rebuild_one(c->state_dir, c->jv, key, value) == 0)
+		c->n++;
+}
+
+int cg_evidence_rebuild(const char *state_dir, const char *trace_id)
+{
+	struct cg_journal_view jv;
+	if (cg_journal_load(state_dir, &jv, NULL) < 0)
+		return -1;
+	struct cg_smap *m = cg_smap_new();
+	int rc = -1;
+	if (!m || index_traces(&jv, m) < 0) {
+		errno = ENOMEM;
+		goto free_view;
+	}
+	if (trace_id) {
+		struct tidx *t = cg_smap_get(m, trace_id);
+		if (!t) {
+			errno = ENOENT;
+			goto free_view;
+		}
+		rc = rebuild_one(state_dir, &jv, trace_id, t) == 0 ? 1 : -1;
+	} else {
+		struct rebuild_ctx c = { state_dir, &jv, 0 };
+		cg_smap_each(m, rebuild_each, &c);
+		rc = c.n;
+	}
+free_view:
+	cg_smap_free(m, tidx_free);
+	cg_journal_view_free(&jv);
+	return rc;
+}

@@ -1,0 +1,752 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Unit tests for the evidence trail: the journal writer (evidence.c), the
+ * verifier (replay.c), recovery after a crash, and one test per tamper
+ * class of design/EVIDENCE.md, each asserting the failure's documented name.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "evidence.h"
+#include "journal.h"
+#include "replay.h"
+#include "util.h"
+
+static char state[256];
+
+static void setup(void)
+{
+	snprintf(state, sizeof(state), "/tmp/cg-evtest-XXXXXX");
+	cr_assert_not_null(mkdtemp(state));
+}
+
+static void rmrf(const char *p)
+{
+	/* Test scaffolding only: a fork/exec of rm keeps the tree free of recursion code. */
+	pid_t pid = fork();
+	if (pid == 0) {
+		execl("/bin/rm", "rm", "-rf", p, (char *)NULL);
+		_exit(127);
+	}
+	int st;
+	waitpid(pid, &st, 0);
+}
+
+static void teardown(void)
+{
+	rmrf(state);
+}
+
+TestSuite(evidence, .init = setup, .fini = teardown);
+
+static struct cg_evidence *open_ev(uint64_t segment_bytes)
+{
+	struct cg_evidence_config c = { .state_dir = state,
+					.segment_bytes = segment_bytes,
+					.write_traces = true };
+	struct cg_evidence *ev = NULL;
+	struct cg_reply *err = NULL;
+	int rc = cg_evidence_open(&c, &ev, &err);
+	cr_assert_eq(rc, 0, "open failed: %s", err ? cg_reply_def_of(err)->key : "(no reply)");
+	return ev;
+}
+
+/* One governed call's events, the order the kernel emits them. */
+static void emit_call(struct cg_evidence *ev, const char *id, const char *decision, bool permit,
+		      bool run)
+{
+	cr_assert_eq(cg_evidence_append(
+			 ev, id, CG_EV_REQUEST,
+			 json_pack("{s:[[s]], s:s}", "pipeline", "/bin/true", "session", "s1"),
+			 false),
+		     0);
+	cr_assert_eq(cg_evidence_append(ev, id, CG_EV_RESOLVED,
+					json_pack("{s:[s]}", "exes", "/usr/bin/true"), false),
+		     0);
+	cr_assert_eq(cg_evidence_append(
+			 ev, id, CG_EV_RUNG,
+			 json_pack("{s:s, s:s}", "rung", "policy", "decision", decision), false),
+		     0);
+	cr_assert_eq(cg_evidence_append(
+			 ev, id, CG_EV_DECISION,
+			 json_pack("{s:s, s:s}", "decision", decision, "rule_id", "r1"), false),
+		     0);
+	if (permit)
+		cr_assert_eq(cg_evidence_append(ev, id, CG_EV_PERMIT,
+						json_pack("{s:s}", "request_sha256", "00"), true),
+			     0);
+	if (run) {
+		cr_assert_eq(cg_evidence_append(ev, id, CG_EV_EXEC_START, json_object(), false), 0);
+		cr_assert_eq(cg_evidence_append(ev, id, CG_EV_EXEC_END,
+						json_pack("{s:[i]}", "exit_codes", 0), false),
+			     0);
+	}
+	cr_assert_eq(cg_evidence_append(ev, id, CG_EV_VERDICT,
+					json_pack("{s:s}", "code", "MCP-EXEC-S-001"), false),
+		     0);
+	cr_assert_eq(cg_evidence_seal(ev, id,
+				      json_pack("{s:s, s:s, s:s, s:{s:s, s:s, s:s}}", "decision",
+						decision, "rule_id", "r1", "reason", "allowed",
+						"reply", "type", run ? "S" : "D", "code",
+						run ? "MCP-EXEC-S-001" : "EN-EXEC-D-001", "message",
+						"done")),
+		     0);
+}
+
+static int replay(const char *id, json_t **rep)
+{
+	struct cg_replay_opts o = {
+		.state_dir = state, .trace_id = id, .all = id == NULL, .write_files = true
+	};
+	return cg_replay_run(&o, rep);
+}
+
+static bool has_failure(const json_t *rep, const char *check)
+{
+	size_t i;
+	json_t *f;
+	json_array_foreach(json_object_get(rep, "failures"), i, f)
+	{
+		if (strcmp(json_string_value(json_object_get(f, "check")), check) == 0)
+			return true;
+	}
+	return false;
+}
+
+static char *failures_text(const json_t *rep)
+{
+	return json_dumps(json_object_get(rep, "failures"), JSON_COMPACT);
+}
+
+#define ASSERT_FAILS_WITH(id, check)                                                               \
+	do {                                                                                       \
+		json_t *rep_ = NULL;                                                               \
+		int rc_ = replay(id, &rep_);                                                       \
+		char *t_ = failures_text(rep_);                                                    \
+		cr_assert_eq(rc_, 1, "replay should FAIL (%s)", t_);                               \
+		cr_assert(has_failure(rep_, check), "expected failure '%s' in %s", check, t_);     \
+		free(t_);                                                                          \
+		json_decref(rep_);                                                                 \
+	} while (0)
+
+#define ASSERT_PASSES(id)                                                                          \
+	do {                                                                                       \
+		json_t *rep_ = NULL;                                                               \
+		int rc_ = replay(id, &rep_);                                                       \
+		char *t_ = failures_text(rep_);                                                    \
+		cr_assert_eq(rc_, 0, "replay should PASS: %s", t_);                                \
+		free(t_);                                                                          \
+		json_decref(rep_);                                                                 \
+	} while (0)
+
+static void path_of(char *buf, size_t n, const char *rel)
+{
+	snprintf(buf, n, "%s/%s", state, rel);
+}
+
+static char *slurp(const char *rel, size_t *len)
+{
+	char p[512];
+	path_of(p, sizeof(p), rel);
+	char *b = NULL;
+	cr_assert_eq(cg_file_read(p, 1u << 30, &b, len), 0, "read %s", p);
+	return b;
+}
+
+static void spit(const char *rel, const char *b, size_t len)
+{
+	char p[512];
+	path_of(p, sizeof(p), rel);
+	FILE *f = fopen(p, "we");
+	cr_assert_not_null(f);
+	cr_assert_eq(fwrite(b, 1, len, f), len);
+	fclose(f);
+}
+
+/* Lines of a file: offsets of each line start, n lines. */
+static size_t line_starts(const char *b, size_t len, size_t *starts, size_t cap)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < len && n < cap; i++)
+		if (i == 0 || b[i - 1] == '\n')
+			starts[n++] = i;
+	return n;
+}
+
+static void two_calls(void)
+{
+	struct cg_evidence *ev = open_ev(0);
+	emit_call(ev, "t1", "ALLOW", true, true);
+	emit_call(ev, "t2", "BLOCK", false, false);
+	cg_evidence_close(ev);
+}
+
+#define TRACE_EVENTS "traces/t1/events.ndjson"
+
+Test(evidence, genesis_is_documented_value)
+{
+	char h[65];
+	cg_sha256_hex_of("callgate-genesis-v1", 19, h);
+	cr_assert_str_eq(cg_journal_genesis(), h);
+}
+
+Test(evidence, sealed_calls_verify_and_package_has_five_files)
+{
+	two_calls();
+	ASSERT_PASSES("t1");
+	ASSERT_PASSES("t2");
+	ASSERT_PASSES(NULL);
+	const char *files[] = { "events.ndjson", "verdict.json", "verdict.md", "replay.json",
+				"diff.json" };
+	for (size_t i = 0; i < 5; i++) {
+		char rel[128];
+		snprintf(rel, sizeof(rel), "traces/t1/%s", files[i]);
+		size_t n;
+		free(slurp(rel, &n));
+	}
+	char p[512];
+	path_of(p, sizeof(p), "traces/t2/verdict.json");
+	json_t *v = json_load_file(p, 0, NULL);
+	cr_assert_str_eq(json_string_value(json_object_get(v, "decision")), "BLOCK");
+	cr_assert_eq(json_real_value(json_object_get(v, "confidence")), 1.0);
+	cr_assert_str_eq(json_string_value(json_array_get(json_object_get(v, "blocked"), 0)),
+			 "the whole request: nothing was run");
+	cr_assert(strstr(json_string_value(json_array_get(json_object_get(v, "next_steps"), 0)),
+			 "approval"));
+	cr_assert_str_eq(json_string_value(json_object_get(
+			     json_array_get(json_object_get(v, "why"), 0), "rule_id")),
+			 "r1");
+	json_decref(v);
+	path_of(p, sizeof(p), "traces/t1/replay.json");
+	v = json_load_file(p, 0, NULL);
+	cr_assert_str_eq(json_string_value(json_object_get(v, "status")), "PASS");
+	json_decref(v);
+	size_t n;
+	char *d = slurp("traces/t1/diff.json", &n);
+	cr_assert_eq(strncmp(d, "[]", 2), 0, "diff.json of a PASS is empty: %s", d);
+	free(d);
+}
+
+Test(evidence, hash_covers_exact_bytes_before_hash_member)
+{
+	two_calls();
+	size_t len;
+	char *b = slurp(TRACE_EVENTS, &len);
+	const char *nl = memchr(b, '\n', len);
+	size_t ll = (size_t)(nl - b) + 1;
+	char h[65];
+	cg_sha256_hex_of(b, ll - CG_LINE_TAIL_LEN, h);
+	cr_assert_eq(memcmp(b + ll - 67, h, 64), 0);
+	cr_assert(strstr(b, cg_journal_genesis()) != NULL, "first tprev is the genesis");
+	free(b);
+}
+
+Test(evidence, edited_byte_is_named_hash)
+{
+	two_calls();
+	size_t len;
+	char *b = slurp(TRACE_EVENTS, &len);
+	char *p = strstr(b, "/bin/true");
+	cr_assert_not_null(p);
+	p[1] = 'x';
+	spit(TRACE_EVENTS, b, len);
+	free(b);
+	ASSERT_FAILS_WITH("t1", "hash");
+	ASSERT_FAILS_WITH("t1", "trace_line_mismatch");
+}
+
+Test(evidence, edited_byte_in_journal_is_named_hash)
+{
+	two_calls();
+	size_t len;
+	char *b = slurp("journal/0000000000000001.ndjson", &len);
+	char *p = strstr(b, "/usr/bin/true");
+	p[5] = 'X';
+	spit("journal/0000000000000001.ndjson", b, len);
+	free(b);
+	ASSERT_FAILS_WITH("t1", "hash");
+	ASSERT_FAILS_WITH(NULL, "hash");
+}
+
+Test(evidence, deleted_line_is_named_line_deleted)
+{
+	two_calls();
+	size_t len, st[64];
+	char *b = slurp(TRACE_EVENTS, &len);
+	size_t n = line_starts(b, len, st, 64);
+	cr_assert_gt(n, 4);
+	/* drop line 3 */
+	memmove(b + st[2], b + st[3], len - st[3]);
+	spit(TRACE_EVENTS, b, len - (st[3] - st[2]));
+	free(b);
+	ASSERT_FAILS_WITH("t1", "line_deleted");
+}
+
+Test(evidence, duplicated_line_is_named_line_duplicated)
+{
+	two_calls();
+	size_t len, st[64];
+	char *b = slurp(TRACE_EVENTS, &len);
+	line_starts(b, len, st, 64);
+	size_t ll = st[3] - st[2];
+	char *nb = malloc(len + ll);
+	memcpy(nb, b, st[3]);
+	memcpy(nb + st[3], b + st[2], ll);
+	memcpy(nb + st[3] + ll, b + st[3], len - st[3]);
+	spit(TRACE_EVENTS, nb, len + ll);
+	free(nb);
+	free(b);
+	ASSERT_FAILS_WITH("t1", "line_duplicated");
+}
+
+Test(evidence, inserted_line_is_named_line_inserted)
+{
+	two_calls();
+	size_t len, st[64], len2, st2[64];
+	char *b = slurp(TRACE_EVENTS, &len);
+	char *o = slurp("traces/t2/events.ndjson", &len2);
+	line_starts(b, len, st, 64);
+	line_starts(o, len2, st2, 64);
+	size_t ll = st2[2] - st2[1]; /* t2's second line (tseq 2) goes in after t1's second */
+	char *nb = malloc(len + ll);
+	memcpy(nb, b, st[2]);
+	memcpy(nb + st[2], o + st2[1], ll);
+	memcpy(nb + st[2] + ll, b + st[2], len - st[2]);
+	spit(TRACE_EVENTS, nb, len + ll);
+	free(nb);
+	free(b);
+	free(o);
+	ASSERT_FAILS_WITH("t1", "line_inserted");
+	ASSERT_FAILS_WITH("t1", "trace_extra_event");
+}
+
+Test(evidence, reordered_lines_are_named_line_reordered)
+{
+	two_calls();
+	size_t len, st[64];
+	char *b = slurp(TRACE_EVENTS, &len);
+	line_starts(b, len, st, 64);
+	size_t l2 = st[3] - st[2], l3 = st[4] - st[3];
+	char *nb = malloc(len);
+	memcpy(nb, b, len);
+	memcpy(nb + st[2], b + st[3], l3);
+	memcpy(nb + st[2] + l3, b + st[2], l2);
+	spit(TRACE_EVENTS, nb, len);
+	free(nb);
+	free(b);
+	ASSERT_FAILS_WITH("t1", "line_reordered");
+}
+
+Test(evidence, truncated_file_is_named_truncated)
+{
+	two_calls();
+	size_t len, st[64];
+	char *b = slurp(TRACE_EVENTS, &len);
+	size_t n = line_starts(b, len, st, 64);
+	spit(TRACE_EVENTS, b, st[n - 1] + 10); /* mid-line */
+	ASSERT_FAILS_WITH("t1", "truncated");
+	spit(TRACE_EVENTS, b, st[n - 2]); /* whole lines gone from the end */
+	ASSERT_FAILS_WITH("t1", "truncated");
+	free(b);
+}
+
+Test(evidence, removed_trace_directory_is_named)
+{
+	two_calls();
+	char p[512];
+	path_of(p, sizeof(p), "traces/t2");
+	rmrf(p);
+	ASSERT_FAILS_WITH("t2", "trace_dir_missing");
+	ASSERT_FAILS_WITH(NULL, "trace_dir_missing");
+	/* The view is rebuildable from the journal. */
+	cr_assert_eq(cg_evidence_rebuild(state, "t2"), 1);
+	ASSERT_PASSES("t2");
+}
+
+Test(evidence, forged_trace_directory_is_named)
+{
+	two_calls();
+	char p[512];
+	path_of(p, sizeof(p), "traces/t9");
+	cr_assert_eq(mkdir(p, 0755), 0);
+	ASSERT_FAILS_WITH(NULL, "trace_not_in_journal");
+}
+
+Test(evidence, unknown_type_is_named_type_unknown)
+{
+	two_calls();
+	size_t len;
+	char *b = slurp("journal/0000000000000001.ndjson", &len);
+	char *p = strstr(b, "\"type\":\"resolved\"");
+	memcpy(p + 8, "resolvex", 8);
+	spit("journal/0000000000000001.ndjson", b, len);
+	free(b);
+	ASSERT_FAILS_WITH(NULL, "type_unknown");
+}
+
+/* Rewrite every line from seq `from` on with valid hashes and links, as an attacker without the key could. */
+static void rewrite_journal_from(uint64_t from)
+{
+	size_t len;
+	char *b = slurp("journal/0000000000000001.ndjson", &len);
+	struct cg_buf out;
+	cg_buf_init(&out, 1u << 26);
+	char head[65], th[16][65], tn[16][65];
+	size_t nt = 0;
+	memcpy(head, cg_journal_genesis(), 65);
+	size_t pos = 0;
+	while (pos < len) {
+		const char *nl = memchr(b + pos, '\n', len - pos);
+		size_t ll = (size_t)(nl - (b + pos)) + 1;
+		struct cg_evline o;
+		const char *check;
+		char why[200];
+		cr_assert_eq(cg_evline_parse(b + pos, ll, &o, &check, why, sizeof(why)), 0);
+		size_t ti = 0;
+		while (ti < nt && strcmp(tn[ti], o.trace) != 0)
+			ti++;
+		if (ti == nt) {
+			memcpy(tn[nt], o.trace, strlen(o.trace) + 1);
+			memcpy(th[nt++], cg_journal_genesis(), 65);
+		}
+		char line[8192];
+		int n = snprintf(line, sizeof(line),
+				 "{\"seq\":%llu,\"trace\":\"%s\",\"tseq\":%llu,\"type\":\"%s\","
+				 "\"ts\":\"%s\",\"prev\":\"%s\",\"tprev\":\"%s\",\"payload\":%.*s",
+				 (unsigned long long)o.seq, o.trace, (unsigned long long)o.tseq,
+				 o.type_name, o.ts, head, th[ti], (int)o.payload_len,
+				 o.seq == from ? "{\"forged\":true}" : b + pos + o.payload_off);
+		if (o.seq < from) {
+			cg_buf_add(&out, b + pos, ll);
+			memcpy(head, o.hash, 65);
+			memcpy(th[ti], o.hash, 65);
+		} else {
+			if (o.seq == from)
+				n = snprintf(
+				    line, sizeof(line),
+				    "{\"seq\":%llu,\"trace\":\"%s\",\"tseq\":%llu,\"type\":"
+				    "\"%s\",\"ts\":\"%s\",\"prev\":\"%s\",\"tprev\":\"%s\","
+				    "\"payload\":{\"forged\":true}",
+				    (unsigned long long)o.seq, o.trace, (unsigned long long)o.tseq,
+				    o.type_name, o.ts, head, th[ti]);
+			char h[65];
+			cg_sha256_hex_of(line, (size_t)n, h);
+			cg_buf_add(&out, line, (size_t)n);
+			cg_buf_add(&out, ",\"hash\":\"", 9);
+			cg_buf_add(&out, h, 64);
+			cg_buf_add(&out, "\"}\n", 3);
+			memcpy(head, h, 65);
+			memcpy(th[ti], h, 65);
+		}
+		pos += ll;
+	}
+	spit("journal/0000000000000001.ndjson", (const char *)out.p, out.len);
+	cg_buf_free(&out);
+	free(b);
+}
+
+Test(evidence, journal_rewritten_with_recomputed_hashes_is_named_checkpoint_mismatch)
+{
+	two_calls();
+	rewrite_journal_from(3);
+	json_t *rep = NULL;
+	int rc = replay(NULL, &rep);
+	char *t = failures_text(rep);
+	cr_assert_eq(rc, 1, "%s", t);
+	cr_assert(has_failure(rep, "checkpoint_mismatch"), "%s", t);
+	/* The chains themselves verify: only the signature catches this. */
+	cr_assert(!has_failure(rep, "hash") && !has_failure(rep, "link"), "%s", t);
+	free(t);
+	json_decref(rep);
+}
+
+Test(evidence, checkpoint_signature_tamper_is_named)
+{
+	two_calls();
+	size_t len;
+	char *b = slurp("checkpoints.ndjson", &len);
+	char *p = strstr(b, "\"sig\":\"");
+	p[8] = p[8] == 'A' ? 'B' : 'A';
+	spit("checkpoints.ndjson", b, len);
+	free(b);
+	ASSERT_FAILS_WITH(NULL, "checkpoint_signature");
+}
+
+Test(evidence, journal_tail_removed_is_named_journal_truncated)
+{
+	two_calls();
+	size_t len, st[256];
+	char *b = slurp("journal/0000000000000001.ndjson", &len);
+	size_t n = line_starts(b, len, st, 256);
+	spit("journal/0000000000000001.ndjson", b, st[n - 1]);
+	free(b);
+	ASSERT_FAILS_WITH(NULL, "journal_truncated");
+}
+
+Test(evidence, exec_without_permit_is_critical_and_recorded_at_seal)
+{
+	struct cg_evidence *ev = open_ev(0);
+	emit_call(ev, "t3", "ALLOW", false, true);
+	cg_evidence_close(ev);
+	ASSERT_FAILS_WITH("t3", "exec_without_permit");
+	char p[512];
+	path_of(p, sizeof(p), "traces/t3/replay.json");
+	json_t *v = json_load_file(p, 0, NULL);
+	cr_assert_str_eq(json_string_value(json_object_get(v, "status")), "FAIL");
+	json_decref(v);
+}
+
+Test(evidence, exec_after_block_is_critical)
+{
+	struct cg_evidence *ev = open_ev(0);
+	emit_call(ev, "t4", "BLOCK", true, true);
+	cg_evidence_close(ev);
+	ASSERT_FAILS_WITH("t4", "exec_despite_block");
+}
+
+Test(evidence, tampered_verdict_json_is_named)
+{
+	two_calls();
+	char p[512];
+	path_of(p, sizeof(p), "traces/t2/verdict.json");
+	json_t *v = json_load_file(p, 0, NULL);
+	json_object_set_new(v, "decision", json_string("ALLOW"));
+	json_dump_file(v, p, 0);
+	json_decref(v);
+	ASSERT_FAILS_WITH("t2", "verdict_mismatch");
+}
+
+Test(evidence, appends_refuse_bad_input)
+{
+	struct cg_evidence *ev = open_ev(0);
+	errno = 0;
+	cr_assert_eq(cg_evidence_append(ev, "../x", CG_EV_REQUEST, json_object(), false), -1);
+	cr_assert_eq(errno, EINVAL);
+	errno = 0;
+	cr_assert_eq(cg_evidence_append(ev, "t", CG_EV_SEAL, json_object(), false), -1);
+	cr_assert_eq(errno, EINVAL);
+	errno = 0;
+	cr_assert_eq(cg_evidence_append(ev, "journal", CG_EV_REQUEST, json_object(), false), -1);
+	cr_assert_eq(errno, EINVAL);
+	errno = 0;
+	cr_assert_eq(cg_evidence_append(ev, "t", CG_EV_REQUEST, json_string("x"), false), -1);
+	cr_assert_eq(errno, EINVAL);
+	cg_evidence_close(ev);
+}
+
+Test(evidence, second_writer_is_refused)
+{
+	struct cg_evidence *ev = open_ev(0);
+	struct cg_evidence_config c = { .state_dir = state };
+	struct cg_evidence *ev2 = NULL;
+	struct cg_reply *err = NULL;
+	cr_assert_eq(cg_evidence_open(&c, &ev2, &err), -1);
+	cr_assert_eq(err->id, CG_R_EVIDENCE_LOCKED);
+	cg_reply_free(err);
+	cg_evidence_close(ev);
+}
+
+Test(evidence, key_is_private_and_stable)
+{
+	two_calls();
+	char p[512];
+	struct stat st;
+	path_of(p, sizeof(p), "keys/evidence.key");
+	cr_assert_eq(stat(p, &st), 0);
+	cr_assert_eq(st.st_mode & 0777, 0600);
+	size_t n1, n2;
+	char *a = slurp("keys/evidence.pub", &n1);
+	struct cg_evidence *ev = open_ev(0);
+	cg_evidence_close(ev);
+	char *b = slurp("keys/evidence.pub", &n2);
+	cr_assert(n1 == n2 && memcmp(a, b, n1) == 0, "the key survives restarts");
+	free(a);
+	free(b);
+	/* A key others can read is refused, not used. */
+	cr_assert_eq(chmod(p, 0644), 0);
+	struct cg_evidence_config c = { .state_dir = state };
+	struct cg_evidence *ev2 = NULL;
+	struct cg_reply *err = NULL;
+	cr_assert_eq(cg_evidence_open(&c, &ev2, &err), -1);
+	cr_assert_eq(err->id, CG_R_EVIDENCE_OPEN_FAILED);
+	cg_reply_free(err);
+}
+
+Test(evidence, torn_tail_is_set_aside_and_recorded)
+{
+	two_calls();
+	char p[512];
+	path_of(p, sizeof(p), "journal/0000000000000001.ndjson");
+	int fd = open(p, O_WRONLY | O_APPEND | O_CLOEXEC);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(write(fd, "{\"seq\":99,\"trace\":\"t", 20), 20);
+	close(fd);
+	struct cg_evidence *ev = open_ev(0);
+	cg_evidence_close(ev);
+	path_of(p, sizeof(p), "journal");
+	size_t len;
+	char *b = slurp("journal/0000000000000001.ndjson", &len);
+	cr_assert(strstr(b, "\"type\":\"recovery\"") != NULL, "a recovery event records it");
+	cr_assert(strstr(b, "torn-journal-") != NULL);
+	free(b);
+	/* The torn bytes are preserved, byte for byte. */
+	char *t = NULL;
+	size_t tl = 0;
+	char tp[600];
+	snprintf(tp, sizeof(tp), "%s/journal/torn-journal-%016llu.bin", state, 18ull);
+	cr_assert_eq(cg_file_read(tp, 4096, &t, &tl), 0, "%s", tp);
+	cr_assert_eq(tl, 20);
+	cr_assert_eq(memcmp(t, "{\"seq\":99,\"trace\":\"t", 20), 0);
+	free(t);
+	ASSERT_PASSES(NULL);
+}
+
+Test(evidence, crash_leaves_trace_incomplete_not_sealed)
+{
+	pid_t pid = fork();
+	if (pid == 0) {
+		struct cg_evidence_config c = { .state_dir = state, .write_traces = true };
+		struct cg_evidence *ev = NULL;
+		struct cg_reply *err = NULL;
+		if (cg_evidence_open(&c, &ev, &err) < 0)
+			_exit(2);
+		if (cg_evidence_append(ev, "t5", CG_EV_REQUEST, json_object(), false) < 0 ||
+		    cg_evidence_append(ev, "t5", CG_EV_DECISION,
+				       json_pack("{s:s}", "decision", "ALLOW"), false) < 0 ||
+		    cg_evidence_append(ev, "t5", CG_EV_PERMIT, json_object(), true) < 0)
+			_exit(3);
+		_exit(0); /* no close: as if killed */
+	}
+	int st;
+	waitpid(pid, &st, 0);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	struct cg_evidence *ev = open_ev(0);
+	cg_evidence_close(ev);
+	json_t *rep = NULL;
+	cr_assert_eq(replay("t5", &rep), 1, "an incomplete trace is not PASS");
+	json_t *t = json_array_get(json_object_get(rep, "traces"), 0);
+	cr_assert_str_eq(json_string_value(json_object_get(t, "status")), "INCOMPLETE");
+	json_decref(rep);
+	ASSERT_PASSES(NULL);
+	char p[512];
+	path_of(p, sizeof(p), "traces/t5/verdict.json");
+	json_t *v = json_load_file(p, 0, NULL);
+	cr_assert_str_eq(json_string_value(json_object_get(v, "status")), "incomplete");
+	json_decref(v);
+}
+
+Test(evidence, corrupt_journal_refuses_to_open)
+{
+	two_calls();
+	size_t len;
+	char *b = slurp("journal/0000000000000001.ndjson", &len);
+	char *p = strstr(b, "/usr/bin/true");
+	p[5] = 'X';
+	spit("journal/0000000000000001.ndjson", b, len);
+	free(b);
+	struct cg_evidence_config c = { .state_dir = state };
+	struct cg_evidence *ev = NULL;
+	struct cg_reply *err = NULL;
+	cr_assert_eq(cg_evidence_open(&c, &ev, &err), -1);
+	cr_assert_eq(err->id, CG_R_EVIDENCE_JOURNAL_CORRUPT);
+	cg_reply_free(err);
+}
+
+Test(evidence, segments_rotate_and_a_removed_segment_is_named)
+{
+	struct cg_evidence *ev = open_ev(4096);
+	char id[16];
+	for (int i = 0; i < 20; i++) {
+		snprintf(id, sizeof(id), "r%d", i);
+		emit_call(ev, id, "ALLOW", true, true);
+	}
+	cg_evidence_close(ev);
+	char **names;
+	size_t n;
+	cr_assert_eq(cg_journal_segments(state, &names, &n), 0);
+	cr_assert_gt(n, 3);
+	ASSERT_PASSES(NULL);
+	char p[512];
+	snprintf(p, sizeof(p), "%s/journal/%s", state, names[1]);
+	cr_assert_eq(unlink(p), 0);
+	cg_strv_free(names, n);
+	ASSERT_FAILS_WITH(NULL, "line_deleted");
+}
+
+struct dur_arg {
+	struct cg_evidence *ev;
+	int idx;
+	int fails;
+};
+
+static void *durable_worker(void *p)
+{
+	struct dur_arg *a = p;
+	for (int i = 0; i < 50; i++) {
+		char id[32];
+		snprintf(id, sizeof(id), "d%d-%d", a->idx, i);
+		if (cg_evidence_append(a->ev, id, CG_EV_REQUEST, json_object(), false) < 0 ||
+		    cg_evidence_append(a->ev, id, CG_EV_PERMIT, json_object(), true) < 0)
+			a->fails++;
+	}
+	return NULL;
+}
+
+Test(evidence, concurrent_durable_appends_all_land_in_order)
+{
+	struct cg_evidence *ev = open_ev(0);
+	pthread_t th[8];
+	struct dur_arg a[8];
+	for (int i = 0; i < 8; i++) {
+		a[i] = (struct dur_arg){ ev, i, 0 };
+		pthread_create(&th[i], NULL, durable_worker, &a[i]);
+	}
+	for (int i = 0; i < 8; i++) {
+		pthread_join(th[i], NULL);
+		cr_assert_eq(a[i].fails, 0);
+	}
+	cg_evidence_close(ev);
+	struct cg_journal_view jv;
+	json_t *diff = json_array();
+	cr_assert_eq(cg_journal_load(state, &jv, diff), 0);
+	/* 800 events + one incomplete marker per trace (never sealed) */
+	cr_assert_eq(jv.n, 800 + 400);
+	cg_evlines_check_chain(jv.v, jv.n, true, "journal", diff);
+	cr_assert_eq(json_array_size(diff), 0);
+	cg_journal_view_free(&jv);
+	json_decref(diff);
+}
+
+Test(evidence, verdict_normalisation_fails_closed_and_derives_next_steps)
+{
+	json_t *in = json_pack("{s:s, s:{s:s, s:s, s:s}}", "decision", "maybe", "reply", "type",
+			       "I", "code", "MCP-VAL-I-001", "message", "bad");
+	json_t *v = cg_verdict_normalize(in, "tx");
+	cr_assert_str_eq(json_string_value(json_object_get(v, "decision")), "UNKNOWN");
+	cr_assert(strstr(json_string_value(json_array_get(json_object_get(v, "next_steps"), 0)),
+			 "Fix the request"));
+	json_decref(v);
+	json_decref(in);
+	in = json_pack("{s:s, s:{s:s}, s:{s:s, s:s, s:s}}", "decision", "DEGRADE", "constraints",
+		       "net", "none", "reply", "type", "E", "code", "MCP-SYS-E-001", "message",
+		       "x\033[31m");
+	v = cg_verdict_normalize(in, "ty");
+	cr_assert(strstr(json_string_value(json_array_get(json_object_get(v, "next_steps"), 0)),
+			 "report trace ty"));
+	cr_assert_str_eq(json_string_value(json_object_get(
+			     json_array_get(json_object_get(v, "constrained"), 0), "constraint")),
+			 "net");
+	char *md = cg_verdict_render_md(v);
+	cr_assert(strchr(md, '\033') == NULL, "no escape sequences reach the terminal");
+	free(md);
+	json_decref(v);
+	json_decref(in);
+}
