@@ -454,8 +454,6 @@ static void conn_try_write(struct server *s, struct conn *c)
 				conn_free(s, c);
 			return;
 		}
-		if (n < 0 && errno == EINTR)
-			continue;
 		conn_free(s, c); /* EPIPE/ECONNRESET: the peer is gone */
 		return;
 	}
