@@ -301,7 +301,7 @@ static bool env_name_valid(const char *s, size_t n)
 
 static bool env_allowed(const struct cg_wire_rules *rules, const char *name)
 {
-	for (size_t i = 0; i < rules->n_env_allow; i++)
+	for (size_t i = 0; rules->env_allow && i < rules->n_env_allow; i++)
 		if (rules->env_allow[i] && strcmp(rules->env_allow[i], name) == 0)
 			return true;
 	return false;
@@ -443,7 +443,7 @@ static struct cg_reply *take_action(json_t *root, struct cg_request *req)
 /* Step 8a: pipeline shape, copying argv as it goes. */
 static struct cg_reply *take_pipeline(json_t *pl, struct cg_request *req)
 {
-	char field[48];
+	char field[64];
 	size_t n = json_array_size(pl);
 
 	if (n == 0)
@@ -636,11 +636,14 @@ static struct cg_reply *take_env(json_t *env, const struct cg_wire_rules *rules,
 		if (!env_name_valid(name, nlen))
 			return reply_echo(CG_R_ENV_NAME_INVALID, "name", name, nlen);
 		const char *why = NULL;
-		if (cg_wire_env_dangerous(name, &why))
-			return cg_reply_new(CG_R_ENV_DANGEROUS, "{s:s,s:s}", "name", name, "why",
-					    why);
+		if (cg_wire_env_dangerous(name, &why)) {
+			struct cg_reply *r = reply_echo(CG_R_ENV_DANGEROUS, "name", name, nlen);
+			if (r->id == CG_R_ENV_DANGEROUS)
+				json_object_set_new(r->params, "why", json_string(why));
+			return r;
+		}
 		if (!env_allowed(rules, name))
-			return cg_reply_new(CG_R_ENV_NOT_ALLOWED, "{s:s}", "name", name);
+			return reply_echo(CG_R_ENV_NOT_ALLOWED, "name", name, nlen);
 		struct cg_env_var *ev = &req->env[req->n_env];
 		ev->name = strdup(name);
 		ev->value = dup_json_string(val);
@@ -1006,6 +1009,7 @@ struct replay_entry {
 	struct replay_entry *hnext; /* bucket chain */
 	struct replay_entry *qnext; /* insertion order, oldest first */
 	int64_t t_ns;		    /* when it was remembered */
+	bool forgotten;		    /* released by cg_replay_forget */
 	uint64_t hash;
 	char id[]; /* NUL-terminated */
 };
@@ -1172,7 +1176,7 @@ bool cg_replay_seen(struct cg_replay *rp, const char *id, int64_t now_ns)
 	replay_expire(rp, now_ns);
 	struct replay_entry *e =
 	    replay_find(rp, id, siphash(rp->k0, rp->k1, (const unsigned char *)id, strlen(id)));
-	return e && !expired(rp, e->t_ns, now_ns);
+	return e && !e->forgotten && !expired(rp, e->t_ns, now_ns);
 }
 
 int cg_replay_remember(struct cg_replay *rp, const char *id, int64_t now_ns)
@@ -1188,6 +1192,7 @@ int cg_replay_remember(struct cg_replay *rp, const char *id, int64_t now_ns)
 	if (e) {
 		/* Refresh in place; the queue position only delays others' expiry. */
 		e->t_ns = now_ns;
+		e->forgotten = false;
 		return 0;
 	}
 	if (rp->n >= rp->max) {
@@ -1202,6 +1207,7 @@ int cg_replay_remember(struct cg_replay *rp, const char *id, int64_t now_ns)
 	memcpy(e->id, id, n + 1);
 	e->hash = h;
 	e->t_ns = now_ns;
+	e->forgotten = false;
 	e->qnext = NULL;
 	if (rp->n >= rp->n_buckets)
 		replay_grow(rp);
@@ -1215,6 +1221,24 @@ int cg_replay_remember(struct cg_replay *rp, const char *id, int64_t now_ns)
 	rp->tail = e;
 	rp->n++;
 	return 0;
+}
+
+int cg_replay_claim(struct cg_replay *rp, const char *id, int64_t now_ns)
+{
+	if (cg_replay_seen(rp, id, now_ns))
+		return 1;
+	return cg_replay_remember(rp, id, now_ns) == 0 ? 0 : -1;
+}
+
+void cg_replay_forget(struct cg_replay *rp, const char *id)
+{
+	if (!rp || !id)
+		return;
+	struct replay_entry *e =
+	    replay_find(rp, id, siphash(rp->k0, rp->k1, (const unsigned char *)id, strlen(id)));
+	/* The entry stays queued (and counted) until it expires; it just stops matching. */
+	if (e)
+		e->forgotten = true;
 }
 
 void cg_replay_free(struct cg_replay *rp)

@@ -132,6 +132,18 @@ bool cg_replay_seen(struct cg_replay *rp, const char *id, int64_t now_ns);
  * has expired (fail closed).
  */
 int cg_replay_remember(struct cg_replay *rp, const char *id, int64_t now_ns);
+/*
+ * Check and remember in one step, so two concurrent requests with one id
+ * cannot both pass: 1 = seen within the window (refuse with ID_REPLAYED),
+ * 0 = newly remembered, -1 = could not remember (errno as above; refuse).
+ */
+int cg_replay_claim(struct cg_replay *rp, const char *id, int64_t now_ns)
+    __attribute__((warn_unused_result));
+/*
+ * Release an id claimed by a request that was then refused before it was
+ * accepted (e.g. at resolution), so that the refusal does not consume it.
+ */
+void cg_replay_forget(struct cg_replay *rp, const char *id);
 /* Cap the number of ids held (default 1,000,000; at least 1). */
 void cg_replay_set_limit(struct cg_replay *rp, size_t max_entries);
 /* Ids currently held (expired ones may linger until the next call). */

@@ -941,3 +941,44 @@ Test(wire, replay_many_ids)
 	cr_expect_eq(cg_replay_count(rp), 0);
 	cg_replay_free(rp);
 }
+
+Test(wire, replay_claim_and_forget)
+{
+	struct cg_replay *rp = cg_replay_new(120 * SEC);
+	cr_assert_not_null(rp);
+	int64_t t0 = 1700000000 * SEC;
+	cr_expect_eq(cg_replay_claim(rp, "a", t0), 0, "first claim remembers");
+	cr_expect_eq(cg_replay_claim(rp, "a", t0 + SEC), 1, "second claim is a replay");
+	/* A request refused after its claim gives the id back. */
+	cg_replay_forget(rp, "a");
+	cr_expect_not(cg_replay_seen(rp, "a", t0 + SEC));
+	cr_expect_eq(cg_replay_claim(rp, "a", t0 + 2 * SEC), 0, "usable again after forget");
+	cr_expect(cg_replay_seen(rp, "a", t0 + 2 * SEC));
+	cg_replay_forget(rp, "never-claimed");
+	cg_replay_set_limit(rp, 1);
+	errno = 0;
+	cr_expect_eq(cg_replay_claim(rp, "b", t0 + 3 * SEC), -1, "full window fails closed");
+	cr_expect_eq(errno, ENOSPC);
+	cg_replay_free(rp);
+}
+
+Test(wire, quoted_names_are_bounded)
+{
+	/* A huge dangerous-looking name is quoted cut to 64 bytes, with its why. */
+	char line[2048];
+	char name[1100];
+	memset(name, 'X', sizeof(name) - 1);
+	memcpy(name, "LD_", 3);
+	name[sizeof(name) - 1] = '\0';
+	snprintf(line, sizeof(line), "{" IDT ",\"pipeline\":[[\"ls\"]],\"env\":{\"%s\":\"v\"}}",
+		 name);
+	struct cg_request *req = NULL;
+	struct cg_reply *err = decode(line, &req, NULL);
+	cr_assert_not_null(err);
+	cr_expect_eq(err->id, CG_R_ENV_DANGEROUS);
+	const char *q = json_string_value(json_object_get(err->params, "name"));
+	cr_expect_eq(strlen(q), 64 + 3, "%s", q);
+	cr_expect_eq(strncmp(q, "LD_XXX", 6), 0);
+	cr_expect_not_null(json_object_get(err->params, "why"));
+	cg_reply_free(err);
+}
