@@ -447,6 +447,7 @@ struct rule {
 	struct strs exe;     /* expanded absolute paths */
 	struct strs exe_src; /* as written */
 	struct globs exe_glob;
+	struct globs argv0; /* basename of argv[0] as sent (multi-call binaries) */
 	size_t n_sub;
 	struct strs *sub; /* word sequences */
 	struct strs flags_any, flags_all, flags_none, flags_only;
@@ -1498,17 +1499,17 @@ static int resolve_names(struct ld *l, yaml_node_t *n, bool group, struct strs *
 static int load_match(struct ld *l, struct rule *r, yaml_node_t *m)
 {
 	static const char *const keys[] = {
-		"exe",	       "exe_glob",   "subcommand", "flags_any",	  "flags_all", "flags_none",
-		"flags_only",  "args_any",   "args_all",   "args_none",	  "min_args",  "max_args",
-		"position",    "uid",	     "gid",	   "user",	  "group",     "session",
-		"host",	       "privileged", "env_any",	   "action_type", "tool",      "resource",
-		"action_args", NULL
+		"exe",	      "exe_glob",    "argv0",	   "subcommand", "flags_any",	"flags_all",
+		"flags_none", "flags_only",  "args_any",   "args_all",	 "args_none",	"min_args",
+		"max_args",   "position",    "uid",	   "gid",	 "user",	"group",
+		"session",    "host",	     "privileged", "env_any",	 "action_type", "tool",
+		"resource",   "action_args", NULL
 	};
-	static const char *const command_keys[] = { "exe",	  "exe_glob",  "subcommand",
-						    "flags_any",  "flags_all", "flags_none",
-						    "flags_only", "args_any",  "args_all",
-						    "args_none",  "min_args",  "max_args",
-						    "position",	  NULL };
+	static const char *const command_keys[] = { "exe",	  "exe_glob",	"argv0",
+						    "subcommand", "flags_any",	"flags_all",
+						    "flags_none", "flags_only", "args_any",
+						    "args_all",	  "args_none",	"min_args",
+						    "max_args",	  "position",	NULL };
 	static const char *const action_keys[] = { "action_type", "tool", "resource", "action_args",
 						   NULL };
 	char what[200];
@@ -1533,6 +1534,8 @@ static int load_match(struct ld *l, struct rule *r, yaml_node_t *m)
 	if ((v = get(l, m, "exe")) && load_exe(l, r, v) != 0)
 		return -1;
 	if ((v = get(l, m, "exe_glob")) && get_globs(l, v, "match.exe_glob", true, &r->exe_glob))
+		return -1;
+	if ((v = get(l, m, "argv0")) && get_globs(l, v, "match.argv0", false, &r->argv0))
 		return -1;
 	if ((v = get(l, m, "subcommand"))) {
 		struct strs s = { 0 };
@@ -2421,6 +2424,8 @@ static bool command_holds(const struct rule *r, struct sctx *sc, bool exe_known)
 	}
 	if (r->position && !(r->position & sc->pos))
 		return false;
+	if (r->argv0.n && !glob_any(&r->argv0, base_of(sc->st->argv[0])))
+		return false;
 	if (!context_holds(r, sc->call))
 		return false;
 	if (r->min_args >= 0 && sc->n_pos < (size_t)r->min_args)
@@ -2866,6 +2871,8 @@ static json_t *rule_json(const struct cg_policy *p, const struct rule *r)
 		json_object_set_new(m, "exe_paths", strs_json(&r->exe));
 	if (r->exe_glob.n)
 		json_object_set_new(m, "exe_glob", globs_json(&r->exe_glob));
+	if (r->argv0.n)
+		json_object_set_new(m, "argv0", globs_json(&r->argv0));
 	if (r->n_sub) {
 		json_t *a = json_array();
 		for (size_t i = 0; a && i < r->n_sub; i++)
@@ -2991,11 +2998,11 @@ static void finding(json_t *a, const char *rule, const char *kind, const char *f
 /* Only executable conditions (nothing else narrows the match). */
 static bool exe_only(const struct rule *r)
 {
-	return r->kind == RK_COMMAND && !r->n_sub && !r->flags_any.n && !r->flags_all.n &&
-	       !r->flags_none.n && !r->has_flags_only && !r->args_any.n && !r->args_all.n &&
-	       !r->args_none.n && r->min_args < 0 && r->max_args < 0 && !r->position && !r->uid.n &&
-	       !r->gid.n && !r->user_uid.n && !r->group_gid.n && !r->session.n && !r->host.n &&
-	       r->privileged < 0 && !r->env_any.n;
+	return r->kind == RK_COMMAND && !r->n_sub && !r->argv0.n && !r->flags_any.n &&
+	       !r->flags_all.n && !r->flags_none.n && !r->has_flags_only && !r->args_any.n &&
+	       !r->args_all.n && !r->args_none.n && r->min_args < 0 && r->max_args < 0 &&
+	       !r->position && !r->uid.n && !r->gid.n && !r->user_uid.n && !r->group_gid.n &&
+	       !r->session.n && !r->host.n && r->privileged < 0 && !r->env_any.n;
 }
 
 /* Does rule i match every executable rule j can? (j has exact paths only.) */
