@@ -647,6 +647,17 @@ static json_t *tool_gate(struct job *j, const json_t *args, bool *cancelled)
 			"rule_id", json_object_get(data, "rule_id"), "constraints",
 			json_object_get(data, "constraints"), "trace_id",
 			json_object_get(reply, "trace_id"), "reply", reply);
+	/* Every rung's rule, in rung order: the folded rule_id alone may be the
+	 * privilege rung's when both allow, which says little about why. */
+	json_t *ids = json_array();
+	const json_t *rung;
+	size_t i;
+	json_array_foreach(json_object_get(data, "rungs"), i,
+			   rung) if (json_is_string(json_object_get(rung, "rule_id")))
+	    json_array_append(ids, json_object_get(rung, "rule_id"));
+	if (json_array_size(ids) == 0 && json_is_string(json_object_get(data, "rule_id")))
+		json_array_append(ids, json_object_get(data, "rule_id"));
+	json_object_set_new(out, "rule_ids", ids);
 	reply_line(reply, line, sizeof(line));
 	/* A BLOCK is an answer, not a failure: isError only when no decision came back. */
 	json_t *res = tool_result(out, line, strcmp(type, "S") != 0);
@@ -1146,14 +1157,11 @@ int cg_cli_mcp(const struct cg_cli *g, int argc, char **argv)
 	}
 	if (len > 0 && !skipping)
 		handle(&srv, buf, len); /* a last message without its newline */
-	/* The client went away: cancel what still runs (closing each socket
-	 * cancels the call in the daemon) and wait for the threads to finish. */
+	/* stdin is closed: finish the calls in flight and answer them (a script
+	 * that pipes requests in wants its answers). A client that wants them
+	 * stopped sends SIGTERM, as the MCP stdio shutdown prescribes; the
+	 * process dies, each socket closes, and the daemon cancels each call. */
 	pthread_mutex_lock(&srv.lock);
-	for (unsigned int i = 0; i < srv.n_jobs; i++) {
-		uint64_t one = 1;
-		srv.jobs[i]->cancelled = true;
-		(void)cg_write_all(srv.jobs[i]->cancel_fd, &one, sizeof(one));
-	}
 	while (srv.n_jobs > 0)
 		pthread_cond_wait(&srv.idle, &srv.lock);
 	pthread_mutex_unlock(&srv.lock);

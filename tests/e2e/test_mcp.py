@@ -54,8 +54,9 @@ def node_ready():
 class McpProc:
     """`callgate --socket S mcp` with a line reader on a thread."""
 
-    def __init__(self, socket_path, cwd=None, extra=()):
-        self.p = subprocess.Popen([cgtest.CALLGATE, "--socket", socket_path, "mcp", *extra],
+    def __init__(self, socket_path, cwd=None, extra=(), state_dir=None):
+        pre = ["--state-dir", state_dir] if state_dir else []
+        self.p = subprocess.Popen([cgtest.CALLGATE, "--socket", socket_path, *pre, "mcp", *extra],
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, cwd=cwd)
         self.q = queue.Queue()
@@ -127,7 +128,7 @@ class McpTestBase(unittest.TestCase):
         cls.d.close()
 
     def setUp(self):
-        self.m = McpProc(self.d.socket, cwd=self.d.workspace)
+        self.m = McpProc(self.d.socket, cwd=self.d.workspace, state_dir=self.d.state_dir)
         self.m.initialize()
 
     def tearDown(self):
@@ -286,12 +287,15 @@ class TestExecute(McpTestBase):
 class TestOtherTools(McpTestBase):
     def test_gate_actions_and_pipeline(self):
         r = self.m.call("gate", {"actions": [{"action_type": "read", "tool": "Read",
-                                              "resource": "/etc/hostname"}]})
+                                              "resource": "/etc/hostname"}],
+                                 "privileged": False})
         sc = self.assertReply(r, "S", "MCP-GATE-S-001", is_error=False)
-        self.assertEqual((sc["decision"], sc["rule_id"]), ("ALLOW", "action-read"))
+        self.assertEqual(sc["decision"], "ALLOW")
+        self.assertIn("action-read", sc["rule_ids"])
         r = self.m.call("gate", {"argv": ["cat", "/root/.ssh/id_rsa"], "privileged": False})
         sc = self.assertReply(r, "S", is_error=False)
         self.assertEqual((sc["decision"], sc["rule_id"]), ("BLOCK", "protected-paths"))
+        self.assertIn("protected-paths", sc["rule_ids"])
         r = self.m.call("gate", {})
         self.assertReply(r, "I", "MCP-VAL-I-100", is_error=True)
 
@@ -422,6 +426,9 @@ class TestRealClients(unittest.TestCase):
 
         r = self.inspector("--method", "tools/call", "--tool-name", "execute", "--tool-arg",
                            'argv=["cat","/root/.ssh/id_rsa"]', "privileged=false")
+        # The Inspector prints the result and exits 5 (tool_is_error) on isError.
+        self.assertEqual(r.returncode, 5, r.stdout + r.stderr)
+        self.assertIn("tool_is_error", r.stderr)
         res = json.loads(r.stdout)
         self.assertTrue(res["isError"], res)
         self.assertEqual(res["structuredContent"]["reply"]["type"], "D")
@@ -429,6 +436,7 @@ class TestRealClients(unittest.TestCase):
 
         r = self.inspector("--method", "tools/call", "--tool-name", "execute", "--tool-arg",
                            "pipeline=[[]]", "privileged=false")
+        self.assertEqual(r.returncode, 5, r.stdout + r.stderr)
         res = json.loads(r.stdout)
         self.assertTrue(res["isError"], res)
         self.assertEqual(res["structuredContent"]["reply"]["type"], "I")
