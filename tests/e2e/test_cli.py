@@ -109,6 +109,18 @@ class CliAgainstDaemon(unittest.TestCase):
         self.assertEqual(r.returncode, EXIT_UNAVAILABLE, r.stderr)
         self.assertIn(b"nope.sock", r.stderr)
 
+    def test_busy_daemon_is_reported_not_hung(self):
+        # At the cap the daemon answers "busy" without reading the request;
+        # the CLI must still read and report that answer.
+        with cgtest.Daemon(max_conns=1) as d:
+            self.assertEqual(d.cli("ping").returncode, 0)
+            with d.connect():
+                import time
+                time.sleep(0.2)
+                r = d.cli("ping")
+            self.assertEqual(r.returncode, EXIT_ERROR, r.stderr)
+            self.assertIn(b"callgate: E MCP-IO-E-002", r.stderr)
+
     def test_gate_allow(self):
         r = self.run_cli("gate", "--no-privileged", "--", "ls", "-l")
         self.assertEqual(r.returncode, 0, r.stderr)

@@ -171,6 +171,17 @@ class SharedDaemon(unittest.TestCase):
         self.assertEqual(resp["stages"][0]["exit_code"], 0)
         self.assertIn(b"hello.txt", base64.b64decode(resp["stdout"]))
 
+    def test_large_response_is_written_whole(self):
+        # ~22 MiB of base64: far more than a socket buffer, so the daemon
+        # must finish it across many EPOLLOUT wake-ups.
+        req = cgtest.make_request([["head", "-c", "17000000", "/dev/zero"]], privileged=False)
+        resp = self.d.request(req, timeout=120)
+        self.assertEqual(resp["status"], "ok", resp.get("reply"))
+        out = base64.b64decode(resp["stdout"])
+        self.assertEqual(len(out), 16 * 1024 * 1024)
+        self.assertEqual(out.count(b"\0"), len(out))
+        self.assertIs(resp.get("stdout_truncated"), True)
+
     def test_half_close_after_the_line_still_gets_the_answer(self):
         # Shutting down the write side after the request is not withdrawal.
         raw = self.d.raw(cgtest.encode(cgtest.make_request([["ls"]], privileged=False)),
