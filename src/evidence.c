@@ -29,6 +29,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1329,6 +1330,8 @@ json_t *cg_verdict_normalize(const json_t *in, const char *trace_id)
 	json_t *next = json_object_get(in, "next_steps");
 	if (json_is_array(next) && json_array_size(next)) {
 		json_object_set_new(v, "next_steps", json_deep_copy(next));
+	} else if (json_is_string(next) && json_string_length(next)) {
+		json_object_set_new(v, "next_steps", json_pack("[O]", next));
 	} else {
 		char e[200];
 		const char *step;
@@ -1373,6 +1376,15 @@ json_t *cg_verdict_normalize(const json_t *in, const char *trace_id)
 		json_object_set(v, "executed", x);
 	else
 		json_object_set_new(v, "executed", json_boolean(!stops && rtype[0] == 'S'));
+	/* Anything else the caller recorded (policy identity, …) is kept as given. */
+	const char *key;
+	json_object_foreach((json_t *)(uintptr_t)in, key, x)
+	{
+		if (!json_object_get(v, key) && strcmp(key, "constraints") != 0 &&
+		    strcmp(key, "rule_id") != 0 && strcmp(key, "reason") != 0 &&
+		    strcmp(key, "layer") != 0)
+			json_object_set_new(v, key, json_deep_copy(x));
+	}
 	return v;
 }
 
@@ -1456,14 +1468,29 @@ char *cg_verdict_render_md(const json_t *vj)
 	json_t *w;
 	json_array_foreach(json_object_get(v, "why"), i, w)
 	{
-		md_str(&b, "- [rule ");
+		md_str(&b, "- [");
+		const char *rung = json_string_value(json_object_get(w, "rung"));
+		if (rung) {
+			md_text(&b, rung);
+			md_str(&b, " ");
+			md_text(&b, json_string_value(json_object_get(w, "decision")));
+			md_str(&b, ", ");
+		}
+		md_str(&b, "rule ");
 		json_t *rid = json_object_get(w, "rule_id");
-		md_text(&b, json_is_string(rid) ? json_string_value(rid) : "-");
+		md_text(&b, json_is_string(rid) && json_string_length(rid) ? json_string_value(rid)
+									   : "-");
 		md_str(&b, ", layer ");
 		md_text(&b, json_string_value(json_object_get(w, "layer")));
+		if (json_is_string(json_object_get(w, "code"))) {
+			md_str(&b, ", ");
+			md_text(&b, json_string_value(json_object_get(w, "code")));
+		}
 		md_str(&b, "] ");
 		json_t *rs = json_object_get(w, "reason");
-		if (rs)
+		if (!rs)
+			rs = json_object_get(w, "why");
+		if (rs && !json_is_null(rs))
 			md_value(&b, rs);
 		md_str(&b, "\n");
 	}
