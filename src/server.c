@@ -75,13 +75,14 @@ enum conn_state {
 struct server;
 
 struct conn {
-	struct src src;	    /* MUST stay first: epoll data points here */
-	struct server *srv; /* for respond(), which gets only the conn as cookie */
-	int fd;		    /* -1 once closed (the peer left while its job ran) */
-	bool admin;	    /* came in on the admin socket */
-	bool in_epoll;	    /* fd is registered */
-	bool cancelled;	    /* cg_job_cancel already called */
-	bool responded;	    /* respond() has delivered (set under the mutex) */
+	struct src src;	      /* MUST stay first: epoll data points here */
+	struct server *srv;   /* for respond(), which gets only the conn as cookie */
+	int fd;		      /* -1 once closed (the peer left while its job ran) */
+	bool admin;	      /* came in on the admin socket */
+	bool in_epoll;	      /* fd is registered */
+	bool cancelled;	      /* cg_job_cancel already called */
+	bool responded;	      /* respond() has delivered (set under the mutex) */
+	bool answered_inline; /* respond() ran inside cg_kernel_submit, on the loop */
 	enum conn_state state;
 	struct cg_peer peer;
 	int64_t deadline_ns; /* monotonic; read deadline, then write deadline */
@@ -111,6 +112,8 @@ struct server {
 	pthread_mutex_t mu;		    /* guards done_head/done_tail and conn->responded */
 	struct conn *done_head, *done_tail; /* responses delivered by respond() */
 	bool stopping;
+	pthread_t loop_thread;	 /* the thread running cg_server_run */
+	struct conn *submitting; /* inside cg_kernel_submit for this conn (loop thread only) */
 	int64_t accept_paused_until_ns; /* after EMFILE, so a full fd table does not spin */
 };
 
@@ -177,7 +180,9 @@ static void fifo_push(struct server *s, struct conn *c, int64_t deadline_ns)
 static void conn_free(struct server *s, struct conn *c)
 {
 	fifo_remove(s, c);
-	drop_events(s, c);
+	/* No EPOLL_CTL_DEL: the fd is never duplicated, so close() removes
+	 * it from the epoll set, one syscall fewer per connection. */
+	c->in_epoll = false;
 	if (c->fd >= 0)
 		close(c->fd);
 	if (c->job)
@@ -229,6 +234,19 @@ static void on_respond(void *cookie, char *line, size_t len)
 {
 	struct conn *c = cookie;
 	struct server *s = c->srv;
+	/*
+	 * Answered inside cg_kernel_submit on the loop thread: conn_submit
+	 * writes it as soon as submit returns. The thread test comes first so
+	 * that a worker never reads s->submitting (which only the loop
+	 * thread writes).
+	 */
+	if (pthread_equal(pthread_self(), s->loop_thread) && s->submitting == c) {
+		c->wbuf = line;
+		c->wlen = len;
+		c->responded = true;
+		c->answered_inline = true;
+		return;
+	}
 	pthread_mutex_lock(&s->mu);
 	c->wbuf = line;
 	c->wlen = len;
@@ -512,15 +530,33 @@ static void conn_submit(struct server *s, struct conn *c, size_t line_len, bool 
 	 * may legitimately do after sending its line; it is not withdrawal.
 	 */
 	c->state = CONN_WAITING;
-	if (set_events(s, c, 0) < 0)
-		drop_events(s, c);
 	struct cg_job *job = NULL;
+	s->submitting = c;
 	cg_kernel_submit(s->k, c->rbuf, line_len, had_newline, too_long, &c->peer, on_respond, c,
 			 &job);
+	s->submitting = NULL;
 	c->job = job;
 	free(c->rbuf);
 	c->rbuf = NULL;
 	c->rlen = c->ralloc = 0;
+	if (c->answered_inline) {
+		/* Decided without running anything (refusals, ping, gate):
+		 * write now, without the eventfd round trip. */
+		char *line = c->wbuf;
+		size_t len = c->wlen;
+		c->wbuf = NULL;
+		c->answered_inline = false;
+		if (c->job) {
+			cg_job_release(c->job);
+			c->job = NULL;
+		}
+		/* Still registered for EPOLLIN: harmless, because the write
+		 * either completes now or switches the events to EPOLLOUT. */
+		conn_start_write(s, c, line, len);
+		return;
+	}
+	if (set_events(s, c, 0) < 0)
+		drop_events(s, c);
 }
 
 static void conn_read(struct server *s, struct conn *c)
@@ -999,6 +1035,7 @@ int cg_server_run(struct cg_kernel *k, const struct cg_server_config *cfg)
 	s->read_deadline_ns =
 	    (cfg->read_deadline_ms > 0 ? cfg->read_deadline_ms : DEFAULT_READ_DEADLINE) * 1000000;
 	pthread_mutex_init(&s->mu, NULL);
+	s->loop_thread = pthread_self();
 
 	/*
 	 * The signals MUST already be blocked in every thread (main blocks them
