@@ -251,11 +251,6 @@ static const char *outcome_code(const struct outcome *o)
 	return cg_reply_registry[o->folded.reason].code;
 }
 
-static const char *outcome_rule(const struct outcome *o)
-{
-	return o->refusal ? "" : (o->folded.rule_id ? o->folded.rule_id : "");
-}
-
 static json_t *outcome_to_json(const struct outcome *o)
 {
 	json_t *j;
@@ -673,7 +668,7 @@ free_buf:
 
 static const char *const case_keys[] = { "name", "pipeline", "env",    "privileged", "session",
 					 "host", "peer",     "cwd",    "actions",    "expect",
-					 "rule", "code",     "reason", "approvers" };
+					 "rule", "code",     "reason", "approvers",  "requires" };
 static const char *const expectations[] = { "ALLOW", "DEGRADE", "UNKNOWN",
 					    "BLOCK", "INVALID", "ERROR" };
 
@@ -726,6 +721,11 @@ static int case_check(json_t *c, char *err, size_t err_len)
 			}
 		}
 	}
+	json_t *reqs = json_object_get(c, "requires");
+	if (reqs && !json_is_array(reqs)) {
+		snprintf(err, err_len, "'requires' must be a list of command names");
+		return -1;
+	}
 	const char *sk[] = { "name", "rule", "code", "session", "host", "cwd", "reason" };
 	for (size_t i = 0; i < CG_ARRAY_LEN(sk); i++) {
 		const json_t *sv = json_object_get(c, sk[i]);
@@ -735,6 +735,40 @@ static int case_check(json_t *c, char *err, size_t err_len)
 		}
 	}
 	return 0;
+}
+
+/*
+ * A case may list commands it needs ("requires: [busybox]"): when one is not
+ * an executable on the controlled PATH of this machine, the case is skipped
+ * (and reported), since the request would only show that it is missing.
+ */
+static bool case_requirements_met(const json_t *c, const char **missing)
+{
+	size_t i;
+	json_t *v;
+	json_array_foreach(json_object_get(c, "requires"), i, v)
+	{
+		const char *name = json_string_value(v);
+		bool found = false;
+		if (!name || strchr(name, '/'))
+			found = false;
+		else {
+			const char *dir = CG_WORLD_PATH;
+			while (!found && *dir) {
+				size_t dl = strcspn(dir, ":");
+				char path[PATH_MAX];
+				int w = snprintf(path, sizeof(path), "%.*s/%s", (int)dl, dir, name);
+				found =
+				    w > 0 && (size_t)w < sizeof(path) && access(path, X_OK) == 0;
+				dir += dl + (dir[dl] == ':');
+			}
+		}
+		if (!found) {
+			*missing = name ? name : "?";
+			return false;
+		}
+	}
+	return true;
 }
 
 /* An argv element that YAML typed as a number or bool, back to its text. */
@@ -823,6 +857,49 @@ static json_t *case_with_defaults(json_t *c, const json_t *defaults)
 		return m;
 	json_object_update(m, c);
 	return m;
+}
+
+/*
+ * Does want name a rule that gave the folded decision? The fold keeps the
+ * earliest rung on a tie (for ALLOW that is the privilege rung's
+ * "unprivileged"), so any rung whose verdict equals the folded decision
+ * counts: a case can name the policy rule that allowed it.
+ */
+static bool rule_matches(const struct outcome *o, const char *want)
+{
+	if (o->refusal)
+		return false;
+	if (o->folded.rule_id && strcmp(o->folded.rule_id, want) == 0)
+		return true;
+	for (size_t i = 0; i < o->folded.n_rungs; i++) {
+		const struct cg_verdict *v = &o->folded.rungs[i].v;
+		if (v->decision == o->folded.decision && v->rule_id &&
+		    strcmp(v->rule_id, want) == 0)
+			return true;
+	}
+	return false;
+}
+
+/* The rules that gave the folded decision, "a,b", for messages. */
+static void deciding_rules(const struct outcome *o, char *out, size_t len)
+{
+	out[0] = '\0';
+	if (o->refusal) {
+		snprintf(out, len, "-");
+		return;
+	}
+	size_t n = 0;
+	for (size_t i = 0; i < o->folded.n_rungs && n < len; i++) {
+		const struct cg_verdict *v = &o->folded.rungs[i].v;
+		if (v->decision != o->folded.decision || !v->rule_id)
+			continue;
+		int w = snprintf(out + n, len - n, "%s%s", n ? "," : "", v->rule_id);
+		if (w < 0)
+			break;
+		n += (size_t)w;
+	}
+	if (!out[0])
+		snprintf(out, len, "%s", o->folded.rule_id ? o->folded.rule_id : "-");
 }
 
 /* Remember every rule id that some rung's verdict named. */
@@ -922,10 +999,21 @@ static int cmd_test(int argc, char **argv)
 		goto unref_policy;
 	}
 	json_t *seen = json_object(), *results = json_array();
-	size_t n_fail = 0;
+	size_t n_fail = 0, n_skip = 0;
 	json_array_foreach(cases, idx, c)
 	{
 		json_t *m = case_with_defaults(c, defaults);
+		const char *missing = NULL;
+		if (m && !case_requirements_met(m, &missing)) {
+			char label[200];
+			case_label(c, idx, label, sizeof(label));
+			if (!as_json)
+				printf("skip %s: needs '%s', which is not on the controlled PATH\n",
+				       label, missing);
+			n_skip++;
+			json_decref(m);
+			continue;
+		}
 		json_t *req = m ? case_request(m) : NULL;
 		const json_t *pj = json_object_get(m, "peer");
 		struct cg_peer peer = { .pid = getpid(), .uid = getuid(), .gid = getgid() };
@@ -947,8 +1035,10 @@ static int cmd_test(int argc, char **argv)
 		const char *want_code = json_string_value(json_object_get(m, "code"));
 		const json_t *want_appr = json_object_get(m, "approvers");
 		bool pass = strcmp(want, outcome_name(&o)) == 0;
-		if (want_rule && strcmp(want_rule, outcome_rule(&o)) != 0)
+		if (want_rule && !rule_matches(&o, want_rule))
 			pass = false;
+		char rules[256];
+		deciding_rules(&o, rules, sizeof(rules));
 		if (want_code && strcmp(want_code, outcome_code(&o)) != 0)
 			pass = false;
 		if (want_appr && (o.refusal || o.folded.decision != CG_UNKNOWN ||
@@ -963,20 +1053,19 @@ static int cmd_test(int argc, char **argv)
 				printf("FAIL %s: expected %s%s%s%s%s, got %s rule %s (%s)%s%s\n",
 				       label, want, want_rule ? " rule " : "",
 				       want_rule ? want_rule : "", want_code ? " code " : "",
-				       want_code ? want_code : "", outcome_name(&o),
-				       *outcome_rule(&o) ? outcome_rule(&o) : "-", outcome_code(&o),
-				       msg ? ": " : "", msg ? msg : "");
+				       want_code ? want_code : "", outcome_name(&o), rules,
+				       outcome_code(&o), msg ? ": " : "", msg ? msg : "");
 				free(msg);
 			}
 		} else if (verbose && !as_json) {
-			printf("ok   %s: %s rule %s (%s)\n", label, outcome_name(&o),
-			       *outcome_rule(&o) ? outcome_rule(&o) : "-", outcome_code(&o));
+			printf("ok   %s: %s rule %s (%s)\n", label, outcome_name(&o), rules,
+			       outcome_code(&o));
 		}
 		if (as_json)
-			json_array_append_new(
-			    results, json_pack("{s:s,s:b,s:s,s:s,s:s}", "case", label, "pass", pass,
-					       "decision", outcome_name(&o), "rule",
-					       outcome_rule(&o), "code", outcome_code(&o)));
+			json_array_append_new(results,
+					      json_pack("{s:s,s:b,s:s,s:s,s:s}", "case", label,
+							"pass", pass, "decision", outcome_name(&o),
+							"rules", rules, "code", outcome_code(&o)));
 		outcome_fini(&o);
 		json_decref(req);
 		json_decref(m);
@@ -1011,9 +1100,10 @@ static int cmd_test(int argc, char **argv)
 			json_array_foreach(unexercised, idx, u) printf(" %s", json_string_value(u));
 			putchar('\n');
 		}
-		printf("%s: %zu case(s), %zu passed, %zu failed; %zu of %zu rule(s) exercised\n",
-		       n_fail == 0 && n_unex == 0 ? "PASS" : "FAIL", n_cases, n_cases - n_fail,
-		       n_fail, n_rules - n_unex, n_rules);
+		printf("%s: %zu case(s), %zu passed, %zu failed, %zu skipped; %zu of %zu rule(s) "
+		       "exercised\n",
+		       n_fail == 0 && n_unex == 0 ? "PASS" : "FAIL", n_cases,
+		       n_cases - n_fail - n_skip, n_fail, n_skip, n_rules - n_unex, n_rules);
 	}
 	rc = n_fail == 0 && n_unex == 0 ? CG_EXIT_OK : EXIT_FINDINGS;
 	json_decref(unexercised);
