@@ -26,7 +26,9 @@
 
 #include <hs/hs.h>
 
+#include "exec.h"
 #include "screen.h"
+#include "util.h"
 
 #define CG_SCREEN_MAX_SPANS (1u << 21)
 #define CG_SCREEN_POOL_MAX  16
@@ -456,4 +458,72 @@ fail_scratch:
 	if (rc < 0)
 		errno = saved;
 	return rc;
+}
+
+/* Replace b's bytes with the screened copy; the cap and truncation flag stay. */
+static int screen_buf(const struct cg_screen *s, bool redact, bool detect_injection,
+		      struct cg_buf *b, json_t *counts, bool *quarantined)
+{
+	unsigned char *out = NULL;
+	size_t out_len = 0;
+
+	if (cg_screen_run(s, redact, detect_injection, b->p, b->len, &out, &out_len, counts,
+			  quarantined) != 0)
+		return -1;
+	free(b->p);
+	b->p = out;
+	b->len = out_len;
+	b->alloc = out_len + 1;
+	return 0;
+}
+
+int cg_screen_exec_result(const struct cg_screen *s, bool redact, bool detect_injection,
+			  struct cg_exec_result *res, json_t **screening)
+{
+	json_t *counts = json_object();
+	bool quarantined = false;
+	json_int_t total = 0;
+	const char *kind;
+	json_t *v;
+	int saved;
+
+	*screening = NULL;
+	if (!counts) {
+		saved = ENOMEM;
+		goto fail_wipe;
+	}
+	if (screen_buf(s, redact, detect_injection, &res->out, counts, &quarantined) != 0) {
+		saved = errno;
+		goto fail_counts;
+	}
+	for (size_t i = 0; i < res->n_stages; i++)
+		if (screen_buf(s, redact, detect_injection, &res->stages[i].err, counts,
+			       &quarantined) != 0) {
+			saved = errno;
+			goto fail_counts;
+		}
+	json_object_foreach(counts, kind, v) total += json_integer_value(v);
+	*screening = json_pack("{s:o,s:I,s:b,s:b,s:b}", "redactions", counts, "redacted", total,
+			       "quarantined", quarantined, "secrets_screened", redact,
+			       "injection_screened", detect_injection);
+	if (!*screening) {
+		saved = ENOMEM;
+		goto fail_wipe;
+	}
+	return 0;
+
+fail_counts:
+	json_decref(counts);
+fail_wipe:
+	/* Fail closed: nothing unscreened may leave, whoever forgets to check. */
+	if (res->out.p)
+		explicit_bzero(res->out.p, res->out.len);
+	res->out.len = 0;
+	for (size_t i = 0; i < res->n_stages; i++) {
+		if (res->stages[i].err.p)
+			explicit_bzero(res->stages[i].err.p, res->stages[i].err.len);
+		res->stages[i].err.len = 0;
+	}
+	errno = saved;
+	return -1;
 }

@@ -66,6 +66,23 @@ int cg_screen_run(const struct cg_screen *s, bool redact, bool detect_injection,
 		  const unsigned char *in, size_t len, unsigned char **out, size_t *out_len,
 		  json_t *counts, bool *quarantined) __attribute__((warn_unused_result));
 
+struct cg_exec_result;
+
+/*
+ * Screen a finished pipeline's output in place, for the kernel: the last
+ * stage's stdout and every stage's stderr are replaced by their screened
+ * copies (truncation flags kept). On success returns 0 and *screening, a new
+ * object for the reply data and the evidence "screening" event:
+ *   {"redactions": {kind: n, …}, "redacted": total, "quarantined": bool,
+ *    "secrets_screened": redact, "injection_screened": detect_injection}
+ * On failure returns -1 with errno, *screening NULL, and every stream
+ * emptied (len 0), so that unscreened bytes cannot be passed on even by a
+ * caller that forgets to check; answer MCP-SCRN-E-002 then.
+ */
+int cg_screen_exec_result(const struct cg_screen *s, bool redact, bool detect_injection,
+			  struct cg_exec_result *res, json_t **screening)
+    __attribute__((warn_unused_result));
+
 /* The secret kinds the screen knows, NULL-terminated (for docs and tests). */
 extern const char *const cg_screen_secret_kinds[];
 
