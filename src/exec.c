@@ -246,8 +246,16 @@ static void try_reap(struct run *r, size_t i, bool block)
 		p = waitpid(r->procs[i].pid, &status, block ? 0 : WNOHANG);
 	if (p == r->procs[i].pid)
 		record_status(r, i, status);
-	else if (p < 0) /* ECHILD: someone else reaped it (SIGCHLD ignored?) */
-		record_status(r, i, 0);
+	else if (p < 0) {
+		/*
+		 * ECHILD: the status is lost (SIGCHLD set to SIG_IGN auto-reaps).
+		 * Report -1, never a made-up success.
+		 */
+		r->procs[i].reaped = true;
+		close_fd(&r->procs[i].pidfd);
+		r->res->stages[i].raw_status = -1;
+		r->res->stages[i].exit_code = -1;
+	}
 }
 
 static size_t count_unreaped(const struct run *r)

@@ -13,6 +13,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -563,4 +564,70 @@ Test(exec, unprivileged_stage_runs_as_peer_ids)
 	expect_out(&r, "65534\n65534\n65534\n");
 	done(&r);
 	cg_confine_plan_free(plan);
+}
+
+/*
+ * The daemon runs calls on worker threads: concurrent forks must not cross
+ * wires. Criterion asserts only work on the test's thread, so the workers
+ * return what went wrong instead.
+ */
+static void *run_many(void *arg)
+{
+	long id = (long)arg;
+	char word[32], want[40];
+	snprintf(word, sizeof(word), "w%ld", id);
+	snprintf(want, sizeof(want), "%s\n", word);
+	for (int k = 0; k < 8; k++) {
+		char *a0[] = { "echo", word, NULL };
+		char *a1[] = { "cat", NULL };
+		char **argvs[] = { a0, a1 };
+		struct run r;
+		char *bad = NULL;
+		memset(&r, 0, sizeof(r));
+		for (size_t i = 0; i < 2; i++) {
+			size_t argc = 0;
+			while (argvs[i][argc])
+				argc++;
+			r.stages[i] = (struct cg_stage){ .argc = argc, .argv = argvs[i] };
+		}
+		r.req.n_stages = 2;
+		r.req.stages = r.stages;
+		if (cg_world_resolve(&world, &r.req, NULL, &r.call, &r.err) != 0 ||
+		    !(r.envp = cg_world_envp(&world, &r.req, 0, &r.err)))
+			return strdup("resolve failed");
+		struct cg_exec_spec spec = {
+			.call = &r.call, .envp = r.envp, .timeout_ms = 10000, .cancel_fd = -1
+		};
+		r.rc = cg_exec_run(&spec, &r.res, &r.err);
+		if (r.rc != 0)
+			bad = cg_reply_message(r.err);
+		else if (r.res.out.len != strlen(want) || memcmp(r.res.out.p, want, strlen(want)) ||
+			 r.res.stages[0].exit_code != 0 || r.res.stages[1].exit_code != 0)
+			bad = strdup("wrong output or exit code");
+		if (r.rc == 0)
+			cg_exec_result_fini(&r.res);
+		cg_reply_free(r.err);
+		cg_envp_free(r.envp);
+		cg_call_fini(&r.call);
+		if (bad)
+			return bad;
+	}
+	return NULL;
+}
+
+Test(exec, concurrent_calls_from_threads)
+{
+	warm_up();
+	size_t before = count_fds();
+	pthread_t th[4];
+	for (long i = 0; i < 4; i++)
+		cr_assert_eq(pthread_create(&th[i], NULL, run_many, (void *)i), 0);
+	for (int i = 0; i < 4; i++) {
+		void *bad = NULL;
+		cr_assert_eq(pthread_join(th[i], &bad), 0);
+		cr_expect_null(bad, "thread %d: %s", i, bad ? (char *)bad : "");
+		free(bad);
+	}
+	cr_assert_eq(count_fds(), before);
+	cr_assert_eq(waitpid(-1, NULL, WNOHANG), -1, "no child left behind");
 }
