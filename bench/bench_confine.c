@@ -1,0 +1,178 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * bench_confine — what confinement costs per exec, in one run, side by side:
+ * /bin/true started the way the runner starts a stage (fork, confine in
+ * the child, execve, waitpid), unconfined and under each confinement, next
+ * to bubblewrap and sudo started with posix_spawn.
+ *
+ * Each confined iteration includes the parent's cg_confine_prepare and
+ * cg_confine_plan_free, because the daemon pays those per call too.
+ *
+ * Usage: bench_confine [ITERATIONS]   (default 400; run as root)
+ * Prints median and p99 in microseconds, and the median's delta and ratio
+ * against the unconfined fork+exec.
+ */
+#include <errno.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "confine.h"
+#include "util.h"
+
+extern char **environ;
+
+enum mode { M_PLAIN, M_TREE, M_SECCOMP, M_LANDLOCK, M_NETNS, M_SPAWN };
+
+struct variant {
+	const char *name;
+	enum mode mode;
+	char *const *argv; /* for M_SPAWN */
+};
+
+static const char *const rd[] = { "/" };
+static const char *const wr[] = { "/tmp" };
+static const char *const ex[] = { "/usr", "/bin", "/lib", "/lib64" };
+static const uint16_t ports[] = { 80, 443 };
+
+static int cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+static int last_status; /* wait status of the last failed run */
+
+/* One iteration; returns elapsed ns, or -1 when the run failed. */
+static int64_t once(const struct variant *v)
+{
+	struct cg_constraints c = { 0 };
+	c.limits = (struct cg_limits){ CG_LIMIT_UNSET, CG_LIMIT_UNSET, CG_LIMIT_UNSET,
+				       CG_LIMIT_UNSET, CG_LIMIT_UNSET };
+	c.timeout_ms = CG_LIMIT_UNSET;
+	if (v->mode == M_LANDLOCK) {
+		c.fs = true;
+		c.read = rd;
+		c.n_read = 1;
+		c.write = wr;
+		c.n_write = 1;
+		c.exec = ex;
+		c.n_exec = 4;
+		c.net = CG_NET_TCP;
+		c.ports = ports;
+		c.n_ports = 2;
+	} else if (v->mode == M_NETNS) {
+		c.net = CG_NET_NONE;
+	}
+	const struct cg_constraints *sets[1] = { &c };
+	struct cg_confine_plan *plan = NULL;
+	struct cg_tree *tree = NULL;
+	struct cg_reply *err = NULL;
+	int status = 0;
+	int64_t t0 = cg_now_mono_ns();
+	if (v->mode == M_SPAWN) {
+		pid_t pid;
+		if (posix_spawn(&pid, v->argv[0], NULL, NULL, v->argv, environ) != 0 ||
+		    waitpid(pid, &status, 0) != pid)
+			return -1;
+		if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+			return cg_now_mono_ns() - t0;
+		last_status = status;
+		return -1;
+	}
+	if (v->mode >= M_SECCOMP && cg_confine_prepare(sets, 1, NULL, &plan, &err) != 0) {
+		cg_reply_free(err);
+		return -1;
+	}
+	if (v->mode >= M_TREE && cg_tree_new("bench", &tree, &err) != 0) {
+		cg_reply_free(err);
+		cg_confine_plan_free(plan);
+		return -1;
+	}
+	pid_t pid = fork();
+	if (pid == 0) {
+		/* 111-113 say which step failed, for the failure line. */
+		char *const argv[] = { "/bin/true", NULL };
+		if (tree && cg_tree_child_join(tree, 0) != 0)
+			_exit(111);
+		if (cg_confine_child(plan) != 0)
+			_exit(112);
+		execve(argv[0], argv, environ);
+		_exit(113);
+	}
+	if (pid > 0) {
+		cg_tree_add(tree, pid);
+		(void)waitpid(pid, &status, 0);
+	}
+	cg_tree_free(tree);
+	cg_confine_plan_free(plan);
+	int64_t dt = cg_now_mono_ns() - t0;
+	if (pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0)
+		return dt;
+	last_status = pid > 0 ? status : -1;
+	return -1;
+}
+
+int main(int argc, char **argv)
+{
+	int n = argc > 1 ? (int)strtol(argv[1], NULL, 10) : 400;
+	if (n < 10)
+		n = 10;
+	char *bwrap[] = { "/usr/bin/bwrap", "--ro-bind", "/", "/",
+			  "--unshare-net",  "/bin/true", NULL };
+	char *sudo[] = { "/usr/bin/sudo", "-n", "/bin/true", NULL };
+	const struct variant vs[] = {
+		{ "fork+exec, unconfined", M_PLAIN, NULL },
+		{ "+ per-call cgroup tree", M_TREE, NULL },
+		{ "+ nnp + seccomp (empty set)", M_SECCOMP, NULL },
+		{ "+ Landlock fs+net (tcp)", M_LANDLOCK, NULL },
+		{ "+ net: none (netns)", M_NETNS, NULL },
+		{ "bwrap --ro-bind / / --unshare-net", M_SPAWN, bwrap },
+		{ "sudo -n /bin/true", M_SPAWN, sudo },
+	};
+	size_t nv = sizeof(vs) / sizeof(vs[0]);
+	int64_t *samples = calloc((size_t)n * nv, sizeof(int64_t));
+	if (!samples)
+		return 1;
+	/* Interleave the variants so drift (cache, frequency) hits all alike. */
+	for (size_t v = 0; v < nv; v++)
+		(void)once(&vs[v]); /* warm-up */
+	int n_ok[16] = { 0 }, n_failed[16] = { 0 }, fail_status[16] = { 0 };
+	for (int i = 0; i < n; i++)
+		for (size_t v = 0; v < nv; v++) {
+			/* A variant that keeps failing (not installed) stops being tried. */
+			if (n_failed[v] > 5 && n_ok[v] == 0)
+				continue;
+			int64_t dt = once(&vs[v]);
+			if (dt < 0) {
+				n_failed[v]++;
+				fail_status[v] = last_status;
+				continue;
+			}
+			samples[v * (size_t)n + (size_t)n_ok[v]++] = dt;
+		}
+	printf("bench_confine: %d iterations each, /bin/true, times in microseconds\n", n);
+	printf("%-36s %10s %10s %12s %8s\n", "variant", "median", "p99", "d median", "ratio");
+	double base = 0;
+	for (size_t v = 0; v < nv; v++) {
+		int k = n_ok[v];
+		if (n_failed[v])
+			printf("%-36s %d run(s) failed, last wait status %#x\n", vs[v].name,
+			       n_failed[v], (unsigned)fail_status[v]);
+		if (k == 0)
+			continue;
+		int64_t *s = samples + v * (size_t)n;
+		qsort(s, (size_t)k, sizeof(int64_t), cmp_i64);
+		double med = (double)s[k / 2] / 1000.0, p99 = (double)s[(k * 99) / 100] / 1000.0;
+		if (v == 0 || base == 0)
+			base = med;
+		printf("%-36s %10.1f %10.1f %+12.1f %7.2fx\n", vs[v].name, med, p99, med - base,
+		       base > 0 ? med / base : 0.0);
+	}
+	free(samples);
+	return 0;
+}
