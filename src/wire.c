@@ -915,89 +915,152 @@ void cg_request_free(struct cg_request *req)
 
 /* ---- responses ----------------------------------------------------------------- */
 
-static int set_b64(json_t *o, const char *key, const unsigned char *p, size_t n)
+/*
+ * The response line is assembled from pieces: jansson serialises the small
+ * members, and the base64 streams (up to 16 MiB each, and only ever
+ * [A-Za-z0-9+/=], which JSON needs no escaping for) are copied in directly.
+ * Serialising them through jansson cost over a second per capped stream.
+ */
+#define RESPONSE_CAP ((size_t)1 << 31) /* hard cap on one response line */
+
+struct outbuf {
+	char *p;
+	size_t len, cap;
+	bool failed;
+};
+
+static void ob_add(struct outbuf *b, const char *s, size_t n)
 {
-	char *b = cg_base64_encode(p ? p : (const unsigned char *)"", p ? n : 0);
-	if (!b)
-		return -1;
-	int rc = json_object_set_new(o, key, json_string(b));
-	free(b);
-	return rc;
+	if (b->failed)
+		return;
+	if (n > RESPONSE_CAP - b->len - 2) {
+		b->failed = true;
+		return;
+	}
+	if (b->len + n + 2 > b->cap) {
+		size_t cap = b->cap ? b->cap : 4096;
+		while (cap < b->len + n + 2)
+			cap *= 2;
+		char *p = realloc(b->p, cap);
+		if (!p) {
+			b->failed = true;
+			return;
+		}
+		b->p = p;
+		b->cap = cap;
+	}
+	memcpy(b->p + b->len, s, n);
+	b->len += n;
+	b->p[b->len] = '\0';
+}
+
+static void ob_str(struct outbuf *b, const char *s)
+{
+	ob_add(b, s, strlen(s));
+}
+
+/* Append `"key":"<base64 of p[0..n)>"`. */
+static void ob_b64(struct outbuf *b, const char *key, const unsigned char *p, size_t n)
+{
+	char *enc = cg_base64_encode(p ? p : (const unsigned char *)"", p ? n : 0);
+	if (!enc) {
+		b->failed = true;
+		return;
+	}
+	ob_str(b, "\"");
+	ob_str(b, key);
+	ob_str(b, "\":\"");
+	ob_str(b, enc);
+	ob_str(b, "\"");
+	free(enc);
+}
+
+/* Members a caller's extras may not replace: the seed's shape is fixed. */
+static bool reserved_key(const char *k)
+{
+	static const char *const keys[] = { "id",     "status",		  "message", "stages",
+					    "stdout", "stdout_truncated", "reply" };
+	for (size_t i = 0; i < CG_ARRAY_LEN(keys); i++)
+		if (strcmp(k, keys[i]) == 0)
+			return true;
+	return false;
 }
 
 char *cg_wire_encode_response(const struct cg_response *resp, size_t *len)
 {
-	json_t *o = NULL, *stages = NULL, *rj = NULL;
-	char *msg = NULL, *text = NULL, *line = NULL;
+	struct outbuf b = { 0 };
+	json_t *head = NULL, *tail = NULL;
+	char *msg = NULL, *head_s = NULL, *tail_s = NULL;
 	int rc = 0;
 
 	*len = 0;
 	if (!resp || !resp->reply || (resp->n_stages > 0 && !resp->stages))
 		return NULL;
-	o = json_object();
-	if (!o)
+	head = json_object();
+	tail = json_object();
+	if (!head || !tail)
 		goto out;
-	rc |= json_object_set_new(o, "id", json_string(resp->id ? resp->id : ""));
-	rc |= json_object_set_new(o, "status", json_string(cg_status_name(resp->status)));
+	rc |= json_object_set_new(head, "id", json_string(resp->id ? resp->id : ""));
+	rc |= json_object_set_new(head, "status", json_string(cg_status_name(resp->status)));
 	if (resp->status == CG_STATUS_ERROR) {
 		msg = cg_reply_message(resp->reply);
 		if (!msg)
 			goto out;
-		rc |= json_object_set_new(o, "message", json_string(msg));
-	}
-	if (resp->n_stages > 0) {
-		stages = json_array();
-		if (!stages)
-			goto out;
-		for (size_t i = 0; i < resp->n_stages; i++) {
-			const struct cg_stage_out *s = &resp->stages[i];
-			json_t *so = json_object();
-			if (!so || json_array_append_new(stages, so) != 0)
-				goto out;
-			rc |= json_object_set_new(so, "exit_code", json_integer(s->exit_code));
-			rc |= set_b64(so, "stderr", s->err, s->err_len);
-			if (s->err_truncated)
-				rc |= json_object_set_new(so, "stderr_truncated", json_true());
-		}
-		rc |= json_object_set(o, "stages", stages);
-		rc |= set_b64(o, "stdout", resp->out, resp->out_len);
-		if (resp->out_truncated)
-			rc |= json_object_set_new(o, "stdout_truncated", json_true());
+		rc |= json_object_set_new(head, "message", json_string(msg));
 	}
 	if (json_is_object(resp->extra)) {
 		const char *k;
 		json_t *v;
-		/* Extra members add to the seed's shape; they never replace it. */
 		json_object_foreach(resp->extra, k, v)
 		{
-			if (!json_object_get(o, k) && strcmp(k, "reply") != 0)
-				rc |= json_object_set(o, k, v);
+			if (!reserved_key(k))
+				rc |= json_object_set(tail, k, v);
 		}
 	}
-	rj = cg_reply_to_json(resp->reply);
-	if (!rj)
-		goto out;
-	rc |= json_object_set(o, "reply", rj);
+	rc |= json_object_set_new(tail, "reply", cg_reply_to_json(resp->reply));
 	if (rc != 0)
 		goto out;
-	text = json_dumps(o, JSON_COMPACT);
-	if (!text)
+	head_s = json_dumps(head, JSON_COMPACT);
+	tail_s = json_dumps(tail, JSON_COMPACT);
+	if (!head_s || !tail_s)
 		goto out;
-	size_t n = strlen(text);
-	line = realloc(text, n + 2);
-	if (!line)
-		goto out;
-	text = NULL;
-	line[n] = '\n';
-	line[n + 1] = '\0';
-	*len = n + 1;
+
+	/* head is {"id":…,"status":…}: drop its '}' and continue the object. */
+	ob_add(&b, head_s, strlen(head_s) - 1);
+	if (resp->n_stages > 0) {
+		ob_str(&b, ",\"stages\":[");
+		for (size_t i = 0; i < resp->n_stages; i++) {
+			const struct cg_stage_out *s = &resp->stages[i];
+			char num[48];
+			snprintf(num, sizeof(num), "%s{\"exit_code\":%d,", i ? "," : "",
+				 s->exit_code);
+			ob_str(&b, num);
+			ob_b64(&b, "stderr", s->err, s->err_len);
+			if (s->err_truncated)
+				ob_str(&b, ",\"stderr_truncated\":true");
+			ob_str(&b, "}");
+		}
+		ob_str(&b, "],");
+		ob_b64(&b, "stdout", resp->out, resp->out_len);
+		if (resp->out_truncated)
+			ob_str(&b, ",\"stdout_truncated\":true");
+	}
+	/* tail is {…extras…,"reply":{…}}: splice it in after a comma. */
+	ob_str(&b, ",");
+	ob_str(&b, tail_s + 1);
+	ob_str(&b, "\n");
 out:
-	free(text);
+	free(head_s);
+	free(tail_s);
 	free(msg);
-	json_decref(rj);
-	json_decref(stages);
-	json_decref(o);
-	return line;
+	json_decref(head);
+	json_decref(tail);
+	if (b.failed || !b.p || rc != 0) {
+		free(b.p);
+		return NULL;
+	}
+	*len = b.len;
+	return b.p;
 }
 
 /* ---- the replay window ------------------------------------------------------------ */

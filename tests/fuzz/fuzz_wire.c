@@ -48,8 +48,30 @@ static void one(const uint8_t *data, size_t size, bool had_newline)
 	if ((rc == 0) != (req != NULL) || (rc == 0) == (err != NULL))
 		abort();
 	if (rc == 0) {
+		/* Echo the argv bytes back as stage output to exercise the stage path. */
+		struct cg_stage_out st[CG_WIRE_MAX_STAGES];
+		for (size_t i = 0; i < req->n_stages; i++)
+			st[i] = (struct cg_stage_out){
+				.exit_code = (int)i,
+				.err = (const unsigned char *)req->stages[i].argv[0],
+				.err_len = strlen(req->stages[i].argv[0]),
+				.err_truncated = i % 2
+			};
 		struct cg_reply *ok = cg_reply_new(CG_R_PONG, "{s:s}", "version", "fuzz");
-		encode(req->id, ok);
+		struct cg_response resp = { .id = req->id,
+					    .status = CG_STATUS_OK,
+					    .n_stages = req->n_stages,
+					    .stages = st,
+					    .out = (const unsigned char *)req->reason,
+					    .out_len = strlen(req->reason),
+					    .out_truncated = req->privileged,
+					    .reply = ok,
+					    .extra = req->raw };
+		size_t len = 0;
+		char *line = cg_wire_encode_response(&resp, &len);
+		if (!line || len == 0 || line[len - 1] != '\n' || memchr(line, '\n', len - 1))
+			abort();
+		free(line);
 		cg_reply_free(ok);
 	} else {
 		encode(id, err);

@@ -982,3 +982,41 @@ Test(wire, quoted_names_are_bounded)
 	cr_expect_not_null(json_object_get(err->params, "why"));
 	cg_reply_free(err);
 }
+
+/* A capped-size stream survives the trip byte for byte. */
+Test(wire, encode_large_stream)
+{
+	size_t n = 3 * 1024 * 1024 + 1;
+	unsigned char *out = malloc(n);
+	cr_assert_not_null(out);
+	for (size_t i = 0; i < n; i++)
+		out[i] = (unsigned char)(i * 131 + (i >> 9));
+	struct cg_stage_out st = { .exit_code = 3, .err = out + 1, .err_len = n - 1 };
+	struct cg_reply *r = cg_reply_new(CG_R_EXEC_DONE, NULL);
+	struct cg_response resp = { .id = "big",
+				    .status = CG_STATUS_OK,
+				    .n_stages = 1,
+				    .stages = &st,
+				    .out = out,
+				    .out_len = n,
+				    .out_truncated = true,
+				    .reply = r };
+	size_t len = 0;
+	char *line = cg_wire_encode_response(&resp, &len);
+	cr_assert_not_null(line);
+	json_t *o = parse_response(line, len);
+	size_t m;
+	unsigned char *p = unb64(json_object_get(o, "stdout"), &m);
+	cr_expect_eq(m, n);
+	cr_expect_eq(memcmp(p, out, n), 0);
+	free(p);
+	p = unb64(json_object_get(json_array_get(json_object_get(o, "stages"), 0), "stderr"), &m);
+	cr_expect_eq(m, n - 1);
+	cr_expect_eq(memcmp(p, out + 1, n - 1), 0);
+	free(p);
+	cr_expect(json_is_true(json_object_get(o, "stdout_truncated")));
+	json_decref(o);
+	free(line);
+	free(out);
+	cg_reply_free(r);
+}
