@@ -44,6 +44,7 @@
 #include "grant.h"
 #include "policy.h"
 #include "reply.h"
+#include "screen.h"
 #if __has_include("sign.h")
 #include "sign.h"
 #endif
@@ -66,7 +67,8 @@ struct cg_kernel {
 	char *policy_file; /* NULL: embedded default */
 	char *pubkey_file; /* require signed policies when set */
 	struct cg_world world;
-	struct cg_evidence *ev; /* NULL: evidence off */
+	struct cg_evidence *ev;	  /* NULL: evidence off */
+	struct cg_screen *screen; /* result screening patterns, compiled once */
 	int64_t freshness_s;
 
 	pthread_mutex_t gen_lock; /* guards gen and gen_seq */
@@ -631,6 +633,7 @@ static void run_job(struct cg_kernel *k, struct cg_job *j)
 	char **envp = NULL;
 	struct cg_exec_result res = { 0 };
 	bool ran = false;
+	json_t *screening = NULL;
 	const struct cg_request *req = j->req;
 
 	if (j->final) {
@@ -727,6 +730,25 @@ static void run_job(struct cg_kernel *k, struct cg_job *j)
 	}
 	ran = true;
 
+	/*
+	 * Screen the output before anyone sees it: the reply and the evidence
+	 * both get the redacted bytes. If screening fails, the streams are
+	 * emptied and the call answers an E: unscreened bytes never pass.
+	 */
+	const struct cg_policy_defaults *pd = cg_policy_defaults(j->gen->policy);
+	bool screen_failed = false;
+	if (pd->screen_secrets || pd->screen_injection) {
+		if (cg_screen_exec_result(k->screen, pd->screen_secrets, pd->screen_injection, &res,
+					  &screening) != 0) {
+			screen_failed = true;
+			cg_log("error", j->trace_id, "screening failed: %s", cg_errno_name(errno));
+			ev_note(k, j->trace_id, CG_EV_SCREEN,
+				json_pack("{s:b,s:s}", "ok", 0, "errno", cg_errno_name(errno)));
+		} else {
+			ev_note(k, j->trace_id, CG_EV_SCREEN, json_incref(screening));
+		}
+	}
+
 	json_t *codes = json_array();
 	json_t *errs = json_array();
 	for (size_t i = 0; i < res.n_stages; i++) {
@@ -741,7 +763,10 @@ static void run_job(struct cg_kernel *k, struct cg_job *j)
 
 	int last = res.n_stages ? res.stages[res.n_stages - 1].exit_code : 0;
 	const char *sudo_exe = priv && !root ? sudo_password_needed(j, &res) : NULL;
-	if (sudo_exe)
+	if (screen_failed)
+		reply =
+		    cg_reply_new(CG_R_SCREEN_FAILED, "{s:s}", "errno_name", cg_errno_name(errno));
+	else if (sudo_exe)
 		reply = cg_reply_new(CG_R_SUDO_NEEDS_PASSWORD, "{s:s}", "exe", sudo_exe);
 	else if (res.timed_out)
 		reply =
@@ -754,6 +779,9 @@ static void run_job(struct cg_kernel *k, struct cg_job *j)
 
 answer:;
 	json_t *data = decision_data(j);
+	if (data && screening)
+		json_object_set(data, "screening", screening);
+	json_decref(screening);
 	if (data && plan)
 		json_object_set_new(data, "confinement", cg_confine_report(plan));
 	if (data && ran && res.tree_escapees_killed)
@@ -1047,22 +1075,36 @@ static void dispatch(struct cg_kernel *k, const char *line, size_t len, bool had
 		goto out;
 	}
 
-	/* A captured request can never be accepted twice, whatever its timestamp. */
-	pthread_mutex_lock(&k->replay_lock);
-	bool seen = req->id_given && cg_replay_seen(k->replay, req->id, rules.now_ns);
-	pthread_mutex_unlock(&k->replay_lock);
-	if (seen) {
-		err = cg_reply_new(CG_R_ID_REPLAYED, "{s:s}", "id", req->id);
-		cg_reply_set_trace(err, trace);
-		ev_seal(k, trace, err, NULL, g);
-		answer_reply(respond, cookie, req->id, trace, err);
-		goto out;
+	/*
+	 * A captured request can never be accepted twice, whatever its timestamp.
+	 * Check and remember in one step; a refusal at resolution gives it back.
+	 */
+	bool claimed = false;
+	if (req->id_given) {
+		pthread_mutex_lock(&k->replay_lock);
+		int rc = cg_replay_claim(k->replay, req->id, rules.now_ns);
+		pthread_mutex_unlock(&k->replay_lock);
+		if (rc != 0) {
+			err = rc == 1 ? cg_reply_new(CG_R_ID_REPLAYED, "{s:s}", "id", req->id)
+				      : cg_reply_new(CG_R_OUT_OF_MEMORY, "{s:s}", "doing",
+						     "remembering the request id");
+			cg_reply_set_trace(err, trace);
+			ev_seal(k, trace, err, NULL, g);
+			answer_reply(respond, cookie, req->id, trace, err);
+			goto out;
+		}
+		claimed = true;
 	}
 
 	j = calloc(1, sizeof(*j));
 	if (!j || (j->cancel_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
 		if (j)
 			j->cancel_fd = -1;
+		if (claimed) {
+			pthread_mutex_lock(&k->replay_lock);
+			cg_replay_forget(k->replay, req->id);
+			pthread_mutex_unlock(&k->replay_lock);
+		}
 		err = cg_reply_new(CG_R_OUT_OF_MEMORY, "{s:s}", "doing", "accepting the call");
 		cg_reply_set_trace(err, trace);
 		ev_seal(k, trace, err, NULL, g);
@@ -1083,6 +1125,12 @@ static void dispatch(struct cg_kernel *k, const char *line, size_t len, bool had
 	memcpy(j->trace_id, trace, sizeof(trace));
 
 	if (cg_world_resolve(&k->world, j->req, peer, &j->call, &err) != 0) {
+		if (claimed) {
+			/* Refused as invalid: the id is not consumed (PROTOCOL.md). */
+			pthread_mutex_lock(&k->replay_lock);
+			cg_replay_forget(k->replay, j->req->id);
+			pthread_mutex_unlock(&k->replay_lock);
+		}
 		cg_reply_set_trace(err, trace);
 		ev_seal(k, trace, err, NULL, j->gen);
 		answer_reply(respond, cookie, j->req->id, trace, err);
@@ -1091,21 +1139,6 @@ static void dispatch(struct cg_kernel *k, const char *line, size_t len, bool had
 	j->call_ok = true;
 	j->call.trace_id = j->trace_id;
 	ev_note(k, trace, CG_EV_RESOLVED, resolved_json(&j->call));
-
-	/* Remember the id: from here on the request was valid, whatever is decided. */
-	if (j->req->id_given) {
-		pthread_mutex_lock(&k->replay_lock);
-		int rc = cg_replay_remember(k->replay, j->req->id, rules.now_ns);
-		pthread_mutex_unlock(&k->replay_lock);
-		if (rc != 0) {
-			err = cg_reply_new(CG_R_OUT_OF_MEMORY, "{s:s}", "doing",
-					   "remembering the request id");
-			cg_reply_set_trace(err, trace);
-			ev_seal(k, trace, err, NULL, j->gen);
-			answer_reply(respond, cookie, j->req->id, trace, err);
-			goto out;
-		}
-	}
 
 	cg_chain_decide(&j->gen->chain, &j->call, &j->folded);
 	for (size_t i = 0; i < j->folded.n_rungs; i++) {
@@ -1533,6 +1566,9 @@ int cg_kernel_new(const struct cg_kernel_config *cfg, struct cg_kernel **out, ch
 			goto fail_replay;
 	}
 
+	if (cg_screen_new(&k->screen, &err) != 0)
+		goto fail_evidence;
+
 	k->n_threads = cfg->n_workers ? cfg->n_workers : DEFAULT_WORKERS;
 	if (k->n_threads > MAX_WORKERS)
 		k->n_threads = MAX_WORKERS;
@@ -1563,6 +1599,7 @@ int cg_kernel_new(const struct cg_kernel_config *cfg, struct cg_kernel **out, ch
 fail_threads:
 	free(k->threads);
 fail_evidence:
+	cg_screen_free(k->screen);
 	cg_evidence_close(k->ev);
 fail_replay:
 	cg_replay_free(k->replay);
@@ -1647,6 +1684,7 @@ void cg_kernel_free(struct cg_kernel *k)
 		return;
 	cg_kernel_shutdown(k);
 	free(k->threads);
+	cg_screen_free(k->screen);
 	cg_evidence_close(k->ev);
 	cg_replay_free(k->replay);
 	gen_put(k->gen);

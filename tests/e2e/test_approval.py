@@ -1,0 +1,423 @@
+# SPDX-License-Identifier: MIT
+"""Human approval, privilege and grants (issue 6), through a real daemon.
+
+Each test starts callgated with --approval and talks to it as an agent would
+(the agent socket) and as an operator would (the admin socket, the CLI, and
+the terminal approver under tmux).
+"""
+import json
+import os
+import shutil
+import socket
+import subprocess
+import threading
+import time
+import unittest
+
+import base64
+
+import cgtest
+
+WAIT = 20.0
+
+
+def b64(text):
+    return base64.b64decode(text or "")
+
+
+def call_async(d, req):
+    """Send req on the agent socket in a thread; returns (thread, box) where
+    box["resp"] gets the parsed response."""
+    box = {}
+
+    def run():
+        try:
+            box["resp"] = d.request(req, timeout=60)
+        except Exception as e:  # surfaced by the test
+            box["err"] = e
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t, box
+
+
+def pending(d):
+    r = d.admin("pending")
+    return r["reply"]["data"]["pending"]
+
+
+def wait_pending(d, n, timeout=WAIT):
+    end = time.time() + timeout
+    while time.time() < end:
+        p = pending(d)
+        if len(p) >= n:
+            return p
+        time.sleep(0.05)
+    raise AssertionError("expected %d pending calls; log:\n%s" % (n, d.log))
+
+
+def wait_empty(d, timeout=WAIT):
+    end = time.time() + timeout
+    while time.time() < end:
+        if not pending(d):
+            return
+        time.sleep(0.05)
+    raise AssertionError("queue did not empty; log:\n%s" % d.log)
+
+
+def marker_call(d, name, **fields):
+    """A privileged request that leaves a file behind if (and only if) it runs."""
+    path = os.path.join(d.workspace, name)
+    return path, cgtest.make_request([["touch", path]], reason="make " + name, **fields)
+
+
+class Approval(unittest.TestCase):
+    def setUp(self):
+        self.d = cgtest.Daemon(flags=["--approval", "--approval-timeout", "15000"]).start()
+
+    def tearDown(self):
+        self.d.close()
+
+    def test_privileged_call_waits_then_runs_as_root_once_approved(self):
+        t, box = call_async(self.d, cgtest.make_request([["id", "-u"]], reason="who am i"))
+        p = wait_pending(self.d, 1)[0]
+        self.assertTrue(p["privileged"])
+        self.assertEqual(p["pipeline"][0]["exe"], "/usr/bin/id")
+        self.assertEqual(p["reason"], "who am i")
+        self.assertEqual(p["peer"]["uid"], os.getuid())
+        self.assertNotIn("resp", box, "nothing may answer before the approval")
+        r = self.d.cli("approve", p["trace_id"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        t.join(WAIT)
+        resp = box["resp"]
+        self.assertEqual(resp["status"], "ok", resp)
+        self.assertEqual(b64(resp["stdout"]).strip(), b"0")
+        self.assertEqual(resp["reply"]["data"]["approved_by"], [os.getuid()])
+
+    def test_no_execution_without_approval_and_none_after_timeout(self):
+        with cgtest.Daemon(flags=["--approval", "--approval-timeout", "800"]) as d:
+            path, req = marker_call(d, "never")
+            resp = d.request(req, timeout=WAIT)
+            self.assertEqual(resp["status"], "timeout", resp)
+            self.assertEqual(resp["reply"]["code"], "EN-APPR-D-002")
+            self.assertEqual(resp["reply"]["type"], "D")
+            self.assertFalse(os.path.exists(path), "ran without approval")
+            # An approval after the deadline finds nothing to approve.
+            r = d.admin("approve", trace_id=resp["reply"]["trace_id"], request_sha256="x")
+            self.assertEqual(r["reply"]["code"], "MCP-APPR-I-001")
+            time.sleep(0.3)
+            self.assertFalse(os.path.exists(path))
+
+    def test_deny_refuses_and_never_runs(self):
+        path, req = marker_call(self.d, "denied")
+        t, box = call_async(self.d, req)
+        p = wait_pending(self.d, 1)[0]
+        r = self.d.cli("deny", p["trace_id"], "--why", "not today")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        t.join(WAIT)
+        self.assertEqual(box["resp"]["status"], "denied")
+        self.assertEqual(box["resp"]["reply"]["code"], "EN-APPR-D-001")
+        self.assertIn("not today", box["resp"]["reply"]["message"])
+        self.assertFalse(os.path.exists(path))
+
+    def test_approval_for_a_cannot_run_b(self):
+        pa, ra = marker_call(self.d, "a")
+        pb, rb = marker_call(self.d, "b")
+        ta, boxa = call_async(self.d, ra)
+        wait_pending(self.d, 1)
+        tb, boxb = call_async(self.d, rb)
+        items = wait_pending(self.d, 2)
+        a = next(i for i in items if i["id"] == ra["id"])
+        b = next(i for i in items if i["id"] == rb["id"])
+        self.assertNotEqual(a["request_sha256"], b["request_sha256"])
+        # A's id with B's hash: refused, nothing approved, both still waiting.
+        r = self.d.admin("approve", trace_id=a["trace_id"], request_sha256=b["request_sha256"])
+        self.assertEqual(r["reply"]["code"], "MCP-APPR-I-002")
+        self.assertEqual(len(pending(self.d)), 2)
+        self.assertFalse(os.path.exists(pa) or os.path.exists(pb))
+        # Approving A runs A only.
+        r = self.d.admin("approve", trace_id=a["trace_id"], request_sha256=a["request_sha256"])
+        self.assertEqual(r["reply"]["code"], "MCP-APPR-S-001")
+        ta.join(WAIT)
+        self.assertEqual(boxa["resp"]["status"], "ok")
+        self.assertTrue(os.path.exists(pa))
+        self.assertFalse(os.path.exists(pb))
+        self.d.admin("deny", trace_id=b["trace_id"])
+        tb.join(WAIT)
+
+    def test_an_approval_cannot_be_replayed(self):
+        path, req = marker_call(self.d, "once")
+        t, box = call_async(self.d, req)
+        p = wait_pending(self.d, 1)[0]
+        first = self.d.admin("approve", trace_id=p["trace_id"],
+                             request_sha256=p["request_sha256"])
+        self.assertEqual(first["reply"]["code"], "MCP-APPR-S-001")
+        t.join(WAIT)
+        self.assertEqual(box["resp"]["status"], "ok")
+        os.unlink(path)
+        again = self.d.admin("approve", trace_id=p["trace_id"],
+                             request_sha256=p["request_sha256"])
+        self.assertEqual(again["reply"]["code"], "MCP-APPR-I-001")
+        # The same request line sent again is a replayed id: refused, not re-run.
+        resp = self.d.request(req)
+        self.assertEqual(resp["reply"]["code"], "MCP-VAL-I-013")
+        time.sleep(0.3)
+        self.assertFalse(os.path.exists(path))
+
+    def test_concurrent_approvers_first_answer_wins(self):
+        path, req = marker_call(self.d, "race")
+        t, box = call_async(self.d, req)
+        p = wait_pending(self.d, 1)[0]
+        results = []
+        barrier = threading.Barrier(6)
+
+        def approve():
+            barrier.wait()
+            results.append(self.d.admin("approve", trace_id=p["trace_id"],
+                                        request_sha256=p["request_sha256"])["reply"]["code"])
+
+        threads = [threading.Thread(target=approve) for _ in range(6)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(WAIT)
+        self.assertEqual(results.count("MCP-APPR-S-001"), 1, results)
+        # The losers see either "already answered" or "this uid already approved".
+        self.assertEqual(len(results), 6)
+        self.assertTrue(all(c in ("MCP-APPR-S-001", "MCP-APPR-I-001", "MCP-APPR-I-003")
+                            for c in results), results)
+        t.join(WAIT)
+        self.assertEqual(box["resp"]["status"], "ok")
+
+    def test_client_disconnect_withdraws_the_request(self):
+        path, req = marker_call(self.d, "withdrawn")
+        s = self.d.connect()
+        s.sendall(cgtest.encode(req))
+        p = wait_pending(self.d, 1)[0]
+        s.close()
+        wait_empty(self.d)
+        r = self.d.admin("approve", trace_id=p["trace_id"], request_sha256=p["request_sha256"])
+        self.assertEqual(r["reply"]["code"], "MCP-APPR-I-001")
+        time.sleep(0.3)
+        self.assertFalse(os.path.exists(path))
+        ev = os.path.join(self.d.state_dir, "traces", p["trace_id"], "events.ndjson")
+        end = time.time() + WAIT
+        while time.time() < end and not os.path.exists(ev):
+            time.sleep(0.05)
+        with open(ev) as f:
+            text = f.read()
+        self.assertIn('"withdrawn"', text)
+        self.assertNotIn('"permit"', text)
+
+    def test_agent_socket_cannot_see_or_answer_the_queue(self):
+        t, box = call_async(self.d, cgtest.make_request([["id"]]))
+        p = wait_pending(self.d, 1)[0]
+        for action in ("pending", "approve", "deny", "grant_open"):
+            resp = self.d.request(cgtest.make_request(None, action=action,
+                                                      trace_id=p["trace_id"]))
+            self.assertEqual(resp["reply"]["type"], "I", resp)
+            self.assertEqual(resp["status"], "error")
+        self.assertEqual(len(pending(self.d)), 1, "still waiting")
+        self.d.admin("deny", trace_id=p["trace_id"])
+        t.join(WAIT)
+        self.assertEqual(box["resp"]["status"], "denied")
+
+    def test_privileged_env_is_the_allow_list_only(self):
+        req = cgtest.make_request([["env"]], env={"DEBIAN_FRONTEND": "noninteractive"})
+        t, box = call_async(self.d, req)
+        p = wait_pending(self.d, 1)[0]
+        self.assertEqual(p["env"], {"DEBIAN_FRONTEND": "noninteractive"})
+        self.d.cli("approve", p["trace_id"])
+        t.join(WAIT)
+        out = b64(box["resp"]["stdout"]).decode().splitlines()
+        names = sorted(line.split("=", 1)[0] for line in out)
+        self.assertEqual(names, ["DEBIAN_FRONTEND", "HOME", "LOGNAME", "PATH", "USER"])
+        self.assertIn("USER=root", out)
+        # And LD_PRELOAD gets its own specific refusal, never a silent strip.
+        resp = self.d.request(cgtest.make_request([["env"]], env={"LD_PRELOAD": "/x.so"}))
+        self.assertEqual(resp["reply"]["code"], "MCP-VAL-I-011")
+        self.assertEqual(pending(self.d), [])
+
+
+class Grants(unittest.TestCase):
+    def setUp(self):
+        self.d = cgtest.Daemon(flags=["--approval", "--approval-timeout", "1500"]).start()
+
+    def tearDown(self):
+        self.d.close()
+
+    def test_grant_runs_its_shape_for_its_uses_then_expires_back_to_approval(self):
+        r = self.d.cli("grant", "open", "--exe", "/usr/bin/id", "--argv", "id", "-u",
+                       "--uses", "2", "--ttl", "60", "--json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        g = json.loads(r.stdout)["reply"]
+        self.assertEqual(g["code"], "CT-OPEN-S-001")
+        gid = g["data"]["grant_id"]
+        for left in (1, 0):
+            resp = self.d.request(cgtest.make_request([["id", "-u"]]), timeout=WAIT)
+            self.assertEqual(resp["status"], "ok", resp)
+            self.assertEqual(resp["reply"]["data"]["grant_id"], gid)
+        # Another shape is not covered, and the used-up grant is gone: back to a human.
+        resp = self.d.request(cgtest.make_request([["id", "-u"]]), timeout=WAIT)
+        self.assertEqual(resp["reply"]["code"], "EN-APPR-D-002")
+        lst = self.d.admin("grant_list")
+        self.assertEqual(lst["reply"]["data"]["grants"], [])
+        # Each use is evidence, with the grant id.
+        hits = 0
+        for tdir in os.listdir(os.path.join(self.d.state_dir, "traces")):
+            with open(os.path.join(self.d.state_dir, "traces", tdir, "events.ndjson")) as f:
+                hits += gid in f.read()
+        self.assertGreaterEqual(hits, 2)
+
+    def test_grant_scope_session_and_argv(self):
+        r = self.d.admin("grant_open", grant={
+            "pipeline": [{"exe": "/usr/bin/id", "argv": ["id", "-u"]}],
+            "session": "proj-*", "uses": 5, "ttl_s": 60})
+        self.assertEqual(r["reply"]["code"], "CT-OPEN-S-001")
+        ok = self.d.request(cgtest.make_request([["id", "-u"]], session="proj-a"))
+        self.assertEqual(ok["status"], "ok")
+        other = self.d.request(cgtest.make_request([["id", "-u"]], session="else"))
+        self.assertEqual(other["reply"]["code"], "EN-APPR-D-002")
+        shape = self.d.request(cgtest.make_request([["id", "-g"]], session="proj-a"))
+        self.assertEqual(shape["reply"]["code"], "EN-APPR-D-002")
+
+    def test_invalid_grant_requests_get_ct_codes_and_close_works(self):
+        bad = self.d.admin("grant_open", grant={"pipeline": [{"exe": "id", "argv": ["id"]}],
+                                                "uses": 1, "ttl_s": 10})
+        self.assertEqual(bad["reply"]["code"], "CT-OPEN-I-001")
+        bad = self.d.admin("grant_open", grant={
+            "pipeline": [{"exe": "/usr/bin/id", "argv": ["id"]}], "uses": 1})
+        self.assertEqual(bad["reply"]["code"], "CT-OPEN-I-001")
+        nf = self.d.admin("grant_close", grant_id="nope")
+        self.assertEqual(nf["reply"]["code"], "CT-CLOSE-I-001")
+        ok = self.d.admin("grant_open", grant={
+            "pipeline": [{"exe": "/usr/bin/id", "argv": ["id"]}], "uses": 1, "ttl_s": 10})
+        gid = ok["reply"]["data"]["grant_id"]
+        closed = self.d.cli("grant", "close", gid)
+        self.assertEqual(closed.returncode, 0, closed.stderr)
+        resp = self.d.request(cgtest.make_request([["id"]]))
+        self.assertEqual(resp["reply"]["code"], "EN-APPR-D-002")
+
+    def test_grant_never_overrides_a_block(self):
+        r = self.d.admin("grant_open", grant={
+            "pipeline": [{"exe": "/usr/sbin/mkfs.ext4", "argv": ["**"]}],
+            "uses": 5, "ttl_s": 60})
+        self.assertEqual(r["reply"]["code"], "CT-OPEN-S-001")
+        resp = self.d.request(cgtest.make_request([["mkfs.ext4", "/dev/null"]],
+                                                  privileged=False))
+        self.assertEqual(resp["status"], "denied")
+        self.assertEqual(resp["reply"]["type"], "D")
+        self.assertNotIn("grant_id", resp["reply"].get("data", {}))
+
+
+class NPerson(unittest.TestCase):
+    def test_two_distinct_approvers_are_needed(self):
+        policy = open(os.path.join(cgtest.SRCDIR, "tests/e2e/two_person_policy.yaml")).read()
+        with cgtest.Daemon(policy_text=policy,
+                           flags=["--approval", "--approval-timeout", "15000",
+                                  "--admin-group", "nogroup"]) as d:
+            os.chmod(d.tmp, 0o755)
+            path = os.path.join(d.workspace, "two")
+            t, box = call_async(d, cgtest.make_request([["touch", path]], privileged=False))
+            p = wait_pending(d, 1)[0]
+            self.assertEqual(p["approvers_needed"], 2)
+            first = d.admin("approve", trace_id=p["trace_id"],
+                            request_sha256=p["request_sha256"])
+            self.assertEqual(first["reply"]["code"], "MCP-APPR-S-001")
+            self.assertEqual(first["reply"]["params"]["have"], 1)
+            # The same person again does not count twice.
+            again = d.admin("approve", trace_id=p["trace_id"],
+                            request_sha256=p["request_sha256"])
+            self.assertEqual(again["reply"]["code"], "MCP-APPR-I-003")
+            time.sleep(0.3)
+            self.assertFalse(os.path.exists(path), "one approval of two must not run it")
+            self.assertNotIn("resp", box)
+
+            # A second, distinct uid (nobody, in the approver group) completes it.
+            req = {"action": "approve", "trace_id": p["trace_id"],
+                   "request_sha256": p["request_sha256"], "id": "second"}
+            second = cgtest.as_uid(65534, lambda: cgtest.parse_response(
+                cgtest.send_recv(d.admin_socket, cgtest.encode(req))))
+            self.assertEqual(second["reply"]["code"], "MCP-APPR-S-001", second)
+            t.join(WAIT)
+            self.assertEqual(box["resp"]["status"], "ok", box)
+            self.assertEqual(sorted(box["resp"]["reply"]["data"]["approved_by"]),
+                             [0, 65534])
+            self.assertTrue(os.path.exists(path))
+
+
+@unittest.skipUnless(shutil.which("tmux"), "tmux is installed by scripts/setup")
+class TerminalApprover(unittest.TestCase):
+    """The approver as a person uses it: tmux, send-keys, capture-pane."""
+
+    def setUp(self):
+        self.d = cgtest.Daemon(flags=["--approval", "--approval-timeout", "20000"]).start()
+        self.session = "cgapprove%d" % os.getpid()
+        cmd = "%s --socket %s --admin-socket %s approve" % (
+            cgtest.CALLGATE, self.d.socket, self.d.admin_socket)
+        subprocess.run(["tmux", "new-session", "-d", "-s", self.session, "-x", "160", "-y",
+                        "50", cmd], check=True)
+
+    def tearDown(self):
+        subprocess.run(["tmux", "kill-session", "-t", self.session], capture_output=True)
+        self.d.close()
+
+    def screen(self):
+        return subprocess.run(["tmux", "capture-pane", "-p", "-t", self.session],
+                              capture_output=True, text=True).stdout
+
+    def wait_screen(self, needle):
+        end = time.time() + WAIT
+        while time.time() < end:
+            s = self.screen()
+            if needle in s:
+                return s
+            time.sleep(0.1)
+        raise AssertionError("screen never showed %r:\n%s\nlog:\n%s" % (needle, self.screen(),
+                                                                       self.d.log))
+
+    def test_y_runs_the_request_shown(self):
+        self.wait_screen("no calls are waiting")
+        path, req = marker_call(self.d, "tui-yes")
+        t, box = call_async(self.d, req)
+        s = self.wait_screen("[y] approve once")
+        self.assertIn("/usr/bin/touch", s)
+        self.assertIn(path, s)
+        self.assertIn("make tui-yes", s)
+        self.assertIn("privileged   YES", s)
+        subprocess.run(["tmux", "send-keys", "-t", self.session, "y"], check=True)
+        t.join(WAIT)
+        self.assertEqual(box["resp"]["status"], "ok", box)
+        self.assertTrue(os.path.exists(path))
+
+    def test_n_refuses(self):
+        self.wait_screen("no calls are waiting")
+        path, req = marker_call(self.d, "tui-no")
+        t, box = call_async(self.d, req)
+        self.wait_screen("[y] approve once")
+        subprocess.run(["tmux", "send-keys", "-t", self.session, "n"], check=True)
+        t.join(WAIT)
+        self.assertEqual(box["resp"]["status"], "denied")
+        self.assertEqual(box["resp"]["reply"]["code"], "EN-APPR-D-001")
+        self.assertFalse(os.path.exists(path))
+
+    def test_hostile_reason_renders_inert(self):
+        self.wait_screen("no calls are waiting")
+        # The wire refuses raw control characters outright; what can reach the
+        # screen is printable look-alikes, and anything else is escaped.
+        hostile = "\x1b[2J\x1b[H APPROVED: ls -l"
+        resp = self.d.request(cgtest.make_request([["id"]], reason=hostile), timeout=WAIT)
+        self.assertEqual(resp["reply"]["code"], "MCP-VAL-I-012")
+        path, req = marker_call(self.d, "tui-hostile")
+        req["reason"] = "please [y] \\x1b[31m totally safe <U+202E> ls"
+        t, box = call_async(self.d, req)
+        s = self.wait_screen("[y] approve once")
+        self.assertIn("/usr/bin/touch", s)
+        self.assertIn("\\x1b[31m", s, "escape text is shown literally")
+        subprocess.run(["tmux", "send-keys", "-t", self.session, "n"], check=True)
+        t.join(WAIT)
+        self.assertFalse(os.path.exists(path))
+
+
+if __name__ == "__main__":
+    unittest.main()
