@@ -356,6 +356,11 @@ static int pin_cwd(const char *cwd, int *dir_fd, struct cg_reply **err)
 
 static struct cg_reply *spawn_failed(size_t stage, const char *exe, int step, int e)
 {
+	/* Confinement that could not be applied is the confinement's reply, not a spawn bug. */
+	if (step == STEP_CONFINE)
+		return cg_reply_new(CG_R_CONFINE_CHILD_FAILED, "{s:s,s:I,s:s}", "errno_name",
+				    cg_errno_name(e), "stage", (json_int_t)stage, "exe",
+				    exe ? exe : "");
 	return cg_reply_new(CG_R_EXEC_SPAWN_FAILED, "{s:I,s:s,s:s,s:s}", "stage", (json_int_t)stage,
 			    "exe", exe ? exe : "", "errno_name", cg_errno_name(e), "step",
 			    step_name(step));
