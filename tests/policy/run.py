@@ -1,0 +1,348 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Policy case tables and the policy tools, through the real `callgate policy`.
+
+Every tests/policy/*.yaml is a case table (callgate-policy(1)); default.yaml
+tests etc/callgate/policy.yaml, any other NAME.yaml tests
+tests/policy/policies/NAME.yaml. Each must pass with every rule exercised.
+The rest checks the tools themselves: that a wrong expectation and an
+unexercised rule fail the run, explain's exit codes, check/dump, and
+keygen/sign/verify with the specific reply codes.
+
+Environment (set by meson): CALLGATE (the CLI), CG_SRCDIR.
+Fixtures: a temporary workspace ${WS} (also the cwd) and a directory outside
+it ${TMP} holding a symlink to rm and an executable script.
+"""
+import json
+import os
+import re
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+import unittest
+
+CALLGATE = os.environ.get("CALLGATE", "")
+SRC = os.environ.get("CG_SRCDIR", os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))))
+HERE = os.path.join(SRC, "tests", "policy")
+DEFAULT_POLICY = os.path.join(SRC, "etc", "callgate", "policy.yaml")
+WORLD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+FIX = {}
+
+
+def setUpModule():
+    root = os.path.realpath(tempfile.mkdtemp(prefix="cg-policy-"))
+    ws, other = os.path.join(root, "ws"), os.path.join(root, "other")
+    for d in (ws, other, os.path.join(ws, "build"), os.path.join(ws, "sub", "deeper")):
+        os.makedirs(d, exist_ok=True)
+    for name in ("file.txt", "script.sh"):  # script.sh stays non-executable
+        open(os.path.join(ws, name), "w").close()
+    shutil.copy2(shutil.which("ls", path=WORLD_PATH), os.path.join(ws, "ls"))
+    os.symlink(shutil.which("rm", path=WORLD_PATH), os.path.join(other, "rm"))
+    tool = os.path.join(other, "tool")
+    with open(tool, "w") as f:
+        f.write("#!/bin/sh\nexit 0\n")
+    os.chmod(tool, 0o755)
+    FIX.update(root=root, ws=ws, tmp=other)
+
+
+def tearDownModule():
+    shutil.rmtree(FIX["root"], ignore_errors=True)
+
+
+def cg(*args, check=None):
+    """Run callgate in the workspace with ${WS}/${TMP} set; returns CompletedProcess."""
+    env = dict(os.environ, WS=FIX["ws"], TMP=FIX["tmp"])
+    r = subprocess.run([CALLGATE, *args], cwd=FIX["ws"], env=env, capture_output=True,
+                       text=True, timeout=300)
+    if check is not None and r.returncode != check:
+        raise AssertionError(f"callgate {' '.join(args)}: exit {r.returncode}, want {check}\n"
+                             f"stdout:\n{r.stdout[-4000:]}\nstderr:\n{r.stderr[-4000:]}")
+    return r
+
+
+def tables():
+    for fn in sorted(os.listdir(HERE)):
+        if fn.endswith(".yaml"):
+            pol = DEFAULT_POLICY if fn == "default.yaml" else os.path.join(HERE, "policies", fn)
+            yield fn, pol, os.path.join(HERE, fn)
+
+
+def summary(out):
+    m = re.search(r"^(PASS|FAIL): (\d+) case\(s\), (\d+) passed, (\d+) failed, (\d+) skipped; "
+                  r"(\d+) of (\d+) rule\(s\) exercised$", out, re.M)
+    assert m, f"no summary line in:\n{out[-2000:]}"
+    return m.group(1), [int(x) for x in m.groups()[1:]]
+
+
+class Tables(unittest.TestCase):
+    def test_every_table_passes_with_full_rule_coverage(self):
+        names = []
+        for name, pol, table in tables():
+            names.append(name)
+            with self.subTest(table=name):
+                self.assertTrue(os.path.exists(pol), f"{name}: no policy {pol}")
+                r = cg("policy", "test", pol, table, "--workspace", FIX["ws"])
+                self.assertEqual(r.returncode, 0, r.stdout[-6000:] + r.stderr[-2000:])
+                verdict, (cases, passed, failed, skipped, hit, rules) = summary(r.stdout)
+                self.assertEqual((verdict, failed, hit), ("PASS", 0, rules))
+        self.assertIn("default.yaml", names)
+        self.assertGreaterEqual(len(names), 2)
+
+    def test_default_table_has_at_least_150_cases_run(self):
+        r = cg("policy", "test", DEFAULT_POLICY, os.path.join(HERE, "default.yaml"),
+               "--workspace", FIX["ws"])
+        _, (cases, passed, failed, skipped, _, _) = summary(r.stdout)
+        self.assertGreaterEqual(passed, 150)
+
+    def test_json_report(self):
+        r = cg("policy", "test", DEFAULT_POLICY, os.path.join(HERE, "default.yaml"),
+               "--workspace", FIX["ws"], "--json", check=0)
+        j = json.loads(r.stdout)
+        self.assertEqual(j["failed"], 0)
+        self.assertEqual(j["unexercised"], [])
+        with open(DEFAULT_POLICY, "rb") as f:
+            import hashlib
+            self.assertEqual(j["policy"], DEFAULT_POLICY)
+            self.assertEqual(j["sha256"], hashlib.sha256(f.read()).hexdigest())
+        self.assertTrue(all("decision" in x and "code" in x for x in j["results"]))
+
+
+class TestCommandFails(unittest.TestCase):
+    """The table runner must be able to fail: wrong expectations, gaps, typos."""
+
+    def write(self, name, text):
+        p = os.path.join(FIX["root"], name)
+        with open(p, "w") as f:
+            f.write(text)
+        return p
+
+    def test_wrong_decision_fails_and_names_the_case(self):
+        t = self.write("wrong.yaml", "- { name: rm root, pipeline: [[rm, -rf, /]], "
+                       "privileged: false, expect: ALLOW }\n")
+        r = cg("policy", "test", DEFAULT_POLICY, t, "--workspace", FIX["ws"], check=1)
+        self.assertIn("FAIL #1 rm root: expected ALLOW, got BLOCK rule rm-recursive-elsewhere "
+                      "(EN-EXEC-D-001)", r.stdout)
+
+    def test_wrong_rule_or_code_fails(self):
+        t = self.write("wrongrule.yaml", "defaults: { privileged: false }\ncases:\n"
+                       "- { pipeline: [[rm, -rf, /]], expect: BLOCK, rule: rm-elsewhere }\n"
+                       "- { pipeline: [[rm, -rf, /]], expect: BLOCK, code: EN-EXEC-D-002 }\n")
+        r = cg("policy", "test", DEFAULT_POLICY, t, "--workspace", FIX["ws"], check=1)
+        _, (cases, passed, failed, _, _, _) = summary(r.stdout)
+        self.assertEqual((cases, failed), (2, 2))
+
+    def test_unexercised_rule_fails(self):
+        with open(os.path.join(HERE, "policies", "features.yaml")) as f:
+            pol = f.read()
+        pol += ("  - id: never-reached\n    decision: deny\n    why: nothing asks\n"
+                "    match: { exe: [tac] }\n")
+        p = self.write("features-plus.yaml", pol)
+        r = cg("policy", "test", p, os.path.join(HERE, "features.yaml"), "--workspace",
+               FIX["ws"], check=1)
+        self.assertIn("UNEXERCISED 1 of 28 rule(s) no case reaches: never-reached", r.stdout)
+        verdict, (_, _, failed, _, hit, rules) = summary(r.stdout)
+        self.assertEqual((verdict, failed, hit, rules), ("FAIL", 0, 27, 28))
+
+    def test_malformed_tables_are_refused_before_deciding(self):
+        bad = {
+            "unknown key": "- { pipeline: [[ls]], expect: ALLOW, expext: BLOCK }\n",
+            "bad expect": "- { pipeline: [[ls]], expect: PERMIT }\n",
+            "no pipeline": "- { expect: ALLOW }\n",
+            "unset var": "- { pipeline: [[\"${NO_SUCH_VAR_X}\"]], expect: ALLOW }\n",
+            "empty": "[]\n",
+            "peer type": "- { pipeline: [[ls]], expect: ALLOW, peer: { uid: root } }\n",
+            "yaml error": "- { pipeline: [[ls], expect: ALLOW\n",
+            "duplicate key": "- { pipeline: [[ls]], expect: ALLOW, expect: BLOCK }\n",
+        }
+        for what, text in bad.items():
+            with self.subTest(what):
+                t = self.write("bad.yaml", text)
+                r = cg("policy", "test", DEFAULT_POLICY, t, "--workspace", FIX["ws"])
+                self.assertEqual(r.returncode, 65, r.stdout + r.stderr)
+                self.assertIn("callgate policy: cases:", r.stderr)
+
+    def test_policy_that_does_not_load(self):
+        p = self.write("broken-policy.yaml", "version: 1\nrules:\n  - id: x\n    decisoin: allow\n")
+        r = cg("policy", "test", p, os.path.join(HERE, "features.yaml"), "--workspace", FIX["ws"])
+        self.assertEqual(r.returncode, 65)
+        self.assertIn("MCP-CFG-E-001", r.stderr)
+
+
+class Explain(unittest.TestCase):
+    def test_exit_codes(self):
+        cases = [
+            (["--no-privileged", "--", "ls", "-la"], 0),
+            (["--no-privileged", "--", "cp", "a", "b"], 0),       # DEGRADE
+            (["--no-privileged", "--", "rm", "-rf", "/"], 77),
+            (["--", "ls"], 75),                                     # protocol default: privileged
+            (["--privileged", "--", "ls"], 75),
+            (["--no-privileged", "--", "git", "push"], 75),
+            (["--no-privileged", "--env", "LD_PRELOAD=/x.so", "--", "ls"], 65),
+            (["--no-privileged", "--", "no-such-command-xyz"], 65),
+            (["--no-privileged", "--cwd", "/etc", "--", "ls"], 65),
+            (["--no-privileged", "--", "ls", "|", "sh"], 77),
+        ]
+        for args, want in cases:
+            with self.subTest(args=args):
+                r = cg("policy", "explain", *args)
+                self.assertEqual(r.returncode, want, r.stdout + r.stderr)
+
+    def test_human_output_names_rungs_rules_and_resolution(self):
+        r = cg("policy", "explain", "--no-privileged", "--", os.path.join(FIX["tmp"], "rm"),
+               "-rf", "/", check=77)
+        self.assertRegex(r.stdout, r"stage 0: +.*/rm -> /usr/bin/rm \(resolved from .*/other/rm\)")
+        self.assertRegex(r.stdout, r"decision: +BLOCK")
+        self.assertRegex(r.stdout, r"rule: +rm-recursive-elsewhere")
+        self.assertRegex(r.stdout, r"privilege +rank 10 +ALLOW")
+        self.assertRegex(r.stdout, r"policy +rank 100 +BLOCK +rule rm-recursive-elsewhere")
+
+    def test_json_output(self):
+        r = cg("policy", "explain", "--json", "--no-privileged", "--", "cp", "a", "b", check=0)
+        j = json.loads(r.stdout)
+        self.assertEqual(j["decision"], "DEGRADE")
+        self.assertEqual(j["rule_id"], "workspace-writers")
+        self.assertEqual(j["reason"], "EN-EXEC-S-002")
+        self.assertEqual([x["rung"] for x in j["rungs"]], ["privilege", "policy"])
+        self.assertEqual(j["constraints"][0]["write"], ["${workspace}"])
+        self.assertEqual(j["constraints"][0]["net"], "none")
+        self.assertEqual(j["policy"]["source"], "<embedded>")
+        r = cg("policy", "explain", "--json", "--no-privileged", "--env", "PATH=/tmp", "--",
+               "ls", check=65)
+        j = json.loads(r.stdout)
+        self.assertEqual(j["decision"], "INVALID")
+        self.assertEqual(j["reply"]["code"], "MCP-VAL-I-011")
+
+    def test_policy_file_uid_and_actions(self):
+        pol = os.path.join(HERE, "policies", "features.yaml")
+        cg("policy", "explain", "--policy", pol, "--no-privileged", "--uid", "0", "--", "date",
+           check=0)
+        cg("policy", "explain", "--policy", pol, "--no-privileged", "--uid", "1000", "--",
+           "date", check=77)
+        acts = json.dumps([{"action_type": "read", "tool": "fs.read", "resource": "/etc/hosts"}])
+        cg("policy", "explain", "--policy", pol, "--no-privileged", "--actions", acts, check=0)
+
+    def test_usage_errors(self):
+        for args in (["explain"], ["explain", "--bogus"], ["explain", "--", "ls", "|"],
+                     ["nope"], ["test", "only-one.yaml"], ["keygen", "a"]):
+            with self.subTest(args=args):
+                self.assertEqual(cg("policy", *args).returncode, 64)
+
+
+class CheckAndDump(unittest.TestCase):
+    def write(self, text):
+        p = os.path.join(FIX["root"], "check.yaml")
+        with open(p, "w") as f:
+            f.write(text)
+        return p
+
+    def test_default_policy_checks_clean(self):
+        r = cg("policy", "check", DEFAULT_POLICY, check=0)
+        self.assertIn("OK", r.stdout)
+
+    def test_shadowed_rule_is_a_finding(self):
+        p = self.write("version: 1\nrules:\n"
+                       "  - { id: all-ls, decision: allow, match: { exe: [ls] } }\n"
+                       "  - { id: ls-la, decision: deny, why: x, "
+                       "match: { exe: [ls], flags_any: [-a] } }\n")
+        r = cg("policy", "check", p, check=1)
+        self.assertRegex(r.stdout, r"rule ls-la: shadowed: rule all-ls")
+        j = json.loads(cg("policy", "check", "--json", p, check=1).stdout)
+        self.assertIn({"rule": "ls-la", "kind": "shadowed"},
+                      [{"rule": f["rule"], "kind": f["kind"]} for f in j["findings"]])
+
+    def test_load_errors_exit_65_with_the_reply(self):
+        for text in ("version: 1\nrulez: []\n",
+                     "version: 1\nrules:\n  - { id: x, decision: allow, "
+                     "match: { exe: [ls], args_any: [{ pattern: \"(\" }] } }\n"):
+            with self.subTest(text=text):
+                r = cg("policy", "check", self.write(text))
+                self.assertEqual(r.returncode, 65)
+                self.assertIn("MCP-CFG-E-001", r.stderr)
+
+    def test_dump_is_json_with_the_file_sha256(self):
+        import hashlib
+        r = cg("policy", "dump", DEFAULT_POLICY, check=0)
+        j = json.loads(r.stdout)
+        with open(DEFAULT_POLICY, "rb") as f:
+            self.assertEqual(j["sha256"], hashlib.sha256(f.read()).hexdigest())
+        ids = [x["id"] for x in j["rules"]]
+        self.assertIn("rm-recursive-elsewhere", ids)
+        # The embedded default is the same bytes.
+        self.assertEqual(json.loads(cg("policy", "dump", check=0).stdout)["sha256"], j["sha256"])
+
+
+class Signing(unittest.TestCase):
+    def setUp(self):
+        self.d = tempfile.mkdtemp(dir=FIX["root"])
+        self.key, self.pub = os.path.join(self.d, "k.pem"), os.path.join(self.d, "k.pub")
+        self.pol = os.path.join(self.d, "policy.yaml")
+        shutil.copy(DEFAULT_POLICY, self.pol)
+        cg("policy", "keygen", self.key, self.pub, check=0)
+
+    def test_keygen_modes_and_no_overwrite(self):
+        self.assertEqual(stat.S_IMODE(os.stat(self.key).st_mode), 0o600)
+        with open(self.key) as f:
+            self.assertIn("BEGIN PRIVATE KEY", f.read())
+        r = cg("policy", "keygen", self.key, self.pub, check=70)
+        self.assertIn("MCP-CFG-E-105", r.stderr)
+        self.assertIn("EEXIST", r.stderr)
+
+    def test_sign_verify_flip_missing_wrong_key(self):
+        cg("policy", "sign", "--key", self.key, self.pol, check=0)
+        self.assertTrue(os.path.exists(self.pol + ".sig"))
+        r = cg("policy", "verify", "--pubkey", self.pub, self.pol, check=0)
+        self.assertIn("MCP-CFG-S-101", r.stdout)
+        cg("policy", "check", "--pubkey", self.pub, self.pol, check=0)
+
+        # Flip one byte of the policy: the signature no longer verifies.
+        with open(self.pol, "r+b") as f:
+            b = f.read(1)
+            f.seek(0)
+            f.write(bytes([b[0] ^ 0x01]))
+        r = cg("policy", "verify", "--pubkey", self.pub, self.pol, check=1)
+        self.assertIn("MCP-CFG-E-102", r.stderr)
+        r = cg("policy", "check", "--pubkey", self.pub, self.pol, check=65)
+        self.assertIn("MCP-CFG-E-102", r.stderr)
+
+        # Another key's signature over the same bytes does not verify either.
+        shutil.copy(DEFAULT_POLICY, self.pol)
+        k2, p2 = os.path.join(self.d, "k2.pem"), os.path.join(self.d, "k2.pub")
+        cg("policy", "keygen", k2, p2, check=0)
+        cg("policy", "sign", "--key", k2, self.pol, check=0)
+        self.assertIn("MCP-CFG-E-102",
+                      cg("policy", "verify", "--pubkey", self.pub, self.pol, check=1).stderr)
+
+        os.unlink(self.pol + ".sig")
+        r = cg("policy", "verify", "--pubkey", self.pub, self.pol, check=1)
+        self.assertIn("MCP-CFG-E-101", r.stderr)
+        self.assertIn("ENOENT", r.stderr)
+
+        r = cg("policy", "verify", "--pubkey", os.path.join(self.d, "none.pub"), self.pol,
+               check=70)
+        self.assertIn("MCP-CFG-E-103", r.stderr)
+
+    def test_explicit_signature_path_and_openssl_interop(self):
+        sig = os.path.join(self.d, "detached.sig")
+        cg("policy", "sign", "--key", self.key, "--out", sig, self.pol, check=0)
+        cg("policy", "verify", "--pubkey", self.pub, "--sig", sig, self.pol, check=0)
+        openssl = shutil.which("openssl")
+        if not openssl:
+            self.skipTest("no openssl(1) for the interoperability check")
+        import base64
+        raw = os.path.join(self.d, "sig.bin")
+        with open(sig) as f, open(raw, "wb") as g:
+            g.write(base64.b64decode(f.read().strip()))
+        r = subprocess.run([openssl, "pkeyutl", "-verify", "-pubin", "-inkey", self.pub,
+                            "-rawin", "-in", self.pol, "-sigfile", raw],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+
+
+if __name__ == "__main__":
+    if not CALLGATE or not os.access(CALLGATE, os.X_OK):
+        sys.exit("run.py: set CALLGATE to the callgate binary")
+    unittest.main(verbosity=2)
