@@ -136,6 +136,14 @@ struct glob {
 	size_t n;
 	const struct gtok *t;
 	const uint8_t (*classes)[32];
+	const uint16_t *reach; /* reach[k]: last state live when k is (through stars) */
+	/* Cheap rejections before the automaton runs (most inputs stop here). */
+	size_t min_len;	   /* tokens that consume exactly one character */
+	size_t prefix_len; /* leading literal tokens */
+	size_t suffix_len; /* trailing literal tokens (0 when the glob is all literal) */
+	bool literal;	   /* no wildcard at all: a string compare */
+	const char *must;  /* the longest literal run: any match contains it */
+	size_t must_len;
 };
 
 static bool cls_has(const uint8_t *cls, unsigned char c)
@@ -234,81 +242,125 @@ static int glob_compile(struct arena *a, const char *src, struct glob *g, char *
 			i++;
 		}
 	}
+	uint16_t *reach = ar_alloc(a, sizeof(*reach) * (n + 1));
+	if (!reach) {
+		snprintf(err, err_len, "out of memory");
+		return -1;
+	}
+	reach[n] = (uint16_t)n;
+	for (size_t k = n; k-- > 0;)
+		reach[k] =
+		    (t[k].type == G_STAR || t[k].type == G_GLOBSTAR) ? reach[k + 1] : (uint16_t)k;
+	g->min_len = 0;
+	for (size_t k = 0; k < n; k++)
+		if (t[k].type != G_STAR && t[k].type != G_GLOBSTAR)
+			g->min_len++;
+	g->prefix_len = 0;
+	while (g->prefix_len < n && t[g->prefix_len].type == G_LIT)
+		g->prefix_len++;
+	g->literal = g->prefix_len == n;
+	g->suffix_len = 0;
+	if (!g->literal)
+		while (g->suffix_len < n && t[n - 1 - g->suffix_len].type == G_LIT)
+			g->suffix_len++;
+	size_t best = 0, best_at = 0;
+	for (size_t k = 0; k < n;) {
+		size_t e = k;
+		while (e < n && t[e].type == G_LIT)
+			e++;
+		if (e - k > best) {
+			best = e - k;
+			best_at = k;
+		}
+		k = e + 1;
+	}
+	char *must = ar_alloc(a, best + 1);
+	if (!must) {
+		snprintf(err, err_len, "out of memory");
+		return -1;
+	}
+	for (size_t k = 0; k < best; k++)
+		must[k] = (char)t[best_at + k].c;
+	g->must = must;
+	g->must_len = best;
 	g->src = ar_strdup(a, src);
 	g->n = n;
 	g->t = t;
 	g->classes = (const uint8_t(*)[32])cls;
+	g->reach = reach;
 	return g->src ? 0 : -1;
 }
 
-static void gset(uint64_t *s, size_t k)
+/* Make state k live, and every state reachable from it through stars. */
+static void glive(const struct glob *g, uint64_t *s, size_t k)
 {
-	s[k / 64] |= UINT64_C(1) << (k % 64);
-}
-
-static bool gget(const uint64_t *s, size_t k)
-{
-	return (s[k / 64] >> (k % 64)) & 1;
-}
-
-/* Stars may match nothing: a live star state also makes the next one live. */
-static void gclose(const struct glob *g, uint64_t *s)
-{
-	for (size_t k = 0; k < g->n; k++)
-		if (gget(s, k) && (g->t[k].type == G_STAR || g->t[k].type == G_GLOBSTAR))
-			gset(s, k + 1);
+	for (size_t e = g->reach[k]; k <= e; k++)
+		s[k / 64] |= UINT64_C(1) << (k % 64);
 }
 
 static bool glob_match_n(const struct glob *g, const char *s, size_t len)
 {
+	if (len < g->min_len)
+		return false;
+	if (g->literal) {
+		if (len != g->n)
+			return false;
+		for (size_t k = 0; k < g->n; k++)
+			if ((unsigned char)s[k] != g->t[k].c)
+				return false;
+		return true;
+	}
+	for (size_t k = 0; k < g->prefix_len; k++)
+		if ((unsigned char)s[k] != g->t[k].c)
+			return false;
+	for (size_t k = 0; k < g->suffix_len; k++)
+		if ((unsigned char)s[len - 1 - k] != g->t[g->n - 1 - k].c)
+			return false;
+	if (g->must_len > 0 && !memmem(s, len, g->must, g->must_len))
+		return false;
+	size_t words = g->n / 64 + 1;
 	uint64_t cur[GLOB_WORDS] = { 0 }, nxt[GLOB_WORDS];
-	gset(cur, 0);
-	gclose(g, cur);
-	for (size_t i = 0; i < len; i++) {
+	glive(g, cur, g->prefix_len);
+	for (size_t i = g->prefix_len; i < len; i++) {
 		unsigned char c = (unsigned char)s[i];
-		memset(nxt, 0, sizeof(nxt));
+		memset(nxt, 0, words * sizeof(uint64_t));
 		bool any = false;
-		for (size_t k = 0; k < g->n; k++) {
-			if (!gget(cur, k))
-				continue;
-			const struct gtok *t = &g->t[k];
-			switch (t->type) {
-			case G_LIT:
-				if (c == t->c) {
-					gset(nxt, k + 1);
-					any = true;
+		for (size_t w = 0; w < words; w++) {
+			for (uint64_t bits = cur[w]; bits; bits &= bits - 1) {
+				size_t k = w * 64 + (size_t)__builtin_ctzll(bits);
+				if (k >= g->n)
+					continue; /* the accepting state consumes nothing */
+				const struct gtok *t = &g->t[k];
+				bool adv = false, stay = false;
+				switch (t->type) {
+				case G_LIT:
+					adv = c == t->c;
+					break;
+				case G_ANY1:
+					adv = c != '/';
+					break;
+				case G_CLASS:
+					adv = cls_has(g->classes[t->cls], c);
+					break;
+				case G_STAR:
+					stay = c != '/';
+					break;
+				case G_GLOBSTAR:
+					stay = true;
+					break;
 				}
-				break;
-			case G_ANY1:
-				if (c != '/') {
-					gset(nxt, k + 1);
-					any = true;
-				}
-				break;
-			case G_CLASS:
-				if (cls_has(g->classes[t->cls], c)) {
-					gset(nxt, k + 1);
-					any = true;
-				}
-				break;
-			case G_STAR:
-				if (c != '/') {
-					gset(nxt, k);
-					any = true;
-				}
-				break;
-			case G_GLOBSTAR:
-				gset(nxt, k);
-				any = true;
-				break;
+				if (adv)
+					glive(g, nxt, k + 1);
+				if (stay)
+					glive(g, nxt, k);
+				any |= adv || stay;
 			}
 		}
 		if (!any)
 			return false;
-		gclose(g, nxt);
-		memcpy(cur, nxt, sizeof(cur));
+		memcpy(cur, nxt, words * sizeof(uint64_t));
 	}
-	return gget(cur, g->n);
+	return (cur[g->n / 64] >> (g->n % 64)) & 1;
 }
 
 static bool glob_match(const struct glob *g, const char *s)
@@ -2319,25 +2371,51 @@ static bool dir_of(const struct pred *pr, const struct cg_call *call, char *buf,
 }
 
 /* Evaluate one predicate on text (positional k, or k == SIZE_MAX for a resource). */
-static bool pred_holds(struct sctx *sc, const struct pred *pr, const char *text, size_t k)
+/* An argument being judged, with its canonical path computed at most once. */
+struct argtext {
+	const char *s;
+	size_t len;
+	size_t k;  /* positional index, or SIZE_MAX for a resource or action argument */
+	int canon; /* 0 not yet, 1 done, -1 cannot be canonicalised */
+	size_t plen;
+	char path[PATH_BUF];
+};
+
+static void argtext_init(struct argtext *a, const char *s, size_t k)
 {
-	char path[PATH_BUF], dir[PATH_BUF];
+	a->s = s;
+	a->len = strlen(s);
+	a->k = k;
+	a->canon = 0;
+}
+
+static bool argtext_path(struct argtext *a, const struct cg_call *call)
+{
+	if (a->canon == 0) {
+		a->canon = lex_canon(call->cwd, a->s, a->path, sizeof(a->path)) ? 1 : -1;
+		a->plen = a->canon > 0 ? strlen(a->path) : 0;
+	}
+	return a->canon > 0;
+}
+
+/* Evaluate one predicate on an argument. */
+static bool pred_holds(struct sctx *sc, const struct pred *pr, struct argtext *a)
+{
+	char dir[PATH_BUF];
 	switch (pr->kind) {
 	case P_GLOB:
-		return glob_match(&pr->g, text);
+		return glob_match_n(&pr->g, a->s, a->len);
 	case P_PATH:
-		return lex_canon(sc->call->cwd, text, path, sizeof(path)) &&
-		       glob_match(&pr->g, path);
+		return argtext_path(a, sc->call) && glob_match_n(&pr->g, a->path, a->plen);
 	case P_WITHIN:
 	case P_BELOW:
 	case P_OUTSIDE: {
-		bool in = lex_canon(sc->call->cwd, text, path, sizeof(path)) &&
-			  dir_of(pr, sc->call, dir, sizeof(dir)) &&
-			  path_within(path, dir, pr->kind == P_BELOW);
+		bool in = argtext_path(a, sc->call) && dir_of(pr, sc->call, dir, sizeof(dir)) &&
+			  path_within(a->path, dir, pr->kind == P_BELOW);
 		return pr->kind == P_OUTSIDE ? !in : in;
 	}
 	case P_PATTERN:
-		if (k == SIZE_MAX) {
+		if (a->k == SIZE_MAX) {
 			/* A resource or action argument: scanned on its own, once. */
 			const struct cg_matcher *m = sc->p->matcher;
 			uint64_t row[64];
@@ -2347,7 +2425,7 @@ static bool pred_holds(struct sctx *sc, const struct pred *pr, const char *text,
 				return false;
 			}
 			memset(row, 0, w * sizeof(uint64_t));
-			if (cg_matcher_scan(m, text, strlen(text), row) != 0) {
+			if (cg_matcher_scan(m, a->s, a->len, row) != 0) {
 				sc->failed = true;
 				return false;
 			}
@@ -2355,15 +2433,15 @@ static bool pred_holds(struct sctx *sc, const struct pred *pr, const char *text,
 		}
 		if (!stage_scan(sc))
 			return false;
-		return (sc->bits[k * sc->words + pr->pat / 64] >> (pr->pat % 64)) & 1;
+		return (sc->bits[a->k * sc->words + pr->pat / 64] >> (pr->pat % 64)) & 1;
 	}
 	return false;
 }
 
-static bool any_pred(struct sctx *sc, const struct preds *ps, const char *text, size_t k)
+static bool any_pred(struct sctx *sc, const struct preds *ps, struct argtext *a)
 {
 	for (size_t i = 0; i < ps->n; i++)
-		if (pred_holds(sc, &ps->v[i], text, k))
+		if (pred_holds(sc, &ps->v[i], a))
 			return true;
 	return false;
 }
@@ -2475,11 +2553,13 @@ static bool command_holds(const struct rule *r, struct sctx *sc, bool exe_known)
 					return false;
 				continue;
 			}
-			if (!any_ok && any_pred(sc, &r->args_any, t.name, k))
+			struct argtext at;
+			argtext_init(&at, t.name, k);
+			if (!any_ok && any_pred(sc, &r->args_any, &at))
 				any_ok = true;
-			if (r->args_all.n && !any_pred(sc, &r->args_all, t.name, k))
+			if (r->args_all.n && !any_pred(sc, &r->args_all, &at))
 				return false;
-			if (r->args_none.n && any_pred(sc, &r->args_none, t.name, k))
+			if (r->args_none.n && any_pred(sc, &r->args_none, &at))
 				return false;
 			k++;
 		}
@@ -2574,12 +2654,20 @@ static bool action_holds(const struct rule *r, struct sctx *sc, json_t *a)
 	}
 	if (r->has_resource) {
 		const char *res = json_str(a, "resource");
-		if (!res || !any_pred(sc, &r->resource, res, SIZE_MAX))
+		if (!res)
+			return false;
+		struct argtext at;
+		argtext_init(&at, res, SIZE_MAX);
+		if (!any_pred(sc, &r->resource, &at))
 			return false;
 	}
 	for (size_t i = 0; i < r->n_aargs; i++) {
 		const char *v = json_str(json_object_get(a, "args"), r->aargs[i].name);
-		if (!v || !any_pred(sc, &r->aargs[i].preds, v, SIZE_MAX))
+		if (!v)
+			return false;
+		struct argtext at;
+		argtext_init(&at, v, SIZE_MAX);
+		if (!any_pred(sc, &r->aargs[i].preds, &at))
 			return false;
 	}
 	return !sc->failed;
