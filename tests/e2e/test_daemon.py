@@ -267,7 +267,9 @@ class OwnDaemon(unittest.TestCase):
                     box["err"] = e
             t = threading.Thread(target=call)
             t.start()
-            wait_for(lambda: cgtest.pids_running("sleep", marker), what="sleep to start")
+            wait_for(lambda: cgtest.pids_running("sleep", marker) or "raw" in box,
+                     what="sleep to start")
+            self.assertNotIn("raw", box, "answered before it ran: %r" % box.get("raw"))
             pids = cgtest.pids_running("sleep", marker)
             rc = d.stop(signal.SIGTERM)
             t.join(60)
