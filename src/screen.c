@@ -95,12 +95,12 @@ static const struct pattern secret_patterns[] = {
  * chat-template control tokens, and tool-call-looking markup or JSON. A
  * match only flags the output; it is easy to phrase around (documented).
  */
+#define EARLIER	    "(previous|prior|above|earlier|preceding)"
+#define IGNORE_WHAT "ignore\\s+(all\\s+)?(of\\s+)?(the\\s+|your\\s+|any\\s+)?" EARLIER "\\s+"
 static const char *const injection_patterns[] = {
-	"ignore\\s+(all\\s+)?(of\\s+)?(the\\s+|your\\s+|any\\s+)?(previous|prior|above|earlier|"
-	"preceding)"
-	"\\s+(instructions|prompts?|directions|messages|rules)",
-	"disregard\\s+(all\\s+)?(of\\s+)?(the\\s+|your\\s+|any\\s+)?(previous|prior|above|earlier|"
-	"preceding)",
+	/* Parenthesised: one pattern built from pieces, not two array elements. */
+	(IGNORE_WHAT "(instructions|prompts?|directions|messages|rules)"),
+	("disregard\\s+(all\\s+)?(of\\s+)?(the\\s+|your\\s+|any\\s+)?" EARLIER),
 	"forget\\s+(all\\s+)?(your|the|previous)\\s+(previous\\s+)?instructions",
 	"\\byou\\s+are\\s+now\\s+(a|an|the|DAN|in\\s+developer\\s+mode)\\b",
 	"\\bsystem\\s+prompt\\b",
