@@ -421,9 +421,9 @@ static char *admin_handle(struct server *s, struct conn *c, bool *stop, size_t *
 		uint64_t gen = 0;
 		cg_kernel_policy_identity(s->k, sha, &gen);
 		struct cg_reply *r = cg_reply_new(CG_R_PONG, "{s:s}", "version", CALLGATE_VERSION);
-		cg_reply_set_data(r, json_pack("{s:s,s:i,s:s,s:I}", "version", CALLGATE_VERSION,
-					       "protocol", CALLGATE_PROTOCOL, "policy_sha256", sha,
-					       "policy_generation", (json_int_t)gen));
+		cg_reply_set_data(r, json_pack("{s:s,s:i,s:{s:s,s:I}}", "version", CALLGATE_VERSION,
+					       "protocol", CALLGATE_PROTOCOL, "policy", "sha256",
+					       sha, "generation", (json_int_t)gen));
 		cg_reply_set_trace(r, tid);
 		line = reply_line(id, r, len);
 		cg_reply_free(r);

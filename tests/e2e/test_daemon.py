@@ -205,8 +205,8 @@ class SharedDaemon(unittest.TestCase):
         resp = self.d.admin("ping")
         r = reply_of(self, resp)
         self.assertEqual(resp["status"], "ok")
-        self.assertRegex(r["data"]["policy_sha256"], r"^[0-9a-f]{64}$")
-        self.assertGreaterEqual(r["data"]["policy_generation"], 1)
+        self.assertRegex(r["data"]["policy"]["sha256"], r"^[0-9a-f]{64}$")
+        self.assertGreaterEqual(r["data"]["policy"]["generation"], 1)
 
     def test_admin_unknown_action_is_invalid(self):
         resp = self.d.admin("frobnicate")
@@ -302,7 +302,7 @@ class OwnDaemon(unittest.TestCase):
         with open(DEFAULT_POLICY) as f:
             good = f.read()
         with cgtest.Daemon(policy_text=good) as d:
-            before = d.admin("ping")["reply"]["data"]
+            before = d.admin("ping")["reply"]["data"]["policy"]
             with open(d.policy_path, "w") as f:
                 f.write("version: 1\nrules: [ this is not yaml\n")
             mark = len(d.log)
@@ -310,9 +310,9 @@ class OwnDaemon(unittest.TestCase):
             log = d.wait_log("SIGHUP reload", start=mark)
             self.assertIn("failed", log[mark:])
             self.assertIn("MCP-CFG-E-001", log[mark:])
-            after = d.admin("ping")["reply"]["data"]
-            self.assertEqual(after["policy_sha256"], before["policy_sha256"])
-            self.assertEqual(after["policy_generation"], before["policy_generation"])
+            after = d.admin("ping")["reply"]["data"]["policy"]
+            self.assertEqual(after["sha256"], before["sha256"])
+            self.assertEqual(after["generation"], before["generation"])
             # And the old policy still decides.
             resp = d.request(cgtest.make_request([["ls"]], privileged=False))
             self.assertEqual(resp["status"], "ok", resp)
@@ -321,7 +321,7 @@ class OwnDaemon(unittest.TestCase):
         with open(DEFAULT_POLICY) as f:
             good = f.read()
         with cgtest.Daemon(policy_text=good) as d:
-            before = d.admin("ping")["reply"]["data"]
+            before = d.admin("ping")["reply"]["data"]["policy"]
             with open(d.policy_path + ".new", "w") as f:
                 f.write(good + "\n# changed\n")
             os.rename(d.policy_path + ".new", d.policy_path)
@@ -329,9 +329,9 @@ class OwnDaemon(unittest.TestCase):
             d.send_signal(signal.SIGHUP)
             log = d.wait_log("SIGHUP reload", start=mark)
             self.assertIn("succeeded", log[mark:])
-            after = d.admin("ping")["reply"]["data"]
-            self.assertNotEqual(after["policy_sha256"], before["policy_sha256"])
-            self.assertGreater(after["policy_generation"], before["policy_generation"])
+            after = d.admin("ping")["reply"]["data"]["policy"]
+            self.assertNotEqual(after["sha256"], before["sha256"])
+            self.assertGreater(after["generation"], before["generation"])
 
     def test_admin_reload_and_stop(self):
         d = cgtest.Daemon().start()
