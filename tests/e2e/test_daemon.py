@@ -365,6 +365,21 @@ class OwnDaemon(unittest.TestCase):
             self.assertEqual(reply_of(self, resp)["code"], "MCP-IO-E-003", resp)
             self.assertIsNone(d.proc.poll(), "the daemon stopped for another uid")
 
+    def test_socket_group_lets_members_connect(self):
+        import grp
+        group = grp.getgrgid(65534).gr_name
+        with cgtest.Daemon(flags=["--socket-group", group]) as d:
+            st = os.stat(d.socket)
+            self.assertEqual(stat.S_IMODE(st.st_mode), 0o660)
+            self.assertEqual(st.st_gid, 65534)
+            self.assertEqual(stat.S_IMODE(os.stat(d.admin_socket).st_mode), 0o600)
+            line = cgtest.encode(cgtest.make_request(None, action="ping"))
+
+            def attempt():
+                return cgtest.send_recv(d.socket, line, 10).decode()
+            resp = cgtest.parse_response(cgtest.as_uid(65534, attempt).encode())
+            self.assertEqual(resp["status"], "ok", resp)
+
     def test_live_socket_is_not_clobbered(self):
         with cgtest.Daemon() as d:
             second = cgtest.Daemon(socket_path=d.socket, admin=False)
