@@ -227,8 +227,9 @@ static void conn_start_write(struct server *s, struct conn *c, char *line, size_
 
 /*
  * respond() may run on a worker thread, or on the loop thread inside
- * cg_kernel_submit. It only queues; the loop does the writing, so no
- * connection state is touched off the loop thread.
+ * cg_kernel_submit. It only hands the line over (inline, or through the
+ * mutex-guarded queue and an eventfd wake); the loop does the writing, so
+ * no socket is touched off the loop thread.
  */
 static void on_respond(void *cookie, char *line, size_t len)
 {
