@@ -1085,9 +1085,11 @@ static void dispatch(struct cg_kernel *k, const char *line, size_t len, bool had
 		int rc = cg_replay_claim(k->replay, req->id, rules.now_ns);
 		pthread_mutex_unlock(&k->replay_lock);
 		if (rc != 0) {
-			err = rc == 1 ? cg_reply_new(CG_R_ID_REPLAYED, "{s:s}", "id", req->id)
-				      : cg_reply_new(CG_R_OUT_OF_MEMORY, "{s:s}", "doing",
-						     "remembering the request id");
+			int e = errno;
+			err = rc == 1	    ? cg_reply_new(CG_R_ID_REPLAYED, "{s:s}", "id", req->id)
+			      : e == ENOSPC ? cg_reply_new(CG_R_REPLAY_WINDOW_FULL, NULL)
+					    : cg_reply_new(CG_R_OUT_OF_MEMORY, "{s:s}", "doing",
+							   "remembering the request id");
 			cg_reply_set_trace(err, trace);
 			ev_seal(k, trace, err, NULL, g);
 			answer_reply(respond, cookie, req->id, trace, err);

@@ -98,6 +98,9 @@ int cg_parse_time(const char *s, int64_t *out_ns)
 		return -1;
 	if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60)
 		return -1;
+	/* Nanoseconds since 1970 fit an int64 only between 1678 and 2261. */
+	if (y < 1678 || y > 2261)
+		return -1;
 	int64_t frac_ns = 0;
 	if (*p == '.') {
 		p++;
