@@ -552,6 +552,24 @@ struct idxlist {
 	uint32_t *v;
 };
 
+/*
+ * A rate limit as GCRA (a token bucket kept as one "theoretical arrival
+ * time" per slot, updated with compare-and-swap: no lock, no allocation).
+ * Keys hash into a fixed table; two keys sharing a slot share a budget,
+ * which can only make the limit stricter, never looser.
+ */
+#define RATE_SLOTS 1024
+
+struct rate {
+	bool on;
+	int64_t calls;
+	int64_t per_s;
+	int64_t interval_ns;  /* per_s / calls */
+	int64_t tolerance_ns; /* interval * (calls - 1): the burst */
+	const char *why;
+	_Atomic int64_t tat[RATE_SLOTS];
+};
+
 struct cg_policy {
 	atomic_long refs;
 	char *source;
@@ -570,6 +588,7 @@ struct cg_policy {
 	struct globs opaque_extra_g;
 	struct cg_matcher *matcher;
 	size_t n_patterns;
+	struct rate per_peer, per_session;
 };
 
 static uint64_t hash_str(const char *s)
@@ -1044,6 +1063,49 @@ static int load_defaults(struct ld *l, yaml_node_t *n)
 		d->env_allow = s.v;
 		d->n_env_allow = s.n;
 	}
+	return 0;
+}
+
+/* ---- rate limits ---- */
+
+static int load_rate(struct ld *l, yaml_node_t *n, const char *what, bool peer, struct rate *r)
+{
+	static const char *const keys[] = { "calls", "per_s", NULL };
+	if (check_keys(l, n, what, keys) != 0)
+		return -1;
+	yaml_node_t *c = get(l, n, "calls"), *s = get(l, n, "per_s");
+	if (!c || !s)
+		return fail(l, n, "%s needs calls and per_s", what);
+	if (get_int(l, c, "calls", 1, 1000000, &r->calls) != 0 ||
+	    get_int(l, s, "per_s", 1, 86400, &r->per_s) != 0)
+		return -1;
+	r->interval_ns = r->per_s * 1000000000LL / r->calls;
+	if (r->interval_ns < 1)
+		r->interval_ns = 1;
+	r->tolerance_ns = r->interval_ns * (r->calls - 1);
+	char why[128];
+	snprintf(why, sizeof(why), "more than %lld calls in %lld s %s", (long long)r->calls,
+		 (long long)r->per_s, peer ? "from this peer" : "in this session");
+	if (!(r->why = ar_strdup(&l->p->ar, why)))
+		return oom(l);
+	r->on = true;
+	return 0;
+}
+
+static int load_rate_limits(struct ld *l, yaml_node_t *n)
+{
+	if (!n)
+		return 0;
+	static const char *const keys[] = { "per_peer", "per_session", NULL };
+	if (check_keys(l, n, "rate_limits", keys) != 0)
+		return -1;
+	yaml_node_t *v;
+	if ((v = get(l, n, "per_peer")) &&
+	    load_rate(l, v, "rate_limits.per_peer", true, &l->p->per_peer) != 0)
+		return -1;
+	if ((v = get(l, n, "per_session")) &&
+	    load_rate(l, v, "rate_limits.per_session", false, &l->p->per_session) != 0)
+		return -1;
 	return 0;
 }
 
@@ -1910,8 +1972,9 @@ static int load_doc(struct ld *l)
 	yaml_node_t *root = yaml_document_get_root_node(&l->doc);
 	if (!root)
 		return fail(l, NULL, "the policy is empty (it needs at least 'version: 1')");
-	static const char *const keys[] = { "version",		"defaults", "commands",
-					    "opaque_launchers", "rules",    NULL };
+	static const char *const keys[] = {
+		"version", "defaults", "commands", "opaque_launchers", "rules", "rate_limits", NULL
+	};
 	if (check_keys(l, root, "the policy", keys) != 0)
 		return -1;
 	yaml_node_t *v = get(l, root, "version");
@@ -1921,6 +1984,8 @@ static int load_doc(struct ld *l)
 	if (get_int(l, v, "version", 1, 1, &ver) != 0)
 		return -1;
 	if (load_defaults(l, get(l, root, "defaults")) != 0)
+		return -1;
+	if (load_rate_limits(l, get(l, root, "rate_limits")) != 0)
 		return -1;
 	if (load_commands(l, get(l, root, "commands")) != 0)
 		return -1;
@@ -2851,9 +2916,66 @@ int cg_privilege_rung(void *ctx, const struct cg_call *call, struct cg_verdict *
 	return 0;
 }
 
+/* One GCRA step on slot; true if the call fits the budget. Lock-free. */
+static bool rate_take(struct rate *r, uint64_t key, int64_t now)
+{
+	_Atomic int64_t *slot = &r->tat[key % RATE_SLOTS];
+	int64_t tat = atomic_load_explicit(slot, memory_order_relaxed);
+	for (;;) {
+		int64_t base = tat > now ? tat : now;
+		if (base - now > r->tolerance_ns)
+			return false;
+		if (atomic_compare_exchange_weak_explicit(slot, &tat, base + r->interval_ns,
+							  memory_order_relaxed,
+							  memory_order_relaxed))
+			return true;
+	}
+}
+
+/*
+ * The rate-limit rung (rank 20, registered only when the policy has
+ * rate_limits). Reads the monotonic clock (a vDSO call, not a system call
+ * on Linux) and updates counters with atomics; it never allocates.
+ */
+static int rate_rung(void *ctx, const struct cg_call *call, struct cg_verdict *out)
+{
+	struct cg_policy *p = ctx;
+	*out = (struct cg_verdict){ .decision = CG_DECISION_NONE };
+	if (!p || !call || !call->req)
+		return -1;
+	int64_t now = cg_now_mono_ns();
+	if (p->per_peer.on && !rate_take(&p->per_peer, (uint64_t)call->peer.uid, now)) {
+		*out = (struct cg_verdict){ .decision = CG_BLOCK,
+					    .rule_id = "rate-limit-peer",
+					    .reason = CG_R_RATE_LIMITED,
+					    .why = p->per_peer.why };
+		return 0;
+	}
+	if (p->per_session.on) {
+		/* Sessions are named by the client: key on the peer's uid too, so one
+		 * peer cannot spend another's session budget by naming it. */
+		uint64_t h = hash_str(call->req->session ? call->req->session : "") ^
+			     ((uint64_t)call->peer.uid * 0x9E3779B97F4A7C15ULL);
+		if (!rate_take(&p->per_session, h, now)) {
+			*out = (struct cg_verdict){ .decision = CG_BLOCK,
+						    .rule_id = "rate-limit-session",
+						    .reason = CG_R_RATE_LIMITED,
+						    .why = p->per_session.why };
+			return 0;
+		}
+	}
+	out->decision = CG_ALLOW;
+	out->rule_id = "rate-limit";
+	out->reason = CG_R_ALLOWED;
+	return 0;
+}
+
 int cg_policy_register_rungs(struct cg_chain *c, struct cg_policy *p)
 {
 	if (cg_chain_register(c, 10, "privilege", cg_privilege_rung, p) != 0)
+		return -1;
+	if ((p->per_peer.on || p->per_session.on) &&
+	    cg_chain_register(c, 20, "rate-limit", rate_rung, p) != 0)
 		return -1;
 	if (cg_chain_register(c, 100, "policy", cg_policy_rung, p) != 0)
 		return -1;
@@ -3065,9 +3187,19 @@ json_t *cg_policy_dump(const struct cg_policy *p)
 	    (json_int_t)d->approval_timeout_ms, "freshness_s", (json_int_t)d->freshness_s,
 	    "screen_secrets", d->screen_secrets, "screen_injection", d->screen_injection,
 	    "evidence_keep_output", d->evidence_keep_output);
-	return json_pack("{s:i,s:s,s:s,s:o*,s:o*,s:o*,s:o*}", "version", 1, "source", p->source,
-			 "sha256", p->sha256, "defaults", defaults, "commands", cmds,
-			 "opaque_launchers", opq, "rules", rules);
+	json_t *rl = json_object();
+	if (rl && p->per_peer.on)
+		json_object_set_new(rl, "per_peer",
+				    json_pack("{s:I,s:I}", "calls", (json_int_t)p->per_peer.calls,
+					      "per_s", (json_int_t)p->per_peer.per_s));
+	if (rl && p->per_session.on)
+		json_object_set_new(rl, "per_session",
+				    json_pack("{s:I,s:I}", "calls",
+					      (json_int_t)p->per_session.calls, "per_s",
+					      (json_int_t)p->per_session.per_s));
+	return json_pack("{s:i,s:s,s:s,s:o*,s:o*,s:o*,s:o*,s:o*}", "version", 1, "source",
+			 p->source, "sha256", p->sha256, "defaults", defaults, "commands", cmds,
+			 "opaque_launchers", opq, "rate_limits", rl, "rules", rules);
 }
 
 static void finding(json_t *a, const char *rule, const char *kind, const char *fmt, ...)

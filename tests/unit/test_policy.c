@@ -1125,3 +1125,53 @@ Test(policy, load_file_errors_and_success)
 	cg_policy_unref(p);
 	unlink(path);
 }
+
+Test(policy, rate_limits_per_peer_and_session)
+{
+	load_bad("version: 1\nrate_limits:\n  per_peer: {calls: 3}\n", "needs calls and per_s", 3);
+	load_bad("version: 1\nrate_limits:\n  per_user: {calls: 3, per_s: 1}\n",
+		 "unknown key 'per_user'", 3);
+	struct cg_policy *p =
+	    load_ok("version: 1\n"
+		    "rate_limits:\n"
+		    "  per_peer: {calls: 3, per_s: 3600}\n"
+		    "  per_session: {calls: 2, per_s: 3600}\n"
+		    "rules:\n"
+		    "  - id: ls\n    decision: allow\n    match: {exe: [/usr/bin/ls]}\n");
+	struct cg_chain c = { 0 };
+	cr_assert_eq(cg_policy_register_rungs(&c, p), 0);
+	cr_assert_eq(c.n, 3);
+	cr_assert_eq(c.rungs[1].rank, 20);
+	struct tcall t;
+	struct cg_folded f;
+	tc_init(&t, "/usr/bin/ls");
+	t.req.session = "s1";
+	for (int i = 0; i < 2; i++) {
+		cg_chain_decide(&c, &t.call, &f);
+		cr_assert_eq(f.decision, CG_ALLOW);
+	}
+	cg_chain_decide(&c, &t.call, &f);
+	cr_assert_eq(f.decision, CG_BLOCK);
+	cr_assert_str_eq(f.rule_id, "rate-limit-session");
+	cr_assert_eq(f.reason, CG_R_RATE_LIMITED);
+	t.req.session = "s2"; /* the third call of this peer: the peer's budget is spent now */
+	cg_chain_decide(&c, &t.call, &f);
+	cr_assert_eq(f.decision, CG_BLOCK);
+	cr_assert_str_eq(f.rule_id, "rate-limit-peer");
+	t.call.peer.uid = 2000; /* another peer has its own budget */
+	cg_chain_decide(&c, &t.call, &f);
+	cr_assert_eq(f.decision, CG_ALLOW);
+	tc_fini(&t);
+	json_t *d = cg_policy_dump(p);
+	cr_assert_eq(json_integer_value(json_object_get(
+			 json_object_get(json_object_get(d, "rate_limits"), "per_peer"), "calls")),
+		     3);
+	json_decref(d);
+	cg_policy_unref(p);
+	/* no rate_limits: no rung */
+	p = load_ok("version: 1\n");
+	struct cg_chain c2 = { 0 };
+	cr_assert_eq(cg_policy_register_rungs(&c2, p), 0);
+	cr_assert_eq(c2.n, 2);
+	cg_policy_unref(p);
+}
