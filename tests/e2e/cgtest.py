@@ -53,6 +53,11 @@ DEFAULT_TIMEOUT = 30.0  # seconds; generous on purpose (ASan builds are slow)
 MAX_LINE = 1024 * 1024  # CG_WIRE_MAX_LINE: bytes per request, newline included
 
 
+# Lines a sanitizer writes when it finds something (see Daemon.close).
+SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:",
+                   "WARNING: ThreadSanitizer")
+
+
 class DaemonError(Exception):
     """The daemon did not start, or did not behave; carries its log."""
 
@@ -262,27 +267,38 @@ class Daemon:
                                   % (sig, timeout, self.log))
         return self.proc.returncode
 
-    def close(self):
-        """Stop (if running) and remove the temporary directory."""
+    def close(self, check_sanitizers=True):
+        """Stop (if running) and remove the temporary directory.
+
+        Under an ASan/UBSan build the daemon reports memory errors and leaks
+        to its log; if it did, close() raises DaemonError with the report
+        (after cleaning up), so that such a run cannot pass silently."""
+        report = None
         try:
             if self.proc is not None and self.proc.poll() is None:
                 try:
                     self.stop()
                 except DaemonError:
                     pass
+            log = self.log
+            if any(m in log for m in SANITIZER_MARKS):
+                report = log
         finally:
             if self._logf:
                 self._logf.close()
                 self._logf = None
             shutil.rmtree(self.tmp, ignore_errors=True)
+        if report and check_sanitizers:
+            raise DaemonError("sanitizer report in the daemon log:\n" + report[-6000:])
 
     def __enter__(self):
         if self.proc is None:
             self.start()
         return self
 
-    def __exit__(self, *exc):
-        self.close()
+    def __exit__(self, exc_type, exc, tb):
+        # Do not mask the test's own failure with a sanitizer report.
+        self.close(check_sanitizers=exc_type is None)
         return False
 
     # -- log ---------------------------------------------------------------
