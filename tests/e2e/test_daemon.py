@@ -283,6 +283,13 @@ class OwnDaemon(unittest.TestCase):
             self.assertFalse(os.path.exists(d.socket), "socket left behind")
             self.assertFalse(os.path.exists(d.admin_socket), "admin socket left behind")
 
+    def test_sigint_stops_cleanly_and_removes_sockets(self):
+        with cgtest.Daemon() as d:
+            self.assertEqual(d.stop(signal.SIGINT), 0, d.log)
+            self.assertIn("SIGINT", d.log)
+            self.assertFalse(os.path.exists(d.socket))
+            self.assertFalse(os.path.exists(d.admin_socket))
+
     def test_client_disconnect_cancels_running_call(self):
         with cgtest.Daemon() as d:
             marker = "31.%d" % os.getpid()
