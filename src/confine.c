@@ -158,9 +158,21 @@ static void sweep(int base_fd)
 		return;
 	}
 	struct dirent *e;
-	while ((e = readdir(d)))
-		if (e->d_type == DT_DIR && e->d_name[0] != '.')
-			(void)unlinkat(base_fd, e->d_name, AT_REMOVEDIR); /* EBUSY if in use */
+	while ((e = readdir(d))) {
+		if (e->d_type != DT_DIR || e->d_name[0] == '.')
+			continue;
+		/*
+		 * Only the cgroups of daemons that are gone: another live process
+		 * may have just created its (still empty) call cgroup, and removing
+		 * it would make its child's join fail.
+		 */
+		char *end;
+		long owner = strtol(e->d_name, &end, 10);
+		if (end == e->d_name || *end != '-' || owner <= 0 || kill((pid_t)owner, 0) == 0 ||
+		    errno != ESRCH)
+			continue;
+		(void)unlinkat(base_fd, e->d_name, AT_REMOVEDIR); /* EBUSY if still populated */
+	}
 	(void)closedir(d);
 }
 
