@@ -329,6 +329,17 @@ class OwnDaemon(unittest.TestCase):
             good = f.read()
         with cgtest.Daemon(policy_text=good) as d:
             before = d.admin("ping")["reply"]["data"]["policy"]
+            # A call in flight across the reload keeps its generation.
+            marker = "2.%d" % os.getpid()
+            box = {}
+
+            def call():
+                req = cgtest.make_request([["sleep", marker]], privileged=False)
+                box["resp"] = d.request(req, timeout=60)
+            t = threading.Thread(target=call)
+            t.start()
+            wait_for(lambda: cgtest.pids_running("sleep", marker) or "resp" in box,
+                     what="sleep to start")
             with open(d.policy_path + ".new", "w") as f:
                 f.write(good + "\n# changed\n")
             os.rename(d.policy_path + ".new", d.policy_path)
@@ -339,6 +350,12 @@ class OwnDaemon(unittest.TestCase):
             after = d.admin("ping")["reply"]["data"]["policy"]
             self.assertNotEqual(after["sha256"], before["sha256"])
             self.assertGreater(after["generation"], before["generation"])
+            t.join(60)
+            resp = box["resp"]
+            self.assertEqual(resp["status"], "ok", resp)
+            self.assertEqual(resp["reply"]["data"]["policy"]["sha256"], before["sha256"])
+            resp = d.request(cgtest.make_request([["true"]], privileged=False))
+            self.assertEqual(resp["reply"]["data"]["policy"]["sha256"], after["sha256"])
 
     def test_admin_reload_and_stop(self):
         d = cgtest.Daemon().start()
