@@ -299,7 +299,8 @@ static int daemon_call(const char *path, json_t *request, int cancel_fd, int64_t
 	}
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		snprintf(err, err_len, "%s: %s", cg_errno_name(errno), strerror(errno));
+		/* cg_errno_name, not strerror: this runs on a call's own thread. */
+		snprintf(err, err_len, "connect: %s", cg_errno_name(errno));
 		goto out_close;
 	}
 	if (cg_write_all(fd, line, strlen(line)) < 0 || cg_write_all(fd, "\n", 1) < 0) {
