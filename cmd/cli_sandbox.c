@@ -43,11 +43,8 @@
 
 extern char **environ;
 
-/* The defaults `--write P` alone gets: read everything, exec the system's programs. */
+/* `--write P` alone reads everything (exec: see cg_confine_default_exec). */
 static const char *const default_read[] = { "/" };
-static const char *const default_exec[] = { "/usr",   "/bin",	 "/sbin", "/lib",      "/lib32",
-					    "/lib64", "/libx32", "/opt",  "/usr/local" };
-
 static void usage(FILE *f)
 {
 	fputs("usage: callgate sandbox [--read P]... [--write P]... [--exec P]...\n"
@@ -292,8 +289,9 @@ int cg_cli_sandbox(const struct cg_cli *g, int argc, char **argv)
 	if (c.fs) {
 		c.read = n_read ? reads : default_read;
 		c.n_read = n_read ? n_read : CG_ARRAY_LEN(default_read);
-		c.exec = n_exec ? execs : default_exec;
-		c.n_exec = n_exec ? n_exec : CG_ARRAY_LEN(default_exec);
+		/* No --exec: confine's default, the system program directories. */
+		c.exec = execs;
+		c.n_exec = n_exec;
 		c.write = writes;
 		c.n_write = n_write;
 	}

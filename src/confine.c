@@ -58,7 +58,11 @@
 #include "util.h"
 
 #define CONFINE_MAX_PATHS 256 /* per plan, all sets together */
-#define CONFINE_UMASK	  077
+
+const char *const cg_confine_default_exec[9] = { "/usr",    "/bin",   "/sbin",
+						 "/lib",    "/lib32", "/lib64",
+						 "/libx32", "/opt",   "/usr/local" };
+#define CONFINE_UMASK 077
 
 struct cg_confine_plan {
 	bool confined; /* any constraint set: no_new_privs + seccomp */
@@ -593,7 +597,11 @@ int cg_confine_prepare(const struct cg_constraints *const *cons, size_t n,
 	const char *net_mode = "host";
 
 	for (size_t i = 0; i < n; i++) {
-		n_paths += cons[i]->fs ? cons[i]->n_read + cons[i]->n_write + cons[i]->n_exec : 0;
+		n_paths += cons[i]->fs
+			       ? cons[i]->n_read + cons[i]->n_write +
+				     (cons[i]->n_exec ? cons[i]->n_exec
+						      : CG_ARRAY_LEN(cg_confine_default_exec))
+			       : 0;
 		n_ports += cons[i]->net == CG_NET_TCP ? cons[i]->n_ports : 0;
 	}
 	if (n_paths > CONFINE_MAX_PATHS) {
@@ -691,8 +699,22 @@ int cg_confine_prepare(const struct cg_constraints *const *cons, size_t n,
 		rs->paths = &p->paths[pi];
 		rs->ports = &p->ports[qi];
 		if (want_fs) {
-			const char *const *lists[3] = { c->read, c->write, c->exec };
-			size_t counts[3] = { c->n_read, c->n_write, c->n_exec };
+			/*
+			 * A set that lists no exec tree gets the system's program
+			 * directories: with none, not even the command the rule
+			 * matched could start (EACCES at execve), and every degrade
+			 * rule would have to repeat the same list.
+			 */
+			bool dflt = c->n_exec == 0;
+			const char *const *lists[3] = { c->read, c->write,
+							dflt ? cg_confine_default_exec : c->exec };
+			size_t counts[3] = { c->n_read, c->n_write,
+					     dflt ? CG_ARRAY_LEN(cg_confine_default_exec)
+						  : c->n_exec };
+			if (dflt)
+				(void)json_array_append_new(
+				    notes, json_string("exec: the set lists no tree; the system "
+						       "program directories apply (default)"));
 			uint64_t access[3] = { CG_LL_FS_READ, CG_LL_FS_WRITE, CG_LL_FS_EXEC };
 			for (int cls = 0; cls < 3; cls++) {
 				for (size_t j = 0; j < counts[cls]; j++) {

@@ -38,6 +38,12 @@ struct cg_confine_ctx {
 struct cg_confine_plan;
 
 /*
+ * The exec trees a filesystem-confined set gets when it lists none: the
+ * system's program and library directories (missing ones are skipped).
+ */
+extern const char *const cg_confine_default_exec[9];
+
+/*
  * Prepare confinement for the intersection of n constraint sets (n may be 0:
  * baseline hardening only). On success 0 and *out (free with
  * cg_confine_plan_free); on failure -1 and *err (the call must not run).

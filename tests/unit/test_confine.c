@@ -194,10 +194,42 @@ Test(confine, missing_read_path_skipped_with_note)
 	c.n_read = 2;
 	struct cg_confine_plan *p = prepare1(&c, NULL);
 	json_t *r = cg_confine_report(p);
-	json_t *sk = json_object_get(r, "skipped");
-	cr_assert_eq(json_array_size(sk), 1);
-	cr_assert_str_eq(json_string_value(json_object_get(json_array_get(sk, 0), "path")),
-			 "/nonexistent-cg-path");
+	json_t *sk = json_object_get(r, "skipped"), *e;
+	size_t i;
+	bool found = false;
+	json_array_foreach(sk, i, e)
+	{
+		if (strcmp(json_string_value(json_object_get(e, "path")), "/nonexistent-cg-path") ==
+		    0) {
+			found = true;
+			cr_assert_str_eq(json_string_value(json_object_get(e, "reason")), "ENOENT");
+			cr_assert_str_eq(json_string_value(json_object_get(e, "access")), "read");
+		}
+		/* Only missing paths are skipped. */
+		cr_assert_neq(access(json_string_value(json_object_get(e, "path")), F_OK), 0);
+	}
+	cr_assert(found, "the missing read path is not reported as skipped");
+	json_decref(r);
+	cg_confine_plan_free(p);
+}
+
+Test(confine, default_exec_when_set_lists_none)
+{
+	const char *rd[] = { "/tmp" };
+	struct cg_constraints c = base_cons();
+	c.fs = true;
+	c.read = rd;
+	c.n_read = 1;
+	struct cg_confine_plan *p = prepare1(&c, NULL);
+	json_t *r = cg_confine_report(p), *e;
+	size_t i;
+	bool usr = false;
+	json_array_foreach(json_object_get(r, "paths"), i, e)
+	{
+		usr |= strcmp(json_string_value(json_object_get(e, "path")), "/usr") == 0 &&
+		       strcmp(json_string_value(json_object_get(e, "access")), "exec") == 0;
+	}
+	cr_assert(usr, "/usr should be in the default exec set");
 	json_decref(r);
 	cg_confine_plan_free(p);
 }
