@@ -874,8 +874,12 @@ static int set_rlimit(int resource, int64_t v)
 {
 	if (v == CG_LIMIT_UNSET)
 		return 0;
-	/* Hard = soft: an unprivileged command cannot raise them back. */
-	struct rlimit rl = { (rlim_t)v, (rlim_t)v };
+	/*
+	 * Hard = soft: an unprivileged command cannot raise them back. CPU is
+	 * the exception by one second: at the soft limit the kernel sends
+	 * SIGXCPU (a chance to stop cleanly), at the hard one SIGKILL.
+	 */
+	struct rlimit rl = { (rlim_t)v, (rlim_t)v + (resource == RLIMIT_CPU ? 1 : 0) };
 	return setrlimit(resource, &rl) == 0 ? 0 : errno;
 }
 

@@ -250,6 +250,28 @@ class LimitTest(unittest.TestCase):
             self.assertEqual(r.stdout.strip(), "EFBIG", r.stderr)
 
 
+class BaselineTest(unittest.TestCase):
+    def test_cpu_seconds(self):
+        r = sandbox("--limit", "cpu=1", "--", PY, "-c", "while True: pass", timeout=120)
+        self.assertEqual(r.returncode, 128 + signal.SIGXCPU, r.stderr)
+
+    def test_umask_and_groups(self):
+        r = sandbox("--", "sh", "-c", "umask; id -G")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        umask, groups = r.stdout.split("\n")[:2]
+        self.assertEqual(umask, "0077")
+        # Only the primary group is left (root runs this suite).
+        self.assertEqual(groups.split(), [str(os.getgid())])
+
+    @unittest.skipUnless(os.geteuid() == 0, "needs root")
+    def test_user_drop(self):
+        r = sandbox("--user", "nobody", "--", "sh", "-c", "id -u; id -G")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        uid, groups = r.stdout.split("\n")[:2]
+        self.assertEqual(uid, "65534")
+        self.assertEqual(groups.split(), ["65534"])
+
+
 class TreeTest(unittest.TestCase):
     def test_setsid_grandchild_killed_at_deadline(self):
         with tempfile.TemporaryDirectory() as d:
