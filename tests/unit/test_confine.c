@@ -18,10 +18,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <grp.h>
 #include <unistd.h>
 
 #include "confine.h"
@@ -508,4 +510,41 @@ Test(confine, nproc_limit_stops_fork_bomb)
 	cg_tree_kill(t, SIGKILL);
 	cg_tree_free(t);
 	cg_confine_plan_free(p);
+}
+
+Test(confine, net_none_unprivileged_via_user_namespace)
+{
+	/* The non-root path: prepare and apply as uid 65534, in a child. */
+	int port, s = listener(&port);
+	pid_t pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		if (setgroups(0, NULL) != 0 || setresgid(65534, 65534, 65534) != 0 ||
+		    setresuid(65534, 65534, 65534) != 0)
+			_exit(201);
+		/* A process that dropped from root is not dumpable, which would
+		 * leave /proc/self/uid_map root-owned; a real unprivileged
+		 * daemon is dumpable. */
+		(void)prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
+		struct cg_constraints c = base_cons();
+		c.net = CG_NET_NONE;
+		const struct cg_constraints *sets[1] = { &c };
+		struct cg_confine_plan *p = NULL;
+		struct cg_reply *err = NULL;
+		if (cg_confine_prepare(sets, 1, NULL, &p, &err) != 0)
+			_exit(err->id == CG_R_CONSTRAINT_UNENFORCEABLE ? 202 : 203);
+		if (connect_port(&port) != 0)
+			_exit(204); /* the host loopback is reachable before */
+		int e = cg_confine_child(p);
+		if (e != 0)
+			_exit(e == ECONNREFUSED ? 205 : e);
+		_exit(connect_port(&port));
+	}
+	int st;
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_assert(WIFEXITED(st));
+	if (WEXITSTATUS(st) == 202)
+		cr_skip_test("user namespaces are disabled here (refused, as documented)");
+	cr_assert_eq(WEXITSTATUS(st), ECONNREFUSED, "exit %d", WEXITSTATUS(st));
+	close(s);
 }
