@@ -44,6 +44,9 @@ static void *ar_alloc(struct arena *a, size_t n)
 		n = 16;
 	if (!a->head || a->head->cap - a->head->used < n) {
 		size_t cap = n > 65536 ? n : 65536;
+		/* Aliases can make a small file expand: bound what it compiles to. */
+		if (cap > MAX_COMPILED_BYTES || a->total > MAX_COMPILED_BYTES - cap)
+			return NULL;
 		struct chunk *c = malloc(sizeof(*c) + cap);
 		if (!c)
 			return NULL;
@@ -51,6 +54,7 @@ static void *ar_alloc(struct arena *a, size_t n)
 		c->used = 0;
 		c->cap = cap;
 		a->head = c;
+		a->total += cap;
 	}
 	void *p = a->head->data + a->head->used;
 	a->head->used += n;
@@ -88,9 +92,15 @@ static void ar_free(struct arena *a)
 
 static int glob_compile(struct arena *a, const char *src, struct glob *g, char *err, size_t err_len)
 {
-	size_t len = strlen(src);
+	size_t len = strlen(src), n_open = 0;
+	if (len > MAX_GLOB_BYTES) {
+		snprintf(err, err_len, "glob is longer than %d bytes", MAX_GLOB_BYTES);
+		return -1;
+	}
+	for (size_t i = 0; i < len; i++)
+		n_open += src[i] == '[';
 	struct gtok *t = ar_alloc(a, sizeof(*t) * (len + 1));
-	uint8_t(*cls)[32] = ar_alloc(a, 32 * (len + 1));
+	uint8_t(*cls)[32] = ar_alloc(a, 32 * (n_open + 1));
 	if (!t || !cls) {
 		snprintf(err, err_len, "out of memory");
 		return -1;
@@ -364,6 +374,9 @@ struct ld {
 	uint32_t *pat_rule;
 	/* constraints already compiled per YAML node (aliases share one set) */
 	size_t n_cc, cap_cc;
+	struct htab ids; /* rule id -> struct rule *, for duplicates */
+	size_t scalars;	 /* values read so far, aliases counted each time */
+	struct htab rp;	 /* exe path -> its realpath ("" when none), once per load */
 	struct {
 		yaml_node_t *node;
 		const struct cg_constraints *c;
@@ -396,7 +409,7 @@ static int fail(struct ld *l, const yaml_node_t *n, const char *fmt, ...)
 
 static int oom(struct ld *l)
 {
-	return fail(l, NULL, "out of memory");
+	return fail(l, NULL, "out of memory, or the compiled policy exceeds 64 MiB");
 }
 
 static yaml_node_t *node_at(struct ld *l, int i)
@@ -409,6 +422,11 @@ static const char *scalar(struct ld *l, yaml_node_t *n, const char *what)
 {
 	if (!n || n->type != YAML_SCALAR_NODE) {
 		fail(l, n, "%s must be a scalar", what);
+		return NULL;
+	}
+	/* Aliases let a short file name a value many times: bound the work. */
+	if (++l->scalars > 1000000) {
+		fail(l, n, "the policy has more than 1000000 values (counting aliases)");
 		return NULL;
 	}
 	const char *s = (const char *)n->data.scalar.value;
@@ -1056,15 +1074,23 @@ static int add_exe(struct ld *l, struct rule *r, struct strs *acc, size_t *cap, 
 		char rbuf[PATH_MAX];
 		const char *s = path;
 		if (pass == 1) {
-			if (!realpath(path, rbuf))
+			/* realpath once per distinct path per load: aliases repeat names. */
+			const char *known = cg_htab_get(&l->rp, path);
+			if (!known) {
+				const char *key = acc->v[acc->n - 1]; /* pass 0 stored path */
+				const char *val =
+				    realpath(path, rbuf) ? ar_strdup(&l->p->ar, rbuf) : "";
+				if (!val || htab_put(&l->rp, key, (void *)(uintptr_t)val) != 0)
+					return oom(l);
+				known = val;
+			}
+			if (!known[0])
 				return 0;
-			s = rbuf;
+			s = known;
 		}
-		bool dup = false;
-		for (size_t i = 0; i < acc->n; i++)
-			if (strcmp(acc->v[i], s) == 0)
-				dup = true;
-		if (dup)
+		/* A path that is its own target is listed once; other repeats are
+		 * harmless (the index skips a rule already filed under a path). */
+		if (pass == 1 && acc->n > 0 && strcmp(acc->v[acc->n - 1], s) == 0)
 			continue;
 		if (acc->n + 1 >= *cap) {
 			size_t nc = *cap ? *cap * 2 : 16;
@@ -1360,6 +1386,8 @@ static int load_match(struct ld *l, struct rule *r, yaml_node_t *m)
 		if (v->type != YAML_MAPPING_NODE)
 			return fail(l, v, "match.action_args must be a mapping");
 		size_t cnt = (size_t)(v->data.mapping.pairs.top - v->data.mapping.pairs.start);
+		if (cnt > 64)
+			return fail(l, v, "match.action_args has more than 64 keys");
 		r->aargs = ar_alloc(&l->p->ar, (cnt + 1) * sizeof(*r->aargs));
 		if (!r->aargs)
 			return oom(l);
@@ -1446,11 +1474,10 @@ static int load_rule(struct ld *l, yaml_node_t *n, size_t index)
 			    "rule id '%s' must be 1-128 of [A-Za-z0-9._-] and not a reserved id "
 			    "(default-deny, privileged)",
 			    id);
-	for (size_t i = 0; i < index; i++)
-		if (strcmp(p->rules[i].id, id) == 0)
-			return fail(l, v, "duplicate rule id '%s' (first at line %zu)", id,
-				    p->rules[i].line);
-	if (!(r->id = ar_strdup(&p->ar, id)))
+	const struct rule *first = cg_htab_get(&l->ids, id);
+	if (first)
+		return fail(l, v, "duplicate rule id '%s' (first at line %zu)", id, first->line);
+	if (!(r->id = ar_strdup(&p->ar, id)) || htab_put(&l->ids, r->id, r) != 0)
 		return oom(l);
 	v = get(l, n, "decision");
 	if (!v)
@@ -1598,6 +1625,8 @@ static int load_doc(struct ld *l)
 	if (load_commands(l, get(l, root, "commands")) != 0)
 		return -1;
 	if ((v = get(l, root, "opaque_launchers"))) {
+		if (v->type == YAML_SEQUENCE_NODE && seq_len(v) > 256)
+			return fail(l, v, "opaque_launchers has more than 256 entries");
 		if (get_strs(l, v, "opaque_launchers", &p->opaque_extra) != 0 ||
 		    get_globs(l, v, "opaque_launchers", false, &p->opaque_extra_g) != 0)
 			return -1;
@@ -1736,6 +1765,8 @@ release_doc:
 	free(l.pats);
 	free(l.pat_rule);
 	free(l.cc);
+	free(l.ids.e);
+	free(l.rp.e);
 	policy_free(l.p);
 	return rc;
 }

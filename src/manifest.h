@@ -28,6 +28,8 @@
 #define MAX_POLICY_BYTES      (4u * 1024 * 1024)
 #define MAX_GLOB_TOKENS	      256
 #define GLOB_WORDS	      (MAX_GLOB_TOKENS / 64 + 1)
+#define MAX_COMPILED_BYTES    (64u * 1024 * 1024) /* a generation's arena */
+#define MAX_GLOB_BYTES	      1024
 #define PATH_BUF	      4096
 #define MAX_STAGE_POSITIONALS CG_WIRE_MAX_ARGS
 
@@ -41,6 +43,7 @@ struct chunk {
 
 struct arena {
 	struct chunk *head;
+	size_t total; /* bytes taken from malloc, capped (see MAX_COMPILED_BYTES) */
 };
 
 /* ---- globs: compiled to tokens, matched by NFA simulation ---------------- */

@@ -1175,3 +1175,39 @@ Test(policy, rate_limits_per_peer_and_session)
 	cr_assert_eq(c2.n, 2);
 	cg_policy_unref(p);
 }
+
+Test(policy, alias_expansion_is_bounded)
+{
+	/* A small file that names a long list again and again through an alias. */
+	size_t cap = 64 * 1024, n = 0;
+	char *y = malloc(cap);
+	cr_assert_not_null(y);
+	n += (size_t)snprintf(y + n, cap - n,
+			      "version: 1\nrules:\n  - id: r0\n    decision: deny\n    why: w\n"
+			      "    match:\n      session: &s [");
+	for (int i = 0; i < 2000; i++)
+		n += (size_t)snprintf(y + n, cap - n, "%sg%d", i ? "," : "", i);
+	n += (size_t)snprintf(y + n, cap - n, "]\n");
+	for (int i = 1; i < 600; i++)
+		n += (size_t)snprintf(y + n, cap - n,
+				      "  - id: r%d\n    decision: deny\n    why: w\n"
+				      "    match: {session: *s}\n",
+				      i);
+	cr_assert_lt(n, cap);
+	struct cg_policy *p = NULL;
+	struct cg_reply *err = NULL;
+	cr_assert_eq(cg_policy_load_buffer("<test>", y, n, &p, &err), -1);
+	const char *detail = json_string_value(json_object_get(err->params, "detail"));
+	cr_assert(strstr(detail, "1000000 values") || strstr(detail, "64 MiB"), "%s", detail);
+	cg_reply_free(err);
+	free(y);
+	/* a glob longer than the limit is refused before anything is built */
+	char big[1400];
+	memset(big, 'a', sizeof(big));
+	n = (size_t)snprintf(y = malloc(4096), 4096,
+			     "version: 1\nrules:\n  - id: g\n    decision: deny\n"
+			     "    match: {session: [\"%.*s\"]}\n",
+			     (int)sizeof(big), big);
+	load_bad(y, "longer than 1024 bytes", 5);
+	free(y);
+}
