@@ -26,11 +26,13 @@
 
 extern char **environ;
 
-enum mode { M_PLAIN, M_TREE, M_SECCOMP, M_LANDLOCK, M_NETNS, M_SPAWN };
+enum mode { M_PLAIN, M_SECCOMP, M_LANDLOCK, M_NETNS, M_SPAWN };
+enum tree { T_NONE, T_JOIN, T_CLONE3 };
 
 struct variant {
 	const char *name;
 	enum mode mode;
+	enum tree tree;	   /* none; fork + join (migration); clone3 into the cgroup */
 	char *const *argv; /* for M_SPAWN */
 };
 
@@ -84,16 +86,16 @@ static int64_t once(const struct variant *v)
 		last_status = status;
 		return -1;
 	}
-	if (v->mode >= M_SECCOMP && cg_confine_prepare(sets, 1, NULL, &plan, &err) != 0) {
+	if (v->mode != M_PLAIN && cg_confine_prepare(sets, 1, NULL, &plan, &err) != 0) {
 		cg_reply_free(err);
 		return -1;
 	}
-	if (v->mode >= M_TREE && cg_tree_new("bench", &tree, &err) != 0) {
+	if (v->tree != T_NONE && cg_tree_new("bench", &tree, &err) != 0) {
 		cg_reply_free(err);
 		cg_confine_plan_free(plan);
 		return -1;
 	}
-	pid_t pid = fork();
+	pid_t pid = v->tree == T_CLONE3 ? cg_tree_fork(tree) : fork();
 	if (pid == 0) {
 		/* 111-113 say which step failed, for the failure line. */
 		char *const argv[] = { "/bin/true", NULL };
@@ -126,13 +128,14 @@ int main(int argc, char **argv)
 			  "--unshare-net",  "/bin/true", NULL };
 	char *sudo[] = { "/usr/bin/sudo", "-n", "/bin/true", NULL };
 	const struct variant vs[] = {
-		{ "fork+exec, unconfined", M_PLAIN, NULL },
-		{ "+ per-call cgroup tree", M_TREE, NULL },
-		{ "+ nnp + seccomp (empty set)", M_SECCOMP, NULL },
-		{ "+ Landlock fs+net (tcp)", M_LANDLOCK, NULL },
-		{ "+ net: none (netns)", M_NETNS, NULL },
-		{ "bwrap --ro-bind / / --unshare-net", M_SPAWN, bwrap },
-		{ "sudo -n /bin/true", M_SPAWN, sudo },
+		{ "fork+exec, unconfined", M_PLAIN, T_NONE, NULL },
+		{ "+ cgroup tree, fork + join", M_PLAIN, T_JOIN, NULL },
+		{ "+ cgroup tree, clone3 into it", M_PLAIN, T_CLONE3, NULL },
+		{ "tree + nnp + seccomp (empty set)", M_SECCOMP, T_CLONE3, NULL },
+		{ "tree + Landlock fs+net + seccomp", M_LANDLOCK, T_CLONE3, NULL },
+		{ "tree + net: none + seccomp", M_NETNS, T_CLONE3, NULL },
+		{ "bwrap --ro-bind / / --unshare-net", M_SPAWN, T_NONE, bwrap },
+		{ "sudo -n /bin/true", M_SPAWN, T_NONE, sudo },
 	};
 	size_t nv = sizeof(vs) / sizeof(vs[0]);
 	int64_t *samples = calloc((size_t)n * nv, sizeof(int64_t));

@@ -377,7 +377,7 @@ int cg_cli_sandbox(const struct cg_cli *g, int argc, char **argv)
 	}
 	int64_t timeout = cg_confine_timeout_ms(plan);
 	fflush(NULL);
-	pid_t pid = fork();
+	pid_t pid = cg_tree_fork(tree);
 	if (pid < 0) {
 		perror("callgate sandbox: fork");
 		(void)close(pfd[0]);

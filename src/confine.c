@@ -92,12 +92,13 @@ struct cg_confine_plan {
 
 struct cg_tree {
 	pid_t pgid;
-	int cg_fd;		 /* the call's cgroup v2 directory, or -1 */
-	int procs_fd;		 /* its cgroup.procs (write "0" to join), or -1 */
-	int pids_procs_fd;	 /* cgroup.procs of the pids-controller cgroup, or -1 */
-	int pids_base_fd;	 /* parent of the v1 pids cgroup (for rmdir), or -1 */
-	char name[96];		 /* directory name under the callgate cgroups */
-	char pids_max[PATH_MAX]; /* path of pids.max for the child, or "" */
+	int cg_fd;		   /* the call's cgroup v2 directory, or -1 */
+	int procs_fd;		   /* its cgroup.procs (write "0" to join), or -1 */
+	int pids_procs_fd;	   /* unused (kept -1): the pids cgroup is joined lazily by path */
+	int pids_base_fd;	   /* parent of the v1 pids cgroup (for rmdir), or -1 */
+	char name[96];		   /* directory name under the callgate cgroups */
+	char pids_max[PATH_MAX];   /* path of pids.max for the child, or "" */
+	char pids_procs[PATH_MAX]; /* v1 pids cgroup.procs to join (by path), or "" */
 };
 
 /* Where per-call cgroups go; detected once per process. */
@@ -114,6 +115,9 @@ static atomic_ulong tree_counter;
 
 /* Set in the child by cg_tree_child_join so cg_confine_child finds pids.max. */
 static const struct cg_tree *joined_tree;
+/* Set in the child by cg_tree_fork when clone3 already put it in the cgroup. */
+static const struct cg_tree *born_in;
+static atomic_bool clone3_unusable;
 
 /* The path of this process's cgroup in the hierarchy whose line matches key. */
 static int own_cgroup(const char *key, char *out, size_t len)
@@ -271,15 +275,17 @@ int cg_tree_new(const char *trace_id, struct cg_tree **out, struct cg_reply **er
 			t->pids_max[0] = 0;
 	} else if (cgs.v1_pids_base_fd >= 0 && mkdirat(cgs.v1_pids_base_fd, t->name, 0700) == 0) {
 		t->pids_base_fd = cgs.v1_pids_base_fd;
-		int dfd = openat(t->pids_base_fd, t->name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (dfd >= 0) {
-			t->pids_procs_fd = openat(dfd, "cgroup.procs", O_WRONLY | O_CLOEXEC);
-			(void)close(dfd);
-		}
-		if (t->pids_procs_fd < 0 ||
-		    snprintf(t->pids_max, sizeof(t->pids_max), "%s/%s/pids.max", cgs.v1_pids_base,
-			     t->name) >= (int)sizeof(t->pids_max))
-			t->pids_max[0] = 0;
+		/*
+		 * Joined lazily, by the child, only when the plan needs pids.max:
+		 * each cgroup migration costs the caller a few hundred
+		 * microseconds (an RCU grace period), so calls without an
+		 * nproc limit for root must not pay for a second one.
+		 */
+		if (snprintf(t->pids_max, sizeof(t->pids_max), "%s/%s/pids.max", cgs.v1_pids_base,
+			     t->name) >= (int)sizeof(t->pids_max) ||
+		    snprintf(t->pids_procs, sizeof(t->pids_procs), "%s/%s/cgroup.procs",
+			     cgs.v1_pids_base, t->name) >= (int)sizeof(t->pids_procs))
+			t->pids_max[0] = t->pids_procs[0] = 0;
 	}
 	*out = t;
 	return 0;
@@ -303,12 +309,48 @@ int cg_tree_child_join(const struct cg_tree *t, pid_t leader_pgid)
 	 * session and the parent, never the cgroup, so cgroup.kill still
 	 * reaches them. If joining fails we do not run uncontained.
 	 */
-	if (t->procs_fd >= 0 && write(t->procs_fd, "0", 1) != 1)
-		return errno ? errno : EIO;
-	if (t->pids_procs_fd >= 0 && write(t->pids_procs_fd, "0", 1) != 1)
+	if (born_in != t && t->procs_fd >= 0 && write(t->procs_fd, "0", 1) != 1)
 		return errno ? errno : EIO;
 	joined_tree = t;
 	return 0;
+}
+
+/* struct clone_args of clone3(2), up to the cgroup field (kernel 5.7). */
+struct cg_clone_args {
+	uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls, set_tid,
+	    set_tid_size, cgroup;
+};
+#ifndef CLONE_INTO_CGROUP
+#define CLONE_INTO_CGROUP 0x200000000ULL
+#endif
+
+pid_t cg_tree_fork(struct cg_tree *t)
+{
+	if (t && t->cg_fd >= 0 && !atomic_load(&clone3_unusable)) {
+		/*
+		 * Born inside the call's cgroup: no migration, so no RCU grace
+		 * period on the caller's path, and no window in which the child
+		 * runs outside the tree. Without CLONE_VM this is fork(2) minus
+		 * libc's atfork handlers, which the child (async-signal-safe
+		 * calls only, then execve) does not need.
+		 */
+		struct cg_clone_args args = {
+			.flags = CLONE_INTO_CGROUP,
+			.exit_signal = SIGCHLD,
+			.cgroup = (uint64_t)t->cg_fd,
+		};
+		long r = syscall(SYS_clone3, &args, sizeof(args));
+		if (r == 0) {
+			born_in = t;
+			return 0;
+		}
+		if (r > 0)
+			return (pid_t)r;
+		if (errno != ENOSYS && errno != E2BIG && errno != EINVAL && errno != EPERM)
+			return -1;
+		atomic_store(&clone3_unusable, true); /* old kernel or filtered: fork + join */
+	}
+	return fork();
 }
 
 void cg_tree_add(struct cg_tree *t, pid_t pid)
@@ -895,6 +937,15 @@ int cg_confine_child(const struct cg_confine_plan *plan)
 	if (plan->nproc_cgroup) {
 		if (!joined_tree || !joined_tree->pids_max[0])
 			return EPERM; /* not in a pids cgroup: cannot enforce */
+		if (joined_tree->pids_procs[0]) {
+			int pfd = open(joined_tree->pids_procs, O_WRONLY | O_CLOEXEC);
+			if (pfd < 0)
+				return errno;
+			rc = write(pfd, "0", 1) == 1 ? 0 : (errno ? errno : EIO);
+			(void)close(pfd);
+			if (rc != 0)
+				return rc;
+		}
 		char num[24];
 		size_t len = fmt_i64(num, plan->limits.nproc);
 		int fd = open(joined_tree->pids_max, O_WRONLY | O_CLOEXEC);

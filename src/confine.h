@@ -75,6 +75,16 @@ int cg_tree_new(const char *trace_id, struct cg_tree **out, struct cg_reply **er
  * for later ones. 0, or an errno value.
  */
 int cg_tree_child_join(const struct cg_tree *t, pid_t leader_pgid);
+/*
+ * Parent: fork(2) for a stage of this tree. Where the kernel allows, the
+ * child is created directly inside the call's cgroup (clone3 with
+ * CLONE_INTO_CGROUP), which saves the migration cost of joining it (an RCU
+ * grace period, hundreds of microseconds); otherwise plain fork(). Returns
+ * like fork(). The child MUST still call cg_tree_child_join (it then skips
+ * the cgroup write) and MUST only make async-signal-safe calls until exec:
+ * libc's atfork handlers did not run.
+ */
+pid_t cg_tree_fork(struct cg_tree *t);
 /* Parent: record a started child (its pid) so kill can reach it. */
 void cg_tree_add(struct cg_tree *t, pid_t pid);
 /* Signal every process of the tree, descendants that escaped included. */

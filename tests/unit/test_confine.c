@@ -69,11 +69,13 @@ static struct cg_constraints base_cons(void)
 	return c;
 }
 
+static bool use_plain_fork; /* fork + join (migration) instead of cg_tree_fork */
+
 /* Fork; the child applies plan and returns fn()'s value as its exit code. */
-static int run_child(const struct cg_confine_plan *plan, const struct cg_tree *tree,
-		     int (*fn)(void *), void *arg)
+static int run_child(const struct cg_confine_plan *plan, struct cg_tree *tree, int (*fn)(void *),
+		     void *arg)
 {
-	pid_t pid = fork();
+	pid_t pid = tree && !use_plain_fork ? cg_tree_fork(tree) : fork();
 	cr_assert_geq(pid, 0);
 	if (pid == 0) {
 		if (tree && cg_tree_child_join(tree, 0) != 0)
@@ -453,7 +455,7 @@ static bool pid_running(pid_t pid)
 	return rp && rp[1] == ' ' && rp[2] != 'Z' && rp[2] != 'X';
 }
 
-Test(confine, tree_kills_setsid_double_fork)
+static void tree_kills_setsid_double_fork(void)
 {
 	struct cg_tree *t = NULL;
 	struct cg_reply *err = NULL;
@@ -482,6 +484,17 @@ Test(confine, tree_kills_setsid_double_fork)
 	cg_confine_plan_free(p);
 	close(pfd[0]);
 	close(pfd[1]);
+}
+
+Test(confine, tree_kills_setsid_double_fork)
+{
+	tree_kills_setsid_double_fork(); /* child created inside the cgroup (clone3) */
+}
+
+Test(confine, tree_kills_setsid_double_fork_after_join)
+{
+	use_plain_fork = true; /* fork, then the child migrates itself in */
+	tree_kills_setsid_double_fork();
 }
 
 static int fork_until_refused(void *arg)
