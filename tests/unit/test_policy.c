@@ -1212,3 +1212,46 @@ Test(policy, alias_expansion_is_bounded)
 	load_bad(y, "longer than 1024 bytes", 5);
 	free(y);
 }
+
+Test(policy, hostile_argv_fails_closed)
+{
+	struct cg_policy *p =
+	    load_ok("version: 1\nrules:\n"
+		    "  - id: tok\n    decision: deny\n    why: w\n"
+		    "    match: {exe: [/usr/bin/echo], args_any: [{pattern: \"^ghp_\"}]}\n"
+		    "  - id: in-ws\n    decision: allow\n"
+		    "    match: {exe: [/usr/bin/echo], args_all: [{below: \"${workspace}\"}]}\n"
+		    "  - id: echo\n    decision: deny\n    why: w\n"
+		    "    match: {exe: [/usr/bin/echo]}\n");
+	/* more positionals than a verdict can scan: the rung fails (chain: BLOCK) */
+	size_t n = 5000;
+	char **argv = calloc(n + 2, sizeof(char *));
+	cr_assert_not_null(argv);
+	argv[0] = "/usr/bin/echo";
+	for (size_t i = 1; i <= n; i++)
+		argv[i] = "x";
+	struct cg_stage st = { .argc = n + 1, .argv = argv };
+	struct cg_resolved_stage rs = { .exe = "/usr/bin/echo", .base = "echo" };
+	struct cg_request req = { .session = "", .host = "", .n_stages = 1, .stages = &st };
+	struct cg_call call = { .req = &req,
+				.n_stages = 1,
+				.stages = &rs,
+				.cwd = "/ws/proj",
+				.workspace = "/ws/proj" };
+	struct cg_verdict v;
+	cr_assert_neq(cg_policy_rung(p, &call, &v), 0);
+	/* a path too long to canonicalise is not "below the workspace" */
+	size_t big = 64 * 1024;
+	char *longarg = malloc(big + 1);
+	memset(longarg, 'a', big);
+	longarg[big] = '\0';
+	argv[1] = longarg;
+	argv[2] = NULL;
+	st.argc = 2;
+	cr_assert_eq(cg_policy_rung(p, &call, &v), 0);
+	cr_assert_eq(v.decision, CG_BLOCK);
+	cr_assert_str_eq(v.rule_id, "echo");
+	free(longarg);
+	free(argv);
+	cg_policy_unref(p);
+}
