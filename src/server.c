@@ -112,6 +112,7 @@ struct server {
 	pthread_mutex_t mu;		    /* guards done_head/done_tail and conn->responded */
 	struct conn *done_head, *done_tail; /* responses delivered by respond() */
 	bool stopping;
+	uid_t euid;		 /* the daemon's; the admin socket serves only it (and root) */
 	pthread_t loop_thread;	 /* the thread running cg_server_run */
 	struct conn *submitting; /* inside cg_kernel_submit for this conn (loop thread only) */
 	int64_t accept_paused_until_ns; /* after EMFILE, so a full fd table does not spin */
@@ -476,8 +477,11 @@ static void conn_try_write(struct server *s, struct conn *c)
 		conn_free(s, c); /* EPIPE/ECONNRESET: the peer is gone */
 		return;
 	}
-	/* Whole line sent: tell the peer no more is coming, then close. */
-	(void)shutdown(c->fd, SHUT_WR);
+	/*
+	 * Whole line sent. close() alone gives the peer its EOF (the half-close
+	 * that says "no more is coming"); a separate shutdown(SHUT_WR) would
+	 * only add a syscall, since nothing is read after the response.
+	 */
 	conn_free(s, c);
 }
 
@@ -560,7 +564,12 @@ static void conn_submit(struct server *s, struct conn *c, size_t line_len, bool 
 		drop_events(s, c);
 }
 
-static void conn_read(struct server *s, struct conn *c)
+/*
+ * Read what the peer has sent. Returns true while the connection still waits
+ * for more bytes (it is then alive and in CONN_READING); false when it moved
+ * on (submitted, answered) or was freed: the caller MUST NOT touch c then.
+ */
+static bool conn_read(struct server *s, struct conn *c)
 {
 	for (;;) {
 		if (c->rlen == c->ralloc) {
@@ -568,7 +577,7 @@ static void conn_read(struct server *s, struct conn *c)
 				/* The cap holds no newline: the line is too long.
 				 * Stop reading; answer now. */
 				conn_submit(s, c, c->rlen, false, true);
-				return;
+				return false;
 			}
 			size_t na = c->ralloc ? c->ralloc * 2 : 4096;
 			if (na > CG_WIRE_MAX_LINE)
@@ -577,7 +586,7 @@ static void conn_read(struct server *s, struct conn *c)
 			if (!nb) {
 				cg_log("error", NULL, "out of memory reading a request; closing");
 				conn_free(s, c);
-				return;
+				return false;
 			}
 			c->rbuf = nb;
 			c->ralloc = na;
@@ -588,9 +597,9 @@ static void conn_read(struct server *s, struct conn *c)
 		ssize_t n = cg_read_some(c->fd, c->rbuf + c->rlen, want);
 		if (n < 0) {
 			if (errno == EAGAIN || errno == EWOULDBLOCK)
-				return;
+				return true;
 			conn_free(s, c); /* ECONNRESET and friends */
-			return;
+			return false;
 		}
 		if (n == 0) {
 			/* EOF: no bytes at all is a probe (e.g. a second daemon
@@ -599,7 +608,7 @@ static void conn_read(struct server *s, struct conn *c)
 				conn_free(s, c);
 			else
 				conn_submit(s, c, c->rlen, false, false);
-			return;
+			return false;
 		}
 		char *nl = memchr(c->rbuf + c->rlen, '\n', (size_t)n);
 		c->rlen += (size_t)n;
@@ -607,7 +616,7 @@ static void conn_read(struct server *s, struct conn *c)
 			/* Bytes after the newline are ignored: one request per
 			 * connection. */
 			conn_submit(s, c, (size_t)(nl - c->rbuf), true, false);
-			return;
+			return false;
 		}
 	}
 }
@@ -617,7 +626,7 @@ static void conn_event(struct server *s, struct conn *c, uint32_t events)
 	switch (c->state) {
 	case CONN_READING:
 		if (events & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP))
-			conn_read(s, c);
+			(void)conn_read(s, c);
 		return;
 	case CONN_WAITING:
 		if (events & (EPOLLHUP | EPOLLERR)) {
@@ -686,7 +695,7 @@ static void accept_all(struct server *s, int lfd, bool admin)
 			close(fd);
 			continue;
 		}
-		if (admin && cred.uid != geteuid() && cred.uid != 0) {
+		if (admin && cred.uid != s->euid && cred.uid != 0) {
 			cg_log("warn", NULL, "admin socket: refused uid %u pid %d (not the owner)",
 			       (unsigned)cred.uid, (int)cred.pid);
 			struct cg_reply *r = cg_reply_new(CG_R_ADMIN_PEER_REFUSED, "{s:I}", "uid",
@@ -737,11 +746,14 @@ static void accept_all(struct server *s, int lfd, bool admin)
 			s->n_admin++;
 		else
 			s->n_conns++;
-		if (set_events(s, c, EPOLLIN | EPOLLRDHUP) < 0) {
-			conn_free(s, c);
-			continue;
-		}
 		fifo_push(s, c, cg_now_mono_ns() + s->read_deadline_ns);
+		/*
+		 * Most clients send their line right after connect(), so it is
+		 * often already here: read before registering, which saves the
+		 * epoll_ctl and a loop turn for every such request.
+		 */
+		if (conn_read(s, c) && set_events(s, c, EPOLLIN | EPOLLRDHUP) < 0)
+			conn_free(s, c);
 	}
 }
 
@@ -1037,6 +1049,7 @@ int cg_server_run(struct cg_kernel *k, const struct cg_server_config *cfg)
 	    (cfg->read_deadline_ms > 0 ? cfg->read_deadline_ms : DEFAULT_READ_DEADLINE) * 1000000;
 	pthread_mutex_init(&s->mu, NULL);
 	s->loop_thread = pthread_self();
+	s->euid = geteuid();
 
 	/*
 	 * The signals MUST already be blocked in every thread (main blocks them
