@@ -792,6 +792,9 @@ int cg_confine_prepare(const struct cg_constraints *const *cons, size_t n,
 					}
 					p->paths[pi].path = path;
 					p->paths[pi].access = access[cls] & rs->handled_fs;
+					if (!S_ISDIR(
+						st.st_mode)) /* the kernel refuses dir rights on files */
+						p->paths[pi].access &= CG_LL_FS_FILE;
 					pi++;
 					rs->n_paths++;
 					(void)json_array_append_new(

@@ -15,7 +15,6 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -102,18 +101,16 @@ int cg_landlock_apply(const struct cg_landlock_ruleset *rs)
 		int fd = open(rs->paths[i].path, O_PATH | O_CLOEXEC);
 		if (fd < 0)
 			continue; /* gone or invisible: grants nothing, denies more */
-		struct stat st;
+		/*
+		 * The parent already narrowed a non-directory's rights to file
+		 * rights (no fstat here: every syscall counts on this path). If
+		 * the path became a file since, the kernel refuses directory
+		 * rights on it with EINVAL and we fail closed.
+		 */
 		struct landlock_path_beneath_attr pb = {
 			.allowed_access = rs->paths[i].access,
 			.parent_fd = fd,
 		};
-		if (fstat(fd, &st) != 0) {
-			rc = errno;
-			(void)close(fd);
-			goto close_ruleset;
-		}
-		if (!S_ISDIR(st.st_mode))
-			pb.allowed_access &= CG_LL_FS_FILE;
 		long r = pb.allowed_access
 			     ? ll_add_rule((int)ruleset_fd, LANDLOCK_RULE_PATH_BENEATH, &pb)
 			     : 0;

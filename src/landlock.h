@@ -105,7 +105,7 @@ uint64_t cg_landlock_scope_mask(int abi);
 /* One path rule: a tree (or file) and the rights granted beneath it. */
 struct cg_landlock_path {
 	const char *path; /* absolute */
-	uint64_t access;  /* masked for the ABI; narrowed to CG_LL_FS_FILE on files */
+	uint64_t access;  /* masked for the ABI; narrowed to CG_LL_FS_FILE for a non-directory */
 };
 
 /* One ruleset: everything it handles is denied unless a rule grants it. */

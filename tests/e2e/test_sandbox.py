@@ -306,6 +306,19 @@ class TreeTest(unittest.TestCase):
             self.assertFalse(pid_running(pid))
 
 
+class ExecSetTest(unittest.TestCase):
+    def test_exec_set_of_one_file(self):
+        true, ls = shutil.which("true"), shutil.which("ls")
+        flags = ["--read", "/", "--exec", os.path.realpath(true)]
+        for d in ("/lib", "/lib64", "/usr/lib"):
+            if os.path.isdir(d):
+                flags += ["--exec", d]
+        self.assertEqual(sandbox(*flags, "--", true).returncode, 0)
+        r = sandbox(*flags, "--", ls)
+        self.assertEqual(r.returncode, 126)
+        self.assertIn("EACCES", r.stderr)
+
+
 class CliTest(unittest.TestCase):
     def test_exit_code_passes_through(self):
         self.assertEqual(sandbox("--", "sh", "-c", "exit 7").returncode, 7)
