@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,10 +34,27 @@
 
 static const char hexd[] = "0123456789abcdef";
 
+/* One fetched SHA-256 and one context per thread: OpenSSL's one-shot SHA256()
+ * fetches the algorithm (taking locks) on every call, which dominated replay. */
+static EVP_MD *sha256_md;
+static pthread_once_t sha256_once = PTHREAD_ONCE_INIT;
+static _Thread_local EVP_MD_CTX *sha256_ctx;
+
+static void sha256_fetch(void)
+{
+	sha256_md = EVP_MD_fetch(NULL, "SHA256", NULL);
+}
+
 void cg_sha256_hex_of(const void *p, size_t n, char hex[65])
 {
 	unsigned char md[SHA256_DIGEST_LENGTH];
-	SHA256(p, n, md);
+	unsigned int ml = 0;
+	pthread_once(&sha256_once, sha256_fetch);
+	if (!sha256_ctx)
+		sha256_ctx = EVP_MD_CTX_new();
+	if (!sha256_md || !sha256_ctx || EVP_DigestInit_ex2(sha256_ctx, sha256_md, NULL) != 1 ||
+	    EVP_DigestUpdate(sha256_ctx, p, n) != 1 || EVP_DigestFinal_ex(sha256_ctx, md, &ml) != 1)
+		SHA256(p, n, md); /* the slow path still gives the right answer */
 	for (int i = 0; i < SHA256_DIGEST_LENGTH; i++) {
 		hex[2 * i] = hexd[md[i] >> 4];
 		hex[2 * i + 1] = hexd[md[i] & 15];
@@ -297,12 +315,16 @@ static bool take_plain(struct cur *c, char *out, size_t cap)
 
 static bool is_hex64(const char *s)
 {
-	if (strlen(s) != 64)
-		return false;
+	/* Lower-case hex only: one spelling per hash. */
+	static const unsigned char ok[256] = {
+		['0'] = 1, ['1'] = 1, ['2'] = 1, ['3'] = 1, ['4'] = 1, ['5'] = 1,
+		['6'] = 1, ['7'] = 1, ['8'] = 1, ['9'] = 1, ['a'] = 1, ['b'] = 1,
+		['c'] = 1, ['d'] = 1, ['e'] = 1, ['f'] = 1,
+	};
+	unsigned bad = 0;
 	for (int i = 0; i < 64; i++)
-		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-			return false;
-	return true;
+		bad |= ok[(unsigned char)s[i]] ^ 1u;
+	return bad == 0 && s[64] == '\0';
 }
 
 /* Decision and seal payloads carry what the structure check needs. */
@@ -334,8 +356,23 @@ static int parse_payload_fields(struct cg_evline *o, const char *p, size_t n)
 	return rc;
 }
 
+static int evline_parse(const char *line, size_t len, struct cg_evline *o, const char **check,
+			char *why, size_t why_len, bool fields);
+
 int cg_evline_parse(const char *line, size_t len, struct cg_evline *o, const char **check,
 		    char *why, size_t why_len)
+{
+	return evline_parse(line, len, o, check, why, why_len, true);
+}
+
+int cg_evline_parse_chain(const char *line, size_t len, struct cg_evline *o, const char **check,
+			  char *why, size_t why_len)
+{
+	return evline_parse(line, len, o, check, why, why_len, false);
+}
+
+static int evline_parse(const char *line, size_t len, struct cg_evline *o, const char **check,
+			char *why, size_t why_len, bool fields)
 {
 	memset(o, 0, sizeof(*o));
 	o->line = line;
@@ -390,7 +427,7 @@ int cg_evline_parse(const char *line, size_t len, struct cg_evline *o, const cha
 		snprintf(why, why_len, "event type '%s' is not in the closed set", type);
 		return -1;
 	}
-	if (parse_payload_fields(o, c.p, o->payload_len) < 0) {
+	if (fields && parse_payload_fields(o, c.p, o->payload_len) < 0) {
 		snprintf(why, why_len, "%s payload lacks its required members", type);
 		return -1;
 	}
@@ -921,7 +958,8 @@ int cg_file_read(const char *path, size_t cap, char **out, size_t *out_len)
 		saved = EFBIG;
 		goto close_fd;
 	}
-	size_t alloc = (size_t)st.st_size + 1, len = 0;
+	/* Slack so the read that meets EOF needs no reallocation. */
+	size_t alloc = (size_t)st.st_size + 65536, len = 0;
 	p = malloc(alloc);
 	if (!p) {
 		saved = ENOMEM;

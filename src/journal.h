@@ -71,6 +71,13 @@ int cg_event_type_from_name(const char *name, size_t len);
 int cg_evline_parse(const char *line, size_t len, struct cg_evline *out, const char **check,
 		    char *why, size_t why_len);
 
+/*
+ * The same, for chain checks only: the decision/seal payload members are not
+ * extracted (the payload is still checked to be one JSON object).
+ */
+int cg_evline_parse_chain(const char *line, size_t len, struct cg_evline *out, const char **check,
+			  char *why, size_t why_len);
+
 /* True when p[0..n) is exactly one well-formed JSON object (no allocation). */
 bool cg_json_object_valid(const char *p, size_t n);
 
