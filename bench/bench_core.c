@@ -259,6 +259,51 @@ static struct stats time_rt(const char *body, const char *want, size_t n)
 	return s;
 }
 
+/*
+ * The machine's floor for a round trip: a forked child that accepts, reads,
+ * echoes and closes, blocking, with no JSON and no event loop. The daemon's
+ * numbers are best read against this one.
+ */
+static struct stats time_echo_floor(size_t n)
+{
+	char path[PATH_MAX];
+	struct stats st = { 0 };
+	snprintf(path, sizeof(path), "%s/echo.sock", tmpdir);
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return st;
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	int l = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (l < 0 || bind(l, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(l, 128) < 0) {
+		if (l >= 0)
+			close(l);
+		return st;
+	}
+	pid_t pid = fork();
+	if (pid == 0) {
+		char b[4096];
+		for (;;) {
+			int c = accept(l, NULL, NULL);
+			if (c < 0)
+				_exit(0);
+			ssize_t r = read(c, b, sizeof(b));
+			if (r > 0)
+				(void)!write(c, b, (size_t)r);
+			close(c);
+		}
+	}
+	close(l);
+	if (pid < 0)
+		return st;
+	const char *saved = target_path;
+	target_path = path;
+	st = time_rt("\"action\":\"ping\"}", "ping", n);
+	target_path = saved;
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	return st;
+}
+
 static struct stats time_bare_spawn(size_t n)
 {
 	int64_t *v = calloc(n, sizeof(*v));
@@ -365,7 +410,7 @@ int main(int argc, char **argv)
 	row("decide, denied call (rm -rf /)", sd, note_d, "<= 200 ns");
 
 	/* 2/3. the daemon */
-	struct stats rr = { 0 }, rp = { 0 }, ra = { 0 }, gt = { 0 }, bare = { 0 };
+	struct stats rr = { 0 }, rp = { 0 }, ra = { 0 }, fl = { 0 }, gt = { 0 }, bare = { 0 };
 	if (!daemon || start_daemon(daemon) != 0) {
 		fprintf(stderr, "bench_core: no callgated to measure against (pass its path)\n");
 	} else {
@@ -379,10 +424,13 @@ int main(int argc, char **argv)
 		gt = time_rt("\"privileged\":false,\"pipeline\":[[\"true\"]]}", "\"exit_code\":0",
 			     spawn_n);
 	}
+	if (daemon_pid > 0)
+		fl = time_echo_floor(rt_n);
 	bare = time_bare_spawn(spawn_n);
 	row("socket round trip, refused call", rr, "", "<= 20000 ns");
 	row("socket round trip, ping", rp, "", "");
 	row("socket round trip, admin ping (no kernel)", ra, "", "");
+	row("socket round trip, trivial echo (floor)", fl, "", "");
 	row("governed /bin/true (full call)", gt, "", "<= 1.5x bare");
 	row("bare posix_spawn+wait /bin/true", bare, "", "");
 	printf("\n  decide: per-call mean of 1000-call batches (median/p99 over batches);\n"
