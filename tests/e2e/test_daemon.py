@@ -158,7 +158,11 @@ class SharedDaemon(unittest.TestCase):
         self.assertEqual(resp["id"], SEED_REQUEST["id"])
         self.assertEqual(resp["status"], "denied", resp)
         self.assertEqual(r["type"], "D", resp)
-        self.assertRegex(r["code"], r"^EN-[A-Z]+-D-\d{3}$")
+        # Privileged by the seed's own default: a human must approve, and
+        # none is configured, so the privilege rung refuses it.
+        self.assertEqual(r["code"], "EN-EXEC-D-003", resp)
+        self.assertEqual(r["message_key"], "PRIVILEGED_NEEDS_APPROVAL")
+        self.assertIn('"privileged": false', r["message"])
         self.assertNotIn("stdout", resp)
         self.assertNotIn("stages", resp)
 
