@@ -637,7 +637,7 @@ static int load_defaults(struct ld *l, yaml_node_t *n)
 	if (check_keys(l, n, "defaults", keys) != 0)
 		return -1;
 	yaml_node_t *v;
-	int64_t x;
+	int64_t x = 0;
 	if ((v = get(l, n, "max_timeout_ms"))) {
 		if (get_int(l, v, "defaults.max_timeout_ms", 1, CG_WIRE_MAX_TIMEOUTMS, &x) != 0)
 			return -1;
@@ -1017,7 +1017,7 @@ static int load_constraints(struct ld *l, yaml_node_t *n, const char *rid,
 		if (!pv)
 			return oom(l);
 		for (size_t i = 0; i < np; i++) {
-			int64_t x;
+			int64_t x = 0;
 			if (get_int(l, seq_item(l, ports, i), "a port", 1, 65535, &x) != 0)
 				return -1;
 			pv[i] = (uint16_t)x;
@@ -1202,7 +1202,7 @@ static int get_ids(struct ld *l, yaml_node_t *n, const char *what, struct ids *o
 	if (!out->v)
 		return oom(l);
 	for (size_t i = 0; i < cnt; i++) {
-		int64_t x;
+		int64_t x = 0;
 		if (get_int(l, seq_item(l, n, i), what, 0, UINT32_MAX - 1, &x) != 0)
 			return -1;
 		out->v[i] = (uint32_t)x;
@@ -1359,7 +1359,7 @@ static int load_match(struct ld *l, struct rule *r, yaml_node_t *m)
 		return -1;
 	r->privileged = -1;
 	if ((v = get(l, m, "privileged"))) {
-		bool b;
+		bool b = false;
 		if (get_bool(l, v, "match.privileged", &b) != 0)
 			return -1;
 		r->privileged = b;
@@ -1504,7 +1504,7 @@ static int load_rule(struct ld *l, yaml_node_t *n, size_t index)
 	}
 	r->approvers = 0;
 	if ((v = get(l, n, "approvers"))) {
-		int64_t a;
+		int64_t a = 0;
 		if (r->decision != RD_DEFER)
 			return fail(l, v, "rule %s: approvers only applies to decision defer", id);
 		if (get_int(l, v, "approvers", 1, 16, &a) != 0)
@@ -1615,7 +1615,7 @@ static int load_doc(struct ld *l)
 	yaml_node_t *v = get(l, root, "version");
 	if (!v)
 		return fail(l, root, "version is required");
-	int64_t ver;
+	int64_t ver = 0;
 	if (get_int(l, v, "version", 1, 1, &ver) != 0)
 		return -1;
 	if (load_defaults(l, get(l, root, "defaults")) != 0)
