@@ -325,6 +325,47 @@ class Signing(unittest.TestCase):
                check=70)
         self.assertIn("MCP-CFG-E-103", r.stderr)
 
+    def test_daemon_refuses_unsigned_or_wrongly_signed_policy(self):
+        daemon = os.environ.get("CALLGATED")
+        if not daemon or not os.access(daemon, os.X_OK):
+            self.skipTest("CALLGATED not set")
+        sock, state = os.path.join(self.d, "s.sock"), os.path.join(self.d, "state")
+
+        def start():
+            return subprocess.Popen([daemon, "--socket", sock, "--admin-socket",
+                                     os.path.join(self.d, "a.sock"), "--state-dir", state,
+                                     "--workspace", FIX["ws"], "--policy", self.pol,
+                                     "--policy-pubkey", self.pub],
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+        # Unsigned: refuses to start, saying why.
+        p = start()
+        out, err = p.communicate(timeout=60)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("MCP-CFG-E-101", err)
+        # Signed, then changed by one byte: refuses with the invalid-signature code.
+        cg("policy", "sign", "--key", self.key, self.pol, check=0)
+        with open(self.pol, "a") as f:
+            f.write("\n")
+        p = start()
+        out, err = p.communicate(timeout=60)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("MCP-CFG-E-102", err)
+        # Signed as is: it starts (and is stopped again).
+        cg("policy", "sign", "--key", self.key, self.pol, check=0)
+        p = start()
+        try:
+            for _ in range(200):
+                if os.path.exists(sock) or p.poll() is not None:
+                    break
+                import time
+                time.sleep(0.05)
+            self.assertIsNone(p.poll(), p.stderr.read() if p.poll() is not None else "")
+            self.assertTrue(os.path.exists(sock))
+        finally:
+            p.terminate()
+            p.communicate(timeout=60)
+
     def test_explicit_signature_path_and_openssl_interop(self):
         sig = os.path.join(self.d, "detached.sig")
         cg("policy", "sign", "--key", self.key, "--out", sig, self.pol, check=0)
