@@ -1183,6 +1183,8 @@ static int parse_position(struct ld *l, yaml_node_t *n, unsigned *mask)
 
 static int get_flags(struct ld *l, yaml_node_t *n, const char *what, struct strs *out)
 {
+	if (n && n->type == YAML_SEQUENCE_NODE && seq_len(n) > 64)
+		return fail(l, n, "%s has more than 64 flags", what);
 	if (get_strs(l, n, what, out) != 0)
 		return -1;
 	for (size_t i = 0; i < out->n; i++)
@@ -1559,7 +1561,12 @@ static int build_index(struct ld *l)
 				return oom(l);
 		if (r->kind == RK_ACTION)
 			continue;
-		if (r->exe.n > 0 && r->exe_glob.n == 0) {
+		/*
+		 * Exact paths go in the index; a rule that also (or only) has
+		 * globs, or names no executable, is tried for every stage too
+		 * (the generic list). policy.c merges both in file order.
+		 */
+		if (r->exe.n > 0) {
 			for (size_t e = 0; e < r->exe.n; e++) {
 				struct idxlist *il = cg_htab_get(&p->exe_index, r->exe.v[e]);
 				if (!il) {
@@ -1572,9 +1579,9 @@ static int build_index(struct ld *l)
 				if (idx_push(il, ri) != 0)
 					return oom(l);
 			}
-		} else if (idx_push(&p->generic, ri) != 0) {
-			return oom(l);
 		}
+		if ((r->exe.n == 0 || r->exe_glob.n > 0) && idx_push(&p->generic, ri) != 0)
+			return oom(l);
 	}
 	return 0;
 }

@@ -243,8 +243,8 @@ static bool spec_value_flag(const struct cmdspec *s, const char *name, size_t le
 	if (!s)
 		return false;
 	for (size_t i = 0; i < s->value_flags.n; i++)
-		if (strlen(s->value_flags.v[i]) == len &&
-		    memcmp(s->value_flags.v[i], name, len) == 0)
+		if (strncmp(s->value_flags.v[i], name, len) == 0 &&
+		    s->value_flags.v[i][len] == '\0')
 			return true;
 	return false;
 }
@@ -255,7 +255,7 @@ static void spec_canon(const struct cmdspec *s, const char **name, size_t *len)
 	if (!s)
 		return;
 	for (size_t i = 0; i < s->n_alias; i++)
-		if (strlen(s->alias[i]) == *len && memcmp(s->alias[i], *name, *len) == 0) {
+		if (strncmp(s->alias[i], *name, *len) == 0 && s->alias[i][*len] == '\0') {
 			*name = s->canon[i];
 			*len = strlen(s->canon[i]);
 			return;
@@ -346,30 +346,20 @@ struct sctx {
 	bool failed; /* an internal failure: fail closed */
 };
 
-/* Does flag f (as written in the rule) occur, after canonicalising both sides? */
-static bool has_flag(const struct sctx *sc, const char *f)
+/* Is token t the flag f as written in a rule, once both are canonical? */
+static bool flag_eq(const struct cmdspec *spec, const struct tok *t, const char *f)
 {
 	const char *fn = f;
 	size_t fl = strlen(f);
-	spec_canon(sc->spec, &fn, &fl);
-	struct argit it;
-	struct tok t;
-	argit_init(&it, sc->spec, sc->st);
-	while (argit_next(&it, &t))
-		if (t.flag && t.name_len == fl && memcmp(t.name, fn, fl) == 0)
-			return true;
-	return false;
+	spec_canon(spec, &fn, &fl);
+	return t->name_len == fl && memcmp(t->name, fn, fl) == 0;
 }
 
 static bool flag_in(const struct sctx *sc, const struct tok *t, const struct strs *set)
 {
-	for (size_t i = 0; i < set->n; i++) {
-		const char *fn = set->v[i];
-		size_t fl = strlen(fn);
-		spec_canon(sc->spec, &fn, &fl);
-		if (t->name_len == fl && memcmp(t->name, fn, fl) == 0)
+	for (size_t i = 0; i < set->n; i++)
+		if (flag_eq(sc->spec, t, set->v[i]))
 			return true;
-	}
 	return false;
 }
 
@@ -551,13 +541,13 @@ static bool context_holds(const struct rule *r, const struct cg_call *call)
 
 static bool command_holds(const struct rule *r, struct sctx *sc, bool exe_known)
 {
-	if (!exe_known && (r->exe.n || r->exe_glob.n)) {
-		bool hit = false;
-		for (size_t i = 0; i < r->exe.n && !hit; i++)
-			hit = strcmp(r->exe.v[i], sc->exe) == 0;
-		if (!hit && !glob_any(&r->exe_glob, sc->exe))
-			return false;
-	}
+	/*
+	 * Met through the generic list: had an exact path matched, the index
+	 * would have offered this rule (and the merge takes that first), so
+	 * only the globs are left to try.
+	 */
+	if (!exe_known && (r->exe.n || r->exe_glob.n) && !glob_any(&r->exe_glob, sc->exe))
+		return false;
 	if (r->position && !(r->position & sc->pos))
 		return false;
 	if (r->argv0.n && !glob_any(&r->argv0, cg_base_of(sc->st->argv[0])))
@@ -568,19 +558,29 @@ static bool command_holds(const struct rule *r, struct sctx *sc, bool exe_known)
 		return false;
 	if (r->max_args >= 0 && sc->n_pos > (size_t)r->max_args)
 		return false;
-	for (size_t i = 0; i < r->flags_all.n; i++)
-		if (!has_flag(sc, r->flags_all.v[i]))
-			return false;
-	if (r->flags_any.n) {
-		bool hit = false;
-		for (size_t i = 0; i < r->flags_any.n && !hit; i++)
-			hit = has_flag(sc, r->flags_any.v[i]);
-		if (!hit)
+	if (r->flags_any.n || r->flags_all.n || r->flags_none.n) {
+		/* One pass over the flags for all three conditions. */
+		uint64_t all_seen = 0, all_want = r->flags_all.n >= 64
+						      ? UINT64_MAX
+						      : (UINT64_C(1) << r->flags_all.n) - 1;
+		bool any_hit = r->flags_any.n == 0;
+		struct argit it;
+		struct tok t;
+		argit_init(&it, sc->spec, sc->st);
+		while (argit_next(&it, &t)) {
+			if (!t.flag)
+				continue;
+			if (r->flags_none.n && flag_in(sc, &t, &r->flags_none))
+				return false;
+			if (!any_hit && flag_in(sc, &t, &r->flags_any))
+				any_hit = true;
+			for (size_t i = 0; i < r->flags_all.n; i++)
+				if (flag_eq(sc->spec, &t, r->flags_all.v[i]))
+					all_seen |= UINT64_C(1) << i;
+		}
+		if (!any_hit || all_seen != all_want)
 			return false;
 	}
-	for (size_t i = 0; i < r->flags_none.n; i++)
-		if (has_flag(sc, r->flags_none.v[i]))
-			return false;
 	if (r->n_sub || r->has_flags_only || r->args_any.n || r->args_all.n || r->args_none.n) {
 		bool sub_ok = r->n_sub == 0;
 		bool any_ok = r->args_any.n == 0;
@@ -673,8 +673,10 @@ static int decide_stage(const struct cg_policy *p, const struct cg_call *call, s
 	const struct idxlist *il = cg_htab_get(&p->exe_index, rs->exe);
 	size_t a = 0, b = 0, na = il ? il->n : 0, nb = p->generic.n;
 	while (a < na || b < nb) {
-		bool from_index = b >= nb || (a < na && il->v[a] < p->generic.v[b]);
+		bool from_index = b >= nb || (a < na && il->v[a] <= p->generic.v[b]);
 		uint32_t ri = from_index ? il->v[a++] : p->generic.v[b++];
+		if (from_index && b < nb && p->generic.v[b] == ri)
+			b++; /* in both lists (exe and exe_glob): once, as indexed */
 		const struct rule *r = &p->rules[ri];
 		if (command_holds(r, &sc, from_index)) {
 			*out = r;
