@@ -45,9 +45,7 @@
 #include "policy.h"
 #include "reply.h"
 #include "screen.h"
-#if __has_include("sign.h")
 #include "sign.h"
-#endif
 #include "util.h"
 #include "wire.h"
 #include "world.h"
@@ -150,33 +148,39 @@ static void gen_put(struct gen *g)
 }
 
 /*
- * Check the policy file's detached signature against the configured key.
- * Without the signing module built in, a required signature cannot be
- * checked, so the policy is refused (fail closed).
+ * Read the policy file once, check its detached signature over exactly those
+ * bytes (when a key is configured), and load the same bytes: a file swapped
+ * between the check and the load cannot get in. Without the signing module a
+ * required signature cannot be checked, so the policy is refused.
  */
-static int verify_policy(const char *policy, const char *pubkey, struct cg_reply **err)
+static int load_policy_file(const char *path, const char *pubkey, struct cg_policy **p,
+			    struct cg_reply **err)
 {
-#if __has_include("sign.h")
-	return cg_sign_verify_policy(policy, NULL, pubkey, err);
-#else
-	*err = cg_reply_new(CG_R_POLICY_LOAD_FAILED, "{s:s,s:s}", "source", policy, "detail",
-			    "signature verification is not built in");
-	return -1;
-#endif
+	char *buf = NULL;
+	size_t len = 0;
+	if (cg_sign_read_file(path, &buf, &len) != 0) {
+		*err = cg_reply_new(CG_R_POLICY_LOAD_FAILED, "{s:s,s:s}", "source", path, "detail",
+				    strerror(errno));
+		return -1;
+	}
+	int rc = 0;
+	if (pubkey)
+		rc = cg_sign_verify_buffer(path, buf, len, NULL, pubkey, err);
+	if (rc == 0)
+		rc = cg_policy_load_buffer(path, buf, len, p, err);
+	free(buf);
+	return rc;
 }
 
 /*
- * Load a policy (file or embedded), verifying its signature first when a
- * public key is configured, and build its chain. 0 with *out, or -1 and *err.
+ * Load a policy (file or embedded) and build its chain. 0 with *out, or -1 and *err.
  */
 static int gen_load(struct cg_kernel *k, struct gen **out, struct cg_reply **err)
 {
 	struct cg_policy *p = NULL;
 	int rc;
 	if (k->policy_file) {
-		if (k->pubkey_file && verify_policy(k->policy_file, k->pubkey_file, err) != 0)
-			return -1;
-		rc = cg_policy_load_file(k->policy_file, &p, err);
+		rc = load_policy_file(k->policy_file, k->pubkey_file, &p, err);
 	} else {
 		if (k->pubkey_file) {
 			*err = cg_reply_new(
