@@ -346,19 +346,35 @@ struct sctx {
 	bool failed; /* an internal failure: fail closed */
 };
 
-/* Is token t the flag f as written in a rule, once both are canonical? */
-static bool flag_eq(const struct cmdspec *spec, const struct tok *t, const char *f)
+/*
+ * A rule's flag list canonicalised under the stage's spec, once per rule and
+ * stage (not once per token). The loader caps flag lists at 64.
+ */
+struct cflags {
+	size_t n;
+	const char *v[64];
+	size_t len[64];
+};
+
+static void cflags_init(struct cflags *cf, const struct cmdspec *spec, const struct strs *s)
 {
-	const char *fn = f;
-	size_t fl = strlen(f);
-	spec_canon(spec, &fn, &fl);
-	return t->name_len == fl && memcmp(t->name, fn, fl) == 0;
+	cf->n = s->n < 64 ? s->n : 64;
+	for (size_t i = 0; i < cf->n; i++) {
+		cf->v[i] = s->v[i];
+		cf->len[i] = strlen(s->v[i]);
+		spec_canon(spec, &cf->v[i], &cf->len[i]);
+	}
 }
 
-static bool flag_in(const struct sctx *sc, const struct tok *t, const struct strs *set)
+static bool cflag_is(const struct cflags *cf, size_t i, const struct tok *t)
 {
-	for (size_t i = 0; i < set->n; i++)
-		if (flag_eq(sc->spec, t, set->v[i]))
+	return t->name_len == cf->len[i] && memcmp(t->name, cf->v[i], cf->len[i]) == 0;
+}
+
+static bool cflags_has(const struct cflags *cf, const struct tok *t)
+{
+	for (size_t i = 0; i < cf->n; i++)
+		if (cflag_is(cf, i, t))
 			return true;
 	return false;
 }
@@ -564,18 +580,22 @@ static bool command_holds(const struct rule *r, struct sctx *sc, bool exe_known)
 						      ? UINT64_MAX
 						      : (UINT64_C(1) << r->flags_all.n) - 1;
 		bool any_hit = r->flags_any.n == 0;
+		struct cflags none, any, all;
+		cflags_init(&none, sc->spec, &r->flags_none);
+		cflags_init(&any, sc->spec, &r->flags_any);
+		cflags_init(&all, sc->spec, &r->flags_all);
 		struct argit it;
 		struct tok t;
 		argit_init(&it, sc->spec, sc->st);
 		while (argit_next(&it, &t)) {
 			if (!t.flag)
 				continue;
-			if (r->flags_none.n && flag_in(sc, &t, &r->flags_none))
+			if (cflags_has(&none, &t))
 				return false;
-			if (!any_hit && flag_in(sc, &t, &r->flags_any))
+			if (!any_hit && cflags_has(&any, &t))
 				any_hit = true;
-			for (size_t i = 0; i < r->flags_all.n; i++)
-				if (flag_eq(sc->spec, &t, r->flags_all.v[i]))
+			for (size_t i = 0; i < all.n; i++)
+				if (cflag_is(&all, i, &t))
 					all_seen |= UINT64_C(1) << i;
 		}
 		if (!any_hit || all_seen != all_want)
@@ -584,6 +604,8 @@ static bool command_holds(const struct rule *r, struct sctx *sc, bool exe_known)
 	if (r->n_sub || r->has_flags_only || r->args_any.n || r->args_all.n || r->args_none.n) {
 		bool sub_ok = r->n_sub == 0;
 		bool any_ok = r->args_any.n == 0;
+		struct cflags only;
+		cflags_init(&only, sc->spec, &r->flags_only);
 		for (size_t s = 0; s < r->n_sub && !sub_ok; s++) {
 			const struct strs *w = &r->sub[s];
 			struct argit it;
@@ -607,7 +629,7 @@ static bool command_holds(const struct rule *r, struct sctx *sc, bool exe_known)
 		argit_init(&it, sc->spec, sc->st);
 		while (argit_next(&it, &t)) {
 			if (t.flag) {
-				if (r->has_flags_only && !flag_in(sc, &t, &r->flags_only))
+				if (r->has_flags_only && !cflags_has(&only, &t))
 					return false;
 				continue;
 			}
