@@ -1,0 +1,227 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Independent verifier for callgate evidence (docs/evidence.md).
+
+Written from the format documentation alone, with the Python standard
+library only, so that evidence can be checked without trusting callgate.
+
+    verify_trace.py TRACE_DIR                 one package's events.ndjson alone
+    verify_trace.py STATE_DIR TRACE_ID        the package against the journal
+    verify_trace.py STATE_DIR --all           the journal, checkpoints, every package
+
+Checks: every line's hash over its exact bytes, both chains from the genesis,
+contiguous sequence numbers, the closed set of event types, the structure of
+each trace (request first, no execution without a permit or after BLOCK or
+UNKNOWN, verdict, replay, seal with the right count and head), that a
+package's events are byte-for-byte the journal's, and that every checkpoint's
+head is the journal's event at that seq. Ed25519 signatures are NOT checked
+(the standard library has no Ed25519): use `callgate replay` or the
+`openssl pkeyutl -verify` command in docs/evidence.md for those.
+
+Exit status: 0 when everything verifies, 1 otherwise (each problem printed).
+"""
+import hashlib
+import json
+import os
+import sys
+
+GENESIS = hashlib.sha256(b"callgate-genesis-v1").hexdigest()
+TAIL = 76  # ,"hash":"<64 hex>"}\n
+KEYS = ["seq", "trace", "tseq", "type", "ts", "prev", "tprev", "payload", "hash"]
+TYPES = {"request", "resolved", "rung", "decision", "approval.requested",
+         "approval.answered", "permit", "exec.started", "exec.finished", "screening",
+         "verdict", "replay", "seal", "incomplete", "recovery"}
+HEX = set("0123456789abcdef")
+
+
+class Problems(list):
+    def add(self, where, what):
+        self.append("%s: %s" % (where, what))
+
+
+def read_lines(path, probs):
+    """Lines with their newline; a last line without one is reported."""
+    with open(path, "rb") as f:
+        data = f.read()
+    lines = data.split(b"\n")
+    if lines[-1]:
+        probs.add(path, "truncated: the file ends mid-line")
+    return [l + b"\n" for l in lines[:-1]]
+
+
+def parse(line, where, probs):
+    """One event line -> dict, or None (after reporting why)."""
+    if not line.endswith(b'"}\n') or line[-TAIL:-TAIL + 9] != b',"hash":"':
+        probs.add(where, "schema: the line does not end with the hash member")
+        return None
+    try:
+        e = json.loads(line)
+    except ValueError as x:
+        probs.add(where, "schema: not JSON (%s)" % x)
+        return None
+    if not isinstance(e, dict) or list(e) != KEYS:
+        probs.add(where, "schema: members missing or out of order")
+        return None
+    if e["type"] not in TYPES:
+        probs.add(where, "type_unknown: %r" % e["type"])
+    if not (isinstance(e["seq"], int) and isinstance(e["tseq"], int)
+            and isinstance(e["payload"], dict)
+            and all(isinstance(e[k], str) and len(e[k]) == 64 and set(e[k]) <= HEX
+                    for k in ("prev", "tprev", "hash"))):
+        probs.add(where, "schema: a member has the wrong type")
+        return None
+    if hashlib.sha256(line[:-TAIL]).hexdigest() != e["hash"]:
+        probs.add(where, "hash: the bytes do not hash to %s" % e["hash"][:16])
+    return e
+
+
+def check_trace(events, where, probs):
+    """Chain and structure of one trace's events (dicts, in file order)."""
+    prev, decision, permit, started, verdicts, last, end = GENESIS, None, False, False, 0, None, None
+    for n, e in enumerate(events, 1):
+        at = "%s event %d" % (where, n)
+        if e["tseq"] != n:
+            probs.add(at, "sequence: tseq %d, expected %d" % (e["tseq"], n))
+        if e["tprev"] != prev:
+            probs.add(at, "link: tprev does not name the previous event")
+        if e["trace"] != events[0]["trace"]:
+            probs.add(at, "trace_mismatch: event of trace %s" % e["trace"])
+        prev, t = e["hash"], e["type"]
+        if end:
+            probs.add(at, "event_after_seal: %s after %s" % (t, end))
+        if n == 1 and t != "request":
+            probs.add(at, "structure: a trace begins with its request")
+        if t == "decision":
+            decision = e["payload"].get("decision")
+        blocked = decision not in ("ALLOW", "DEGRADE")
+        if t == "permit":
+            permit = True
+            if decision is None or blocked:
+                probs.add(at, "exec_despite_block: permit after decision %s" % decision)
+        if t == "exec.started":
+            started = True
+            if not permit:
+                probs.add(at, "exec_without_permit: execution without a permit (critical)")
+            elif blocked:
+                probs.add(at, "exec_despite_block: execution after %s (critical)" % decision)
+        if t == "exec.finished" and not started:
+            probs.add(at, "structure: exec.finished without exec.started")
+        if t == "verdict":
+            verdicts += 1
+        elif verdicts and t not in ("replay", "seal", "incomplete"):
+            probs.add(at, "structure: %s after the verdict" % t)
+        if t == "seal":
+            if last != "replay":
+                probs.add(at, "structure: the seal follows the replay event")
+            if e["payload"].get("events") != n - 1 or e["payload"].get("head") != e["tprev"]:
+                probs.add(at, "seal_mismatch: wrong event count or head")
+            end = "seal"
+        if t == "incomplete":
+            end = "incomplete"
+        last = t
+    if not end:
+        probs.add(where, "not_sealed: no seal and no incomplete marker")
+    elif end == "seal" and verdicts != 1:
+        probs.add(where, "structure: %d verdicts" % verdicts)
+    return end
+
+
+def check_package(dirpath, probs):
+    path = os.path.join(dirpath, "events.ndjson")
+    lines = read_lines(path, probs)
+    events = [parse(l, "%s line %d" % (path, i), probs) for i, l in enumerate(lines, 1)]
+    events = [e for e in events if e]
+    check_trace(events, path, probs)
+    return lines
+
+
+def load_journal(state, probs):
+    jdir = os.path.join(state, "journal")
+    names = sorted(n for n in os.listdir(jdir) if n.endswith(".ndjson") and len(n) == 23)
+    out, head, seq, traces = [], GENESIS, 0, {}
+    for name in names:
+        path = os.path.join(jdir, name)
+        for i, line in enumerate(read_lines(path, probs), 1):
+            e = parse(line, "%s line %d" % (path, i), probs)
+            if not e:
+                continue
+            if e["seq"] != seq + 1:
+                probs.add(path, "line %d: sequence: seq %d after %d" % (i, e["seq"], seq))
+            if e["prev"] != head:
+                probs.add(path, "line %d: link: prev does not name seq %d" % (i, e["seq"] - 1))
+            t = traces.setdefault(e["trace"], [GENESIS, 0])
+            if e["tseq"] != t[1] + 1 or e["tprev"] != t[0]:
+                probs.add(path, "line %d: trace_link in trace %s" % (i, e["trace"]))
+            traces[e["trace"]] = [e["hash"], e["tseq"]]
+            head, seq = e["hash"], e["seq"]
+            out.append((e, line))
+    return out
+
+
+def check_checkpoints(state, journal, probs):
+    path = os.path.join(state, "checkpoints.ndjson")
+    by_seq = {e["seq"]: e["hash"] for e, _ in journal}
+    n = 0
+    if not os.path.exists(path):
+        if journal:
+            probs.add(path, "checkpoint_missing")
+        return
+    for i, line in enumerate(read_lines(path, probs), 1):
+        c = json.loads(line)
+        n += 1
+        want = GENESIS if c["seq"] == 0 else by_seq.get(c["seq"])
+        if want is None:
+            probs.add(path, "line %d: journal_truncated: no event %d" % (i, c["seq"]))
+        elif want != c["head"]:
+            probs.add(path, "line %d: checkpoint_mismatch at seq %d" % (i, c["seq"]))
+    if journal and n == 0:
+        probs.add(path, "checkpoint_missing")
+
+
+def main(argv):
+    probs = Problems()
+    if len(argv) == 2 and os.path.exists(os.path.join(argv[1], "events.ndjson")):
+        check_package(argv[1], probs)
+        checked = "package %s" % argv[1]
+    elif len(argv) == 3:
+        state, which = argv[1], argv[2]
+        journal = load_journal(state, probs)
+        check_checkpoints(state, journal, probs)
+        by_trace = {}
+        for e, line in journal:
+            by_trace.setdefault(e["trace"], []).append((e, line))
+        ids = sorted(t for t in by_trace if t != "journal") if which == "--all" else [which]
+        for tid in ids:
+            tdir = os.path.join(state, "traces", tid)
+            evs = by_trace.get(tid)
+            if not evs:
+                probs.add(tid, "trace_unknown: the journal holds no event of it")
+                continue
+            end = check_trace([e for e, _ in evs], "journal trace " + tid, probs)
+            if not os.path.isdir(tdir):
+                probs.add(tdir, "trace_dir_missing")
+                continue
+            files = sorted(f for f in os.listdir(tdir) if not f.startswith("."))
+            if files != sorted(["events.ndjson", "verdict.json", "verdict.md",
+                                "replay.json", "diff.json"]):
+                probs.add(tdir, "package_files: %s" % files)
+            lines = check_package(tdir, probs)
+            if lines != [l for _, l in evs]:
+                probs.add(tdir, "trace_line_mismatch: events.ndjson is not the journal's lines")
+            if end == "seal":
+                with open(os.path.join(tdir, "verdict.json")) as f:
+                    if json.load(f) != evs[-1][0]["payload"].get("verdict"):
+                        probs.add(tdir, "verdict_mismatch")
+        checked = "%d trace(s), %d journal events" % (len(ids), len(journal))
+    else:
+        sys.stderr.write(__doc__)
+        return 64
+    for p in probs:
+        print("FAIL " + p)
+    print("%s  %s (Ed25519 signatures not checked here)" % ("PASS" if not probs else "FAIL",
+                                                           checked))
+    return 0 if not probs else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

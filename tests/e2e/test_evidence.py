@@ -1,0 +1,341 @@
+# SPDX-License-Identifier: MIT
+"""End-to-end tests of the evidence trail (docs/evidence.md): trace packages
+from a real daemon, the verdict/replay/log/key tools, tamper detection by
+`callgate replay` and by the independent verifier docs/verify_trace.py, and
+crash safety under SIGKILL during governed calls."""
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+import cgtest
+
+VERIFIER = os.path.join(cgtest.SRCDIR, "docs", "verify_trace.py")
+FIVE = ["diff.json", "events.ndjson", "replay.json", "verdict.json", "verdict.md"]
+
+
+def wait_package(state, tid, timeout=cgtest.DEFAULT_TIMEOUT):
+    """The package is written by the daemon's writer thread just after the reply."""
+    d = os.path.join(state, "traces", tid)
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(os.path.join(d, "verdict.md")):
+        if time.monotonic() > deadline:
+            raise AssertionError("no package for trace %s" % tid)
+        time.sleep(0.02)
+    return d
+
+
+def cli(state, *args, timeout=cgtest.DEFAULT_TIMEOUT):
+    return subprocess.run([cgtest.CALLGATE, "--state-dir", state] + list(args),
+                          capture_output=True, timeout=timeout)
+
+
+def verifier(*args):
+    return subprocess.run([sys.executable, VERIFIER] + list(args), capture_output=True,
+                          timeout=cgtest.DEFAULT_TIMEOUT)
+
+
+class EvidenceTools(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.d = cgtest.Daemon().start()
+        ok = cls.d.request(cgtest.make_request([["/bin/true"]], privileged=False,
+                                               session="sess-a"))
+        assert ok["status"] == "ok", ok
+        cls.allowed = ok["reply"]["trace_id"]
+        no = cls.d.request(cgtest.make_request([["/bin/rm", "-rf", "/"]], privileged=False,
+                                               session="sess-b"))
+        assert no["status"] == "denied", no
+        cls.denied = no["reply"]["trace_id"]
+        cls.state = cls.d.state_dir
+        wait_package(cls.state, cls.allowed)
+        wait_package(cls.state, cls.denied)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.d.close()
+
+    def test_package_has_exactly_five_files(self):
+        for tid in (self.allowed, self.denied):
+            self.assertEqual(sorted(os.listdir(os.path.join(self.state, "traces", tid))), FIVE)
+
+    def test_verdict_prints_markdown_and_json(self):
+        p = cli(self.state, "verdict", self.denied)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn(b"# Verdict: BLOCK", p.stdout)
+        self.assertIn(b"rm-recursive", p.stdout)
+        p = cli(self.state, "verdict", self.allowed, "--json")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        v = json.loads(p.stdout)
+        self.assertEqual(v["decision"], "ALLOW")
+        self.assertEqual(v["reply"]["type"], "S")
+        self.assertTrue(v["executed"])
+        for k in ("summary", "why", "constrained", "blocked", "next_steps", "confidence"):
+            self.assertIn(k, v)
+        self.assertEqual(cli(self.state, "verdict", "no-such-trace").returncode, 1)
+
+    def test_denied_call_has_no_permit_and_verdict_blocks(self):
+        with open(os.path.join(self.state, "traces", self.denied, "events.ndjson")) as f:
+            types = [json.loads(l)["type"] for l in f]
+        self.assertNotIn("permit", types)
+        self.assertNotIn("exec.started", types)
+        self.assertEqual(types[0], "request")
+        self.assertEqual(types[-2:], ["replay", "seal"])
+
+    def test_replay_passes_and_writes_replay_json(self):
+        p = cli(self.state, "replay", self.allowed)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertIn(b"PASS", p.stdout)
+        with open(os.path.join(self.state, "traces", self.allowed, "replay.json")) as f:
+            self.assertEqual(json.load(f)["status"], "PASS")
+        p = cli(self.state, "replay", "--all", "--json")
+        self.assertEqual(p.returncode, 0, p.stdout)
+        self.assertEqual(json.loads(p.stdout)["status"], "PASS")
+
+    def test_independent_verifier_passes_real_traces(self):
+        for tid in (self.allowed, self.denied):
+            p = verifier(self.state, tid)
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            p = verifier(os.path.join(self.state, "traces", tid))
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+
+    def test_log_filters(self):
+        p = cli(self.state, "log", "--decision", "BLOCK", "--json")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        traces = {json.loads(l)["trace"] for l in p.stdout.splitlines()}
+        self.assertEqual(traces, {self.denied})
+        p = cli(self.state, "log", "--session", "sess-a", "--json")
+        traces = {json.loads(l)["trace"] for l in p.stdout.splitlines()}
+        self.assertEqual(traces, {self.allowed})
+        p = cli(self.state, "log", "--trace", self.allowed)
+        self.assertIn(b"permit", p.stdout)
+        p = cli(self.state, "log", "--since", "1d", "--trace", self.allowed, "--json")
+        self.assertGreater(len(p.stdout.splitlines()), 5)
+        self.assertEqual(cli(self.state, "log", "--since", "yesterday").returncode, 64)
+
+    def test_key_show_prints_the_public_key(self):
+        p = cli(self.state, "key", "show")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn(b"BEGIN PUBLIC KEY", p.stdout)
+        self.assertIn(b"fingerprint: sha256:", p.stdout)
+        st = os.stat(os.path.join(self.state, "keys", "evidence.key"))
+        self.assertEqual(st.st_mode & 0o777, 0o600)
+
+    def test_checkpoint_verifies_with_openssl(self):
+        if not shutil.which("openssl"):
+            self.skipTest("no openssl binary")
+        with open(os.path.join(self.state, "checkpoints.ndjson"), "rb") as f:
+            line = f.read().splitlines()[-1]
+        cut = line.rindex(b',"sig":"')
+        sig = json.loads(line)["sig"]
+        tmp = tempfile.mkdtemp()
+        try:
+            import base64
+            with open(os.path.join(tmp, "msg"), "wb") as f:
+                f.write(line[:cut])
+            with open(os.path.join(tmp, "sig"), "wb") as f:
+                f.write(base64.b64decode(sig))
+            p = subprocess.run(["openssl", "pkeyutl", "-verify", "-pubin", "-inkey",
+                                os.path.join(self.state, "keys", "evidence.pub"), "-rawin",
+                                "-in", os.path.join(tmp, "msg"), "-sigfile",
+                                os.path.join(tmp, "sig")], capture_output=True)
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        finally:
+            shutil.rmtree(tmp)
+
+
+class EvidenceTamper(unittest.TestCase):
+    """Mutations on a copy of a stopped daemon's state: each caught by replay and the verifier."""
+
+    @classmethod
+    def setUpClass(cls):
+        with cgtest.Daemon() as d:
+            r = d.request(cgtest.make_request([["/bin/true"]], privileged=False))
+            cls.tid = r["reply"]["trace_id"]
+            wait_package(d.state_dir, cls.tid)
+            d.stop()
+            cls.master = tempfile.mkdtemp(prefix="cg-ev-master-")
+            shutil.copytree(d.state_dir, os.path.join(cls.master, "s"))
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.master, ignore_errors=True)
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="cg-ev-tamper-")
+        self.state = os.path.join(self.tmp, "s")
+        shutil.copytree(os.path.join(self.master, "s"), self.state)
+        self.events = os.path.join(self.state, "traces", self.tid, "events.ndjson")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def assertCaught(self, check, trace=None):
+        p = cli(self.state, "replay", trace or self.tid, "--json")
+        self.assertEqual(p.returncode, 1, p.stdout)
+        names = {f["check"] for f in json.loads(p.stdout)["failures"]}
+        self.assertIn(check, names)
+        p = verifier(self.state, trace or self.tid)
+        self.assertEqual(p.returncode, 1, p.stdout)
+
+    def test_untouched_copy_passes(self):
+        self.assertEqual(cli(self.state, "replay", "--all").returncode, 0)
+        self.assertEqual(verifier(self.state, "--all").returncode, 0)
+
+    def test_edited_byte(self):
+        with open(self.events, "rb") as f:
+            data = bytearray(f.read())
+        i = data.index(b"/bin/true")
+        data[i + 1] ^= 0x01
+        with open(self.events, "wb") as f:
+            f.write(data)
+        self.assertCaught("hash")
+
+    def test_deleted_line(self):
+        with open(self.events, "rb") as f:
+            lines = f.readlines()
+        del lines[2]
+        with open(self.events, "wb") as f:
+            f.writelines(lines)
+        self.assertCaught("line_deleted")
+
+    def test_reordered_lines(self):
+        with open(self.events, "rb") as f:
+            lines = f.readlines()
+        lines[2], lines[3] = lines[3], lines[2]
+        with open(self.events, "wb") as f:
+            f.writelines(lines)
+        self.assertCaught("line_reordered")
+
+    def test_removed_trace_directory_then_rebuilt(self):
+        shutil.rmtree(os.path.join(self.state, "traces", self.tid))
+        self.assertCaught("trace_dir_missing")
+        p = cli(self.state, "evidence", "rebuild", self.tid)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(cli(self.state, "replay", self.tid).returncode, 0)
+
+    def test_forged_verdict(self):
+        path = os.path.join(self.state, "traces", self.tid, "verdict.json")
+        with open(path) as f:
+            v = json.load(f)
+        v["decision"] = "BLOCK"
+        with open(path, "w") as f:
+            json.dump(v, f)
+        self.assertCaught("verdict_mismatch")
+
+
+def restart(d):
+    """Start the same daemon (same state dir) again after it died."""
+    if d._logf:
+        d._logf.close()
+        d._logf = None
+    d.start()
+
+
+class EvidenceCrash(unittest.TestCase):
+    """SIGKILL at random moments during governed calls; restart; verify."""
+
+    CALLS = int(os.environ.get("CG_CRASH_CALLS", "2000"))
+
+    def test_sigkill_during_governed_calls(self):
+        rnd = random.Random(int(os.environ.get("CG_CRASH_SEED", "5")))
+        d = cgtest.Daemon()
+        d.start()
+        lock = threading.Lock()
+        ran, answered, stop = [], [0], threading.Event()
+        up = threading.Event()
+        up.set()
+
+        def client():
+            while not stop.is_set():
+                with lock:
+                    if answered[0] >= self.CALLS:
+                        return
+                up.wait(60)
+                try:
+                    r = d.request(cgtest.make_request([["/bin/true"]], privileged=False),
+                                  timeout=20)
+                except Exception:
+                    time.sleep(0.01)  # the daemon is down or was killed mid-call
+                    continue
+                with lock:
+                    answered[0] += 1
+                    if r.get("status") == "ok":
+                        ran.append(r["reply"]["trace_id"])
+
+        threads = [threading.Thread(target=client) for _ in range(8)]
+        kills = 0
+        try:
+            for t in threads:
+                t.start()
+            while any(t.is_alive() for t in threads):
+                time.sleep(rnd.uniform(0.3, 2.0))
+                with lock:
+                    if answered[0] >= self.CALLS:
+                        break
+                if kills < 6:
+                    up.clear()
+                    d.proc.send_signal(signal.SIGKILL)
+                    d.proc.wait()
+                    kills += 1
+                    restart(d)
+                    up.set()
+            stop.set()
+            for t in threads:
+                t.join(60)
+            # A write cut by the crash: the torn tail must be set aside and recorded.
+            d.stop(signal.SIGKILL)
+            segs = sorted(f for f in os.listdir(os.path.join(d.state_dir, "journal"))
+                          if f.endswith(".ndjson"))
+            with open(os.path.join(d.state_dir, "journal", segs[-1]), "ab") as f:
+                f.write(b'{"seq":1,"trace":"torn')
+            restart(d)
+            d.stop()
+            state = d.state_dir
+
+            jdir = os.path.join(state, "journal")
+            self.assertTrue(any(f.startswith("torn-journal-") for f in os.listdir(jdir)))
+            p = cli(state, "replay", "--all", "--json", timeout=600)
+            rep = json.loads(p.stdout)
+            self.assertEqual(p.returncode, 0, json.dumps(rep["failures"][:20]))
+            self.assertEqual(rep["summary"]["open"], 0)
+            self.assertGreater(rep["summary"]["pass"], 0)
+            p = verifier(state, "--all")
+            self.assertEqual(p.returncode, 0, p.stdout[-2000:])
+
+            types_by_trace = {}
+            recovery = 0
+            p = cli(state, "log", "--json", timeout=600)
+            for line in p.stdout.splitlines():
+                e = json.loads(line)
+                types_by_trace.setdefault(e["trace"], []).append(e["type"])
+                recovery += e["type"] == "recovery"
+            self.assertGreaterEqual(recovery, 1, "the torn tail is recorded")
+            # Every command that ran has its durable permit.
+            for tid in ran:
+                self.assertIn("permit", types_by_trace.get(tid, []), tid)
+            # Traces cut short are marked incomplete, never sealed as whole.
+            for tid, types in types_by_trace.items():
+                if tid == "journal":
+                    continue
+                self.assertIn(types[-1], ("seal", "incomplete"), (tid, types))
+                self.assertFalse("seal" in types and "incomplete" in types, tid)
+                if "exec.started" in types:
+                    self.assertIn("permit", types[:types.index("exec.started")], tid)
+            self.assertGreaterEqual(len(ran), self.CALLS // 2)
+            self.assertGreaterEqual(kills, 1)
+        finally:
+            stop.set()
+            up.set()
+            d.close()
+
+
+if __name__ == "__main__":
+    unittest.main()
