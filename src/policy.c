@@ -557,14 +557,14 @@ static bool context_holds(const struct rule *r, const struct cg_call *call)
 
 static bool command_holds(const struct rule *r, struct sctx *sc, bool exe_known)
 {
+	if (r->position && !(r->position & sc->pos))
+		return false; /* cheapest first */
 	/*
 	 * Met through the generic list: had an exact path matched, the index
 	 * would have offered this rule (and the merge takes that first), so
 	 * only the globs are left to try.
 	 */
 	if (!exe_known && (r->exe.n || r->exe_glob.n) && !glob_any(&r->exe_glob, sc->exe))
-		return false;
-	if (r->position && !(r->position & sc->pos))
 		return false;
 	if (r->argv0.n && !glob_any(&r->argv0, cg_base_of(sc->st->argv[0])))
 		return false;
