@@ -4,7 +4,8 @@
  *
  * Rungs register with a rank; cg_chain_decide walks them in rank order and
  * folds to the most restrictive verdict on ALLOW < DEGRADE < UNKNOWN < BLOCK.
- * Ties keep the earlier rung's verdict, so the deciding rule is stable.
+ * Ties at BLOCK/UNKNOWN keep the earlier rung's rule; ties at ALLOW/DEGRADE
+ * take the later, more specific one.
  *
  * MUST: an empty chain, a failing rung, an undecided rung -> BLOCK.
  * MUST NOT: allocate, lock or make syscalls in cg_chain_decide.
@@ -90,14 +91,28 @@ void cg_chain_decide(const struct cg_chain *c, const struct cg_call *call, struc
 		out->rungs[out->n_rungs].v = v;
 		out->n_rungs++;
 
-		if (v.decision == CG_ALLOW || v.decision == CG_DEGRADE) {
+		/*
+		 * Constraints of every verdict that may lead to a run: ALLOW, DEGRADE,
+		 * and UNKNOWN (a deferred call, once a human approves it, still runs
+		 * under its rule's constraints). More sets only ever tighten.
+		 */
+		if (v.decision == CG_ALLOW || v.decision == CG_DEGRADE ||
+		    v.decision == CG_UNKNOWN) {
 			for (size_t k = 0; k < v.n_constraints; k++)
 				if (v.constraints[k])
 					out->constraints[out->n_constraints++] = v.constraints[k];
 		}
 		if (v.decision == CG_UNKNOWN && v.approvers > out->approvers)
 			out->approvers = v.approvers;
-		if ((int)v.decision > (int)folded) {
+		/*
+		 * The most restrictive verdict names the rule. On a tie at BLOCK or
+		 * UNKNOWN the first rung keeps it (the earliest reason to refuse); on
+		 * a tie at ALLOW or DEGRADE the later, more specific rung names it
+		 * (the policy rule that allowed, not the privilege rung's "not
+		 * privileged").
+		 */
+		if ((int)v.decision > (int)folded ||
+		    (v.decision == folded && v.decision <= CG_DEGRADE)) {
 			folded = v.decision;
 			out->rule_id = v.rule_id ? v.rule_id : r->name;
 			out->reason = v.reason;

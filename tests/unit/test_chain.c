@@ -166,3 +166,45 @@ Test(chain, registry_is_bounded)
 	cr_assert_eq(cg_chain_register(&c, 99, "overflow", say, &v_allow), -1);
 	cr_assert_eq(cg_chain_register(&c, 1, "nofn", NULL, NULL), -1);
 }
+
+Test(chain, allow_ties_name_the_later_more_specific_rule)
+{
+	struct cg_verdict first = { .decision = CG_ALLOW,
+				    .rule_id = "unprivileged",
+				    .reason = CG_R_ALLOWED };
+	struct cg_verdict second = { .decision = CG_ALLOW,
+				     .rule_id = "read-only-tools",
+				     .reason = CG_R_ALLOWED };
+	struct cg_chain c = { 0 };
+	cr_assert_eq(cg_chain_register(&c, 10, "privilege", say, &first), 0);
+	cr_assert_eq(cg_chain_register(&c, 100, "policy", say, &second), 0);
+	struct cg_folded f;
+	cg_chain_decide(&c, NULL, &f);
+	cr_assert_eq(f.decision, CG_ALLOW);
+	cr_assert_str_eq(f.rule_id, "read-only-tools");
+	cr_assert_str_eq(f.deciding_rung, "policy");
+}
+
+Test(chain, unknown_keeps_its_constraints_for_when_it_is_approved)
+{
+	static const char *const w[] = { "/ws" };
+	struct cg_constraints cons = { .fs = true,
+				       .n_write = 1,
+				       .write = w,
+				       .limits = { CG_LIMIT_UNSET, CG_LIMIT_UNSET, CG_LIMIT_UNSET,
+						   CG_LIMIT_UNSET, CG_LIMIT_UNSET },
+				       .timeout_ms = CG_LIMIT_UNSET };
+	struct cg_verdict defer = { .decision = CG_UNKNOWN,
+				    .rule_id = "two-person",
+				    .reason = CG_R_NEEDS_HUMAN,
+				    .approvers = 2,
+				    .n_constraints = 1,
+				    .constraints = { &cons } };
+	struct cg_chain c = { 0 };
+	cr_assert_eq(cg_chain_register(&c, 100, "policy", say, &defer), 0);
+	struct cg_folded f;
+	cg_chain_decide(&c, NULL, &f);
+	cr_assert_eq(f.decision, CG_UNKNOWN);
+	cr_assert_eq(f.n_constraints, 1);
+	cr_assert_eq(f.constraints[0], &cons);
+}
