@@ -13,7 +13,9 @@
  *   2. network ns     needs CAP_SYS_ADMIN, so before any privilege is dropped.
  *   3. pids.max       root ignores RLIMIT_NPROC; the cgroup limit is written
  *                     while we still may (root-owned file).
- *   4. rlimits        hard = soft, so an unprivileged command cannot raise them.
+ *   4. rlimits        hard = soft, so an unprivileged command cannot raise them
+ *                     (RLIMIT_NOFILE waits until after step 7: Landlock's
+ *                     O_PATH fds stay open until execve).
  *   5. groups, gid, uid   setgroups(0) first: after setuid we could not, and
  *                     a kept supplementary group (e.g. docker, disk) is a
  *                     ready-made escalation.
@@ -962,8 +964,7 @@ int cg_confine_child(const struct cg_confine_plan *plan)
 	if ((rc = set_rlimit(RLIMIT_CPU, plan->limits.cpu_s)) != 0 ||
 	    (rc = set_rlimit(RLIMIT_AS, plan->limits.as_bytes)) != 0 ||
 	    (rc = set_rlimit(RLIMIT_NPROC, plan->limits.nproc)) != 0 ||
-	    (rc = set_rlimit(RLIMIT_FSIZE, plan->limits.fsize_bytes)) != 0 ||
-	    (rc = set_rlimit(RLIMIT_NOFILE, plan->limits.nofile)) != 0)
+	    (rc = set_rlimit(RLIMIT_FSIZE, plan->limits.fsize_bytes)) != 0)
 		return rc;
 	/*
 	 * Raw syscalls, not the libc wrappers: glibc's setuid family signals
@@ -982,12 +983,15 @@ int cg_confine_child(const struct cg_confine_plan *plan)
 			return EPERM;
 	}
 	if (!plan->confined)
-		return 0;
+		return set_rlimit(RLIMIT_NOFILE, plan->limits.nofile);
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
 		return errno;
 	for (size_t i = 0; i < plan->n_sets; i++)
 		if ((rc = cg_landlock_apply(&plan->sets[i])) != 0)
 			return rc;
+	/* After Landlock, whose O_PATH fds stay open until execve. */
+	if ((rc = set_rlimit(RLIMIT_NOFILE, plan->limits.nofile)) != 0)
+		return rc;
 	return cg_seccomp_load(plan->seccomp);
 }
 

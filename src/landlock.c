@@ -99,8 +99,13 @@ int cg_landlock_apply(const struct cg_landlock_ruleset *rs)
 		 * this point cannot redirect the grant to another tree.
 		 */
 		int fd = open(rs->paths[i].path, O_PATH | O_CLOEXEC);
-		if (fd < 0)
+		if (fd < 0 &&
+		    (errno == ENOENT || errno == ENOTDIR || errno == EACCES || errno == ELOOP))
 			continue; /* gone or invisible: grants nothing, denies more */
+		if (fd < 0) {
+			rc = errno; /* e.g. EMFILE: fail closed rather than guess */
+			goto close_ruleset;
+		}
 		/*
 		 * The parent already narrowed a non-directory's rights to file
 		 * rights (no fstat here: every syscall counts on this path). If
@@ -114,11 +119,16 @@ int cg_landlock_apply(const struct cg_landlock_ruleset *rs)
 		long r = pb.allowed_access
 			     ? ll_add_rule((int)ruleset_fd, LANDLOCK_RULE_PATH_BENEATH, &pb)
 			     : 0;
-		if (r != 0)
+		/*
+		 * fd is not closed: it is O_CLOEXEC and vanishes at execve, and
+		 * on this path every syscall is paid per exec (the caller sets
+		 * RLIMIT_NOFILE only after Landlock, so these do not count
+		 * against the command's limit).
+		 */
+		if (r != 0) {
 			rc = errno;
-		(void)close(fd);
-		if (rc != 0)
 			goto close_ruleset;
+		}
 	}
 	for (size_t i = 0; i < rs->n_ports; i++) {
 		struct cg_landlock_net_port_attr np = {

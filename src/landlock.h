@@ -122,9 +122,10 @@ struct cg_landlock_ruleset {
 
 /*
  * In the child: build the ruleset and restrict the calling thread to it
- * (no_new_privs MUST already be set). A path that cannot be opened (gone
- * since prepare, or not visible to the dropped uid) simply grants nothing.
- * Returns 0 or an errno value. Async-signal-safe.
+ * (no_new_privs MUST already be set). A path that no longer resolves (gone
+ * since prepare, or not visible to the dropped uid) simply grants nothing;
+ * any other failure is returned. The O_PATH fds it opens stay open until
+ * execve (close-on-exec). Returns 0 or an errno value. Async-signal-safe.
  */
 int cg_landlock_apply(const struct cg_landlock_ruleset *rs);
 
