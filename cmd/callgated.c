@@ -35,6 +35,7 @@ static void usage(FILE *f)
 		"usage: callgated [--socket PATH] [--admin-socket PATH] [--socket-group GROUP]\n"
 		"                 [--state-dir DIR] [--policy FILE] [--policy-pubkey FILE]\n"
 		"                 [--workspace DIR]... [--max-conns N] [--read-timeout MS]\n"
+		"                 [--approval] [--approval-timeout MS] [--admin-group GROUP]\n"
 		"                 [--help] [--version]\n"
 		"\n"
 		"Serves the callgate protocol on a Unix socket in the foreground.\n"
@@ -87,14 +88,31 @@ static int mkdirs(const char *path, mode_t mode)
 	return 0;
 }
 
+/* A group name or number to a gid. 0, or -1 after printing why. */
+static int lookup_group(const char *name, gid_t *out)
+{
+	struct group *gr = getgrnam(name);
+	long long g;
+	if (gr)
+		*out = gr->gr_gid;
+	else if (parse_pos(name, INT32_MAX, &g) == 0)
+		*out = (gid_t)g;
+	else {
+		fprintf(stderr, "callgated: unknown group '%s'\n", name);
+		return -1;
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static char sock_buf[PATH_MAX], admin_buf[PATH_MAX], state_buf[PATH_MAX];
 	const char *socket_path = NULL, *admin_path = NULL, *state_dir = NULL;
-	const char *policy = NULL, *pubkey = NULL, *group = NULL;
+	const char *policy = NULL, *pubkey = NULL, *group = NULL, *admin_group = NULL;
 	const char *workspaces[MAX_WORKSPACES];
 	size_t n_ws = 0;
-	long long max_conns = 0, read_ms = 0;
+	long long max_conns = 0, read_ms = 0, approval_ms = 0;
+	bool approval = false;
 	bool root = geteuid() == 0;
 
 	for (int i = 1; i < argc; i++) {
@@ -103,6 +121,10 @@ int main(int argc, char **argv)
 		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
 			usage(stdout);
 			return 0;
+		}
+		if (strcmp(a, "--approval") == 0) {
+			approval = true;
+			continue;
 		}
 		if (strcmp(a, "--version") == 0) {
 			printf("callgated %s (protocol %d)\n", CALLGATE_VERSION, CALLGATE_PROTOCOL);
@@ -119,6 +141,8 @@ int main(int argc, char **argv)
 			admin_path = v;
 		else if (strcmp(a, "--socket-group") == 0)
 			group = v;
+		else if (strcmp(a, "--admin-group") == 0)
+			admin_group = v;
 		else if (strcmp(a, "--state-dir") == 0)
 			state_dir = v;
 		else if (strcmp(a, "--policy") == 0)
@@ -136,6 +160,14 @@ int main(int argc, char **argv)
 			if (parse_pos(v, 1000000, &max_conns) < 0) {
 				fprintf(stderr,
 					"callgated: --max-conns needs 1..1000000, got '%s'\n", v);
+				return EXIT_STARTUP;
+			}
+		} else if (strcmp(a, "--approval-timeout") == 0) {
+			if (parse_pos(v, 24LL * 3600 * 1000, &approval_ms) < 0) {
+				fprintf(stderr,
+					"callgated: --approval-timeout needs 1..86400000 ms, got "
+					"'%s'\n",
+					v);
 				return EXIT_STARTUP;
 			}
 		} else if (strcmp(a, "--read-timeout") == 0) {
@@ -205,19 +237,10 @@ int main(int argc, char **argv)
 			strerror(errno));
 		return EXIT_STARTUP;
 	}
-	gid_t gid = (gid_t)-1;
-	if (group) {
-		struct group *gr = getgrnam(group);
-		long long g;
-		if (gr)
-			gid = gr->gr_gid;
-		else if (parse_pos(group, INT32_MAX, &g) == 0)
-			gid = (gid_t)g;
-		else {
-			fprintf(stderr, "callgated: unknown group '%s'\n", group);
-			return EXIT_STARTUP;
-		}
-	}
+	gid_t gid = (gid_t)-1, admin_gid = (gid_t)-1;
+	if ((group && lookup_group(group, &gid) < 0) ||
+	    (admin_group && lookup_group(admin_group, &admin_gid) < 0))
+		return EXIT_STARTUP;
 
 	/* Before any thread exists (see the invariant above). */
 	sigset_t mask;
@@ -236,6 +259,8 @@ int main(int argc, char **argv)
 	kc.workspaces = n_ws ? workspaces : NULL;
 	kc.n_workspaces = n_ws;
 	kc.policy_pubkey_file = pubkey;
+	kc.approval = approval;
+	kc.approval_timeout_ms = approval_ms;
 	struct cg_kernel *k = NULL;
 	char *err = NULL;
 	if (cg_kernel_new(&kc, &k, &err) < 0) {
@@ -255,6 +280,8 @@ int main(int argc, char **argv)
 	sc.socket_path = socket_path;
 	sc.admin_socket_path = admin_path;
 	sc.socket_group = gid;
+	sc.has_admin_group = admin_group != NULL;
+	sc.admin_group = admin_gid;
 	sc.max_conns = (unsigned)max_conns;
 	sc.read_deadline_ms = read_ms;
 	int rc = cg_server_run(k, &sc);

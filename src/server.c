@@ -334,54 +334,6 @@ release:
 	return line;
 }
 
-/*
- * Wrap the kernel's reload result (a `reply` object, or a whole response)
- * into a response line. Falls back to the raw text when it is not JSON.
- */
-static char *wrap_kernel_json(const char *id, const char *result, size_t *len)
-{
-	json_t *r = result ? json_loads(result, 0, NULL) : NULL;
-	json_t *o = NULL;
-	char *out = NULL;
-	if (!json_is_object(r))
-		goto release;
-	if (json_object_get(r, "reply")) {
-		o = json_incref(r);
-		if (!json_object_get(o, "id"))
-			json_object_set_new(o, "id", json_string(id ? id : ""));
-	} else {
-		const char *type = json_string_value(json_object_get(r, "type"));
-		bool ok = type && strcmp(type, "S") == 0;
-		o = json_pack("{s:s,s:s,s:O}", "id", id ? id : "", "status", ok ? "ok" : "error",
-			      "reply", r);
-		if (o && !ok && json_object_get(r, "message"))
-			json_object_set(o, "message", json_object_get(r, "message"));
-	}
-	/* Every reply carries a trace id (PROTOCOL.md); give one if missing. */
-	json_t *rep = json_object_get(o, "reply");
-	const char *tr = json_string_value(json_object_get(rep, "trace_id"));
-	char tid[40];
-	if (json_is_object(rep) && (!tr || !*tr) && cg_uuid4(tid, sizeof(tid)) == 0)
-		json_object_set_new(rep, "trace_id", json_string(tid));
-	if (o)
-		out = json_dumps(o, JSON_COMPACT);
-release:
-	json_decref(o);
-	json_decref(r);
-	if (!out)
-		return NULL;
-	size_t n = strlen(out);
-	char *line = realloc(out, n + 2);
-	if (!line) {
-		free(out);
-		return NULL;
-	}
-	line[n] = '\n';
-	line[n + 1] = '\0';
-	*len = n + 1;
-	return line;
-}
-
 static char *admin_simple(const char *id, enum cg_reply_id rid, const char *action, size_t *len)
 {
 	struct cg_reply *r = cg_reply_new(rid, "{s:s}", "action", action);
@@ -393,64 +345,43 @@ static char *admin_simple(const char *id, enum cg_reply_id rid, const char *acti
 	return line;
 }
 
+/* The kernel answers admin lines synchronously; this catches the line. */
+struct admin_box {
+	char *line;
+	size_t len;
+};
+
+static void admin_respond(void *cookie, char *line, size_t len)
+{
+	struct admin_box *b = cookie;
+	b->line = line;
+	b->len = len;
+}
+
 /*
- * Serve one admin line. Admin actions are few and operator-only: ping,
- * reload, stop (issue 6 adds approvals here). Returns the response line.
+ * Serve one admin line. "stop" is the transport's own (it ends this loop);
+ * everything else (ping, reload, pending, approve, deny, grant_*) is the
+ * kernel's, through cg_kernel_admin, which answers before it returns.
  */
 static char *admin_handle(struct server *s, struct conn *c, bool *stop, size_t *len)
 {
-	json_error_t jerr;
-	char *line = NULL;
-	char tid[40] = "";
-	(void)cg_uuid4(tid, sizeof(tid));
-	json_t *req = json_loadb(c->rbuf, c->rlen, JSON_REJECT_DUPLICATES, &jerr);
-	if (!json_is_object(req)) {
-		struct cg_reply *r =
-		    req ? cg_reply_new(CG_R_JSON_NOT_OBJECT, NULL)
-			: cg_reply_new(CG_R_JSON_INVALID, "{s:s,s:i,s:i}", "detail", jerr.text,
-				       "line", jerr.line, "column", jerr.column);
-		cg_reply_set_trace(r, tid);
-		line = reply_line("", r, len);
-		cg_reply_free(r);
-		goto release;
-	}
-	const char *id = json_string_value(json_object_get(req, "id"));
+	json_t *req = json_loadb(c->rbuf, c->rlen, JSON_REJECT_DUPLICATES, NULL);
 	const char *action = json_string_value(json_object_get(req, "action"));
-	if (!action)
-		action = "";
-	if (strcmp(action, "ping") == 0) {
-		char sha[65] = "";
-		uint64_t gen = 0;
-		cg_kernel_policy_identity(s->k, sha, &gen);
-		struct cg_reply *r = cg_reply_new(CG_R_PONG, "{s:s}", "version", CALLGATE_VERSION);
-		cg_reply_set_data(r, json_pack("{s:s,s:i,s:{s:s,s:I}}", "version", CALLGATE_VERSION,
-					       "protocol", CALLGATE_PROTOCOL, "policy", "sha256",
-					       sha, "generation", (json_int_t)gen));
-		cg_reply_set_trace(r, tid);
-		line = reply_line(id, r, len);
-		cg_reply_free(r);
-	} else if (strcmp(action, "reload") == 0) {
-		char *result = NULL;
-		int rc = cg_kernel_reload(s->k, &result);
-		cg_log(rc == 0 ? "info" : "error", NULL, "admin reload (uid %u): %s",
-		       (unsigned)c->peer.uid, result ? result : "(no result)");
-		line = wrap_kernel_json(id, result, len);
-		free(result);
-		if (!line)
-			line = admin_simple(id, rc == 0 ? CG_R_ADMIN_DONE : CG_R_SYS_CRASH, action,
-					    len);
-	} else if (strcmp(action, "stop") == 0) {
-		cg_log("info", NULL, "admin stop requested by uid %u pid %d", (unsigned)c->peer.uid,
-		       (int)c->peer.pid);
+	const char *id = json_string_value(json_object_get(req, "id"));
+	char *line = NULL;
+	cg_log("info", NULL, "admin %s from uid %u pid %d", action ? action : "(invalid)",
+	       (unsigned)c->peer.uid, (int)c->peer.pid);
+	if (action && strcmp(action, "stop") == 0) {
 		line = admin_simple(id, CG_R_ADMIN_DONE, action, len);
 		*stop = true;
-	} else {
-		struct cg_reply *r =
-		    cg_reply_new(CG_R_ADMIN_ACTION_UNKNOWN, "{s:s}", "action", action);
-		cg_reply_set_trace(r, tid);
-		line = reply_line(id, r, len);
-		cg_reply_free(r);
+		goto release;
 	}
+	struct admin_box box = { 0 };
+	cg_kernel_admin(s->k, c->rbuf, c->rlen, &c->peer, admin_respond, &box);
+	line = box.line;
+	*len = box.len;
+	if (line && action && strcmp(action, "reload") == 0)
+		cg_log("info", NULL, "admin reload: %.*s", (int)(box.len ? box.len - 1 : 0), line);
 release:
 	json_decref(req);
 	return line;
@@ -670,6 +601,30 @@ static void expire(struct server *s, int64_t now)
 
 /* ---- accepting --------------------------------------------------------- */
 
+/*
+ * May this peer use the admin socket? The daemon's own uid and root always;
+ * members of the admin group (by primary gid, or by a supplementary group
+ * the kernel reports with SO_PEERGROUPS) when one is configured. The file
+ * mode already keeps others out; this check holds even if it is loosened.
+ */
+static bool admin_peer_ok(struct server *s, int fd, const struct ucred *cred)
+{
+	if (cred->uid == s->euid || cred->uid == 0)
+		return true;
+	if (!s->cfg->has_admin_group)
+		return false;
+	if (cred->gid == s->cfg->admin_group)
+		return true;
+	gid_t groups[256];
+	socklen_t gl = sizeof(groups);
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &gl) < 0)
+		return false; /* ERANGE (too many groups) or old kernel: fail closed */
+	for (size_t i = 0; i < gl / sizeof(gid_t); i++)
+		if (groups[i] == s->cfg->admin_group)
+			return true;
+	return false;
+}
+
 static void accept_all(struct server *s, int lfd, bool admin)
 {
 	for (;;) {
@@ -695,7 +650,7 @@ static void accept_all(struct server *s, int lfd, bool admin)
 			close(fd);
 			continue;
 		}
-		if (admin && cred.uid != s->euid && cred.uid != 0) {
+		if (admin && !admin_peer_ok(s, fd, &cred)) {
 			cg_log("warn", NULL, "admin socket: refused uid %u pid %d (not the owner)",
 			       (unsigned)cred.uid, (int)cred.pid);
 			struct cg_reply *r = cg_reply_new(CG_R_ADMIN_PEER_REFUSED, "{s:I}", "uid",
@@ -1076,8 +1031,10 @@ int cg_server_run(struct cg_kernel *k, const struct cg_server_config *cfg)
 		goto close_fds;
 	s->have_listen_st = true;
 	if (cfg->admin_socket_path) {
-		s->admin_fd = open_listener(cfg->admin_socket_path, 0600, (gid_t)-1,
-					    &s->admin_lock_fd, &s->admin_st);
+		s->admin_fd =
+		    open_listener(cfg->admin_socket_path, cfg->has_admin_group ? 0660 : 0600,
+				  cfg->has_admin_group ? cfg->admin_group : (gid_t)-1,
+				  &s->admin_lock_fd, &s->admin_st);
 		if (s->admin_fd < 0)
 			goto close_fds;
 		s->have_admin_st = true;

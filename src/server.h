@@ -13,6 +13,8 @@
  *    pure, execution happens on worker threads.
  *  - A live socket MUST NOT be clobbered at start (connect-probe first).
  *  - Past the connection cap a peer gets the "busy" reply and is closed.
+ *  - The admin socket MUST serve only the daemon's uid, root, and members of
+ *    the configured admin group, checked by SO_PEERCRED/SO_PEERGROUPS.
  *  - Every connection gets exactly one response line, or is closed because
  *    the peer went away.
  */
@@ -29,6 +31,8 @@ struct cg_server_config {
 	const char *socket_path;       /* agent socket */
 	const char *admin_socket_path; /* owner-only admin socket, or NULL */
 	gid_t socket_group;	       /* (gid_t)-1: owner-only (0600); else 0660 with this group */
+	bool has_admin_group;	       /* admin socket also serves admin_group (0660) */
+	gid_t admin_group;	       /* members (primary or supplementary gid) may use it */
 	unsigned max_conns;	       /* total connections; 0: default 1024 */
 	int64_t read_deadline_ms;      /* 0: default 10000 */
 	const char *ready_fd_env;      /* unused for now */

@@ -214,7 +214,8 @@ class SharedDaemon(unittest.TestCase):
 
     def test_admin_unknown_action_is_invalid(self):
         resp = self.d.admin("frobnicate")
-        self.assertEqual(reply_of(self, resp)["code"], "MCP-IO-I-003")
+        self.assertEqual(reply_of(self, resp)["code"], "MCP-APPR-I-004", resp)
+        self.assertEqual(resp["status"], "error")
 
     def test_admin_socket_refuses_nobody_by_mode(self):
         def attempt():
