@@ -113,6 +113,8 @@ static void *work(void *arg)
 	return NULL;
 }
 
+static double last_join_s; /* callers done (events appended, permits durable) */
+
 static double run_threads(struct cg_evidence *ev, int nthreads, int per, bool durable, int mode)
 {
 	pthread_t th[64];
@@ -127,6 +129,7 @@ static double run_threads(struct cg_evidence *ev, int nthreads, int per, bool du
 		pthread_join(th[i], NULL);
 		fails += w[i].fails;
 	}
+	last_join_s = now_s() - t0;
 	if (cg_evidence_flush(ev) != 0)
 		fails++;
 	double dt = now_s() - t0;
@@ -160,8 +163,9 @@ static void bench_calls(char *keep_dir, size_t keep_len, bool packages)
 	int n = 64, per = 200;
 	double dt = run_threads(ev, n, per, true, 1);
 	printf("governed calls (evidence only: 9 events, durable permit, seal%s), 64 callers: "
-	       "%.0f calls/s (%d calls, %.2f s)\n",
-	       packages ? ", package" : ", no package", n * per / dt, n * per, dt);
+	       "%.0f calls/s answered, %.0f calls/s with packages on disk (%d calls)\n",
+	       packages ? ", package" : ", no package", n * per / last_join_s, n * per / dt,
+	       n * per);
 	/* More volume for the replay measurement, without packages. */
 	cg_evidence_close(ev);
 }

@@ -8,8 +8,10 @@
  * links, writes the batch with one write(2), and calls fdatasync once for
  * all of it when anyone in the batch asked for durability (group commit).
  * Seals run the call's own replay step on the trace's events in memory,
- * append the replay and seal events, sign a checkpoint, and write the trace
- * package — all on the writer thread, so the event loop never waits on disk.
+ * append the replay and seal events and sign a checkpoint on the writer
+ * thread; a second thread then writes the trace packages (traces/<id>/), so
+ * that slow directory operations never delay a group commit, and the event
+ * loop never waits on disk at all.
  *
  * Invariants:
  *  - A durable append MUST NOT return 0 before fdatasync covered its event.
@@ -47,6 +49,7 @@
 #define DEFAULT_CKPT_MS	      1000
 #define QUEUE_CAP	      (1u << 20) /* pending items; past this appends fail (EAGAIN) */
 #define SEGMENT_READ_CAP      ((size_t)2 << 30)
+#define PKG_BACKLOG_CAP	      8192u /* packages waiting to be written; past this the writer waits */
 
 static const char *const ev_names[] = {
 #define CG_EVENT_NAME(e, s) s,
@@ -103,6 +106,15 @@ struct package {
 	json_t *verdict, *replay, *diff;
 };
 
+/* The packages of one journal batch, handed to the package thread in order. */
+struct pkg_batch {
+	struct pkg_batch *next;
+	struct package *pkgs;
+	size_t n;
+	uint64_t last; /* the batch's last ticket: done once these are written */
+	bool write;    /* false when the batch failed: free, do not write */
+};
+
 struct cg_evidence {
 	char *state_dir;
 	struct cg_evidence_config cfg;
@@ -129,6 +141,12 @@ struct cg_evidence {
 	bool stop;
 	pthread_t thr;
 	bool thr_started;
+	/* the package thread (files under traces/ never delay the journal) */
+	struct pkg_batch *pb_head, **pb_tail;
+	size_t pb_pending;
+	pthread_cond_t pkg_cv, room_cv;
+	pthread_t pkg_thr;
+	bool pkg_started, pkg_stop;
 };
 
 /* ---- small helpers ----------------------------------------------------------- */
@@ -479,13 +497,12 @@ static int checkpoint(struct cg_evidence *ev)
 	return 0;
 }
 
-static void write_packages(struct cg_evidence *ev)
+static size_t write_packages(struct cg_evidence *ev, struct package *pk, bool write)
 {
-	struct package *pk = ev->pkgs;
-	ev->pkgs = NULL;
+	size_t n = 0;
 	while (pk) {
 		struct package *nx = pk->next;
-		if (ev->cfg.write_traces &&
+		if (write && ev->cfg.write_traces &&
 		    cg_trace_write_package(ev->state_dir, pk->trace, pk->t->buf, pk->t->len,
 					   pk->verdict, pk->replay, pk->diff) < 0)
 			cg_log("error", pk->trace, "evidence: trace package not written: %s",
@@ -496,7 +513,68 @@ static void write_packages(struct cg_evidence *ev)
 		json_decref(pk->diff);
 		free(pk);
 		pk = nx;
+		n++;
 	}
+	return n;
+}
+
+static void *package_main(void *arg)
+{
+	struct cg_evidence *ev = arg;
+	pthread_mutex_lock(&ev->mu);
+	for (;;) {
+		while (!ev->pb_head && !ev->pkg_stop)
+			pthread_cond_wait(&ev->pkg_cv, &ev->mu);
+		struct pkg_batch *pb = ev->pb_head;
+		if (!pb)
+			break;
+		ev->pb_head = pb->next;
+		if (!ev->pb_head)
+			ev->pb_tail = &ev->pb_head;
+		pthread_mutex_unlock(&ev->mu);
+		(void)write_packages(ev, pb->pkgs, pb->write);
+		pthread_mutex_lock(&ev->mu);
+		ev->pb_pending -= pb->n;
+		if (pb->last > ev->done_ticket)
+			ev->done_ticket = pb->last;
+		pthread_cond_broadcast(&ev->done_cv);
+		pthread_cond_signal(&ev->room_cv);
+		free(pb);
+	}
+	pthread_mutex_unlock(&ev->mu);
+	return NULL;
+}
+
+/* Hand this batch's packages on (under mu); waits when the backlog is at its cap. */
+static void hand_packages(struct cg_evidence *ev, uint64_t last, bool write)
+{
+	struct pkg_batch *pb = calloc(1, sizeof(*pb));
+	struct package *list = ev->pkgs;
+	ev->pkgs = NULL;
+	if (!pb || !ev->pkg_started) {
+		/* No memory for the hand-off: wait for the queue to drain, write here. */
+		free(pb);
+		while (ev->pb_head)
+			pthread_cond_wait(&ev->done_cv, &ev->mu);
+		pthread_mutex_unlock(&ev->mu);
+		(void)write_packages(ev, list, write);
+		pthread_mutex_lock(&ev->mu);
+		if (last > ev->done_ticket)
+			ev->done_ticket = last;
+		pthread_cond_broadcast(&ev->done_cv);
+		return;
+	}
+	for (struct package *p = list; p; p = p->next)
+		pb->n++;
+	pb->pkgs = list;
+	pb->last = last;
+	pb->write = write;
+	while (ev->pb_pending > PKG_BACKLOG_CAP)
+		pthread_cond_wait(&ev->room_cv, &ev->mu);
+	*ev->pb_tail = pb;
+	ev->pb_tail = &pb->next;
+	ev->pb_pending += pb->n;
+	pthread_cond_signal(&ev->pkg_cv);
 }
 
 struct open_list {
@@ -620,16 +698,13 @@ static void *writer_main(void *arg)
 		pthread_cond_broadcast(&ev->done_cv);
 		pthread_mutex_unlock(&ev->mu);
 
-		if (rc == 0)
-			write_packages(ev);
 		while (batch) {
 			struct item *nx = batch->next;
 			item_free(batch);
 			batch = nx;
 		}
 		pthread_mutex_lock(&ev->mu);
-		ev->done_ticket = last;
-		pthread_cond_broadcast(&ev->done_cv);
+		hand_packages(ev, last, rc == 0);
 		if (final)
 			break;
 	}
@@ -1102,6 +1177,9 @@ int cg_evidence_open(const struct cg_evidence_config *cfg, struct cg_evidence **
 	pthread_cond_init(&ev->work_cv, &ca);
 	pthread_condattr_destroy(&ca);
 	pthread_cond_init(&ev->done_cv, NULL);
+	pthread_cond_init(&ev->pkg_cv, NULL);
+	pthread_cond_init(&ev->room_cv, NULL);
+	ev->pb_tail = &ev->pb_head;
 	ev->state_dir = strdup(cfg->state_dir);
 	ev->traces = cg_smap_new();
 	enum cg_reply_id fail = CG_R_EVIDENCE_OPEN_FAILED;
@@ -1150,6 +1228,11 @@ int cg_evidence_open(const struct cg_evidence_config *cfg, struct cg_evidence **
 		snprintf(why, sizeof(why), "cannot open %.300s: %s", path, strerror(errno));
 		goto fail;
 	}
+	if (pthread_create(&ev->pkg_thr, NULL, package_main, ev) != 0) {
+		snprintf(why, sizeof(why), "cannot start the package thread");
+		goto fail;
+	}
+	ev->pkg_started = true;
 	if (pthread_create(&ev->thr, NULL, writer_main, ev) != 0) {
 		snprintf(why, sizeof(why), "cannot start the writer thread");
 		goto fail;
@@ -1199,12 +1282,19 @@ void cg_evidence_close(struct cg_evidence *ev)
 		pthread_mutex_unlock(&ev->mu);
 		pthread_join(ev->thr, NULL);
 	}
+	if (ev->pkg_started) {
+		pthread_mutex_lock(&ev->mu);
+		ev->pkg_stop = true;
+		pthread_cond_signal(&ev->pkg_cv);
+		pthread_mutex_unlock(&ev->mu);
+		pthread_join(ev->pkg_thr, NULL);
+	}
 	while (ev->q_head) {
 		struct item *it = ev->q_head;
 		ev->q_head = it->next;
 		item_free(it);
 	}
-	write_packages(ev);
+	(void)write_packages(ev, ev->pkgs, false);
 	if (ev->seg_fd >= 0)
 		close(ev->seg_fd);
 	if (ev->ckpt_fd >= 0)
@@ -1219,6 +1309,8 @@ void cg_evidence_close(struct cg_evidence *ev)
 	free(ev->state_dir);
 	pthread_cond_destroy(&ev->work_cv);
 	pthread_cond_destroy(&ev->done_cv);
+	pthread_cond_destroy(&ev->pkg_cv);
+	pthread_cond_destroy(&ev->room_cv);
 	pthread_mutex_destroy(&ev->mu);
 	free(ev);
 }
