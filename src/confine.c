@@ -451,25 +451,66 @@ bool cg_tree_alive(struct cg_tree *t)
 	return t->pgid > 0 && kill(-t->pgid, 0) == 0;
 }
 
+/*
+ * Cgroups whose rmdir said EBUSY. Right after the last process is reaped
+ * the kernel may still count the cgroup populated for a moment (the exit
+ * is finished asynchronously); waiting for it would put milliseconds on
+ * every call's path. The processes are already killed; only the empty
+ * directory is left, and it is removed by a later cg_tree_new or free.
+ */
+#define GRAVE_MAX 64
+static struct {
+	int base_fd;
+	char name[96];
+} grave[GRAVE_MAX];
+static size_t n_grave;		   /* under grave_mu */
+static atomic_bool grave_nonempty; /* lock-free hint for the common, empty case */
+static pthread_mutex_t grave_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* Retry the graveyard; then remove (or bury) name under base_fd. */
+static void remove_cgroup(int base_fd, const char *name)
+{
+	(void)pthread_mutex_lock(&grave_mu);
+	for (size_t i = 0; i < n_grave;) {
+		if (unlinkat(grave[i].base_fd, grave[i].name, AT_REMOVEDIR) == 0 || errno != EBUSY)
+			grave[i] = grave[--n_grave];
+		else
+			i++;
+	}
+	if (name && unlinkat(base_fd, name, AT_REMOVEDIR) != 0 && errno == EBUSY) {
+		if (n_grave < GRAVE_MAX) {
+			grave[n_grave].base_fd = base_fd;
+			(void)snprintf(grave[n_grave].name, sizeof(grave[n_grave].name), "%s",
+				       name);
+			n_grave++;
+		} else {
+			/* Full (something keeps cgroups busy): a brief bounded wait. */
+			for (int i = 0;
+			     i < 20 && unlinkat(base_fd, name, AT_REMOVEDIR) != 0 && errno == EBUSY;
+			     i++)
+				(void)usleep(1000);
+		}
+	}
+	atomic_store(&grave_nonempty, n_grave > 0);
+	(void)pthread_mutex_unlock(&grave_mu);
+}
+
 void cg_tree_free(struct cg_tree *t)
 {
 	if (!t)
 		return;
 	if (t->cg_fd >= 0) {
-		/* A still-populated cgroup cannot be removed: kill, then retry briefly. */
-		for (int i = 0; i < 50; i++) {
-			if (unlinkat(cgs.v2_base_fd, t->name, AT_REMOVEDIR) == 0 || errno != EBUSY)
-				break;
+		/* Busy: whatever is still in it dies first; removal is deferred. */
+		if (unlinkat(cgs.v2_base_fd, t->name, AT_REMOVEDIR) == 0 || errno != EBUSY) {
+			if (atomic_load(&grave_nonempty))
+				remove_cgroup(-1, NULL); /* retry the deferred ones */
+		} else {
 			cg_tree_kill(t, SIGKILL);
-			(void)usleep(2000);
+			remove_cgroup(cgs.v2_base_fd, t->name);
 		}
 	}
 	if (t->pids_base_fd >= 0)
-		for (int i = 0; i < 50; i++) {
-			if (unlinkat(t->pids_base_fd, t->name, AT_REMOVEDIR) == 0 || errno != EBUSY)
-				break;
-			(void)usleep(2000);
-		}
+		remove_cgroup(t->pids_base_fd, t->name);
 	if (t->pids_procs_fd >= 0)
 		(void)close(t->pids_procs_fd);
 	if (t->procs_fd >= 0)
