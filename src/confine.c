@@ -735,6 +735,7 @@ int cg_confine_prepare(const struct cg_constraints *const *cons, size_t n,
 			}
 		}
 		struct cg_landlock_ruleset *rs = &p->sets[p->n_sets];
+		rs->ruleset_fd = -1;
 		bool want_fs = c->fs, want_tcp = c->net == CG_NET_TCP;
 		if (want_fs && p->abi < 1) {
 			if (downgrade(downs, be, "fs", "Landlock is not available", err) != 0)
@@ -855,6 +856,16 @@ int cg_confine_prepare(const struct cg_constraints *const *cons, size_t n,
 		p->n_sets++;
 	}
 
+	/* Build each ruleset once, here: the children only restrict themselves. */
+	for (size_t i = 0; i < p->n_sets; i++) {
+		int e = cg_landlock_prepare(&p->sets[i]);
+		if (e != 0) {
+			*err = cg_reply_new(CG_R_CONFINE_SETUP_FAILED, "{s:s,s:s}", "detail",
+					    "building the Landlock ruleset", "errno_name",
+					    cg_errno_name(e));
+			goto fail;
+		}
+	}
 	if (p->confined) {
 		p->seccomp = cg_seccomp_filter();
 		if (!p->seccomp) {
@@ -1057,6 +1068,8 @@ void cg_confine_plan_free(struct cg_confine_plan *plan)
 	free(plan->strings);
 	free(plan->paths);
 	free(plan->ports);
+	for (size_t i = 0; i < plan->n_sets; i++)
+		cg_landlock_release(&plan->sets[i]);
 	free(plan->sets);
 	json_decref(plan->report);
 	free(plan);

@@ -81,7 +81,12 @@ uint64_t cg_landlock_scope_mask(int abi)
 	return abi >= 6 ? (LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET | LANDLOCK_SCOPE_SIGNAL) : 0;
 }
 
-int cg_landlock_apply(const struct cg_landlock_ruleset *rs)
+/*
+ * Build the ruleset: a new fd (>= 0), or -errno. In the child the O_PATH
+ * fds are left to close-on-exec (every syscall there is paid per exec); in
+ * the parent, which lives on, each is closed at once.
+ */
+static long build(const struct cg_landlock_ruleset *rs, bool in_child)
 {
 	struct cg_landlock_ruleset_attr attr = {
 		.handled_access_fs = rs->handled_fs,
@@ -91,7 +96,7 @@ int cg_landlock_apply(const struct cg_landlock_ruleset *rs)
 	int rc = 0;
 	long ruleset_fd = ll_create_ruleset(&attr, sizeof(attr), 0);
 	if (ruleset_fd < 0)
-		return errno;
+		return -errno;
 	for (size_t i = 0; i < rs->n_paths; i++) {
 		/*
 		 * O_PATH: a handle on the inode, not the right to read it. The
@@ -108,9 +113,8 @@ int cg_landlock_apply(const struct cg_landlock_ruleset *rs)
 		}
 		/*
 		 * The parent already narrowed a non-directory's rights to file
-		 * rights (no fstat here: every syscall counts on this path). If
-		 * the path became a file since, the kernel refuses directory
-		 * rights on it with EINVAL and we fail closed.
+		 * rights. If the path became a file since, the kernel refuses
+		 * directory rights on it with EINVAL and we fail closed.
 		 */
 		struct landlock_path_beneath_attr pb = {
 			.allowed_access = rs->paths[i].access,
@@ -119,16 +123,12 @@ int cg_landlock_apply(const struct cg_landlock_ruleset *rs)
 		long r = pb.allowed_access
 			     ? ll_add_rule((int)ruleset_fd, LANDLOCK_RULE_PATH_BENEATH, &pb)
 			     : 0;
-		/*
-		 * fd is not closed: it is O_CLOEXEC and vanishes at execve, and
-		 * on this path every syscall is paid per exec (the caller sets
-		 * RLIMIT_NOFILE only after Landlock, so these do not count
-		 * against the command's limit).
-		 */
-		if (r != 0) {
+		if (r != 0)
 			rc = errno;
+		if (!in_child)
+			(void)close(fd);
+		if (rc != 0)
 			goto close_ruleset;
-		}
 	}
 	for (size_t i = 0; i < rs->n_ports; i++) {
 		struct cg_landlock_net_port_attr np = {
@@ -140,9 +140,59 @@ int cg_landlock_apply(const struct cg_landlock_ruleset *rs)
 			goto close_ruleset;
 		}
 	}
-	if (ll_restrict_self((int)ruleset_fd, rs->restrict_flags) != 0)
-		rc = errno;
+	return ruleset_fd;
 close_ruleset:
 	(void)close((int)ruleset_fd);
+	return -rc;
+}
+
+int cg_landlock_prepare(struct cg_landlock_ruleset *rs)
+{
+	rs->ruleset_fd = -1;
+	long fd = build(rs, false);
+	if (fd < 0)
+		return (int)-fd;
+	/*
+	 * Never on 0-2: a daemon that closed its stdio would get the ruleset
+	 * there, and the runner's dup2 onto 0-2 in the child would replace it.
+	 */
+	if (fd < 3) {
+		int hi = fcntl((int)fd, F_DUPFD_CLOEXEC, 3);
+		int e = errno;
+		(void)close((int)fd);
+		if (hi < 0)
+			return e;
+		fd = hi;
+	}
+	rs->ruleset_fd = (int)fd;
+	return 0;
+}
+
+void cg_landlock_release(struct cg_landlock_ruleset *rs)
+{
+	if (rs->ruleset_fd >= 0)
+		(void)close(rs->ruleset_fd);
+	rs->ruleset_fd = -1;
+}
+
+int cg_landlock_apply(const struct cg_landlock_ruleset *rs)
+{
+	/*
+	 * The parent's ruleset, inherited through fork: one syscall. The
+	 * runner marks fds close-on-exec rather than closing them, and every
+	 * kernel with Landlock has CLOSE_RANGE_CLOEXEC; if the fd is gone
+	 * anyway (EBADF/EBADFD), build the same ruleset here.
+	 */
+	if (rs->ruleset_fd >= 0) {
+		if (ll_restrict_self(rs->ruleset_fd, rs->restrict_flags) == 0)
+			return 0;
+		if (errno != EBADF && errno != EBADFD)
+			return errno;
+	}
+	long fd = build(rs, true);
+	if (fd < 0)
+		return (int)-fd;
+	int rc = ll_restrict_self((int)fd, rs->restrict_flags) == 0 ? 0 : errno;
+	(void)close((int)fd);
 	return rc;
 }

@@ -118,14 +118,23 @@ struct cg_landlock_ruleset {
 	size_t n_ports;
 	const uint16_t *ports;	 /* TCP ports allowed for bind and connect */
 	uint32_t restrict_flags; /* landlock_restrict_self flags (ABI 7 logging) */
+	int ruleset_fd;		 /* built by cg_landlock_prepare, or -1 */
 };
 
 /*
- * In the child: build the ruleset and restrict the calling thread to it
- * (no_new_privs MUST already be set). A path that no longer resolves (gone
- * since prepare, or not visible to the dropped uid) simply grants nothing;
- * any other failure is returned. The O_PATH fds it opens stay open until
- * execve (close-on-exec). Returns 0 or an errno value. Async-signal-safe.
+ * In the parent: build the ruleset once (per call, shared by all stages)
+ * into rs->ruleset_fd (O_CLOEXEC, >= 3). 0 or an errno value. Release with
+ * cg_landlock_release.
+ */
+int cg_landlock_prepare(struct cg_landlock_ruleset *rs);
+void cg_landlock_release(struct cg_landlock_ruleset *rs);
+
+/*
+ * In the child: restrict the calling thread to the ruleset (no_new_privs
+ * MUST already be set): with the parent's fd when it is still there, else
+ * by building it here from the paths. A path that no longer resolves grants
+ * nothing; any other failure is returned. Returns 0 or an errno value.
+ * Async-signal-safe.
  */
 int cg_landlock_apply(const struct cg_landlock_ruleset *rs);
 

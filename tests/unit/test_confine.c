@@ -69,7 +69,8 @@ static struct cg_constraints base_cons(void)
 	return c;
 }
 
-static bool use_plain_fork; /* fork + join (migration) instead of cg_tree_fork */
+static bool close_fds_first; /* the child closes fds >= 3 before confining */
+static bool use_plain_fork;  /* fork + join (migration) instead of cg_tree_fork */
 
 /* Fork; the child applies plan and returns fn()'s value as its exit code. */
 static int run_child(const struct cg_confine_plan *plan, struct cg_tree *tree, int (*fn)(void *),
@@ -80,6 +81,8 @@ static int run_child(const struct cg_confine_plan *plan, struct cg_tree *tree, i
 	if (pid == 0) {
 		if (tree && cg_tree_child_join(tree, 0) != 0)
 			_exit(CHILD_CONFINE_FAILED);
+		if (close_fds_first)
+			(void)close_range(3, ~0U, 0);
 		int e = cg_confine_child(plan);
 		if (e != 0)
 			_exit(CHILD_CONFINE_FAILED);
@@ -146,6 +149,33 @@ Test(confine, write_set_confines_writes, .init = mk_tree, .fini = rm_tree)
 		     cg_landlock_abi());
 	cr_assert(json_is_true(json_object_get(json_object_get(r, "landlock"), "fs")));
 	json_decref(r);
+	cg_confine_plan_free(p);
+}
+
+static int open_errno_after_close(void *path)
+{
+	return open_errno(path);
+}
+
+Test(confine, ruleset_rebuilt_in_child_when_fd_gone, .init = mk_tree, .fini = rm_tree)
+{
+	/* A runner that closes every fd above 2 loses the parent's ruleset fd:
+	 * the child must build the same ruleset itself, never run unconfined. */
+	const char *rd[] = { "/" }, *wr[] = { inside };
+	struct cg_constraints c = base_cons();
+	c.fs = true;
+	c.read = rd;
+	c.n_read = 1;
+	c.write = wr;
+	c.n_write = 1;
+	struct cg_confine_plan *p = prepare1(&c, NULL);
+	char a_in[200], a_out[200];
+	snprintf(a_in, sizeof(a_in), "%s/a", inside);
+	snprintf(a_out, sizeof(a_out), "%s/a", outside);
+	close_fds_first = true;
+	cr_assert_eq(run_child(p, NULL, open_errno_after_close, a_in), 0);
+	cr_assert_eq(run_child(p, NULL, open_errno_after_close, a_out), EACCES);
+	close_fds_first = false;
 	cg_confine_plan_free(p);
 }
 
