@@ -416,8 +416,8 @@ int main(int argc, char **argv)
 	} else {
 		rr = time_rt("\"pipeline\":[[\"ls\"]]}", "\"status\":\"denied\"", rt_n);
 		rp = time_rt("\"action\":\"ping\"}", "\"status\":\"ok\"", rt_n);
-		/* The admin socket answers ping in the transport itself: the
-		 * floor that the loop and the client cost without the kernel. */
+		/* The admin socket's ping writes no evidence: the transport's
+		 * own cost plus a small kernel answer, without journal I/O. */
 		target_path = admin_path;
 		ra = time_rt("\"action\":\"ping\"}", "\"status\":\"ok\"", rt_n);
 		target_path = sock_path;
@@ -429,7 +429,7 @@ int main(int argc, char **argv)
 	bare = time_bare_spawn(spawn_n);
 	row("socket round trip, refused call", rr, "", "<= 20000 ns");
 	row("socket round trip, ping", rp, "", "");
-	row("socket round trip, admin ping (no kernel)", ra, "", "");
+	row("socket round trip, admin ping (no evidence)", ra, "", "");
 	row("socket round trip, trivial echo (floor)", fl, "", "");
 	row("governed /bin/true (full call)", gt, "", "<= 1.5x bare");
 	row("bare posix_spawn+wait /bin/true", bare, "", "");
