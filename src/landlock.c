@@ -1,13 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * landlock — ABI detection and child-side ruleset construction (see
- * landlock.h for the invariants).
+ * landlock — ABI detection and ruleset construction (see landlock.h for
+ * the invariants).
  *
- * Why the ruleset is built in the child rather than handed down as an fd:
- * the pipeline runner closes every fd above 2 (close_range) before it calls
- * cg_confine_child, so an fd prepared in the parent would be gone. Opening a
- * handful of O_PATH fds and adding rules costs a few microseconds each, and
- * every call used is async-signal-safe.
+ * Each ruleset is built once per call in the parent and inherited by the
+ * stages through fork; a child then needs one syscall, which matters here:
+ * in a freshly forked child every first touch of a page is a copy-on-write
+ * fault, and building the ruleset there cost ~0.13 ms per exec against
+ * ~0.01 ms for landlock_restrict_self alone. The runner marks fds
+ * close-on-exec rather than closing them, so the fd survives until exec;
+ * if it is gone anyway, the child rebuilds the same ruleset from the paths
+ * with async-signal-safe calls only.
  */
 #include "landlock.h"
 

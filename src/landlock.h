@@ -1,16 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * landlock — the Landlock LSM as confine.c uses it: ABI detection, the
- * access-right masks each ABI version handles, and the child-side
- * construction of one ruleset per constraint set.
+ * access-right masks each ABI version handles, and one ruleset per
+ * constraint set (built in the parent, applied in the child).
  *
  * Debian's <linux/landlock.h> is the 6.1 header (ABI 1-2 at best), so the
  * newer constants and the extended attribute structs are defined here under
  * #ifndef guards, as the kernel's samples/landlock/sandboxer.c does.
  *
  * Invariants:
- *  - cg_landlock_apply MUST only make async-signal-safe calls (open, fstat,
- *    close, raw syscalls): it runs between fork and exec.
+ *  - cg_landlock_apply MUST only make async-signal-safe calls (open, close,
+ *    raw syscalls): it runs between fork and exec.
  *  - A ruleset MUST handle every access right the running ABI knows, so
  *    that anything not granted by a rule is denied (default deny).
  *  - Rights the running ABI does not know are masked out before use, never
