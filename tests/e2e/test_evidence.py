@@ -99,6 +99,26 @@ class EvidenceTools(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stdout)
         self.assertEqual(json.loads(p.stdout)["status"], "PASS")
 
+    def test_replay_all_while_calls_are_running(self):
+        stop = threading.Event()
+
+        def load():
+            while not stop.is_set():
+                self.d.request(cgtest.make_request([["/bin/true"]], privileged=False))
+
+        threads = [threading.Thread(target=load) for _ in range(3)]
+        for t in threads:
+            t.start()
+        try:
+            for _ in range(3):
+                p = cli(self.state, "replay", "--all", "--json", "--no-write")
+                self.assertEqual(p.returncode, 0, p.stdout[-3000:])
+                self.assertTrue(json.loads(p.stdout)["journal"]["live"])
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(30)
+
     def test_independent_verifier_passes_real_traces(self):
         for tid in (self.allowed, self.denied):
             p = verifier(self.state, tid)
