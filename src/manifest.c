@@ -761,7 +761,8 @@ static int load_commands(struct ld *l, yaml_node_t *n)
 		struct cmdspec *s = &p->specs[i];
 		char what[160];
 		snprintf(what, sizeof(what), "commands.%s", name);
-		static const char *const keys[] = { "flags", "value_flags", "bundling", NULL };
+		static const char *const keys[] = { "flags", "value_flags", "bundling", "wraps",
+						    NULL };
 		if (check_keys(l, v, what, keys) != 0)
 			return -1;
 		s->name = ar_strdup(&p->ar, name);
@@ -769,6 +770,21 @@ static int load_commands(struct ld *l, yaml_node_t *n)
 		yaml_node_t *x;
 		if ((x = get(l, v, "bundling")) && get_bool(l, x, what, &s->bundling) != 0)
 			return -1;
+		if ((x = get(l, v, "wraps"))) {
+			char wwhat[192];
+			snprintf(wwhat, sizeof(wwhat), "%s.wraps", what);
+			static const char *const wkeys[] = { "operands", "assignments", NULL };
+			if (check_keys(l, x, wwhat, wkeys) != 0)
+				return -1;
+			yaml_node_t *y;
+			s->wraps = true;
+			if ((y = get(l, x, "operands")) &&
+			    get_int(l, y, "wraps.operands", 0, 8, &s->wrap_operands) != 0)
+				return -1;
+			if ((y = get(l, x, "assignments")) &&
+			    get_bool(l, y, "wraps.assignments", &s->wrap_assign) != 0)
+				return -1;
+		}
 		if ((x = get(l, v, "value_flags"))) {
 			if (get_strs(l, x, what, &s->value_flags) != 0)
 				return -1;

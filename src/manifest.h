@@ -168,6 +168,15 @@ struct cmdspec {
 	struct strs value_flags;
 	size_t n_groups;
 	struct strs *groups;
+	/*
+	 * A transparent wrapper (env, nohup, timeout, …): its argv carries the
+	 * command it runs, which is decided too (docs/policy.md, "wrappers").
+	 * The wrapped argv starts at the first positional argument after
+	 * wrap_operands positionals (and, with wrap_assign, NAME=VALUE words).
+	 */
+	bool wraps;
+	bool wrap_assign;
+	int64_t wrap_operands;
 };
 
 struct hent {

@@ -666,25 +666,25 @@ static unsigned stage_position(size_t i, size_t n)
 }
 
 /*
- * Decide one stage: the first rule in file order among the exe-indexed rules
- * for this path and the generic ones. *r is NULL for default deny. -1 on an
- * internal failure (the caller fails closed).
+ * Decide one stage (st, resolved to exe, at pipeline position pos): the first
+ * rule in file order among the exe-indexed rules for this path and the
+ * generic ones. *r is NULL for default deny. -1 on an internal failure (the
+ * caller fails closed).
  */
-static int decide_stage(const struct cg_policy *p, const struct cg_call *call, size_t i,
+static int decide_stage(const struct cg_policy *p, const struct cg_call *call,
+			const struct cg_stage *st, const char *exe, unsigned pos,
 			const struct rule **out)
 {
 	*out = NULL;
-	const struct cg_resolved_stage *rs = &call->stages[i];
-	const struct cg_stage *st = &call->req->stages[i];
-	if (!rs->exe || !st->argv || st->argc < 1)
+	if (!exe || !st->argv || st->argc < 1)
 		return -1;
 	struct sctx sc = {
 		.p = p,
 		.call = call,
 		.st = st,
-		.exe = rs->exe,
-		.spec = cg_htab_get(&p->spec_by_name, cg_base_of(rs->exe)),
-		.pos = stage_position(i, call->n_stages),
+		.exe = exe,
+		.spec = cg_htab_get(&p->spec_by_name, cg_base_of(exe)),
+		.pos = pos,
 	};
 	struct argit it;
 	struct tok t;
@@ -692,7 +692,7 @@ static int decide_stage(const struct cg_policy *p, const struct cg_call *call, s
 	while (argit_next(&it, &t))
 		if (!t.flag)
 			sc.n_pos++;
-	const struct idxlist *il = cg_htab_get(&p->exe_index, rs->exe);
+	const struct idxlist *il = cg_htab_get(&p->exe_index, exe);
 	size_t a = 0, b = 0, na = il ? il->n : 0, nb = p->generic.n;
 	while (a < na || b < nb) {
 		bool from_index = b >= nb || (a < na && il->v[a] <= p->generic.v[b]);
@@ -708,6 +708,130 @@ static int decide_stage(const struct cg_policy *p, const struct cg_call *call, s
 			return -1;
 	}
 	return 0;
+}
+
+/* ---- transparent wrappers (env rm -rf /) ------------------------------------ */
+
+/* How deep wrappers may nest (env nice timeout … cmd) before the call is refused. */
+#define MAX_WRAP_DEPTH 8
+
+/*
+ * Where the command a wrapper runs starts in its argv: options end at the
+ * first positional (these programs parse with getopt's "+", POSIX style),
+ * then spec->wrap_operands positionals (timeout's DURATION, flock's FILE)
+ * and, for env, NAME=VALUE words are skipped. 0 when there is no wrapped
+ * command (`env` alone prints the environment).
+ */
+static size_t wrapped_start(const struct cmdspec *spec, const struct cg_stage *st)
+{
+	int64_t skip = spec->wrap_operands;
+	bool opts_done = false;
+	for (size_t i = 1; i < st->argc;) {
+		const char *a = st->argv[i];
+		if (!opts_done && a[0] == '-' && a[1] != '\0') {
+			if (a[1] == '-' && a[2] == '\0') {
+				opts_done = true;
+				i++;
+				continue;
+			}
+			if (a[1] == '-' || !spec->bundling) {
+				const char *eq = strchr(a, '=');
+				size_t n = eq ? (size_t)(eq - a) : strlen(a);
+				i += !eq && spec_value_flag(spec, a, n) ? 2 : 1;
+				continue;
+			}
+			size_t step = 1;
+			for (size_t j = 1; a[j]; j++)
+				if (spec_value_flag(spec, short_names[(unsigned char)a[j]], 2)) {
+					step = a[j + 1] ? 1 : 2; /* -n5, or -n 5 */
+					break;
+				}
+			i += step;
+			continue;
+		}
+		opts_done = true; /* the first operand ends the wrapper's options */
+		if (skip > 0) {
+			skip--;
+			i++;
+			continue;
+		}
+		if (spec->wrap_assign && strchr(a, '=')) {
+			i++;
+			continue;
+		}
+		return i;
+	}
+	return 0;
+}
+
+/* The controlled PATH (docs/policy.md, `exe`), in lookup order. */
+static const char *const wrap_dirs[] = { "/usr/local/sbin", "/usr/local/bin", "/usr/sbin",
+					 "/usr/bin",	    "/sbin",	      "/bin" };
+
+/*
+ * The path a wrapped command name stands for, without syscalls: a name with
+ * a '/' is canonicalised lexically against the call's cwd; a bare name is
+ * the first controlled-PATH directory whose path some rule names, else
+ * /usr/bin/NAME (which only generic rules can match). Symlinks are not
+ * followed here; the wrapper's own confinement still bounds what runs.
+ */
+static bool wrapped_exe(const struct cg_policy *p, const struct cg_call *call, const char *name,
+			char *buf, size_t cap)
+{
+	if (strchr(name, '/'))
+		return cg_path_canon(call->cwd, name, buf, cap);
+	size_t nl = strlen(name);
+	for (size_t d = 0; d <= CG_ARRAY_LEN(wrap_dirs); d++) {
+		/* Past the list: /usr/bin/NAME, for the generic rules alone. */
+		const char *dir = d < CG_ARRAY_LEN(wrap_dirs) ? wrap_dirs[d] : "/usr/bin";
+		size_t dl = strlen(dir);
+		if (dl + 1 + nl + 1 > cap)
+			return false;
+		memcpy(buf, dir, dl);
+		buf[dl] = '/';
+		memcpy(buf + dl + 1, name, nl + 1);
+		if (d == CG_ARRAY_LEN(wrap_dirs) || cg_htab_get(&p->exe_index, buf))
+			return true;
+	}
+	return false;
+}
+
+struct fold;
+static void fold_add(struct fold *f, const struct rule *r);
+
+/*
+ * Decide pipeline stage i and, when its program is a transparent wrapper
+ * (commands.X.wraps), the command it wraps, folding both: `env rm -rf /` is
+ * as denied as `rm -rf /`, and `env ls` runs under env's terms and ls's.
+ */
+static int decide_stage_all(const struct cg_policy *p, const struct cg_call *call, size_t i,
+			    struct fold *f, bool (*each)(const struct rule *r, void *arg),
+			    void *arg)
+{
+	const struct cg_stage *st = &call->req->stages[i];
+	const char *exe = call->stages[i].exe;
+	unsigned pos = stage_position(i, call->n_stages);
+	char buf[PATH_BUF];
+	struct cg_stage sub;
+	for (int depth = 0;; depth++) {
+		const struct rule *r;
+		if (decide_stage(p, call, st, exe, pos, &r) != 0)
+			return -1;
+		fold_add(f, r);
+		if (each)
+			each(r, arg);
+		const struct cmdspec *spec = cg_htab_get(&p->spec_by_name, cg_base_of(exe));
+		size_t w = spec && spec->wraps ? wrapped_start(spec, st) : 0;
+		if (w == 0)
+			return 0;
+		if (depth + 1 >= MAX_WRAP_DEPTH)
+			return -1; /* fail closed: nesting this deep is not a real call */
+		if (!wrapped_exe(p, call, st->argv[w], buf, sizeof(buf)))
+			return -1;
+		sub = (struct cg_stage){ .argc = st->argc - w, .argv = st->argv + w };
+		st = &sub;
+		exe = buf;
+	}
 }
 
 static const char *json_str(json_t *o, const char *key)
@@ -813,14 +937,9 @@ static int decide_all(const struct cg_policy *p, const struct cg_call *call, str
 	if (!call || !call->req || (call->n_stages && !call->stages) ||
 	    call->n_stages != call->req->n_stages)
 		return -1;
-	for (size_t i = 0; i < call->n_stages; i++) {
-		const struct rule *r;
-		if (decide_stage(p, call, i, &r) != 0)
+	for (size_t i = 0; i < call->n_stages; i++)
+		if (decide_stage_all(p, call, i, f, each, arg) != 0)
 			return -1;
-		fold_add(f, r);
-		if (each)
-			each(r, arg);
-	}
 	json_t *acts = call->req->actions;
 	if (acts) {
 		if (!json_is_array(acts))
@@ -1187,9 +1306,14 @@ json_t *cg_policy_dump(const struct cg_policy *p)
 		json_t *g = json_array();
 		for (size_t k = 0; g && k < s->n_groups; k++)
 			json_array_append_new(g, strs_json(&s->groups[k]));
-		json_object_set_new(cmds, s->name,
-				    json_pack("{s:b,s:o,s:o}", "bundling", s->bundling, "flags", g,
-					      "value_flags", strs_json(&s->value_flags)));
+		json_t *c = json_pack("{s:b,s:o,s:o}", "bundling", s->bundling, "flags", g,
+				      "value_flags", strs_json(&s->value_flags));
+		if (c && s->wraps)
+			json_object_set_new(c, "wraps",
+					    json_pack("{s:I,s:b}", "operands",
+						      (json_int_t)s->wrap_operands, "assignments",
+						      s->wrap_assign));
+		json_object_set_new(cmds, s->name, c);
 	}
 	for (size_t i = 0; rules && i < p->n_rules; i++)
 		json_array_append_new(rules, rule_json(p, &p->rules[i]));

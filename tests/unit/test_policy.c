@@ -427,11 +427,15 @@ Test(policy, default_policy_decisions)
 	expect(p, "/usr/bin/rm a.o", CG_DEGRADE, "rm-workspace");
 	expect(p, "/usr/bin/rm /etc/passwd", CG_BLOCK, "rm-elsewhere");
 	expect(p, "/usr/bin/rm -- -rf", CG_DEGRADE, "rm-workspace");
-	/* wrappers and interpreters run only confined */
-	expect(p, "/usr/bin/env rm -rf /", CG_DEGRADE, "interpreters-confined");
-	expect(p, "/usr/bin/busybox rm -rf /", CG_DEGRADE, "interpreters-confined");
-	expect(p, "/usr/bin/xargs rm", CG_DEGRADE, "interpreters-confined");
-	expect(p, "/usr/bin/find . -delete", CG_DEGRADE, "interpreters-confined");
+	/* wrappers: the wrapped command is decided too; interpreters run confined */
+	expect(p, "/usr/bin/env rm -rf /", CG_BLOCK, "rm-recursive-elsewhere");
+	expect(p, "/usr/bin/busybox rm -rf /", CG_BLOCK, "rm-recursive-elsewhere");
+	expect(p, "/usr/bin/xargs rm", CG_BLOCK, "rm-elsewhere");
+	expect(p, "/usr/bin/timeout -k 1 5 rm -rf /", CG_BLOCK, "rm-recursive-elsewhere");
+	expect(p, "/usr/bin/env ls", CG_DEGRADE, "wrappers-confined");
+	expect(p, "/usr/bin/find . -delete", CG_DEGRADE, "find-modify-workspace");
+	expect(p, "/usr/bin/find / -delete", CG_BLOCK, "find-modify-outside");
+	expect(p, "/usr/bin/find / -name x", CG_DEGRADE, "wrappers-confined");
 	expect(p, "/usr/bin/dash -c ls", CG_DEGRADE, "interpreters-confined");
 	expect(p, "/usr/bin/python3.12 -c pass", CG_DEGRADE, "interpreters-versioned");
 	/* curl | sh */
@@ -447,6 +451,10 @@ Test(policy, default_policy_decisions)
 	expect(p, "/usr/bin/git push -f", CG_BLOCK, "git-push-force");
 	expect(p, "/usr/bin/git push origin +main", CG_BLOCK, "git-push-plus-refspec");
 	expect(p, "/usr/bin/git push origin main", CG_UNKNOWN, "git-network");
+	expect(p, "/usr/bin/git config core.pager sh", CG_BLOCK, "git-config-program-keys");
+	expect(p, "/usr/bin/git config ALIAS.x !sh", CG_BLOCK, "git-config-program-keys");
+	expect(p, "/usr/bin/git config user.email a@b", CG_DEGRADE, "git-local");
+	expect(p, "/usr/bin/cp evil ../.git/config", CG_BLOCK, "protected-paths");
 	/* devices, filesystems, protected files */
 	expect(p, "/usr/bin/dd if=/dev/zero of=/dev/sda", CG_BLOCK, "dd-to-device");
 	expect(p, "/usr/bin/dd if=a of=b", CG_DEGRADE, "interpreters-confined");
@@ -1254,4 +1262,68 @@ Test(policy, hostile_argv_fails_closed)
 	free(longarg);
 	free(argv);
 	cg_policy_unref(p);
+}
+
+/* ---- transparent wrappers (commands.X.wraps) ------------------------------- */
+
+static const char wrap_yaml[] =
+    "version: 1\n"
+    "commands:\n"
+    "  rm: { flags: [[-r, -R]] }\n"
+    "  wrap: { value_flags: [-k], wraps: { operands: 1 } }\n"
+    "  env: { wraps: { assignments: true } }\n"
+    "rules:\n"
+    "  - { id: no-rm-r, decision: deny, match: { exe: [/usr/bin/rm], flags_any: [-r] } }\n"
+    "  - { id: ls, decision: allow, match: { exe: [/usr/bin/ls] } }\n"
+    "  - id: wrappers\n"
+    "    decision: degrade\n"
+    "    match: { exe: [/usr/bin/wrap, /usr/bin/env] }\n"
+    "    constraints: { read: [/], write: [/ws/proj], net: none }\n";
+
+Test(policy, wrappers_decide_the_wrapped_command)
+{
+	struct cg_policy *p = load_ok(wrap_yaml);
+	/* the operand (a duration) and the value of -k are not the command */
+	expect(p, "/usr/bin/wrap 5 /usr/bin/rm -R x", CG_BLOCK, "no-rm-r");
+	expect(p, "/usr/bin/wrap -k 9 5 /usr/bin/rm -R x", CG_BLOCK, "no-rm-r");
+	expect(p, "/usr/bin/wrap -k9 5 /usr/bin/rm -R x", CG_BLOCK, "no-rm-r");
+	/* options end at the first operand: -R belongs to rm */
+	expect(p, "/usr/bin/wrap 5 /usr/bin/ls -R", CG_DEGRADE, "wrappers");
+	/* a wrapper with no command is decided alone */
+	expect(p, "/usr/bin/wrap 5", CG_DEGRADE, "wrappers");
+	/* NAME=VALUE words, "--", nesting, relative paths */
+	expect(p, "/usr/bin/env -- A=1 B=2 /usr/bin/rm -r x", CG_BLOCK, "no-rm-r");
+	expect(p, "/usr/bin/env /usr/bin/wrap 1 /usr/bin/rm -r x", CG_BLOCK, "no-rm-r");
+	expect(p, "/usr/bin/env ../../../usr/bin/rm -r x", CG_BLOCK, "no-rm-r");
+	/* an unknown wrapped program is default deny, like calling it directly */
+	expect(p, "/usr/bin/env /opt/x/tool", CG_BLOCK, "default-deny");
+	/* both the wrapper's and the wrapped command's constraints apply */
+	struct tcall t;
+	tc_init(&t, "/usr/bin/env /usr/bin/ls");
+	struct cg_verdict v = decide_t(p, &t);
+	cr_assert_eq(v.decision, CG_DEGRADE);
+	cr_assert_eq(v.n_constraints, 1); /* ls carries none; env's set */
+	tc_fini(&t);
+	/* nesting deeper than the limit fails closed (the rung errs: BLOCK) */
+	tc_init(&t, "/usr/bin/env /usr/bin/env /usr/bin/env /usr/bin/env /usr/bin/env "
+		    "/usr/bin/env /usr/bin/env /usr/bin/env /usr/bin/ls");
+	cr_assert_neq(cg_policy_rung(p, &t.call, &v), 0);
+	tc_fini(&t);
+	/* dump shows the wrapper syntax */
+	json_t *d = cg_policy_dump(p);
+	json_t *w =
+	    json_object_get(json_object_get(json_object_get(d, "commands"), "wrap"), "wraps");
+	cr_assert_eq(json_integer_value(json_object_get(w, "operands")), 1);
+	cr_assert(json_is_false(json_object_get(w, "assignments")));
+	json_decref(d);
+	cg_policy_unref(p);
+}
+
+Test(policy, wraps_syntax_errors)
+{
+	load_bad("version: 1\ncommands:\n  env: { wraps: { skip: 1 } }\n", "unknown key 'skip'", 3);
+	load_bad("version: 1\ncommands:\n  env: { wraps: { operands: 9 } }\n", "wraps.operands", 3);
+	load_bad("version: 1\ncommands:\n  env: { wraps: 1 }\n", "must be a mapping", 3);
+	load_bad("version: 1\ncommands:\n  env: { wraps: { assignments: maybe } }\n",
+		 "wraps.assignments", 3);
 }
