@@ -101,7 +101,11 @@ static void *work(void *arg)
 	struct worker *w = arg;
 	char id[48];
 	for (int i = 0; i < w->n; i++) {
-		snprintf(id, sizeof(id), "b%d-%d", w->idx, i);
+		/* Calls have about ten events each: ten events per trace. */
+		if (w->mode == 1)
+			snprintf(id, sizeof(id), "b%d-%d", w->idx, i);
+		else
+			snprintf(id, sizeof(id), "b%d-%d", w->idx, i / 10);
 		if (w->mode == 1) {
 			call_events(w, id);
 		} else if (cg_evidence_append(w->ev, id, CG_EV_REQUEST,

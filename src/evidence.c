@@ -726,11 +726,12 @@ static int enqueue(struct cg_evidence *ev, struct item *it)
 		it->next = NULL;
 		*ev->q_tail = it;
 		ev->q_tail = &it->next;
-		ev->q_len++;
+		/* Only an empty queue can have a sleeping writer: one wake-up per batch. */
+		if (ev->q_len++ == 0)
+			pthread_cond_signal(&ev->work_cv);
 		uint64_t t = it->ticket;
 		bool durable = it->durable;
 		it = NULL;
-		pthread_cond_signal(&ev->work_cv);
 		while (durable && ev->synced_ticket < t && !ev->failed)
 			pthread_cond_wait(&ev->done_cv, &ev->mu);
 		if (durable && ev->synced_ticket < t)
