@@ -1211,7 +1211,19 @@ int cg_evidence_open(const struct cg_evidence_config *cfg, struct cg_evidence **
 		fail = CG_R_EVIDENCE_LOCKED;
 		goto fail;
 	}
-	ev->key = cg_evkey_load_or_create(ev->state_dir, why, sizeof(why));
+	/*
+	 * A new key is made only for a new journal: with events already written,
+	 * a missing key means someone removed it (a fresh key would sign whatever
+	 * the journal now says), so the start is refused instead.
+	 */
+	char **segs = NULL;
+	size_t n_segs = 0;
+	if (cg_journal_segments(ev->state_dir, &segs, &n_segs) < 0) {
+		snprintf(why, sizeof(why), "cannot list the journal: %s", strerror(errno));
+		goto fail;
+	}
+	cg_strv_free(segs, n_segs);
+	ev->key = cg_evkey_load_or_create(ev->state_dir, n_segs == 0, why, sizeof(why));
 	if (!ev->key || cg_evkey_fingerprint(ev->key, ev->key_fp) < 0) {
 		if (!why[0])
 			snprintf(why, sizeof(why), "the evidence key has no raw public key");

@@ -847,7 +847,7 @@ static int write_key_file(const char *path, EVP_PKEY *k, bool private_key, char 
 	return 0;
 }
 
-EVP_PKEY *cg_evkey_load_or_create(const char *state_dir, char *why, size_t why_len)
+EVP_PKEY *cg_evkey_load_or_create(const char *state_dir, bool may_create, char *why, size_t why_len)
 {
 	char dir[4096], priv[4200], pub[4200];
 	snprintf(dir, sizeof(dir), "%s/keys", state_dir);
@@ -883,6 +883,10 @@ EVP_PKEY *cg_evkey_load_or_create(const char *state_dir, char *why, size_t why_l
 	}
 	if (errno != ENOENT) {
 		snprintf(why, why_len, "cannot open %.300s: %s", priv, strerror(errno));
+		return NULL;
+	}
+	if (!may_create) {
+		snprintf(why, why_len, "%.300s is missing but the journal has events", priv);
 		return NULL;
 	}
 	k = EVP_PKEY_Q_keygen(NULL, NULL, "ED25519");

@@ -132,8 +132,12 @@ int cg_ckpt_parse(const char *line, size_t len, struct cg_ckpt *out, char *why, 
 
 /* ---- the Ed25519 evidence key (keys/evidence.key 0600, keys/evidence.pub) ---- */
 
-/* Load the private key, creating it (and the public key file) when absent. NULL on error. */
-EVP_PKEY *cg_evkey_load_or_create(const char *state_dir, char *why, size_t why_len);
+/*
+ * Load the private key, creating it (and the public key file) when absent and
+ * may_create is true. NULL on error (why says which).
+ */
+EVP_PKEY *cg_evkey_load_or_create(const char *state_dir, bool may_create, char *why,
+				  size_t why_len);
 /* Load a PEM public (or private) key file. NULL on error. */
 EVP_PKEY *cg_evkey_load_pub(const char *path, char *why, size_t why_len);
 /* SHA-256 hex of the raw 32-byte public key. 0 or -1. */

@@ -750,3 +750,18 @@ Test(evidence, verdict_normalisation_fails_closed_and_derives_next_steps)
 	json_decref(v);
 	json_decref(in);
 }
+
+Test(evidence, missing_key_with_existing_journal_refuses_to_start)
+{
+	two_calls();
+	char p[512];
+	path_of(p, sizeof(p), "keys/evidence.key");
+	cr_assert_eq(unlink(p), 0);
+	struct cg_evidence_config c = { .state_dir = state };
+	struct cg_evidence *ev = NULL;
+	struct cg_reply *err = NULL;
+	cr_assert_eq(cg_evidence_open(&c, &ev, &err), -1);
+	cr_assert_eq(err->id, CG_R_EVIDENCE_OPEN_FAILED);
+	cr_assert(access(p, F_OK) != 0, "no new key was made");
+	cg_reply_free(err);
+}
