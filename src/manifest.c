@@ -227,6 +227,16 @@ static int glob_compile(struct arena *a, const char *src, struct glob *g, char *
 		must[k] = (char)t[best_at + k].c;
 	g->must = must;
 	g->must_len = best;
+	size_t n_star = 0, n_other = 0;
+	for (size_t k = 0; k < n; k++) {
+		if (t[k].type == G_GLOBSTAR)
+			n_star++;
+		else if (t[k].type != G_LIT)
+			n_other++;
+	}
+	g->by_checks =
+	    n_other == 0 && (n_star == 1 || (n_star == 2 && n > 2 && t[0].type == G_GLOBSTAR &&
+					     t[n - 1].type == G_GLOBSTAR));
 	g->src = ar_strdup(a, src);
 	g->n = n;
 	g->t = t;
@@ -737,6 +747,33 @@ static int load_rate_limits(struct ld *l, yaml_node_t *n)
 
 /* ---- commands ---- */
 
+/* The decide path's lookup tables for one spec (manifest.h, struct cmdspec). */
+static int spec_tables(struct ld *l, struct cmdspec *s)
+{
+	memset(s->short_vf, 0, sizeof(s->short_vf));
+	for (size_t c = 0; c < 256; c++)
+		s->short_alias[c] = -1;
+	s->alias_len = ar_alloc(&l->p->ar, (s->n_alias + 1) * sizeof(size_t));
+	s->canon_len = ar_alloc(&l->p->ar, (s->n_alias + 1) * sizeof(size_t));
+	s->vf_len = ar_alloc(&l->p->ar, (s->value_flags.n + 1) * sizeof(size_t));
+	if (!s->alias_len || !s->canon_len || !s->vf_len)
+		return oom(l);
+	for (size_t i = 0; i < s->n_alias; i++) {
+		s->alias_len[i] = strlen(s->alias[i]);
+		s->canon_len[i] = strlen(s->canon[i]);
+		unsigned char c = (unsigned char)s->alias[i][1];
+		if (s->alias_len[i] == 2 && s->short_alias[c] < 0)
+			s->short_alias[c] = (int16_t)i;
+	}
+	for (size_t i = 0; i < s->value_flags.n; i++) {
+		s->vf_len[i] = strlen(s->value_flags.v[i]);
+		unsigned char c = (unsigned char)s->value_flags.v[i][1];
+		if (s->vf_len[i] == 2)
+			s->short_vf[c / 8] |= (uint8_t)(1u << (c % 8));
+	}
+	return 0;
+}
+
 static int load_commands(struct ld *l, yaml_node_t *n)
 {
 	struct cg_policy *p = l->p;
@@ -831,6 +868,8 @@ static int load_commands(struct ld *l, yaml_node_t *n)
 					s->canon[s->n_alias++] = s->groups[g].v[0];
 				}
 		}
+		if (spec_tables(l, s) != 0)
+			return -1;
 		if (!s->name || htab_put(&p->spec_by_name, s->name, s) != 0)
 			return oom(l);
 		p->n_specs++;

@@ -73,7 +73,14 @@ struct glob {
 	size_t prefix_len; /* leading literal tokens */
 	size_t suffix_len; /* trailing literal tokens (0 when the glob is all literal) */
 	bool literal;	   /* no wildcard at all: a string compare */
-	const char *must;  /* the longest literal run: any match contains it */
+	/*
+	 * The cheap checks decide the match on their own: literals around one
+	 * "**" (LIT**, **LIT, LIT**LIT) or one literal run between two
+	 * ("**LIT**"), the shapes of most path globs ("**" + "/.ssh/" + "**").
+	 * (Kept beside literal, in padding: a glob's size bounds big policies.)
+	 */
+	bool by_checks;
+	const char *must; /* the longest literal run: any match contains it */
 	size_t must_len;
 };
 
@@ -177,6 +184,16 @@ struct cmdspec {
 	bool wraps;
 	bool wrap_assign;
 	int64_t wrap_operands;
+	/*
+	 * Lookup tables built at load so that normalising argv on the decide
+	 * path costs a table read per flag, not a string scan per spec entry:
+	 * short options ("-c") by byte, the rest compared by length first.
+	 */
+	uint8_t short_vf[32];	  /* bit c: "-c" is a value flag */
+	int16_t short_alias[256]; /* "-c" -> index into alias/canon, or -1 */
+	size_t *alias_len;	  /* strlen(alias[i]) */
+	size_t *canon_len;	  /* strlen(canon[i]) */
+	size_t *vf_len;		  /* strlen(value_flags.v[i]) */
 };
 
 struct hent {

@@ -59,6 +59,23 @@ static void glive(const struct glob *g, uint64_t *s, size_t k)
 		s[k / 64] |= UINT64_C(1) << (k % 64);
 }
 
+/*
+ * Does s[0..len) contain n[0..nl)? For the short literals of path globs
+ * ("/.ssh/") a plain loop beats memmem's set-up; it is O(len x nl) with nl
+ * at most 16, so still linear in the input. Longer needles use memmem.
+ */
+static bool find_lit(const char *s, size_t len, const char *n, size_t nl)
+{
+	if (nl > 16)
+		return memmem(s, len, n, nl) != NULL;
+	if (nl > len)
+		return false;
+	for (size_t i = 0; i + nl <= len; i++)
+		if (s[i] == n[0] && memcmp(s + i + 1, n + 1, nl - 1) == 0)
+			return true;
+	return false;
+}
+
 bool cg_glob_match(const struct glob *g, const char *s, size_t len)
 {
 	if (len < g->min_len)
@@ -77,8 +94,10 @@ bool cg_glob_match(const struct glob *g, const char *s, size_t len)
 	for (size_t k = 0; k < g->suffix_len; k++)
 		if ((unsigned char)s[len - 1 - k] != g->t[g->n - 1 - k].c)
 			return false;
-	if (g->must_len > 0 && !memmem(s, len, g->must, g->must_len))
+	if (g->must_len > 0 && !find_lit(s, len, g->must, g->must_len))
 		return false;
+	if (g->by_checks)
+		return true;
 	size_t words = g->n / 64 + 1;
 	uint64_t cur[GLOB_WORDS] = { 0 }, nxt[GLOB_WORDS];
 	glive(g, cur, g->prefix_len);
@@ -238,13 +257,17 @@ struct argit {
 	bool opts_done;
 };
 
+/* Is name[0..len) a value flag of s? A table read for "-c", else by length first. */
 static bool spec_value_flag(const struct cmdspec *s, const char *name, size_t len)
 {
 	if (!s)
 		return false;
+	if (len == 2 && name[0] == '-') {
+		unsigned char c = (unsigned char)name[1];
+		return (s->short_vf[c / 8] >> (c % 8)) & 1;
+	}
 	for (size_t i = 0; i < s->value_flags.n; i++)
-		if (strncmp(s->value_flags.v[i], name, len) == 0 &&
-		    s->value_flags.v[i][len] == '\0')
+		if (s->vf_len[i] == len && memcmp(s->value_flags.v[i], name, len) == 0)
 			return true;
 	return false;
 }
@@ -252,12 +275,20 @@ static bool spec_value_flag(const struct cmdspec *s, const char *name, size_t le
 /* The canonical name of a flag under spec (its group's first member), or itself. */
 static void spec_canon(const struct cmdspec *s, const char **name, size_t *len)
 {
-	if (!s)
+	if (!s || s->n_alias == 0)
 		return;
-	for (size_t i = 0; i < s->n_alias; i++)
-		if (strncmp(s->alias[i], *name, *len) == 0 && s->alias[i][*len] == '\0') {
+	if (*len == 2 && (*name)[0] == '-') {
+		int16_t i = s->short_alias[(unsigned char)(*name)[1]];
+		if (i >= 0) {
 			*name = s->canon[i];
-			*len = strlen(s->canon[i]);
+			*len = s->canon_len[i];
+		}
+		return;
+	}
+	for (size_t i = 0; i < s->n_alias; i++)
+		if (s->alias_len[i] == *len && memcmp(s->alias[i], *name, *len) == 0) {
+			*name = s->canon[i];
+			*len = s->canon_len[i];
 			return;
 		}
 }
@@ -332,6 +363,7 @@ static bool argit_next(struct argit *it, struct tok *t)
 }
 
 /* Per-stage state shared by the rules tried on it. */
+#define STAGE_TOKS 32
 struct sctx {
 	const struct cg_policy *p;
 	const struct cg_call *call;
@@ -344,7 +376,40 @@ struct sctx {
 	size_t words;
 	bool scanned;
 	bool failed; /* an internal failure: fail closed */
+	/*
+	 * The stage's normalised tokens, made once per stage so that the rules
+	 * tried on it do not each re-parse argv; a stage with more tokens than
+	 * fit is re-parsed per rule instead (same result, slower).
+	 */
+	bool toks_all;
+	size_t n_toks;
+	struct tok *toks; /* STAGE_TOKS of them, on decide_stage's stack */
 };
+
+/* Walks a stage's tokens: from the cache when it holds them all, else argv. */
+struct tokit {
+	const struct sctx *sc;
+	size_t i;
+	struct argit it;
+};
+
+static void tokit_init(struct tokit *ti, const struct sctx *sc)
+{
+	ti->sc = sc;
+	ti->i = 0;
+	if (!sc->toks_all)
+		argit_init(&ti->it, sc->spec, sc->st);
+}
+
+static bool tokit_next(struct tokit *ti, struct tok *t)
+{
+	if (!ti->sc->toks_all)
+		return argit_next(&ti->it, t);
+	if (ti->i >= ti->sc->n_toks)
+		return false;
+	*t = ti->sc->toks[ti->i++];
+	return true;
+}
 
 /*
  * A rule's flag list canonicalised under the stage's spec, once per rule and
@@ -399,11 +464,11 @@ static bool stage_scan(struct sctx *sc)
 		return false;
 	}
 	memset(sc->bits, 0, sc->n_pos * sc->words * sizeof(uint64_t));
-	struct argit it;
+	struct tokit it;
 	struct tok t;
 	size_t k = 0;
-	argit_init(&it, sc->spec, sc->st);
-	while (argit_next(&it, &t)) {
+	tokit_init(&it, sc);
+	while (tokit_next(&it, &t)) {
 		if (t.flag)
 			continue;
 		if (cg_matcher_scan(m, t.name, t.name_len, sc->bits + k * sc->words) != 0) {
@@ -574,6 +639,25 @@ static bool command_holds(const struct rule *r, struct sctx *sc, bool exe_known)
 		return false;
 	if (r->max_args >= 0 && sc->n_pos > (size_t)r->max_args)
 		return false;
+	/* Subcommands before flags: cheaper, and they rule out most rules of a program. */
+	bool sub_ok = r->n_sub == 0;
+	for (size_t s = 0; s < r->n_sub && !sub_ok; s++) {
+		const struct strs *w = &r->sub[s];
+		struct tokit it;
+		struct tok t;
+		size_t k = 0;
+		tokit_init(&it, sc);
+		while (k < w->n && tokit_next(&it, &t)) {
+			if (t.flag)
+				continue;
+			if (t.name[0] != w->v[k][0] || strcmp(t.name, w->v[k]) != 0)
+				break;
+			k++;
+		}
+		sub_ok = k == w->n;
+	}
+	if (!sub_ok)
+		return false;
 	if (r->flags_any.n || r->flags_all.n || r->flags_none.n) {
 		/* One pass over the flags for all three conditions. */
 		uint64_t all_seen = 0, all_want = r->flags_all.n >= 64
@@ -584,10 +668,10 @@ static bool command_holds(const struct rule *r, struct sctx *sc, bool exe_known)
 		cflags_init(&none, sc->spec, &r->flags_none);
 		cflags_init(&any, sc->spec, &r->flags_any);
 		cflags_init(&all, sc->spec, &r->flags_all);
-		struct argit it;
+		struct tokit it;
 		struct tok t;
-		argit_init(&it, sc->spec, sc->st);
-		while (argit_next(&it, &t)) {
+		tokit_init(&it, sc);
+		while (tokit_next(&it, &t)) {
 			if (!t.flag)
 				continue;
 			if (cflags_has(&none, &t))
@@ -601,33 +685,15 @@ static bool command_holds(const struct rule *r, struct sctx *sc, bool exe_known)
 		if (!any_hit || all_seen != all_want)
 			return false;
 	}
-	if (r->n_sub || r->has_flags_only || r->args_any.n || r->args_all.n || r->args_none.n) {
-		bool sub_ok = r->n_sub == 0;
+	if (r->has_flags_only || r->args_any.n || r->args_all.n || r->args_none.n) {
 		bool any_ok = r->args_any.n == 0;
 		struct cflags only;
 		cflags_init(&only, sc->spec, &r->flags_only);
-		for (size_t s = 0; s < r->n_sub && !sub_ok; s++) {
-			const struct strs *w = &r->sub[s];
-			struct argit it;
-			struct tok t;
-			size_t k = 0;
-			argit_init(&it, sc->spec, sc->st);
-			while (k < w->n && argit_next(&it, &t)) {
-				if (t.flag)
-					continue;
-				if (strcmp(t.name, w->v[k]) != 0)
-					break;
-				k++;
-			}
-			sub_ok = k == w->n;
-		}
-		if (!sub_ok)
-			return false;
-		struct argit it;
+		struct tokit it;
 		struct tok t;
 		size_t k = 0;
-		argit_init(&it, sc->spec, sc->st);
-		while (argit_next(&it, &t)) {
+		tokit_init(&it, sc);
+		while (tokit_next(&it, &t)) {
 			if (t.flag) {
 				if (r->has_flags_only && !cflags_has(&only, &t))
 					return false;
@@ -686,12 +752,20 @@ static int decide_stage(const struct cg_policy *p, const struct cg_call *call,
 		.spec = cg_htab_get(&p->spec_by_name, cg_base_of(exe)),
 		.pos = pos,
 	};
+	struct tok toks[STAGE_TOKS]; /* not zeroed: only [0, n_toks) is read */
 	struct argit it;
 	struct tok t;
 	argit_init(&it, sc.spec, st);
-	while (argit_next(&it, &t))
+	sc.toks = toks;
+	sc.toks_all = true;
+	while (argit_next(&it, &t)) {
 		if (!t.flag)
 			sc.n_pos++;
+		if (sc.n_toks < STAGE_TOKS)
+			sc.toks[sc.n_toks++] = t;
+		else
+			sc.toks_all = false;
+	}
 	const struct idxlist *il = cg_htab_get(&p->exe_index, exe);
 	size_t a = 0, b = 0, na = il ? il->n : 0, nb = p->generic.n;
 	while (a < na || b < nb) {
