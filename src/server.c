@@ -387,6 +387,43 @@ release:
 	return line;
 }
 
+/*
+ * The kernel's busy / read-deadline line (it records the evidence), with
+ * the limit the transport actually enforces put into its params: the
+ * kernel does not know --max-conns or --read-timeout, and a user told
+ * "connection limit (0)" is told something false. The trace id is kept, so
+ * the answer still points at the kernel's evidence. Falls back to the
+ * kernel's line unchanged if it cannot be rebuilt.
+ */
+static char *transport_reply(struct server *s, const char *which, size_t *len)
+{
+	char *line = cg_kernel_transport_reply(s->k, which, len);
+	json_t *o = line ? json_loadb(line, *len, 0, NULL) : NULL;
+	json_t *rj = json_object_get(o, "reply");
+	const struct cg_reply_def *d =
+	    cg_reply_find_code(json_string_value(json_object_get(rj, "code")));
+	const char *trace = json_string_value(json_object_get(rj, "trace_id"));
+	char *fixed = NULL;
+	size_t flen = 0;
+	if (d && (d->id == CG_R_SERVER_BUSY || d->id == CG_R_READ_DEADLINE)) {
+		struct cg_reply *r =
+		    d->id == CG_R_SERVER_BUSY
+			? cg_reply_new(d->id, "{s:I}", "limit", (json_int_t)s->max_conns)
+			: cg_reply_new(d->id, "{s:I}", "deadline_ms",
+				       (json_int_t)(s->read_deadline_ns / 1000000));
+		if (trace)
+			cg_reply_set_trace(r, trace);
+		fixed = reply_line("", r, &flen);
+		cg_reply_free(r);
+	}
+	json_decref(o);
+	if (!fixed)
+		return line;
+	free(line);
+	*len = flen;
+	return fixed;
+}
+
 /* ---- connection I/O ---------------------------------------------------- */
 
 static void conn_try_write(struct server *s, struct conn *c)
@@ -593,7 +630,7 @@ static void expire(struct server *s, int64_t now)
 		cg_log("warn", NULL, "peer pid %d uid %u missed the read deadline (%zu bytes read)",
 		       (int)c->peer.pid, (unsigned)c->peer.uid, c->rlen);
 		size_t len = 0;
-		char *line = cg_kernel_transport_reply(s->k, "read_deadline", &len);
+		char *line = transport_reply(s, "read_deadline", &len);
 		drop_events(s, c);
 		conn_start_write(s, c, line, len);
 	}
@@ -673,7 +710,7 @@ static void accept_all(struct server *s, int lfd, bool admin)
 			/* Past the cap: one small line fits any socket buffer,
 			 * so a single non-blocking send is enough. */
 			size_t len = 0;
-			char *line = cg_kernel_transport_reply(s->k, "busy", &len);
+			char *line = transport_reply(s, "busy", &len);
 			if (line)
 				(void)send(fd, line, len, MSG_NOSIGNAL | MSG_DONTWAIT);
 			free(line);

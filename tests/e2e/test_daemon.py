@@ -110,6 +110,7 @@ class SharedDaemon(unittest.TestCase):
             elapsed = time.monotonic() - start
         resp = cgtest.parse_response(got)
         self.assertEqual(reply_of(self, resp)["code"], "MCP-IO-E-001", resp)
+        self.assertEqual(resp["reply"]["params"]["deadline_ms"], 1500)
         # The deadline is 1.5 s; the line would have taken ~40 s.
         self.assertLess(elapsed, 20)
 
@@ -250,6 +251,7 @@ class OwnDaemon(unittest.TestCase):
                 resp = cgtest.parse_response(d.raw(b""))
                 self.assertEqual(reply_of(self, resp)["code"], "MCP-IO-E-002", resp)
                 self.assertEqual(resp["status"], "error")
+                self.assertEqual(resp["reply"]["params"]["limit"], 2)
             finally:
                 for h in held:
                     h.close()
