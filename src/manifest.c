@@ -931,6 +931,42 @@ static int get_dir(struct ld *l, yaml_node_t *n, const char *s, struct pred *pr)
 	return 0;
 }
 
+/*
+ * Set ps->path_must (manifest.h) to the longest literal contained in every
+ * path glob's must, when all predicates are path globs and there are at
+ * least two. Load time only; quadratic in a must's length (capped at 64).
+ */
+static int preds_prefilter(struct ld *l, struct preds *ps)
+{
+	ps->path_must = NULL;
+	ps->path_must_len = 0;
+	if (ps->n < 2)
+		return 0;
+	for (size_t i = 0; i < ps->n; i++)
+		if (ps->v[i].kind != P_PATH || ps->v[i].g.must_len == 0)
+			return 0;
+	const char *m0 = ps->v[0].g.must;
+	size_t l0 = ps->v[0].g.must_len < 64 ? ps->v[0].g.must_len : 64;
+	for (size_t len = l0; len >= 2; len--)
+		for (size_t at = 0; at + len <= l0; at++) {
+			bool all = true;
+			for (size_t i = 1; i < ps->n && all; i++)
+				all = memmem(ps->v[i].g.must, ps->v[i].g.must_len, m0 + at, len) !=
+				      NULL;
+			if (!all)
+				continue;
+			char *c = ar_alloc(&l->p->ar, len + 1);
+			if (!c)
+				return oom(l);
+			memcpy(c, m0 + at, len);
+			c[len] = '\0';
+			ps->path_must = c;
+			ps->path_must_len = len;
+			return 0;
+		}
+	return 0;
+}
+
 static int get_preds(struct ld *l, yaml_node_t *n, const char *what, uint32_t rule,
 		     struct preds *out, bool *uses_patterns)
 {
@@ -977,7 +1013,7 @@ static int get_preds(struct ld *l, yaml_node_t *n, const char *what, uint32_t ru
 		}
 	}
 	out->n = cnt;
-	return 0;
+	return preds_prefilter(l, out);
 }
 
 static int get_pathlist(struct ld *l, yaml_node_t *n, const char *what, size_t *count,
@@ -1605,6 +1641,51 @@ static int load_rule(struct ld *l, yaml_node_t *n, size_t index)
 	return 0;
 }
 
+/* One flag list under spec (manifest.h, struct rule cf_*); the loader caps lists at 64. */
+static int cflist_make(struct ld *l, const struct cmdspec *spec, const struct strs *in,
+		       struct cflist *out)
+{
+	size_t n = in->n < 64 ? in->n : 64;
+	*out = (struct cflist){ .n = n };
+	if (n == 0)
+		return 0;
+	out->v = ar_alloc(&l->p->ar, (n + 1) * sizeof(char *));
+	out->len = ar_alloc(&l->p->ar, (n + 1) * sizeof(size_t));
+	if (!out->v || !out->len)
+		return oom(l);
+	for (size_t i = 0; i < n; i++) {
+		out->v[i] = in->v[i];
+		for (size_t a = 0; spec && a < spec->n_alias; a++)
+			if (strcmp(spec->alias[a], in->v[i]) == 0) {
+				out->v[i] = spec->canon[a];
+				break;
+			}
+		out->len[i] = strlen(out->v[i]);
+	}
+	return 0;
+}
+
+static int precompute_flags(struct ld *l)
+{
+	struct cg_policy *p = l->p;
+	for (size_t i = 0; i < p->n_rules; i++) {
+		struct rule *r = &p->rules[i];
+		r->has_context = r->uid.n || r->user_uid.n || r->gid.n || r->group_gid.n ||
+				 r->session.n || r->host.n || r->privileged >= 0 || r->env_any.n;
+		if (r->kind != RK_COMMAND)
+			continue;
+		r->cf_spec =
+		    r->exe.n ? cg_htab_get(&p->spec_by_name, cg_base_of(r->exe.v[0])) : NULL;
+		if (cflist_make(l, r->cf_spec, &r->flags_any, &r->cf_any) != 0 ||
+		    cflist_make(l, r->cf_spec, &r->flags_all, &r->cf_all) != 0 ||
+		    cflist_make(l, r->cf_spec, &r->flags_none, &r->cf_none) != 0 ||
+		    cflist_make(l, r->cf_spec, &r->flags_only, &r->cf_only) != 0)
+			return -1;
+		r->cf_set = true;
+	}
+	return 0;
+}
+
 static int build_index(struct ld *l)
 {
 	struct cg_policy *p = l->p;
@@ -1713,7 +1794,7 @@ static int load_doc(struct ld *l)
 			p->n_rules = i + 1;
 		}
 	}
-	if (compile_patterns(l) != 0)
+	if (compile_patterns(l) != 0 || precompute_flags(l) != 0)
 		return -1;
 	return build_index(l);
 }

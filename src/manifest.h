@@ -101,6 +101,13 @@ struct pred {
 struct preds {
 	size_t n;
 	struct pred *v;
+	/*
+	 * When every predicate is a `path` glob: a literal all their literal
+	 * runs share (protected paths all contain "/."). A canonical path
+	 * without it satisfies none of them, so the globs are skipped.
+	 */
+	const char *path_must;
+	size_t path_must_len;
 };
 
 struct strs {
@@ -121,6 +128,13 @@ struct ids {
 struct action_arg {
 	const char *name;
 	struct preds preds;
+};
+
+/* A rule's flag list renamed to canonical names under one spec (by length). */
+struct cflist {
+	size_t n;
+	const char **v;
+	size_t *len;
 };
 
 enum { POS_FIRST = 1, POS_MIDDLE = 2, POS_LAST = 4, POS_ONLY = 8, POS_FILTER = 16 };
@@ -164,6 +178,15 @@ struct rule {
 	struct action_arg *aargs;
 	/* result */
 	const struct cg_constraints *cons;
+	/*
+	 * The flag lists canonicalised at load under cf_spec (the spec of the
+	 * rule's first executable), so that a stage of that program does not
+	 * redo it per rule; other stages canonicalise on the stack.
+	 */
+	bool has_context; /* any context key: uid … env_any (precomputed) */
+	bool cf_set;
+	const struct cmdspec *cf_spec;
+	struct cflist cf_any, cf_all, cf_none, cf_only;
 };
 
 struct cmdspec {

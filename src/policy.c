@@ -393,7 +393,8 @@ struct tokit {
 	struct argit it;
 };
 
-static void tokit_init(struct tokit *ti, const struct sctx *sc)
+static inline __attribute__((always_inline)) void tokit_init(struct tokit *ti,
+							     const struct sctx *sc)
 {
 	ti->sc = sc;
 	ti->i = 0;
@@ -401,7 +402,7 @@ static void tokit_init(struct tokit *ti, const struct sctx *sc)
 		argit_init(&ti->it, sc->spec, sc->st);
 }
 
-static bool tokit_next(struct tokit *ti, struct tok *t)
+static inline __attribute__((always_inline)) bool tokit_next(struct tokit *ti, struct tok *t)
 {
 	if (!ti->sc->toks_all)
 		return argit_next(&ti->it, t);
@@ -412,23 +413,37 @@ static bool tokit_next(struct tokit *ti, struct tok *t)
 }
 
 /*
- * A rule's flag list canonicalised under the stage's spec, once per rule and
- * stage (not once per token). The loader caps flag lists at 64.
+ * A rule's flag list canonicalised under the stage's spec: the one made at
+ * load when the stage's program has the spec the rule was made for (the
+ * usual case), else made here in buf, once per rule and stage (not once per
+ * token). The loader caps flag lists at 64.
  */
 struct cflags {
 	size_t n;
+	const char *const *v;
+	const size_t *len;
+};
+
+struct cfbuf {
 	const char *v[64];
 	size_t len[64];
 };
 
-static void cflags_init(struct cflags *cf, const struct cmdspec *spec, const struct strs *s)
+static void cflags_init(struct cflags *cf, struct cfbuf *buf, const struct rule *r,
+			const struct cflist *pre, const struct cmdspec *spec, const struct strs *s)
 {
+	if (r->cf_set && r->cf_spec == spec) {
+		*cf = (struct cflags){ .n = pre->n, .v = pre->v, .len = pre->len };
+		return;
+	}
 	cf->n = s->n < 64 ? s->n : 64;
 	for (size_t i = 0; i < cf->n; i++) {
-		cf->v[i] = s->v[i];
-		cf->len[i] = strlen(s->v[i]);
-		spec_canon(spec, &cf->v[i], &cf->len[i]);
+		buf->v[i] = s->v[i];
+		buf->len[i] = strlen(s->v[i]);
+		spec_canon(spec, &buf->v[i], &buf->len[i]);
 	}
+	cf->v = buf->v;
+	cf->len = buf->len;
 }
 
 static bool cflag_is(const struct cflags *cf, size_t i, const struct tok *t)
@@ -569,6 +584,10 @@ static bool pred_holds(struct sctx *sc, const struct pred *pr, struct argtext *a
 
 static bool any_pred(struct sctx *sc, const struct preds *ps, struct argtext *a)
 {
+	/* No path glob can hold if the path lacks the literal they all contain. */
+	if (ps->path_must_len && (!argtext_path(a, sc->call) ||
+				  !find_lit(a->path, a->plen, ps->path_must, ps->path_must_len)))
+		return false;
 	for (size_t i = 0; i < ps->n; i++)
 		if (pred_holds(sc, &ps->v[i], a))
 			return true;
@@ -585,8 +604,9 @@ static bool id_in(const struct ids *s, uint32_t v)
 
 static bool glob_any(const struct globs *g, const char *s)
 {
+	size_t len = g->n ? strlen(s) : 0;
 	for (size_t i = 0; i < g->n; i++)
-		if (cg_glob_match_str(&g->v[i], s))
+		if (cg_glob_match(&g->v[i], s, len))
 			return true;
 	return false;
 }
@@ -594,6 +614,8 @@ static bool glob_any(const struct globs *g, const char *s)
 /* The request and peer conditions every kind of rule may use. */
 static bool context_holds(const struct rule *r, const struct cg_call *call)
 {
+	if (!r->has_context)
+		return true; /* most rules: no context key at all */
 	const struct cg_request *req = call->req;
 	if (r->uid.n && !id_in(&r->uid, (uint32_t)call->peer.uid))
 		return false;
@@ -665,9 +687,10 @@ static bool command_holds(const struct rule *r, struct sctx *sc, bool exe_known)
 						      : (UINT64_C(1) << r->flags_all.n) - 1;
 		bool any_hit = r->flags_any.n == 0;
 		struct cflags none, any, all;
-		cflags_init(&none, sc->spec, &r->flags_none);
-		cflags_init(&any, sc->spec, &r->flags_any);
-		cflags_init(&all, sc->spec, &r->flags_all);
+		struct cfbuf bnone, bany, ball;
+		cflags_init(&none, &bnone, r, &r->cf_none, sc->spec, &r->flags_none);
+		cflags_init(&any, &bany, r, &r->cf_any, sc->spec, &r->flags_any);
+		cflags_init(&all, &ball, r, &r->cf_all, sc->spec, &r->flags_all);
 		struct tokit it;
 		struct tok t;
 		tokit_init(&it, sc);
@@ -688,7 +711,8 @@ static bool command_holds(const struct rule *r, struct sctx *sc, bool exe_known)
 	if (r->has_flags_only || r->args_any.n || r->args_all.n || r->args_none.n) {
 		bool any_ok = r->args_any.n == 0;
 		struct cflags only;
-		cflags_init(&only, sc->spec, &r->flags_only);
+		struct cfbuf bonly;
+		cflags_init(&only, &bonly, r, &r->cf_only, sc->spec, &r->flags_only);
 		struct tokit it;
 		struct tok t;
 		size_t k = 0;
@@ -739,9 +763,10 @@ static unsigned stage_position(size_t i, size_t n)
  */
 static int decide_stage(const struct cg_policy *p, const struct cg_call *call,
 			const struct cg_stage *st, const char *exe, unsigned pos,
-			const struct rule **out)
+			const struct rule **out, const struct cmdspec **spec_out)
 {
 	*out = NULL;
+	*spec_out = NULL;
 	if (!exe || !st->argv || st->argc < 1)
 		return -1;
 	struct sctx sc = {
@@ -752,6 +777,7 @@ static int decide_stage(const struct cg_policy *p, const struct cg_call *call,
 		.spec = cg_htab_get(&p->spec_by_name, cg_base_of(exe)),
 		.pos = pos,
 	};
+	*spec_out = sc.spec;
 	struct tok toks[STAGE_TOKS]; /* not zeroed: only [0, n_toks) is read */
 	struct argit it;
 	struct tok t;
@@ -889,12 +915,12 @@ static int decide_stage_all(const struct cg_policy *p, const struct cg_call *cal
 	struct cg_stage sub;
 	for (int depth = 0;; depth++) {
 		const struct rule *r;
-		if (decide_stage(p, call, st, exe, pos, &r) != 0)
+		const struct cmdspec *spec;
+		if (decide_stage(p, call, st, exe, pos, &r, &spec) != 0)
 			return -1;
 		fold_add(f, r);
 		if (each)
 			each(r, arg);
-		const struct cmdspec *spec = cg_htab_get(&p->spec_by_name, cg_base_of(exe));
 		size_t w = spec && spec->wraps ? wrapped_start(spec, st) : 0;
 		if (w == 0)
 			return 0;
