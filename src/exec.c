@@ -425,7 +425,8 @@ static int spawn_all(struct run *r, struct cg_reply **err)
 		if (pipe_pair(report) != 0)
 			goto pipe_failed;
 		a.report_fd = report[1];
-		pid_t pid = fork();
+		pid_t pid =
+		    cg_tree_fork(r->tree); /* born inside the call's cgroup where possible */
 		if (pid == 0)
 			child_run(&a);
 		int fork_errno = errno;
