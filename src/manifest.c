@@ -1686,6 +1686,36 @@ static int precompute_flags(struct ld *l)
 	return 0;
 }
 
+/* Could generic rule r meet a stage whose program is path? (exe_glob, or no exe key) */
+static bool generic_can_match(const struct rule *r, const char *path)
+{
+	if (r->exe.n == 0 && r->exe_glob.n == 0)
+		return true;
+	for (size_t g = 0; g < r->exe_glob.n; g++)
+		if (cg_glob_match_str(&r->exe_glob.v[g], path))
+			return true;
+	return false;
+}
+
+/* Fill il->all (manifest.h): the index's rules merged with the generic ones, in order. */
+static int index_merge(const struct cg_policy *p, const char *path, struct idxlist *il)
+{
+	il->all = malloc((il->n + p->generic.n + 1) * sizeof(uint32_t));
+	if (!il->all)
+		return -1;
+	size_t a = 0, b = 0, n = 0;
+	while (a < il->n || b < p->generic.n) {
+		bool from_index = b >= p->generic.n || (a < il->n && il->v[a] <= p->generic.v[b]);
+		uint32_t ri = from_index ? il->v[a++] : p->generic.v[b++];
+		if (from_index && b < p->generic.n && p->generic.v[b] == ri)
+			b++; /* in both lists: once, as indexed */
+		if (from_index || generic_can_match(&p->rules[ri], path))
+			il->all[n++] = ri;
+	}
+	il->n_all = n;
+	return 0;
+}
+
 static int build_index(struct ld *l)
 {
 	struct cg_policy *p = l->p;
@@ -1719,6 +1749,10 @@ static int build_index(struct ld *l)
 		if ((r->exe.n == 0 || r->exe_glob.n > 0) && idx_push(&p->generic, ri) != 0)
 			return oom(l);
 	}
+	for (size_t i = 0; i < p->exe_index.cap; i++)
+		if (p->exe_index.e[i].key &&
+		    index_merge(p, p->exe_index.e[i].key, p->exe_index.e[i].val) != 0)
+			return oom(l);
 	return 0;
 }
 
@@ -1807,6 +1841,7 @@ static void policy_free(struct cg_policy *p)
 		if (p->exe_index.e[i].key) {
 			struct idxlist *il = p->exe_index.e[i].val;
 			free(il->v);
+			free(il->all);
 			free(il);
 		}
 	free(p->exe_index.e);

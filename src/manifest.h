@@ -233,6 +233,14 @@ struct htab {
 struct idxlist {
 	size_t n, cap;
 	uint32_t *v;
+	/*
+	 * exe_index entries only: every rule a stage of this path can meet, in
+	 * file order — the indexed rules, the generic rules with no executable
+	 * key, and the generic rules whose exe_glob matches this path (decided
+	 * once at load, so deciding skips those globs). Heap, like v.
+	 */
+	size_t n_all;
+	uint32_t *all;
 };
 
 /*

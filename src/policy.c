@@ -605,9 +605,16 @@ static bool id_in(const struct ids *s, uint32_t v)
 static bool glob_any(const struct globs *g, const char *s)
 {
 	size_t len = g->n ? strlen(s) : 0;
-	for (size_t i = 0; i < g->n; i++)
-		if (cg_glob_match(&g->v[i], s, len))
+	for (size_t i = 0; i < g->n; i++) {
+		const struct glob *gl = &g->v[i];
+		/* The cheapest rejections inline (most globs of a list fail here). */
+		if (len < gl->min_len || (gl->literal && len != gl->n) ||
+		    (gl->prefix_len &&
+		     (unsigned char)s[gl->prefix_len - 1] != gl->t[gl->prefix_len - 1].c))
+			continue;
+		if (cg_glob_match(gl, s, len))
 			return true;
+	}
 	return false;
 }
 
@@ -793,14 +800,23 @@ static int decide_stage(const struct cg_policy *p, const struct cg_call *call,
 			sc.toks_all = false;
 	}
 	const struct idxlist *il = cg_htab_get(&p->exe_index, exe);
-	size_t a = 0, b = 0, na = il ? il->n : 0, nb = p->generic.n;
-	while (a < na || b < nb) {
-		bool from_index = b >= nb || (a < na && il->v[a] <= p->generic.v[b]);
-		uint32_t ri = from_index ? il->v[a++] : p->generic.v[b++];
-		if (from_index && b < nb && p->generic.v[b] == ri)
-			b++; /* in both lists (exe and exe_glob): once, as indexed */
-		const struct rule *r = &p->rules[ri];
-		if (command_holds(r, &sc, from_index)) {
+	if (il) {
+		/* A known path: its merged list, globs on this path settled at load. */
+		for (size_t k = 0; k < il->n_all; k++) {
+			const struct rule *r = &p->rules[il->all[k]];
+			if (command_holds(r, &sc, true)) {
+				*out = r;
+				return 0;
+			}
+			if (sc.failed)
+				return -1;
+		}
+		return 0;
+	}
+	/* A path no rule names: only the generic rules, their globs tried here. */
+	for (size_t k = 0; k < p->generic.n; k++) {
+		const struct rule *r = &p->rules[p->generic.v[k]];
+		if (command_holds(r, &sc, false)) {
 			*out = r;
 			return 0;
 		}
