@@ -429,8 +429,9 @@ struct cfbuf {
 	size_t len[64];
 };
 
-static void cflags_init(struct cflags *cf, struct cfbuf *buf, const struct rule *r,
-			const struct cflist *pre, const struct cmdspec *spec, const struct strs *s)
+static inline __attribute__((always_inline)) void
+cflags_init(struct cflags *cf, struct cfbuf *buf, const struct rule *r, const struct cflist *pre,
+	    const struct cmdspec *spec, const struct strs *s)
 {
 	if (r->cf_set && r->cf_spec == spec) {
 		*cf = (struct cflags){ .n = pre->n, .v = pre->v, .len = pre->len };
@@ -446,12 +447,14 @@ static void cflags_init(struct cflags *cf, struct cfbuf *buf, const struct rule 
 	cf->len = buf->len;
 }
 
-static bool cflag_is(const struct cflags *cf, size_t i, const struct tok *t)
+static inline __attribute__((always_inline)) bool cflag_is(const struct cflags *cf, size_t i,
+							   const struct tok *t)
 {
 	return t->name_len == cf->len[i] && memcmp(t->name, cf->v[i], cf->len[i]) == 0;
 }
 
-static bool cflags_has(const struct cflags *cf, const struct tok *t)
+static inline __attribute__((always_inline)) bool cflags_has(const struct cflags *cf,
+							     const struct tok *t)
 {
 	for (size_t i = 0; i < cf->n; i++)
 		if (cflag_is(cf, i, t))
@@ -619,7 +622,8 @@ static bool glob_any(const struct globs *g, const char *s)
 }
 
 /* The request and peer conditions every kind of rule may use. */
-static bool context_holds(const struct rule *r, const struct cg_call *call)
+static inline __attribute__((always_inline)) bool context_holds(const struct rule *r,
+								const struct cg_call *call)
 {
 	if (!r->has_context)
 		return true; /* most rules: no context key at all */
