@@ -1327,3 +1327,72 @@ Test(policy, wraps_syntax_errors)
 	load_bad("version: 1\ncommands:\n  env: { wraps: { assignments: maybe } }\n",
 		 "wraps.assignments", 3);
 }
+
+/* ---- decide-path shortcuts give the same answers as the general path ------ */
+
+Test(policy, glob_shapes_decided_by_literal_checks)
+{
+	struct cg_policy *p =
+	    load_ok("version: 1\n"
+		    "rules:\n"
+		    "  - id: suffix\n"
+		    "    decision: deny\n"
+		    "    match: { args_any: [{ path: \"**/.ssh\" }] }\n"
+		    "  - id: infix\n"
+		    "    decision: deny\n"
+		    "    match: { args_any: [{ path: \"**/.git/hooks/**\" }] }\n"
+		    "  - id: prefix\n"
+		    "    decision: deny\n"
+		    "    match: { args_any: [{ path: \"/etc/**\" }] }\n"
+		    "  - id: middle\n"
+		    "    decision: deny\n"
+		    "    match: { args_any: [{ glob: \"a**b\" }] }\n"
+		    "  - { id: rest, decision: allow, match: { exe: [/usr/bin/cat] } }\n");
+	expect(p, "/usr/bin/cat /root/.ssh", CG_BLOCK, "suffix");
+	expect(p, "/usr/bin/cat /.ssh", CG_BLOCK, "suffix");
+	expect(p, "/usr/bin/cat /root/x.ssh", CG_ALLOW, "rest");
+	expect(p, "/usr/bin/cat /root/.ssh/x", CG_ALLOW, "rest");
+	expect(p, "/usr/bin/cat ../../../w/.git/hooks/pre-commit", CG_BLOCK, "infix");
+	expect(p, "/usr/bin/cat /w/.git/hooks", CG_ALLOW, "rest"); /* needs a '/' after */
+	expect(p, "/usr/bin/cat /w/.git/hooksx/y", CG_ALLOW, "rest");
+	expect(p, "/usr/bin/cat /etc/passwd", CG_BLOCK, "prefix");
+	expect(p, "/usr/bin/cat /etcx", CG_ALLOW, "rest");
+	expect(p, "/usr/bin/cat ab", CG_BLOCK, "middle");
+	expect(p, "/usr/bin/cat a/x/b", CG_BLOCK, "middle");
+	expect(p, "/usr/bin/cat ba", CG_ALLOW, "rest");
+	expect(p, "/usr/bin/cat a", CG_ALLOW,
+	       "rest"); /* "a" is both prefix and suffix: too short */
+	cg_policy_unref(p);
+}
+
+Test(policy, path_groups_and_merged_lists_agree_with_the_rules)
+{
+	struct cg_policy *p =
+	    load_ok("version: 1\n"
+		    "commands:\n"
+		    "  rm: { flags: [[-r, --recursive]] }\n"
+		    "rules:\n"
+		    /* a group of path globs sharing "/." (the pre-filter) */
+		    "  - id: dots\n"
+		    "    decision: deny\n"
+		    "    match: { args_any: [{ path: \"**/.a/**\" }, { path: \"**/.bb\" }] }\n"
+		    /* a generic exe_glob rule: settled at load for indexed paths */
+		    "  - { id: sbin, decision: deny, match: { exe_glob: [\"/usr/sbin/*\"] } }\n"
+		    /* one rule, two programs with different flag specs */
+		    "  - id: recursive\n"
+		    "    decision: deny\n"
+		    "    match: { exe: [/usr/bin/rm, /usr/bin/cp], flags_any: [--recursive] }\n"
+		    "  - { id: rest, decision: allow, match: { exe: [/usr/bin/rm, /usr/bin/cp, "
+		    "/usr/sbin/x] } }\n");
+	expect(p, "/usr/bin/rm /x/.a/y", CG_BLOCK, "dots");
+	expect(p, "/usr/bin/rm /x/.bb", CG_BLOCK, "dots");
+	expect(p, "/usr/bin/rm /x/.b", CG_ALLOW, "rest");
+	expect(p, "/usr/bin/rm /x/a/.bbq", CG_ALLOW, "rest");
+	expect(p, "/usr/sbin/x", CG_BLOCK, "sbin");		 /* indexed and globbed */
+	expect(p, "/usr/sbin/unnamed", CG_BLOCK, "sbin");	 /* globbed only */
+	expect(p, "/usr/bin/unnamed", CG_BLOCK, "default-deny"); /* neither */
+	expect(p, "/usr/bin/rm -r x", CG_BLOCK, "recursive");	 /* -r is --recursive for rm */
+	expect(p, "/usr/bin/cp -r x y", CG_ALLOW, "rest");	 /* but not for cp (no spec) */
+	expect(p, "/usr/bin/cp --recursive x y", CG_BLOCK, "recursive");
+	cg_policy_unref(p);
+}
