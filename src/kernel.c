@@ -859,9 +859,13 @@ static void *worker_main(void *arg)
 
 		run_job(k, j);
 
+		/*
+		 * No broadcast here: only idle workers wait on k->cond, and waking
+		 * all of them after every call was a thundering herd (shutdown
+		 * joins the threads instead of waiting on the condition).
+		 */
 		pthread_mutex_lock(&k->lock);
 		active_del(k, j);
-		pthread_cond_broadcast(&k->cond);
 		pthread_mutex_unlock(&k->lock);
 		job_put(j);
 	}
