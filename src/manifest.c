@@ -639,11 +639,17 @@ static int load_defaults(struct ld *l, yaml_node_t *n)
 	struct cg_policy_defaults *d = &l->p->defaults;
 	if (!n)
 		return 0;
-	static const char *const keys[] = { "timeout_ms",	    "max_timeout_ms",
-					    "output_cap",	    "env_allow",
-					    "approval_timeout_ms",  "freshness_s",
-					    "screen_secrets",	    "screen_injection",
-					    "evidence_keep_output", NULL };
+	static const char *const keys[] = { "timeout_ms",
+					    "max_timeout_ms",
+					    "output_cap",
+					    "env_allow",
+					    "approval_timeout_ms",
+					    "freshness_s",
+					    "screen_secrets",
+					    "screen_injection",
+					    "evidence_keep_output",
+					    "cwd",
+					    NULL };
 	if (check_keys(l, n, "defaults", keys) != 0)
 		return -1;
 	yaml_node_t *v;
@@ -677,6 +683,36 @@ static int load_defaults(struct ld *l, yaml_node_t *n)
 		if (get_int(l, v, "defaults.freshness_s", 1, 86400, &x) != 0)
 			return -1;
 		d->freshness_s = x;
+	}
+	if ((v = get(l, n, "cwd"))) {
+		const char *c = nonempty(l, v, "defaults.cwd");
+		if (!c)
+			return -1;
+		/*
+		 * Shape only (no syscalls at load for a path that may not exist
+		 * yet): absolute, or ${workspace} and a sub-path; no "." or ".."
+		 * components, so what is written is what the world adapter checks.
+		 */
+		const char *rest = c;
+		if (strncmp(c, "${workspace}", 12) == 0)
+			rest = c + 12;
+		else if (c[0] != '/')
+			return fail(
+			    l, v, "defaults.cwd: '%s' must be absolute or start with ${workspace}",
+			    c);
+		if (rest[0] != '\0' && rest[0] != '/')
+			return fail(l, v, "defaults.cwd: '%s': a '/' must follow ${workspace}", c);
+		for (const char *q = rest; *q; q++)
+			if (q[0] == '/' && q[1] == '.' &&
+			    (q[2] == '/' || q[2] == '\0' ||
+			     (q[2] == '.' && (q[3] == '/' || q[3] == '\0'))))
+				return fail(l, v, "defaults.cwd: '%s' has a '.' or '..' component",
+					    c);
+		if (strstr(rest, "${"))
+			return fail(
+			    l, v, "defaults.cwd: '%s': only a leading ${workspace} is expanded", c);
+		if (!(d->default_cwd = ar_strdup(&l->p->ar, c)))
+			return oom(l);
 	}
 	if ((v = get(l, n, "screen_secrets")) &&
 	    get_bool(l, v, "defaults.screen_secrets", &d->screen_secrets) != 0)

@@ -1449,6 +1449,8 @@ json_t *cg_policy_dump(const struct cg_policy *p)
 	    (json_int_t)d->approval_timeout_ms, "freshness_s", (json_int_t)d->freshness_s,
 	    "screen_secrets", d->screen_secrets, "screen_injection", d->screen_injection,
 	    "evidence_keep_output", d->evidence_keep_output);
+	if (defaults && d->default_cwd)
+		json_object_set_new(defaults, "cwd", json_string(d->default_cwd));
 	json_t *rl = json_object();
 	if (rl && p->per_peer.on)
 		json_object_set_new(rl, "per_peer",

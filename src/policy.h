@@ -42,6 +42,15 @@ struct cg_policy_defaults {
 	bool screen_secrets;	      /* redact secrets in output (reply and evidence) */
 	bool screen_injection;	      /* flag injection-shaped output as quarantined */
 	bool evidence_keep_output;    /* keep command output itself in evidence */
+	/*
+	 * defaults.cwd: the cwd of a request that names none, as written — an
+	 * absolute path, or "${workspace}" optionally followed by "/sub/dir"
+	 * (expand it with the daemon's workspace). NULL when unset (then the
+	 * request's cwd rules apply unchanged). The loader checks only its
+	 * shape; the world adapter MUST still resolve it and refuse it unless
+	 * it lies inside a configured workspace, like any request cwd.
+	 */
+	const char *default_cwd;
 };
 
 /*

@@ -1396,3 +1396,36 @@ Test(policy, path_groups_and_merged_lists_agree_with_the_rules)
 	expect(p, "/usr/bin/cp --recursive x y", CG_BLOCK, "recursive");
 	cg_policy_unref(p);
 }
+
+/* ---- defaults.cwd --------------------------------------------------------- */
+
+Test(policy, default_cwd_is_loaded_checked_and_dumped)
+{
+	struct cg_policy *p = load_ok("version: 1\n");
+	cr_assert_null(cg_policy_defaults(p)->default_cwd); /* unset: the request decides */
+	cg_policy_unref(p);
+	p = load_default();
+	cr_assert_null(cg_policy_defaults(p)->default_cwd);
+	cg_policy_unref(p);
+
+	p = load_ok("version: 1\ndefaults: { cwd: \"${workspace}/src\" }\n");
+	cr_assert_str_eq(cg_policy_defaults(p)->default_cwd, "${workspace}/src");
+	json_t *d = cg_policy_dump(p);
+	cr_assert_str_eq(json_string_value(json_object_get(json_object_get(d, "defaults"), "cwd")),
+			 "${workspace}/src");
+	json_decref(d);
+	cg_policy_unref(p);
+	p = load_ok("version: 1\ndefaults: { cwd: \"${workspace}\" }\n");
+	cr_assert_str_eq(cg_policy_defaults(p)->default_cwd, "${workspace}");
+	cg_policy_unref(p);
+	p = load_ok("version: 1\ndefaults: { cwd: /srv/ws/.cache }\n"); /* a dot name is fine */
+	cr_assert_str_eq(cg_policy_defaults(p)->default_cwd, "/srv/ws/.cache");
+	cg_policy_unref(p);
+
+	load_bad("version: 1\ndefaults:\n  cwd: src\n", "must be absolute", 3);
+	load_bad("version: 1\ndefaults:\n  cwd: \"${workspace}x\"\n", "a '/' must follow", 3);
+	load_bad("version: 1\ndefaults:\n  cwd: \"${workspace}/../etc\"\n", "'..' component", 3);
+	load_bad("version: 1\ndefaults:\n  cwd: /srv/./ws\n", "'..' component", 3);
+	load_bad("version: 1\ndefaults:\n  cwd: \"/srv/${home}\"\n", "only a leading", 3);
+	load_bad("version: 1\ndefaults:\n  cwd: \"\"\n", "defaults.cwd", 3);
+}
