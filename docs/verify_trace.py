@@ -78,6 +78,7 @@ def parse(line, where, probs):
 def check_trace(events, where, probs):
     """Chain and structure of one trace's events (dicts, in file order)."""
     prev, decision, permit, started, verdicts, last, end = GENESIS, None, False, False, 0, None, None
+    human_ok = False  # an UNKNOWN call runs only after a grant or the last approval needed
     for n, e in enumerate(events, 1):
         at = "%s event %d" % (where, n)
         if e["tseq"] != n:
@@ -93,7 +94,14 @@ def check_trace(events, where, probs):
             probs.add(at, "structure: a trace begins with its request")
         if t == "decision":
             decision = e["payload"].get("decision")
-        blocked = decision not in ("ALLOW", "DEGRADE")
+        if t == "approval.answered" and decision is not None:
+            p = e["payload"]
+            if p.get("outcome") == "grant" or (
+                    p.get("outcome") == "approved" and isinstance(p.get("have"), int)
+                    and isinstance(p.get("need"), int) and p["have"] >= p["need"]):
+                human_ok = True
+        blocked = decision not in ("ALLOW", "DEGRADE") and not (
+            decision == "UNKNOWN" and human_ok)
         if t == "permit":
             permit = True
             if decision is None or blocked:

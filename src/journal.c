@@ -343,13 +343,24 @@ static bool is_hex64(const char *s)
 /* Decision and seal payloads carry what the structure check needs. */
 static int parse_payload_fields(struct cg_evline *o, const char *p, size_t n)
 {
-	if (o->type != CG_EV_DECISION && o->type != CG_EV_SEAL)
+	if (o->type != CG_EV_DECISION && o->type != CG_EV_SEAL && o->type != CG_EV_APPROVAL_ANS)
 		return 0;
 	json_t *pl = json_loadb(p, n, JSON_REJECT_DUPLICATES, NULL);
 	if (!pl)
 		return -1;
 	int rc = 0;
-	if (o->type == CG_EV_DECISION) {
+	if (o->type == CG_EV_APPROVAL_ANS) {
+		/*
+		 * An UNKNOWN call may run only after a human let it: a grant's use,
+		 * or the approval that completed the count of distinct approvers.
+		 */
+		const char *out = json_string_value(json_object_get(pl, "outcome"));
+		json_t *have = json_object_get(pl, "have"), *need = json_object_get(pl, "need");
+		o->lets_run = out && (strcmp(out, "grant") == 0 ||
+				      (strcmp(out, "approved") == 0 && json_is_integer(have) &&
+				       json_is_integer(need) &&
+				       json_integer_value(have) >= json_integer_value(need)));
+	} else if (o->type == CG_EV_DECISION) {
 		const char *d = json_string_value(json_object_get(pl, "decision"));
 		if (!d || strlen(d) >= sizeof(o->decision))
 			rc = -1;
@@ -628,6 +639,12 @@ static bool blocks(const char *d)
 	return strcmp(d, "ALLOW") != 0 && strcmp(d, "DEGRADE") != 0;
 }
 
+/* UNKNOWN runs only once a human (or a grant) let it; BLOCK never runs. */
+static bool may_run_unknown(const struct cg_evline *decision, bool human_ok)
+{
+	return human_ok && strcmp(decision->decision, "UNKNOWN") == 0;
+}
+
 enum cg_trace_state cg_trace_check_structure(const struct cg_evline *v, size_t n, bool presealed,
 					     const char *file, json_t *diff)
 {
@@ -637,7 +654,7 @@ enum cg_trace_state cg_trace_check_structure(const struct cg_evline *v, size_t n
 		return CG_TRACE_OPEN;
 	}
 	const struct cg_evline *decision = NULL;
-	bool permit = false, exec = false, appr_req = false;
+	bool permit = false, exec = false, appr_req = false, human_ok = false;
 	size_t verdicts = 0;
 	int last = -1;
 	enum cg_trace_state st = CG_TRACE_OPEN;
@@ -668,16 +685,21 @@ enum cg_trace_state cg_trace_check_structure(const struct cg_evline *v, size_t n
 			appr_req = true;
 			break;
 		case CG_EV_APPROVAL_ANS:
-			if (!appr_req)
+			/* A grant's use needs no request: it answers at decision time. */
+			if (!appr_req &&
+			    !(o->lets_run && strcmp(o->type_name, "approval.answered") == 0 &&
+			      decision))
 				cg_diff_add(diff, "structure", file, o->lineno, o->seq,
 					    "approval.requested", "approval.answered",
 					    "an answer to an approval nobody requested");
+			if (o->lets_run && decision)
+				human_ok = true;
 			break;
 		case CG_EV_PERMIT:
 			if (!decision)
 				cg_diff_add(diff, "structure", file, o->lineno, o->seq, "decision",
 					    "permit", "a permit before any decision");
-			else if (blocks(decision->decision))
+			else if (blocks(decision->decision) && !may_run_unknown(decision, human_ok))
 				cg_diff_add(diff, "exec_despite_block", file, o->lineno, o->seq,
 					    "no permit", decision->decision,
 					    "critical: a permit after a decision that forbids "
@@ -689,7 +711,8 @@ enum cg_trace_state cg_trace_check_structure(const struct cg_evline *v, size_t n
 				cg_diff_add(diff, "exec_without_permit", file, o->lineno, o->seq,
 					    "permit", "exec.started",
 					    "critical: execution without a preceding permit");
-			else if (decision && blocks(decision->decision))
+			else if (decision && blocks(decision->decision) &&
+				 !may_run_unknown(decision, human_ok))
 				cg_diff_add(diff, "exec_despite_block", file, o->lineno, o->seq,
 					    "no execution", decision->decision,
 					    "critical: execution after a decision that forbids it");

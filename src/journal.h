@@ -47,11 +47,12 @@ struct cg_evline {
 	char decision[16];		    /* decision events: payload.decision */
 	uint64_t seal_events;		    /* seal events: payload.events */
 	char seal_head[65];		    /* seal events: payload.head */
-	const char *line;		    /* borrowed: the line, including '\n' */
-	size_t line_len;		    /* bytes of line */
-	size_t payload_off, payload_len;    /* the payload's bytes inside line */
-	size_t lineno;			    /* 1-based line number in its file */
-	bool hash_ok;			    /* recomputed hash equals "hash" */
+	bool lets_run;	  /* approval.answered: a grant, or the last approval needed */
+	const char *line; /* borrowed: the line, including '\n' */
+	size_t line_len;  /* bytes of line */
+	size_t payload_off, payload_len; /* the payload's bytes inside line */
+	size_t lineno;			 /* 1-based line number in its file */
+	bool hash_ok;			 /* recomputed hash equals "hash" */
 };
 
 /* The genesis value: SHA-256 hex of CG_GENESIS_TEXT. */

@@ -10,6 +10,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import threading
 import time
 import unittest
@@ -93,6 +94,19 @@ class Approval(unittest.TestCase):
         self.assertEqual(resp["status"], "ok", resp)
         self.assertEqual(b64(resp["stdout"]).strip(), b"0")
         self.assertEqual(resp["reply"]["data"]["approved_by"], [os.getuid()])
+        # The approved run's evidence replays PASS, with callgate and with the
+        # independent verifier: a permit after UNKNOWN is legitimate once approved.
+        tid = resp["reply"]["trace_id"]
+        pkg = os.path.join(self.d.state_dir, "traces", tid, "events.ndjson")
+        end = time.time() + WAIT
+        while time.time() < end and not os.path.exists(pkg):
+            time.sleep(0.05)
+        rp = self.d.cli("replay", tid)
+        self.assertEqual(rp.returncode, 0, rp.stdout + rp.stderr)
+        vf = subprocess.run([sys.executable, os.path.join(cgtest.SRCDIR, "docs",
+                                                          "verify_trace.py"),
+                             self.d.state_dir, tid], capture_output=True, text=True)
+        self.assertEqual(vf.returncode, 0, vf.stdout + vf.stderr)
 
     def test_no_execution_without_approval_and_none_after_timeout(self):
         with cgtest.Daemon(flags=["--approval", "--approval-timeout", "800"]) as d:
@@ -312,7 +326,8 @@ class Grants(unittest.TestCase):
 
 class NPerson(unittest.TestCase):
     def test_two_distinct_approvers_are_needed(self):
-        policy = open(os.path.join(cgtest.SRCDIR, "tests/e2e/two_person_policy.yaml")).read()
+        with open(os.path.join(cgtest.SRCDIR, "tests/e2e/two_person_policy.yaml")) as f:
+            policy = f.read()
         with cgtest.Daemon(policy_text=policy,
                            flags=["--approval", "--approval-timeout", "15000",
                                   "--admin-group", "nogroup"]) as d:

@@ -765,3 +765,58 @@ Test(evidence, missing_key_with_existing_journal_refuses_to_start)
 	cr_assert(access(p, F_OK) != 0, "no new key was made");
 	cg_reply_free(err);
 }
+
+/*
+ * An UNKNOWN call's events, as the kernel emits them when a human answers:
+ * approval.requested, then one approval.answered per answer, then (only if
+ * let through) permit and execution.
+ */
+static void emit_deferred(struct cg_evidence *ev, const char *id, json_t *answer, bool run)
+{
+	cr_assert_eq(cg_evidence_append(ev, id, CG_EV_REQUEST,
+					json_pack("{s:[[s]]}", "pipeline", "/usr/bin/id"), false),
+		     0);
+	cr_assert_eq(cg_evidence_append(
+			 ev, id, CG_EV_DECISION,
+			 json_pack("{s:s, s:s}", "decision", "UNKNOWN", "rule_id", "privileged"),
+			 false),
+		     0);
+	cr_assert_eq(cg_evidence_append(ev, id, CG_EV_APPROVAL_REQ,
+					json_pack("{s:i}", "approvers_needed", 2), false),
+		     0);
+	cr_assert_eq(cg_evidence_append(ev, id, CG_EV_APPROVAL_ANS, answer, false), 0);
+	if (run) {
+		cr_assert_eq(cg_evidence_append(ev, id, CG_EV_PERMIT, json_object(), true), 0);
+		cr_assert_eq(cg_evidence_append(ev, id, CG_EV_EXEC_START, json_object(), false), 0);
+		cr_assert_eq(cg_evidence_append(ev, id, CG_EV_EXEC_END, json_object(), false), 0);
+	}
+	cr_assert_eq(cg_evidence_append(ev, id, CG_EV_VERDICT, json_object(), false), 0);
+	cr_assert_eq(
+	    cg_evidence_seal(ev, id,
+			     json_pack("{s:s,s:{s:s,s:s,s:s}}", "decision", "UNKNOWN", "reply",
+				       "type", "S", "code", "MCP-EXEC-S-001", "message", "done")),
+	    0);
+}
+
+Test(evidence, approved_unknown_may_run_only_after_the_last_approval)
+{
+	struct cg_evidence *ev = open_ev(0);
+	emit_deferred(
+	    ev, "ok2of2",
+	    json_pack("{s:s,s:i,s:i,s:i}", "outcome", "approved", "uid", 0, "have", 2, "need", 2),
+	    true);
+	emit_deferred(ev, "grant1", json_pack("{s:s,s:s}", "outcome", "grant", "grant_id", "g"),
+		      true);
+	emit_deferred(
+	    ev, "half",
+	    json_pack("{s:s,s:i,s:i,s:i}", "outcome", "approved", "uid", 0, "have", 1, "need", 2),
+	    true);
+	emit_deferred(ev, "denied", json_pack("{s:s,s:i}", "outcome", "denied", "uid", 0), true);
+	emit_deferred(ev, "timeout", json_pack("{s:s}", "outcome", "timeout"), false);
+	cg_evidence_close(ev);
+	ASSERT_PASSES("ok2of2");
+	ASSERT_PASSES("grant1");
+	ASSERT_PASSES("timeout");
+	ASSERT_FAILS_WITH("half", "exec_despite_block");
+	ASSERT_FAILS_WITH("denied", "exec_despite_block");
+}
