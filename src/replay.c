@@ -631,6 +631,19 @@ static void verify_each(const char *key, void *value, void *arg)
 	json_array_append_new(c->traces, verify_trace(c->o, c->jv, key, value, c->jdiff));
 }
 
+struct orphan_ctx {
+	struct cg_smap *journal_traces;
+	json_t *diff;
+};
+
+static void report_orphan(const char *key, void *value, void *arg)
+{
+	struct orphan_ctx *c = arg;
+	if (!cg_smap_get(c->journal_traces, key))
+		cg_diff_add(c->diff, "trace_not_in_journal", key, 0, 0, NULL, NULL,
+			    "a trace directory with no events in the journal");
+}
+
 int cg_replay_run(const struct cg_replay_opts *o, json_t **report)
 {
 	*report = NULL;
@@ -644,10 +657,32 @@ int cg_replay_run(const struct cg_replay_opts *o, json_t **report)
 	json_t *jrep = json_object();
 	json_t *traces = json_array();
 	struct cg_smap *m = cg_smap_new();
+	struct cg_smap *dirs = NULL;
 	int rc = -1;
 	if (!jdiff || !rep || !jrep || !traces || !m) {
 		errno = ENOMEM;
 		goto free_all;
+	}
+	/*
+	 * List the trace directories BEFORE reading the journal: a package is
+	 * written only after its events are in the journal, so every directory
+	 * seen now must have its events in the snapshot read next. (Listing after
+	 * would race a live daemon sealing a call in between.)
+	 */
+	if (o->all && !(dirs = cg_smap_new())) {
+		errno = ENOMEM;
+		goto free_all;
+	}
+	if (o->all) {
+		char dir[4200];
+		snprintf(dir, sizeof(dir), "%s/traces", o->state_dir);
+		DIR *d = opendir(dir);
+		struct dirent *e;
+		while (dirs && d && (e = readdir(d)))
+			if (e->d_name[0] != '.' && cg_smap_put(dirs, e->d_name, (void *)1) < 0)
+				break;
+		if (d)
+			closedir(d);
 	}
 	if (cg_journal_load(o->state_dir, &jv, jdiff) < 0) {
 		cg_diff_add(jdiff, "journal_unreadable", "journal/", 0, 0, NULL, NULL,
@@ -674,18 +709,9 @@ int cg_replay_run(const struct cg_replay_opts *o, json_t **report)
 		struct all_ctx c = { o, &jv, jdiff, traces };
 		cg_smap_each(m, verify_each, &c);
 		/* A trace directory the journal knows nothing of was not written by the daemon. */
-		char dir[4200];
-		snprintf(dir, sizeof(dir), "%s/traces", o->state_dir);
-		DIR *d = opendir(dir);
-		struct dirent *e;
-		while (d && (e = readdir(d))) {
-			if (e->d_name[0] == '.' || cg_smap_get(m, e->d_name))
-				continue;
-			cg_diff_add(jdiff, "trace_not_in_journal", e->d_name, 0, 0, NULL, NULL,
-				    "a trace directory with no events in the journal");
-		}
-		if (d)
-			closedir(d);
+		struct orphan_ctx oc = { m, jdiff };
+		if (dirs)
+			cg_smap_each(dirs, report_orphan, &oc);
 		json_array_extend(failures, jdiff);
 	} else {
 		json_array_append_new(
@@ -735,6 +761,7 @@ free_view:
 	cg_journal_view_free(&jv);
 free_all:
 	cg_smap_free(m, tidx_free);
+	cg_smap_free(dirs, NULL);
 	json_decref(traces);
 	json_decref(jrep);
 	json_decref(rep);
