@@ -656,9 +656,73 @@ static const char *class_name(int cls)
 	return cls == 0 ? "read" : cls == 1 ? "write" : "exec";
 }
 
+static int prepare_plan(const struct cg_constraints *const *cons, size_t n,
+			const struct cg_confine_ctx *ctx, bool setuid_ok,
+			struct cg_confine_plan **out, struct cg_reply **err);
+
+/*
+ * A privileged stage from a daemon that is not root runs as `sudo -n …`.
+ * sudo can only gain privilege without no_new_privs, and Landlock, seccomp
+ * (unprivileged) and a user-namespace netns all require or imply it, so such
+ * a stage gets rlimits, umask and the process tree only. A constraint set
+ * asking for filesystem or network confinement therefore cannot be honoured:
+ * the call is refused (fail closed) unless the set is best_effort.
+ */
 int cg_confine_prepare(const struct cg_constraints *const *cons, size_t n,
 		       const struct cg_confine_ctx *ctx, struct cg_confine_plan **out,
 		       struct cg_reply **err)
+{
+	if (!ctx || !ctx->allow_setuid)
+		return prepare_plan(cons, n, ctx, false, out, err);
+	struct cg_constraints *copy = calloc(n ? n : 1, sizeof(*copy));
+	const struct cg_constraints **ptrs = calloc(n ? n : 1, sizeof(*ptrs));
+	int rc = -1;
+	bool dropped = false;
+	if (!copy || !ptrs) {
+		*err = cg_reply_new(CG_R_OUT_OF_MEMORY, "{s:s}", "doing", "preparing confinement");
+		goto release;
+	}
+	for (size_t i = 0; i < n; i++) {
+		copy[i] = *cons[i];
+		if (copy[i].fs || copy[i].net != CG_NET_UNSET) {
+			if (!copy[i].best_effort) {
+				*err = cg_reply_new(
+				    CG_R_CONSTRAINT_UNENFORCEABLE, "{s:s,s:s}", "constraint",
+				    copy[i].fs ? "fs" : "net", "detail",
+				    "a privileged stage runs through sudo -n, which cannot gain "
+				    "privilege under no_new_privs, Landlock or a new namespace; "
+				    "run "
+				    "the daemon as root to confine privileged calls");
+				goto release;
+			}
+			copy[i].fs = false;
+			copy[i].net = CG_NET_UNSET;
+			dropped = true;
+		}
+		ptrs[i] = &copy[i];
+	}
+	rc = prepare_plan(ptrs, n, ctx, true, out, err);
+	if (rc == 0) {
+		json_t *notes = json_object_get((*out)->report, "notes");
+		(void)json_array_append_new(
+		    notes,
+		    json_string("privileged via sudo -n: no_new_privs, seccomp, Landlock "
+				"and namespaces are not applied (sudo must gain privilege)"));
+		if (dropped)
+			(void)json_array_append_new(
+			    json_object_get((*out)->report, "downgraded"),
+			    json_pack("{s:s,s:s,s:b}", "constraint", "fs/net", "detail",
+				      "not enforceable under sudo", "best_effort", 1));
+	}
+release:
+	free(copy);
+	free(ptrs);
+	return rc;
+}
+
+static int prepare_plan(const struct cg_constraints *const *cons, size_t n,
+			const struct cg_confine_ctx *ctx, bool setuid_ok,
+			struct cg_confine_plan **out, struct cg_reply **err)
 {
 	json_t *downs = json_array(), *skipped = json_array(), *paths_j = json_array();
 	json_t *notes = json_array();
@@ -670,7 +734,7 @@ int cg_confine_prepare(const struct cg_constraints *const *cons, size_t n,
 	p->limits = (struct cg_limits){ CG_LIMIT_UNSET, CG_LIMIT_UNSET, CG_LIMIT_UNSET,
 					CG_LIMIT_UNSET, CG_LIMIT_UNSET };
 	p->timeout_ms = CG_LIMIT_UNSET;
-	p->confined = n > 0;
+	p->confined = n > 0 && !setuid_ok; /* confined implies no_new_privs */
 	p->set_ids = ctx && ctx->set_ids;
 	p->uid = p->set_ids ? ctx->uid : 0;
 	p->gid = p->set_ids ? ctx->gid : 0;

@@ -31,6 +31,7 @@ struct cg_confine_ctx {
 	const char *cwd;       /* expands ${cwd} */
 	const char *home;      /* expands ${home} */
 	bool set_ids;	       /* drop to uid/gid (daemon is root, stage unprivileged) */
+	bool allow_setuid;     /* the command is sudo: it must be able to gain privilege */
 	uid_t uid;
 	gid_t gid;
 };

@@ -684,6 +684,7 @@ static void run_job(struct cg_kernel *k, struct cg_job *j)
 				       .cwd = j->call.cwd,
 				       .home = home,
 				       .set_ids = root && run_uid != 0,
+				       .allow_setuid = priv && !root,
 				       .uid = run_uid,
 				       .gid = run_gid };
 	if (cg_confine_prepare(j->folded.constraints, j->folded.n_constraints, &cctx, &plan,

@@ -361,6 +361,62 @@ class NPerson(unittest.TestCase):
             self.assertTrue(os.path.exists(path))
 
 
+class NonRootDaemon(cgtest.Daemon):
+    """callgated running as nobody (65534), started through setpriv."""
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        os.chown(self.tmp, 65534, 65534)
+        os.chown(self.workspace, 65534, 65534)
+
+    def argv(self):
+        return ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] + super().argv()
+
+
+@unittest.skipUnless(shutil.which("setpriv") and shutil.which("sudo"), "util-linux and sudo")
+class PrivilegedFromNonRootDaemon(unittest.TestCase):
+    """With the daemon as a normal user, privileged stages go through sudo -n."""
+
+    def setUp(self):
+        self.d = NonRootDaemon(flags=["--approval", "--approval-timeout", "15000"]).start()
+
+    def tearDown(self):
+        self.d.close()
+
+    def approve_next(self):
+        p = wait_pending(self.d, 1)[0]
+        r = self.d.admin("approve", trace_id=p["trace_id"], request_sha256=p["request_sha256"])
+        self.assertEqual(r["reply"]["code"], "MCP-APPR-S-001", r)
+        return p
+
+    def test_sudo_needing_a_password_is_a_clear_error(self):
+        req = cgtest.make_request([["apt-get", "--version"]],
+                                  env={"DEBIAN_FRONTEND": "noninteractive"})
+        t, box = call_async(self.d, req)
+        self.approve_next()
+        t.join(WAIT)
+        resp = box["resp"]
+        self.assertEqual(resp["reply"]["code"], "MCP-EXEC-E-020", resp)
+        self.assertEqual(resp["reply"]["type"], "E")
+        self.assertEqual(resp["reply"]["params"]["exe"], "/usr/bin/apt-get")
+        self.assertEqual(resp["status"], "error")
+
+    def test_constraints_sudo_cannot_honour_refuse_the_call(self):
+        # id is a read-only tool: allowed only under a filesystem/network
+        # confinement that sudo (which needs to gain privilege) cannot run under.
+        t, box = call_async(self.d, cgtest.make_request([["id", "-u"]]))
+        self.approve_next()
+        t.join(WAIT)
+        resp = box["resp"]
+        self.assertEqual(resp["reply"]["code"], "MCP-CONF-E-001", resp)
+        self.assertNotIn("stdout", resp)
+
+    def test_unprivileged_calls_still_run_confined_as_the_daemon_user(self):
+        resp = self.d.request(cgtest.make_request([["id", "-u"]], privileged=False))
+        self.assertEqual(resp["status"], "ok", resp)
+        self.assertEqual(b64(resp["stdout"]).strip(), b"65534")
+
+
 @unittest.skipUnless(shutil.which("tmux"), "tmux is installed by scripts/setup")
 class TerminalApprover(unittest.TestCase):
     """The approver as a person uses it: tmux, send-keys, capture-pane."""
