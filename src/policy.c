@@ -371,8 +371,9 @@ struct sctx {
 	const struct cmdspec *spec;
 	const char *exe;
 	unsigned pos;
-	size_t n_pos;	/* positional count */
-	uint64_t *bits; /* n_pos rows of words, when scanned */
+	size_t n_pos;	       /* positional count */
+	const char *first_pos; /* the first positional argument, or NULL */
+	uint64_t *bits;	       /* n_pos rows of words, when scanned */
 	size_t words;
 	bool scanned;
 	bool failed; /* an internal failure: fail closed */
@@ -676,6 +677,9 @@ static bool command_holds(const struct rule *r, struct sctx *sc, bool exe_known)
 	bool sub_ok = r->n_sub == 0;
 	for (size_t s = 0; s < r->n_sub && !sub_ok; s++) {
 		const struct strs *w = &r->sub[s];
+		/* Most sequences differ in their first word: no token walk for those. */
+		if (w->n > 0 && (!sc->first_pos || strcmp(sc->first_pos, w->v[0]) != 0))
+			continue;
 		struct tokit it;
 		struct tok t;
 		size_t k = 0;
@@ -796,8 +800,8 @@ static int decide_stage(const struct cg_policy *p, const struct cg_call *call,
 	sc.toks = toks;
 	sc.toks_all = true;
 	while (argit_next(&it, &t)) {
-		if (!t.flag)
-			sc.n_pos++;
+		if (!t.flag && sc.n_pos++ == 0)
+			sc.first_pos = t.name;
 		if (sc.n_toks < STAGE_TOKS)
 			sc.toks[sc.n_toks++] = t;
 		else
