@@ -373,7 +373,10 @@ struct sctx {
 	unsigned pos;
 	size_t n_pos;	       /* positional count */
 	const char *first_pos; /* the first positional argument, or NULL */
-	uint64_t *bits;	       /* n_pos rows of words, when scanned */
+	int cwd_state;	       /* 0 not yet, 1 cwd_buf holds the canonical cwd, -1 none */
+	size_t cwd_len;
+	char *cwd_buf;	/* PATH_BUF bytes on the decider's stack (argtext_path) */
+	uint64_t *bits; /* n_pos rows of words, when scanned */
 	size_t words;
 	bool scanned;
 	bool failed; /* an internal failure: fail closed */
@@ -537,13 +540,42 @@ static void argtext_init(struct argtext *a, const char *s, size_t k)
 	a->canon = 0;
 }
 
-static bool argtext_path(struct argtext *a, const struct cg_call *call)
+/*
+ * The argument canonicalised as a path (cg_path_canon against the call's
+ * cwd), computed once per argument; the cwd's own canonical form is
+ * computed once per stage (sc->cwd_buf) rather than once per argument.
+ */
+static bool argtext_path(struct argtext *a, struct sctx *sc)
 {
-	if (a->canon == 0) {
-		a->canon = cg_path_canon(call->cwd, a->s, a->path, sizeof(a->path)) ? 1 : -1;
-		a->plen = a->canon > 0 ? strlen(a->path) : 0;
+	if (a->canon != 0)
+		return a->canon > 0;
+	size_t len = 0;
+	bool ok;
+	if (a->s[0] == '/') {
+		ok = lex_walk(a->path, &len, sizeof(a->path), a->s);
+	} else {
+		if (sc->cwd_state == 0) {
+			const char *cwd = sc->call->cwd;
+			size_t cl = 0;
+			sc->cwd_state =
+			    cwd && cwd[0] == '/' && lex_walk(sc->cwd_buf, &cl, PATH_BUF, cwd) ? 1
+											      : -1;
+			sc->cwd_len = cl;
+		}
+		ok = sc->cwd_state > 0;
+		if (ok) {
+			memcpy(a->path, sc->cwd_buf, sc->cwd_len);
+			len = sc->cwd_len;
+			ok = lex_walk(a->path, &len, sizeof(a->path), a->s);
+		}
 	}
-	return a->canon > 0;
+	if (ok && len == 0)
+		a->path[len++] = '/';
+	if (ok)
+		a->path[len] = '\0';
+	a->canon = ok ? 1 : -1;
+	a->plen = ok ? len : 0;
+	return ok;
 }
 
 /* Evaluate one predicate on an argument. */
@@ -554,11 +586,11 @@ static bool pred_holds(struct sctx *sc, const struct pred *pr, struct argtext *a
 	case P_GLOB:
 		return cg_glob_match(&pr->g, a->s, a->len);
 	case P_PATH:
-		return argtext_path(a, sc->call) && cg_glob_match(&pr->g, a->path, a->plen);
+		return argtext_path(a, sc) && cg_glob_match(&pr->g, a->path, a->plen);
 	case P_WITHIN:
 	case P_BELOW:
 	case P_OUTSIDE: {
-		bool in = argtext_path(a, sc->call) && dir_of(pr, sc->call, dir, sizeof(dir)) &&
+		bool in = argtext_path(a, sc) && dir_of(pr, sc->call, dir, sizeof(dir)) &&
 			  path_within(a->path, dir, pr->kind == P_BELOW);
 		return pr->kind == P_OUTSIDE ? !in : in;
 	}
@@ -589,8 +621,8 @@ static bool pred_holds(struct sctx *sc, const struct pred *pr, struct argtext *a
 static bool any_pred(struct sctx *sc, const struct preds *ps, struct argtext *a)
 {
 	/* No path glob can hold if the path lacks the literal they all contain. */
-	if (ps->path_must_len && (!argtext_path(a, sc->call) ||
-				  !find_lit(a->path, a->plen, ps->path_must, ps->path_must_len)))
+	if (ps->path_must_len &&
+	    (!argtext_path(a, sc) || !find_lit(a->path, a->plen, ps->path_must, ps->path_must_len)))
 		return false;
 	for (size_t i = 0; i < ps->n; i++)
 		if (pred_holds(sc, &ps->v[i], a))
@@ -784,9 +816,11 @@ static int decide_stage(const struct cg_policy *p, const struct cg_call *call,
 	*spec_out = NULL;
 	if (!exe || !st->argv || st->argc < 1)
 		return -1;
+	char cwd_buf[PATH_BUF]; /* not zeroed: written before it is read */
 	struct sctx sc = {
 		.p = p,
 		.call = call,
+		.cwd_buf = cwd_buf,
 		.st = st,
 		.exe = exe,
 		.spec = cg_htab_get(&p->spec_by_name, cg_base_of(exe)),
@@ -1009,7 +1043,8 @@ static int decide_action(const struct cg_policy *p, const struct cg_call *call, 
 	*out = NULL;
 	if (!json_is_object(a))
 		return 0; /* not an action: nothing allows it */
-	struct sctx sc = { .p = p, .call = call };
+	char cwd_buf[PATH_BUF];
+	struct sctx sc = { .p = p, .call = call, .cwd_buf = cwd_buf };
 	for (size_t i = 0; i < p->actions.n; i++) {
 		const struct rule *r = &p->rules[p->actions.v[i]];
 		if (action_holds(r, &sc, a)) {
