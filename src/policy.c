@@ -70,8 +70,10 @@ static bool find_lit(const char *s, size_t len, const char *n, size_t nl)
 		return memmem(s, len, n, nl) != NULL;
 	if (nl > len)
 		return false;
+	if (nl == 1)
+		return memchr(s, n[0], len) != NULL;
 	for (size_t i = 0; i + nl <= len; i++)
-		if (s[i] == n[0] && memcmp(s + i + 1, n + 1, nl - 1) == 0)
+		if (s[i] == n[0] && s[i + 1] == n[1] && memcmp(s + i + 2, n + 2, nl - 2) == 0)
 			return true;
 	return false;
 }
@@ -710,7 +712,8 @@ static bool command_holds(const struct rule *r, struct sctx *sc, bool exe_known)
 	for (size_t s = 0; s < r->n_sub && !sub_ok; s++) {
 		const struct strs *w = &r->sub[s];
 		/* Most sequences differ in their first word: no token walk for those. */
-		if (w->n > 0 && (!sc->first_pos || strcmp(sc->first_pos, w->v[0]) != 0))
+		if (w->n > 0 && (!sc->first_pos || sc->first_pos[0] != w->v[0][0] ||
+				 strcmp(sc->first_pos, w->v[0]) != 0))
 			continue;
 		struct tokit it;
 		struct tok t;
