@@ -1022,6 +1022,31 @@ static void *timer_main(void *arg)
 	return NULL;
 }
 
+/*
+ * The policy's defaults.cwd, when the request names no cwd: "${workspace}"
+ * (optionally followed by /sub/dir) is the first configured workspace. The
+ * world adapter then checks it like any requested cwd (inside a workspace).
+ */
+static int apply_default_cwd(struct cg_kernel *k, struct cg_job *j, struct cg_reply **err)
+{
+	const char *d = cg_policy_defaults(j->gen->policy)->default_cwd;
+	if (j->req->cwd || !d || !*d)
+		return 0;
+	static const char token[] = "${workspace}";
+	const char *ws = k->world.n_workspaces ? k->world.workspaces[0] : "/";
+	bool tok = strncmp(d, token, sizeof(token) - 1) == 0;
+	const char *rest = tok ? d + sizeof(token) - 1 : d;
+	size_t len = (tok ? strlen(ws) : 0) + strlen(rest) + 1;
+	char *cwd = malloc(len);
+	if (!cwd) {
+		*err = cg_reply_new(CG_R_OUT_OF_MEMORY, "{s:s}", "doing", "applying defaults.cwd");
+		return -1;
+	}
+	snprintf(cwd, len, "%s%s", tok ? ws : "", rest);
+	j->req->cwd = cwd; /* owned by the request from here, freed with it */
+	return 0;
+}
+
 /* ---- the dispatch -------------------------------------------------------- */
 
 /*
@@ -1135,7 +1160,8 @@ static void dispatch(struct cg_kernel *k, const char *line, size_t len, bool had
 	j->cookie = cookie;
 	memcpy(j->trace_id, trace, sizeof(trace));
 
-	if (cg_world_resolve(&k->world, j->req, peer, &j->call, &err) != 0) {
+	if (apply_default_cwd(k, j, &err) != 0 ||
+	    cg_world_resolve(&k->world, j->req, peer, &j->call, &err) != 0) {
 		if (claimed) {
 			/* Refused as invalid: the id is not consumed (PROTOCOL.md). */
 			pthread_mutex_lock(&k->replay_lock);

@@ -395,8 +395,8 @@ Test(world, envp_is_exact)
 	struct cg_reply *err = NULL;
 	char **envp = cg_world_envp(&world, &b.req, 0, &err);
 	cr_assert_not_null(envp);
-	const char *want[] = { "PATH=" CG_WORLD_PATH, "HOME=/root",   "USER=root",
-			       "LOGNAME=root",	      "LANG=C.UTF-8", "TZ=UTC" };
+	const char *want[] = { ("PATH=" CG_WORLD_PATH), "HOME=/root",	"USER=root",
+			       "LOGNAME=root",		"LANG=C.UTF-8", "TZ=UTC" };
 	cr_assert_eq(envp_len(envp), 6);
 	for (size_t i = 0; i < 6; i++)
 		cr_assert_str_eq(envp[i], want[i]);
