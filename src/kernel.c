@@ -485,19 +485,27 @@ static void enqueue_locked(struct cg_kernel *k, struct cg_job *j)
 	pthread_cond_signal(&k->cond);
 }
 
-/* How long the pipeline may run: request, capped by policy, tightened by constraints. */
+/*
+ * How long the pipeline may run. A rule's constraint timeout_ms is that
+ * call's deadline (the tightest of them when several sets apply); the
+ * request may ask for less, never more; and the policy's max_timeout_ms caps
+ * everything. Without a constraint, the request's or the policy's default.
+ */
 static int64_t effective_timeout(const struct cg_job *j)
 {
 	const struct cg_policy_defaults *d = cg_policy_defaults(j->gen->policy);
-	int64_t t = j->req->timeout_ms > 0 ? j->req->timeout_ms : d->timeout_ms;
-	if (t > d->max_timeout_ms)
-		t = d->max_timeout_ms;
+	int64_t cap = d->max_timeout_ms, rule = CG_LIMIT_UNSET;
 	for (size_t i = 0; i < j->folded.n_constraints; i++) {
 		int64_t c = j->folded.constraints[i]->timeout_ms;
-		if (c != CG_LIMIT_UNSET && c > 0 && c < t)
-			t = c;
+		if (c != CG_LIMIT_UNSET && c > 0 && (rule == CG_LIMIT_UNSET || c < rule))
+			rule = c;
 	}
-	return t;
+	if (rule != CG_LIMIT_UNSET && rule < cap)
+		cap = rule;
+	int64_t t = j->req->timeout_ms > 0   ? j->req->timeout_ms
+		    : rule != CG_LIMIT_UNSET ? rule
+					     : d->timeout_ms;
+	return t < cap ? t : cap;
 }
 
 /* Decision facts every reply of a decided call carries in its data. */

@@ -40,5 +40,38 @@ class DefaultCwd(unittest.TestCase):
             self.assertNotIn("stdout", resp)
 
 
+DEADLINE_POLICY = """version: 1
+defaults:
+  timeout_ms: 500
+rules:
+  - id: slow-builds
+    decision: degrade
+    match:
+      exe: [sleep]
+    constraints:
+      read: [/]
+      write: ["${workspace}"]
+      timeout_ms: 3000
+"""
+
+
+class RuleDeadline(unittest.TestCase):
+    def test_a_rules_timeout_is_the_calls_deadline_and_requests_can_only_shorten_it(self):
+        with cgtest.Daemon(policy_text=DEADLINE_POLICY) as d:
+            # Longer than the policy default (500 ms), within the rule's 3 s: runs.
+            ok = d.request(cgtest.make_request([["sleep", "1"]], privileged=False))
+            self.assertEqual(ok["status"], "ok", ok)
+            # Past the rule's deadline: killed at it, not at the request's 60 s.
+            late = d.request(cgtest.make_request([["sleep", "10"]], privileged=False,
+                                                 timeout_ms=60000), timeout=30)
+            self.assertEqual(late["reply"]["code"], "MCP-EXEC-E-002", late)
+            self.assertEqual(late["reply"]["params"]["timeout_ms"], 3000)
+            # A request may ask for less.
+            short = d.request(cgtest.make_request([["sleep", "2"]], privileged=False,
+                                                  timeout_ms=300))
+            self.assertEqual(short["reply"]["params"]["timeout_ms"], 300)
+            self.assertEqual(short["status"], "timeout")
+
+
 if __name__ == "__main__":
     unittest.main()
