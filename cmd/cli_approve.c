@@ -169,6 +169,13 @@ static void show_pending(FILE *f, const json_t *p, size_t waiting)
 		snprintf(line, sizeof(line), "%s=%s", key, json_string_value(v));
 		put_field(f, "env", line);
 	}
+	const json_t *grant = json_object_get(p, "grant");
+	if (grant) {
+		/* The agent asks for a grant: what it would let run, unprompted, for how long. */
+		char *g = json_dumps(grant, JSON_COMPACT | JSON_SORT_KEYS);
+		put_field(f, "ASKS GRANT", g);
+		free(g);
+	}
 	char *cons = json_dumps(json_object_get(p, "constraints"), JSON_COMPACT);
 	put_field(f, "constraints", cons);
 	free(cons);
@@ -184,8 +191,12 @@ static void show_pending(FILE *f, const json_t *p, size_t waiting)
 	put_field(f, "approval", line);
 	snprintf(line, sizeof(line), "%zu more waiting", waiting ? waiting - 1 : 0);
 	put_field(f, "queue", line);
-	fprintf(f, "\r\n  [y] approve once   [g] grant this shape   [any other key] deny   "
-		   "(Ctrl-C leaves)\r\n");
+	if (grant)
+		fprintf(f,
+			"\r\n  [y] open this grant   [any other key] deny   (Ctrl-C leaves)\r\n");
+	else
+		fprintf(f, "\r\n  [y] approve once   [g] grant this shape   [any other key] deny   "
+			   "(Ctrl-C leaves)\r\n");
 	fflush(f);
 }
 
@@ -318,8 +329,10 @@ static int tui(const struct cg_cli *g, int64_t grant_uses, int64_t grant_ttl)
 			json_decref(resp);
 			break; /* leave without answering: the call stays pending */
 		}
+		/* A grant request is answered y (open it) or not at all: no `g` on a grant. */
+		bool asks_grant = json_object_get(head, "grant") != NULL;
 		json_t *ans = c == 'y' ? answer(g, "approve", head, NULL, 0, 0)
-			      : c == 'g'
+			      : c == 'g' && !asks_grant
 				  ? answer(g, "grant_open", head, NULL, grant_uses, grant_ttl)
 				  : answer(g, "deny", head, "denied at the terminal", 0, 0);
 		const json_t *r = reply_of(ans);

@@ -119,7 +119,8 @@ struct cg_job {
 	char request_sha256[65];    /* what the approval was bound to */
 	size_t n_approved;
 	uid_t approved_by[CG_APPROVAL_MAX_APPROVERS];
-	char grant_id[40]; /* the grant that let it run, or "" */
+	char grant_id[40];  /* the grant that let it run, or "" */
+	bool grant_request; /* the agent asked for a grant: a human opens it, or not */
 
 	/* sudo -n wrapping of privileged stages when the daemon is not root. */
 	char **sudo_argv_saved[CG_WIRE_MAX_STAGES];
@@ -1055,6 +1056,125 @@ static int apply_default_cwd(struct cg_kernel *k, struct cg_job *j, struct cg_re
 	return 0;
 }
 
+/*
+ * The agent asks for a grant (action "grant"). It never opens one: the
+ * request is validated now (CT codes; only for the agent's own uid) and
+ * queued for a human like any UNKNOWN call. Approved, the grant is opened and
+ * the agent gets its id; denied or unanswered, it is refused. Consumes the
+ * caller's reference to j.
+ */
+static void request_grant(struct cg_kernel *k, struct cg_job *j, bool claimed,
+			  struct cg_job **job_out)
+{
+	struct cg_reply *err = NULL;
+	json_t *spec = j->req->grant;
+	json_t *uid = json_object_get(spec, "uid");
+	if (uid && (!json_is_integer(uid) || json_integer_value(uid) != (json_int_t)j->peer.uid))
+		err = cg_reply_new(CG_R_GRANT_FOR_OTHER_UID, "{s:i}", "uid", (int)j->peer.uid);
+	else if (!uid)
+		json_object_set_new(spec, "uid", json_integer(j->peer.uid));
+	struct cg_grant *probe = NULL;
+	if (!err && cg_grant_parse(spec, j->peer.uid, cg_now_wall_ns(), &probe, &err) == 0) {
+		/* Validation only: the grant is built again if a human approves. */
+		struct cg_grants tmp = { 0 };
+		if (cg_grants_add(&tmp, probe) == 0)
+			cg_grants_clear(&tmp);
+	}
+	if (err) {
+		if (claimed) {
+			/* Invalid: the id is not consumed. */
+			pthread_mutex_lock(&k->replay_lock);
+			cg_replay_forget(k->replay, j->req->id);
+			pthread_mutex_unlock(&k->replay_lock);
+		}
+		cg_reply_set_trace(err, j->trace_id);
+		ev_seal(k, j->trace_id, err, NULL, j->gen);
+		answer_reply(j->respond, j->cookie, j->req->id, j->trace_id, err);
+		job_put(j);
+		return;
+	}
+
+	j->folded.decision = CG_UNKNOWN;
+	j->folded.rule_id = "grant-request";
+	j->folded.reason = CG_R_NEEDS_HUMAN;
+	j->folded.deciding_rung = "grant";
+	j->folded.approvers = 1;
+	j->grant_request = true;
+	ev_note(k, j->trace_id, CG_EV_DECISION,
+		json_pack("{s:s,s:s,s:s}", "decision", "UNKNOWN", "rule_id", "grant-request",
+			  "reason", cg_reply_registry[CG_R_NEEDS_HUMAN].code));
+
+	char exe[4096], sha[65];
+	peer_exe(j->peer.pid, exe, sizeof(exe));
+	json_t *view = json_pack(
+	    "{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:{s:i,s:i,s:i,s:s},s:[],s:{},s:n,s:b,s:[],s:O,s:s,"
+	    "s:s,s:s}",
+	    "kind", "grant", "trace_id", j->trace_id, "id", j->req->id, "session", j->req->session,
+	    "host", j->req->host, "time", j->req->time_str ? j->req->time_str : "", "reason",
+	    j->req->reason, "peer", "uid", (int)j->peer.uid, "gid", (int)j->peer.gid, "pid",
+	    (int)j->peer.pid, "exe", exe, "pipeline", "env", "cwd", "privileged", 0, "constraints",
+	    "grant", spec, "rule_id", "grant-request", "rung", "grant", "code",
+	    cg_reply_registry[CG_R_NEEDS_HUMAN].code);
+	char *canon = view ? json_dumps(view, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+	if (!canon) {
+		json_decref(view);
+		struct cg_reply *r = cg_reply_new(CG_R_OUT_OF_MEMORY, "{s:s}", "doing",
+						  "queueing the grant request");
+		cg_reply_set_trace(r, j->trace_id);
+		ev_seal(k, j->trace_id, r, &j->folded, j->gen);
+		answer_reply(j->respond, j->cookie, j->req->id, j->trace_id, r);
+		job_put(j);
+		return;
+	}
+	cg_sha256_hex(canon, strlen(canon), sha);
+	free(canon);
+	memcpy(j->request_sha256, sha, sizeof(sha));
+
+	pthread_mutex_lock(&k->lock);
+	struct cg_pending *p = NULL;
+	bool queued = false;
+	if (k->approval && !k->stopping && (p = calloc(1, sizeof(*p)))) {
+		if (cg_approvals_push(&k->approvals, p) == 0)
+			queued = true;
+	}
+	if (queued) {
+		int64_t timeout = approval_timeout(k, j->gen);
+		memcpy(p->trace_id, j->trace_id, sizeof(p->trace_id));
+		memcpy(p->request_sha256, sha, sizeof(sha));
+		p->view = view;
+		p->timeout_ms = timeout;
+		p->deadline_mono_ns = cg_now_mono_ns() + timeout * 1000000LL;
+		p->needed = 1;
+		p->job = j;
+		j->pending = p;
+		ev_note(k, j->trace_id, CG_EV_APPROVAL_REQ,
+			json_pack("{s:s,s:i,s:I,s:s,s:O}", "request_sha256", sha,
+				  "approvers_needed", 1, "timeout_ms", (json_int_t)timeout,
+				  "rule_id", "grant-request", "grant", spec));
+		if (job_out) {
+			atomic_fetch_add(&j->refs, 1);
+			*job_out = j;
+		}
+		active_add(k, j);
+		pthread_cond_signal(&k->timer_cond);
+		pthread_mutex_unlock(&k->lock);
+		return; /* the queue holds our reference now */
+	}
+	bool full = k->approval && !k->stopping;
+	size_t waiting = k->approvals.n;
+	pthread_mutex_unlock(&k->lock);
+	free(p);
+	json_decref(view);
+	struct cg_reply *r =
+	    full ? cg_reply_new(CG_R_APPROVAL_QUEUE_FULL, "{s:I}", "limit", (json_int_t)waiting)
+		 : cg_reply_new(CG_R_NEEDS_HUMAN, "{s:s}", "rule_id", "grant-request");
+	cg_reply_set_data(r, decision_data(j));
+	cg_reply_set_trace(r, j->trace_id);
+	ev_seal(k, j->trace_id, r, &j->folded, j->gen);
+	answer_reply(j->respond, j->cookie, j->req->id, j->trace_id, r);
+	job_put(j);
+}
+
 /* ---- the dispatch -------------------------------------------------------- */
 
 /*
@@ -1167,6 +1287,12 @@ static void dispatch(struct cg_kernel *k, const char *line, size_t len, bool had
 	j->respond = respond;
 	j->cookie = cookie;
 	memcpy(j->trace_id, trace, sizeof(trace));
+
+	if (j->req->action == CG_ACTION_GRANT) {
+		request_grant(k, j, claimed, job_out);
+		j = NULL; /* answered, queued, or released by request_grant */
+		goto out;
+	}
 
 	if (apply_default_cwd(k, j, &err) != 0 ||
 	    cg_world_resolve(&k->world, j->req, peer, &j->call, &err) != 0) {
@@ -1292,6 +1418,35 @@ static void admin_answer(cg_respond_fn respond, void *cookie, const char *id, st
 	answer_reply(respond, cookie, id, trace, r);
 }
 
+/*
+ * A human approved an agent's grant request: open it now (its ttl counts from
+ * here). Returns the reply the agent gets. Caller holds k->lock.
+ */
+static struct cg_reply *open_requested_grant_locked(struct cg_kernel *k, struct cg_job *j,
+						    uid_t approver)
+{
+	struct cg_grant *g = NULL;
+	struct cg_reply *r = NULL;
+	if (cg_grant_parse(j->req->grant, approver, cg_now_wall_ns(), &g, &r) != 0)
+		return r;
+	json_t *gj = cg_grant_to_json(g);
+	char gid[40];
+	snprintf(gid, sizeof(gid), "%s", cg_grant_id(g));
+	if (cg_grants_add(&k->grants, g) != 0) {
+		json_decref(gj);
+		return cg_reply_new(CG_R_GRANT_STORE_FULL, "{s:I}", "limit",
+				    (json_int_t)k->grants.n);
+	}
+	json_t *st = json_array_get(json_object_get(gj, "pipeline"), 0);
+	r = cg_reply_new(CG_R_GRANT_OPENED, "{s:s,s:s,s:O,s:O}", "grant_id", gid, "exe",
+			 json_string_value(json_object_get(st, "exe")), "uses",
+			 json_object_get(gj, "uses_left"), "expires",
+			 json_object_get(gj, "expires"));
+	cg_reply_set_data(r, gj);
+	snprintf(j->grant_id, sizeof(j->grant_id), "%s", gid);
+	return r;
+}
+
 /* Approve pending call `id` as uid, bound to sha. Caller holds k->lock. */
 static struct cg_reply *approve_locked(struct cg_kernel *k, const char *id, const char *sha,
 				       uid_t uid)
@@ -1314,7 +1469,9 @@ static struct cg_reply *approve_locked(struct cg_kernel *k, const char *id, cons
 	if (have >= need) {
 		j->n_approved = p->n_approvals;
 		memcpy(j->approved_by, p->approvers, sizeof(j->approved_by));
-		settle_locked(k, j, NULL); /* used once: it leaves the queue to run */
+		/* Used once: it leaves the queue to run (a grant request: to be opened). */
+		settle_locked(k, j,
+			      j->grant_request ? open_requested_grant_locked(k, j, uid) : NULL);
 	}
 	return cg_reply_new(CG_R_APPROVAL_RECORDED, "{s:s,s:i,s:i}", "id", id, "have", have, "need",
 			    need);

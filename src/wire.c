@@ -402,6 +402,7 @@ static struct cg_reply *check_types(json_t *root)
 		{ "timeout_ms", JSON_INTEGER, "an integer", 0 },
 		{ "cwd", JSON_STRING, "a string", MAX_CWD },
 		{ "actions", JSON_ARRAY, "an array of objects", 0 },
+		{ "grant", JSON_OBJECT, "an object", 0 },
 	};
 
 	for (size_t i = 0; i < CG_ARRAY_LEN(fields); i++) {
@@ -435,6 +436,8 @@ static struct cg_reply *take_action(json_t *root, struct cg_request *req)
 		req->action = CG_ACTION_GATE;
 	else if (n == 4 && memcmp(s, "ping", 4) == 0)
 		req->action = CG_ACTION_PING;
+	else if (n == 5 && memcmp(s, "grant", 5) == 0)
+		req->action = CG_ACTION_GRANT;
 	else
 		return reply_echo(CG_R_ACTION_UNKNOWN, "action", s, n);
 	return NULL;
@@ -694,6 +697,37 @@ static struct cg_reply *scan_any(const char *field, json_t *v, int depth)
 }
 
 /* Step 12: every string an approver or log reader sees, in a fixed order. */
+/* Every string (and key) in a nested value; depth-limited, fails closed. */
+static struct cg_reply *scan_tree(const char *field, json_t *v, int depth)
+{
+	struct cg_reply *r;
+	if (depth > 8)
+		return cg_reply_new(CG_R_FIELD_TYPE, "{s:s,s:s}", "field", field, "expected",
+				    "at most 8 levels of nesting");
+	if (json_is_string(v))
+		return scan_text(field, v, true);
+	const char *key;
+	json_t *val;
+	size_t i;
+	if (json_is_object(v)) {
+		json_object_foreach(v, key, val)
+		{
+			json_t *k = json_string(key);
+			r = k ? scan_text(field, k, false) : oom("checking the grant");
+			json_decref(k);
+			if (r || (r = scan_tree(field, val, depth + 1)))
+				return r;
+		}
+	} else if (json_is_array(v)) {
+		json_array_foreach(v, i, val)
+		{
+			if ((r = scan_tree(field, val, depth + 1)))
+				return r;
+		}
+	}
+	return NULL;
+}
+
 static struct cg_reply *scan_all(json_t *root, const struct cg_request *req)
 {
 	static const struct {
@@ -732,6 +766,10 @@ static struct cg_reply *scan_all(json_t *root, const struct cg_request *req)
 		if ((r = scan_text(field, val, true)))
 			return r;
 	}
+	/* A grant request is shown to the approver: every string in it, keys too. */
+	if (req->action == CG_ACTION_GRANT &&
+	    (r = scan_tree("grant", json_object_get(root, "grant"), 0)))
+		return r;
 	/* Only a gate reads 'actions'; elsewhere it is ignored like unknown fields. */
 	json_t *acts = req->action == CG_ACTION_GATE ? json_object_get(root, "actions") : NULL;
 	json_t *act;
@@ -769,6 +807,9 @@ static struct cg_reply *validate(json_t *root, const struct cg_wire_rules *rules
 		return cg_reply_new(CG_R_PIPELINE_MISSING, "{s:s}", "action", "exec");
 	if (req->action == CG_ACTION_GATE && !pl && !acts)
 		return cg_reply_new(CG_R_GATE_SUBJECT_MISSING, NULL);
+	json_t *grant = req->action == CG_ACTION_GRANT ? json_object_get(root, "grant") : NULL;
+	if (req->action == CG_ACTION_GRANT && !grant)
+		return cg_reply_new(CG_R_GRANT_SPEC_MISSING, NULL);
 	if (pl && (r = take_pipeline(pl, req)))
 		return r;
 	if (acts && (r = check_actions(acts)))
@@ -822,6 +863,8 @@ static struct cg_reply *validate(json_t *root, const struct cg_wire_rules *rules
 		return oom("copying the request");
 	if (acts)
 		req->actions = json_incref(acts);
+	if (grant)
+		req->grant = json_incref(grant);
 	req->raw = json_incref(root);
 	return NULL;
 }
@@ -909,6 +952,7 @@ void cg_request_free(struct cg_request *req)
 	free(req->env);
 	free(req->cwd);
 	json_decref(req->actions);
+	json_decref(req->grant);
 	json_decref(req->raw);
 	free(req);
 }

@@ -32,7 +32,7 @@
 #define CG_WIRE_FRESHNESS_S   60
 #define CG_WIRE_MAX_TIMEOUTMS (24LL * 3600 * 1000)
 
-enum cg_action { CG_ACTION_EXEC, CG_ACTION_GATE, CG_ACTION_PING };
+enum cg_action { CG_ACTION_EXEC, CG_ACTION_GATE, CG_ACTION_PING, CG_ACTION_GRANT };
 
 struct cg_stage {
 	size_t argc;
@@ -63,6 +63,7 @@ struct cg_request {
 	int64_t timeout_ms; /* -1 when absent */
 	char *cwd;	    /* NULL when absent */
 	json_t *actions;    /* gate: validated array of abstract actions, or NULL */
+	json_t *grant;	    /* grant: the grant asked for (a human opens it, or not), or NULL */
 	json_t *raw;	    /* the parsed request object, for evidence */
 };
 

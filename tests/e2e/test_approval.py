@@ -324,6 +324,69 @@ class Grants(unittest.TestCase):
         self.assertNotIn("grant_id", resp["reply"].get("data", {}))
 
 
+class AgentAsksForGrant(unittest.TestCase):
+    """The agent socket may ask for a grant; only a human opens it."""
+
+    SPEC = {"pipeline": [{"exe": "/usr/bin/id", "argv": ["id", "-u"]}], "uses": 2, "ttl_s": 60}
+
+    def setUp(self):
+        self.d = cgtest.Daemon(flags=["--approval", "--approval-timeout", "15000"]).start()
+
+    def tearDown(self):
+        self.d.close()
+
+    def ask(self, spec, **fields):
+        return cgtest.make_request(None, action="grant", grant=spec,
+                                   reason="let me check my uid", **fields)
+
+    def test_approved_request_opens_the_grant_which_then_runs_unprompted(self):
+        t, box = call_async(self.d, self.ask(self.SPEC))
+        p = wait_pending(self.d, 1)[0]
+        self.assertEqual(p["kind"], "grant")
+        self.assertEqual(p["grant"]["uid"], os.getuid(), "scoped to the asking uid")
+        # Nothing is open until a human says so.
+        self.assertEqual(self.d.admin("grant_list")["reply"]["data"]["grants"], [])
+        self.d.cli("approve", p["trace_id"])
+        t.join(WAIT)
+        resp = box["resp"]
+        self.assertEqual(resp["reply"]["code"], "CT-OPEN-S-001", resp)
+        gid = resp["reply"]["data"]["grant_id"]
+        run = self.d.request(cgtest.make_request([["id", "-u"]]))
+        self.assertEqual(run["status"], "ok", run)
+        self.assertEqual(run["reply"]["data"]["grant_id"], gid)
+        self.assertEqual(pending(self.d), [])
+        rp = self.d.cli("replay", resp["reply"]["trace_id"])
+        end = time.time() + WAIT
+        while rp.returncode != 0 and time.time() < end:
+            time.sleep(0.1)
+            rp = self.d.cli("replay", resp["reply"]["trace_id"])
+        self.assertEqual(rp.returncode, 0, rp.stdout + rp.stderr)
+
+    def test_denied_request_opens_nothing(self):
+        t, box = call_async(self.d, self.ask(self.SPEC))
+        p = wait_pending(self.d, 1)[0]
+        self.d.cli("deny", p["trace_id"])
+        t.join(WAIT)
+        self.assertEqual(box["resp"]["reply"]["code"], "EN-APPR-D-001")
+        self.assertEqual(self.d.admin("grant_list")["reply"]["data"]["grants"], [])
+
+    def test_invalid_or_foreign_requests_are_refused_at_once(self):
+        bad = self.d.request(self.ask({"pipeline": [{"exe": "id", "argv": ["id"]}],
+                                       "uses": 1, "ttl_s": 5}))
+        self.assertEqual(bad["reply"]["code"], "CT-OPEN-I-001", bad)
+        other = dict(self.SPEC, uid=os.getuid() + 1)
+        resp = self.d.request(self.ask(other))
+        self.assertEqual(resp["reply"]["code"], "CT-OPEN-I-002", resp)
+        missing = self.d.request(cgtest.make_request(None, action="grant"))
+        self.assertEqual(missing["reply"]["code"], "MCP-VAL-I-023")
+        self.assertEqual(pending(self.d), [])
+
+    def test_without_approval_a_grant_request_is_refused(self):
+        with cgtest.Daemon() as d:
+            resp = d.request(self.ask(self.SPEC))
+            self.assertEqual(resp["reply"]["code"], "EN-EXEC-D-004", resp)
+
+
 class NPerson(unittest.TestCase):
     def test_two_distinct_approvers_are_needed(self):
         with open(os.path.join(cgtest.SRCDIR, "tests/e2e/two_person_policy.yaml")) as f:

@@ -142,6 +142,13 @@ static const struct row rows[] = {
 	  CG_R_STAGE_EMPTY, "r1", "stage", NULL, 0 },
 	{ "gate without subject", "{" IDT ",\"action\":\"gate\"}", 0, false, false,
 	  CG_R_GATE_SUBJECT_MISSING, "r1", NULL, NULL, 0 },
+	{ "grant without spec", "{" IDT ",\"action\":\"grant\"}", 0, false, false,
+	  CG_R_GRANT_SPEC_MISSING, "r1", NULL, NULL, 0 },
+	{ "grant spec not object", "{" IDT ",\"action\":\"grant\",\"grant\":[]}", 0, false, false,
+	  CG_R_FIELD_TYPE, "r1", "field", NULL, 0 },
+	{ "grant spec hides a bidi override",
+	  "{" IDT ",\"action\":\"grant\",\"grant\":{\"session\":\"a\\u202eb\"}}", 0, false, false,
+	  CG_R_TEXT_FORBIDDEN_CHAR, "r1", "field", NULL, 0 },
 	{ "gate actions empty", "{" IDT ",\"action\":\"gate\",\"actions\":[]}", 0, false, false,
 	  CG_R_ACTIONS_INVALID, "r1", "index", NULL, 0 },
 	{ "gate action not object",
@@ -369,7 +376,7 @@ Test(wire, table_covers_every_code)
 		CG_R_ENV_NOT_ALLOWED, CG_R_ENV_DANGEROUS,	 CG_R_TEXT_FORBIDDEN_CHAR,
 		CG_R_ID_INVALID,      CG_R_ACTION_UNKNOWN,	 CG_R_TIMEOUT_RANGE,
 		CG_R_FIELD_TOO_LONG,  CG_R_ENV_NAME_INVALID,	 CG_R_ACTIONS_INVALID,
-		CG_R_ARG_NUL,	      CG_R_GATE_SUBJECT_MISSING,
+		CG_R_ARG_NUL,	      CG_R_GATE_SUBJECT_MISSING, CG_R_GRANT_SPEC_MISSING,
 	};
 	for (size_t c = 0; c < CG_ARRAY_LEN(codes); c++) {
 		bool found = false;
