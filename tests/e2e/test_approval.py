@@ -276,12 +276,21 @@ class Grants(unittest.TestCase):
         self.assertEqual(resp["reply"]["code"], "EN-APPR-D-002")
         lst = self.d.admin("grant_list")
         self.assertEqual(lst["reply"]["data"]["grants"], [])
-        # Each use is evidence, with the grant id.
-        hits = 0
-        for tdir in os.listdir(os.path.join(self.d.state_dir, "traces")):
-            with open(os.path.join(self.d.state_dir, "traces", tdir, "events.ndjson")) as f:
-                hits += gid in f.read()
-        self.assertGreaterEqual(hits, 2)
+        # Each use is evidence, with the grant id: one approval.answered per use
+        # in the journal (the source of truth; it is written asynchronously).
+        jdir = os.path.join(self.d.state_dir, "journal")
+        end, uses = time.time() + WAIT, 0
+        while time.time() < end:
+            uses = 0
+            for seg in sorted(os.listdir(jdir)):
+                if seg.endswith(".ndjson"):
+                    with open(os.path.join(jdir, seg)) as f:
+                        uses += sum(1 for line in f if '"approval.answered"' in line
+                                    and gid in line and '"grant"' in line)
+            if uses >= 2:
+                break
+            time.sleep(0.1)
+        self.assertEqual(uses, 2)
 
     def test_grant_scope_session_and_argv(self):
         r = self.d.admin("grant_open", grant={
