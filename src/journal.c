@@ -334,10 +334,13 @@ static bool is_hex64(const char *s)
 		['6'] = 1, ['7'] = 1, ['8'] = 1, ['9'] = 1, ['a'] = 1, ['b'] = 1,
 		['c'] = 1, ['d'] = 1, ['e'] = 1, ['f'] = 1,
 	};
+	/* Length first: a short string must not be read past its NUL (found by fuzz_evidence). */
+	if (!s || strnlen(s, 65) != 64)
+		return false;
 	unsigned bad = 0;
 	for (int i = 0; i < 64; i++)
 		bad |= ok[(unsigned char)s[i]] ^ 1u;
-	return bad == 0 && s[64] == '\0';
+	return bad == 0;
 }
 
 /* Decision and seal payloads carry what the structure check needs. */
