@@ -228,8 +228,31 @@ static void ev_note(struct cg_kernel *k, const char *trace, enum cg_event_type t
 		       cg_errno_name(errno));
 }
 
-/* The request as evidence: env values are hashed, never stored. */
-static json_t *redacted_request(const struct cg_request *req, const struct cg_peer *peer)
+/*
+ * A string for the evidence with secret shapes redacted (the same screen as
+ * command output). On a screening failure the string is withheld, not kept.
+ */
+static json_t *screened_string(const struct cg_screen *scr, bool redact, const char *s)
+{
+	if (!redact || !scr)
+		return json_string(s);
+	unsigned char *out = NULL;
+	size_t out_len = 0;
+	if (cg_screen_run(scr, true, false, (const unsigned char *)s, strlen(s), &out, &out_len,
+			  NULL, NULL) != 0)
+		return json_string("[WITHHELD: screening failed]");
+	json_t *j = json_stringn((const char *)out, out_len);
+	free(out);
+	return j;
+}
+
+/*
+ * The request as evidence: env values are hashed, never stored, and argv and
+ * reason pass through the secret screen, so an agent that puts a key on a
+ * command line does not put it in the journal.
+ */
+static json_t *redacted_request(const struct cg_request *req, const struct cg_peer *peer,
+				const struct cg_screen *scr, bool redact)
 {
 	json_t *o = json_object();
 	json_t *pipeline = json_array();
@@ -243,7 +266,8 @@ static json_t *redacted_request(const struct cg_request *req, const struct cg_pe
 	for (size_t i = 0; i < req->n_stages; i++) {
 		json_t *argv = json_array();
 		for (size_t j = 0; argv && j < req->stages[i].argc; j++)
-			json_array_append_new(argv, json_string(req->stages[i].argv[j]));
+			json_array_append_new(argv,
+					      screened_string(scr, redact, req->stages[i].argv[j]));
 		json_array_append_new(pipeline, argv);
 	}
 	for (size_t i = 0; i < req->n_env; i++) {
@@ -258,7 +282,7 @@ static json_t *redacted_request(const struct cg_request *req, const struct cg_pe
 	json_object_set_new(o, "host", json_string(req->host));
 	json_object_set_new(o, "session", json_string(req->session));
 	json_object_set_new(o, "time", json_string(req->time_str ? req->time_str : ""));
-	json_object_set_new(o, "reason", json_string(req->reason));
+	json_object_set_new(o, "reason", screened_string(scr, redact, req->reason));
 	json_object_set_new(o, "privileged", json_boolean(req->privileged));
 	json_object_set_new(o, "forward_agent", json_boolean(req->forward_agent));
 	json_object_set_new(o, "pipeline", pipeline);
@@ -1224,7 +1248,7 @@ static void dispatch(struct cg_kernel *k, const char *line, size_t len, bool had
 		return;
 	}
 	free(id);
-	ev_note(k, trace, CG_EV_REQUEST, redacted_request(req, peer));
+	ev_note(k, trace, CG_EV_REQUEST, redacted_request(req, peer, k->screen, d->screen_secrets));
 
 	if (req->action == CG_ACTION_PING) {
 		struct cg_reply *r = cg_reply_new(CG_R_PONG, "{s:s}", "version", CALLGATE_VERSION);
