@@ -276,7 +276,12 @@ static json_t *redacted_request(const struct cg_request *req, const struct cg_pe
 		snprintf(tagged, sizeof(tagged), "sha256:%s", hex);
 		json_object_set_new(env, req->env[i].name, json_string(tagged));
 	}
-	static const char *const actions[] = { "exec", "gate", "ping" };
+	static const char *const actions[] = { [CG_ACTION_EXEC] = "exec",
+					       [CG_ACTION_GATE] = "gate",
+					       [CG_ACTION_PING] = "ping",
+					       [CG_ACTION_GRANT] = "grant" };
+	_Static_assert(sizeof(actions) / sizeof(actions[0]) == CG_ACTION_GRANT + 1,
+		       "every action has a name for the evidence");
 	json_object_set_new(o, "id", json_string(req->id));
 	json_object_set_new(o, "action", json_string(actions[req->action]));
 	json_object_set_new(o, "host", json_string(req->host));
