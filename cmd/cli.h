@@ -14,6 +14,17 @@
 #include <stdint.h>
 #include <jansson.h>
 
+#include "exec.h"
+#include "wire.h"
+
+/*
+ * The largest response line a client accepts: every stream at its cap
+ * (stdout and 64 stages' stderr, 16 MiB each), base64-encoded, plus room
+ * for the rest. Anything the daemon may legitimately send fits.
+ */
+#define CG_CLI_MAX_RESPONSE                                                                        \
+	((size_t)(CG_WIRE_MAX_STAGES + 1) * 4 * ((CG_EXEC_OUTPUT_CAP + 2) / 3) + (1u << 20))
+
 #define CG_EXIT_OK	    0
 #define CG_EXIT_USAGE	    64	/* bad command line (EX_USAGE) */
 #define CG_EXIT_INVALID	    65	/* the daemon said I: fix the request (EX_DATAERR) */

@@ -5,8 +5,8 @@
  * to the documented exit codes (cli.h).
  *
  * Invariants:
- *  - The client MUST read at most CLIENT_MAX_RESPONSE bytes (a 16 MiB stdout
- *    plus per-stage stderr, base64-encoded, fits) and fail rather than grow
+ *  - The client MUST read at most CLIENT_MAX_RESPONSE bytes (every stream at
+ *    its cap, base64-encoded, fits: cli.h) and fail rather than grow
  *    without bound on a misbehaving peer.
  *  - A deadline, when given, bounds the whole exchange (connect, write,
  *    read); every wait is a poll() with the time that is left.
@@ -26,7 +26,7 @@
 #include "cli.h"
 #include "util.h"
 
-#define CLIENT_MAX_RESPONSE (64u * 1024 * 1024)
+#define CLIENT_MAX_RESPONSE CG_CLI_MAX_RESPONSE
 
 /* Milliseconds left until deadline_ns (monotonic), or -1 for "no deadline". */
 static int ms_left(int64_t deadline_ns)
@@ -117,15 +117,22 @@ int cg_client_call(const char *socket_path, json_t *request, int64_t timeout_ms,
 	line[len++] = '\n';
 	line[len] = '\0';
 
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		saved = errno;
-		set_err(err, err_len, "cannot connect to ", socket_path, saved);
-		goto close_fd;
+	/*
+	 * Non-blocking from the start, so the deadline covers connect too: a
+	 * Unix socket whose listen queue is full answers EAGAIN, retried until
+	 * the deadline rather than blocking without limit (a hook must time out
+	 * and block, not hang).
+	 */
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	int crc = fd < 0 ? -1 : connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+	while (crc < 0 && fd >= 0 && (errno == EAGAIN || errno == EINTR) &&
+	       ms_left(deadline) != 0) {
+		(void)poll(NULL, 0, 10);
+		crc = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
 	}
-	if (fcntl(fd, F_SETFL, O_NONBLOCK) < 0) {
-		saved = errno;
-		set_err(err, err_len, "fcntl on a socket to ", socket_path, saved);
+	if (crc < 0) {
+		saved = errno == EAGAIN ? ETIMEDOUT : errno;
+		set_err(err, err_len, "cannot connect to ", socket_path, saved);
 		goto close_fd;
 	}
 	/*

@@ -163,10 +163,18 @@ static int url_host(const char *url, char *host, size_t len)
 		return -1;
 	p += 3;
 	end = p + strcspn(p, "/?#");
+	/*
+	 * Parsers disagree on '\\' in an authority (WHATWG ends the host there,
+	 * others do not), so which host is fetched is ambiguous: refuse (block).
+	 */
+	if (memchr(p, '\\', (size_t)(end - p)))
+		return -1;
 	at = memchr(p, '@', (size_t)(end - p));
 	if (at)
 		p = at + 1;
-	if (*p == '[') { /* [v6]:port */
+	if (memchr(p, '@', (size_t)(end - p)))
+		return -1; /* two userinfo separators: which host is meant is ambiguous */
+	if (*p == '[') {   /* [v6]:port */
 		const char *rb = memchr(p, ']', (size_t)(end - p));
 		if (!rb)
 			return -1;
@@ -179,6 +187,19 @@ static int url_host(const char *url, char *host, size_t len)
 	hl = (size_t)(end - p);
 	if (hl == 0 || hl >= len)
 		return -1;
+	/*
+	 * Only plain host characters: a percent-escape ("evil%2Ecom") or anything
+	 * else the fetcher might decode into another host is refused (the hook then
+	 * blocks), so the host judged is the host fetched.
+	 */
+	for (size_t i = 0; i < hl; i++) {
+		char c = p[i];
+		bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+			  (c >= '0' && c <= '9') || c == '.' || c == '-' || c == '_' || c == '[' ||
+			  c == ']' || c == ':';
+		if (!ok)
+			return -1;
+	}
 	for (size_t i = 0; i < hl; i++)
 		host[i] = (p[i] >= 'A' && p[i] <= 'Z') ? (char)(p[i] - 'A' + 'a') : p[i];
 	host[hl] = '\0';

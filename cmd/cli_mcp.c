@@ -50,12 +50,12 @@
 #include "reply.h"
 #include "util.h"
 
-#define MCP_LINE_MAX	 (8u << 20)   /* an MCP request line; more is refused */
-#define MCP_RESPONSE_MAX (512u << 20) /* a daemon response: 16 MiB streams, base64 */
-#define MCP_MAX_JOBS	 64	      /* concurrent tool calls */
-#define MCP_PROGRESS_MS	 1000	      /* heartbeat period while a call runs */
-#define MCP_QUICK_MS	 30000	      /* deadline for gate/status exchanges */
-#define MCP_HELPER_MAX	 (16u << 20)  /* output of a verdict/replay helper */
+#define MCP_LINE_MAX	 (8u << 20)	     /* an MCP request line; more is refused */
+#define MCP_RESPONSE_MAX CG_CLI_MAX_RESPONSE /* any response the daemon may send (cli.h) */
+#define MCP_MAX_JOBS	 64		     /* concurrent tool calls */
+#define MCP_PROGRESS_MS	 1000		     /* heartbeat period while a call runs */
+#define MCP_QUICK_MS	 30000		     /* deadline for gate/status exchanges */
+#define MCP_HELPER_MAX	 (16u << 20)	     /* output of a verdict/replay helper */
 
 extern char **environ;
 
@@ -342,7 +342,7 @@ static int daemon_call(const char *path, json_t *request, int cancel_fd, int64_t
 			size_t na = alloc ? alloc * 2 : 262144;
 			char *nb;
 			if (na > MCP_RESPONSE_MAX) {
-				snprintf(err, err_len, "response larger than %u bytes",
+				snprintf(err, err_len, "response larger than %zu bytes",
 					 MCP_RESPONSE_MAX);
 				goto out_close;
 			}

@@ -144,7 +144,11 @@ static int parse_opts(int argc, char **argv, struct req_opts *o, bool gate)
 				memcpy(abs + n + 1, v, strlen(v) + 1);
 				v = abs;
 			}
-			json_object_set_new(o->req, "cwd", json_string(v));
+			if (json_object_set_new(o->req, "cwd", json_string(v)) != 0) {
+				/* Never drop it: the call would run in the default directory. */
+				fprintf(stderr, "callgate %s: --cwd must be UTF-8\n", argv[0]);
+				return -1;
+			}
 		} else if (strcmp(a, "--env") == 0) {
 			const char *eq = strchr(v, '=');
 			if (!eq || eq == v) {
@@ -164,7 +168,11 @@ static int parse_opts(int argc, char **argv, struct req_opts *o, bool gate)
 			}
 			memcpy(name, v, nl);
 			name[nl] = '\0';
-			json_object_set_new(env, name, json_string(eq + 1));
+			if (json_object_set_new(env, name, json_string(eq + 1)) != 0) {
+				/* Never drop it: the command would run without the variable. */
+				fprintf(stderr, "callgate %s: --env must be UTF-8\n", argv[0]);
+				return -1;
+			}
 		} else if (strcmp(a, "--timeout") == 0) {
 			char *end = NULL;
 			errno = 0;
@@ -226,15 +234,21 @@ int cg_cli_run(const struct cg_cli *g, int argc, char **argv)
 		ret = CG_EXIT_ERROR;
 		goto release;
 	}
+	bool lost = false; /* output the user did not get: not the command's exit code */
 	if (!o.json) {
-		if (write_b64(json_object_get(resp, "stdout"), stdout) < 0)
+		if (write_b64(json_object_get(resp, "stdout"), stdout) < 0) {
 			fprintf(stderr, "callgate: stdout could not be decoded or written\n");
-		fflush(stdout);
+			lost = true;
+		}
+		if (fflush(stdout) != 0)
+			lost = true;
 		for (size_t i = 0; i < n; i++) {
 			const json_t *st = json_array_get(stages, i);
-			if (write_b64(json_object_get(st, "stderr"), stderr) < 0)
+			if (write_b64(json_object_get(st, "stderr"), stderr) < 0) {
 				fprintf(stderr, "callgate: stage %zu stderr could not be decoded\n",
 					i);
+				lost = true;
+			}
 			if (json_is_true(json_object_get(st, "stderr_truncated")))
 				fprintf(stderr, "callgate: stage %zu stderr was truncated\n", i);
 		}
@@ -248,7 +262,7 @@ int cg_cli_run(const struct cg_cli *g, int argc, char **argv)
 		goto release;
 	}
 	json_int_t code = json_integer_value(ec);
-	ret = code >= 0 && code <= 255 ? (int)code : CG_EXIT_ERROR;
+	ret = lost ? CG_EXIT_ERROR : code >= 0 && code <= 255 ? (int)code : CG_EXIT_ERROR;
 	goto release;
 usage:
 	ret = CG_EXIT_USAGE;

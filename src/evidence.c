@@ -694,7 +694,9 @@ static void *writer_main(void *arg)
 			       "evidence: journal failed (%s); refusing further events",
 			       strerror(e));
 		}
-		ev->synced_ticket = last;
+		/* Only a batch that reached the disk counts as synced (write-ahead). */
+		if (rc == 0)
+			ev->synced_ticket = last;
 		pthread_cond_broadcast(&ev->done_cv);
 		pthread_mutex_unlock(&ev->mu);
 
@@ -734,7 +736,8 @@ static int enqueue(struct cg_evidence *ev, struct item *it)
 		it = NULL;
 		while (durable && ev->synced_ticket < t && !ev->failed)
 			pthread_cond_wait(&ev->done_cv, &ev->mu);
-		if (durable && ev->synced_ticket < t)
+		/* Not synced, or the journal failed meanwhile: never report durable. */
+		if (durable && (ev->synced_ticket < t || ev->failed))
 			saved = EIO;
 	}
 	pthread_mutex_unlock(&ev->mu);

@@ -40,7 +40,7 @@ struct cg_grant {
 	struct cg_grant *next;
 };
 
-static void grant_free(struct cg_grant *g)
+void cg_grant_free(struct cg_grant *g)
 {
 	if (!g)
 		return;
@@ -121,12 +121,12 @@ int cg_grant_parse(json_t *spec, uid_t opened_by, int64_t now_wall_ns, struct cg
 		json_t *argv = json_object_get(st, "argv");
 		const char *e = json_string_value(exe);
 		if (!e || e[0] != '/' || has_glob(e) || strstr(e, "/../") || strstr(e, "/./")) {
-			grant_free(g);
+			cg_grant_free(g);
 			return invalid(err, "each stage needs 'exe', an exact absolute path");
 		}
 		if (!json_is_array(argv) || json_array_size(argv) == 0 ||
 		    json_array_size(argv) > 4096) {
-			grant_free(g);
+			cg_grant_free(g);
 			return invalid(err,
 				       "each stage needs 'argv', an array of 1 to 4096 patterns");
 		}
@@ -145,7 +145,7 @@ int cg_grant_parse(json_t *spec, uid_t opened_by, int64_t now_wall_ns, struct cg
 		for (size_t j = 0; j < n; j++) {
 			const char *a = json_string_value(json_array_get(argv, j));
 			if (!a) {
-				grant_free(g);
+				cg_grant_free(g);
 				return invalid(err, "argv patterns must be strings");
 			}
 			if (!(s->args[j] = strdup(a)))
@@ -156,7 +156,7 @@ int cg_grant_parse(json_t *spec, uid_t opened_by, int64_t now_wall_ns, struct cg
 	json_t *sess = json_object_get(spec, "session");
 	if (sess) {
 		if (!json_is_string(sess)) {
-			grant_free(g);
+			cg_grant_free(g);
 			return invalid(err, "'session' must be a string (glob)");
 		}
 		if (!(g->session = strdup(json_string_value(sess))))
@@ -166,7 +166,7 @@ int cg_grant_parse(json_t *spec, uid_t opened_by, int64_t now_wall_ns, struct cg
 	if (uid) {
 		if (!json_is_integer(uid) || json_integer_value(uid) < 0 ||
 		    json_integer_value(uid) > 0x7fffffff) {
-			grant_free(g);
+			cg_grant_free(g);
 			return invalid(err, "'uid' must be a non-negative integer");
 		}
 		g->any_uid = false;
@@ -175,7 +175,7 @@ int cg_grant_parse(json_t *spec, uid_t opened_by, int64_t now_wall_ns, struct cg
 	json_t *paths = json_object_get(spec, "paths");
 	if (paths) {
 		if (!json_is_array(paths) || json_array_size(paths) > 64) {
-			grant_free(g);
+			cg_grant_free(g);
 			return invalid(err, "'paths' must be an array of up to 64 absolute paths");
 		}
 		g->paths = calloc(json_array_size(paths) + 1, sizeof(char *));
@@ -184,7 +184,7 @@ int cg_grant_parse(json_t *spec, uid_t opened_by, int64_t now_wall_ns, struct cg
 		for (size_t i = 0; i < json_array_size(paths); i++) {
 			const char *p = json_string_value(json_array_get(paths, i));
 			if (!p || p[0] != '/' || strstr(p, "..")) {
-				grant_free(g);
+				cg_grant_free(g);
 				return invalid(err,
 					       "'paths' entries must be absolute, without '..'");
 			}
@@ -196,29 +196,15 @@ int cg_grant_parse(json_t *spec, uid_t opened_by, int64_t now_wall_ns, struct cg
 	*out = g;
 	return 0;
 oom:
-	grant_free(g);
+	cg_grant_free(g);
 	*err = cg_reply_new(CG_R_OUT_OF_MEMORY, "{s:s}", "doing", "opening a grant");
 	return -1;
-}
-
-json_t *cg_grant_shape_of(const struct cg_call *call)
-{
-	json_t *pipe = json_array();
-	for (size_t i = 0; pipe && i < call->n_stages; i++) {
-		json_t *argv = json_array();
-		for (size_t j = 0; argv && j < call->req->stages[i].argc; j++)
-			json_array_append_new(argv, json_string(call->req->stages[i].argv[j]));
-		json_array_append_new(
-		    pipe, json_pack("{s:s,s:o?}", "exe", call->stages[i].exe, "argv", argv));
-	}
-	return json_pack("{s:o?,s:s,s:i}", "pipeline", pipe, "session", call->req->session, "uid",
-			 (int)call->peer.uid);
 }
 
 int cg_grants_add(struct cg_grants *gs, struct cg_grant *g)
 {
 	if (gs->n >= CG_GRANT_MAX) {
-		grant_free(g);
+		cg_grant_free(g);
 		return -1;
 	}
 	g->next = gs->head;
@@ -326,7 +312,7 @@ static void unlink_grant(struct cg_grants *gs, struct cg_grant *g)
 		if (*pp == g) {
 			*pp = g->next;
 			gs->n--;
-			grant_free(g);
+			cg_grant_free(g);
 			return;
 		}
 }
@@ -339,7 +325,7 @@ static void expire(struct cg_grants *gs, int64_t now)
 		if (g->expires_wall_ns <= now || g->uses_left <= 0) {
 			*pp = g->next;
 			gs->n--;
-			grant_free(g);
+			cg_grant_free(g);
 		} else {
 			pp = &g->next;
 		}
@@ -421,7 +407,7 @@ void cg_grants_clear(struct cg_grants *gs)
 	while (gs->head) {
 		struct cg_grant *g = gs->head;
 		gs->head = g->next;
-		grant_free(g);
+		cg_grant_free(g);
 	}
 	gs->n = 0;
 }

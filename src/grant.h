@@ -49,8 +49,8 @@ struct cg_grants {
 int cg_grant_parse(json_t *spec, uid_t opened_by, int64_t now_wall_ns, struct cg_grant **out,
 		   struct cg_reply **err) __attribute__((warn_unused_result));
 
-/* The exact shape of a resolved call, as a grant spec without uses/ttl. */
-json_t *cg_grant_shape_of(const struct cg_call *call);
+/* Free a grant that is in no store. Safe on NULL. */
+void cg_grant_free(struct cg_grant *g);
 
 /* Add g to the store (taking ownership). -1 when full (g is freed). */
 int cg_grants_add(struct cg_grants *gs, struct cg_grant *g) __attribute__((warn_unused_result));

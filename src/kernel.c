@@ -126,7 +126,7 @@ struct cg_job {
 	char **sudo_argv_saved[CG_WIRE_MAX_STAGES];
 	size_t sudo_argc_saved[CG_WIRE_MAX_STAGES];
 	char *sudo_exe_saved[CG_WIRE_MAX_STAGES];
-	bool sudo_wrapped;
+	size_t sudo_wrapped; /* stages wrapped so far */
 };
 
 /* ---- generations ------------------------------------------------------- */
@@ -151,8 +151,7 @@ static void gen_put(struct gen *g)
 /*
  * Read the policy file once, check its detached signature over exactly those
  * bytes (when a key is configured), and load the same bytes: a file swapped
- * between the check and the load cannot get in. Without the signing module a
- * required signature cannot be checked, so the policy is refused.
+ * between the check and the load cannot get in.
  */
 static int load_policy_file(const char *path, const char *pubkey, struct cg_policy **p,
 			    struct cg_reply **err)
@@ -380,7 +379,7 @@ static void ev_seal(struct cg_kernel *k, const char *trace, const struct cg_repl
 
 /* ---- responses ---------------------------------------------------------- */
 
-/* Last-resort line when even encoding fails: fixed text, no allocation needed. */
+/* Last-resort line when even encoding fails: fixed text, no JSON library involved. */
 static char *fallback_line(const char *trace, size_t *len)
 {
 	char buf[512];
@@ -429,6 +428,17 @@ static json_t *policy_json(const struct gen *g)
 {
 	return json_pack("{s:s,s:I,s:s}", "sha256", cg_policy_sha256(g->policy), "generation",
 			 (json_int_t)g->number, "source", cg_policy_source(g->policy));
+}
+
+/*
+ * Give back a request id claimed in the replay window: a request refused as
+ * invalid does not consume its id (PROTOCOL.md).
+ */
+static void release_claim(struct cg_kernel *k, const char *id)
+{
+	pthread_mutex_lock(&k->replay_lock);
+	cg_replay_forget(k->replay, id);
+	pthread_mutex_unlock(&k->replay_lock);
 }
 
 /* ---- jobs ---------------------------------------------------------------- */
@@ -586,35 +596,45 @@ static int add_env(char ***envp, const char *name, const char *value)
  * the rest), and -n makes sudo fail instead of prompting. The job's stages
  * are swapped for the wrapped ones and restored by sudo_unwrap().
  */
+static void sudo_unwrap(struct cg_job *j);
+
 static int sudo_wrap(struct cg_job *j, struct cg_reply **err)
 {
 	static const char sudo_path[] = "/usr/bin/sudo";
 	struct cg_request *req = j->req;
 	if (access(sudo_path, X_OK) != 0) {
-		*err = cg_reply_new(CG_R_SUDO_NEEDS_PASSWORD, "{s:s}", "exe", sudo_path);
+		*err = cg_reply_new(CG_R_EXEC_SPAWN_FAILED, "{s:i,s:s,s:s,s:s}", "stage", 0, "exe",
+				    sudo_path, "errno_name", cg_errno_name(errno), "step", "sudo");
 		return -1;
 	}
 	for (size_t i = 0; i < j->call.n_stages; i++) {
 		struct cg_stage *st = &req->stages[i];
-		size_t argc = 3 + req->n_env + st->argc;
-		char **argv = calloc(argc + 1, sizeof(char *));
+		char **argv = calloc(3 + req->n_env + st->argc + 1, sizeof(char *));
 		char *exe = strdup(sudo_path);
-		if (!argv || !exe) {
+		size_t a = 0;
+		bool ok = argv && exe;
+		if (ok) {
+			argv[a++] = "sudo";
+			argv[a++] = "-n";
+		}
+		/* Every allow-listed variable is passed, or the stage does not run. */
+		for (size_t e = 0; ok && e < req->n_env; e++) {
+			size_t l = strlen(req->env[e].name) + strlen(req->env[e].value) + 2;
+			if (!(argv[a] = malloc(l)))
+				ok = false;
+			else
+				snprintf(argv[a++], l, "%s=%s", req->env[e].name,
+					 req->env[e].value);
+		}
+		if (!ok) {
+			for (size_t e = 2; argv && e < a; e++)
+				free(argv[e]);
 			free(argv);
 			free(exe);
+			sudo_unwrap(j); /* the stages already wrapped */
 			*err = cg_reply_new(CG_R_OUT_OF_MEMORY, "{s:s}", "doing",
 					    "wrapping with sudo");
 			return -1;
-		}
-		size_t a = 0;
-		argv[a++] = "sudo";
-		argv[a++] = "-n";
-		for (size_t e = 0; e < req->n_env; e++) {
-			size_t l = strlen(req->env[e].name) + strlen(req->env[e].value) + 2;
-			char *kv = malloc(l);
-			if (kv)
-				snprintf(kv, l, "%s=%s", req->env[e].name, req->env[e].value);
-			argv[a++] = kv ? kv : "CALLGATE_OOM=1";
 		}
 		argv[a++] = "--";
 		argv[a++] = j->call.stages[i].exe;
@@ -627,27 +647,24 @@ static int sudo_wrap(struct cg_job *j, struct cg_reply **err)
 		st->argv = argv;
 		st->argc = a;
 		j->call.stages[i].exe = exe;
+		j->sudo_wrapped = i + 1;
 	}
-	j->sudo_wrapped = true;
 	return 0;
 }
 
 static void sudo_unwrap(struct cg_job *j)
 {
-	if (!j->sudo_wrapped)
-		return;
-	for (size_t i = 0; i < j->call.n_stages; i++) {
+	for (size_t i = 0; i < j->sudo_wrapped; i++) {
 		struct cg_stage *st = &j->req->stages[i];
 		for (size_t e = 0; e < j->req->n_env; e++)
-			if (strcmp(st->argv[2 + e], "CALLGATE_OOM=1") != 0)
-				free(st->argv[2 + e]);
+			free(st->argv[2 + e]);
 		free(st->argv);
 		free(j->call.stages[i].exe);
 		st->argv = j->sudo_argv_saved[i];
 		st->argc = j->sudo_argc_saved[i];
 		j->call.stages[i].exe = j->sudo_exe_saved[i];
 	}
-	j->sudo_wrapped = false;
+	j->sudo_wrapped = 0;
 }
 
 /* Did sudo refuse for want of a password? Returns the wrapped exe, or NULL. */
@@ -693,8 +710,9 @@ static void run_job(struct cg_kernel *k, struct cg_job *j)
 	}
 
 	/*
-	 * Who the stages run as. A privileged call only reaches here approved (by
-	 * a human or a grant): as root it runs as root; otherwise through sudo -n.
+	 * Who the stages run as. A privileged call only reaches here approved by a
+	 * human, a grant, or a rule that allows privileged use explicitly: as root
+	 * it runs as root; otherwise through sudo -n.
 	 * Everything else runs as the peer when we are root, or as ourselves.
 	 */
 	bool root = geteuid() == 0;
@@ -779,14 +797,16 @@ static void run_job(struct cg_kernel *k, struct cg_job *j)
 	 * emptied and the call answers an E: unscreened bytes never pass.
 	 */
 	const struct cg_policy_defaults *pd = cg_policy_defaults(j->gen->policy);
-	bool screen_failed = false;
+	int screen_errno = 0; /* non-zero: screening failed and the output was withheld */
 	if (pd->screen_secrets || pd->screen_injection) {
 		if (cg_screen_exec_result(k->screen, pd->screen_secrets, pd->screen_injection, &res,
 					  &screening) != 0) {
-			screen_failed = true;
-			cg_log("error", j->trace_id, "screening failed: %s", cg_errno_name(errno));
-			ev_note(k, j->trace_id, CG_EV_SCREEN,
-				json_pack("{s:b,s:s}", "ok", 0, "errno", cg_errno_name(errno)));
+			screen_errno = errno ? errno : EIO;
+			cg_log("error", j->trace_id, "screening failed: %s",
+			       cg_errno_name(screen_errno));
+			ev_note(
+			    k, j->trace_id, CG_EV_SCREEN,
+			    json_pack("{s:b,s:s}", "ok", 0, "errno", cg_errno_name(screen_errno)));
 		} else {
 			ev_note(k, j->trace_id, CG_EV_SCREEN, json_incref(screening));
 		}
@@ -806,9 +826,9 @@ static void run_job(struct cg_kernel *k, struct cg_job *j)
 
 	int last = res.n_stages ? res.stages[res.n_stages - 1].exit_code : 0;
 	const char *sudo_exe = priv && !root ? sudo_password_needed(j, &res) : NULL;
-	if (screen_failed)
-		reply =
-		    cg_reply_new(CG_R_SCREEN_FAILED, "{s:s}", "errno_name", cg_errno_name(errno));
+	if (screen_errno)
+		reply = cg_reply_new(CG_R_SCREEN_FAILED, "{s:s}", "errno_name",
+				     cg_errno_name(screen_errno));
 	else if (sudo_exe)
 		reply = cg_reply_new(CG_R_SUDO_NEEDS_PASSWORD, "{s:s}", "exe", sudo_exe);
 	else if (res.timed_out)
@@ -892,8 +912,9 @@ static void *worker_main(void *arg)
 		if (!k->queue_head)
 			k->queue_tail = NULL;
 		j->next = NULL;
+		/* Not cg_job_cancel: it takes k->lock, which we hold. Nothing has started. */
 		if (k->stopping)
-			cg_job_cancel(j);
+			atomic_store(&j->cancelled, true);
 		pthread_mutex_unlock(&k->lock);
 
 		run_job(k, j);
@@ -930,6 +951,75 @@ static void peer_exe(pid_t pid, char *buf, size_t len)
 }
 
 /*
+ * Let j run under grant gr: consume one use and record it (with the approver's
+ * uid when a human opened the grant for this very call). Caller holds k->lock.
+ */
+static void use_grant_locked(struct cg_kernel *k, struct cg_job *j, struct cg_grant *gr,
+			     const uid_t *approver)
+{
+	snprintf(j->grant_id, sizeof(j->grant_id), "%s", cg_grant_id(gr));
+	int64_t left = cg_grant_use(&k->grants, gr);
+	json_t *ev = json_pack("{s:s,s:s,s:I,s:s}", "outcome", "grant", "grant_id", j->grant_id,
+			       "uses_left", (json_int_t)left, "request_sha256", j->request_sha256);
+	if (ev && approver)
+		json_object_set_new(ev, "uid", json_integer(*approver));
+	ev_note(k, j->trace_id, CG_EV_APPROVAL_ANS, ev);
+}
+
+/*
+ * Put j in the approval queue under view (owned from here) with its deadline,
+ * and record the request for approval. 0 when queued (the queue holds j's
+ * reference; *job_out gets one too), -1 when the queue is full (view freed,
+ * nothing queued). Caller holds k->lock.
+ */
+static int queue_for_human_locked(struct cg_kernel *k, struct cg_job *j, json_t *view, int needed,
+				  json_t *extra, struct cg_job **job_out)
+{
+	struct cg_pending *p = calloc(1, sizeof(*p));
+	if (!p || cg_approvals_push(&k->approvals, p) != 0) {
+		free(p);
+		json_decref(view);
+		json_decref(extra);
+		return -1;
+	}
+	int64_t timeout = approval_timeout(k, j->gen);
+	memcpy(p->trace_id, j->trace_id, sizeof(p->trace_id));
+	memcpy(p->request_sha256, j->request_sha256, sizeof(p->request_sha256));
+	p->view = view;
+	p->timeout_ms = timeout;
+	p->deadline_mono_ns = cg_now_mono_ns() + timeout * 1000000LL;
+	p->needed = needed < 1				 ? 1
+		    : needed > CG_APPROVAL_MAX_APPROVERS ? CG_APPROVAL_MAX_APPROVERS
+							 : needed;
+	p->job = j;
+	j->pending = p;
+	json_t *ev =
+	    json_pack("{s:s,s:i,s:I,s:s}", "request_sha256", j->request_sha256, "approvers_needed",
+		      (int)p->needed, "timeout_ms", (json_int_t)timeout, "rule_id",
+		      j->folded.rule_id ? j->folded.rule_id : "");
+	if (ev && extra)
+		json_object_update(ev, extra);
+	json_decref(extra);
+	ev_note(k, j->trace_id, CG_EV_APPROVAL_REQ, ev);
+	if (job_out) {
+		atomic_fetch_add(&j->refs, 1);
+		*job_out = j;
+	}
+	active_add(k, j);
+	pthread_cond_signal(&k->timer_cond); /* the deadline thread may need waking */
+	return 0;
+}
+
+/* Refuse a call that wanted a human: queue full, or approval off. Consumes nothing. */
+static void refuse_deferred(struct cg_kernel *k, struct cg_job *j, struct cg_reply *r)
+{
+	cg_reply_set_data(r, decision_data(j));
+	cg_reply_set_trace(r, j->trace_id);
+	ev_seal(k, j->trace_id, r, &j->folded, j->gen);
+	answer_reply(j->respond, j->cookie, j->req->id, j->trace_id, r);
+}
+
+/*
  * An UNKNOWN call: a live grant covering it lets it run (its use recorded);
  * otherwise, with approval on, it waits in the queue for a human until its
  * deadline. Returns 0 when queued (someone else answers), 1 when approval is
@@ -953,11 +1043,7 @@ static int defer_to_human(struct cg_kernel *k, struct cg_job *j, struct cg_job *
 	}
 	struct cg_grant *gr = cg_grants_match(&k->grants, &j->call, cg_now_wall_ns());
 	if (gr) {
-		snprintf(j->grant_id, sizeof(j->grant_id), "%s", cg_grant_id(gr));
-		int64_t left = cg_grant_use(&k->grants, gr);
-		ev_note(k, j->trace_id, CG_EV_APPROVAL_ANS,
-			json_pack("{s:s,s:s,s:I,s:s}", "outcome", "grant", "grant_id", j->grant_id,
-				  "uses_left", (json_int_t)left, "request_sha256", sha));
+		use_grant_locked(k, j, gr, NULL);
 		json_decref(view);
 		if (job_out) {
 			atomic_fetch_add(&j->refs, 1);
@@ -972,42 +1058,14 @@ static int defer_to_human(struct cg_kernel *k, struct cg_job *j, struct cg_job *
 		json_decref(view);
 		return 1;
 	}
-	struct cg_pending *p = calloc(1, sizeof(*p));
-	int64_t timeout = approval_timeout(k, j->gen);
-	if (!p || cg_approvals_push(&k->approvals, p) != 0) {
+	if (queue_for_human_locked(k, j, view, j->folded.approvers, NULL, job_out) != 0) {
 		size_t waiting = k->approvals.n;
 		pthread_mutex_unlock(&k->lock);
-		free(p);
-		json_decref(view);
-		struct cg_reply *r =
-		    cg_reply_new(CG_R_APPROVAL_QUEUE_FULL, "{s:I}", "limit", (json_int_t)waiting);
-		cg_reply_set_data(r, decision_data(j));
-		cg_reply_set_trace(r, j->trace_id);
-		ev_seal(k, j->trace_id, r, &j->folded, j->gen);
-		answer_reply(j->respond, j->cookie, j->req->id, j->trace_id, r);
+		refuse_deferred(
+		    k, j,
+		    cg_reply_new(CG_R_APPROVAL_QUEUE_FULL, "{s:I}", "limit", (json_int_t)waiting));
 		return -1;
 	}
-	memcpy(p->trace_id, j->trace_id, sizeof(p->trace_id));
-	memcpy(p->request_sha256, sha, sizeof(sha));
-	p->view = view;
-	p->timeout_ms = timeout;
-	p->deadline_mono_ns = cg_now_mono_ns() + timeout * 1000000LL;
-	p->needed = j->folded.approvers > 0 ? j->folded.approvers : 1;
-	if (p->needed > CG_APPROVAL_MAX_APPROVERS)
-		p->needed = CG_APPROVAL_MAX_APPROVERS;
-	p->job = j;
-	j->pending = p;
-	ev_note(k, j->trace_id, CG_EV_APPROVAL_REQ,
-		json_pack("{s:s,s:i,s:I,s:s}", "request_sha256", sha, "approvers_needed",
-			  (int)p->needed, "timeout_ms", (json_int_t)timeout, "rule_id",
-			  j->folded.rule_id ? j->folded.rule_id : ""));
-	if (job_out) {
-		atomic_fetch_add(&j->refs, 1);
-		*job_out = j;
-	}
-	/* The queue holds the kernel's reference from here; the deadline thread may need waking. */
-	active_add(k, j);
-	pthread_cond_signal(&k->timer_cond);
 	pthread_mutex_unlock(&k->lock);
 	return 0;
 }
@@ -1103,19 +1161,12 @@ static void request_grant(struct cg_kernel *k, struct cg_job *j, bool claimed,
 	else if (!uid)
 		json_object_set_new(spec, "uid", json_integer(j->peer.uid));
 	struct cg_grant *probe = NULL;
-	if (!err && cg_grant_parse(spec, j->peer.uid, cg_now_wall_ns(), &probe, &err) == 0) {
-		/* Validation only: the grant is built again if a human approves. */
-		struct cg_grants tmp = { 0 };
-		if (cg_grants_add(&tmp, probe) == 0)
-			cg_grants_clear(&tmp);
-	}
+	/* Validation only: the grant is built again, when a human approves it. */
+	if (!err && cg_grant_parse(spec, j->peer.uid, cg_now_wall_ns(), &probe, &err) == 0)
+		cg_grant_free(probe);
 	if (err) {
-		if (claimed) {
-			/* Invalid: the id is not consumed. */
-			pthread_mutex_lock(&k->replay_lock);
-			cg_replay_forget(k->replay, j->req->id);
-			pthread_mutex_unlock(&k->replay_lock);
-		}
+		if (claimed)
+			release_claim(k, j->req->id);
 		cg_reply_set_trace(err, j->trace_id);
 		ev_seal(k, j->trace_id, err, NULL, j->gen);
 		answer_reply(j->respond, j->cookie, j->req->id, j->trace_id, err);
@@ -1147,11 +1198,9 @@ static void request_grant(struct cg_kernel *k, struct cg_job *j, bool claimed,
 	char *canon = view ? json_dumps(view, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
 	if (!canon) {
 		json_decref(view);
-		struct cg_reply *r = cg_reply_new(CG_R_OUT_OF_MEMORY, "{s:s}", "doing",
-						  "queueing the grant request");
-		cg_reply_set_trace(r, j->trace_id);
-		ev_seal(k, j->trace_id, r, &j->folded, j->gen);
-		answer_reply(j->respond, j->cookie, j->req->id, j->trace_id, r);
+		refuse_deferred(k, j,
+				cg_reply_new(CG_R_OUT_OF_MEMORY, "{s:s}", "doing",
+					     "queueing the grant request"));
 		job_put(j);
 		return;
 	}
@@ -1160,47 +1209,19 @@ static void request_grant(struct cg_kernel *k, struct cg_job *j, bool claimed,
 	memcpy(j->request_sha256, sha, sizeof(sha));
 
 	pthread_mutex_lock(&k->lock);
-	struct cg_pending *p = NULL;
-	bool queued = false;
-	if (k->approval && !k->stopping && (p = calloc(1, sizeof(*p)))) {
-		if (cg_approvals_push(&k->approvals, p) == 0)
-			queued = true;
+	struct cg_reply *r = NULL;
+	if (!k->approval || k->stopping) {
+		json_decref(view);
+		r = cg_reply_new(CG_R_NEEDS_HUMAN, "{s:s}", "rule_id", "grant-request");
+	} else if (queue_for_human_locked(k, j, view, 1, json_pack("{s:O}", "grant", spec),
+					  job_out) != 0) {
+		r = cg_reply_new(CG_R_APPROVAL_QUEUE_FULL, "{s:I}", "limit",
+				 (json_int_t)k->approvals.n);
 	}
-	if (queued) {
-		int64_t timeout = approval_timeout(k, j->gen);
-		memcpy(p->trace_id, j->trace_id, sizeof(p->trace_id));
-		memcpy(p->request_sha256, sha, sizeof(sha));
-		p->view = view;
-		p->timeout_ms = timeout;
-		p->deadline_mono_ns = cg_now_mono_ns() + timeout * 1000000LL;
-		p->needed = 1;
-		p->job = j;
-		j->pending = p;
-		ev_note(k, j->trace_id, CG_EV_APPROVAL_REQ,
-			json_pack("{s:s,s:i,s:I,s:s,s:O}", "request_sha256", sha,
-				  "approvers_needed", 1, "timeout_ms", (json_int_t)timeout,
-				  "rule_id", "grant-request", "grant", spec));
-		if (job_out) {
-			atomic_fetch_add(&j->refs, 1);
-			*job_out = j;
-		}
-		active_add(k, j);
-		pthread_cond_signal(&k->timer_cond);
-		pthread_mutex_unlock(&k->lock);
-		return; /* the queue holds our reference now */
-	}
-	bool full = k->approval && !k->stopping;
-	size_t waiting = k->approvals.n;
 	pthread_mutex_unlock(&k->lock);
-	free(p);
-	json_decref(view);
-	struct cg_reply *r =
-	    full ? cg_reply_new(CG_R_APPROVAL_QUEUE_FULL, "{s:I}", "limit", (json_int_t)waiting)
-		 : cg_reply_new(CG_R_NEEDS_HUMAN, "{s:s}", "rule_id", "grant-request");
-	cg_reply_set_data(r, decision_data(j));
-	cg_reply_set_trace(r, j->trace_id);
-	ev_seal(k, j->trace_id, r, &j->folded, j->gen);
-	answer_reply(j->respond, j->cookie, j->req->id, j->trace_id, r);
+	if (!r)
+		return; /* the queue holds our reference now */
+	refuse_deferred(k, j, r);
 	job_put(j);
 }
 
@@ -1293,11 +1314,8 @@ static void dispatch(struct cg_kernel *k, const char *line, size_t len, bool had
 	if (!j || (j->cancel_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
 		if (j)
 			j->cancel_fd = -1;
-		if (claimed) {
-			pthread_mutex_lock(&k->replay_lock);
-			cg_replay_forget(k->replay, req->id);
-			pthread_mutex_unlock(&k->replay_lock);
-		}
+		if (claimed)
+			release_claim(k, req->id);
 		err = cg_reply_new(CG_R_OUT_OF_MEMORY, "{s:s}", "doing", "accepting the call");
 		cg_reply_set_trace(err, trace);
 		ev_seal(k, trace, err, NULL, g);
@@ -1325,12 +1343,8 @@ static void dispatch(struct cg_kernel *k, const char *line, size_t len, bool had
 
 	if (apply_default_cwd(k, j, &err) != 0 ||
 	    cg_world_resolve(&k->world, j->req, peer, &j->call, &err) != 0) {
-		if (claimed) {
-			/* Refused as invalid: the id is not consumed (PROTOCOL.md). */
-			pthread_mutex_lock(&k->replay_lock);
-			cg_replay_forget(k->replay, j->req->id);
-			pthread_mutex_unlock(&k->replay_lock);
-		}
+		if (claimed)
+			release_claim(k, j->req->id); /* refused as invalid: not consumed */
 		cg_reply_set_trace(err, trace);
 		ev_seal(k, trace, err, NULL, j->gen);
 		answer_reply(respond, cookie, j->req->id, trace, err);
@@ -1413,13 +1427,7 @@ static void dispatch(struct cg_kernel *k, const char *line, size_t len, bool had
 		atomic_fetch_add(&j->refs, 1);
 		*job_out = j;
 	}
-	active_add(k, j);
-	if (k->queue_tail)
-		k->queue_tail->next = j;
-	else
-		k->queue_head = j;
-	k->queue_tail = j;
-	pthread_cond_signal(&k->cond);
+	enqueue_locked(k, j);
 	pthread_mutex_unlock(&k->lock);
 	return;
 
@@ -1438,6 +1446,8 @@ void cg_kernel_submit(struct cg_kernel *k, const char *line, size_t len, bool ha
 
 /* ---- the admin side -------------------------------------------------------- */
 
+static struct cg_reply *reload(struct cg_kernel *k, bool *ok);
+
 /* Answer an admin request: reply JSON (consumed) plus the request's id. */
 static void admin_answer(cg_respond_fn respond, void *cookie, const char *id, struct cg_reply *r)
 {
@@ -1448,32 +1458,43 @@ static void admin_answer(cg_respond_fn respond, void *cookie, const char *id, st
 }
 
 /*
- * A human approved an agent's grant request: open it now (its ttl counts from
- * here). Returns the reply the agent gets. Caller holds k->lock.
+ * Validate spec and store it as a grant opened by `opener`. Returns the CT
+ * reply: GRANT_OPENED with the grant as its data (and its id in gid), or the
+ * refusal naming what is wrong. Caller holds k->lock.
  */
-static struct cg_reply *open_requested_grant_locked(struct cg_kernel *k, struct cg_job *j,
-						    uid_t approver)
+static struct cg_reply *open_grant_locked(struct cg_kernel *k, json_t *spec, uid_t opener,
+					  char gid[40])
 {
 	struct cg_grant *g = NULL;
 	struct cg_reply *r = NULL;
-	if (cg_grant_parse(j->req->grant, approver, cg_now_wall_ns(), &g, &r) != 0)
+	gid[0] = '\0';
+	if (cg_grant_parse(spec, opener, cg_now_wall_ns(), &g, &r) != 0)
 		return r;
 	json_t *gj = cg_grant_to_json(g);
-	char gid[40];
-	snprintf(gid, sizeof(gid), "%s", cg_grant_id(g));
-	if (cg_grants_add(&k->grants, g) != 0) {
+	char id[40];
+	snprintf(id, sizeof(id), "%s", cg_grant_id(g));
+	if (!gj || cg_grants_add(&k->grants, g) != 0) { /* add frees g when full */
+		if (!gj)
+			cg_grant_free(g);
 		json_decref(gj);
 		return cg_reply_new(CG_R_GRANT_STORE_FULL, "{s:I}", "limit",
 				    (json_int_t)k->grants.n);
 	}
 	json_t *st = json_array_get(json_object_get(gj, "pipeline"), 0);
-	r = cg_reply_new(CG_R_GRANT_OPENED, "{s:s,s:s,s:O,s:O}", "grant_id", gid, "exe",
+	r = cg_reply_new(CG_R_GRANT_OPENED, "{s:s,s:s,s:O,s:O}", "grant_id", id, "exe",
 			 json_string_value(json_object_get(st, "exe")), "uses",
 			 json_object_get(gj, "uses_left"), "expires",
 			 json_object_get(gj, "expires"));
 	cg_reply_set_data(r, gj);
-	snprintf(j->grant_id, sizeof(j->grant_id), "%s", gid);
+	memcpy(gid, id, sizeof(id));
 	return r;
+}
+
+/* A human approved an agent's grant request: open it now (its ttl counts from here). */
+static struct cg_reply *open_requested_grant_locked(struct cg_kernel *k, struct cg_job *j,
+						    uid_t approver)
+{
+	return open_grant_locked(k, j->req->grant, approver, j->grant_id);
 }
 
 /* Approve pending call `id` as uid, bound to sha. Caller holds k->lock. */
@@ -1573,62 +1594,38 @@ void cg_kernel_admin(struct cg_kernel *k, const char *line, size_t len, const st
 		pthread_mutex_unlock(&k->lock);
 		r = cg_reply_new(CG_R_DENIAL_RECORDED, "{s:s}", "id", target);
 	} else if (strcmp(action, "grant_open") == 0) {
-		struct cg_grant *g = NULL;
-		if (cg_grant_parse(json_object_get(rq, "grant"), peer->uid, cg_now_wall_ns(), &g,
-				   &r) != 0)
-			goto answer;
-		json_t *gj = cg_grant_to_json(g);
 		char gid[40];
-		snprintf(gid, sizeof(gid), "%s", cg_grant_id(g));
 		pthread_mutex_lock(&k->lock);
-		int rc = cg_grants_add(&k->grants, g);
-		size_t n = k->grants.n;
-		pthread_mutex_unlock(&k->lock);
-		if (rc != 0) {
-			json_decref(gj);
-			r = cg_reply_new(CG_R_GRANT_STORE_FULL, "{s:I}", "limit", (json_int_t)n);
-			goto answer;
+		r = open_grant_locked(k, json_object_get(rq, "grant"), peer->uid, gid);
+		/*
+		 * The approver's `g`: the grant was opened for the call shown (bound to
+		 * its hash), which then runs under it. Not for an agent's own grant
+		 * request, which is answered with y or not at all.
+		 */
+		struct cg_pending *p =
+		    gid[0] && target ? cg_approvals_find(&k->approvals, target) : NULL;
+		const char *sha = json_string_value(json_object_get(rq, "request_sha256"));
+		if (p && !((struct cg_job *)p->job)->grant_request && sha &&
+		    strcmp(sha, p->request_sha256) == 0) {
+			struct cg_job *j = p->job;
+			struct cg_grant *mg =
+			    cg_grants_match(&k->grants, &j->call, cg_now_wall_ns());
+			if (mg) {
+				use_grant_locked(k, j, mg, &peer->uid);
+				settle_locked(k, j, NULL);
+			}
 		}
-		json_t *st = json_array_get(json_object_get(gj, "pipeline"), 0);
-		r = cg_reply_new(CG_R_GRANT_OPENED, "{s:s,s:s,s:O,s:O}", "grant_id", gid, "exe",
-				 json_string_value(json_object_get(st, "exe")), "uses",
-				 json_object_get(gj, "uses_left"), "expires",
-				 json_object_get(gj, "expires"));
-		/* The grant is evidence too: who opened what, for how long. */
+		pthread_mutex_unlock(&k->lock);
+		/* Opening a grant is evidence too: who opened what, for how long. */
 		char trace[40];
-		if (cg_uuid4(trace, sizeof(trace)) == 0) {
+		if (gid[0] && cg_uuid4(trace, sizeof(trace)) == 0) {
 			ev_note(k, trace, CG_EV_REQUEST,
-				json_pack("{s:s,s:O,s:i}", "admin", "grant_open", "grant", gj,
+				json_pack("{s:s,s:O?,s:i}", "admin", "grant_open", "grant", r->data,
 					  "uid", (int)peer->uid));
 			struct gen *gg = gen_get(k);
 			cg_reply_set_trace(r, trace);
 			ev_seal(k, trace, r, NULL, gg);
 			gen_put(gg);
-		}
-		cg_reply_set_data(r, gj);
-		/* The approver's `g`: open the grant and let the call shown run under it. */
-		if (target) {
-			pthread_mutex_lock(&k->lock);
-			struct cg_pending *p = cg_approvals_find(&k->approvals, target);
-			struct cg_grant *mg = NULL;
-			if (p) {
-				struct cg_job *j = p->job;
-				const char *sha =
-				    json_string_value(json_object_get(rq, "request_sha256"));
-				if (sha && strcmp(sha, p->request_sha256) == 0 &&
-				    (mg =
-					 cg_grants_match(&k->grants, &j->call, cg_now_wall_ns()))) {
-					snprintf(j->grant_id, sizeof(j->grant_id), "%s",
-						 cg_grant_id(mg));
-					int64_t left = cg_grant_use(&k->grants, mg);
-					ev_note(k, j->trace_id, CG_EV_APPROVAL_ANS,
-						json_pack("{s:s,s:s,s:I,s:i}", "outcome", "grant",
-							  "grant_id", j->grant_id, "uses_left",
-							  (json_int_t)left, "uid", (int)peer->uid));
-					settle_locked(k, j, NULL);
-				}
-			}
-			pthread_mutex_unlock(&k->lock);
 		}
 	} else if (strcmp(action, "grant_list") == 0) {
 		pthread_mutex_lock(&k->lock);
@@ -1650,16 +1647,8 @@ void cg_kernel_admin(struct cg_kernel *k, const char *line, size_t len, const st
 		r = rc == 0 ? cg_reply_new(CG_R_GRANT_CLOSED, "{s:s}", "grant_id", gid)
 			    : cg_reply_new(CG_R_GRANT_NOT_FOUND, "{s:s}", "grant_id", gid);
 	} else if (strcmp(action, "reload") == 0) {
-		char *res = NULL;
-		int rc = cg_kernel_reload(k, &res);
-		json_t *rj = res ? json_loads(res, 0, NULL) : NULL;
-		free(res);
-		const struct cg_reply_def *d =
-		    cg_reply_find_code(json_string_value(json_object_get(rj, "code")));
-		r = cg_reply_new_params(
-		    d ? d->id : (rc == 0 ? CG_R_POLICY_RELOADED : CG_R_POLICY_LOAD_FAILED),
-		    json_incref(json_object_get(rj, "params")));
-		json_decref(rj);
+		bool ok;
+		r = reload(k, &ok);
 	} else {
 		r = cg_reply_new(CG_R_ADMIN_REQUEST_INVALID, "{s:s}", "detail",
 				 "unknown action (ping, pending, approve, deny, grant_open, "
@@ -1849,27 +1838,37 @@ fail:
 	return -1;
 }
 
-int cg_kernel_reload(struct cg_kernel *k, char **result_json)
+/*
+ * Swap in a freshly loaded policy generation. A policy that fails to load
+ * leaves the old one in force. Returns the reply (caller frees); *ok tells.
+ */
+static struct cg_reply *reload(struct cg_kernel *k, bool *ok)
 {
 	struct cg_reply *r = NULL;
 	struct gen *g = NULL;
-	int rc = -1;
-	if (gen_load(k, &g, &r) == 0) {
-		pthread_mutex_lock(&k->gen_lock);
-		g->number = ++k->gen_seq;
-		struct gen *old = k->gen;
-		k->gen = g;
-		pthread_mutex_unlock(&k->gen_lock);
-		/* In-flight calls hold their own references; this drops only ours. */
-		gen_put(old);
-		r = cg_reply_new(CG_R_POLICY_RELOADED, "{s:I,s:s}", "generation",
-				 (json_int_t)g->number, "sha256", cg_policy_sha256(g->policy));
-		rc = 0;
-	}
+	*ok = false;
+	if (gen_load(k, &g, &r) != 0)
+		return r;
+	pthread_mutex_lock(&k->gen_lock);
+	g->number = ++k->gen_seq;
+	struct gen *old = k->gen;
+	k->gen = g;
+	pthread_mutex_unlock(&k->gen_lock);
+	/* In-flight calls hold their own references; this drops only ours. */
+	gen_put(old);
+	*ok = true;
+	return cg_reply_new(CG_R_POLICY_RELOADED, "{s:I,s:s}", "generation", (json_int_t)g->number,
+			    "sha256", cg_policy_sha256(g->policy));
+}
+
+int cg_kernel_reload(struct cg_kernel *k, char **result_json)
+{
+	bool ok;
+	struct cg_reply *r = reload(k, &ok);
 	if (result_json)
 		*result_json = reply_json_string(r);
 	cg_reply_free(r);
-	return rc;
+	return ok ? 0 : -1;
 }
 
 void cg_kernel_policy_identity(struct cg_kernel *k, char sha256_hex[65], uint64_t *generation)

@@ -295,6 +295,39 @@ static void spec_canon(const struct cmdspec *s, const char **name, size_t *len)
 		}
 }
 
+/*
+ * GNU getopt_long accepts any unique prefix of a long option ("--split-s" is
+ * "--split-string"), so a rule about a flag must see it under its full name
+ * or be dodged by abbreviating it. An exact name, or a prefix of several
+ * different options (which getopt refuses), is left as written.
+ */
+static void spec_unabbrev(const struct cmdspec *s, const char **name, size_t *len)
+{
+	if (!s || *len < 3 || (*name)[0] != '-' || (*name)[1] != '-')
+		return;
+	const char *hit = NULL;
+	size_t hit_len = 0;
+	for (size_t g = 0; g <= s->n_groups; g++) {
+		const struct strs *l = g < s->n_groups ? &s->groups[g] : &s->value_flags;
+		for (size_t i = 0; i < l->n; i++) {
+			const char *c = l->v[i];
+			size_t cl = strlen(c);
+			if (cl < *len || memcmp(c, *name, *len) != 0)
+				continue;
+			if (cl == *len)
+				return; /* exact */
+			if (hit && (hit_len != cl || memcmp(hit, c, cl) != 0))
+				return; /* ambiguous */
+			hit = c;
+			hit_len = cl;
+		}
+	}
+	if (hit) {
+		*name = hit;
+		*len = hit_len;
+	}
+}
+
 static void argit_init(struct argit *it, const struct cmdspec *spec, const struct cg_stage *st)
 {
 	*it = (struct argit){ .spec = spec, .argv = st->argv, .argc = st->argc, .i = 1 };
@@ -349,6 +382,7 @@ static bool argit_next(struct argit *it, struct tok *t)
 			t->flag = true;
 			t->name = a;
 			t->name_len = eq ? (size_t)(eq - a) : strlen(a);
+			spec_unabbrev(it->spec, &t->name, &t->name_len);
 			it->i++;
 			if (eq) {
 				t->has_val = true;
@@ -575,6 +609,13 @@ static bool argtext_path(struct argtext *a, struct sctx *sc)
 		a->path[len++] = '/';
 	if (ok)
 		a->path[len] = '\0';
+	/*
+	 * A path too long to canonicalise (cwd plus a long relative argument can
+	 * be) must not read as "no match": a deny rule would then miss it. It is
+	 * an internal failure, and the decision fails closed.
+	 */
+	if (!ok)
+		sc->failed = true;
 	a->canon = ok ? 1 : -1;
 	a->plen = ok ? len : 0;
 	return ok;
@@ -592,8 +633,13 @@ static bool pred_holds(struct sctx *sc, const struct pred *pr, struct argtext *a
 	case P_WITHIN:
 	case P_BELOW:
 	case P_OUTSIDE: {
-		bool in = argtext_path(a, sc) && dir_of(pr, sc->call, dir, sizeof(dir)) &&
-			  path_within(a->path, dir, pr->kind == P_BELOW);
+		if (!argtext_path(a, sc))
+			return false; /* sc->failed is set: the stage is blocked */
+		if (!dir_of(pr, sc->call, dir, sizeof(dir))) {
+			sc->failed = true;
+			return false;
+		}
+		bool in = path_within(a->path, dir, pr->kind == P_BELOW);
 		return pr->kind == P_OUTSIDE ? !in : in;
 	}
 	case P_PATTERN:
@@ -885,42 +931,24 @@ static int decide_stage(const struct cg_policy *p, const struct cg_call *call,
  */
 static size_t wrapped_start(const struct cmdspec *spec, const struct cg_stage *st)
 {
+	/* The same option walk as every rule's, so both see the same argv. */
+	struct argit it;
+	struct tok t;
 	int64_t skip = spec->wrap_operands;
-	bool opts_done = false;
-	for (size_t i = 1; i < st->argc;) {
-		const char *a = st->argv[i];
-		if (!opts_done && a[0] == '-' && a[1] != '\0') {
-			if (a[1] == '-' && a[2] == '\0') {
-				opts_done = true;
-				i++;
-				continue;
-			}
-			if (a[1] == '-' || !spec->bundling) {
-				const char *eq = strchr(a, '=');
-				size_t n = eq ? (size_t)(eq - a) : strlen(a);
-				i += !eq && spec_value_flag(spec, a, n) ? 2 : 1;
-				continue;
-			}
-			size_t step = 1;
-			for (size_t j = 1; a[j]; j++)
-				if (spec_value_flag(spec, short_names[(unsigned char)a[j]], 2)) {
-					step = a[j + 1] ? 1 : 2; /* -n5, or -n 5 */
-					break;
-				}
-			i += step;
+	argit_init(&it, spec, st);
+	while (argit_next(&it, &t)) {
+		if (t.flag)
 			continue;
-		}
-		opts_done = true; /* the first operand ends the wrapper's options */
+		/* A wrapper's options end at its first operand (getopt's "+"). */
+		it.opts_done = true;
+		size_t at = it.i - 1;
 		if (skip > 0) {
 			skip--;
-			i++;
 			continue;
 		}
-		if (spec->wrap_assign && strchr(a, '=')) {
-			i++;
+		if (spec->wrap_assign && strchr(t.name, '='))
 			continue;
-		}
-		return i;
+		return at;
 	}
 	return 0;
 }

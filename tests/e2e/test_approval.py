@@ -8,6 +8,7 @@ the terminal approver under tmux).
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -251,6 +252,23 @@ class Approval(unittest.TestCase):
         resp = self.d.request(cgtest.make_request([["env"]], env={"LD_PRELOAD": "/x.so"}))
         self.assertEqual(resp["reply"]["code"], "MCP-VAL-I-011")
         self.assertEqual(pending(self.d), [])
+
+
+class ShutdownWithWaitingCalls(unittest.TestCase):
+    def test_sigterm_answers_a_waiting_call_and_the_daemon_exits(self):
+        d = cgtest.Daemon(flags=["--approval", "--approval-timeout", "60000"]).start()
+        try:
+            path, req = marker_call(d, "never-at-shutdown")
+            t, box = call_async(d, req)
+            wait_pending(d, 1)
+            d.proc.send_signal(signal.SIGTERM)
+            # A worker answering queued calls at shutdown must not deadlock.
+            d.proc.wait(timeout=WAIT)
+            t.join(WAIT)
+            self.assertEqual(box["resp"]["reply"]["code"], "MCP-SYS-E-003", box)
+            self.assertFalse(os.path.exists(path))
+        finally:
+            d.close()
 
 
 class Grants(unittest.TestCase):

@@ -28,6 +28,13 @@ class CliAgainstDaemon(unittest.TestCase):
     def run_cli(self, *args, **kw):
         return self.d.cli(*args, **kw)
 
+    def test_non_utf8_cwd_or_env_is_a_usage_error_never_dropped(self):
+        for args in ([b"--cwd", b"\xff"], [b"--env", b"A=\xff"]):
+            r = self.d.cli("run", "--no-privileged", *args, "--", "ls")
+            self.assertEqual(r.returncode, 64, (args, r.stderr))
+            self.assertIn(b"must be UTF-8", r.stderr)
+            self.assertEqual(r.stdout, b"", "nothing ran")
+
     def test_ping(self):
         r = self.run_cli("ping")
         self.assertEqual(r.returncode, 0, r.stderr)

@@ -157,13 +157,23 @@ class TestHook(unittest.TestCase):
             ("bash without command", self.run_hook(self.payload("Bash", {}))),
             ("cwd outside workspaces", self.run_hook(self.payload("Bash", {"command": "ls"},
                                                                   cwd="/"))),
+            # A URL whose host the fetcher would read differently from a naive
+            # parse: never judged on the wrong host, blocked instead.
+            ("backslash authority", self.run_hook(self.payload(
+                "WebFetch", {"url": "https://evil.com\\@good.com/", "prompt": "x"}))),
+            ("percent-encoded host", self.run_hook(self.payload(
+                "WebFetch", {"url": "https://evil%2Ecom/", "prompt": "x"}))),
+            ("two userinfo separators", self.run_hook(self.payload(
+                "WebFetch", {"url": "https://a@evil.com@good.com/", "prompt": "x"}))),
         ]
         for name, r in cases:
             self.assertEqual(r.returncode, 2, "%s: %r %r" % (name, r.stdout, r.stderr))
             self.assertNotIn(b"allow", r.stdout, name)
             self.assertIn(b"callgate: blocked", r.stderr, name)
         self.assertIn(b"cannot be reached", cases[0][1].stderr)
-        self.assertIn(b"WA-RES-I-004", cases[-1][1].stderr)
+        named = dict(cases)
+        self.assertIn(b"WA-RES-I-004", named["cwd outside workspaces"].stderr)
+        self.assertIn(b"no usable url", named["percent-encoded host"].stderr)
 
     def test_misconfigured_hook_blocks(self):
         r = subprocess.run([cgtest.CALLGATE, "hook", "no-such-agent"], input=b"{}",

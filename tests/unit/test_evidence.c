@@ -5,6 +5,8 @@
  * class of design/EVIDENCE.md, each asserting the failure's documented name.
  */
 #include <criterion/criterion.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -819,4 +821,22 @@ Test(evidence, approved_unknown_may_run_only_after_the_last_approval)
 	ASSERT_PASSES("timeout");
 	ASSERT_FAILS_WITH("half", "exec_despite_block");
 	ASSERT_FAILS_WITH("denied", "exec_despite_block");
+}
+
+/*
+ * Write-ahead: when the journal cannot be written, a durable append (the
+ * permit that lets a command run) MUST fail, never report success.
+ */
+Test(evidence, durable_append_fails_when_the_journal_cannot_be_written)
+{
+	struct cg_evidence *ev = open_ev(0);
+	/* Writes past 1 byte now fail with EFBIG (Criterion runs each test in its own process). */
+	signal(SIGXFSZ, SIG_IGN);
+	struct rlimit rl = { 1, 1 };
+	cr_assert_eq(setrlimit(RLIMIT_FSIZE, &rl), 0);
+	int rc = cg_evidence_append(ev, "wf", CG_EV_REQUEST, json_object(), true);
+	cr_assert_neq(rc, 0, "a durable append that was not written reported success");
+	rc = cg_evidence_append(ev, "wf", CG_EV_PERMIT, json_object(), true);
+	cr_assert_neq(rc, 0, "later durable appends fail too (the journal is failed)");
+	cg_evidence_close(ev);
 }

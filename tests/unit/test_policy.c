@@ -1248,7 +1248,7 @@ Test(policy, hostile_argv_fails_closed)
 				.workspace = "/ws/proj" };
 	struct cg_verdict v;
 	cr_assert_neq(cg_policy_rung(p, &call, &v), 0);
-	/* a path too long to canonicalise is not "below the workspace" */
+	/* a path too long to canonicalise: the rung fails (the chain blocks) */
 	size_t big = 64 * 1024;
 	char *longarg = malloc(big + 1);
 	memset(longarg, 'a', big);
@@ -1256,11 +1256,57 @@ Test(policy, hostile_argv_fails_closed)
 	argv[1] = longarg;
 	argv[2] = NULL;
 	st.argc = 2;
-	cr_assert_eq(cg_policy_rung(p, &call, &v), 0);
-	cr_assert_eq(v.decision, CG_BLOCK);
-	cr_assert_str_eq(v.rule_id, "echo");
+	cr_assert_neq(cg_policy_rung(p, &call, &v), 0);
 	free(longarg);
 	free(argv);
+	cg_policy_unref(p);
+}
+
+/*
+ * The deny direction: a relative argument whose walk from a long cwd passes
+ * the path buffer, yet ends at ~/.ssh, must not slip past a path deny rule
+ * into the allow rule after it.
+ */
+Test(policy, uncanonicalisable_path_cannot_dodge_a_deny)
+{
+	struct cg_policy *p = load_ok("version: 1\nrules:\n"
+				      "  - id: ssh\n    decision: deny\n    why: w\n"
+				      "    match: {args_any: [{path: \"**/.ssh/**\"}]}\n"
+				      "  - id: cat\n    decision: allow\n"
+				      "    match: {exe: [/usr/bin/cat]}\n");
+	char cwd[4000], arg[2000];
+	size_t o = (size_t)snprintf(cwd, sizeof(cwd), "/ws");
+	for (int d = 0; d < 18; d++) {
+		cwd[o++] = '/';
+		memset(cwd + o, 'd', 200);
+		o += 200;
+	}
+	cwd[o] = '\0';
+	o = 0;
+	for (int d = 0; d < 2; d++) {
+		memset(arg + o, 'x', 250);
+		o += 250;
+		arg[o++] = '/';
+	}
+	for (int d = 0; d < 20; d++)
+		o += (size_t)snprintf(arg + o, sizeof(arg) - o, "../");
+	o += (size_t)snprintf(arg + o, sizeof(arg) - o, ".ssh/id_rsa");
+	char *argv[] = { "/usr/bin/cat", arg, NULL };
+	struct cg_stage st = { .argc = 2, .argv = argv };
+	struct cg_resolved_stage rs = { .exe = "/usr/bin/cat", .base = "cat" };
+	struct cg_request req = { .session = "", .host = "", .n_stages = 1, .stages = &st };
+	struct cg_call call = {
+		.req = &req, .n_stages = 1, .stages = &rs, .cwd = cwd, .workspace = "/ws"
+	};
+	struct cg_verdict v;
+	int rc = cg_policy_rung(p, &call, &v);
+	cr_assert(rc != 0 || v.decision == CG_BLOCK, "rc %d decision %d rule %s", rc, v.decision,
+		  v.rule_id ? v.rule_id : "-");
+	/* The same file named briefly is denied by the path rule. */
+	argv[1] = "/ws/.ssh/id_rsa";
+	cr_assert_eq(cg_policy_rung(p, &call, &v), 0);
+	cr_assert_eq(v.decision, CG_BLOCK);
+	cr_assert_str_eq(v.rule_id, "ssh");
 	cg_policy_unref(p);
 }
 
