@@ -981,9 +981,9 @@ static void start_call(struct server *srv, const json_t *id, json_t *params)
 	if (e == 0)
 		return;
 	emit_result(id, local_failure(CG_R_SERVER_BUSY, NULL));
-	pthread_mutex_lock(&srv->lock);
-	srv->jobs[--srv->n_jobs] = NULL;
-	pthread_mutex_unlock(&srv->lock);
+	/* By pointer: a job finishing meanwhile may have moved this one to another slot. */
+	job_remove(j);
+	return;
 fail_job:
 	if (j->cancel_fd >= 0)
 		close(j->cancel_fd);

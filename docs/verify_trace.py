@@ -49,13 +49,21 @@ def read_lines(path, probs):
     return [l + b"\n" for l in lines[:-1]]
 
 
+def no_duplicates(pairs):
+    """A JSON object whose members are unique (as callgate's own parser demands)."""
+    keys = [k for k, _ in pairs]
+    if len(keys) != len(set(keys)):
+        raise ValueError("duplicate member")
+    return dict(pairs)
+
+
 def parse(line, where, probs):
     """One event line -> dict, or None (after reporting why)."""
     if not line.endswith(b'"}\n') or line[-TAIL:-TAIL + 9] != b',"hash":"':
         probs.add(where, "schema: the line does not end with the hash member")
         return None
     try:
-        e = json.loads(line)
+        e = json.loads(line, object_pairs_hook=no_duplicates)
     except ValueError as x:
         probs.add(where, "schema: not JSON (%s)" % x)
         return None
@@ -79,6 +87,7 @@ def check_trace(events, where, probs):
     """Chain and structure of one trace's events (dicts, in file order)."""
     prev, decision, permit, started, verdicts, last, end = GENESIS, None, False, False, 0, None, None
     human_ok = False  # an UNKNOWN call runs only after a grant or the last approval needed
+    asked = False  # approval.requested seen
     for n, e in enumerate(events, 1):
         at = "%s event %d" % (where, n)
         if e["tseq"] != n:
@@ -94,6 +103,11 @@ def check_trace(events, where, probs):
             probs.add(at, "structure: a trace begins with its request")
         if t == "decision":
             decision = e["payload"].get("decision")
+        if t == "approval.requested":
+            asked = True
+        if t == "approval.answered" and not asked and not (
+                decision is not None and e["payload"].get("outcome") == "grant"):
+            probs.add(at, "structure: an answer to an approval nobody requested")
         if t == "approval.answered" and decision is not None:
             p = e["payload"]
             if p.get("outcome") == "grant" or (

@@ -91,6 +91,11 @@ class McpProc:
             r = self.recv(timeout)
             if r.get("id") == self.next_id:
                 return r
+            # Notifications carry no id; a response for another id is a bug
+            # (e.g. an answer to a request that was cancelled), never skipped.
+            if "id" in r and ("result" in r or "error" in r):
+                raise AssertionError("unexpected response %r while waiting for id %r"
+                                     % (r, self.next_id))
 
     def call(self, name, arguments, timeout=TIMEOUT):
         r = self.request("tools/call", {"name": name, "arguments": arguments}, timeout)
