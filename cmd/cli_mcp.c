@@ -194,7 +194,7 @@ static json_t *decoded(const json_t *obj, const char *key, bool *lossy)
 /* A reply object for a failure the bridge itself detected. New reference. */
 static json_t *local_reply(enum cg_reply_id id, json_t *params)
 {
-	struct cg_reply *r = cg_reply_new_params(id, params);
+	struct cg_reply *r = cg_reply_build_params(id, params);
 	char trace[40];
 	json_t *j;
 

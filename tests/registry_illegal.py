@@ -23,9 +23,9 @@ fails = 0
 def compiles(extra):
     with tempfile.TemporaryDirectory() as d:
         with open(os.path.join(d, "replies.def"), "w") as f:
-            f.write(open(os.path.join(SRC, "src/replies.def")).read() + "\n" + extra + "\n")
+            f.write(open(os.path.join(SRC, "src/reply/replies.def")).read() + "\n" + extra + "\n")
         for h in ("reply.c", "reply.h"):
-            shutil.copy(os.path.join(SRC, "src", h), d)
+            shutil.copy(os.path.join(SRC, "src", "reply", h), d)
         r = subprocess.run([cc, "-std=c17", "-D_GNU_SOURCE", "-c", "-I" + d,
                             "-I" + os.path.join(SRC, "include"), os.path.join(d, "reply.c"),
                             "-o", os.path.join(d, "reply.o")], capture_output=True)

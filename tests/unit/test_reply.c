@@ -106,7 +106,7 @@ Test(reply, data_is_carried_and_replaced)
 
 Test(reply, out_of_range_id_becomes_crash_and_bad_params_never_null)
 {
-	struct cg_reply *r = cg_reply_new_params((enum cg_reply_id)99999, NULL);
+	struct cg_reply *r = cg_reply_build_params((enum cg_reply_id)99999, NULL);
 	cr_assert_eq(r->id, CG_R_SYS_CRASH);
 	cg_reply_free(r);
 	/* A params value that is not an object cannot be built: never NULL. */

@@ -705,7 +705,8 @@ static void run_job(struct cg_kernel *k, struct cg_job *j)
 		pthread_mutex_lock(&k->lock);
 		bool stopping = k->stopping;
 		pthread_mutex_unlock(&k->lock);
-		reply = cg_reply_new(stopping ? CG_R_SHUTTING_DOWN : CG_R_EXEC_CANCELLED, NULL);
+		reply = stopping ? cg_reply_new(CG_R_SHUTTING_DOWN, NULL)
+				 : cg_reply_new(CG_R_EXEC_CANCELLED, NULL);
 		goto answer;
 	}
 
@@ -1403,7 +1404,7 @@ static void dispatch(struct cg_kernel *k, const char *line, size_t len, bool had
 		if (cg_reply_registry[why].type != CG_RTYPE_D)
 			why = CG_R_DENIED_BY_RULE;
 		const char *exe = j->call.n_stages ? j->call.stages[0].exe : "";
-		struct cg_reply *r = cg_reply_new(
+		struct cg_reply *r = cg_reply_build(
 		    why, "{s:s,s:s,s:s,s:s}", "rule_id", f->rule_id ? f->rule_id : "", "layer",
 		    "EN", "why", f->why ? f->why : cg_decision_name(f->decision), "exe", exe);
 		cg_reply_set_data(r, decision_data(j));

@@ -91,7 +91,7 @@ const char *cg_status_name(enum cg_status status)
  */
 static struct cg_reply oom_reply = { .id = CG_R_OUT_OF_MEMORY };
 
-struct cg_reply *cg_reply_new_params(enum cg_reply_id id, json_t *params)
+struct cg_reply *cg_reply_build_params(enum cg_reply_id id, json_t *params)
 {
 	if ((unsigned)id >= CG_R__COUNT)
 		id = CG_R_SYS_CRASH;
@@ -108,7 +108,7 @@ struct cg_reply *cg_reply_new_params(enum cg_reply_id id, json_t *params)
 	return r;
 }
 
-struct cg_reply *cg_reply_new(enum cg_reply_id id, const char *fmt, ...)
+struct cg_reply *cg_reply_build(enum cg_reply_id id, const char *fmt, ...)
 {
 	json_t *params = NULL;
 	if (fmt) {
@@ -120,7 +120,7 @@ struct cg_reply *cg_reply_new(enum cg_reply_id id, const char *fmt, ...)
 		if (!params)
 			return &oom_reply;
 	}
-	return cg_reply_new_params(id, params);
+	return cg_reply_build_params(id, params);
 }
 
 void cg_reply_set_data(struct cg_reply *r, json_t *data)

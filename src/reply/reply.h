@@ -96,15 +96,57 @@ struct cg_reply {
 };
 
 /*
+ * The layer of each registry entry as a compile-time constant,
+ * CG_R_<KEY>_LAYER, so that ownership can be checked where a code is used.
+ */
+enum cg_reply_layer_of {
+#define CG_REPLY(L, A, T, N, ST, KEY, TPL) CG_R_##KEY##_LAYER = CG_LAYER_##L,
+#include "replies.def"
+#undef CG_REPLY
+	CG_R__LAYER_UNUSED
+};
+
+/*
+ * The layers the code being compiled may speak for, a bit per layer (WA 1,
+ * EN 2, CT 4, MCP 8). The build sets it for every folder of src/ (see
+ * src/meson.build); programs and tests, which may say anything, get all four.
+ */
+#ifndef CG_FOLDER_LAYERS
+#define CG_FOLDER_LAYERS 0xFu
+#endif
+
+/*
+ * CG_REPLY_OWNED(CG_R_KEY) is CG_R_KEY, but fails to compile where the
+ * folder's layer may not construct that code: a world-adapter file cannot
+ * emit an EN denial, an enforcement file cannot emit a WA "invalid". It
+ * takes the constant's name (it pastes _LAYER onto it), so a run-time id
+ * does not compile here: pass those through cg_reply_build().
+ */
+#define CG_REPLY_OWNED(ID)                                                                         \
+	((void)sizeof(struct {                                                                     \
+		 _Static_assert(CG_FOLDER_LAYERS & (1u << ID##_LAYER),                             \
+				"this folder's layer may not construct " #ID);                     \
+		 int ok_;                                                                          \
+	 }),                                                                                       \
+	 (ID))
+
+/*
  * Build a reply. fmt/... follow jansson's json_pack() and must yield an
  * object (or fmt may be NULL for no params). Never returns NULL: on
  * allocation failure it returns a reply for CG_R_OUT_OF_MEMORY.
  * The caller frees with cg_reply_free().
+ *
+ * cg_reply_new(CG_R_KEY, …) is the form for code that decides which reply to
+ * give: it checks ownership at compile time. cg_reply_build(id, …) takes an id
+ * decided elsewhere (a verdict's reason, a table) and passes it on; lint
+ * refuses it with a literal CG_R_ constant.
  */
-struct cg_reply *cg_reply_new(enum cg_reply_id id, const char *fmt, ...);
+struct cg_reply *cg_reply_build(enum cg_reply_id id, const char *fmt, ...);
+#define cg_reply_new(ID, ...) cg_reply_build(CG_REPLY_OWNED(ID), __VA_ARGS__)
 
 /* Same, taking ownership of an already built params object (may be NULL). */
-struct cg_reply *cg_reply_new_params(enum cg_reply_id id, json_t *params);
+struct cg_reply *cg_reply_build_params(enum cg_reply_id id, json_t *params);
+#define cg_reply_new_params(ID, P) cg_reply_build_params(CG_REPLY_OWNED(ID), P)
 
 /* Attach (and take ownership of) a data object, replacing any previous one. */
 void cg_reply_set_data(struct cg_reply *r, json_t *data);

@@ -1282,7 +1282,7 @@ int cg_evidence_open(const struct cg_evidence_config *cfg, struct cg_evidence **
 	return 0;
 fail:
 	json_decref(torn);
-	*err = cg_reply_new(fail, "{s:s, s:s}", "path", cfg->state_dir, "detail", why);
+	*err = cg_reply_build(fail, "{s:s, s:s}", "path", cfg->state_dir, "detail", why);
 	cg_evidence_close(ev);
 	return -1;
 }

@@ -160,7 +160,7 @@ static struct cg_reply *reply_echo(enum cg_reply_id id, const char *name, const 
 	char *e = echo(s, n);
 	if (!e)
 		return oom("quoting a request field");
-	struct cg_reply *r = cg_reply_new(id, "{s:s}", name, e);
+	struct cg_reply *r = cg_reply_build(id, "{s:s}", name, e);
 	free(e);
 	return r;
 }
@@ -601,10 +601,11 @@ static struct cg_reply *take_time(json_t *root, const struct cg_wire_rules *rule
 		if (!e)
 			return oom("quoting the request time");
 		json_int_t off_s = (json_int_t)(diff_ns / 1000000000LL);
+		enum cg_reply_id id =
+		    stale ? CG_REPLY_OWNED(CG_R_TIME_STALE) : CG_REPLY_OWNED(CG_R_TIME_FUTURE);
 		struct cg_reply *r =
-		    cg_reply_new(stale ? CG_R_TIME_STALE : CG_R_TIME_FUTURE, "{s:s,s:I,s:I}",
-				 "time", e, stale ? "age_s" : "ahead_s", stale ? -off_s : off_s,
-				 "window_s", (json_int_t)window_s);
+		    cg_reply_build(id, "{s:s,s:I,s:I}", "time", e, stale ? "age_s" : "ahead_s",
+				   stale ? -off_s : off_s, "window_s", (json_int_t)window_s);
 		free(e);
 		return r;
 	}

@@ -336,7 +336,7 @@ release:
 
 static char *admin_simple(const char *id, enum cg_reply_id rid, const char *action, size_t *len)
 {
-	struct cg_reply *r = cg_reply_new(rid, "{s:s}", "action", action);
+	struct cg_reply *r = cg_reply_build(rid, "{s:s}", "action", action);
 	char tid[40] = "";
 	if (cg_uuid4(tid, sizeof(tid)) == 0)
 		cg_reply_set_trace(r, tid);
@@ -408,9 +408,9 @@ static char *transport_reply(struct server *s, const char *which, size_t *len)
 	if (d && (d->id == CG_R_SERVER_BUSY || d->id == CG_R_READ_DEADLINE)) {
 		struct cg_reply *r =
 		    d->id == CG_R_SERVER_BUSY
-			? cg_reply_new(d->id, "{s:I}", "limit", (json_int_t)s->max_conns)
-			: cg_reply_new(d->id, "{s:I}", "deadline_ms",
-				       (json_int_t)(s->read_deadline_ns / 1000000));
+			? cg_reply_build(d->id, "{s:I}", "limit", (json_int_t)s->max_conns)
+			: cg_reply_build(d->id, "{s:I}", "deadline_ms",
+					 (json_int_t)(s->read_deadline_ns / 1000000));
 		if (trace)
 			cg_reply_set_trace(r, trace);
 		fixed = reply_line("", r, &flen);
