@@ -55,6 +55,30 @@ int cg_client_exit_code(const json_t *response);
 /* Parse "CMD ARGS [| CMD ARGS]…" (argv after "--") into a pipeline array. NULL on error. */
 json_t *cg_cli_pipeline(int argc, char **argv);
 
+/*
+ * Help and usage errors, one way for every subcommand. Each subcommand keeps
+ * a table of its options (terminated by a zero entry) that both its --help
+ * and its usage errors are made from, so the two cannot disagree.
+ */
+struct cg_cli_opt {
+	const char *name; /* "--cwd" */
+	const char *arg;  /* "DIR", or NULL for a flag */
+	const char *help; /* one line */
+};
+
+/* True when --help or -h appears before any "--" in argv[1..]. */
+bool cg_cli_wants_help(int argc, char **argv);
+
+/* Print usage, an optional paragraph and the option table to stdout; returns CG_EXIT_OK. */
+int cg_cli_help(const char *usage, const char *about, const struct cg_cli_opt *opts);
+
+/*
+ * Report a bad option on stderr, naming it, why (NULL: "unknown option"), and
+ * the closest valid option of opts; returns CG_EXIT_USAGE.
+ */
+int cg_cli_bad_option(const char *sub, const char *bad, const char *why,
+		      const struct cg_cli_opt *opts);
+
 /* Subcommand families; argv[0] is the subcommand name. Return the exit code. */
 int cg_cli_run(const struct cg_cli *g, int argc, char **argv);	   /* run */
 int cg_cli_ping(const struct cg_cli *g, int argc, char **argv);	   /* ping */

@@ -292,3 +292,82 @@ fail:
 	json_decref(pipe);
 	return NULL;
 }
+
+/* ---- help and usage errors ------------------------------------------------ */
+
+bool cg_cli_wants_help(int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--") == 0)
+			return false;
+		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+			return true;
+	}
+	return false;
+}
+
+int cg_cli_help(const char *usage, const char *about, const struct cg_cli_opt *opts)
+{
+	printf("usage: %s\n", usage);
+	if (about)
+		printf("\n%s\n", about);
+	if (opts && opts->name) {
+		printf("\noptions:\n");
+		for (const struct cg_cli_opt *o = opts; o->name; o++) {
+			char left[64];
+			(void)snprintf(left, sizeof(left), "%s%s%s", o->name, o->arg ? " " : "",
+				       o->arg ? o->arg : "");
+			printf("  %-26s %s\n", left, o->help);
+		}
+	}
+	printf("  %-26s %s\n", "-h, --help", "show this help and exit");
+	return CG_EXIT_OK;
+}
+
+/* Edit distance (insert, delete, substitute), capped at 64-byte inputs. */
+static size_t distance(const char *a, const char *b)
+{
+	size_t la = strnlen(a, 64), lb = strnlen(b, 64);
+	size_t row[65];
+	for (size_t j = 0; j <= lb; j++)
+		row[j] = j;
+	for (size_t i = 1; i <= la; i++) {
+		size_t diag = row[0];
+		row[0] = i;
+		for (size_t j = 1; j <= lb; j++) {
+			size_t up = row[j];
+			size_t best = diag + (a[i - 1] != b[j - 1]);
+			if (up + 1 < best)
+				best = up + 1;
+			if (row[j - 1] + 1 < best)
+				best = row[j - 1] + 1;
+			row[j] = best;
+			diag = up;
+		}
+	}
+	return row[lb];
+}
+
+int cg_cli_bad_option(const char *sub, const char *bad, const char *why,
+		      const struct cg_cli_opt *opts)
+{
+	char name[64];
+	/* "--paths=x" is judged by its name. */
+	size_t n = strcspn(bad, "=");
+	(void)snprintf(name, sizeof(name), "%.*s", (int)(n < sizeof(name) ? n : sizeof(name) - 1),
+		       bad);
+	const char *closest = NULL;
+	size_t best = (size_t)-1;
+	for (const struct cg_cli_opt *o = opts; o && o->name; o++) {
+		size_t d = distance(name, o->name);
+		if (d < best) {
+			best = d;
+			closest = o->name;
+		}
+	}
+	fprintf(stderr, "callgate %s: %s '%s'", sub, why ? why : "unknown option", name);
+	if (closest && best <= 3 && strcmp(closest, name) != 0)
+		fprintf(stderr, "; did you mean '%s'?", closest);
+	fprintf(stderr, " (see 'callgate %s --help')\n", sub);
+	return CG_EXIT_USAGE;
+}
