@@ -262,10 +262,10 @@ int main(int argc, char **argv)
 	kc.approval = approval;
 	kc.approval_timeout_ms = approval_ms;
 	struct cg_kernel *k = NULL;
-	char *err = NULL;
-	if (cg_kernel_new(&kc, &k, &err) < 0) {
-		fprintf(stderr, "callgated: cannot start: %s\n", err ? err : "kernel setup failed");
-		free(err);
+	struct cg_result why;
+	if (cg_kernel_new(&kc, &k, &why) < 0) {
+		fprintf(stderr, "callgated: cannot start: %c %s: %s\n", why.type, why.code,
+			why.message);
 		return EXIT_STARTUP;
 	}
 	char sha[65] = "";

@@ -921,12 +921,11 @@ static void handle_signals(struct server *s)
 		if (n != (ssize_t)sizeof(si))
 			return;
 		if (si.ssi_signo == SIGHUP) {
-			char *result = NULL;
-			int rc = cg_kernel_reload(s->k, &result);
-			cg_log(rc == 0 ? "info" : "error", NULL, "SIGHUP reload %s: %s",
+			struct cg_result res;
+			int rc = cg_kernel_reload(s->k, &res);
+			cg_log(rc == 0 ? "info" : "error", NULL, "SIGHUP reload %s: %c %s: %s",
 			       rc == 0 ? "succeeded" : "failed (old policy stays in force)",
-			       result ? result : "(no result)");
-			free(result);
+			       res.type, res.code, res.message);
 		} else {
 			cg_log("info", NULL, "%s received; stopping",
 			       si.ssi_signo == SIGINT ? "SIGINT" : "SIGTERM");
