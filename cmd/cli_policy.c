@@ -3,13 +3,13 @@
  * cli_policy — `callgate policy check|explain|test|dump|keygen|sign|verify`:
  * the policy author's tools. They work without a daemon.
  *
- * explain and test decide exactly as the daemon does, by running the real
- * modules in the daemon's order: the request is built as a JSON object,
- * encoded, and decoded by the wire codec (cg_wire_decode, with the policy's
- * rules); the world adapter resolves it (cg_world_resolve over the
- * --workspace directories); the chain is built by cg_policy_register_rungs;
- * cg_chain_decide folds it. So an invalid request (a dangerous env name, a
- * command that does not resolve) shows up as the I reply it would get.
+ * explain and test decide exactly as the daemon does, through the library's
+ * one gate (cg_gate_decide: decode with the policy's rules, the policy's
+ * defaults such as defaults.cwd, resolution over the --workspace
+ * directories, the chain of cg_policy_register_rungs). The request is built
+ * as a JSON object and encoded as the line a client would send. So an
+ * invalid request (a dangerous env name, a command that does not resolve)
+ * shows up as the I reply it would get.
  *
  * Exit codes (documented in callgate-policy(1)):
  *   explain: 0 ALLOW/DEGRADE, 75 UNKNOWN (deferred to a human), 77 BLOCK,
@@ -42,6 +42,7 @@
 
 #include "chain.h"
 #include "cli.h"
+#include "gate.h"
 #include "policy.h"
 #include "sign.h"
 #include "util.h"
@@ -120,6 +121,53 @@ static struct cg_policy *load_policy(const char *path)
 	return p;
 }
 
+/* ---- options and help (one table per subcommand) ------------------------ */
+
+static const struct cg_cli_opt explain_opts[] = {
+	{ "--policy", "FILE", "decide with this policy (default: the embedded one)" },
+	{ "--json", NULL, "print the decision as JSON" },
+	{ "--workspace", "DIR", "a workspace the call may work in (repeatable; default: .)" },
+	{ "--cwd", "DIR", "the request's working directory" },
+	{ "--privileged", NULL, "ask as a privileged call (the protocol's default)" },
+	{ "--no-privileged", NULL, "ask as an unprivileged call" },
+	{ "--env", "NAME=VALUE", "an environment variable of the request (repeatable)" },
+	{ "--session", "S", "the request's session" },
+	{ "--host", "H", "the request's host" },
+	{ "--reason", "TEXT", "the request's reason" },
+	{ "--uid", "N", "decide as this peer uid" },
+	{ "--gid", "N", "decide as this peer gid" },
+	{ "--actions", "JSON", "a gate request of abstract actions instead of a pipeline" },
+	{ 0 },
+};
+
+static const struct cg_cli_opt test_opts[] = {
+	{ "--workspace", "DIR", "a workspace the cases may work in (repeatable; default: .)" },
+	{ "--json", NULL, "print the results as JSON" },
+	{ "--verbose", NULL, "print passing cases too (also -v)" },
+	{ 0 },
+};
+
+static const struct cg_cli_opt check_opts[] = {
+	{ "--json", NULL, "print the findings as JSON" },
+	{ "--pubkey", "KEY", "require a valid signature by this public key" },
+	{ "--sig", "SIG", "the signature file (default: FILE.sig)" },
+	{ 0 },
+};
+
+static const struct cg_cli_opt no_opts[] = { { 0 } };
+
+static const struct cg_cli_opt sign_opts[] = {
+	{ "--key", "PRIVATE_KEY", "the Ed25519 private key to sign with" },
+	{ "--out", "SIG", "where to write the signature (default: FILE.sig)" },
+	{ 0 },
+};
+
+static const struct cg_cli_opt verify_opts[] = {
+	{ "--pubkey", "PUBLIC_KEY", "the public key the signature must verify against" },
+	{ "--sig", "SIG", "the signature file (default: FILE.sig)" },
+	{ 0 },
+};
+
 /* ---- the decision harness shared by explain and test -------------------- */
 
 /* Everything a decision needs that does not change between requests. */
@@ -127,7 +175,7 @@ struct harness {
 	struct cg_policy *policy;
 	struct cg_world world;
 	struct cg_chain chain;
-	struct cg_wire_rules rules;
+	struct cg_gate_ctx ctx; /* the gate's view of the three above */
 };
 
 static int harness_init(struct harness *h, struct cg_policy *p, const char *const *ws, size_t n_ws)
@@ -155,10 +203,7 @@ static int harness_init(struct harness *h, struct cg_policy *p, const char *cons
 		cg_world_fini(&h->world);
 		return -1;
 	}
-	const struct cg_policy_defaults *d = cg_policy_defaults(p);
-	h->rules.freshness_s = d && d->freshness_s > 0 ? d->freshness_s : CG_WIRE_FRESHNESS_S;
-	h->rules.env_allow = d ? d->env_allow : NULL;
-	h->rules.n_env_allow = d ? d->n_env_allow : 0;
+	h->ctx = (struct cg_gate_ctx){ .policy = p, .chain = &h->chain, .world = &h->world };
 	return 0;
 }
 
@@ -169,71 +214,58 @@ static void harness_fini(struct harness *h)
 
 /* The outcome of one request: either a refusal before the chain, or a fold. */
 struct outcome {
-	struct cg_reply *refusal; /* I or E reply from decode/resolve, or NULL */
+	struct cg_gate gate;	  /* the gate's result (owned) */
+	struct cg_reply *refusal; /* I or E reply from decode/resolve (in gate), or NULL */
 	struct cg_folded folded;  /* valid when refusal is NULL */
 	json_t *stages;		  /* [{argv0, exe, via_symlink}] as resolved, or NULL */
 };
 
 static void outcome_fini(struct outcome *o)
 {
-	cg_reply_free(o->refusal);
+	cg_gate_fini(&o->gate);
 	json_decref(o->stages);
 	memset(o, 0, sizeof(*o));
 }
 
 /*
- * Decide one request object (borrowed; "time" is added to a copy) as the
- * daemon would. Always fills *o; returns 0, or -1 on a local failure (OOM).
+ * Decide one request object (borrowed; "time" is added to a copy) through
+ * the library's one gate, as the daemon does. Always fills *o; returns 0, or
+ * -1 on a local failure (OOM).
  */
 static int harness_decide(struct harness *h, const json_t *request, const struct cg_peer *peer,
 			  struct outcome *o)
 {
 	memset(o, 0, sizeof(*o));
-	int rc = -1;
 	json_t *req = json_deep_copy(request);
 	if (!req)
 		return -1;
-	int64_t now = cg_now_wall_ns();
 	if (!json_object_get(req, "time")) {
 		char t[40];
-		cg_format_time(now, t, sizeof(t));
+		cg_format_time(cg_now_wall_ns(), t, sizeof(t));
 		json_object_set_new(req, "time", json_string(t));
 	}
+	/* The request as the daemon would receive it: one line, through the codec. */
 	char *line = json_dumps(req, JSON_COMPACT);
 	json_decref(req);
 	if (!line)
 		return -1;
-	h->rules.now_ns = now;
-	struct cg_request *r = NULL;
-	char *id = NULL;
-	if (cg_wire_decode(line, strlen(line), true, false, &h->rules, &r, &o->refusal, &id) != 0) {
-		free(id);
-		rc = 0;
-		goto free_line;
+	int rc =
+	    cg_gate_decide(&h->ctx, line, strlen(line), true, false, peer, NULL, NULL, &o->gate);
+	free(line);
+	if (rc != 0) {
+		o->refusal = o->gate.refusal;
+		return 0;
 	}
-	free(id);
-	struct cg_call call;
-	memset(&call, 0, sizeof(call));
-	if (cg_world_resolve(&h->world, r, peer, &call, &o->refusal) != 0) {
-		rc = 0;
-		goto free_request;
-	}
-	call.trace_id = "policy-explain";
+	o->folded = o->gate.folded;
+	const struct cg_call *call = &o->gate.call;
 	o->stages = json_array();
-	for (size_t i = 0; o->stages && i < call.n_stages; i++)
+	for (size_t i = 0; o->gate.resolved && o->stages && i < call->n_stages; i++)
 		json_array_append_new(
 		    o->stages,
-		    json_pack("{s:s,s:s,s:s,s:b}", "argv0", r->stages[i].argv[0], "found",
-			      call.stages[i].found ? call.stages[i].found : "", "exe",
-			      call.stages[i].exe, "via_symlink", call.stages[i].via_symlink));
-	cg_chain_decide(&h->chain, &call, &o->folded);
-	cg_call_fini(&call);
-	rc = 0;
-free_request:
-	cg_request_free(r);
-free_line:
-	free(line);
-	return rc;
+		    json_pack("{s:s,s:s,s:s,s:b}", "argv0", o->gate.req->stages[i].argv[0], "found",
+			      call->stages[i].found ? call->stages[i].found : "", "exe",
+			      call->stages[i].exe, "via_symlink", call->stages[i].via_symlink));
+	return 0;
 }
 
 /* "ALLOW" … "BLOCK", or "INVALID" (an I reply) / "ERROR" (an E reply). */
@@ -348,6 +380,13 @@ static int parse_id(const char *s, unsigned *out)
 
 static int cmd_explain(int argc, char **argv)
 {
+	if (cg_cli_wants_help(argc, argv))
+		return cg_cli_help(
+		    "callgate policy explain [OPTIONS] [-- CMD ARGS [| CMD ARGS]...]",
+		    "Decide one request as the daemon would, without running it.\n"
+		    "Exit: 0 ALLOW/DEGRADE, 75 UNKNOWN, 77 BLOCK, 65 invalid, 70 "
+		    "error.",
+		    explain_opts);
 	int rc = CG_EXIT_USAGE;
 	const char *policy_path = NULL, *ws[MAX_WORKSPACES];
 	size_t n_ws = 0;
@@ -372,7 +411,10 @@ static int cmd_explain(int argc, char **argv)
 		} else if (strcmp(a, "--no-privileged") == 0) {
 			json_object_set_new(req, "privileged", json_false());
 		} else if (!v) {
-			rc = usage_error("'%s' is unknown or needs a value", a);
+			rc = cg_cli_bad_option(
+			    "policy explain", a,
+			    a[0] == '-' && a[1] == '-' ? "unknown option or no value after" : NULL,
+			    explain_opts);
 			goto free_req;
 		} else if (strcmp(a, "--policy") == 0) {
 			policy_path = v;
@@ -426,7 +468,7 @@ static int cmd_explain(int argc, char **argv)
 			json_object_set_new(req, "action", json_string("gate"));
 			i++;
 		} else {
-			rc = usage_error("unknown option '%s'", a);
+			rc = cg_cli_bad_option("policy explain", a, NULL, explain_opts);
 			goto free_req;
 		}
 	}
@@ -918,6 +960,13 @@ static void note_rules(json_t *seen, const struct outcome *o)
 
 static int cmd_test(int argc, char **argv)
 {
+	if (cg_cli_wants_help(argc, argv))
+		return cg_cli_help(
+		    "callgate policy test FILE CASES.yaml [OPTIONS]",
+		    "Run a case table against a policy; every rule must be exercised.\n"
+		    "Exit: 0 all passed, 1 failures or unexercised rules, 65 does not "
+		    "load.",
+		    test_opts);
 	const char *files[2] = { NULL, NULL }, *ws[MAX_WORKSPACES];
 	size_t n_files = 0, n_ws = 0;
 	bool as_json = false, verbose = false;
@@ -932,7 +981,7 @@ static int cmd_test(int argc, char **argv)
 				return usage_error("too many --workspace options%s", "");
 			ws[n_ws++] = argv[++i];
 		} else if (a[0] == '-' && a[1]) {
-			return usage_error("unknown option '%s'", a);
+			return cg_cli_bad_option("policy test", a, NULL, test_opts);
 		} else if (n_files < 2) {
 			files[n_files++] = a;
 		} else {
@@ -1122,6 +1171,11 @@ free_doc:
 
 static int cmd_check(int argc, char **argv)
 {
+	if (cg_cli_wants_help(argc, argv))
+		return cg_cli_help("callgate policy check FILE [OPTIONS]",
+				   "Load and lint a policy. Exit: 0 clean, 1 findings, 65 does not "
+				   "load or verify.",
+				   check_opts);
 	const char *file = NULL, *pubkey = NULL, *sig = NULL;
 	bool as_json = false;
 	for (int i = 1; i < argc; i++) {
@@ -1132,7 +1186,7 @@ static int cmd_check(int argc, char **argv)
 		else if (strcmp(argv[i], "--sig") == 0 && i + 1 < argc)
 			sig = argv[++i];
 		else if (argv[i][0] == '-')
-			return usage_error("unknown option '%s'", argv[i]);
+			return cg_cli_bad_option("policy check", argv[i], NULL, check_opts);
 		else if (!file)
 			file = argv[i];
 		else
@@ -1189,10 +1243,14 @@ unref_policy:
 
 static int cmd_dump(int argc, char **argv)
 {
+	if (cg_cli_wants_help(argc, argv))
+		return cg_cli_help(
+		    "callgate policy dump [FILE]",
+		    "Print the normalised policy (default: the embedded one) as JSON.", no_opts);
 	if (argc > 2)
 		return usage_error("dump takes at most one FILE%s", "");
 	if (argc == 2 && argv[1][0] == '-')
-		return usage_error("unknown option '%s'", argv[1]);
+		return cg_cli_bad_option("policy dump", argv[1], NULL, no_opts);
 	struct cg_policy *p = load_policy(argc == 2 ? argv[1] : NULL);
 	if (!p)
 		return CG_EXIT_INVALID;
@@ -1211,6 +1269,12 @@ static int cmd_dump(int argc, char **argv)
 
 static int cmd_keygen(int argc, char **argv)
 {
+	if (cg_cli_wants_help(argc, argv))
+		return cg_cli_help(
+		    "callgate policy keygen PRIVATE_KEY PUBLIC_KEY",
+		    "Make an Ed25519 key pair for signing policies (private key mode "
+		    "0600; never overwritten).",
+		    no_opts);
 	if (argc != 3 || argv[1][0] == '-' || argv[2][0] == '-')
 		return usage_error("keygen needs PRIVATE_KEY PUBLIC_KEY%s", "");
 	struct cg_reply *err = NULL;
@@ -1228,10 +1292,12 @@ static int cmd_keygen(int argc, char **argv)
 	return CG_EXIT_OK;
 }
 
-/* Parse "--key K | --pubkey K, [--out|--sig S], FILE". */
-static int sig_args(int argc, char **argv, const char *key_opt, const char *sig_opt,
+/* Parse "--key K | --pubkey K, [--out|--sig S], FILE" (opts: the key, then the sig). */
+static int sig_args(int argc, char **argv, const char *sub, const struct cg_cli_opt *opts,
 		    const char **key, const char **sig, const char **file)
 {
+	/* opts[0] names the key, opts[1] the signature file. */
+	const char *key_opt = opts[0].name, *sig_opt = opts[1].name;
 	*key = *sig = *file = NULL;
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], key_opt) == 0 && i + 1 < argc)
@@ -1239,7 +1305,7 @@ static int sig_args(int argc, char **argv, const char *key_opt, const char *sig_
 		else if (strcmp(argv[i], sig_opt) == 0 && i + 1 < argc)
 			*sig = argv[++i];
 		else if (argv[i][0] == '-')
-			return usage_error("unknown option '%s'", argv[i]);
+			return cg_cli_bad_option(sub, argv[i], NULL, opts);
 		else if (!*file)
 			*file = argv[i];
 		else
@@ -1252,8 +1318,11 @@ static int sig_args(int argc, char **argv, const char *key_opt, const char *sig_
 
 static int cmd_sign(int argc, char **argv)
 {
+	if (cg_cli_wants_help(argc, argv))
+		return cg_cli_help("callgate policy sign --key PRIVATE_KEY [--out SIG] FILE",
+				   "Sign a policy file (a detached Ed25519 signature).", sign_opts);
 	const char *key, *sig, *file;
-	int u = sig_args(argc, argv, "--key", "--out", &key, &sig, &file);
+	int u = sig_args(argc, argv, "policy sign", sign_opts, &key, &sig, &file);
 	if (u)
 		return u;
 	struct cg_reply *err = NULL;
@@ -1269,8 +1338,13 @@ static int cmd_sign(int argc, char **argv)
 
 static int cmd_verify(int argc, char **argv)
 {
+	if (cg_cli_wants_help(argc, argv))
+		return cg_cli_help("callgate policy verify --pubkey PUBLIC_KEY [--sig SIG] FILE",
+				   "Verify a policy's signature. Exit: 0 verified, 1 missing or "
+				   "invalid, 70 unreadable.",
+				   verify_opts);
 	const char *key, *sig, *file;
-	int u = sig_args(argc, argv, "--pubkey", "--sig", &key, &sig, &file);
+	int u = sig_args(argc, argv, "policy verify", verify_opts, &key, &sig, &file);
 	if (u)
 		return u;
 	struct cg_reply *err = NULL;
@@ -1314,10 +1388,19 @@ int cg_cli_policy(const struct cg_cli *g, int argc, char **argv)
 	};
 	if (argc < 2)
 		return usage_error("missing subcommand%s", "");
-	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-		usage_error("help%s", "");
-		return CG_EXIT_OK;
-	}
+	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)
+		return cg_cli_help(
+		    "callgate policy SUBCOMMAND [OPTIONS] (SUBCOMMAND --help for more)",
+		    "The policy author's tools; they work without a daemon.\n"
+		    "  check    load and lint a policy\n"
+		    "  explain  decide one request as the daemon would\n"
+		    "  test     run a case table against a policy\n"
+		    "  dump     print the normalised policy as JSON\n"
+		    "  keygen   make a signing key pair\n"
+		    "  sign     sign a policy file\n"
+		    "  verify   verify a policy's signature\n"
+		    "See callgate-policy(1).",
+		    no_opts);
 	for (size_t i = 0; i < CG_ARRAY_LEN(subs); i++)
 		if (strcmp(argv[1], subs[i].name) == 0)
 			return subs[i].fn(argc - 1, argv + 1);

@@ -35,6 +35,33 @@ int cg_client_call(const char *socket_path, json_t *request, int64_t timeout_ms,
 	return -1;
 }
 
+/* The shared help helpers live in cmd/cli_common.c, which is not compiled in. */
+bool cg_cli_wants_help(int argc, char **argv)
+{
+	for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+			return true;
+	return false;
+}
+
+int cg_cli_help(const char *usage_line, const char *about, const struct cg_cli_opt *opts)
+{
+	(void)usage_line;
+	(void)about;
+	(void)opts;
+	return CG_EXIT_OK;
+}
+
+int cg_cli_bad_option(const char *sub, const char *bad, const char *why,
+		      const struct cg_cli_opt *opts)
+{
+	(void)sub;
+	(void)bad;
+	(void)why;
+	(void)opts;
+	return CG_EXIT_USAGE;
+}
+
 struct split_case {
 	const char *cmd;
 	const char *want; /* the pipeline as compact JSON, or NULL: opaque */
