@@ -1369,6 +1369,40 @@ static const char *layer_of(const char *code)
 	return "MCP";
 }
 
+/* The next step an agent should take, by reply type and decision (e: scratch). */
+static const char *default_step(char rtype, const char *decision, const char *trace_id, char *e,
+				size_t e_len)
+{
+	const char *step;
+	switch (rtype) {
+	case 'S':
+		step = strcmp(decision, "DEGRADE") == 0
+			   ? "Continue: the call ran within the constraints listed; stay "
+			     "within them."
+			   : "Continue: the call completed; use its result.";
+		break;
+	case 'I':
+		step = "Fix the request as the reply message says, then retry.";
+		break;
+	case 'D':
+		step = strcmp(decision, "UNKNOWN") == 0
+			   ? "Do not retry unchanged: provide the missing information, then "
+			     "gate again."
+			   : "Do not retry unchanged: ask for approval, obtain a grant, or "
+			     "make "
+			     "a narrower request.";
+		break;
+	default:
+		snprintf(e, e_len,
+			 "Stop and report trace %s to the operator; the failure was not "
+			 "caused by the request.",
+			 trace_id);
+		step = e;
+		break;
+	}
+	return step;
+}
+
 json_t *cg_verdict_normalize(const json_t *in, const char *trace_id)
 {
 	json_t *v = json_object();
@@ -1442,35 +1476,9 @@ json_t *cg_verdict_normalize(const json_t *in, const char *trace_id)
 		json_object_set_new(v, "next_steps", json_pack("[O]", next));
 	} else {
 		char e[200];
-		const char *step;
-		switch (rtype[0]) {
-		case 'S':
-			step = strcmp(decision, "DEGRADE") == 0
-				   ? "Continue: the call ran within the constraints listed; stay "
-				     "within them."
-				   : "Continue: the call completed; use its result.";
-			break;
-		case 'I':
-			step = "Fix the request as the reply message says, then retry.";
-			break;
-		case 'D':
-			step =
-			    strcmp(decision, "UNKNOWN") == 0
-				? "Do not retry unchanged: provide the missing information, then "
-				  "gate again."
-				: "Do not retry unchanged: ask for approval, obtain a grant, or "
-				  "make "
-				  "a narrower request.";
-			break;
-		default:
-			snprintf(e, sizeof(e),
-				 "Stop and report trace %s to the operator; the failure was not "
-				 "caused by the request.",
-				 trace_id);
-			step = e;
-			break;
-		}
-		json_object_set_new(v, "next_steps", json_pack("[s]", step));
+		json_object_set_new(
+		    v, "next_steps",
+		    json_pack("[s]", default_step(rtype[0], decision, trace_id, e, sizeof(e))));
 	}
 	json_t *conf = json_object_get(in, "confidence");
 	json_object_set_new(v, "confidence",
@@ -1494,6 +1502,92 @@ json_t *cg_verdict_normalize(const json_t *in, const char *trace_id)
 			json_object_set_new(v, key, json_deep_copy(x));
 	}
 	return v;
+}
+
+/* A why[] entry as verdict.json has it: its layer and rule filled in when absent. */
+static json_t *why_entry(const json_t *x, const char *layer, const char *rule)
+{
+	json_t *c = json_is_object(x) ? json_deep_copy(x) : json_pack("{s:O}", "reason", x);
+	if (c && !json_object_get(c, "layer"))
+		json_object_set_new(c, "layer", json_string(layer));
+	if (c && !json_object_get(c, "rule_id"))
+		json_object_set_new(c, "rule_id", rule ? json_string(rule) : json_null());
+	return c;
+}
+
+json_t *cg_verdict_render(const struct cg_verdict_facts *f, const char *trace_id)
+{
+	json_t *v = json_object();
+	if (!v)
+		return NULL;
+	const char *decision = "UNKNOWN"; /* fail closed: an unknown decision is not ALLOW */
+	for (size_t i = 0; f->decision && i < CG_ARRAY_LEN(decisions); i++)
+		if (strcmp(f->decision, decisions[i]) == 0)
+			decision = decisions[i];
+	const char *layer = cg_layer_name(f->layer);
+	const char *rmsg = f->message;
+	char rtype[2] = { strchr("SIDE", f->reply_type) && f->reply_type ? f->reply_type : 'E', 0 };
+	json_object_set_new(v, "trace_id", json_string(trace_id));
+	json_object_set_new(v, "decision", json_string(decision));
+	if (f->decision && strcmp(f->decision, decision) != 0)
+		json_object_set_new(v, "decision_given", json_string(f->decision));
+	char sbuf[600];
+	const char *summary = f->summary;
+	if (!summary) {
+		snprintf(sbuf, sizeof(sbuf), "%s%s%s: %s", decision, f->rule_id ? " by rule " : "",
+			 f->rule_id ? f->rule_id : "", rmsg ? rmsg : "no message");
+		summary = sbuf;
+	}
+	json_object_set_new(v, "summary", json_string(summary));
+	json_t *why = json_array(), *x;
+	size_t i;
+	json_array_foreach(f->why, i, x)
+	    json_array_append_new(why, why_entry(x, layer, f->rule_id));
+	if (why && json_array_size(why) == 0)
+		json_array_append_new(why, json_pack("{s:s?, s:s, s:s?}", "rule_id", f->rule_id,
+						     "layer", layer, "reason", rmsg));
+	json_object_set_new(v, "why", why ? why : json_array());
+	json_object_set_new(v, "constrained", as_list(f->constrained));
+	bool stops = strcmp(decision, "ALLOW") != 0 && strcmp(decision, "DEGRADE") != 0;
+	json_object_set_new(v, "blocked",
+			    stops ? json_pack("[s]", "the whole request: nothing was run")
+				  : json_array());
+	char e[200];
+	const char *step = f->next_step && *f->next_step
+			       ? f->next_step
+			       : default_step(rtype[0], decision, trace_id, e, sizeof(e));
+	json_object_set_new(v, "next_steps", json_pack("[s]", step));
+	json_object_set_new(v, "confidence", json_real(f->confidence));
+	json_object_set_new(v, "reply",
+			    json_pack("{s:s, s:s, s:s}", "type", rtype, "code",
+				      f->reply_code ? f->reply_code : "", "message",
+				      rmsg ? rmsg : ""));
+	json_object_set_new(v, "executed", json_boolean(!stops && rtype[0] == 'S'));
+	const char *key;
+	json_object_foreach(f->extra, key, x)
+	{
+		if (!json_object_get(v, key))
+			json_object_set_new(v, key, json_deep_copy(x));
+	}
+	return v;
+}
+
+int cg_evidence_seal_facts(struct cg_evidence *ev, const char *trace_id,
+			   const struct cg_verdict_facts *facts)
+{
+	if (!ev || !cg_trace_id_valid(trace_id) || strcmp(trace_id, CG_JOURNAL_TRACE) == 0) {
+		errno = EINVAL;
+		return -1;
+	}
+	struct item *it = calloc(1, sizeof(*it));
+	if (!it || !(it->verdict = cg_verdict_render(facts, trace_id))) {
+		free(it);
+		errno = ENOMEM;
+		return -1;
+	}
+	it->kind = IT_SEAL;
+	memcpy(it->trace, trace_id, strlen(trace_id) + 1);
+	return enqueue(ev, it);
 }
 
 /* Terminal-safe text: control characters (ANSI escapes included) become '?'. */

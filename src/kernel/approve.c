@@ -104,7 +104,7 @@ static void refuse_deferred(struct cg_kernel *k, struct cg_job *j, struct cg_rep
 {
 	cg_reply_set_data(r, decision_data(j));
 	answer_sealed(k, j->respond, j->cookie, j->gate.req->id, j->trace_id, r, &j->gate.folded,
-		      j->gen);
+		      j->decision, j->gen);
 }
 
 int defer_to_human(struct cg_kernel *k, struct cg_job *j, struct cg_job **job_out)
@@ -246,7 +246,7 @@ void request_grant(struct cg_kernel *k, struct cg_job *j, bool claimed, struct c
 		if (claimed)
 			release_claim(k, j->gate.req->id);
 		answer_sealed(k, j->respond, j->cookie, j->gate.req->id, j->trace_id, err, NULL,
-			      j->gen);
+			      NULL, j->gen);
 		job_put(j);
 		return;
 	}

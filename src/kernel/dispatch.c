@@ -97,7 +97,8 @@ static void answer_refused(struct cg_kernel *k, struct cg_job *j, const struct a
 	}
 	if (a->claimed)
 		release_claim(k, j->gate.req->id); /* refused as invalid: not consumed */
-	answer_sealed(k, j->respond, j->cookie, id, j->trace_id, take_refusal(j), NULL, j->gen);
+	answer_sealed(k, j->respond, j->cookie, id, j->trace_id, take_refusal(j), NULL, NULL,
+		      j->gen);
 }
 
 static void answer_ping(struct cg_kernel *k, struct cg_job *j)
@@ -105,7 +106,8 @@ static void answer_ping(struct cg_kernel *k, struct cg_job *j)
 	struct cg_reply *r = cg_reply_new(CG_R_PONG, "{s:s}", "version", CALLGATE_VERSION);
 	cg_reply_set_data(r, json_pack("{s:s,s:i,s:o}", "version", CALLGATE_VERSION, "protocol",
 				       CALLGATE_PROTOCOL, "policy", gen_policy_json(j->gen)));
-	answer_sealed(k, j->respond, j->cookie, j->gate.req->id, j->trace_id, r, NULL, j->gen);
+	answer_sealed(k, j->respond, j->cookie, j->gate.req->id, j->trace_id, r, NULL, NULL,
+		      j->gen);
 }
 
 /* A gate dry run: the decision itself is the answer; nothing runs. */
@@ -116,7 +118,8 @@ static void answer_gate(struct cg_kernel *k, struct cg_job *j)
 	    cg_reply_new(CG_R_GATE_DONE, "{s:s,s:s}", "decision", cg_decision_name(f->decision),
 			 "rule_id", f->rule_id ? f->rule_id : "");
 	cg_reply_set_data(r, json_incref(j->decision));
-	answer_sealed(k, j->respond, j->cookie, j->gate.req->id, j->trace_id, r, f, j->gen);
+	answer_sealed(k, j->respond, j->cookie, j->gate.req->id, j->trace_id, r, f, j->decision,
+		      j->gen);
 }
 
 /* The fold did not permit and no one will be asked: its EN refusal. */
@@ -125,7 +128,7 @@ static void answer_denied(struct cg_kernel *k, struct cg_job *j)
 	struct cg_reply *r = take_refusal(j);
 	cg_reply_set_data(r, decision_data(j));
 	answer_sealed(k, j->respond, j->cookie, j->gate.req->id, j->trace_id, r, &j->gate.folded,
-		      j->gen);
+		      j->decision, j->gen);
 }
 
 /* Make the job cancellable before it leaves the dispatch; answers when it cannot. */
@@ -137,7 +140,7 @@ static int accept_job(struct cg_kernel *k, struct cg_job *j, bool claimed)
 		release_claim(k, j->gate.req->id);
 	answer_sealed(k, j->respond, j->cookie, j->gate.req->id, j->trace_id,
 		      cg_reply_new(CG_R_OUT_OF_MEMORY, "{s:s}", "doing", "accepting the call"),
-		      NULL, j->gen);
+		      NULL, NULL, j->gen);
 	return -1;
 }
 
@@ -148,7 +151,8 @@ static void hand_to_worker(struct cg_kernel *k, struct cg_job *j, struct cg_job 
 	if (k->stopping) {
 		pthread_mutex_unlock(&k->lock);
 		answer_sealed(k, j->respond, j->cookie, j->gate.req->id, j->trace_id,
-			      cg_reply_new(CG_R_SHUTTING_DOWN, NULL), &j->gate.folded, j->gen);
+			      cg_reply_new(CG_R_SHUTTING_DOWN, NULL), &j->gate.folded, j->decision,
+			      j->gen);
 		job_put(j);
 		return;
 	}
@@ -209,7 +213,7 @@ static void dispatch(struct cg_kernel *k, const char *line, size_t len, bool had
 		answer_sealed(
 		    k, respond, cookie, "", trace,
 		    cg_reply_new(CG_R_OUT_OF_MEMORY, "{s:s}", "doing", "accepting the call"), NULL,
-		    g);
+		    NULL, g);
 		gen_put(g);
 		return;
 	}

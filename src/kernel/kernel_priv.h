@@ -144,9 +144,13 @@ json_t *ev_request_json(const struct cg_kernel *k, const struct cg_request *req,
 /* Note RESOLVED, one RUNG per rung and DECISION (decision borrowed) for a decided gate. */
 void ev_note_decided(struct cg_kernel *k, const char *trace, const struct cg_gate *g,
 		     json_t *decision);
-/* Record the verdict of reply and seal the trace; once per trace, on every path. */
+/*
+ * Record the verdict of reply and seal the trace; once per trace, on every
+ * path. folded is the call's fold, or NULL before the chain; decision (may
+ * be NULL) is the fold as rendered once, whose constraints are reused.
+ */
 void ev_seal(struct cg_kernel *k, const char *trace, const struct cg_reply *reply,
-	     const struct cg_folded *folded, const struct gen *g);
+	     const struct cg_folded *folded, json_t *decision, const struct gen *g);
 /* The fold plus its policy as JSON (DECISION event, gate data). New reference or NULL. */
 json_t *decision_json(const struct cg_folded *f, const struct gen *g);
 /* The decision facts every reply of a decided call carries. New reference or NULL. */
@@ -164,7 +168,7 @@ void answer_reply(cg_respond_fn respond, void *cookie, const char *id, const cha
 /* A refusal on the request path: trace set, verdict sealed, answered; reply consumed. */
 void answer_sealed(struct cg_kernel *k, cg_respond_fn respond, void *cookie, const char *id,
 		   const char *trace, struct cg_reply *reply, const struct cg_folded *folded,
-		   const struct gen *g);
+		   json_t *decision, const struct gen *g);
 
 /* ---- job.c ---- */
 

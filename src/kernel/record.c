@@ -214,8 +214,12 @@ static json_t *verdict_why(const struct cg_folded *f, const struct cg_reply_def 
 	return why;
 }
 
-static json_t *verdict_constrained(const struct cg_folded *f)
+/* The fold's constraint sets: the decision's own array when it was rendered. */
+static json_t *verdict_constrained(const struct cg_folded *f, json_t *decision)
 {
+	json_t *shared = json_object_get(decision, "constraints");
+	if (f && shared)
+		return json_incref(shared);
 	json_t *constrained = json_array();
 	for (size_t i = 0; f && constrained && i < f->n_constraints; i++)
 		json_array_append_new(constrained, cg_constraints_to_json(f->constraints[i]));
@@ -223,26 +227,44 @@ static json_t *verdict_constrained(const struct cg_folded *f)
 }
 
 void ev_seal(struct cg_kernel *k, const char *trace, const struct cg_reply *reply,
-	     const struct cg_folded *folded, const struct gen *g)
+	     const struct cg_folded *folded, json_t *decision, const struct gen *g)
 {
 	if (!k->ev)
 		return;
 	const struct cg_reply_def *d = cg_reply_def_of(reply);
 	char type[2] = { cg_rtype_char(d->type), 0 };
 	char *msg = cg_reply_message(reply);
-	const char *decision = folded		       ? cg_decision_name(folded->decision)
-			       : d->type == CG_RTYPE_S ? "ALLOW"
-						       : "BLOCK";
-	json_t *verdict = json_pack(
-	    "{s:s,s:s,s:s,s:{s:s,s:s,s:s,s:s},s:o?,s:o?,s:s,s:f,s:{s:s,s:I}}", "decision", decision,
-	    "rule_id", folded && folded->rule_id ? folded->rule_id : "", "summary",
-	    msg ? msg : d->key, "reply", "type", type, "code", d->code, "message_key", d->key,
-	    "message", msg ? msg : "", "why", verdict_why(folded, d), "constrained",
-	    verdict_constrained(folded), "next_steps", next_steps(d->type), "confidence", 1.0,
-	    "policy", "sha256", g ? cg_policy_sha256(g->policy) : "", "generation",
-	    (json_int_t)(g ? g->number : 0));
-	free(msg);
-	ev_note(k, trace, CG_EV_VERDICT, json_incref(verdict));
-	if (cg_evidence_seal(k->ev, trace, verdict) != 0)
+	struct cg_verdict_facts facts = {
+		.decision = folded		    ? cg_decision_name(folded->decision)
+			    : d->type == CG_RTYPE_S ? "ALLOW"
+						    : "BLOCK",
+		.rule_id = folded && folded->rule_id ? folded->rule_id : "",
+		.summary = msg ? msg : d->key,
+		.reply_type = type[0],
+		.reply_code = d->code,
+		.layer = d->layer,
+		.message = msg ? msg : "",
+		.why = verdict_why(folded, d),
+		.constrained = verdict_constrained(folded, decision),
+		.next_step = next_steps(d->type),
+		.confidence = 1.0,
+		.extra = json_pack("{s:{s:s,s:I}}", "policy", "sha256",
+				   g ? cg_policy_sha256(g->policy) : "", "generation",
+				   (json_int_t)(g ? g->number : 0)),
+	};
+	/* The verdict event, for the journal (its own shape, docs/evidence.md). */
+	json_t *event = json_pack(
+	    "{s:s,s:s,s:s,s:{s:s,s:s,s:s,s:s},s:O?,s:O?,s:s,s:f,s:O?}", "decision", facts.decision,
+	    "rule_id", facts.rule_id, "summary", facts.summary, "reply", "type", type, "code",
+	    d->code, "message_key", d->key, "message", facts.message, "why", facts.why,
+	    "constrained", facts.constrained, "next_steps", facts.next_step, "confidence", 1.0,
+	    "policy", json_object_get(facts.extra, "policy"));
+	ev_note(k, trace, CG_EV_VERDICT, event);
+	/* verdict.json, rendered from the same facts: nothing is parsed back. */
+	if (cg_evidence_seal_facts(k->ev, trace, &facts) != 0)
 		cg_log("error", trace, "evidence seal failed: %s", cg_errno_name(errno));
+	json_decref(facts.why);
+	json_decref(facts.constrained);
+	json_decref(facts.extra);
+	free(msg);
 }

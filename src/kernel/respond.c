@@ -62,10 +62,10 @@ void answer_reply(cg_respond_fn respond, void *cookie, const char *id, const cha
 
 void answer_sealed(struct cg_kernel *k, cg_respond_fn respond, void *cookie, const char *id,
 		   const char *trace, struct cg_reply *reply, const struct cg_folded *folded,
-		   const struct gen *g)
+		   json_t *decision, const struct gen *g)
 {
 	cg_reply_set_trace(reply, trace);
-	ev_seal(k, trace, reply, folded, g);
+	ev_seal(k, trace, reply, folded, decision, g);
 	answer_reply(respond, cookie, id, trace, reply);
 }
 
@@ -82,7 +82,7 @@ char *cg_kernel_transport_reply(struct cg_kernel *k, const char *which, size_t *
 	cg_reply_set_trace(r, trace);
 	ev_note(k, trace, CG_EV_REQUEST, json_pack("{s:s}", "transport", which));
 	struct gen *g = gen_get(k);
-	ev_seal(k, trace, r, NULL, g);
+	ev_seal(k, trace, r, NULL, NULL, g);
 	gen_put(g);
 	struct cg_response resp = { .id = "", .status = cg_reply_def_of(r)->status, .reply = r };
 	char *line = encode_response(&resp, trace, resp_len);

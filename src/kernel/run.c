@@ -293,7 +293,7 @@ static void answer_run(struct cg_kernel *k, struct cg_job *j, struct cg_reply *r
 	size_t len = 0;
 	char *line = encode_response(&resp, j->trace_id, &len);
 	free(outs);
-	ev_seal(k, j->trace_id, reply, &j->gate.folded, j->gen);
+	ev_seal(k, j->trace_id, reply, &j->gate.folded, j->decision, j->gen);
 	cg_reply_free(reply);
 	if (r->ran)
 		cg_exec_result_fini(&r->res);

@@ -20,6 +20,7 @@
 #include <jansson.h>
 
 #include "callgate.h"
+#include "evidence.h"
 #include "gate.h"
 #include "policy.h"
 #include "util.h"
@@ -429,4 +430,72 @@ Test(gate, the_admit_hook_runs_between_decode_and_resolve)
 	cr_assert_eq(g.refusal->id, CG_R_ID_REPLAYED);
 	cg_gate_fini(&g);
 	gate_fixture_fini(&f);
+}
+
+/* ---- the typed verdict ---------------------------------------------------- */
+
+/*
+ * verdict.json from typed facts must equal what normalising the same facts
+ * as JSON gave before (behaviour unchanged), for a refusal with rungs and
+ * for a success with no fold (the why[] made from the reply).
+ */
+Test(verdict, rendering_facts_equals_normalising_their_json)
+{
+	json_t *why =
+	    json_pack("[{s:s,s:s,s:s,s:s},{s:s,s:s,s:s,s:s,s:s}]", "rung", "privilege", "decision",
+		      "ALLOW", "layer", "EN", "code", "EN-EXEC-S-001", "rung", "policy", "decision",
+		      "BLOCK", "rule_id", "default-deny", "layer", "EN", "code", "EN-EXEC-D-002");
+	json_t *cons = json_pack("[{s:[s]}]", "write", "${workspace}");
+	json_t *extra = json_pack("{s:{s:s,s:i}}", "policy", "sha256", "ab", "generation", 3);
+	struct cg_verdict_facts f = { .decision = "BLOCK",
+				      .rule_id = "default-deny",
+				      .summary = "Denied.",
+				      .reply_type = 'D',
+				      .reply_code = "EN-EXEC-D-002",
+				      .layer = CG_LAYER_EN,
+				      .message = "Denied.",
+				      .why = why,
+				      .constrained = cons,
+				      .next_step = "escalate",
+				      .confidence = 1.0,
+				      .extra = extra };
+	json_t *in = json_pack("{s:s,s:s,s:s,s:{s:s,s:s,s:s,s:s},s:O,s:O,s:s,s:f,s:O}", "decision",
+			       "BLOCK", "rule_id", "default-deny", "summary", "Denied.", "reply",
+			       "type", "D", "code", "EN-EXEC-D-002", "message_key", "K", "message",
+			       "Denied.", "why", why, "constrained", cons, "next_steps", "escalate",
+			       "confidence", 1.0, "policy", json_object_get(extra, "policy"));
+	json_t *a = cg_verdict_render(&f, "t1"), *b = cg_verdict_normalize(in, "t1");
+	cr_assert(json_equal(a, b), "render and normalize differ");
+	json_decref(a);
+	json_decref(b);
+	json_decref(in);
+
+	/* A success with no fold: why[] is made from the reply and its layer. */
+	struct cg_verdict_facts s = { .decision = "ALLOW",
+				      .rule_id = "",
+				      .summary = "callgate is alive.",
+				      .reply_type = 'S',
+				      .reply_code = "MCP-SYS-S-001",
+				      .layer = CG_LAYER_MCP,
+				      .message = "callgate is alive.",
+				      .next_step = "continue",
+				      .confidence = 1.0,
+				      .extra = extra };
+	in = json_pack("{s:s,s:s,s:s,s:{s:s,s:s,s:s,s:s},s:[],s:[],s:s,s:f,s:O}", "decision",
+		       "ALLOW", "rule_id", "", "summary", "callgate is alive.", "reply", "type",
+		       "S", "code", "MCP-SYS-S-001", "message_key", "PONG", "message",
+		       "callgate is alive.", "why", "constrained", "next_steps", "continue",
+		       "confidence", 1.0, "policy", json_object_get(extra, "policy"));
+	a = cg_verdict_render(&s, "t2");
+	b = cg_verdict_normalize(in, "t2");
+	cr_assert(json_equal(a, b), "render and normalize differ (no fold)");
+	cr_assert_str_eq(json_string_value(json_object_get(
+			     json_array_get(json_object_get(a, "why"), 0), "layer")),
+			 "MCP");
+	json_decref(a);
+	json_decref(b);
+	json_decref(in);
+	json_decref(why);
+	json_decref(cons);
+	json_decref(extra);
 }
