@@ -378,131 +378,129 @@ static int parse_id(const char *s, unsigned *out)
 	return 0;
 }
 
-static int cmd_explain(int argc, char **argv)
+/* explain's command line: the request being built, and where to decide it. */
+struct explain_args {
+	const char *policy_path; /* NULL: the embedded default */
+	const char *ws[MAX_WORKSPACES];
+	size_t n_ws;
+	bool as_json;
+	struct cg_peer peer;
+	json_t *req; /* the request object (owned) */
+	json_t *env; /* its env (owned) */
+};
+
+/* --env NAME=VALUE into e->env. 0, or the usage exit code. */
+static int explain_env(struct explain_args *e, const char *v)
 {
-	if (cg_cli_wants_help(argc, argv))
-		return cg_cli_help(
-		    "callgate policy explain [OPTIONS] [-- CMD ARGS [| CMD ARGS]...]",
-		    "Decide one request as the daemon would, without running it.\n"
-		    "Exit: 0 ALLOW/DEGRADE, 75 UNKNOWN, 77 BLOCK, 65 invalid, 70 "
-		    "error.",
-		    explain_opts);
-	int rc = CG_EXIT_USAGE;
-	const char *policy_path = NULL, *ws[MAX_WORKSPACES];
-	size_t n_ws = 0;
-	bool as_json = false;
-	struct cg_peer peer = { .pid = getpid(), .uid = getuid(), .gid = getgid() };
-	json_t *req = json_object(), *env = json_object();
-	if (!req || !env) {
-		rc = CG_EXIT_ERROR;
-		goto free_req;
+	const char *eq = strchr(v, '=');
+	if (!eq || eq == v)
+		return usage_error("--env needs NAME=VALUE, not '%s'", v);
+	char name[256];
+	size_t nl = (size_t)(eq - v);
+	if (nl >= sizeof(name))
+		return usage_error("--env name too long: '%s'", v);
+	memcpy(name, v, nl);
+	name[nl] = '\0';
+	json_object_set_new(e->env, name, json_string(eq + 1));
+	return 0;
+}
+
+/* One option that takes value v. 0, or the usage exit code. */
+static int explain_option(struct explain_args *e, const char *a, const char *v)
+{
+	if (strcmp(a, "--policy") == 0) {
+		e->policy_path = v;
+	} else if (strcmp(a, "--workspace") == 0) {
+		if (e->n_ws == MAX_WORKSPACES)
+			return usage_error("too many --workspace options%s", "");
+		e->ws[e->n_ws++] = v;
+	} else if (strcmp(a, "--cwd") == 0 || strcmp(a, "--session") == 0 ||
+		   strcmp(a, "--host") == 0 || strcmp(a, "--reason") == 0) {
+		json_object_set_new(e->req, a + 2, json_string(v));
+	} else if (strcmp(a, "--env") == 0) {
+		return explain_env(e, v);
+	} else if (strcmp(a, "--uid") == 0 || strcmp(a, "--gid") == 0) {
+		unsigned id;
+		if (parse_id(v, &id) != 0)
+			return usage_error("not a uid/gid: '%s'", v);
+		if (a[2] == 'u')
+			e->peer.uid = id;
+		else
+			e->peer.gid = id;
+	} else if (strcmp(a, "--actions") == 0) {
+		json_error_t je;
+		json_t *acts = json_loads(v, JSON_REJECT_DUPLICATES, &je);
+		if (!acts)
+			return usage_error("--actions is not JSON: %s", je.text);
+		json_object_set_new(e->req, "actions", acts);
+		json_object_set_new(e->req, "action", json_string("gate"));
+	} else {
+		return cg_cli_bad_option("policy explain", a, NULL, explain_opts);
 	}
+	return 0;
+}
+
+/* Parse explain's command line into e (whose req and env exist). 0, or the exit code. */
+static int explain_parse(int argc, char **argv, struct explain_args *e)
+{
 	int i = 1;
 	for (; i < argc; i++) {
 		const char *a = argv[i];
 		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+		int rc = 0;
 		if (strcmp(a, "--") == 0) {
 			i++;
 			break;
 		} else if (strcmp(a, "--json") == 0) {
-			as_json = true;
+			e->as_json = true;
 		} else if (strcmp(a, "--privileged") == 0) {
-			json_object_set_new(req, "privileged", json_true());
+			json_object_set_new(e->req, "privileged", json_true());
 		} else if (strcmp(a, "--no-privileged") == 0) {
-			json_object_set_new(req, "privileged", json_false());
+			json_object_set_new(e->req, "privileged", json_false());
 		} else if (!v) {
-			rc = cg_cli_bad_option(
+			return cg_cli_bad_option(
 			    "policy explain", a,
 			    a[0] == '-' && a[1] == '-' ? "unknown option or no value after" : NULL,
 			    explain_opts);
-			goto free_req;
-		} else if (strcmp(a, "--policy") == 0) {
-			policy_path = v;
-			i++;
-		} else if (strcmp(a, "--workspace") == 0) {
-			if (n_ws == MAX_WORKSPACES) {
-				rc = usage_error("too many --workspace options%s", "");
-				goto free_req;
-			}
-			ws[n_ws++] = v;
-			i++;
-		} else if (strcmp(a, "--cwd") == 0 || strcmp(a, "--session") == 0 ||
-			   strcmp(a, "--host") == 0 || strcmp(a, "--reason") == 0) {
-			json_object_set_new(req, a + 2, json_string(v));
-			i++;
-		} else if (strcmp(a, "--env") == 0) {
-			const char *eq = strchr(v, '=');
-			if (!eq || eq == v) {
-				rc = usage_error("--env needs NAME=VALUE, not '%s'", v);
-				goto free_req;
-			}
-			char name[256];
-			size_t nl = (size_t)(eq - v);
-			if (nl >= sizeof(name)) {
-				rc = usage_error("--env name too long: '%s'", v);
-				goto free_req;
-			}
-			memcpy(name, v, nl);
-			name[nl] = '\0';
-			json_object_set_new(env, name, json_string(eq + 1));
-			i++;
-		} else if (strcmp(a, "--uid") == 0 || strcmp(a, "--gid") == 0) {
-			unsigned id;
-			if (parse_id(v, &id) != 0) {
-				rc = usage_error("not a uid/gid: '%s'", v);
-				goto free_req;
-			}
-			if (a[2] == 'u')
-				peer.uid = id;
-			else
-				peer.gid = id;
-			i++;
-		} else if (strcmp(a, "--actions") == 0) {
-			json_error_t je;
-			json_t *acts = json_loads(v, JSON_REJECT_DUPLICATES, &je);
-			if (!acts) {
-				rc = usage_error("--actions is not JSON: %s", je.text);
-				goto free_req;
-			}
-			json_object_set_new(req, "actions", acts);
-			json_object_set_new(req, "action", json_string("gate"));
-			i++;
+		} else if ((rc = explain_option(e, a, v)) != 0) {
+			return rc;
 		} else {
-			rc = cg_cli_bad_option("policy explain", a, NULL, explain_opts);
-			goto free_req;
+			i++;
 		}
 	}
 	if (i < argc) {
 		json_t *pipe = cg_cli_pipeline(argc - i, argv + i);
-		if (!pipe) {
-			rc = usage_error("bad pipeline after --%s (empty stage or not UTF-8)", "");
-			goto free_req;
-		}
-		json_object_set_new(req, "pipeline", pipe);
-	} else if (!json_object_get(req, "actions")) {
-		rc = usage_error("nothing to explain: give -- CMD ARGS or --actions%s", "");
-		goto free_req;
+		if (!pipe)
+			return usage_error("bad pipeline after --%s (empty stage or not UTF-8)",
+					   "");
+		json_object_set_new(e->req, "pipeline", pipe);
+	} else if (!json_object_get(e->req, "actions")) {
+		return usage_error("nothing to explain: give -- CMD ARGS or --actions%s", "");
 	}
-	if (json_object_size(env) > 0)
-		json_object_set(req, "env", env);
+	if (json_object_size(e->env) > 0)
+		json_object_set(e->req, "env", e->env);
+	return 0;
+}
 
-	struct cg_policy *p = load_policy(policy_path);
-	if (!p) {
-		rc = CG_EXIT_INVALID;
-		goto free_req;
-	}
+/* Decide e's request through the gate and print it. Returns the exit code. */
+static int explain_run(const struct explain_args *e)
+{
+	int rc;
+	struct cg_policy *p = load_policy(e->policy_path);
+	if (!p)
+		return CG_EXIT_INVALID;
 	struct harness h;
-	if (harness_init(&h, p, ws, n_ws) != 0) {
+	if (harness_init(&h, p, e->ws, e->n_ws) != 0) {
 		rc = CG_EXIT_ERROR;
 		goto unref_policy;
 	}
 	struct outcome o;
-	if (harness_decide(&h, req, &peer, &o) != 0) {
+	if (harness_decide(&h, e->req, &e->peer, &o) != 0) {
 		fprintf(stderr, "callgate policy: out of memory\n");
 		rc = CG_EXIT_ERROR;
 		goto fini_harness;
 	}
-	if (as_json) {
+	if (e->as_json) {
 		json_t *j = outcome_to_json(&o);
 		if (j) {
 			json_object_set_new(j, "policy",
@@ -520,9 +518,26 @@ fini_harness:
 	harness_fini(&h);
 unref_policy:
 	cg_policy_unref(p);
-free_req:
-	json_decref(env);
-	json_decref(req);
+	return rc;
+}
+
+static int cmd_explain(int argc, char **argv)
+{
+	if (cg_cli_wants_help(argc, argv))
+		return cg_cli_help(
+		    "callgate policy explain [OPTIONS] [-- CMD ARGS [| CMD ARGS]...]",
+		    "Decide one request as the daemon would, without running it.\n"
+		    "Exit: 0 ALLOW/DEGRADE, 75 UNKNOWN, 77 BLOCK, 65 invalid, 70 "
+		    "error.",
+		    explain_opts);
+	struct explain_args e = { .peer = { .pid = getpid(), .uid = getuid(), .gid = getgid() },
+				  .req = json_object(),
+				  .env = json_object() };
+	int rc = !e.req || !e.env ? CG_EXIT_ERROR : explain_parse(argc, argv, &e);
+	if (rc == 0)
+		rc = explain_run(&e);
+	json_decref(e.env);
+	json_decref(e.req);
 	return rc;
 }
 
@@ -958,47 +973,57 @@ static void note_rules(json_t *seen, const struct outcome *o)
 		json_object_set_new(seen, o->folded.rule_id, json_true());
 }
 
-static int cmd_test(int argc, char **argv)
+/* test's command line. */
+struct test_args {
+	const char *files[2]; /* the policy and the case table */
+	const char *ws[MAX_WORKSPACES];
+	size_t n_ws;
+	bool as_json, verbose;
+};
+
+/* 0, or the usage exit code. */
+static int test_parse(int argc, char **argv, struct test_args *t)
 {
-	if (cg_cli_wants_help(argc, argv))
-		return cg_cli_help(
-		    "callgate policy test FILE CASES.yaml [OPTIONS]",
-		    "Run a case table against a policy; every rule must be exercised.\n"
-		    "Exit: 0 all passed, 1 failures or unexercised rules, 65 does not "
-		    "load.",
-		    test_opts);
-	const char *files[2] = { NULL, NULL }, *ws[MAX_WORKSPACES];
-	size_t n_files = 0, n_ws = 0;
-	bool as_json = false, verbose = false;
+	size_t n_files = 0;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		if (strcmp(a, "--json") == 0) {
-			as_json = true;
+			t->as_json = true;
 		} else if (strcmp(a, "--verbose") == 0 || strcmp(a, "-v") == 0) {
-			verbose = true;
+			t->verbose = true;
 		} else if (strcmp(a, "--workspace") == 0 && i + 1 < argc) {
-			if (n_ws == MAX_WORKSPACES)
+			if (t->n_ws == MAX_WORKSPACES)
 				return usage_error("too many --workspace options%s", "");
-			ws[n_ws++] = argv[++i];
+			t->ws[t->n_ws++] = argv[++i];
 		} else if (a[0] == '-' && a[1]) {
 			return cg_cli_bad_option("policy test", a, NULL, test_opts);
 		} else if (n_files < 2) {
-			files[n_files++] = a;
+			t->files[n_files++] = a;
 		} else {
 			return usage_error("unexpected argument '%s'", a);
 		}
 	}
 	if (n_files != 2)
 		return usage_error("test needs FILE and CASES.yaml%s", "");
+	return 0;
+}
 
-	int rc = CG_EXIT_INVALID;
+/*
+ * Load the case table at path: a list of cases, or {defaults, cases}. Every
+ * case is checked before any is decided (a typo is not a failing case).
+ * Returns the document (caller decrefs) with *cases and *defaults pointing
+ * into it, or NULL after printing why.
+ */
+static json_t *load_cases(const char *path, json_t **cases, json_t **defaults)
+{
 	char err[512] = "";
-	json_t *doc = load_yaml(files[1], err, sizeof(err));
+	json_t *doc = load_yaml(path, err, sizeof(err));
 	if (!doc) {
 		fprintf(stderr, "callgate policy: cases: %s\n", err);
-		return CG_EXIT_INVALID;
+		return NULL;
 	}
-	json_t *cases = doc, *defaults = NULL;
+	*cases = doc;
+	*defaults = NULL;
 	if (json_is_object(doc)) {
 		const char *k;
 		json_t *v;
@@ -1010,25 +1035,24 @@ static int cmd_test(int argc, char **argv)
 				goto free_doc;
 			}
 		}
-		cases = json_object_get(doc, "cases");
-		defaults = json_object_get(doc, "defaults");
-		if (defaults && !json_is_object(defaults)) {
+		*cases = json_object_get(doc, "cases");
+		*defaults = json_object_get(doc, "defaults");
+		if (*defaults && !json_is_object(*defaults)) {
 			fprintf(stderr, "callgate policy: cases: 'defaults' must be a mapping\n");
 			goto free_doc;
 		}
 	}
-	if (!json_is_array(cases) || json_array_size(cases) == 0 ||
-	    json_array_size(cases) > MAX_CASES) {
+	if (!json_is_array(*cases) || json_array_size(*cases) == 0 ||
+	    json_array_size(*cases) > MAX_CASES) {
 		fprintf(stderr, "callgate policy: cases: expected a non-empty list of cases (or "
 				"{defaults, cases})\n");
 		goto free_doc;
 	}
-	/* Validate every case before deciding any: a typo is not a failing case. */
 	size_t idx;
 	json_t *c;
-	json_array_foreach(cases, idx, c)
+	json_array_foreach(*cases, idx, c)
 	{
-		json_t *m = case_with_defaults(c, defaults);
+		json_t *m = case_with_defaults(c, *defaults);
 		int bad = m ? case_check(m, err, sizeof(err)) : -1;
 		json_decref(m);
 		if (bad) {
@@ -1038,108 +1062,126 @@ static int cmd_test(int argc, char **argv)
 			goto free_doc;
 		}
 	}
+	return doc;
+free_doc:
+	json_decref(doc);
+	return NULL;
+}
 
-	struct cg_policy *p = load_policy(files[0]);
-	if (!p)
-		goto free_doc;
-	struct harness h;
-	if (harness_init(&h, p, ws, n_ws) != 0) {
-		rc = CG_EXIT_ERROR;
-		goto unref_policy;
-	}
-	json_t *seen = json_object(), *results = json_array();
-	size_t n_fail = 0, n_skip = 0;
-	json_array_foreach(cases, idx, c)
-	{
-		json_t *m = case_with_defaults(c, defaults);
-		const char *missing = NULL;
-		if (m && !case_requirements_met(m, &missing)) {
-			char label[200];
-			case_label(c, idx, label, sizeof(label));
-			if (!as_json)
-				printf("skip %s: needs '%s', which is not on the controlled PATH\n",
-				       label, missing);
-			n_skip++;
-			json_decref(m);
-			continue;
-		}
-		json_t *req = m ? case_request(m) : NULL;
-		const json_t *pj = json_object_get(m, "peer");
-		struct cg_peer peer = { .pid = getpid(), .uid = getuid(), .gid = getgid() };
-		if (json_object_get(pj, "uid"))
-			peer.uid = (uid_t)json_integer_value(json_object_get(pj, "uid"));
-		if (json_object_get(pj, "gid"))
-			peer.gid = (gid_t)json_integer_value(json_object_get(pj, "gid"));
-		struct outcome o;
-		if (!req || harness_decide(&h, req, &peer, &o) != 0) {
-			fprintf(stderr, "callgate policy: out of memory\n");
-			json_decref(req);
-			json_decref(m);
-			rc = CG_EXIT_ERROR;
-			goto free_results;
-		}
-		note_rules(seen, &o);
+/* The running totals of a table. */
+struct tally {
+	json_t *seen;	 /* rule ids some verdict named */
+	json_t *results; /* --json: one object per case */
+	size_t n_fail, n_skip;
+};
+
+/* Does the outcome meet the case m's expectations? */
+static bool case_passes(const json_t *m, const struct outcome *o)
+{
+	const char *want = json_string_value(json_object_get(m, "expect"));
+	const char *want_rule = json_string_value(json_object_get(m, "rule"));
+	const char *want_code = json_string_value(json_object_get(m, "code"));
+	const json_t *want_appr = json_object_get(m, "approvers");
+	if (strcmp(want, outcome_name(o)) != 0)
+		return false;
+	if (want_rule && !rule_matches(o, want_rule))
+		return false;
+	if (want_code && strcmp(want_code, outcome_code(o)) != 0)
+		return false;
+	if (want_appr && (o->refusal || o->folded.decision != CG_UNKNOWN ||
+			  json_integer_value(want_appr) != o->folded.approvers))
+		return false;
+	return true;
+}
+
+/* Report one decided case. */
+static void case_report(const struct test_args *t, const json_t *m, const char *label,
+			const struct outcome *o, bool pass, struct tally *ty)
+{
+	char rules[256];
+	deciding_rules(o, rules, sizeof(rules));
+	if (t->as_json) {
+		json_array_append_new(ty->results,
+				      json_pack("{s:s,s:b,s:s,s:s,s:s}", "case", label, "pass",
+						pass, "decision", outcome_name(o), "rules", rules,
+						"code", outcome_code(o)));
+	} else if (!pass) {
 		const char *want = json_string_value(json_object_get(m, "expect"));
 		const char *want_rule = json_string_value(json_object_get(m, "rule"));
 		const char *want_code = json_string_value(json_object_get(m, "code"));
-		const json_t *want_appr = json_object_get(m, "approvers");
-		bool pass = strcmp(want, outcome_name(&o)) == 0;
-		if (want_rule && !rule_matches(&o, want_rule))
-			pass = false;
-		char rules[256];
-		deciding_rules(&o, rules, sizeof(rules));
-		if (want_code && strcmp(want_code, outcome_code(&o)) != 0)
-			pass = false;
-		if (want_appr && (o.refusal || o.folded.decision != CG_UNKNOWN ||
-				  json_integer_value(want_appr) != o.folded.approvers))
-			pass = false;
-		char label[200];
-		case_label(c, idx, label, sizeof(label));
-		if (!pass) {
-			n_fail++;
-			if (!as_json) {
-				char *msg = o.refusal ? cg_reply_message(o.refusal) : NULL;
-				printf("FAIL %s: expected %s%s%s%s%s, got %s rule %s (%s)%s%s\n",
-				       label, want, want_rule ? " rule " : "",
-				       want_rule ? want_rule : "", want_code ? " code " : "",
-				       want_code ? want_code : "", outcome_name(&o), rules,
-				       outcome_code(&o), msg ? ": " : "", msg ? msg : "");
-				free(msg);
-			}
-		} else if (verbose && !as_json) {
-			printf("ok   %s: %s rule %s (%s)\n", label, outcome_name(&o), rules,
-			       outcome_code(&o));
-		}
-		if (as_json)
-			json_array_append_new(results,
-					      json_pack("{s:s,s:b,s:s,s:s,s:s}", "case", label,
-							"pass", pass, "decision", outcome_name(&o),
-							"rules", rules, "code", outcome_code(&o)));
-		outcome_fini(&o);
-		json_decref(req);
-		json_decref(m);
+		char *msg = o->refusal ? cg_reply_message(o->refusal) : NULL;
+		printf("FAIL %s: expected %s%s%s%s%s, got %s rule %s (%s)%s%s\n", label, want,
+		       want_rule ? " rule " : "", want_rule ? want_rule : "",
+		       want_code ? " code " : "", want_code ? want_code : "", outcome_name(o),
+		       rules, outcome_code(o), msg ? ": " : "", msg ? msg : "");
+		free(msg);
+	} else if (t->verbose) {
+		printf("ok   %s: %s rule %s (%s)\n", label, outcome_name(o), rules,
+		       outcome_code(o));
 	}
+}
 
-	/* Coverage: every rule of the policy must be exercised by some case. */
-	json_t *dump = cg_policy_dump(p), *unexercised = json_array();
-	size_t n_rules = 0;
-	json_t *r;
+/* Decide case c (index idx) through the gate and tally it. 0, or -1 on OOM. */
+static int run_case(struct harness *h, const struct test_args *t, json_t *c, size_t idx,
+		    json_t *defaults, struct tally *ty)
+{
+	char label[200];
+	case_label(c, idx, label, sizeof(label));
+	json_t *m = case_with_defaults(c, defaults);
+	const char *missing = NULL;
+	if (m && !case_requirements_met(m, &missing)) {
+		if (!t->as_json)
+			printf("skip %s: needs '%s', which is not on the controlled PATH\n", label,
+			       missing);
+		ty->n_skip++;
+		json_decref(m);
+		return 0;
+	}
+	json_t *req = m ? case_request(m) : NULL;
+	const json_t *pj = json_object_get(m, "peer");
+	struct cg_peer peer = { .pid = getpid(), .uid = getuid(), .gid = getgid() };
+	if (json_object_get(pj, "uid"))
+		peer.uid = (uid_t)json_integer_value(json_object_get(pj, "uid"));
+	if (json_object_get(pj, "gid"))
+		peer.gid = (gid_t)json_integer_value(json_object_get(pj, "gid"));
+	struct outcome o;
+	int rc = -1;
+	if (req && harness_decide(h, req, &peer, &o) == 0) {
+		note_rules(ty->seen, &o);
+		bool pass = case_passes(m, &o);
+		ty->n_fail += !pass;
+		case_report(t, m, label, &o, pass, ty);
+		outcome_fini(&o);
+		rc = 0;
+	}
+	json_decref(req);
+	json_decref(m);
+	return rc;
+}
+
+/* Coverage and the summary: every rule must be exercised. Returns the exit code. */
+static int test_summary(const struct test_args *t, const struct cg_policy *p, size_t n_cases,
+			const struct tally *ty)
+{
+	json_t *dump = cg_policy_dump(p), *unexercised = json_array(), *r;
+	size_t n_rules = 0, idx;
 	json_array_foreach(json_object_get(dump, "rules"), idx, r)
 	{
 		const char *id = json_string_value(json_object_get(r, "id"));
 		if (!id)
 			continue;
 		n_rules++;
-		if (!json_object_get(seen, id))
+		if (!json_object_get(ty->seen, id))
 			json_array_append_new(unexercised, json_string(id));
 	}
 	json_decref(dump);
-	size_t n_cases = json_array_size(cases), n_unex = json_array_size(unexercised);
-	if (as_json) {
-		json_t *j = json_pack(
-		    "{s:s,s:s,s:I,s:I,s:I,s:O,s:O}", "policy", cg_policy_source(p), "sha256",
-		    cg_policy_sha256(p), "cases", (json_int_t)n_cases, "failed", (json_int_t)n_fail,
-		    "rules", (json_int_t)n_rules, "unexercised", unexercised, "results", results);
+	size_t n_unex = json_array_size(unexercised);
+	if (t->as_json) {
+		json_t *j =
+		    json_pack("{s:s,s:s,s:I,s:I,s:I,s:O,s:O}", "policy", cg_policy_source(p),
+			      "sha256", cg_policy_sha256(p), "cases", (json_int_t)n_cases, "failed",
+			      (json_int_t)ty->n_fail, "rules", (json_int_t)n_rules, "unexercised",
+			      unexercised, "results", ty->results);
 		print_json(j, JSON_INDENT(2));
 		json_decref(j);
 	} else {
@@ -1151,14 +1193,56 @@ static int cmd_test(int argc, char **argv)
 		}
 		printf("%s: %zu case(s), %zu passed, %zu failed, %zu skipped; %zu of %zu rule(s) "
 		       "exercised\n",
-		       n_fail == 0 && n_unex == 0 ? "PASS" : "FAIL", n_cases,
-		       n_cases - n_fail - n_skip, n_fail, n_skip, n_rules - n_unex, n_rules);
+		       ty->n_fail == 0 && n_unex == 0 ? "PASS" : "FAIL", n_cases,
+		       n_cases - ty->n_fail - ty->n_skip, ty->n_fail, ty->n_skip, n_rules - n_unex,
+		       n_rules);
 	}
-	rc = n_fail == 0 && n_unex == 0 ? CG_EXIT_OK : EXIT_FINDINGS;
 	json_decref(unexercised);
-free_results:
-	json_decref(results);
-	json_decref(seen);
+	return ty->n_fail == 0 && n_unex == 0 ? CG_EXIT_OK : EXIT_FINDINGS;
+}
+
+static int cmd_test(int argc, char **argv)
+{
+	if (cg_cli_wants_help(argc, argv))
+		return cg_cli_help(
+		    "callgate policy test FILE CASES.yaml [OPTIONS]",
+		    "Run a case table against a policy; every rule must be exercised.\n"
+		    "Exit: 0 all passed, 1 failures or unexercised rules, 65 does not "
+		    "load.",
+		    test_opts);
+	struct test_args t = { 0 };
+	int rc = test_parse(argc, argv, &t);
+	if (rc != 0)
+		return rc;
+	json_t *cases, *defaults;
+	json_t *doc = load_cases(t.files[1], &cases, &defaults);
+	if (!doc)
+		return CG_EXIT_INVALID;
+	rc = CG_EXIT_INVALID;
+	struct cg_policy *p = load_policy(t.files[0]);
+	if (!p)
+		goto free_doc;
+	struct harness h;
+	if (harness_init(&h, p, t.ws, t.n_ws) != 0) {
+		rc = CG_EXIT_ERROR;
+		goto unref_policy;
+	}
+	struct tally ty = { .seen = json_object(), .results = json_array() };
+	size_t idx;
+	json_t *c;
+	rc = CG_EXIT_OK;
+	json_array_foreach(cases, idx, c)
+	{
+		if (run_case(&h, &t, c, idx, defaults, &ty) != 0) {
+			fprintf(stderr, "callgate policy: out of memory\n");
+			rc = CG_EXIT_ERROR;
+			break;
+		}
+	}
+	if (rc == CG_EXIT_OK)
+		rc = test_summary(&t, p, json_array_size(cases), &ty);
+	json_decref(ty.results);
+	json_decref(ty.seen);
 	harness_fini(&h);
 unref_policy:
 	cg_policy_unref(p);
