@@ -419,6 +419,30 @@ free_docs:
 	return rc;
 }
 
+/*
+ * The verdict of a trace cut short (no seal): decision as last recorded, an
+ * E reply saying why, status "incomplete". New reference, or NULL on OOM.
+ */
+static json_t *incomplete_verdict(const char *decision, const char *why, const char *trace_id)
+{
+	struct cg_verdict_facts f = {
+		.decision = decision,
+		.summary =
+		    "This trace was cut short (the daemon stopped before it was sealed); its "
+		    "events up to that moment are intact. Whether its command started is in "
+		    "events.ndjson.",
+		.reply_type = 'E',
+		.reply_code = "",
+		.layer = CG_LAYER_MCP,
+		.message = why,
+		.confidence = 1.0,
+	};
+	json_t *v = cg_verdict_render(&f, trace_id);
+	if (v)
+		json_object_set_new(v, "status", json_string("incomplete"));
+	return v;
+}
+
 /* A trace cut short by a crash (or left open at close): marked, never sealed. */
 static int do_incomplete(struct cg_evidence *ev, const char *trace, const char *why)
 {
@@ -444,14 +468,7 @@ static int do_incomplete(struct cg_evidence *ev, const char *trace, const char *
 	}
 	json_decref(p);
 	json_t *diff = json_array();
-	json_t *in = json_pack(
-	    "{s:s, s:s, s:s, s:{s:s, s:s, s:s}}", "decision", dec, "status", "incomplete",
-	    "summary",
-	    "This trace was cut short (the daemon stopped before it was sealed); its events up to "
-	    "that moment are intact. Whether its command started is in events.ndjson.",
-	    "reply", "type", "E", "code", "", "message", why);
-	json_t *verdict = in ? cg_verdict_normalize(in, trace) : NULL;
-	json_decref(in);
+	json_t *verdict = incomplete_verdict(dec, why, trace);
 	struct package *pk = calloc(1, sizeof(*pk));
 	if (!pk || !verdict || !diff) {
 		free(pk);
@@ -460,7 +477,6 @@ static int do_incomplete(struct cg_evidence *ev, const char *trace, const char *
 		errno = ENOMEM;
 		return -1;
 	}
-	json_object_set_new(verdict, "status", json_string("incomplete"));
 	memcpy(pk->trace, trace, strlen(trace) + 1);
 	pk->t = cg_smap_del(ev->traces, trace);
 	pk->verdict = verdict;
@@ -1356,10 +1372,18 @@ static json_t *as_list(json_t *v)
 	return a;
 }
 
+/*
+ * The layer of a verdict given as JSON by a caller without typed facts: the
+ * registry's, for a registry code; by its prefix only for a code the
+ * registry does not know (a foreign or older journal).
+ */
 static const char *layer_of(const char *code)
 {
 	if (!code)
 		return "MCP";
+	const struct cg_reply_def *d = cg_reply_find_code(code);
+	if (d)
+		return cg_layer_name(d->layer);
 	if (strncmp(code, "WA-", 3) == 0)
 		return "WA";
 	if (strncmp(code, "EN-", 3) == 0)
@@ -1522,7 +1546,7 @@ json_t *cg_verdict_render(const struct cg_verdict_facts *f, const char *trace_id
 		return NULL;
 	const char *decision = "UNKNOWN"; /* fail closed: an unknown decision is not ALLOW */
 	for (size_t i = 0; f->decision && i < CG_ARRAY_LEN(decisions); i++)
-		if (strcmp(f->decision, decisions[i]) == 0)
+		if (strcasecmp(f->decision, decisions[i]) == 0)
 			decision = decisions[i];
 	const char *layer = cg_layer_name(f->layer);
 	const char *rmsg = f->message;
@@ -1836,18 +1860,8 @@ int cg_trace_rebuild_package(const char *state_dir, const char *trace_id, const 
 	}
 	if (strcmp(status, "incomplete") == 0) {
 		json_decref(verdict);
-		json_t *in =
-		    json_pack("{s:s, s:s, s:{s:s, s:s, s:s}}", "decision", "UNKNOWN", "summary",
-			      "This trace was cut short (the daemon stopped before it was sealed); "
-			      "its events "
-			      "up to that moment are intact. Whether its command started is in "
-			      "events.ndjson.",
-			      "reply", "type", "E", "code", "", "message",
-			      "the daemon restarted after a crash");
-		verdict = in ? cg_verdict_normalize(in, trace_id) : NULL;
-		json_decref(in);
-		if (verdict)
-			json_object_set_new(verdict, "status", json_string("incomplete"));
+		verdict =
+		    incomplete_verdict("UNKNOWN", "the daemon restarted after a crash", trace_id);
 		diff = json_array();
 		replay = replay_doc(trace_id, "INCOMPLETE", n, diff, "trace (rebuilt)");
 	} else {
