@@ -42,6 +42,7 @@
 #include <dirent.h>
 
 #include "journal.h"
+#include "key.h"
 #include "util.h"
 
 #define DEFAULT_SEGMENT_BYTES (64ull << 20)
@@ -323,7 +324,7 @@ static int emit(struct cg_evidence *ev, const char *trace, int type, const char 
 	memcpy(line, hdr, (size_t)hn);
 	memcpy(line + hn, payload, payload_len);
 	char h[65];
-	cg_sha256_hex_of(line, (size_t)hn + payload_len, h);
+	cg_sha256_hex(line, (size_t)hn + payload_len, h);
 	memcpy(line + hn + payload_len, ",\"hash\":\"", 9);
 	memcpy(line + hn + payload_len + 9, h, 64);
 	memcpy(line + hn + payload_len + 73, "\"}\n", 3);
@@ -477,7 +478,7 @@ static int checkpoint(struct cg_evidence *ev)
 	cg_format_time(cg_now_wall_ns(), ts, sizeof(ts));
 	int m = cg_ckpt_format_msg(msg, sizeof(msg), ev->seq, ev->head, ts, ev->key_fp);
 	unsigned char sig[64];
-	if (m < 0 || cg_evkey_sign(ev->key, msg, (size_t)m, sig) < 0) {
+	if (m < 0 || cg_key_sign(ev->key, msg, (size_t)m, sig) < 0) {
 		errno = EIO;
 		return -1;
 	}
@@ -894,7 +895,7 @@ static int set_aside(struct cg_evidence *ev, const char *path, const char *what,
 	    fsync_path(path) != 0)
 		return -1;
 	char h[65];
-	cg_sha256_hex_of(tail, tail_len, h);
+	cg_sha256_hex(tail, tail_len, h);
 	const char *base = strrchr(dst, '/');
 	json_array_append_new(torn,
 			      json_pack("{s:s, s:s, s:I, s:s, s:I}", "file", base + 1, "from",
@@ -1227,7 +1228,7 @@ int cg_evidence_open(const struct cg_evidence_config *cfg, struct cg_evidence **
 	}
 	cg_strv_free(segs, n_segs);
 	ev->key = cg_evkey_load_or_create(ev->state_dir, n_segs == 0, why, sizeof(why));
-	if (!ev->key || cg_evkey_fingerprint(ev->key, ev->key_fp) < 0) {
+	if (!ev->key || cg_key_fingerprint(ev->key, ev->key_fp) < 0) {
 		if (!why[0])
 			snprintf(why, sizeof(why), "the evidence key has no raw public key");
 		goto fail;
