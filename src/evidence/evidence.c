@@ -675,6 +675,33 @@ static int process(struct cg_evidence *ev, struct item *batch, bool final)
 static int recover(struct cg_evidence *ev, json_t *torn, char *why, size_t why_len);
 static struct item *item_event(const char *trace_id, int type, json_t *payload, bool durable);
 
+/* Incomplete markers for every trace left open (a crash, a journal failure). */
+struct incomplete_list {
+	struct item *head, **tail;
+	const char *why; /* static: recorded in each marker */
+	json_t *names;	 /* when not NULL: the traces marked, by id */
+	bool oom;
+};
+
+static void queue_incomplete(const char *key, void *value, void *arg)
+{
+	struct incomplete_list *l = arg;
+	const struct tstate *t = value;
+	if (!t->keep)
+		return;
+	struct item *it = calloc(1, sizeof(*it));
+	if (!it || (l->names && json_array_append_new(l->names, json_string(key)) != 0)) {
+		free(it);
+		l->oom = true;
+		return;
+	}
+	it->kind = IT_INCOMPLETE;
+	it->why = l->why;
+	snprintf(it->trace, sizeof(it->trace), "%s", key);
+	*l->tail = it;
+	l->tail = &it->next;
+}
+
 /* Can the journal's file system take a small synced write again? */
 static bool disk_accepts_writes(struct cg_evidence *ev)
 {
@@ -686,32 +713,6 @@ static bool disk_accepts_writes(struct cg_evidence *ev)
 	close(fd);
 	(void)unlinkat(ev->dir_fd, ".probe", 0);
 	return ok;
-}
-
-struct cut_list {
-	struct item *head, **tail;
-	json_t *names;
-	bool oom;
-};
-
-static void cut_open_trace(const char *key, void *value, void *arg)
-{
-	struct cut_list *l = arg;
-	const struct tstate *t = value;
-	if (!t->keep)
-		return;
-	struct item *it = calloc(1, sizeof(*it));
-	if (!it || json_array_append_new(l->names, json_string(key)) != 0) {
-		free(it);
-		l->oom = true;
-		return;
-	}
-	it->kind = IT_INCOMPLETE;
-	it->durable = true;
-	it->why = "the journal failed while the trace was open";
-	snprintf(it->trace, sizeof(it->trace), "%s", key);
-	*l->tail = it;
-	l->tail = &it->next;
 }
 
 /*
@@ -728,7 +729,8 @@ static int heal(struct cg_evidence *ev, int cause, int64_t failed_at_ns, uint64_
 		return -1;
 	char why[512] = "";
 	json_t *torn = json_array();
-	struct cut_list l = { NULL, &l.head, json_array(), false };
+	struct incomplete_list l = { NULL, &l.head, "the journal failed while the trace was open",
+				     json_array(), false };
 	struct cg_smap *fresh = cg_smap_new();
 	int rc = -1;
 	if (!torn || !l.names || !fresh)
@@ -746,7 +748,7 @@ static int heal(struct cg_evidence *ev, int cause, int64_t failed_at_ns, uint64_
 		cg_log("warn", NULL, "evidence: journal not reopened yet: %s", why);
 		goto free_all;
 	}
-	cg_smap_each(ev->traces, cut_open_trace, &l);
+	cg_smap_each(ev->traces, queue_incomplete, &l);
 	char from[40], to[40];
 	cg_format_time(failed_at_ns, from, sizeof(from));
 	cg_format_time(cg_now_wall_ns(), to, sizeof(to));
@@ -1281,28 +1283,6 @@ static int mkdir_p(const char *path, mode_t mode)
 	return 0;
 }
 
-struct incomplete_list {
-	struct item *head, **tail;
-	bool oom;
-};
-
-static void queue_incomplete(const char *key, void *value, void *arg)
-{
-	struct incomplete_list *l = arg;
-	const struct tstate *t = value;
-	if (!t->keep)
-		return;
-	struct item *it = calloc(1, sizeof(*it));
-	if (!it) {
-		l->oom = true;
-		return;
-	}
-	it->kind = IT_INCOMPLETE;
-	snprintf(it->trace, sizeof(it->trace), "%s", key);
-	*l->tail = it;
-	l->tail = &it->next;
-}
-
 int cg_evidence_open(const struct cg_evidence_config *cfg, struct cg_evidence **out,
 		     struct cg_reply **err)
 {
@@ -1412,7 +1392,8 @@ int cg_evidence_open(const struct cg_evidence_config *cfg, struct cg_evidence **
 	}
 	ev->thr_started = true;
 	/* Record what recovery found, then mark the traces a crash cut short. */
-	struct incomplete_list l = { NULL, &l.head, false };
+	struct incomplete_list l = { NULL, &l.head, "the daemon restarted after a crash", NULL,
+				     false };
 	cg_smap_each(ev->traces, queue_incomplete, &l);
 	int rc = 0;
 	if (json_array_size(torn)) {
