@@ -21,6 +21,7 @@
 #include "evidence.h"
 #include "journal.h"
 #include "replay.h"
+#include "key.h"
 #include "util.h"
 
 #define EXIT_FAIL 1 /* replay FAIL, or the trace asked for does not exist */
@@ -329,13 +330,13 @@ static int cmd_key(const char *state_dir, int argc, char **argv)
 		else
 			goto usage;
 	}
-	char path[4200], why[300], fp[65];
+	char path[4200], why[200], fp[65];
 	snprintf(path, sizeof(path), "%s/keys/evidence.pub", state_dir);
-	EVP_PKEY *k = cg_evkey_load_pub(path, why, sizeof(why));
-	if (!k || cg_evkey_fingerprint(k, fp) < 0) {
+	EVP_PKEY *k = cg_key_load(path, CG_KEY_PUBLIC_OR_PRIVATE, false, why, sizeof(why));
+	if (!k || cg_key_fingerprint(k, fp) < 0) {
 		fprintf(stderr,
-			"callgate key show: %s (the daemon creates the key at first start)\n",
-			k ? "no raw public key" : why);
+			"callgate key show: %s: %s (the daemon creates the key at first start)\n",
+			path, k ? "no raw public key" : why);
 		EVP_PKEY_free(k);
 		return CG_EXIT_ERROR;
 	}

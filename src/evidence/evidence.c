@@ -15,9 +15,12 @@
  *
  * Invariants:
  *  - A durable append MUST NOT return 0 before fdatasync covered its event.
- *  - Once a write or sync fails, the journal is failed for good: every
- *    later append returns -1 (fail closed; the daemon must not run commands
- *    whose permit it cannot record).
+ *  - Once a write or sync fails, the journal is failed: every later append
+ *    returns -1 (fail closed; the daemon must not run commands whose permit
+ *    it cannot record) until the writer has healed it: rebuilt its state
+ *    from what is on disk, exactly as a start does, and recorded the gap
+ *    in a recovery event (heal()). A trace left open by the failure is
+ *    marked incomplete and MUST NOT take further events.
  *  - Only the writer thread touches the files, the chain heads and the
  *    per-trace state; callers touch only the queue (under mu).
  *  - Open MUST NOT silently drop bytes: a torn final line is moved aside to
@@ -42,6 +45,7 @@
 #include <dirent.h>
 
 #include "journal.h"
+#include "key.h"
 #include "util.h"
 
 #define DEFAULT_SEGMENT_BYTES (64ull << 20)
@@ -50,6 +54,7 @@
 #define QUEUE_CAP	      (1u << 20) /* pending items; past this appends fail (EAGAIN) */
 #define SEGMENT_READ_CAP      ((size_t)2 << 30)
 #define PKG_BACKLOG_CAP	      8192u /* packages waiting to be written; past this the writer waits */
+#define HEAL_PROBE_MS	      1000  /* a failed journal tries to reopen this often */
 
 static const char *const ev_names[] = {
 #define CG_EVENT_NAME(e, s) s,
@@ -78,6 +83,7 @@ struct item {
 	char *payload;	   /* serialised payload (events) */
 	size_t payload_len;
 	json_t *verdict; /* seals: the normalised verdict */
+	const char *why; /* incomplete markers: why the trace was cut (static) */
 };
 
 /* One line of an open trace, as the writer produced it. */
@@ -137,7 +143,10 @@ struct cg_evidence {
 	struct item *q_head, **q_tail;
 	size_t q_len;
 	uint64_t next_ticket, synced_ticket, done_ticket;
-	int failed; /* errno of the failure that stopped the journal, or 0 */
+	int failed;	      /* errno of the failure that stopped the journal, or 0 */
+	int64_t failed_at_ns; /* wall clock of that failure */
+	uint64_t refused;     /* appends refused while failed */
+	struct cg_smap *cut;  /* traces a failure cut short: they take no more events */
 	bool stop;
 	pthread_t thr;
 	bool thr_started;
@@ -323,7 +332,7 @@ static int emit(struct cg_evidence *ev, const char *trace, int type, const char 
 	memcpy(line, hdr, (size_t)hn);
 	memcpy(line + hn, payload, payload_len);
 	char h[65];
-	cg_sha256_hex_of(line, (size_t)hn + payload_len, h);
+	cg_sha256_hex(line, (size_t)hn + payload_len, h);
 	memcpy(line + hn + payload_len, ",\"hash\":\"", 9);
 	memcpy(line + hn + payload_len + 9, h, 64);
 	memcpy(line + hn + payload_len + 73, "\"}\n", 3);
@@ -493,7 +502,7 @@ static int checkpoint(struct cg_evidence *ev)
 	cg_format_time(cg_now_wall_ns(), ts, sizeof(ts));
 	int m = cg_ckpt_format_msg(msg, sizeof(msg), ev->seq, ev->head, ts, ev->key_fp);
 	unsigned char sig[64];
-	if (m < 0 || cg_evkey_sign(ev->key, msg, (size_t)m, sig) < 0) {
+	if (m < 0 || cg_key_sign(ev->key, msg, (size_t)m, sig) < 0) {
 		errno = EIO;
 		return -1;
 	}
@@ -648,7 +657,9 @@ static int process(struct cg_evidence *ev, struct item *batch, bool final)
 			sealed = true;
 			break;
 		case IT_INCOMPLETE:
-			rc = do_incomplete(ev, it->trace, "the daemon restarted after a crash");
+			rc =
+			    do_incomplete(ev, it->trace,
+					  it->why ? it->why : "the daemon restarted after a crash");
 			sealed = true;
 			break;
 		case IT_FLUSH:
@@ -675,13 +686,155 @@ static int process(struct cg_evidence *ev, struct item *batch, bool final)
 	return 0;
 }
 
+/* ---- healing a failed journal ------------------------------------------------- */
+
+static int recover(struct cg_evidence *ev, json_t *torn, char *why, size_t why_len);
+static struct item *item_event(const char *trace_id, int type, json_t *payload, bool durable);
+
+/* Incomplete markers for every trace left open (a crash, a journal failure). */
+struct incomplete_list {
+	struct item *head, **tail;
+	const char *why; /* static: recorded in each marker */
+	json_t *names;	 /* when not NULL: the traces marked, by id */
+	bool oom;
+};
+
+static void queue_incomplete(const char *key, void *value, void *arg)
+{
+	struct incomplete_list *l = arg;
+	const struct tstate *t = value;
+	if (!t->keep)
+		return;
+	struct item *it = calloc(1, sizeof(*it));
+	if (!it || (l->names && json_array_append_new(l->names, json_string(key)) != 0)) {
+		free(it);
+		l->oom = true;
+		return;
+	}
+	it->kind = IT_INCOMPLETE;
+	it->why = l->why;
+	snprintf(it->trace, sizeof(it->trace), "%s", key);
+	*l->tail = it;
+	l->tail = &it->next;
+}
+
+/* Can the journal's file system take a small synced write again? */
+static bool disk_accepts_writes(struct cg_evidence *ev)
+{
+	static const char probe[4096];
+	int fd = openat(ev->dir_fd, ".probe", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return false;
+	bool ok = cg_write_all(fd, probe, sizeof(probe)) == 0 && fsync(fd) == 0;
+	close(fd);
+	(void)unlinkat(ev->dir_fd, ".probe", 0);
+	return ok;
+}
+
+/*
+ * Writer thread, journal failed, mu NOT held. Rebuild the writer's state from
+ * the files as a start does (a torn tail is set aside, never dropped), then
+ * write and sync a recovery event naming the failure, how long it lasted and
+ * what was refused meanwhile, and mark every trace it left open incomplete.
+ * 0 when the journal takes events again; -1 (state still failed) otherwise:
+ * the next attempt starts again from the files.
+ */
+static int heal(struct cg_evidence *ev, int cause, int64_t failed_at_ns, uint64_t refused)
+{
+	if (!disk_accepts_writes(ev))
+		return -1;
+	char why[512] = "";
+	json_t *torn = json_array();
+	struct incomplete_list l = { NULL, &l.head, "the journal failed while the trace was open",
+				     json_array(), false };
+	struct cg_smap *fresh = cg_smap_new();
+	int rc = -1;
+	if (!torn || !l.names || !fresh)
+		goto free_all;
+	cg_smap_free(ev->traces, tstate_free);
+	ev->traces = fresh;
+	fresh = NULL;
+	ev->seq = 0;
+	memcpy(ev->head, cg_journal_genesis(), 65);
+	ev->batch_len = 0;
+	if (ev->seg_fd >= 0)
+		close(ev->seg_fd);
+	ev->seg_fd = -1;
+	if (recover(ev, torn, why, sizeof(why)) < 0) {
+		cg_log("warn", NULL, "evidence: journal not reopened yet: %s", why);
+		goto free_all;
+	}
+	cg_smap_each(ev->traces, queue_incomplete, &l);
+	char from[40], to[40];
+	cg_format_time(failed_at_ns, from, sizeof(from));
+	cg_format_time(cg_now_wall_ns(), to, sizeof(to));
+	json_t *p = json_pack("{s:s, s:s, s:s, s:s, s:I, s:O, s:O}", "what",
+			      "journal reopened after a write failure", "error",
+			      cg_errno_name(cause), "failed_at", from, "reopened_at", to, "refused",
+			      (json_int_t)refused, "incomplete", l.names, "torn", torn);
+	struct item *it = p ? item_event(CG_JOURNAL_TRACE, CG_EV_RECOVERY, p, true) : NULL;
+	json_decref(p);
+	if (!it || l.oom)
+		goto free_all;
+	it->next = l.head;
+	l.head = it;
+	if (process(ev, l.head, false) < 0)
+		goto free_all;
+	pthread_mutex_lock(&ev->mu);
+	size_t i;
+	json_t *x;
+	json_array_foreach(l.names, i, x)
+	{
+		if (cg_smap_put(ev->cut, json_string_value(x), (void *)1) != 0)
+			cg_log("error", json_string_value(x),
+			       "evidence: cannot remember a cut trace");
+	}
+	pthread_mutex_unlock(&ev->mu);
+	cg_log("info", NULL,
+	       "evidence: journal reopened (failed %s: %s); %" PRIu64 " appends refused", from,
+	       cg_errno_name(cause), refused);
+	rc = 0;
+free_all:
+	while (l.head) {
+		struct item *nx = l.head->next;
+		item_free(l.head);
+		l.head = nx;
+	}
+	cg_smap_free(fresh, tstate_free);
+	json_decref(l.names);
+	json_decref(torn);
+	return rc;
+}
+
+/* Writer thread, mu held, journal failed: wait a probe interval, then try. */
+static void try_heal(struct cg_evidence *ev)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += HEAL_PROBE_MS / 1000;
+	if (pthread_cond_timedwait(&ev->work_cv, &ev->mu, &ts) != ETIMEDOUT || ev->stop)
+		return;
+	int cause = ev->failed;
+	int64_t at = ev->failed_at_ns;
+	uint64_t refused = ev->refused;
+	pthread_mutex_unlock(&ev->mu);
+	int rc = heal(ev, cause, at, refused);
+	pthread_mutex_lock(&ev->mu);
+	if (rc == 0)
+		ev->failed = 0;
+}
+
 static void *writer_main(void *arg)
 {
 	struct cg_evidence *ev = arg;
 	pthread_mutex_lock(&ev->mu);
 	for (;;) {
 		while (!ev->q_head && !ev->stop) {
-			if (ev->since_ckpt == 0 || ev->failed) {
+			if (ev->failed) {
+				try_heal(ev);
+				continue;
+			}
+			if (ev->since_ckpt == 0) {
 				pthread_cond_wait(&ev->work_cv, &ev->mu);
 				continue;
 			}
@@ -706,6 +859,8 @@ static void *writer_main(void *arg)
 		pthread_mutex_lock(&ev->mu);
 		if (rc < 0 && !ev->failed) {
 			ev->failed = e;
+			ev->failed_at_ns = cg_now_wall_ns();
+			ev->refused = 0;
 			cg_log("error", NULL,
 			       "evidence: journal failed (%s); refusing further events",
 			       strerror(e));
@@ -737,6 +892,9 @@ static int enqueue(struct cg_evidence *ev, struct item *it)
 	pthread_mutex_lock(&ev->mu);
 	if (ev->failed || ev->stop) {
 		saved = EIO;
+		ev->refused++;
+	} else if (it->kind != IT_FLUSH && cg_smap_get(ev->cut, it->trace)) {
+		saved = ESTALE; /* marked incomplete when the journal healed */
 	} else if (ev->q_len >= QUEUE_CAP) {
 		saved = EAGAIN;
 	} else {
@@ -910,7 +1068,7 @@ static int set_aside(struct cg_evidence *ev, const char *path, const char *what,
 	    fsync_path(path) != 0)
 		return -1;
 	char h[65];
-	cg_sha256_hex_of(tail, tail_len, h);
+	cg_sha256_hex(tail, tail_len, h);
 	const char *base = strrchr(dst, '/');
 	json_array_append_new(torn,
 			      json_pack("{s:s, s:s, s:I, s:s, s:I}", "file", base + 1, "from",
@@ -1141,28 +1299,6 @@ static int mkdir_p(const char *path, mode_t mode)
 	return 0;
 }
 
-struct incomplete_list {
-	struct item *head, **tail;
-	bool oom;
-};
-
-static void queue_incomplete(const char *key, void *value, void *arg)
-{
-	struct incomplete_list *l = arg;
-	const struct tstate *t = value;
-	if (!t->keep)
-		return;
-	struct item *it = calloc(1, sizeof(*it));
-	if (!it) {
-		l->oom = true;
-		return;
-	}
-	it->kind = IT_INCOMPLETE;
-	snprintf(it->trace, sizeof(it->trace), "%s", key);
-	*l->tail = it;
-	l->tail = &it->next;
-}
-
 int cg_evidence_open(const struct cg_evidence_config *cfg, struct cg_evidence **out,
 		     struct cg_reply **err)
 {
@@ -1202,8 +1338,9 @@ int cg_evidence_open(const struct cg_evidence_config *cfg, struct cg_evidence **
 	ev->pb_tail = &ev->pb_head;
 	ev->state_dir = strdup(cfg->state_dir);
 	ev->traces = cg_smap_new();
+	ev->cut = cg_smap_new();
 	enum cg_reply_id fail = CG_R_EVIDENCE_OPEN_FAILED;
-	if (!ev->state_dir || !ev->traces) {
+	if (!ev->state_dir || !ev->traces || !ev->cut) {
 		snprintf(why, sizeof(why), "out of memory");
 		goto fail;
 	}
@@ -1243,7 +1380,7 @@ int cg_evidence_open(const struct cg_evidence_config *cfg, struct cg_evidence **
 	}
 	cg_strv_free(segs, n_segs);
 	ev->key = cg_evkey_load_or_create(ev->state_dir, n_segs == 0, why, sizeof(why));
-	if (!ev->key || cg_evkey_fingerprint(ev->key, ev->key_fp) < 0) {
+	if (!ev->key || cg_key_fingerprint(ev->key, ev->key_fp) < 0) {
 		if (!why[0])
 			snprintf(why, sizeof(why), "the evidence key has no raw public key");
 		goto fail;
@@ -1271,7 +1408,8 @@ int cg_evidence_open(const struct cg_evidence_config *cfg, struct cg_evidence **
 	}
 	ev->thr_started = true;
 	/* Record what recovery found, then mark the traces a crash cut short. */
-	struct incomplete_list l = { NULL, &l.head, false };
+	struct incomplete_list l = { NULL, &l.head, "the daemon restarted after a crash", NULL,
+				     false };
 	cg_smap_each(ev->traces, queue_incomplete, &l);
 	int rc = 0;
 	if (json_array_size(torn)) {
@@ -1337,6 +1475,7 @@ void cg_evidence_close(struct cg_evidence *ev)
 		close(ev->lock_fd);
 	EVP_PKEY_free(ev->key);
 	cg_smap_free(ev->traces, tstate_free);
+	cg_smap_free(ev->cut, NULL);
 	free(ev->batch);
 	free(ev->state_dir);
 	pthread_cond_destroy(&ev->work_cv);

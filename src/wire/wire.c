@@ -968,35 +968,19 @@ void cg_request_free(struct cg_request *req)
  */
 #define RESPONSE_CAP ((size_t)1 << 31) /* hard cap on one response line */
 
+/*
+ * The response under construction: past RESPONSE_CAP it is truncated, which
+ * the encoder reports as a failure (a cut line is never sent).
+ */
 struct outbuf {
-	char *p;
-	size_t len, cap;
-	bool failed;
+	struct cg_buf buf;
+	bool failed; /* an allocation failed */
 };
 
 static void ob_add(struct outbuf *b, const char *s, size_t n)
 {
-	if (b->failed)
-		return;
-	if (n > RESPONSE_CAP - b->len - 2) {
+	if (!b->failed && cg_buf_add(&b->buf, s, n) != 0)
 		b->failed = true;
-		return;
-	}
-	if (b->len + n + 2 > b->cap) {
-		size_t cap = b->cap ? b->cap : 4096;
-		while (cap < b->len + n + 2)
-			cap *= 2;
-		char *p = realloc(b->p, cap);
-		if (!p) {
-			b->failed = true;
-			return;
-		}
-		b->p = p;
-		b->cap = cap;
-	}
-	memcpy(b->p + b->len, s, n);
-	b->len += n;
-	b->p[b->len] = '\0';
 }
 
 static void ob_str(struct outbuf *b, const char *s)
@@ -1033,7 +1017,8 @@ static bool reserved_key(const char *k)
 
 char *cg_wire_encode_response(const struct cg_response *resp, size_t *len)
 {
-	struct outbuf b = { 0 };
+	struct outbuf b = { .failed = false };
+	cg_buf_init(&b.buf, RESPONSE_CAP);
 	json_t *head = NULL, *tail = NULL;
 	char *msg = NULL, *head_s = NULL, *tail_s = NULL;
 	int rc = 0;
@@ -1100,12 +1085,12 @@ out:
 	free(msg);
 	json_decref(head);
 	json_decref(tail);
-	if (b.failed || !b.p || rc != 0) {
-		free(b.p);
+	if (b.failed || b.buf.truncated || rc != 0) {
+		cg_buf_free(&b.buf);
 		return NULL;
 	}
-	*len = b.len;
-	return b.p;
+	*len = b.buf.len;
+	return cg_buf_cstr(&b.buf);
 }
 
 /* ---- the replay window ------------------------------------------------------------ */
