@@ -142,6 +142,7 @@ struct server {
 	int64_t accept_paused_until_ns; /* after EMFILE, so a full fd table does not spin */
 	pid_t self_pid;			/* the daemon, as its own pid namespace sees it */
 	struct stat pidns_st;		/* the daemon's /proc/self/ns/pid */
+	int nspid_depth;		/* pids on the daemon's own NSpid line */
 	char *own_cgroup;		/* the daemon's /proc/self/cgroup, as read at start */
 	struct notifier notifiers[MAX_NOTIFIERS];
 	json_t *notified; /* trace ids of pending calls already pushed to the notifier */
@@ -974,6 +975,30 @@ static bool is_notifier(const struct server *s, pid_t pid)
 	return false;
 }
 
+/*
+ * How many pids the process has on its NSpid line (/proc/<pid>/status; pid
+ * 0: self): one per pid namespace from procfs's down to its own. -1 when it
+ * cannot be read.
+ */
+static int nspid_depth(pid_t pid)
+{
+	char path[64], buf[4096];
+	if (pid)
+		(void)snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	else
+		(void)snprintf(path, sizeof(path), "/proc/self/status");
+	if (read_proc(path, buf, sizeof(buf)) != 0)
+		return -1;
+	const char *l = strstr(buf, "\nNSpid:");
+	if (!l)
+		return -1;
+	int n = 0;
+	for (const char *p = l + 8; *p && *p != '\n'; p++)
+		if ((*p >= '0' && *p <= '9') && (p[-1] == '\t' || p[-1] == ' ' || p[-1] == ':'))
+			n++;
+	return n;
+}
+
 /* The parent of pid from /proc/<pid>/stat; -1 when it cannot be read. */
 static pid_t parent_of(pid_t pid)
 {
@@ -1022,15 +1047,28 @@ static bool peer_outside_calls(struct server *s, int fd, pid_t pid, char *where,
 		(void)snprintf(where, where_len, "a pid namespace the daemon cannot see into");
 		goto release;
 	}
+	/*
+	 * Same pid namespace: by the namespace inode where we may read it (a
+	 * non-root daemon may not, for a root peer), and always by the depth
+	 * of the peer's NSpid line in the world-readable status file, which
+	 * grows by one in every nested namespace.
+	 */
 	(void)snprintf(path, sizeof(path), "/proc/%d/ns/pid", (int)pid);
-	if (stat(path, &st) != 0) {
+	bool ns_readable = stat(path, &st) == 0;
+	if (!ns_readable && errno != EACCES) {
 		(void)snprintf(where, where_len, "its pid namespace cannot be read: %s",
 			       cg_errno_name(errno));
 		goto release;
 	}
-	if (st.st_ino != s->pidns_st.st_ino || st.st_dev != s->pidns_st.st_dev) {
+	if (ns_readable && (st.st_ino != s->pidns_st.st_ino || st.st_dev != s->pidns_st.st_dev)) {
 		(void)snprintf(where, where_len, "pid namespace %lu, not the daemon's",
 			       (unsigned long)st.st_ino);
+		goto release;
+	}
+	int depth = nspid_depth(pid);
+	if (depth < 0 || depth != s->nspid_depth) {
+		(void)snprintf(where, where_len, "pid namespace depth %d, not the daemon's %d",
+			       depth, s->nspid_depth);
 		goto release;
 	}
 	text = malloc(PROC_READ_MAX);
@@ -1046,7 +1084,7 @@ static bool peer_outside_calls(struct server *s, int fd, pid_t pid, char *where,
 		goto release;
 	}
 	pid_t cur = pid;
-	for (int depth = 0; depth < MAX_ANCESTRY; depth++) {
+	for (int hop = 0; hop < MAX_ANCESTRY; hop++) {
 		pid_t pp = parent_of(cur);
 		if (pp < 0) {
 			(void)snprintf(where, where_len, "its ancestry cannot be read");
@@ -1062,12 +1100,14 @@ static bool peer_outside_calls(struct server *s, int fd, pid_t pid, char *where,
 		if (pp <= 1)
 			break;
 		cur = pp;
-		if (depth == MAX_ANCESTRY - 1) {
+		if (hop == MAX_ANCESTRY - 1) {
 			(void)snprintf(where, where_len, "its ancestry is too deep to check");
 			goto release;
 		}
 	}
-	if (pidfd >= 0 && syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) != 0) {
+	/* EPERM (a root peer of a non-root daemon) still means alive. */
+	if (pidfd >= 0 && syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) != 0 &&
+	    errno != EPERM) {
 		(void)snprintf(where, where_len, "it exited before it could be checked");
 		goto release;
 	}
@@ -1603,7 +1643,7 @@ int cg_server_run(struct cg_kernel *k, const struct cg_server_config *cfg)
 	/* What "inside a call" is measured against (peer_outside_calls). */
 	s->own_cgroup = malloc(PROC_READ_MAX);
 	if (!s->own_cgroup || read_proc("/proc/self/cgroup", s->own_cgroup, PROC_READ_MAX) != 0 ||
-	    stat("/proc/self/ns/pid", &s->pidns_st) != 0) {
+	    stat("/proc/self/ns/pid", &s->pidns_st) != 0 || (s->nspid_depth = nspid_depth(0)) < 1) {
 		cg_log("error", NULL, "cannot read the daemon's own cgroup and pid namespace: %s",
 		       strerror(errno));
 		goto close_fds;

@@ -420,7 +420,8 @@ class NPerson(unittest.TestCase):
             policy = f.read()
         with cgtest.Daemon(policy_text=policy,
                            flags=["--approval", "--approval-timeout", "15000",
-                                  "--admin-group", "nogroup"]) as d:
+                                  "--admin-group", "nogroup", "--approver-uid", "0",
+                                  "--approver-uid", "65534"]) as d:
             os.chmod(d.tmp, 0o755)
             path = os.path.join(d.workspace, "two")
             t, box = call_async(d, cgtest.make_request([["touch", path]], privileged=False))
@@ -468,7 +469,9 @@ class PrivilegedFromNonRootDaemon(unittest.TestCase):
     """With the daemon as a normal user, privileged stages go through sudo -n."""
 
     def setUp(self):
-        self.d = NonRootDaemon(flags=["--approval", "--approval-timeout", "15000"]).start()
+        # The test runs as root: an approver once configured (default: the owner, nobody).
+        self.d = NonRootDaemon(flags=["--approval", "--approval-timeout", "15000",
+                                      "--approver-uid", "0"]).start()
 
     def tearDown(self):
         self.d.close()
