@@ -1042,7 +1042,8 @@ static int defer_to_human(struct cg_kernel *k, struct cg_job *j, struct cg_job *
 		json_decref(view);
 		return 1;
 	}
-	struct cg_grant *gr = cg_grants_match(&k->grants, &j->call, cg_now_wall_ns());
+	struct cg_grant *gr = cg_grants_match(
+	    &k->grants, &j->call, json_object_get(view, "constraints"), cg_now_wall_ns());
 	if (gr) {
 		use_grant_locked(k, j, gr, NULL);
 		json_decref(view);
@@ -1609,8 +1610,9 @@ void cg_kernel_admin(struct cg_kernel *k, const char *line, size_t len, const st
 		if (p && !((struct cg_job *)p->job)->grant_request && sha &&
 		    strcmp(sha, p->request_sha256) == 0) {
 			struct cg_job *j = p->job;
-			struct cg_grant *mg =
-			    cg_grants_match(&k->grants, &j->call, cg_now_wall_ns());
+			struct cg_grant *mg = cg_grants_match(
+			    &k->grants, &j->call, json_object_get(p->view, "constraints"),
+			    cg_now_wall_ns());
 			if (mg) {
 				use_grant_locked(k, j, mg, &peer->uid);
 				settle_locked(k, j, NULL);
