@@ -280,7 +280,7 @@ class Grants(unittest.TestCase):
 
     def test_grant_runs_its_shape_for_its_uses_then_expires_back_to_approval(self):
         r = self.d.cli("grant", "open", "--exe", "/usr/bin/id", "--argv", "id", "-u",
-                       "--uses", "2", "--ttl", "60", "--json")
+                       "--privileged", "--uses", "2", "--ttl", "60", "--json")
         self.assertEqual(r.returncode, 0, r.stderr)
         g = json.loads(r.stdout)["reply"]
         self.assertEqual(g["code"], "CT-OPEN-S-001")
@@ -313,7 +313,7 @@ class Grants(unittest.TestCase):
     def test_grant_scope_session_and_argv(self):
         r = self.d.admin("grant_open", grant={
             "pipeline": [{"exe": "/usr/bin/id", "argv": ["id", "-u"]}],
-            "session": "proj-*", "uses": 5, "ttl_s": 60})
+            "session": "proj-*", "privileged": True, "uses": 5, "ttl_s": 60})
         self.assertEqual(r["reply"]["code"], "CT-OPEN-S-001")
         ok = self.d.request(cgtest.make_request([["id", "-u"]], session="proj-a"))
         self.assertEqual(ok["status"], "ok")
@@ -332,7 +332,8 @@ class Grants(unittest.TestCase):
         nf = self.d.admin("grant_close", grant_id="nope")
         self.assertEqual(nf["reply"]["code"], "CT-CLOSE-I-001")
         ok = self.d.admin("grant_open", grant={
-            "pipeline": [{"exe": "/usr/bin/id", "argv": ["id"]}], "uses": 1, "ttl_s": 10})
+            "pipeline": [{"exe": "/usr/bin/id", "argv": ["id"]}], "privileged": True, "uses": 1,
+            "ttl_s": 10})
         gid = ok["reply"]["data"]["grant_id"]
         closed = self.d.cli("grant", "close", gid)
         self.assertEqual(closed.returncode, 0, closed.stderr)
@@ -354,7 +355,8 @@ class Grants(unittest.TestCase):
 class AgentAsksForGrant(unittest.TestCase):
     """The agent socket may ask for a grant; only a human opens it."""
 
-    SPEC = {"pipeline": [{"exe": "/usr/bin/id", "argv": ["id", "-u"]}], "uses": 2, "ttl_s": 60}
+    SPEC = {"pipeline": [{"exe": "/usr/bin/id", "argv": ["id", "-u"]}], "privileged": True,
+            "uses": 2, "ttl_s": 60}
 
     def setUp(self):
         self.d = cgtest.Daemon(flags=["--approval", "--approval-timeout", "15000"]).start()
@@ -548,7 +550,7 @@ class TerminalApprover(unittest.TestCase):
         self.assertIn("/usr/bin/touch", s)
         self.assertIn(path, s)
         self.assertIn("make tui-yes", s)
-        self.assertIn("privileged   YES", s)
+        self.assertIn("privileged     YES", s)
         subprocess.run(["tmux", "send-keys", "-t", self.session, "y"], check=True)
         t.join(WAIT)
         self.assertEqual(box["resp"]["status"], "ok", box)
