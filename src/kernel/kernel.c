@@ -26,13 +26,16 @@
 #include "callgate.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -322,7 +325,8 @@ static const char *next_steps(enum cg_rtype t)
 	case CG_RTYPE_I:
 		return "fix the request as the message says and retry";
 	case CG_RTYPE_D:
-		return "escalate: ask for approval or a grant, or narrow the request";
+		return "escalate as the message says: a deny needs a policy change, a deferral "
+		       "needs approval or a grant";
 	default:
 		return "stop and report the trace id";
 	}
@@ -1021,6 +1025,63 @@ static void refuse_deferred(struct cg_kernel *k, struct cg_job *j, struct cg_rep
 }
 
 /*
+ * No dead ends (issue 12, item 6): a privileged call on a daemon that is not
+ * root runs through `sudo -n`, and when that cannot work -- its constraints
+ * need a confinement sudo cannot gain privilege under, or `sudo -n -l` says
+ * this command would need a password -- no approval can make it run. Refuse
+ * it before anyone is asked, with the reason. Returns the refusal, or NULL.
+ */
+static struct cg_reply *privileged_dead_end(struct cg_job *j)
+{
+	if (!j->req->privileged || geteuid() == 0)
+		return NULL;
+	struct cg_reply *err = NULL;
+	struct cg_confine_plan *plan = NULL;
+	struct cg_confine_ctx cctx = { .workspace = j->call.workspace,
+				       .cwd = j->call.cwd,
+				       .home = "",
+				       .allow_setuid = true,
+				       .uid = geteuid(),
+				       .gid = getegid() };
+	if (cg_confine_prepare(j->folded.constraints, j->folded.n_constraints, &cctx, &plan,
+			       &err) != 0)
+		return err;
+	cg_confine_plan_free(plan);
+	char *envp[] = { "PATH=" CG_WORLD_PATH, NULL };
+	for (size_t i = 0; i < j->call.n_stages; i++) {
+		const struct cg_stage *st = &j->req->stages[i];
+		char **argv = calloc(st->argc + 5, sizeof(char *));
+		posix_spawn_file_actions_t fa;
+		pid_t pid = -1;
+		int status = 0, rc = -1;
+		if (!argv || posix_spawn_file_actions_init(&fa) != 0) {
+			free(argv);
+			return cg_reply_new(CG_R_OUT_OF_MEMORY, "{s:s}", "doing", "asking sudo");
+		}
+		argv[0] = "/usr/bin/sudo";
+		argv[1] = "-n";
+		argv[2] = "-l";
+		argv[3] = "--";
+		argv[4] = j->call.stages[i].exe;
+		for (size_t a = 1; a < st->argc; a++)
+			argv[4 + a] = st->argv[a];
+		if (posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0) == 0 &&
+		    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0) == 0 &&
+		    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0) == 0 &&
+		    posix_spawn(&pid, argv[0], &fa, NULL, argv, envp) == 0) {
+			while ((rc = (int)waitpid(pid, &status, 0)) < 0 && errno == EINTR)
+				;
+		}
+		posix_spawn_file_actions_destroy(&fa);
+		free(argv);
+		if (rc < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+			return cg_reply_new(CG_R_SUDO_NEEDS_PASSWORD, "{s:s}", "exe",
+					    j->call.stages[i].exe);
+	}
+	return NULL;
+}
+
+/*
  * An UNKNOWN call: a live grant covering it lets it run (its use recorded);
  * otherwise, with approval on, it waits in the queue for a human until its
  * deadline. Returns 0 when queued (someone else answers), 1 when approval is
@@ -1035,6 +1096,12 @@ static int defer_to_human(struct cg_kernel *k, struct cg_job *j, struct cg_job *
 	if (!view)
 		return 1;
 	memcpy(j->request_sha256, sha, sizeof(sha));
+	struct cg_reply *dead = privileged_dead_end(j);
+	if (dead) {
+		json_decref(view);
+		refuse_deferred(k, j, dead);
+		return -1;
+	}
 
 	pthread_mutex_lock(&k->lock);
 	if (k->stopping) {

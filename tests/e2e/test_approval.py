@@ -485,12 +485,11 @@ class PrivilegedFromNonRootDaemon(unittest.TestCase):
         return p
 
     def test_sudo_needing_a_password_is_a_clear_error(self):
+        # No dead end (issue 12): sudo -n cannot run it, so nobody is asked.
         req = cgtest.make_request([["apt-get", "--version"]],
                                   env={"DEBIAN_FRONTEND": "noninteractive"})
-        t, box = call_async(self.d, req)
-        self.approve_next()
-        t.join(WAIT)
-        resp = box["resp"]
+        resp = self.d.request(req, timeout=WAIT)
+        self.assertEqual(pending(self.d), [])
         self.assertEqual(resp["reply"]["code"], "MCP-EXEC-E-020", resp)
         self.assertEqual(resp["reply"]["type"], "E")
         self.assertEqual(resp["reply"]["params"]["exe"], "/usr/bin/apt-get")
@@ -499,10 +498,9 @@ class PrivilegedFromNonRootDaemon(unittest.TestCase):
     def test_constraints_sudo_cannot_honour_refuse_the_call(self):
         # id is a read-only tool: allowed only under a filesystem/network
         # confinement that sudo (which needs to gain privilege) cannot run under.
-        t, box = call_async(self.d, cgtest.make_request([["id", "-u"]]))
-        self.approve_next()
-        t.join(WAIT)
-        resp = box["resp"]
+        # Refused before anyone is asked: an approval could not make it run.
+        resp = self.d.request(cgtest.make_request([["id", "-u"]]), timeout=WAIT)
+        self.assertEqual(pending(self.d), [])
         self.assertEqual(resp["reply"]["code"], "MCP-CONF-E-001", resp)
         self.assertNotIn("stdout", resp)
 

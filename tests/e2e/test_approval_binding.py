@@ -440,5 +440,47 @@ class Notifier(unittest.TestCase):
         self.assertTrue(os.path.exists(marker))
 
 
+class NoDeadEnds(unittest.TestCase):
+    """Item 6: every D reply names a next step that can succeed."""
+
+    def test_block_names_a_policy_change_and_unknown_names_approval_or_grant(self):
+        with cgtest.Daemon(policy_text=POLICY + """  - id: no-rm
+    decision: deny
+    why: never
+    match: { exe: [rm] }
+""") as d:
+            victim = os.path.join(d.workspace, "keep")
+            open(victim, "w").close()
+            block = d.request(cgtest.make_request([["rm", victim]], privileged=False))
+            self.assertEqual(block["reply"]["code"], "EN-EXEC-D-001", block)
+            self.assertIn("policy change", block["reply"]["message"])
+            self.assertNotIn("approval or a grant", block["reply"]["message"])
+            default = d.request(cgtest.make_request([["ls"]], privileged=False))
+            self.assertEqual(default["reply"]["code"], "EN-EXEC-D-002", default)
+            self.assertIn("policy change", default["reply"]["message"])
+            # A grant cannot override the deny: the next step named is the only one.
+            g = d.admin("grant_open", grant={"pipeline": [{"exe": "/usr/bin/rm",
+                                                           "argv": ["**"]}],
+                                             "uses": 1, "ttl_s": 60})
+            self.assertEqual(g["reply"]["code"], "CT-OPEN-S-001")
+            again = d.request(cgtest.make_request([["rm", victim]], privileged=False))
+            self.assertEqual(again["reply"]["code"], "EN-EXEC-D-001", again)
+            self.assertTrue(os.path.exists(victim))
+            # UNKNOWN without an approver names the grant that does work...
+            out = os.path.join(d.workspace, "unknown-out")
+            argv = ["curl", "-s", "-o", out, "file:///etc/hostname"]
+            unknown = d.request(cgtest.make_request([argv], privileged=False))
+            self.assertEqual(unknown["reply"]["code"], "EN-EXEC-D-004", unknown)
+            self.assertIn("grant", unknown["reply"]["message"])
+            self.assertFalse(os.path.exists(out))
+            # ... and following it succeeds (the control).
+            g = d.cli("grant", "open", "--exe", "/usr/bin/curl", "--argv", *argv,
+                      "--uses", "1", "--ttl", "60")
+            self.assertEqual(g.returncode, 0, g.stderr)
+            ran = d.request(cgtest.make_request([argv], privileged=False), timeout=WAIT)
+            self.assertEqual(ran["status"], "ok", ran)
+            self.assertTrue(os.path.exists(out))
+
+
 if __name__ == "__main__":
     unittest.main()
