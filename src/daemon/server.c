@@ -408,8 +408,8 @@ static char *admin_handle(struct server *s, struct conn *c, bool *stop, size_t *
 		 * distinct uids among them (the kernel refuses a repeated uid). */
 		cg_log("warn", NULL, "admin %s refused: uid %u is not a configured approver",
 		       action, (unsigned)c->peer.uid);
-		struct cg_reply *r = cg_reply_build(CG_R_APPROVER_NOT_ALLOWED, "{s:I,s:s}", "uid",
-						    (json_int_t)c->peer.uid, "action", action);
+		struct cg_reply *r = cg_reply_new(CG_R_APPROVER_NOT_ALLOWED, "{s:I,s:s}", "uid",
+						  (json_int_t)c->peer.uid, "action", action);
 		char tid[40] = "";
 		if (cg_uuid4(tid, sizeof(tid)) == 0)
 			cg_reply_set_trace(r, tid);
