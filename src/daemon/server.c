@@ -1648,8 +1648,6 @@ int cg_server_run(struct cg_kernel *k, const struct cg_server_config *cfg)
 		       strerror(errno));
 		goto close_fds;
 	}
-	/* The seen-id window starts empty: nothing dated before now is accepted. */
-	cg_wire_set_not_before(cg_now_wall_ns());
 
 	/*
 	 * The signals MUST already be blocked in every thread (main blocks them
@@ -1684,6 +1682,14 @@ int cg_server_run(struct cg_kernel *k, const struct cg_server_config *cfg)
 			goto close_fds;
 		s->have_admin_st = true;
 	}
+	/*
+	 * The seen-id window starts empty: nothing dated before now is
+	 * accepted. Now, not at process start: only once we hold the socket
+	 * locks is every earlier daemon on these sockets gone, and one that
+	 * was still serving while we initialised may have accepted requests
+	 * dated after our start.
+	 */
+	cg_wire_set_not_before(cg_now_wall_ns());
 	if (add_src(s, s->sig_fd, &s->sig_src, SRC_SIGNAL) < 0 ||
 	    add_src(s, s->wake_fd, &s->wake_src, SRC_WAKE) < 0 ||
 	    add_src(s, s->listen_fd, &s->listen_src, SRC_LISTEN) < 0 ||
