@@ -482,5 +482,29 @@ class NoDeadEnds(unittest.TestCase):
             self.assertTrue(os.path.exists(out))
 
 
+class ApproverCommandLine(unittest.TestCase):
+    """--help for approve, pending, deny and grant; a bad option is named."""
+
+    def run_cli(self, *args):
+        return subprocess.run([cgtest.CALLGATE, "--socket", "/nonexistent/cg.sock"] + list(args),
+                              capture_output=True, text=True, timeout=WAIT)
+
+    def test_help_and_named_bad_options(self):
+        for sub, opt in (("approve", "--hash"), ("pending", "--json"), ("deny", "--why"),
+                         ("grant", "--privileged")):
+            r = self.run_cli(sub, "--help")
+            self.assertEqual(r.returncode, 0, (sub, r.stderr))
+            self.assertIn("usage: callgate " + sub, r.stdout)
+            self.assertIn(opt, r.stdout)
+        r = self.run_cli("grant", "open", "--exe", "/usr/bin/id", "--argv", "id",
+                         "--paths", "/tmp", "--uses", "1", "--ttl", "60")
+        self.assertEqual(r.returncode, 64)
+        self.assertIn("'--paths'", r.stderr)
+        self.assertIn("did you mean '--path'", r.stderr)
+        r = self.run_cli("pending", "--bogus")
+        self.assertEqual(r.returncode, 64)
+        self.assertIn("'--bogus'", r.stderr)
+
+
 if __name__ == "__main__":
     unittest.main()
