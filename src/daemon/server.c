@@ -1236,6 +1236,31 @@ static bool admin_peer_ok(struct server *s, int fd, const struct ucred *cred)
 	return false;
 }
 
+/*
+ * Answer a refused peer with one line and close. Whatever it already sent is
+ * read away first: closing a Unix socket with unread bytes resets the
+ * connection, and the peer would lose the line that says why.
+ */
+static void refuse_and_close(int fd, struct cg_reply *r)
+{
+	char tid[40] = "";
+	if (cg_uuid4(tid, sizeof(tid)) == 0)
+		cg_reply_set_trace(r, tid);
+	size_t len = 0;
+	char *line = reply_line("", r, &len);
+	cg_reply_free(r);
+	char sink[4096];
+	for (int i = 0; i < 256 && recv(fd, sink, sizeof(sink), MSG_DONTWAIT) > 0; i++)
+		;
+	if (line)
+		(void)send(fd, line, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+	free(line);
+	(void)shutdown(fd, SHUT_WR);
+	for (int i = 0; i < 256 && recv(fd, sink, sizeof(sink), MSG_DONTWAIT) > 0; i++)
+		;
+	close(fd);
+}
+
 static void accept_all(struct server *s, int lfd, bool admin)
 {
 	for (;;) {
@@ -1264,18 +1289,8 @@ static void accept_all(struct server *s, int lfd, bool admin)
 		if (admin && !admin_peer_ok(s, fd, &cred)) {
 			cg_log("warn", NULL, "admin socket: refused uid %u pid %d (not the owner)",
 			       (unsigned)cred.uid, (int)cred.pid);
-			struct cg_reply *r = cg_reply_new(CG_R_ADMIN_PEER_REFUSED, "{s:I}", "uid",
-							  (json_int_t)cred.uid);
-			char tid[40] = "";
-			if (cg_uuid4(tid, sizeof(tid)) == 0)
-				cg_reply_set_trace(r, tid);
-			size_t len = 0;
-			char *line = reply_line("", r, &len);
-			cg_reply_free(r);
-			if (line)
-				(void)send(fd, line, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-			free(line);
-			close(fd);
+			refuse_and_close(fd, cg_reply_new(CG_R_ADMIN_PEER_REFUSED, "{s:I}", "uid",
+							  (json_int_t)cred.uid));
 			continue;
 		}
 		char where[PATH_MAX + 32] = "";
@@ -1283,19 +1298,9 @@ static void accept_all(struct server *s, int lfd, bool admin)
 			cg_log("warn", NULL,
 			       "admin socket: refused uid %u pid %d: inside a call (%s)",
 			       (unsigned)cred.uid, (int)cred.pid, where);
-			struct cg_reply *r = cg_reply_new(CG_R_ADMIN_PEER_IN_CALL, "{s:I,s:I,s:s}",
+			refuse_and_close(fd, cg_reply_new(CG_R_ADMIN_PEER_IN_CALL, "{s:I,s:I,s:s}",
 							  "pid", (json_int_t)cred.pid, "uid",
-							  (json_int_t)cred.uid, "where", where);
-			char tid[40] = "";
-			if (cg_uuid4(tid, sizeof(tid)) == 0)
-				cg_reply_set_trace(r, tid);
-			size_t len = 0;
-			char *line = reply_line("", r, &len);
-			cg_reply_free(r);
-			if (line)
-				(void)send(fd, line, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-			free(line);
-			close(fd);
+							  (json_int_t)cred.uid, "where", where));
 			continue;
 		}
 		unsigned cap = admin ? ADMIN_MAX_CONNS : s->max_conns;

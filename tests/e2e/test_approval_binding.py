@@ -122,6 +122,37 @@ class AdminPeersArePeople(unittest.TestCase):
             self.assertEqual(box["resp"]["status"], "ok", box)
             self.assertTrue(os.path.exists(marker))
 
+    @unittest.skipUnless(shutil.which("unshare") and os.getuid() == 0, "root and util-linux")
+    def test_a_peer_in_another_pid_namespace_is_refused(self):
+        # Calls will run in their own pid namespace; a peer there is not a person.
+        with daemon() as d:
+            probe = "\n".join([
+                "import socket, sys",
+                "s = socket.socket(socket.AF_UNIX)",
+                "s.connect(sys.argv[1])",
+                "try:",
+                "    s.sendall(b'{\"action\":\"ping\"}\\n')",
+                "except OSError:",
+                "    pass  # a refused peer is answered and closed at once",
+                "d = b''",
+                "while True:",
+                "    b = s.recv(65536)",
+                "    if not b:",
+                "        break",
+                "    d += b",
+                "sys.stdout.write(d.decode())"])
+            r = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", sys.executable,
+                                "-c", probe, d.admin_socket],
+                               capture_output=True, text=True, timeout=WAIT)
+            resp = json.loads(r.stdout or "{}")
+            self.assertEqual(resp.get("reply", {}).get("code"), "MCP-IO-E-004",
+                             (r.stdout, r.stderr))
+            self.assertIn("pid namespace", resp["reply"]["message"])
+            # Control: the same probe from the test's own namespace is served.
+            ok = subprocess.run([sys.executable, "-c", probe, d.admin_socket],
+                                capture_output=True, text=True, timeout=WAIT)
+            self.assertEqual(json.loads(ok.stdout)["reply"]["code"], "MCP-SYS-S-001", ok)
+
     def test_only_configured_approvers_answer(self):
         # nobody may use the admin socket (admin group) but is not an approver.
         with daemon(flags=["--admin-group", "nogroup"]) as d:
