@@ -48,6 +48,7 @@
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -1402,7 +1403,7 @@ static int make_parent(const char *path, mode_t mode)
  * On failure logs one line and returns -1.
  */
 static int open_listener(const char *path, mode_t mode, gid_t gid, int *lock_out,
-			 struct stat *st_out)
+			 struct stat *st_out, int64_t *locked_at_ns)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	int fd = -1, lock_fd = -1, probe = -1;
@@ -1432,6 +1433,21 @@ static int open_listener(const char *path, mode_t mode, gid_t gid, int *lock_out
 		cg_log("error", NULL, "%s: another callgated holds %s; already running", path,
 		       lockpath);
 		goto fail;
+	}
+	if (locked_at_ns) {
+		/*
+		 * Every daemon that served this socket before us held this lock
+		 * until it exited, so every request it accepted is dated before
+		 * now: requests dated before now are refused (replay across a
+		 * restart). Then wait for the next millisecond before listening,
+		 * so that a request made after we listen is dated at or after now
+		 * even by a client that writes milliseconds only.
+		 */
+		*locked_at_ns = cg_now_wall_ns();
+		int64_t wait_ns = 1000000 - *locked_at_ns % 1000000;
+		struct timespec ts = { .tv_sec = 0, .tv_nsec = (long)wait_ns };
+		while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+			;
 	}
 	struct stat st;
 	if (lstat(path, &st) == 0) {
@@ -1673,8 +1689,9 @@ int cg_server_run(struct cg_kernel *k, const struct cg_server_config *cfg)
 		goto close_fds;
 	}
 	mode_t mode = cfg->socket_group != (gid_t)-1 ? 0660 : 0600;
-	s->listen_fd =
-	    open_listener(cfg->socket_path, mode, cfg->socket_group, &s->lock_fd, &s->listen_st);
+	int64_t not_before = 0;
+	s->listen_fd = open_listener(cfg->socket_path, mode, cfg->socket_group, &s->lock_fd,
+				     &s->listen_st, &not_before);
 	if (s->listen_fd < 0)
 		goto close_fds;
 	s->have_listen_st = true;
@@ -1682,19 +1699,18 @@ int cg_server_run(struct cg_kernel *k, const struct cg_server_config *cfg)
 		s->admin_fd =
 		    open_listener(cfg->admin_socket_path, cfg->has_admin_group ? 0660 : 0600,
 				  cfg->has_admin_group ? cfg->admin_group : (gid_t)-1,
-				  &s->admin_lock_fd, &s->admin_st);
+				  &s->admin_lock_fd, &s->admin_st, NULL);
 		if (s->admin_fd < 0)
 			goto close_fds;
 		s->have_admin_st = true;
 	}
 	/*
-	 * The seen-id window starts empty: nothing dated before now is
-	 * accepted. Now, not at process start: only once we hold the socket
-	 * locks is every earlier daemon on these sockets gone, and one that
-	 * was still serving while we initialised may have accepted requests
-	 * dated after our start.
+	 * The seen-id window starts empty: nothing dated before we held the
+	 * agent socket's lock is accepted. Not the process start: a daemon
+	 * still serving while we initialised may have accepted requests dated
+	 * after it.
 	 */
-	cg_wire_set_not_before(cg_now_wall_ns());
+	cg_wire_set_not_before(not_before);
 	if (add_src(s, s->sig_fd, &s->sig_src, SRC_SIGNAL) < 0 ||
 	    add_src(s, s->wake_fd, &s->wake_src, SRC_WAKE) < 0 ||
 	    add_src(s, s->listen_fd, &s->listen_src, SRC_LISTEN) < 0 ||
