@@ -146,7 +146,8 @@ static void run_shown_call_locked(struct cg_kernel *k, const struct admin_rq *rq
 	    strcmp(sha, p->request_sha256) != 0)
 		return;
 	struct cg_job *j = p->job;
-	struct cg_grant *mg = cg_grants_match(&k->grants, &j->gate.call, cg_now_wall_ns());
+	struct cg_grant *mg = cg_grants_match(
+	    &k->grants, &j->gate.call, json_object_get(p->view, "constraints"), cg_now_wall_ns());
 	if (mg) {
 		use_grant_locked(k, j, mg, &rq->peer->uid);
 		settle_locked(k, j, NULL);

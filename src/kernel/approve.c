@@ -116,6 +116,12 @@ int defer_to_human(struct cg_kernel *k, struct cg_job *j, struct cg_job **job_ou
 	if (!view)
 		return 1;
 	memcpy(j->request_sha256, sha, sizeof(sha));
+	struct cg_reply *dead = sudo_dead_end(j);
+	if (dead) {
+		json_decref(view);
+		refuse_deferred(k, j, dead);
+		return -1;
+	}
 
 	pthread_mutex_lock(&k->lock);
 	if (k->stopping) {
@@ -123,7 +129,8 @@ int defer_to_human(struct cg_kernel *k, struct cg_job *j, struct cg_job **job_ou
 		json_decref(view);
 		return 1;
 	}
-	struct cg_grant *gr = cg_grants_match(&k->grants, &j->gate.call, cg_now_wall_ns());
+	struct cg_grant *gr = cg_grants_match(
+	    &k->grants, &j->gate.call, json_object_get(view, "constraints"), cg_now_wall_ns());
 	if (gr) {
 		use_grant_locked(k, j, gr, NULL);
 		json_decref(view);

@@ -199,6 +199,14 @@ void run_job(struct cg_kernel *k, struct cg_job *j);
 int sudo_wrap(struct cg_job *j, struct cg_reply **err);
 void sudo_unwrap(struct cg_job *j);
 const char *sudo_password_needed(const struct cg_job *j, const struct cg_exec_result *res);
+/*
+ * No dead ends (issue 12): a privileged call on a daemon that is not root
+ * runs through `sudo -n`; when that cannot work (its constraints need a
+ * confinement sudo cannot gain privilege under, or `sudo -n -l` says the
+ * command would need a password) no approval can make it run. Returns the
+ * refusal to give before anyone is asked (caller frees), or NULL.
+ */
+struct cg_reply *sudo_dead_end(struct cg_job *j);
 
 /* ---- approve.c ---- */
 

@@ -185,7 +185,8 @@ static const char *next_steps(enum cg_rtype t)
 	case CG_RTYPE_I:
 		return "fix the request as the message says and retry";
 	case CG_RTYPE_D:
-		return "escalate: ask for approval or a grant, or narrow the request";
+		return "escalate as the message says: a deny needs a policy change, a deferral "
+		       "needs approval or a grant";
 	default:
 		return "stop and report the trace id";
 	}

@@ -17,9 +17,12 @@
  *    environment), or the stage does not run.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "kernel_priv.h"
@@ -121,5 +124,59 @@ const char *sudo_password_needed(const struct cg_job *j, const struct cg_exec_re
 		if (memmem(b->p, b->len, needle, sizeof(needle) - 1))
 			return j->sudo_wrapped ? j->sudo_exe_saved[i] : j->gate.call.stages[i].exe;
 	}
+	return NULL;
+}
+
+/* Does `sudo -n -l -- exe args` say this stage may run without a password? */
+static bool sudo_would_run(const char *exe, const struct cg_stage *st)
+{
+	char *envp[] = { "PATH=" CG_WORLD_PATH, NULL };
+	char **argv = calloc(st->argc + 5, sizeof(char *));
+	posix_spawn_file_actions_t fa;
+	pid_t pid = -1;
+	int status = 0, rc = -1;
+	if (!argv || posix_spawn_file_actions_init(&fa) != 0) {
+		free(argv);
+		return false;
+	}
+	argv[0] = "/usr/bin/sudo";
+	argv[1] = "-n";
+	argv[2] = "-l";
+	argv[3] = "--";
+	argv[4] = (char *)(uintptr_t)exe;
+	for (size_t a = 1; a < st->argc; a++)
+		argv[4 + a] = st->argv[a];
+	if (posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0) == 0 &&
+	    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0) == 0 &&
+	    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0) == 0 &&
+	    posix_spawn(&pid, argv[0], &fa, NULL, argv, envp) == 0) {
+		while ((rc = (int)waitpid(pid, &status, 0)) < 0 && errno == EINTR)
+			;
+	}
+	posix_spawn_file_actions_destroy(&fa);
+	free(argv);
+	return rc >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+struct cg_reply *sudo_dead_end(struct cg_job *j)
+{
+	if (!j->gate.req->privileged || geteuid() == 0)
+		return NULL;
+	struct cg_reply *err = NULL;
+	struct cg_confine_plan *plan = NULL;
+	struct cg_confine_ctx cctx = { .workspace = j->gate.call.workspace,
+				       .cwd = j->gate.call.cwd,
+				       .home = "",
+				       .allow_setuid = true,
+				       .uid = geteuid(),
+				       .gid = getegid() };
+	if (cg_confine_prepare(j->gate.folded.constraints, j->gate.folded.n_constraints, &cctx,
+			       &plan, &err) != 0)
+		return err;
+	cg_confine_plan_free(plan);
+	for (size_t i = 0; i < j->gate.call.n_stages; i++)
+		if (!sudo_would_run(j->gate.call.stages[i].exe, &j->gate.req->stages[i]))
+			return cg_reply_new(CG_R_SUDO_NEEDS_PASSWORD, "{s:s}", "exe",
+					    j->gate.call.stages[i].exe);
 	return NULL;
 }

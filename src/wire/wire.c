@@ -27,6 +27,7 @@
 #include "wire.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +35,14 @@
 #include <openssl/rand.h>
 
 #include "util.h"
+
+/* Requests dated before this are refused (cg_wire_set_not_before); 0: none. */
+static _Atomic int64_t not_before_ns;
+
+void cg_wire_set_not_before(int64_t wall_ns)
+{
+	atomic_store(&not_before_ns, wall_ns);
+}
 
 /* Per-field byte limits beyond the 1 MiB line cap (docs/protocol.md). */
 #define MAX_HOST    255
@@ -606,6 +615,25 @@ static struct cg_reply *take_time(json_t *root, const struct cg_wire_rules *rule
 		struct cg_reply *r =
 		    cg_reply_build(id, "{s:s,s:I,s:I}", "time", e, stale ? "age_s" : "ahead_s",
 				   stale ? -off_s : off_s, "window_s", (json_int_t)window_s);
+		free(e);
+		return r;
+	}
+	/*
+	 * Replay across a restart: the seen-id window is memory only, so a
+	 * request dated before this daemon started is refused outright. A
+	 * captured request was dated before the old daemon accepted it, which
+	 * is before this one started; only someone who can make any request
+	 * can date one later, and they need no replay.
+	 */
+	int64_t not_before = atomic_load(&not_before_ns);
+	if (not_before > 0 && t_ns < not_before) {
+		char *e = echo(s, n);
+		char started[40];
+		if (!e)
+			return oom("quoting the request time");
+		cg_format_time(not_before, started, sizeof(started));
+		struct cg_reply *r = cg_reply_build(CG_REPLY_OWNED(CG_R_TIME_BEFORE_START),
+						    "{s:s,s:s}", "time", e, "started", started);
 		free(e);
 		return r;
 	}
