@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -311,8 +312,8 @@ int cg_cli_help(const char *usage, const char *about, const struct cg_cli_opt *o
 	printf("usage: %s\n", usage);
 	if (about)
 		printf("\n%s\n", about);
-	if (opts && opts->name) {
-		printf("\noptions:\n");
+	printf("\noptions:\n");
+	if (opts) {
 		for (const struct cg_cli_opt *o = opts; o->name; o++) {
 			char left[64];
 			(void)snprintf(left, sizeof(left), "%s%s%s", o->name, o->arg ? " " : "",
@@ -348,6 +349,23 @@ static size_t distance(const char *a, const char *b)
 	return row[lb];
 }
 
+/* True when opts has exactly one entry that starts with name ("--priv"). */
+static const char *unique_prefix(const char *name, const struct cg_cli_opt *opts)
+{
+	const char *found = NULL;
+	size_t n = strlen(name);
+	if (n < 3)
+		return NULL;
+	for (const struct cg_cli_opt *o = opts; o && o->name; o++) {
+		if (strncmp(o->name, name, n) != 0)
+			continue;
+		if (found)
+			return NULL;
+		found = o->name;
+	}
+	return found;
+}
+
 int cg_cli_bad_option(const char *sub, const char *bad, const char *why,
 		      const struct cg_cli_opt *opts)
 {
@@ -356,18 +374,131 @@ int cg_cli_bad_option(const char *sub, const char *bad, const char *why,
 	size_t n = strcspn(bad, "=");
 	(void)snprintf(name, sizeof(name), "%.*s", (int)(n < sizeof(name) ? n : sizeof(name) - 1),
 		       bad);
-	const char *closest = NULL;
-	size_t best = (size_t)-1;
-	for (const struct cg_cli_opt *o = opts; o && o->name; o++) {
+	const char *closest = unique_prefix(name, opts);
+	size_t best = closest ? 0 : (size_t)-1;
+	for (const struct cg_cli_opt *o = opts; !closest && o && o->name; o++) {
 		size_t d = distance(name, o->name);
 		if (d < best) {
 			best = d;
 			closest = o->name;
 		}
 	}
-	fprintf(stderr, "callgate %s: %s '%s'", sub, why ? why : "unknown option", name);
-	if (closest && best <= 3 && strcmp(closest, name) != 0)
+	/* The name is the user's text: no terminal escapes reach stderr. */
+	for (char *p = name; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = '?';
+	fprintf(stderr, "callgate%s%s: %s '%s'", *sub ? " " : "", sub, why ? why : "unknown option",
+		name);
+	if (closest && best <= 3 && strcmp(closest, name) != 0) {
 		fprintf(stderr, "; did you mean '%s'?", closest);
-	fprintf(stderr, " (see 'callgate %s --help')\n", sub);
+	} else if (closest && strcmp(closest, name) != 0) {
+		/* Nothing is close: name them all, so the line still says what is valid. */
+		fprintf(stderr, "; valid:");
+		for (const struct cg_cli_opt *o = opts; o && o->name; o++)
+			fprintf(stderr, "%s %s", o == opts ? "" : ",", o->name);
+	}
+	fprintf(stderr, " (see 'callgate%s%s --help')\n", *sub ? " " : "", sub);
 	return CG_EXIT_USAGE;
+}
+
+const struct cg_cli_opt *cg_cli_opt_take(const char *sub, const struct cg_cli_opt *opts, int argc,
+					 char **argv, int *i, const char **val)
+{
+	const char *a = argv[*i];
+	const char *eq = a[0] == '-' && a[1] == '-' ? strchr(a, '=') : NULL;
+	size_t n = eq ? (size_t)(eq - a) : strlen(a);
+	char why[96];
+
+	*val = NULL;
+	for (const struct cg_cli_opt *o = opts; o && o->name; o++) {
+		if (strlen(o->name) != n || strncmp(o->name, a, n) != 0)
+			continue;
+		if (!o->arg) {
+			if (!eq)
+				return o;
+			(void)cg_cli_bad_option(sub, a, "no value is taken by", opts);
+			return NULL;
+		}
+		if (eq) {
+			*val = eq + 1;
+			return o;
+		}
+		if (*i + 1 >= argc) {
+			(void)snprintf(why, sizeof(why), "missing %s after", o->arg);
+			(void)cg_cli_bad_option(sub, a, why, opts);
+			return NULL;
+		}
+		*val = argv[++*i];
+		return o;
+	}
+	(void)cg_cli_bad_option(sub, a, NULL, opts);
+	return NULL;
+}
+
+/* s on f with control characters replaced: a reply carries the caller's text. */
+static void put_text(FILE *f, const char *s)
+{
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		fputc(c < 0x20 || c == 0x7f ? '?' : c, f);
+	}
+}
+
+int cg_cli_print_refusal(const char *sub, const json_t *response)
+{
+	const json_t *r = json_object_get(response, "reply");
+	const char *code = json_string_value(json_object_get(r, "code"));
+	const char *msg = json_string_value(json_object_get(r, "message"));
+	const char *trace = json_string_value(json_object_get(r, "trace_id"));
+	const char *status = json_string_value(json_object_get(response, "status"));
+
+	if (!msg)
+		msg = json_string_value(json_object_get(response, "message"));
+	if (!code)
+		code = status ? status : "no reply code";
+	fprintf(stderr, "callgate %s: ", sub);
+	put_text(stderr, code);
+	fputs(": ", stderr);
+	put_text(stderr, msg ? msg : "the daemon gave no message");
+	fputs(" (trace ", stderr);
+	put_text(stderr, trace ? trace : "-");
+	fputs(")\n", stderr);
+	return cg_client_exit_code(response);
+}
+
+int cg_cli_state_dir_check(const char *sub, const char *state_dir, const char *from)
+{
+	struct stat st;
+	char journal[4200];
+	const char *hint = "give the daemon's state directory with --state-dir DIR or "
+			   "$CALLGATE_STATE_DIR";
+
+	if (!from)
+		from = "--state-dir";
+	if (stat(state_dir, &st) != 0) {
+		fprintf(stderr,
+			"callgate %s: there is no state directory to read: %s (from %s): %s; %s.\n",
+			sub, state_dir, from,
+			errno == ENOENT ? "it does not exist" : strerror(errno), hint);
+		return -1;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "callgate %s: %s (from %s) is not a directory; %s.\n", sub,
+			state_dir, from, hint);
+		return -1;
+	}
+	(void)snprintf(journal, sizeof(journal), "%s/journal", state_dir);
+	int jrc = stat(journal, &st);
+	if (jrc != 0 || !S_ISDIR(st.st_mode)) {
+		const char *jwhy = jrc == 0	     ? "it is not a directory"
+				   : errno == ENOENT ? "it does not exist"
+						     : strerror(errno);
+		fprintf(stderr,
+			"callgate %s: the state directory %s (from %s) holds no evidence journal "
+			"(looked for %s: %s); is it the directory callgated was started with? "
+			"%s.\n",
+			sub, state_dir, from, journal, jwhy, hint);
+		return -1;
+	}
+	return 0;
 }
