@@ -325,31 +325,35 @@ int cg_cli_help(const char *usage, const char *about, const struct cg_cli_opt *o
 	return CG_EXIT_OK;
 }
 
-/* Edit distance (insert, delete, substitute), capped at 64-byte inputs. */
+/*
+ * Edit distance (insert, delete, substitute, swap two neighbours: "--cdw" is
+ * one step from "--cwd"), capped at 64-byte inputs.
+ */
 static size_t distance(const char *a, const char *b)
 {
 	size_t la = strnlen(a, 64), lb = strnlen(b, 64);
-	size_t row[65];
+	size_t d[65][65];
+	for (size_t i = 0; i <= la; i++)
+		d[i][0] = i;
 	for (size_t j = 0; j <= lb; j++)
-		row[j] = j;
+		d[0][j] = j;
 	for (size_t i = 1; i <= la; i++) {
-		size_t diag = row[0];
-		row[0] = i;
 		for (size_t j = 1; j <= lb; j++) {
-			size_t up = row[j];
-			size_t best = diag + (a[i - 1] != b[j - 1]);
-			if (up + 1 < best)
-				best = up + 1;
-			if (row[j - 1] + 1 < best)
-				best = row[j - 1] + 1;
-			row[j] = best;
-			diag = up;
+			size_t best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+			if (d[i - 1][j] + 1 < best)
+				best = d[i - 1][j] + 1;
+			if (d[i][j - 1] + 1 < best)
+				best = d[i][j - 1] + 1;
+			if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+			    d[i - 2][j - 2] + 1 < best)
+				best = d[i - 2][j - 2] + 1;
+			d[i][j] = best;
 		}
 	}
-	return row[lb];
+	return d[la][lb];
 }
 
-/* True when opts has exactly one entry that starts with name ("--priv"). */
+/* The one entry of opts that starts with name ("--priv"), or NULL. */
 static const char *unique_prefix(const char *name, const struct cg_cli_opt *opts)
 {
 	const char *found = NULL;
@@ -374,9 +378,9 @@ int cg_cli_bad_option(const char *sub, const char *bad, const char *why,
 	size_t n = strcspn(bad, "=");
 	(void)snprintf(name, sizeof(name), "%.*s", (int)(n < sizeof(name) ? n : sizeof(name) - 1),
 		       bad);
-	const char *closest = unique_prefix(name, opts);
-	size_t best = closest ? 0 : (size_t)-1;
-	for (const struct cg_cli_opt *o = opts; !closest && o && o->name; o++) {
+	const char *prefix = unique_prefix(name, opts), *closest = prefix;
+	size_t best = prefix ? 0 : (size_t)-1;
+	for (const struct cg_cli_opt *o = opts; !prefix && o && o->name; o++) {
 		size_t d = distance(name, o->name);
 		if (d < best) {
 			best = d;
@@ -389,7 +393,9 @@ int cg_cli_bad_option(const char *sub, const char *bad, const char *why,
 			*p = '?';
 	fprintf(stderr, "callgate%s%s: %s '%s'", *sub ? " " : "", sub, why ? why : "unknown option",
 		name);
-	if (closest && best <= 3 && strcmp(closest, name) != 0) {
+	/* Close means a few edits, and fewer than half the name: "--frob" is not "--json". */
+	size_t core = strlen(name + strspn(name, "-")), near = core / 2 < 3 ? core / 2 : 3;
+	if (closest && best <= (near ? near : 1) && strcmp(closest, name) != 0) {
 		fprintf(stderr, "; did you mean '%s'?", closest);
 	} else if (closest && strcmp(closest, name) != 0) {
 		/* Nothing is close: name them all, so the line still says what is valid. */
