@@ -476,34 +476,35 @@ int cg_cli_state_dir_check(const char *sub, const char *state_dir, const char *f
 {
 	struct stat st;
 	char journal[4200];
-	const char *hint = "give the daemon's state directory with --state-dir DIR or "
-			   "$CALLGATE_STATE_DIR";
+	const char *hint = "Give the daemon's state directory with --state-dir DIR or "
+			   "$CALLGATE_STATE_DIR.";
 
 	if (!from)
 		from = "--state-dir";
-	if (stat(state_dir, &st) != 0) {
+	int rc = stat(state_dir, &st);
+	if (rc != 0 || !S_ISDIR(st.st_mode)) {
 		fprintf(stderr,
-			"callgate %s: there is no state directory to read: %s (from %s): %s; %s.\n",
+			"callgate %s: no state directory to read: looked for %s (from %s), which "
+			"%s. %s\n",
 			sub, state_dir, from,
-			errno == ENOENT ? "it does not exist" : strerror(errno), hint);
-		return -1;
-	}
-	if (!S_ISDIR(st.st_mode)) {
-		fprintf(stderr, "callgate %s: %s (from %s) is not a directory; %s.\n", sub,
-			state_dir, from, hint);
+			rc == 0		  ? "is not a directory"
+			: errno == ENOENT ? "does not exist"
+					  : "cannot be read",
+			hint);
 		return -1;
 	}
 	(void)snprintf(journal, sizeof(journal), "%s/journal", state_dir);
-	int jrc = stat(journal, &st);
-	if (jrc != 0 || !S_ISDIR(st.st_mode)) {
-		const char *jwhy = jrc == 0	     ? "it is not a directory"
-				   : errno == ENOENT ? "it does not exist"
-						     : strerror(errno);
+	rc = stat(journal, &st);
+	if (rc != 0 || !S_ISDIR(st.st_mode)) {
 		fprintf(stderr,
-			"callgate %s: the state directory %s (from %s) holds no evidence journal "
-			"(looked for %s: %s); is it the directory callgated was started with? "
-			"%s.\n",
-			sub, state_dir, from, journal, jwhy, hint);
+			"callgate %s: no evidence journal to read: looked for %s in the state "
+			"directory %s (from %s), which %s; is it the directory callgated was "
+			"started with? %s\n",
+			sub, journal, state_dir, from,
+			rc == 0		  ? "is not a directory"
+			: errno == ENOENT ? "does not have it"
+					  : "cannot be read",
+			hint);
 		return -1;
 	}
 	return 0;
