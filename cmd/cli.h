@@ -58,7 +58,7 @@ int cg_client_exit_code(const json_t *response);
 json_t *cg_cli_pipeline(int argc, char **argv);
 
 /*
- * Help and usage errors, one way for every subcommand. Each subcommand keeps
+ * Help and usage errors (cli_help.c), one way for every subcommand. Each keeps
  * a table of its options (terminated by a zero entry) that both its --help
  * and its usage errors are made from, so the two cannot disagree.
  */

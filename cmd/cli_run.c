@@ -147,6 +147,26 @@ static const struct cg_cli_opt ping_opts[] = {
 	"UNKNOWN, BLOCK), the rule, each adjudicator's verdict, the constraints and\n"             \
 	"the trace id. Exits 0 when the call would run (ALLOW, DEGRADE), 77 otherwise."
 
+/*
+ * --help among run's or gate's options, not in the pipeline: "run ls --help"
+ * runs ls --help, so the scan stops at the first word that is not an option
+ * (or an option's value), as parse_opts does.
+ */
+static bool wants_help(int argc, char **argv, const struct cg_cli_opt *opts)
+{
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (strcmp(a, "--") == 0 || a[0] != '-')
+			return false;
+		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)
+			return true;
+		for (const struct cg_cli_opt *o = opts; o->name; o++)
+			if (o->arg && strcmp(a, o->name) == 0)
+				i++; /* its value, whatever it looks like */
+	}
+	return false;
+}
+
 /* Shared request-building options of run and gate. */
 struct req_opts {
 	json_t *req;
@@ -244,7 +264,7 @@ int cg_cli_run(const struct cg_cli *g, int argc, char **argv)
 	int ret = CG_EXIT_USAGE;
 	struct req_opts o = { 0 };
 	json_t *resp = NULL;
-	if (cg_cli_wants_help(argc, argv))
+	if (wants_help(argc, argv, run_opts))
 		return cg_cli_help(RUN_USAGE, RUN_ABOUT, run_opts);
 	o.req = json_object();
 	if (!o.req)
@@ -443,7 +463,7 @@ int cg_cli_gate(const struct cg_cli *g, int argc, char **argv)
 	int ret = CG_EXIT_USAGE;
 	struct req_opts o = { 0 };
 	json_t *resp = NULL;
-	if (cg_cli_wants_help(argc, argv))
+	if (wants_help(argc, argv, gate_opts))
 		return cg_cli_help(GATE_USAGE, GATE_ABOUT, gate_opts);
 	o.req = json_pack("{s:s}", "action", "gate");
 	if (!o.req)

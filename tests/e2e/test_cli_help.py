@@ -129,9 +129,16 @@ class HelpWalk(unittest.TestCase):
     def test_help_after_double_dash_is_the_commands_argument(self):
         # "run -- grep --help" runs grep --help: a usage error here would mean
         # the CLI ate the command's own argument. No daemon: 69, not 0 or 64.
-        r = callgate("run", "--no-privileged", "--", "grep", "--help")
-        self.assertEqual(r.returncode, 69, r.stderr)
-        self.assertNotIn(b"usage:", r.stdout)
+        for args in (("run", "--no-privileged", "--", "grep", "--help"),
+                     ("run", "--no-privileged", "grep", "--help"),
+                     ("run", "--reason", "why", "grep", "-h"),
+                     ("gate", "--", "grep", "--help")):
+            with self.subTest(args=args):
+                r = callgate(*args)
+                self.assertEqual(r.returncode, 69, r.stderr)
+                self.assertNotIn(b"usage:", r.stdout)
+        r = callgate("run", "--reason", "--help")  # an option's value, not a request for help
+        self.assertEqual(r.returncode, 64, r.stderr)
 
 
 class UsageErrors(unittest.TestCase):
