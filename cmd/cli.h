@@ -12,6 +12,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <jansson.h>
 
 #include "exec.h"
@@ -97,6 +98,14 @@ const struct cg_cli_opt *cg_cli_opt_take(const char *sub, const struct cg_cli_op
  * return its exit code (cg_client_exit_code).
  */
 int cg_cli_print_refusal(const char *sub, const json_t *response);
+
+/*
+ * Print a JSON value as text for people, never as JSON: a string as it is
+ * (control characters replaced), an array's items separated by spaces, an
+ * object as "key value; key value", so {"read":["/"],"net":"none"} reads
+ * "read /; net none".
+ */
+void cg_cli_print_value(FILE *f, json_t *v);
 
 /*
  * Check that a state directory is there to be read before an evidence tool

@@ -294,6 +294,57 @@ fail:
 	return NULL;
 }
 
+/*
+ * One JSON value as text, never as JSON: a string as it is (control
+ * characters replaced), an array's items separated by spaces, an object as
+ * "key value; key value" ("(key value, …)" when nested), so that
+ * {"read":["/"],"net":"none"} reads "read /; net none".
+ */
+static void print_value(FILE *f, json_t *v, int depth)
+{
+	const char *k;
+	json_t *x;
+	size_t i;
+	if (json_is_string(v)) {
+		for (const char *p = json_string_value(v); *p; p++)
+			fputc((unsigned char)*p < 0x20 || *p == 0x7f ? '?' : *p, f);
+	} else if (json_is_integer(v)) {
+		fprintf(f, "%lld", (long long)json_integer_value(v));
+	} else if (json_is_real(v)) {
+		fprintf(f, "%g", json_real_value(v));
+	} else if (json_is_boolean(v)) {
+		fputs(json_is_true(v) ? "yes" : "no", f);
+	} else if (json_is_array(v)) {
+		if (json_array_size(v) == 0)
+			fputs("nothing", f);
+		json_array_foreach(v, i, x)
+		{
+			if (i)
+				fputc(' ', f);
+			print_value(f, x, depth + 1);
+		}
+	} else if (json_is_object(v)) {
+		bool first = true;
+		if (depth)
+			fputc('(', f);
+		json_object_foreach(v, k, x)
+		{
+			fprintf(f, "%s%s ", first ? "" : depth ? ", " : "; ", k);
+			print_value(f, x, depth + 1);
+			first = false;
+		}
+		if (depth)
+			fputc(')', f);
+	} else {
+		fputc('-', f);
+	}
+}
+
+void cg_cli_print_value(FILE *f, json_t *v)
+{
+	print_value(f, v, 0);
+}
+
 /* s on f with control characters replaced: a reply carries the caller's text. */
 static void put_text(FILE *f, const char *s)
 {

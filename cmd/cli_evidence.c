@@ -199,6 +199,35 @@ static int cmd_replay(struct state st, int argc, char **argv)
 	return rc == 0 ? CG_EXIT_OK : EXIT_FAIL;
 }
 
+/*
+ * verdict.md for a terminal: newlines kept, other control characters
+ * replaced, and a list item that is a structured value (a constraint such as
+ * {"read":["/"],"net":"none"}, which the sealed file holds as JSON) written as
+ * text, "read /; net none": human output never shows JSON. The file itself is
+ * left as sealed (replay compares it with the seal).
+ */
+static void print_verdict_md(const char *p, size_t n)
+{
+	for (size_t i = 0; i < n;) {
+		const char *nl = memchr(p + i, '\n', n - i);
+		size_t len = nl ? (size_t)(nl - (p + i)) : n - i;
+		json_t *v = NULL;
+		if (len > 2 && p[i] == '-' && p[i + 1] == ' ' &&
+		    (p[i + 2] == '{' || p[i + 2] == '['))
+			v = json_loadb(p + i + 2, len - 2, 0, NULL);
+		if (json_is_object(v) || json_is_array(v)) {
+			fputs("- ", stdout);
+			cg_cli_print_value(stdout, v);
+		} else {
+			put_safe(stdout, p + i, len);
+		}
+		json_decref(v);
+		if (nl)
+			fputc('\n', stdout);
+		i += len + (nl ? 1 : 0);
+	}
+}
+
 static int cmd_verdict(struct state st, int argc, char **argv)
 {
 	const char *id = NULL;
@@ -251,10 +280,7 @@ static int cmd_verdict(struct state st, int argc, char **argv)
 	if (json)
 		fwrite(p, 1, n, stdout);
 	else
-		for (size_t i = 0; i < n; i++) /* newlines kept, other controls replaced */
-			fputc(p[i] == '\n' || !((unsigned char)p[i] < 0x20 || p[i] == 0x7f) ? p[i]
-											    : '?',
-			      stdout);
+		print_verdict_md(p, n);
 	free(p);
 	return CG_EXIT_OK;
 }

@@ -390,52 +390,6 @@ release:
 	return ret;
 }
 
-/*
- * One JSON value as text, never as JSON: a string as it is (control
- * characters replaced), an array's items separated by spaces, an object as
- * "key value; key value" ("(key value, …)" when nested), so that
- * {"read":["/"],"net":"none"} reads "read /; net none".
- */
-static void put_value(json_t *v, int depth)
-{
-	const char *k;
-	json_t *x;
-	size_t i;
-	if (json_is_string(v)) {
-		for (const char *p = json_string_value(v); *p; p++)
-			putchar((unsigned char)*p < 0x20 || *p == 0x7f ? '?' : *p);
-	} else if (json_is_integer(v)) {
-		printf("%lld", (long long)json_integer_value(v));
-	} else if (json_is_real(v)) {
-		printf("%g", json_real_value(v));
-	} else if (json_is_boolean(v)) {
-		fputs(json_is_true(v) ? "yes" : "no", stdout);
-	} else if (json_is_array(v)) {
-		if (json_array_size(v) == 0)
-			fputs("nothing", stdout);
-		json_array_foreach(v, i, x)
-		{
-			if (i)
-				putchar(' ');
-			put_value(x, depth + 1);
-		}
-	} else if (json_is_object(v)) {
-		bool first = true;
-		if (depth)
-			putchar('(');
-		json_object_foreach(v, k, x)
-		{
-			printf("%s%s ", first ? "" : depth ? ", " : "; ", k);
-			put_value(x, depth + 1);
-			first = false;
-		}
-		if (depth)
-			putchar(')');
-	} else {
-		putchar('-');
-	}
-}
-
 /* Print the comma-separated rule ids of the rungs that decided something. */
 static void print_rules(const json_t *data)
 {
@@ -530,7 +484,7 @@ int cg_cli_gate(const struct cg_cli *g, int argc, char **argv)
 		json_array_foreach(cons, ci, c)
 		{
 			printf("%s", ci ? "             " : " ");
-			put_value(c, 0);
+			cg_cli_print_value(stdout, c);
 			putchar('\n');
 		}
 		printf("trace:       %s\n", trace ? trace : "-");

@@ -18,6 +18,7 @@ import socket
 import subprocess
 import tempfile
 import threading
+import time
 import unittest
 
 import cgtest
@@ -303,6 +304,23 @@ class TextNotJson(unittest.TestCase):
         self.assertTrue(lines)
         for line in lines:
             json.loads(line)
+
+    def test_verdict_text_writes_constraints_as_text(self):
+        r = self.d.cli("run", "--json", "--no-privileged", "--", "touch", "v")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        tid = json.loads(r.stdout)["reply"]["trace_id"]
+        pkg = os.path.join(self.d.state_dir, "traces", tid, "verdict.md")
+        deadline = time.monotonic() + TIMEOUT
+        while not os.path.exists(pkg) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        r = self.d.cli("verdict", tid)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        out = r.stdout.decode()
+        self.assertIn("# Verdict: DEGRADE", out)
+        self.assertRegex(out, r"\n## Constrained\n\n- .*write \S+")
+        self.assert_no_json(out, "verdict")
+        r = self.d.cli("verdict", "--json", tid)
+        self.assertTrue(json.loads(r.stdout)["constrained"])
 
     def test_a_reply_without_the_usual_shape_is_still_text(self):
         # A daemon (or an impostor) answering an error object without a
