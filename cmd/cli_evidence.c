@@ -45,9 +45,9 @@ static const struct cg_cli_opt verdict_opts[] = {
 };
 
 static const struct cg_cli_opt log_opts[] = {
-	{ "--since", "T", "events since an RFC 3339 time or an age (90s, 15m, 2h, 7d)" },
+	{ "--since", "T", "since an RFC 3339 time or an age: 90s, 15m, 2h, 7d" },
 	{ "--trace", "ID", "only this trace's events" },
-	{ "--decision", "D", "only traces decided D (ALLOW, DEGRADE, UNKNOWN, BLOCK)" },
+	{ "--decision", "D", "only traces whose decision is D (e.g. BLOCK)" },
 	{ "--session", "S", "only traces of this agent session" },
 	{ "--json", NULL, "print the journal lines exactly as stored" },
 	{ "--state-dir", "DIR", "the daemon's state directory" },

@@ -472,9 +472,8 @@ static const struct cg_cli_opt hook_commands[] = {
 };
 
 static const struct cg_cli_opt claude_code_opts[] = {
-	{ "--degrade", "ask|deny",
-	  "answer for a call allowed only confined (default ask; a hook cannot confine)" },
-	{ "--mcp-server", "NAME", "callgate's own MCP server name, whose tools pass (callgate)" },
+	{ "--degrade", "ask|deny", "answer when only a confined run is allowed (ask)" },
+	{ "--mcp-server", "NAME", "callgate's own MCP server, whose tools pass" },
 	{ 0 },
 };
 

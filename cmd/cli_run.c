@@ -97,36 +97,34 @@ static int set_cwd(const char *sub, json_t *req, const char *dir)
 }
 
 /* The options of run and gate (gate adds --actions): one table for --help and errors. */
-#define REQUEST_OPTS                                                                               \
-	{ "--no-privileged", NULL, "run as yourself (what most calls want)" },                     \
-	    { "--privileged", NULL,                                                                \
-	      "run as root after a human's approval (the protocol's default)" },                   \
-	    { "--cwd", "DIR",                                                                      \
-	      "working directory, inside a workspace (default: the current directory)" },          \
-	    { "--env", "NAME=VALUE", "set a variable the policy allows; repeatable" },             \
-	    { "--timeout", "MS", "the command's deadline in milliseconds (capped by policy)" },    \
-	    { "--reason", "TEXT", "why: shown to the approver and kept in evidence" },             \
-	    { "--session", "NAME", "the agent session the call belongs to" },                      \
-	    { "--host", "HOST", "the host the call is for (default: this one)" },                  \
-	{                                                                                          \
-		"--id", "ID", "the request id (default: a fresh UUIDv4)"                           \
-	}
+/* clang-format off */
+#define REQUEST_OPTS \
+	{ "--no-privileged", NULL, "run as yourself (what most calls want)" }, \
+	{ "--privileged", NULL, "run as root after a human's approval (the default)" }, \
+	{ "--cwd", "DIR", "working directory in a workspace (default: here)" }, \
+	{ "--env", "NAME=VALUE", "set a variable the policy allows; repeatable" }, \
+	{ "--timeout", "MS", "the command's deadline in ms (capped by policy)" }, \
+	{ "--reason", "TEXT", "why: shown to the approver and kept in evidence" }, \
+	{ "--session", "NAME", "the agent session the call belongs to" }, \
+	{ "--host", "HOST", "the host the call is for (default: this one)" }, \
+	{ "--id", "ID", "the request id (default: a fresh UUIDv4)" }
+/* clang-format on */
 
 static const struct cg_cli_opt run_opts[] = {
 	REQUEST_OPTS,
-	{ "--json", NULL, "print the daemon's response as one JSON line instead of the output" },
+	{ "--json", NULL, "print the response as one JSON line, not the output" },
 	{ 0 },
 };
 
 static const struct cg_cli_opt gate_opts[] = {
 	REQUEST_OPTS,
-	{ "--actions", "FILE", "decide a JSON array of abstract actions instead of a pipeline" },
-	{ "--json", NULL, "print the daemon's response as one JSON line" },
+	{ "--actions", "FILE", "decide a JSON array of abstract actions" },
+	{ "--json", NULL, "print the response as one JSON line" },
 	{ 0 },
 };
 
 static const struct cg_cli_opt ping_opts[] = {
-	{ "--json", NULL, "print the daemon's response as one JSON line" },
+	{ "--json", NULL, "print the response as one JSON line" },
 	{ 0 },
 };
 
