@@ -56,11 +56,11 @@ static int help(void)
 				      commands[i].help);
 	if (n < sizeof(about))
 		(void)snprintf(about + n, sizeof(about) - n,
-			       "\n'callgate COMMAND --help' (or 'callgate help COMMAND') shows a "
-			       "command's own options.");
+			       "\n'callgate COMMAND --help' (or 'callgate help COMMAND') shows"
+			       " a command's\nown options.");
 	(void)cg_cli_help(USAGE, about, global_opts);
-	printf("\nSee callgate(1). Exit codes: the command's own, or 64 usage, 65 invalid, "
-	       "66 no state\ndirectory, 69 unavailable, 70 error, 77 denied, 124 timeout.\n");
+	printf("\nSee callgate(1). Exit codes: the command's own, or 64 usage, 65 invalid,\n"
+	       "66 no state directory, 69 unavailable, 70 error, 77 denied, 124 timeout.\n");
 	return CG_EXIT_OK;
 }
 

@@ -554,7 +554,7 @@ static int cmd_evidence(struct state st, int argc, char **argv)
 		return cg_cli_help(
 		    EVIDENCE_USAGE,
 		    "Recreate a trace's package (events.ndjson, verdict.json, "
-		    "verdict.md, replay.json,\ndiff.json) from the journal, or every "
+		    "verdict.md,\nreplay.json, diff.json) from the journal, or every "
 		    "trace's with --all.",
 		    rebuild_opts);
 	for (int i = 2; i < argc; i++) {
