@@ -22,6 +22,7 @@
 #include "../../cmd/cli_hook.c"
 #undef str_or
 #undef usage
+#include "../../cmd/cli_help.c" /* the option tables' --help and usage errors */
 
 int cg_client_call(const char *socket_path, json_t *request, int64_t timeout_ms, json_t **response,
 		   char *err, size_t err_len)
@@ -33,33 +34,6 @@ int cg_client_call(const char *socket_path, json_t *request, int64_t timeout_ms,
 	snprintf(err, err_len, "unit test: no daemon");
 	errno = ECONNREFUSED;
 	return -1;
-}
-
-/* The shared help helpers live in cmd/cli_common.c, which is not compiled in. */
-bool cg_cli_wants_help(int argc, char **argv)
-{
-	for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
-		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
-			return true;
-	return false;
-}
-
-int cg_cli_help(const char *usage_line, const char *about, const struct cg_cli_opt *opts)
-{
-	(void)usage_line;
-	(void)about;
-	(void)opts;
-	return CG_EXIT_OK;
-}
-
-int cg_cli_bad_option(const char *sub, const char *bad, const char *why,
-		      const struct cg_cli_opt *opts)
-{
-	(void)sub;
-	(void)bad;
-	(void)why;
-	(void)opts;
-	return CG_EXIT_USAGE;
 }
 
 struct split_case {
