@@ -52,6 +52,7 @@
 #define DEFAULT_CKPT_EVERY    10000u
 #define DEFAULT_CKPT_MS	      1000
 #define QUEUE_CAP	      (1u << 20) /* pending items; past this appends fail (EAGAIN) */
+#define ADMIT_HIGH_WATER      32768u	 /* pending items past which new calls are turned away */
 #define SEGMENT_READ_CAP      ((size_t)2 << 30)
 #define PKG_BACKLOG_CAP	      8192u /* packages waiting to be written; past this the writer waits */
 #define HEAL_PROBE_MS	      1000  /* a failed journal tries to reopen this often */
@@ -147,6 +148,7 @@ struct cg_evidence {
 	int64_t failed_at_ns; /* wall clock of that failure */
 	uint64_t refused;     /* appends refused while failed */
 	struct cg_smap *cut;  /* traces a failure cut short: they take no more events */
+	json_t *cut_pending;  /* traces cut at the queue cap, to be marked incomplete */
 	bool stop;
 	pthread_t thr;
 	bool thr_started;
@@ -806,6 +808,34 @@ free_all:
 	return rc;
 }
 
+/*
+ * Writer thread, mu held: queue an incomplete marker for each trace an
+ * append was refused for at the queue cap (past the cap on purpose: these
+ * markers are how the refusal is recorded).
+ */
+static void append_cut_markers(struct cg_evidence *ev)
+{
+	size_t i;
+	json_t *x;
+	json_array_foreach(ev->cut_pending, i, x)
+	{
+		struct item *it = calloc(1, sizeof(*it));
+		if (!it) {
+			cg_log("error", json_string_value(x),
+			       "evidence: out of memory marking a cut trace");
+			continue;
+		}
+		it->kind = IT_INCOMPLETE;
+		it->why = "an event of this trace was refused at the evidence queue's cap";
+		it->ticket = ++ev->next_ticket;
+		snprintf(it->trace, sizeof(it->trace), "%s", json_string_value(x));
+		*ev->q_tail = it;
+		ev->q_tail = &it->next;
+		ev->q_len++;
+	}
+	json_array_clear(ev->cut_pending);
+}
+
 /* Writer thread, mu held, journal failed: wait a probe interval, then try. */
 static void try_heal(struct cg_evidence *ev)
 {
@@ -846,6 +876,7 @@ static void *writer_main(void *arg)
 				break;
 		}
 		bool final = ev->stop;
+		append_cut_markers(ev);
 		struct item *batch = ev->q_head;
 		ev->q_head = NULL;
 		ev->q_tail = &ev->q_head;
@@ -896,7 +927,18 @@ static int enqueue(struct cg_evidence *ev, struct item *it)
 	} else if (it->kind != IT_FLUSH && cg_smap_get(ev->cut, it->trace)) {
 		saved = ESTALE; /* marked incomplete when the journal healed */
 	} else if (ev->q_len >= QUEUE_CAP) {
+		/*
+		 * An event that cannot be queued is never dropped silently: its
+		 * trace takes no more events (its permit fails, so nothing runs)
+		 * and the writer marks it incomplete, naming why.
+		 */
 		saved = EAGAIN;
+		if (it->kind == IT_EVENT && strcmp(it->trace, CG_JOURNAL_TRACE) != 0 &&
+		    !cg_smap_get(ev->cut, it->trace) &&
+		    (cg_smap_put(ev->cut, it->trace, (void *)1) != 0 ||
+		     json_array_append_new(ev->cut_pending, json_string(it->trace)) != 0))
+			cg_log("error", it->trace,
+			       "evidence: cannot remember a trace cut at the cap");
 	} else {
 		it->ticket = ++ev->next_ticket;
 		it->next = NULL;
@@ -995,6 +1037,16 @@ free_verdict:
 	json_decref(verdict);
 	errno = saved;
 	return -1;
+}
+
+bool cg_evidence_backlogged(struct cg_evidence *ev, size_t *pending)
+{
+	pthread_mutex_lock(&ev->mu);
+	size_t n = ev->q_len;
+	pthread_mutex_unlock(&ev->mu);
+	if (pending)
+		*pending = n;
+	return n >= ADMIT_HIGH_WATER;
 }
 
 int cg_evidence_flush(struct cg_evidence *ev)
@@ -1339,8 +1391,9 @@ int cg_evidence_open(const struct cg_evidence_config *cfg, struct cg_evidence **
 	ev->state_dir = strdup(cfg->state_dir);
 	ev->traces = cg_smap_new();
 	ev->cut = cg_smap_new();
+	ev->cut_pending = json_array();
 	enum cg_reply_id fail = CG_R_EVIDENCE_OPEN_FAILED;
-	if (!ev->state_dir || !ev->traces || !ev->cut) {
+	if (!ev->state_dir || !ev->traces || !ev->cut || !ev->cut_pending) {
 		snprintf(why, sizeof(why), "out of memory");
 		goto fail;
 	}
@@ -1476,6 +1529,7 @@ void cg_evidence_close(struct cg_evidence *ev)
 	EVP_PKEY_free(ev->key);
 	cg_smap_free(ev->traces, tstate_free);
 	cg_smap_free(ev->cut, NULL);
+	json_decref(ev->cut_pending);
 	free(ev->batch);
 	free(ev->state_dir);
 	pthread_cond_destroy(&ev->work_cv);

@@ -96,6 +96,13 @@ int cg_evidence_seal(struct cg_evidence *ev, const char *trace_id, json_t *verdi
  * answer a client only once `callgate verdict` would find the package.
  * Returns 0, or -1 with errno when the journal has failed.
  */
+/*
+ * Is the writer so far behind that new calls should be turned away (back-
+ * pressure instead of an unbounded queue)? *pending (when not NULL) gets the
+ * number of items waiting. Never blocks on disk.
+ */
+bool cg_evidence_backlogged(struct cg_evidence *ev, size_t *pending);
+
 int cg_evidence_flush(struct cg_evidence *ev) __attribute__((warn_unused_result));
 
 /*

@@ -207,6 +207,14 @@ static void dispatch(struct cg_kernel *k, const char *line, size_t len, bool had
 		respond(cookie, fallback_line("00000000-0000-0000-0000-000000000000", &n), n);
 		return;
 	}
+	size_t pending = 0;
+	if (k->ev && cg_evidence_backlogged(k->ev, &pending)) {
+		/* Back-pressure: turned away before anything is recorded or run. */
+		answer_reply(
+		    respond, cookie, "", trace,
+		    cg_reply_new(CG_R_EVIDENCE_BACKLOG, "{s:I}", "pending", (json_int_t)pending));
+		return;
+	}
 	struct gen *g = gen_get(k);
 	struct cg_job *j = job_new(k, peer, respond, cookie, trace);
 	if (!j) {
