@@ -159,6 +159,13 @@ json_t *cg_constraints_to_json(const struct cg_constraints *c)
 		json_object_set_new(o, "write", str_array(c->write, c->n_write));
 		json_object_set_new(o, "exec", str_array(c->exec, c->n_exec));
 	}
+	if (c->n_hide)
+		json_object_set_new(o, "hide", str_array(c->hide, c->n_hide));
+	if (c->n_protect)
+		json_object_set_new(o, "protect", str_array(c->protect, c->n_protect));
+	if (c->tmp != CG_TMP_UNSET)
+		json_object_set_new(o, "tmp",
+				    json_string(c->tmp == CG_TMP_SHARED ? "shared" : "private"));
 	if (c->net != CG_NET_UNSET) {
 		json_object_set_new(o, "net", json_string(net_name(c->net)));
 		if (c->net == CG_NET_TCP) {
