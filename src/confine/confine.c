@@ -90,6 +90,8 @@ struct cg_confine_plan {
 	gid_t gid;
 	const struct sock_fprog *seccomp;
 	struct cg_view *view; /* the call's world, or NULL (privileged, or not asked for) */
+	size_t n_stage_plans; /* > 0: one plan per stage, each with its own terms and view */
+	struct cg_confine_plan **stage_plans;
 	json_t *report;
 };
 
@@ -1402,7 +1404,85 @@ void cg_confine_plan_free(struct cg_confine_plan *plan)
 	for (size_t i = 0; i < plan->n_sets; i++)
 		cg_landlock_release(&plan->sets[i]);
 	free(plan->sets);
+	for (size_t i = 0; i < plan->n_stage_plans; i++)
+		cg_confine_plan_free(plan->stage_plans[i]);
+	free(plan->stage_plans);
 	cg_view_free(plan->view);
 	json_decref(plan->report);
 	free(plan);
+}
+
+/* Does a set that governs the stages in mask apply to stage i? */
+static bool governs(uint64_t mask, size_t i)
+{
+	return mask == 0 || (mask & (1ULL << (i < 63 ? i : 63))) != 0;
+}
+
+/* Is every set's mask the same stages (then one plan serves them all)? */
+static bool one_plan_fits(const uint64_t *stages, size_t n, size_t n_stages)
+{
+	for (size_t k = 0; k < n; k++)
+		for (size_t i = 0; i < n_stages; i++)
+			if (!governs(stages ? stages[k] : 0, i))
+				return false;
+	return true;
+}
+
+/* The container plan: stage 0's report with every stage's under "stages". */
+static int stages_report(struct cg_confine_plan *top)
+{
+	json_t *all = json_array();
+	top->report = json_deep_copy(top->stage_plans[0]->report);
+	if (!all || !top->report) {
+		json_decref(all);
+		return -1;
+	}
+	top->timeout_ms = CG_LIMIT_UNSET;
+	for (size_t i = 0; i < top->n_stage_plans; i++) {
+		(void)json_array_append_new(all, json_deep_copy(top->stage_plans[i]->report));
+		top->timeout_ms = limit_min(top->timeout_ms, top->stage_plans[i]->timeout_ms);
+	}
+	return json_object_set_new(top->report, "stages", all);
+}
+
+int cg_confine_prepare_stages(const struct cg_constraints *const *cons, const uint64_t *stages,
+			      size_t n, size_t n_stages, const struct cg_confine_ctx *ctx,
+			      struct cg_confine_plan **out, struct cg_reply **err)
+{
+	if (n_stages <= 1 || one_plan_fits(stages, n, n_stages))
+		return cg_confine_prepare(cons, n, ctx, out, err);
+	struct cg_confine_plan *top = calloc(1, sizeof(*top));
+	const struct cg_constraints **sel = calloc(n ? n : 1, sizeof(*sel));
+	if (!top || !sel ||
+	    !(top->stage_plans = calloc(n_stages, sizeof(*top->stage_plans)))) {
+		*err = cg_reply_new(CG_R_OUT_OF_MEMORY, "{s:s}", "doing", "preparing confinement");
+		goto fail;
+	}
+	for (size_t i = 0; i < n_stages; i++) {
+		size_t k = 0;
+		for (size_t j = 0; j < n; j++)
+			if (governs(stages[j], i))
+				sel[k++] = cons[j];
+		if (cg_confine_prepare(sel, k, ctx, &top->stage_plans[i], err) != 0)
+			goto fail;
+		top->n_stage_plans++;
+	}
+	if (stages_report(top) != 0) {
+		*err = cg_reply_new(CG_R_OUT_OF_MEMORY, "{s:s}", "doing", "preparing confinement");
+		goto fail;
+	}
+	free(sel);
+	*out = top;
+	return 0;
+fail:
+	free(sel);
+	cg_confine_plan_free(top);
+	return -1;
+}
+
+const struct cg_confine_plan *cg_confine_stage_plan(const struct cg_confine_plan *plan, size_t i)
+{
+	if (!plan || plan->n_stage_plans == 0)
+		return plan;
+	return plan->stage_plans[i < plan->n_stage_plans ? i : plan->n_stage_plans - 1];
 }

@@ -56,6 +56,21 @@ int cg_confine_prepare(const struct cg_constraints *const *cons, size_t n,
 		       struct cg_reply **err) __attribute__((warn_unused_result));
 
 /*
+ * Per-stage terms: stages[k] says which stages set k governs (bit i: stage
+ * i, bit 63: stage 63 and later; 0: every stage). Each stage gets a plan of
+ * the sets that govern it (its own Landlock domains and view); when every
+ * set governs every stage this is cg_confine_prepare. The report is stage
+ * 0's with every stage's under "stages". Free with cg_confine_plan_free.
+ */
+int cg_confine_prepare_stages(const struct cg_constraints *const *cons, const uint64_t *stages,
+			      size_t n, size_t n_stages, const struct cg_confine_ctx *ctx,
+			      struct cg_confine_plan **out, struct cg_reply **err)
+    __attribute__((warn_unused_result));
+
+/* The plan stage i runs under (plan itself unless it holds per-stage plans). */
+const struct cg_confine_plan *cg_confine_stage_plan(const struct cg_confine_plan *plan, size_t i);
+
+/*
  * In the child, after fork and fd set-up, before exec. 0, or an errno value.
  * A plan with a view refuses (EINVAL): use cg_confine_fork + cg_confine_exec.
  */

@@ -99,8 +99,10 @@ void cg_chain_decide(const struct cg_chain *c, const struct cg_call *call, struc
 		if (v.decision == CG_ALLOW || v.decision == CG_DEGRADE ||
 		    v.decision == CG_UNKNOWN) {
 			for (size_t k = 0; k < v.n_constraints; k++)
-				if (v.constraints[k])
+				if (v.constraints[k]) {
+					out->stages[out->n_constraints] = v.stages[k];
 					out->constraints[out->n_constraints++] = v.constraints[k];
+				}
 		}
 		if (v.decision == CG_UNKNOWN && v.approvers > out->approvers)
 			out->approvers = v.approvers;

@@ -99,6 +99,8 @@ struct cg_verdict {
 	 */
 	size_t n_constraints;
 	const struct cg_constraints *constraints[CG_VERDICT_MAX_CONS];
+	/* Per set, the stages it governs (bit i: stage i, 63: 63 and later); 0: all. */
+	uint64_t stages[CG_VERDICT_MAX_CONS];
 	int32_t approvers; /* UNKNOWN: distinct approvers required (>= 1) */
 };
 
@@ -141,6 +143,7 @@ struct cg_folded {
 	/* Every constraint set of every ALLOW/DEGRADE verdict: all apply (intersection). */
 	size_t n_constraints;
 	const struct cg_constraints *constraints[CG_CHAIN_MAX_RUNGS * CG_VERDICT_MAX_CONS];
+	uint64_t stages[CG_CHAIN_MAX_RUNGS * CG_VERDICT_MAX_CONS]; /* as in cg_verdict */
 };
 
 /* A constraint set as JSON (for replies, evidence, explain). New reference or NULL. */

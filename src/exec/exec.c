@@ -395,7 +395,7 @@ static int spawn_all(struct run *r, struct cg_reply **err)
 			.exe = call->stages[i].exe,
 			.argv = call->req->stages[i].argv,
 			.envp = r->spec->envp,
-			.plan = r->spec->plan,
+			.plan = cg_confine_stage_plan(r->spec->plan, i),
 		};
 		/* stdout: into the next stage, or captured from the last one. */
 		if (pipe_pair(fds) != 0)

@@ -745,8 +745,9 @@ static void run_job(struct cg_kernel *k, struct cg_job *j)
 				       .view = !priv, /* approved or not: only privileged calls run unconfined */
 				       .uid = run_uid,
 				       .gid = run_gid };
-	if (cg_confine_prepare(j->folded.constraints, j->folded.n_constraints, &cctx, &plan,
-			       &reply) != 0)
+	if (cg_confine_prepare_stages(j->folded.constraints, j->folded.stages,
+				      j->folded.n_constraints, j->call.n_stages, &cctx, &plan,
+				      &reply) != 0)
 		goto answer;
 
 	int64_t timeout_ms = effective_timeout(j);
