@@ -874,6 +874,7 @@ static int prepare_view(struct cg_confine_plan *p, const struct cg_constraints *
 		.protect = (const char *const *)prot,
 		.n_protect = n_prot,
 		.home = ctx->home,
+		.cwd = ctx->cwd,
 		.shared_tmp = view_shared_tmp(cons, n),
 		.unprivileged = unpriv,
 		.outer_uid = geteuid(),

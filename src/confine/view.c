@@ -93,6 +93,7 @@ struct cg_view {
 	size_t n_hide;
 	char **tmp_dirs; /* write trees under a private /tmp: their mount points */
 	size_t n_tmp_dirs;
+	char *cwd; /* the call's cwd, re-entered by path inside the view */
 	bool private_tmp;
 	bool userns;
 	uid_t outer_uid;
@@ -339,14 +340,14 @@ static int place_trees(const struct cg_view *v)
 
 int cg_view_enter(const struct cg_view *v)
 {
-	char cwd[PATH_MAX];
+	const char *cwd = v->cwd;
 	struct stat before, after;
 	int rc;
 	if (v->userns && (rc = map_ids(v)) != 0)
 		return rc;
-	long n = syscall(SYS_getcwd, cwd, sizeof(cwd));
-	if (n <= 0 || cwd[0] != '/' || stat(".", &before) != 0)
-		return n <= 0 ? errno : ENOENT;
+	/* The pinned cwd (an fd of the daemon's namespace): its identity only. */
+	if (stat(".", &before) != 0)
+		return errno;
 	if ((rc = enter_copy()) != 0 || (rc = place_trees(v)) != 0 || (rc = build_dev(v)) != 0 ||
 	    (rc = build_proc()) != 0)
 		return rc;
@@ -711,6 +712,11 @@ int cg_view_prepare(const struct cg_view_spec *s, struct cg_view **out, struct c
 		goto fail;
 	v->empty_fd = v->tmp_fd = v->shm_fd = -1;
 	v->private_tmp = !s->shared_tmp;
+	if (!s->cwd || s->cwd[0] != '/' || !(v->cwd = strdup(s->cwd))) {
+		errno = s->cwd ? ENOMEM : EINVAL;
+		doing = "recording the cwd";
+		goto fail;
+	}
 	v->userns = s->unprivileged;
 	v->outer_uid = s->outer_uid;
 	v->outer_gid = s->outer_gid;
@@ -769,6 +775,7 @@ void cg_view_free(struct cg_view *v)
 	free_list(v->hide, v->n_hide);
 	free_list(v->tmp_dirs, v->n_tmp_dirs);
 	free(v->hide_dir);
+	free(v->cwd);
 	if (v->empty_fd >= 0)
 		(void)close(v->empty_fd);
 	if (v->tmp_fd >= 0)

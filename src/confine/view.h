@@ -38,6 +38,7 @@ struct cg_view_spec {
 	const char *const *protect; /* absolute, or relative to every write tree */
 	size_t n_protect;
 	const char *home;    /* the call's home, for the built-in credential stores */
+	const char *cwd;     /* the call's canonical cwd (absolute), entered in the view */
 	bool shared_tmp;     /* the host's /tmp instead of a private one */
 	bool unprivileged;   /* the daemon is not root: a user namespace carries the view */
 	uid_t outer_uid;     /* for the user namespace's maps */
@@ -63,9 +64,9 @@ const char *cg_view_tmp_rule_path(const struct cg_view *v);
 const char *cg_view_shm_rule_path(const struct cg_view *v);
 
 /*
- * Child, first process of the new namespaces (pid 1 there), cwd still the
- * host's: build the view, pivot into it and re-enter the same cwd (checked
- * to be the same directory). 0, or an errno value.
+ * Child, first process of the new namespaces (pid 1 there), cwd the pinned
+ * directory: build the view, pivot into it and enter spec.cwd there,
+ * checked to be that same directory. 0, or an errno value.
  */
 int cg_view_enter(const struct cg_view *v);
 
