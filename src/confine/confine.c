@@ -305,8 +305,14 @@ fail:
 
 int cg_tree_child_join(const struct cg_tree *t, pid_t leader_pgid)
 {
-	/* The process group stays: terminals and the fallback rely on it. */
-	if (setpgid(0, leader_pgid) != 0)
+	/*
+	 * The process group stays: terminals and the fallback rely on it. A
+	 * stage in a view is pid 1 of a new pid namespace, where the leader is
+	 * invisible: it leads a group of its own (the parent's cg_tree_add
+	 * may still move it), and killing it ends its namespace, so every
+	 * kill path still reaches the whole stage.
+	 */
+	if (setpgid(0, leader_pgid) != 0 && !(getpid() == 1 && setpgid(0, 0) == 0))
 		return errno;
 	if (!t)
 		return 0;
@@ -875,6 +881,7 @@ static int prepare_view(struct cg_confine_plan *p, const struct cg_constraints *
 		.n_protect = n_prot,
 		.home = ctx->home,
 		.cwd = ctx->cwd,
+		.workspace = ctx->workspace,
 		.shared_tmp = view_shared_tmp(cons, n),
 		.unprivileged = unpriv,
 		.outer_uid = geteuid(),

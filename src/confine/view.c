@@ -91,8 +91,10 @@ struct cg_view {
 	char **hide; /* absolute, existing, not symlinks */
 	unsigned char *hide_dir; /* 1: cover with a directory, 0: with a file */
 	size_t n_hide;
-	char **tmp_dirs; /* write trees under a private /tmp: their mount points */
+	char **tmp_dirs; /* trees under a private /tmp: their mount points */
 	size_t n_tmp_dirs;
+	char **keep; /* the workspace and cwd when a private /tmp would cover them: read-only */
+	size_t n_keep;
 	char *cwd; /* the call's cwd, re-entered by path inside the view */
 	bool private_tmp;
 	bool userns;
@@ -319,6 +321,11 @@ static int place_trees(const struct cg_view *v)
 		return rc;
 	for (size_t i = 0; i < v->n_tmp_dirs; i++)
 		if ((rc = make_tmp_dirs(v->tmp_dirs[i] + 1)) != 0)
+			return rc;
+	for (size_t i = 0; i < v->n_keep; i++)
+		if ((rc = bind_clone(AT_FDCWD, v->keep[i], true,
+				     MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0,
+				     v->keep[i] + 1)) != 0)
 			return rc;
 	for (size_t i = 0; i < v->n_write; i++)
 		if ((rc = bind_clone(AT_FDCWD, v->write[i], true,
@@ -684,6 +691,30 @@ static int collect_write(struct cg_view *v, const struct cg_view_spec *s)
 	return 0;
 }
 
+/*
+ * The workspace and the cwd stay visible (read-only) even when a private
+ * /tmp covers where they live and the call may not write them.
+ */
+static int collect_kept(struct cg_view *v, const struct cg_view_spec *s)
+{
+	const char *const want[] = { s->workspace, s->cwd };
+	for (size_t i = 0; i < CG_ARRAY_LEN(want); i++) {
+		char real[PATH_MAX];
+		bool covered = false;
+		if (!want[i] || !v->private_tmp || !realpath(want[i], real) || !under(real, "/tmp") ||
+		    strcmp(real, "/tmp") == 0)
+			continue;
+		for (size_t w = 0; w < v->n_write; w++)
+			covered |= under(real, v->write[w]);
+		if (covered)
+			continue;
+		if (list_add(&v->keep, &v->n_keep, real) != 0 ||
+		    list_add(&v->tmp_dirs, &v->n_tmp_dirs, real) != 0)
+			return -1;
+	}
+	return 0;
+}
+
 static json_t *strings_json(char **list, size_t n)
 {
 	json_t *a = json_array();
@@ -722,6 +753,9 @@ int cg_view_prepare(const struct cg_view_spec *s, struct cg_view **out, struct c
 	v->outer_gid = s->outer_gid;
 	doing = "collecting the write set";
 	if (collect_write(v, s) != 0)
+		goto fail;
+	doing = "collecting the workspace";
+	if (collect_kept(v, s) != 0)
 		goto fail;
 	doing = "collecting protected paths";
 	if (collect_protected(v, s) != 0)
@@ -774,6 +808,7 @@ void cg_view_free(struct cg_view *v)
 	free_list(v->protect, v->n_protect);
 	free_list(v->hide, v->n_hide);
 	free_list(v->tmp_dirs, v->n_tmp_dirs);
+	free_list(v->keep, v->n_keep);
 	free(v->hide_dir);
 	free(v->cwd);
 	if (v->empty_fd >= 0)
