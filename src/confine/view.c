@@ -48,6 +48,7 @@
 #include <fcntl.h>
 #include <glob.h>
 #include <limits.h>
+#include <pthread.h>
 #include <linux/capability.h>
 #include <linux/mount.h>
 #include <linux/openat2.h>
@@ -100,7 +101,7 @@ struct cg_view {
 	bool userns;
 	uid_t outer_uid;
 	gid_t outer_gid;
-	int empty_fd; /* detached read-only tmpfs holding d/ and f, mode 0000 */
+	int empty_fd; /* the process's read-only tmpfs of holes (shared, never closed here) */
 	int tmp_fd;   /* detached tmpfs for /tmp, or -1 */
 	int shm_fd;   /* detached tmpfs for /dev/shm */
 	char tmp_rule[32], shm_rule[32];
@@ -723,10 +724,29 @@ static json_t *strings_json(char **list, size_t n)
 	return a;
 }
 
+/*
+ * The holes every view covers hidden paths with: one read-only tmpfs per
+ * process, made once (it never changes, so views can share it; creating
+ * and releasing a filesystem per call would cost each call a superblock).
+ */
+static int holes_fd = -1, holes_errno;
+static pthread_once_t holes_once = PTHREAD_ONCE_INIT;
+
+static void make_holes(void)
+{
+	holes_fd = detached_tmpfs("0755", true);
+	holes_errno = holes_fd < 0 ? errno : 0;
+}
+
 static int make_filesystems(struct cg_view *v)
 {
-	if ((v->empty_fd = detached_tmpfs("0755", true)) < 0 ||
-	    (v->shm_fd = detached_tmpfs("1777", false)) < 0)
+	(void)pthread_once(&holes_once, make_holes);
+	if (holes_fd < 0) {
+		errno = holes_errno;
+		return -1;
+	}
+	v->empty_fd = holes_fd;
+	if ((v->shm_fd = detached_tmpfs("1777", false)) < 0)
 		return -1;
 	if (v->private_tmp && (v->tmp_fd = detached_tmpfs("1777", false)) < 0)
 		return -1;
@@ -811,8 +831,6 @@ void cg_view_free(struct cg_view *v)
 	free_list(v->keep, v->n_keep);
 	free(v->hide_dir);
 	free(v->cwd);
-	if (v->empty_fd >= 0)
-		(void)close(v->empty_fd);
 	if (v->tmp_fd >= 0)
 		(void)close(v->tmp_fd);
 	if (v->shm_fd >= 0)
