@@ -135,10 +135,9 @@ static int64_t once(const struct variant *v)
 	char cwd[4096];
 	if (!getcwd(cwd, sizeof(cwd)))
 		return -1;
-	struct cg_confine_ctx ctx = { .workspace = cwd,
-				      .cwd = cwd,
-				      .home = getenv("HOME"),
-				      .view = v->mode == M_VIEW };
+	struct cg_confine_ctx ctx = {
+		.workspace = cwd, .cwd = cwd, .home = getenv("HOME"), .view = v->mode == M_VIEW
+	};
 	const struct cg_constraints *sets[1] = { &c };
 	struct cg_confine_plan *plan = NULL;
 	struct cg_tree *tree = NULL;
@@ -209,9 +208,9 @@ int main(int argc, char **argv)
 			  "--unshare-net",  "/bin/true", NULL };
 	char *sudo[] = { "/usr/bin/sudo", "-n", "/bin/true", NULL };
 	char *bare[] = { "/bin/true", NULL };
-	char *bwrap_all[] = { "/usr/bin/bwrap", "--ro-bind", "/",      "/",		 "--dev",
-			      "/dev",	       "--proc",    "/proc",  "--tmpfs",	 "/tmp",
-			      "--unshare-all", "/bin/true", NULL };
+	char *bwrap_all[] = { "/usr/bin/bwrap", "--ro-bind", "/",     "/",	 "--dev",
+			      "/dev",		"--proc",    "/proc", "--tmpfs", "/tmp",
+			      "--unshare-all",	"/bin/true", NULL };
 	const struct variant vs[] = {
 		{ "fork+exec, unconfined", M_PLAIN, T_NONE, NULL },
 		{ "+ cgroup tree, fork + join", M_PLAIN, T_JOIN, NULL },
@@ -279,7 +278,8 @@ int main(int argc, char **argv)
 		printf("\nissue 11: bare spawn %.1f, today %.1f, full view %.1f, bwrap %.1f us; "
 		       "view = %.2fx bare spawn, %.2fx bwrap\n",
 		       meds[V_BARE], meds[V_TODAY], meds[V_VIEW], meds[V_BWRAP],
-		       meds[V_VIEW] / meds[V_BARE], meds[V_BWRAP] > 0 ? meds[V_VIEW] / meds[V_BWRAP] : 0);
+		       meds[V_VIEW] / meds[V_BARE],
+		       meds[V_BWRAP] > 0 ? meds[V_VIEW] / meds[V_BWRAP] : 0);
 	/*
 	 * The whole-exec figures above carry the machine's scheduling noise;
 	 * the confinement's own cost is measured directly too: the parent's

@@ -60,8 +60,8 @@
 #include "util.h"
 #include "view.h"
 
-#define CONFINE_MAX_PATHS 256 /* per plan, all sets together */
-#define CONFINE_VIEW_EXTRA 6  /* Landlock rules a set gets in a view (devices, shm, tmp) */
+#define CONFINE_MAX_PATHS  256 /* per plan, all sets together */
+#define CONFINE_VIEW_EXTRA 6   /* Landlock rules a set gets in a view (devices, shm, tmp) */
 
 const char *const cg_confine_default_exec[9] = { "/usr",    "/bin",   "/sbin",
 						 "/lib",    "/lib32", "/lib64",
@@ -953,7 +953,7 @@ static int prepare_plan(const struct cg_constraints *const *cons, size_t n,
 	 * tmpfs (a rule on the host's /tmp would not cover its inodes).
 	 */
 	const char *view_rules[CONFINE_VIEW_EXTRA] = { "/dev/null", "/dev/zero", "/dev/full",
-						       "/dev/tty", NULL, NULL };
+						       "/dev/tty",  NULL,	 NULL };
 	size_t n_view_rules = 0;
 	if (p->view) {
 		view_rules[4] = cg_view_shm_rule_path(p->view);
@@ -1257,8 +1257,8 @@ static int confine_head(const struct cg_confine_plan *plan)
 	int rc;
 	(void)umask(CONFINE_UMASK);
 	/* In a view with a user namespace, the clone made it: no second one. */
-	if (plan->netns && (rc = cg_netns_enter(plan->netns_userns && !plan->view,
-						plan->outer_uid, plan->outer_gid)) != 0)
+	if (plan->netns && (rc = cg_netns_enter(plan->netns_userns && !plan->view, plan->outer_uid,
+						plan->outer_gid)) != 0)
 		return rc;
 	if (!plan->nproc_cgroup)
 		return 0;
@@ -1461,8 +1461,7 @@ int cg_confine_prepare_stages(const struct cg_constraints *const *cons, const ui
 		return cg_confine_prepare(cons, n, ctx, out, err);
 	struct cg_confine_plan *top = calloc(1, sizeof(*top));
 	const struct cg_constraints **sel = calloc(n ? n : 1, sizeof(*sel));
-	if (!top || !sel ||
-	    !(top->stage_plans = calloc(n_stages, sizeof(*top->stage_plans)))) {
+	if (!top || !sel || !(top->stage_plans = calloc(n_stages, sizeof(*top->stage_plans)))) {
 		*err = cg_reply_new(CG_R_OUT_OF_MEMORY, "{s:s}", "doing", "preparing confinement");
 		goto fail;
 	}

@@ -66,30 +66,32 @@
 
 #include "util.h"
 
-#define VIEW_MAX_PATHS 256		/* per list */
-#define VIEW_STACK     (64 * 1024)	/* the command's stack until it execs */
-#define VIEW_HOSTNAME  "callgate"
+#define VIEW_MAX_PATHS	256	    /* per list */
+#define VIEW_STACK	(64 * 1024) /* the command's stack until it execs */
+#define VIEW_HOSTNAME	"callgate"
 #define VIEW_MNT_DETACH 2 /* <sys/mount.h> clashes with <linux/mount.h> in glibc 2.36 */
 
 /* Credential stores under the call's home: hidden in every view. */
-static const char *const home_secrets[] = { ".ssh",   ".gnupg",		  ".aws",   ".config/gcloud",
-					    ".azure", ".kube",		  ".docker", ".netrc",
-					    ".git-credentials", ".npmrc", ".pypirc" };
+static const char *const home_secrets[] = { ".ssh",	      ".gnupg", ".aws",
+					    ".config/gcloud", ".azure", ".kube",
+					    ".docker",	      ".netrc", ".git-credentials",
+					    ".npmrc",	      ".pypirc" };
 /* System secrets, other services' sockets, the daemon's default state. */
-static const char *const system_hidden[] = { "/etc/shadow", "/etc/gshadow", "/etc/shadow-",
+static const char *const system_hidden[] = { "/etc/shadow",   "/etc/gshadow", "/etc/shadow-",
 					     "/etc/gshadow-", "/etc/sudoers", "/etc/sudoers.d",
-					     "/run", "/var/run", "/var/lib/callgate" };
+					     "/run",	      "/var/run",     "/var/lib/callgate" };
 /* Inside each write tree: read-only, because the developer's tools run them. */
-static const char *const protected_rel[] = { ".git/hooks", ".git/config", ".bashrc",
+static const char *const protected_rel[] = { ".git/hooks",    ".git/config", ".bashrc",
 					     ".bash_profile", ".bash_login", ".profile",
-					     ".zshrc", ".zshenv", ".zprofile", ".gitconfig" };
+					     ".zshrc",	      ".zshenv",     ".zprofile",
+					     ".gitconfig" };
 
 struct cg_view {
 	char **write; /* absolute, existing */
 	size_t n_write;
 	char **protect; /* absolute, existing, inside a write tree */
 	size_t n_protect;
-	char **hide; /* absolute, existing, not symlinks */
+	char **hide;		 /* absolute, existing, not symlinks */
 	unsigned char *hide_dir; /* 1: cover with a directory, 0: with a file */
 	size_t n_hide;
 	char **tmp_dirs; /* trees under a private /tmp: their mount points */
@@ -183,12 +185,11 @@ static int make_point(const char *rel)
 /* /dev: a read-only tmpfs of six host devices, a private pts and shm. */
 static int build_dev(const struct cg_view *v)
 {
-	static const char *const devs[][2] = { { "dev/null", "/dev/null" },
-					       { "dev/zero", "/dev/zero" },
-					       { "dev/full", "/dev/full" },
-					       { "dev/random", "/dev/random" },
-					       { "dev/urandom", "/dev/urandom" },
-					       { "dev/tty", "/dev/tty" } };
+	static const char *const devs[][2] = {
+		{ "dev/null", "/dev/null" },	   { "dev/zero", "/dev/zero" },
+		{ "dev/full", "/dev/full" },	   { "dev/random", "/dev/random" },
+		{ "dev/urandom", "/dev/urandom" }, { "dev/tty", "/dev/tty" }
+	};
 	static const char *const links[][2] = { { "pts/ptmx", "dev/ptmx" },
 						{ "/proc/self/fd", "dev/fd" },
 						{ "/proc/self/fd/0", "dev/stdin" },
@@ -360,8 +361,8 @@ int cg_view_enter(const struct cg_view *v)
 	    (rc = build_proc()) != 0)
 		return rc;
 	if (sethostname(VIEW_HOSTNAME, sizeof(VIEW_HOSTNAME) - 1) != 0 ||
-	    syscall(SYS_pivot_root, ".", ".") != 0 || syscall(SYS_umount2, ".", VIEW_MNT_DETACH) != 0 ||
-	    chdir("/") != 0)
+	    syscall(SYS_pivot_root, ".", ".") != 0 ||
+	    syscall(SYS_umount2, ".", VIEW_MNT_DETACH) != 0 || chdir("/") != 0)
 		return errno;
 	/* The same directory the parent pinned, or the call does not run. */
 	int d = cwd[1] ? open_nofollow(AT_FDCWD, cwd + 1) : open_nofollow(AT_FDCWD, ".");
@@ -378,9 +379,9 @@ int cg_view_enter(const struct cg_view *v)
 
 /* ---- child: pid 1 and the command --------------------------------------- */
 
-static volatile pid_t cmd_pid;	  /* pid 1's copy: whom to forward signals to */
-static volatile int cmd_err;	  /* written by the command's process before exec fails */
-static int (*cmd_fn)(void *);	  /* shared with the command's process (CLONE_VM) */
+static volatile pid_t cmd_pid; /* pid 1's copy: whom to forward signals to */
+static volatile int cmd_err;   /* written by the command's process before exec fails */
+static int (*cmd_fn)(void *);  /* shared with the command's process (CLONE_VM) */
 static void *cmd_arg;
 
 static int cmd_main(void *unused)
@@ -410,8 +411,8 @@ int cg_view_spawn(const struct cg_view *v, int (*fn)(void *), void *arg)
 	 * CLONE_VM|CLONE_VFORK: no copy of the daemon's page tables, and we
 	 * resume only once the command has exec'd or failed.
 	 */
-	pid_t pid = clone(cmd_main, (char *)v->stack + VIEW_STACK, CLONE_VM | CLONE_VFORK | SIGCHLD,
-			  NULL);
+	pid_t pid =
+	    clone(cmd_main, (char *)v->stack + VIEW_STACK, CLONE_VM | CLONE_VFORK | SIGCHLD, NULL);
 	if (pid < 0)
 		return errno;
 	if (cmd_err != 0) {
@@ -562,7 +563,8 @@ static int add_hidden(struct cg_view *v, const char *pattern)
 		char real[PATH_MAX];
 		struct stat st;
 		/* A symlinked store (~/.ssh -> /data/ssh) is hidden where it lives. */
-		if (!realpath(g.gl_pathv[i], real) || stat(real, &st) != 0 || strcmp(real, "/") == 0)
+		if (!realpath(g.gl_pathv[i], real) || stat(real, &st) != 0 ||
+		    strcmp(real, "/") == 0)
 			continue;
 		if (v->private_tmp && under(real, "/tmp"))
 			continue; /* invisible anyway, unless in the write set (below) */
@@ -702,8 +704,8 @@ static int collect_kept(struct cg_view *v, const struct cg_view_spec *s)
 	for (size_t i = 0; i < CG_ARRAY_LEN(want); i++) {
 		char real[PATH_MAX];
 		bool covered = false;
-		if (!want[i] || !v->private_tmp || !realpath(want[i], real) || !under(real, "/tmp") ||
-		    strcmp(real, "/tmp") == 0)
+		if (!want[i] || !v->private_tmp || !realpath(want[i], real) ||
+		    !under(real, "/tmp") || strcmp(real, "/tmp") == 0)
 			continue;
 		for (size_t w = 0; w < v->n_write; w++)
 			covered |= under(real, v->write[w]);
@@ -789,13 +791,12 @@ int cg_view_prepare(const struct cg_view_spec *s, struct cg_view **out, struct c
 	doing = "allocating the view";
 	if (!(v->stack = malloc(VIEW_STACK)))
 		goto fail;
-	v->report = json_pack("{s:s,s:o,s:o,s:o,s:s,s:s,s:[s,s,s,s],s:b}", "root", "read-only",
-			      "writable", strings_json(v->write, v->n_write), "protected",
-			      strings_json(v->protect, v->n_protect), "hidden",
-			      strings_json(v->hide, v->n_hide), "tmp",
-			      v->private_tmp ? "private" : "shared", "proc", "own pid namespace",
-			      "namespaces", "mount", "pid", "uts", "ipc", "user_namespace",
-			      v->userns);
+	v->report = json_pack(
+	    "{s:s,s:o,s:o,s:o,s:s,s:s,s:[s,s,s,s],s:b}", "root", "read-only", "writable",
+	    strings_json(v->write, v->n_write), "protected", strings_json(v->protect, v->n_protect),
+	    "hidden", strings_json(v->hide, v->n_hide), "tmp",
+	    v->private_tmp ? "private" : "shared", "proc", "own pid namespace", "namespaces",
+	    "mount", "pid", "uts", "ipc", "user_namespace", v->userns);
 	if (!v->report)
 		goto fail;
 	*out = v;

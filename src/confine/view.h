@@ -37,12 +37,12 @@ struct cg_view_spec {
 	size_t n_hide;
 	const char *const *protect; /* absolute, or relative to every write tree */
 	size_t n_protect;
-	const char *home;    /* the call's home, for the built-in credential stores */
-	const char *cwd;     /* the call's canonical cwd (absolute), entered in the view */
+	const char *home;      /* the call's home, for the built-in credential stores */
+	const char *cwd;       /* the call's canonical cwd (absolute), entered in the view */
 	const char *workspace; /* visible (read-only unless written) even under a private /tmp */
-	bool shared_tmp;     /* the host's /tmp instead of a private one */
-	bool unprivileged;   /* the daemon is not root: a user namespace carries the view */
-	uid_t outer_uid;     /* for the user namespace's maps */
+	bool shared_tmp;       /* the host's /tmp instead of a private one */
+	bool unprivileged;     /* the daemon is not root: a user namespace carries the view */
+	uid_t outer_uid;       /* for the user namespace's maps */
 	gid_t outer_gid;
 };
 

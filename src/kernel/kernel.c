@@ -742,7 +742,7 @@ static void run_job(struct cg_kernel *k, struct cg_job *j)
 				       .home = home,
 				       .set_ids = root && run_uid != 0,
 				       .allow_setuid = priv && !root,
-				       .view = !priv, /* approved or not: only privileged calls run unconfined */
+				       .view = !priv, /* approved too; privileged: none */
 				       .uid = run_uid,
 				       .gid = run_gid };
 	if (cg_confine_prepare_stages(j->folded.constraints, j->folded.stages,

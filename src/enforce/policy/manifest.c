@@ -1118,9 +1118,9 @@ static int load_constraints(struct ld *l, yaml_node_t *n, const char *rid,
 			*out = l->cc[i].c; /* a YAML alias: one shared set */
 			return 0;
 		}
-	static const char *const keys[] = { "read",	   "write", "exec",    "net",
-					    "ports",	   "limits", "timeout_ms", "best_effort",
-					    "hide",	   "protect", "tmp",	   NULL };
+	static const char *const keys[] = { "read",  "write",	"exec",	      "net",
+					    "ports", "limits",	"timeout_ms", "best_effort",
+					    "hide",  "protect", "tmp",	      NULL };
 	char what[200];
 	snprintf(what, sizeof(what), "rule %s: constraints", rid);
 	if (check_keys(l, n, what, keys) != 0)
