@@ -1124,8 +1124,13 @@ static int prepare_plan(const struct cg_constraints *const *cons, size_t n,
 		p->n_sets++;
 	}
 
-	/* Build each ruleset once, here: the children only restrict themselves. */
-	for (size_t i = 0; i < p->n_sets; i++) {
+	/*
+	 * Build each ruleset once, here: the children only restrict themselves.
+	 * Except in a view of a user namespace, whose /tmp exists only in the
+	 * child: cg_landlock_apply then builds the rulesets there, inside the
+	 * view (ruleset_fd stays -1).
+	 */
+	for (size_t i = 0; i < p->n_sets && !cg_view_rules_in_child(p->view); i++) {
 		int e = cg_landlock_prepare(&p->sets[i]);
 		if (e != 0) {
 			*err = cg_reply_new(CG_R_CONFINE_SETUP_FAILED, "{s:s,s:s}", "detail",

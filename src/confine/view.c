@@ -146,6 +146,13 @@ static int open_nofollow(int dfd, const char *rel)
 
 /* ---- child: mounting ------------------------------------------------------ */
 
+static int detached_tmpfs(const char *mode, bool holes);
+
+/* The filesystems a view mounts: the parent's, or (user namespace) the child's own. */
+struct view_fds {
+	int holes, tmp, shm;
+};
+
 /*
  * Clone the mount at src (dfd + path, no symlinks; "" for dfd itself), set
  * its attributes, and move it over dst (relative to the cwd, the new root).
@@ -183,7 +190,7 @@ static int make_point(const char *rel)
 }
 
 /* /dev: a read-only tmpfs of six host devices, a private pts and shm. */
-static int build_dev(const struct cg_view *v)
+static int build_dev(const struct view_fds *f)
 {
 	static const char *const devs[][2] = {
 		{ "dev/null", "/dev/null" },	   { "dev/zero", "/dev/zero" },
@@ -210,7 +217,7 @@ static int build_dev(const struct cg_view *v)
 	if (sys_mount("devpts", "dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
 		      "newinstance,ptmxmode=0666,mode=0620") != 0)
 		return errno;
-	if ((rc = bind_clone(v->shm_fd, "", false, 0, 0, "dev/shm")) != 0)
+	if ((rc = bind_clone(f->shm, "", false, 0, 0, "dev/shm")) != 0)
 		return rc;
 	for (size_t i = 0; i < CG_ARRAY_LEN(links); i++)
 		if (symlink(links[i][0], links[i][1]) != 0)
@@ -316,10 +323,10 @@ static int enter_copy(void)
 }
 
 /* Steps 3-6: /tmp, write trees, protected and hidden paths. */
-static int place_trees(const struct cg_view *v)
+static int place_trees(const struct cg_view *v, const struct view_fds *f)
 {
 	int rc;
-	if (v->tmp_fd >= 0 && (rc = bind_clone(v->tmp_fd, "", false, 0, 0, "tmp")) != 0)
+	if (f->tmp >= 0 && (rc = bind_clone(f->tmp, "", false, 0, 0, "tmp")) != 0)
 		return rc;
 	for (size_t i = 0; i < v->n_tmp_dirs; i++)
 		if ((rc = make_tmp_dirs(v->tmp_dirs[i] + 1)) != 0)
@@ -339,7 +346,7 @@ static int place_trees(const struct cg_view *v)
 				     v->protect[i] + 1)) != 0)
 			return rc;
 	for (size_t i = 0; i < v->n_hide; i++) {
-		rc = bind_clone(v->empty_fd, v->hide_dir[i] ? "d" : "f", false, 0, 0,
+		rc = bind_clone(f->holes, v->hide_dir[i] ? "d" : "f", false, 0, 0,
 				v->hide[i] + 1);
 		if (rc != 0 && rc != ENOENT) /* gone since prepare: nothing to hide */
 			return rc;
@@ -347,17 +354,37 @@ static int place_trees(const struct cg_view *v)
 	return 0;
 }
 
+/*
+ * In a user namespace the parent could not create filesystems (that needs
+ * CAP_SYS_ADMIN): the child, which holds it there, does. Left open until
+ * execve (close-on-exec) and closed by pid 1.
+ */
+static int child_filesystems(const struct cg_view *v, struct view_fds *f)
+{
+	*f = (struct view_fds){ v->empty_fd, v->tmp_fd, v->shm_fd };
+	if (!v->userns)
+		return 0;
+	if ((f->holes = detached_tmpfs("0755", true)) < 0 ||
+	    (f->shm = detached_tmpfs("1777", false)) < 0 ||
+	    (v->private_tmp && (f->tmp = detached_tmpfs("1777", false)) < 0))
+		return errno;
+	return 0;
+}
+
 int cg_view_enter(const struct cg_view *v)
 {
 	const char *cwd = v->cwd;
 	struct stat before, after;
+	struct view_fds f;
 	int rc;
 	if (v->userns && (rc = map_ids(v)) != 0)
+		return rc;
+	if ((rc = child_filesystems(v, &f)) != 0)
 		return rc;
 	/* The pinned cwd (an fd of the daemon's namespace): its identity only. */
 	if (stat(".", &before) != 0)
 		return errno;
-	if ((rc = enter_copy()) != 0 || (rc = place_trees(v)) != 0 || (rc = build_dev(v)) != 0 ||
+	if ((rc = enter_copy()) != 0 || (rc = place_trees(v, &f)) != 0 || (rc = build_dev(&f)) != 0 ||
 	    (rc = build_proc()) != 0)
 		return rc;
 	if (sethostname(VIEW_HOSTNAME, sizeof(VIEW_HOSTNAME) - 1) != 0 ||
@@ -480,12 +507,17 @@ unsigned long cg_view_clone_flags(const struct cg_view *v)
 
 const char *cg_view_tmp_rule_path(const struct cg_view *v)
 {
-	return v && v->tmp_fd >= 0 ? v->tmp_rule : NULL;
+	return v && v->private_tmp && v->tmp_rule[0] ? v->tmp_rule : NULL;
 }
 
 const char *cg_view_shm_rule_path(const struct cg_view *v)
 {
-	return v && v->shm_fd >= 0 ? v->shm_rule : NULL;
+	return v && v->shm_rule[0] ? v->shm_rule : NULL;
+}
+
+bool cg_view_rules_in_child(const struct cg_view *v)
+{
+	return v && v->userns;
 }
 
 /* Is path p at or below tree t? */
@@ -742,6 +774,13 @@ static void make_holes(void)
 
 static int make_filesystems(struct cg_view *v)
 {
+	if (v->userns) {
+		/* Made by the child (child_filesystems); Landlock rules then name
+		 * the view's own paths, and the child builds its rulesets. */
+		(void)snprintf(v->tmp_rule, sizeof(v->tmp_rule), "/tmp");
+		(void)snprintf(v->shm_rule, sizeof(v->shm_rule), "/dev/shm");
+		return 0;
+	}
 	(void)pthread_once(&holes_once, make_holes);
 	if (holes_fd < 0) {
 		errno = holes_errno;

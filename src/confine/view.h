@@ -63,6 +63,12 @@ unsigned long cg_view_clone_flags(const struct cg_view *v);
 const char *cg_view_tmp_rule_path(const struct cg_view *v);
 /* Same for the private /dev/shm. */
 const char *cg_view_shm_rule_path(const struct cg_view *v);
+/*
+ * In a user namespace the view's filesystems exist only in the child: the
+ * rule paths above are then the view's own ("/tmp", "/dev/shm") and the
+ * Landlock rulesets must be built by the child, after cg_view_enter.
+ */
+bool cg_view_rules_in_child(const struct cg_view *v);
 
 /*
  * Child, first process of the new namespaces (pid 1 there), cwd the pinned

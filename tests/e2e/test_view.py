@@ -408,6 +408,22 @@ class ViewThroughSandbox(unittest.TestCase):
         self.assertLessEqual(int(lines[0]), 5, r.stdout)
         self.assertNotEqual(socket.gethostname(), "callgate")
 
+    @unittest.skipUnless(os.geteuid() == 0, "needs root to become nobody")
+    def test_unprivileged_caller_gets_the_view_in_a_user_namespace(self):
+        os.chown(self.ws, NOBODY, NOBODY)
+        target = os.path.join(self.outside, "x")
+        r = subprocess.run([CALLGATE, "sandbox", "--write", self.ws, "--report", "-", "--",
+                            "sh", "-c", f"ls /run; echo y > {self.ws}/y; echo z > {target}; "
+                            "hostname"], capture_output=True, text=True, timeout=60,
+                           cwd=self.ws, user=NOBODY, group=NOBODY, extra_groups=[],
+                           env=dict(os.environ, HOME=self.home))
+        self.assertIn('"user_namespace":true', r.stderr)
+        self.assertIn("/run': Permission denied", r.stderr)
+        self.assertIn("Read-only file system", r.stderr)
+        self.assertEqual(r.stdout, "callgate\n", r.stderr)
+        self.assertTrue(os.path.exists(os.path.join(self.ws, "y")))
+        self.assertFalse(os.path.exists(target))
+
     def test_yes_head_ends_by_sigpipe(self):
         r = sandbox("--write", self.ws, "--", "sh", "-c", "yes | head -1", cwd=self.ws)
         self.assertEqual((r.returncode, r.stdout, r.stderr), (0, "y\n", ""))
