@@ -304,12 +304,38 @@ class ViewThroughDaemon(unittest.TestCase):
                            text=True)
         self.assertIn("init", r.stdout)
 
-    def test_approved_call_runs_in_a_view(self):
-        """A call no rule allows, approved by a human: still in the view."""
-        req = cgtest.make_request([["id"]], privileged=False)
-        self.assertTrue(req)  # the approval path is covered by test_approval.py;
-        # here: a degraded call's report always carries a view.
-        resp, _, _ = self.call([["id"]])
+
+
+@unittest.skipUnless(os.geteuid() == 0, "needs root (a root peer's approved call)")
+class ApprovedCallInAView(unittest.TestCase):
+    """A human's approval lifts "needs a human", never the view (item 6)."""
+
+    def test_approved_unprivileged_call_runs_in_the_view(self):
+        import threading
+        import time
+        policy = ('version: 1\nrules:\n  - id: ask-cat\n    decision: defer\n'
+                  '    match: { exe: [cat] }\n')
+        with cgtest.Daemon(policy_text=policy,
+                           flags=["--approval", "--approval-timeout", "15000"]) as d:
+            box = {}
+            req = cgtest.make_request([["cat", "/etc/shadow"]], privileged=False,
+                                      reason="read it")
+            t = threading.Thread(target=lambda: box.update(resp=d.request(req, timeout=60)))
+            t.start()
+            for _ in range(200):
+                p = d.admin("pending")["reply"]["data"]["pending"]
+                if p:
+                    break
+                time.sleep(0.05)
+            self.assertTrue(p, d.log)
+            r = d.cli("approve", p[0]["trace_id"])
+            self.assertEqual(r.returncode, 0, r.stderr)
+            t.join(60)
+        resp = box["resp"]
+        self.assertEqual(resp["status"], "ok", resp)
+        self.assertEqual(resp["stages"][0]["exit_code"], 1)
+        err = base64.b64decode(resp["stages"][0].get("stderr", "")).decode()
+        self.assertIn("Permission denied", err)  # a root peer, without the view, reads it
         self.assertEqual(resp["reply"]["data"]["confinement"]["view"]["root"], "read-only")
 
 
