@@ -134,7 +134,11 @@ static void show_pending(FILE *f, const json_t *p, size_t waiting)
 	put_field(f, "peer", line);
 	put_field(f, "time", json_string_value(json_object_get(p, "time")));
 	put_field(f, "reason", json_string_value(json_object_get(p, "reason")));
-	put_field(f, "privileged", json_is_true(json_object_get(p, "privileged")) ? "YES" : "no");
+	/* Say what the approval changes: a privileged call leaves every confinement. */
+	put_field(f, "privileged",
+		  json_is_true(json_object_get(p, "privileged"))
+		      ? "YES - runs as root, UNCONFINED (no view, no Landlock, no seccomp)"
+		      : "no - runs in its view (read-only root, no capabilities)");
 	put_field(f, "cwd", json_string_value(json_object_get(p, "cwd")));
 	size_t i;
 	const json_t *st;
