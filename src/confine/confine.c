@@ -882,6 +882,7 @@ static int prepare_view(struct cg_confine_plan *p, const struct cg_constraints *
 		.home = ctx->home,
 		.cwd = ctx->cwd,
 		.workspace = ctx->workspace,
+		.reveal = ctx->agent_socket,
 		.shared_tmp = view_shared_tmp(cons, n),
 		.unprivileged = unpriv,
 		.outer_uid = geteuid(),

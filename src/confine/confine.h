@@ -27,13 +27,14 @@
 #include "reply.h"
 
 struct cg_confine_ctx {
-	const char *workspace; /* expands ${workspace} */
-	const char *cwd;       /* expands ${cwd} */
-	const char *home;      /* expands ${home} */
-	bool set_ids;	       /* drop to uid/gid (daemon is root, stage unprivileged) */
-	bool allow_setuid;     /* the command is sudo: it must be able to gain privilege */
-	bool view;	       /* build the call's world (every unprivileged call) */
-	bool no_landlock;      /* debugging (callgate sandbox): the view alone, no Landlock */
+	const char *workspace;	  /* expands ${workspace} */
+	const char *cwd;	  /* expands ${cwd} */
+	const char *home;	  /* expands ${home} */
+	bool set_ids;		  /* drop to uid/gid (daemon is root, stage unprivileged) */
+	bool allow_setuid;	  /* the command is sudo: it must be able to gain privilege */
+	bool view;		  /* build the call's world (every unprivileged call) */
+	bool no_landlock;	  /* debugging (callgate sandbox): the view alone, no Landlock */
+	const char *agent_socket; /* forward_agent: the one socket the view keeps reachable */
 	uid_t uid;
 	gid_t gid;
 };

@@ -98,7 +98,9 @@ struct cg_view {
 	size_t n_tmp_dirs;
 	char **keep; /* the workspace and cwd when a private /tmp would cover them: read-only */
 	size_t n_keep;
-	char *cwd; /* the call's cwd, re-entered by path inside the view */
+	char *reveal;	     /* a granted socket (forward_agent) shown where it lives, or NULL */
+	size_t reveal_under; /* index of the hidden dir holding it, or SIZE_MAX */
+	char *cwd;	     /* the call's cwd, re-entered by path inside the view */
 	bool private_tmp;
 	bool userns;
 	uid_t outer_uid;
@@ -304,6 +306,46 @@ static int map_ids(const struct cg_view *v)
 	return write_file("/proc/self/gid_map", line, fmt_map(line, v->outer_gid));
 }
 
+/* mkdir -p of rel's parent directories (the first component exists). */
+static int make_parents(const char *rel)
+{
+	char buf[PATH_MAX];
+	size_t n = strlen(rel);
+	if (n >= sizeof(buf))
+		return ENAMETOOLONG;
+	memcpy(buf, rel, n + 1);
+	for (char *p = strchr(buf, '/'); p && (p = strchr(p + 1, '/'));) {
+		*p = 0;
+		if ((mkdir(buf, 0755) != 0 && errno != EEXIST) || chmod(buf, 0755) != 0)
+			return errno;
+		*p = '/';
+	}
+	return 0;
+}
+
+/*
+ * A granted socket (forward_agent) stays reachable where it lives: a mount
+ * point is made in the private /tmp or in the tmpfs that stands for its
+ * hidden directory, the socket is bound over it, and that tmpfs is then
+ * made read-only. Everything else there stays hidden.
+ */
+static int reveal(const struct cg_view *v)
+{
+	int rc, d;
+	if (!v->reveal)
+		return 0;
+	if ((rc = make_parents(v->reveal + 1)) != 0 || (rc = make_point(v->reveal + 1)) != 0 ||
+	    (rc = bind_clone(AT_FDCWD, v->reveal, false, 0, 0, v->reveal + 1)) != 0)
+		return rc;
+	if (v->reveal_under == SIZE_MAX)
+		return 0;
+	if ((d = open_nofollow(AT_FDCWD, v->hide[v->reveal_under] + 1)) < 0)
+		return errno;
+	rc = sys_setattr(d, 0, MOUNT_ATTR_RDONLY, 0) == 0 ? 0 : errno;
+	(void)close(d);
+	return rc;
+}
+
 /* Steps 1-2: a read-only copy of / entered as the cwd. */
 static int enter_copy(void)
 {
@@ -346,12 +388,18 @@ static int place_trees(const struct cg_view *v, const struct view_fds *f)
 				     v->protect[i] + 1)) != 0)
 			return rc;
 	for (size_t i = 0; i < v->n_hide; i++) {
-		rc = bind_clone(f->holes, v->hide_dir[i] ? "d" : "f", false, 0, 0,
-				v->hide[i] + 1);
+		if (i == v->reveal_under)
+			rc = sys_mount("tmpfs", v->hide[i] + 1, "tmpfs",
+				       MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0755,size=16k") == 0
+				 ? 0
+				 : errno;
+		else
+			rc = bind_clone(f->holes, v->hide_dir[i] ? "d" : "f", false, 0, 0,
+					v->hide[i] + 1);
 		if (rc != 0 && rc != ENOENT) /* gone since prepare: nothing to hide */
 			return rc;
 	}
-	return 0;
+	return reveal(v);
 }
 
 /*
@@ -384,8 +432,8 @@ int cg_view_enter(const struct cg_view *v)
 	/* The pinned cwd (an fd of the daemon's namespace): its identity only. */
 	if (stat(".", &before) != 0)
 		return errno;
-	if ((rc = enter_copy()) != 0 || (rc = place_trees(v, &f)) != 0 || (rc = build_dev(&f)) != 0 ||
-	    (rc = build_proc()) != 0)
+	if ((rc = enter_copy()) != 0 || (rc = place_trees(v, &f)) != 0 ||
+	    (rc = build_dev(&f)) != 0 || (rc = build_proc()) != 0)
 		return rc;
 	if (sethostname(VIEW_HOSTNAME, sizeof(VIEW_HOSTNAME) - 1) != 0 ||
 	    syscall(SYS_pivot_root, ".", ".") != 0 ||
@@ -704,6 +752,28 @@ static int collect_hidden(struct cg_view *v, const struct cg_view_spec *s)
 	return 0;
 }
 
+/* The granted socket, if it would be covered: where it lives, and by what. */
+static int collect_reveal(struct cg_view *v, const struct cg_view_spec *s)
+{
+	char real[PATH_MAX];
+	struct stat st;
+	v->reveal_under = SIZE_MAX;
+	if (!s->reveal || !realpath(s->reveal, real) || stat(real, &st) != 0 ||
+	    !S_ISSOCK(st.st_mode))
+		return 0;
+	for (size_t i = 0; i < v->n_hide; i++)
+		if (v->hide_dir[i] && under(real, v->hide[i]) && strcmp(real, v->hide[i]) != 0) {
+			if (v->reveal_under != SIZE_MAX) {
+				errno = ENOTSUP; /* nested hidden dirs: not revealed */
+				return -1;
+			}
+			v->reveal_under = i;
+		}
+	if (v->reveal_under == SIZE_MAX && !(v->private_tmp && under(real, "/tmp")))
+		return 0; /* visible anyway */
+	return (v->reveal = strdup(real)) ? 0 : -1;
+}
+
 static int collect_write(struct cg_view *v, const struct cg_view_spec *s)
 {
 	for (size_t i = 0; i < s->n_write; i++) {
@@ -824,6 +894,9 @@ int cg_view_prepare(const struct cg_view_spec *s, struct cg_view **out, struct c
 	doing = "collecting hidden paths";
 	if (collect_hidden(v, s) != 0)
 		goto fail;
+	doing = "revealing the granted socket";
+	if (collect_reveal(v, s) != 0)
+		goto fail;
 	doing = "creating the view's filesystems";
 	if (make_filesystems(v) != 0)
 		goto fail;
@@ -871,6 +944,7 @@ void cg_view_free(struct cg_view *v)
 	free_list(v->keep, v->n_keep);
 	free(v->hide_dir);
 	free(v->cwd);
+	free(v->reveal);
 	if (v->tmp_fd >= 0)
 		(void)close(v->tmp_fd);
 	if (v->shm_fd >= 0)

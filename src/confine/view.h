@@ -40,6 +40,7 @@ struct cg_view_spec {
 	const char *home;      /* the call's home, for the built-in credential stores */
 	const char *cwd;       /* the call's canonical cwd (absolute), entered in the view */
 	const char *workspace; /* visible (read-only unless written) even under a private /tmp */
+	const char *reveal;    /* a granted socket (forward_agent) kept reachable, or NULL */
 	bool shared_tmp;       /* the host's /tmp instead of a private one */
 	bool unprivileged;     /* the daemon is not root: a user namespace carries the view */
 	uid_t outer_uid;       /* for the user namespace's maps */

@@ -743,6 +743,7 @@ static void run_job(struct cg_kernel *k, struct cg_job *j)
 				       .set_ids = root && run_uid != 0,
 				       .allow_setuid = priv && !root,
 				       .view = !priv, /* approved too; privileged: none */
+				       .agent_socket = req->forward_agent ? k->ssh_auth_sock : NULL,
 				       .uid = run_uid,
 				       .gid = run_gid };
 	if (cg_confine_prepare_stages(j->folded.constraints, j->folded.stages,

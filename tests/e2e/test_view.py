@@ -339,6 +339,40 @@ class ApprovedCallInAView(unittest.TestCase):
         self.assertEqual(resp["reply"]["data"]["confinement"]["view"]["root"], "read-only")
 
 
+@unittest.skipUnless(os.geteuid() == 0 and PY, "needs root and python3")
+class ForwardAgentInAView(unittest.TestCase):
+    """forward_agent grants exactly the daemon's agent socket; every other
+    socket in the same hidden directory stays out of reach."""
+
+    def test_agent_socket_granted_only_with_forward_agent(self):
+        run_dir = tempfile.mkdtemp(prefix="cg-agent-", dir="/run")
+        agent = os.path.join(run_dir, "agent.sock")
+        other = os.path.join(run_dir, "other.sock")
+        a, o = unix_listener(agent), unix_listener(other)
+        try:
+            with cgtest.Daemon(env={"SSH_AUTH_SOCK": agent}) as d:
+                probe = os.path.join(d.workspace, "probe.py")
+                with open(probe, "w") as f:
+                    f.write(PROBE)
+                ops = {"agent": connect_expr(agent), "other": connect_expr(other)}
+                argv = [PY, probe] + [f"{k}={v}" for k, v in ops.items()]
+                res = {}
+                for fwd in (True, False):
+                    resp = d.request(cgtest.make_request([argv], privileged=False,
+                                                         forward_agent=fwd), timeout=60)
+                    self.assertEqual(resp["status"], "ok", resp)
+                    out = base64.b64decode(resp.get("stdout", "")).decode()
+                    res[fwd] = dict(line.split(" ", 1) for line in out.splitlines())
+            self.assertEqual(res[True], {"agent": "OK", "other": "ENOENT"})
+            self.assertEqual(res[False], {"agent": "EACCES", "other": "EACCES"})
+            self.assertTrue(accepted_any(a))
+            self.assertFalse(accepted_any(o), "a call reached a socket it was not granted")
+        finally:
+            a.close()
+            o.close()
+            shutil.rmtree(run_dir, ignore_errors=True)
+
+
 def sandbox(*args, env=None, cwd=None):
     return subprocess.run([CALLGATE, "sandbox", *args], capture_output=True, text=True,
                           timeout=60, env=env, cwd=cwd)
