@@ -950,8 +950,9 @@ static int prepare_plan(const struct cg_constraints *const *cons, size_t n,
 		p->confined = true; /* no_new_privs and seccomp for every call in a view */
 	/*
 	 * In a view, Landlock must also let a writer use the devices bound in
-	 * and the private /dev/shm; the private /tmp's rule names the new
-	 * tmpfs (a rule on the host's /tmp would not cover its inodes).
+	 * and the private /dev/shm; the rulesets are built by the child inside
+	 * the view, so "/tmp" there names the private tmpfs (a rule on the
+	 * host's /tmp would not cover its inodes).
 	 */
 	const char *view_rules[CONFINE_VIEW_EXTRA] = { "/dev/null", "/dev/zero", "/dev/full",
 						       "/dev/tty",  NULL,	 NULL };
@@ -1127,9 +1128,10 @@ static int prepare_plan(const struct cg_constraints *const *cons, size_t n,
 
 	/*
 	 * Build each ruleset once, here: the children only restrict themselves.
-	 * Except in a view of a user namespace, whose /tmp exists only in the
-	 * child: cg_landlock_apply then builds the rulesets there, inside the
-	 * view (ruleset_fd stays -1).
+	 * Except in a view, whose /tmp and /dev/shm exist only in the child:
+	 * cg_landlock_apply then builds the rulesets there, inside the view
+	 * (ruleset_fd stays -1; ~0.1 ms of copy-on-write faults, less than
+	 * releasing parent-made filesystems would cost).
 	 */
 	for (size_t i = 0; i < p->n_sets && !cg_view_rules_in_child(p->view); i++) {
 		int e = cg_landlock_prepare(&p->sets[i]);

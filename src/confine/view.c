@@ -12,8 +12,8 @@
  *      on / and entered with fchdir: every later target is a path relative
  *      to the new root, opened with RESOLVE_NO_SYMLINKS, because the agent
  *      writes these trees and a symlink swapped in must not move a mount.
- *   3. The private /tmp (a tmpfs the parent created, so that its Landlock
- *      rule names the same superblock).
+ *   3. The private /tmp: a tmpfs of the stage's own, made here (a mount the
+ *      parent made would cost the parent an RCU grace period to release).
  *   4. The write set: host trees cloned read-write (nosuid, nodev).
  *   5. Protected paths inside them: clones made read-only again (EROFS for
  *      .git/hooks, .git/config, shell start-up files).
@@ -106,8 +106,6 @@ struct cg_view {
 	uid_t outer_uid;
 	gid_t outer_gid;
 	int empty_fd; /* the process's read-only tmpfs of holes (shared, never closed here) */
-	int tmp_fd;   /* detached tmpfs for /tmp, or -1 */
-	int shm_fd;   /* detached tmpfs for /dev/shm */
 	char tmp_rule[32], shm_rule[32];
 	void *stack; /* the command's stack while it shares pid 1's memory */
 	json_t *report;
@@ -403,16 +401,17 @@ static int place_trees(const struct cg_view *v, const struct view_fds *f)
 }
 
 /*
- * In a user namespace the parent could not create filesystems (that needs
- * CAP_SYS_ADMIN): the child, which holds it there, does. Left open until
- * execve (close-on-exec) and closed by pid 1.
+ * The call's /tmp and /dev/shm are made here, in the child: a filesystem
+ * the parent made would be released by the parent's close, and releasing
+ * a mount waits for an RCU grace period (~0.6 ms each, measured), on the
+ * call's path; here they go with the namespace. In a user namespace the
+ * holes are made here too (the parent lacks CAP_SYS_ADMIN for them).
+ * Left open until execve (close-on-exec) and closed by pid 1.
  */
 static int child_filesystems(const struct cg_view *v, struct view_fds *f)
 {
-	*f = (struct view_fds){ v->empty_fd, v->tmp_fd, v->shm_fd };
-	if (!v->userns)
-		return 0;
-	if ((f->holes = detached_tmpfs("0755", true)) < 0 ||
+	*f = (struct view_fds){ v->empty_fd, -1, -1 };
+	if ((v->userns && (f->holes = detached_tmpfs("0755", true)) < 0) ||
 	    (f->shm = detached_tmpfs("1777", false)) < 0 ||
 	    (v->private_tmp && (f->tmp = detached_tmpfs("1777", false)) < 0))
 		return errno;
@@ -565,7 +564,7 @@ const char *cg_view_shm_rule_path(const struct cg_view *v)
 
 bool cg_view_rules_in_child(const struct cg_view *v)
 {
-	return v && v->userns;
+	return v != NULL;
 }
 
 /* Is path p at or below tree t? */
@@ -637,11 +636,14 @@ static int add_hidden(struct cg_view *v, const char *pattern)
 {
 	glob_t g;
 	int rc = 0;
+	struct stat st;
+	/* Most stores do not exist: one lstat says so without glob's work. */
+	if (!strpbrk(pattern, "*?[") && lstat(pattern, &st) != 0)
+		return 0;
 	if (glob(pattern, GLOB_NOSORT | GLOB_NOESCAPE, NULL, &g) != 0)
 		return 0; /* nothing matches: nothing to hide */
 	for (size_t i = 0; rc == 0 && i < g.gl_pathc; i++) {
 		char real[PATH_MAX];
-		struct stat st;
 		/* A symlinked store (~/.ssh -> /data/ssh) is hidden where it lives. */
 		if (!realpath(g.gl_pathv[i], real) || stat(real, &st) != 0 ||
 		    strcmp(real, "/") == 0)
@@ -844,25 +846,21 @@ static void make_holes(void)
 
 static int make_filesystems(struct cg_view *v)
 {
-	if (v->userns) {
-		/* Made by the child (child_filesystems); Landlock rules then name
-		 * the view's own paths, and the child builds its rulesets. */
-		(void)snprintf(v->tmp_rule, sizeof(v->tmp_rule), "/tmp");
-		(void)snprintf(v->shm_rule, sizeof(v->shm_rule), "/dev/shm");
+	/*
+	 * /tmp and /dev/shm exist only in the child (child_filesystems):
+	 * Landlock rules name the view's own paths, and the child builds its
+	 * rulesets after entering the view.
+	 */
+	(void)snprintf(v->tmp_rule, sizeof(v->tmp_rule), "/tmp");
+	(void)snprintf(v->shm_rule, sizeof(v->shm_rule), "/dev/shm");
+	if (v->userns)
 		return 0;
-	}
 	(void)pthread_once(&holes_once, make_holes);
 	if (holes_fd < 0) {
 		errno = holes_errno;
 		return -1;
 	}
 	v->empty_fd = holes_fd;
-	if ((v->shm_fd = detached_tmpfs("1777", false)) < 0)
-		return -1;
-	if (v->private_tmp && (v->tmp_fd = detached_tmpfs("1777", false)) < 0)
-		return -1;
-	(void)snprintf(v->tmp_rule, sizeof(v->tmp_rule), "/proc/self/fd/%d", v->tmp_fd);
-	(void)snprintf(v->shm_rule, sizeof(v->shm_rule), "/proc/self/fd/%d", v->shm_fd);
 	return 0;
 }
 
@@ -872,7 +870,7 @@ int cg_view_prepare(const struct cg_view_spec *s, struct cg_view **out, struct c
 	const char *doing = "allocating the view";
 	if (!v)
 		goto fail;
-	v->empty_fd = v->tmp_fd = v->shm_fd = -1;
+	v->empty_fd = -1;
 	v->private_tmp = !s->shared_tmp;
 	if (!s->cwd || s->cwd[0] != '/' || !(v->cwd = strdup(s->cwd))) {
 		errno = s->cwd ? ENOMEM : EINVAL;
@@ -945,10 +943,6 @@ void cg_view_free(struct cg_view *v)
 	free(v->hide_dir);
 	free(v->cwd);
 	free(v->reveal);
-	if (v->tmp_fd >= 0)
-		(void)close(v->tmp_fd);
-	if (v->shm_fd >= 0)
-		(void)close(v->shm_fd);
 	free(v->stack);
 	json_decref(v->report);
 	free(v);

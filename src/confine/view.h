@@ -4,10 +4,10 @@
  * stage before exec, with its own pid, UTS and IPC namespaces.
  *
  * The parent (cg_view_prepare) decides everything and may allocate: which
- * trees are writable, which paths are hidden or protected, the private
- * /tmp and /dev/shm filesystems (created detached, so that Landlock rules
- * can name their roots). The child created with cg_view_clone_flags()
- * (cg_view_enter) only makes raw, async-signal-safe syscalls.
+ * trees are writable, which paths are hidden or protected. The child
+ * created with cg_view_clone_flags() (cg_view_enter) only makes raw,
+ * async-signal-safe syscalls; it also makes the stage's private /tmp and
+ * /dev/shm, so Landlock rulesets of a view are built there, afterwards.
  *
  * Invariants:
  *  - cg_view_enter and cg_view_spawn MUST only make async-signal-safe calls.
@@ -58,16 +58,15 @@ int cg_view_prepare(const struct cg_view_spec *spec, struct cg_view **out, struc
 unsigned long cg_view_clone_flags(const struct cg_view *v);
 
 /*
- * Path of the private /tmp's root as the parent sees it ("/proc/self/fd/N"),
- * for a Landlock rule; NULL when /tmp is shared. Owned by the view.
+ * Path of the private /tmp's root for a Landlock rule, as the child sees it
+ * inside the view ("/tmp"); NULL when /tmp is shared. Owned by the view.
  */
 const char *cg_view_tmp_rule_path(const struct cg_view *v);
 /* Same for the private /dev/shm. */
 const char *cg_view_shm_rule_path(const struct cg_view *v);
 /*
- * In a user namespace the view's filesystems exist only in the child: the
- * rule paths above are then the view's own ("/tmp", "/dev/shm") and the
- * Landlock rulesets must be built by the child, after cg_view_enter.
+ * The view's filesystems exist only in the child: the Landlock rulesets of
+ * a plan with a view must be built by the child, after cg_view_enter.
  */
 bool cg_view_rules_in_child(const struct cg_view *v);
 
