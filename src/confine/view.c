@@ -150,7 +150,7 @@ static int detached_tmpfs(const char *mode, bool holes);
 
 /* The filesystems a view mounts: the parent's, or (user namespace) the child's own. */
 struct view_fds {
-	int holes, tmp, shm;
+	int holes; /* the read-only tmpfs of holes hidden paths are covered with */
 };
 
 /*
@@ -217,8 +217,8 @@ static int build_dev(const struct view_fds *f)
 	if (sys_mount("devpts", "dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
 		      "newinstance,ptmxmode=0666,mode=0620") != 0)
 		return errno;
-	if ((rc = bind_clone(f->shm, "", false, 0, 0, "dev/shm")) != 0)
-		return rc;
+	if (sys_mount("tmpfs", "dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") != 0)
+		return errno;
 	for (size_t i = 0; i < CG_ARRAY_LEN(links); i++)
 		if (symlink(links[i][0], links[i][1]) != 0)
 			return errno;
@@ -366,8 +366,9 @@ static int enter_copy(void)
 static int place_trees(const struct cg_view *v, const struct view_fds *f)
 {
 	int rc;
-	if (f->tmp >= 0 && (rc = bind_clone(f->tmp, "", false, 0, 0, "tmp")) != 0)
-		return rc;
+	if (v->private_tmp &&
+	    sys_mount("tmpfs", "tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") != 0)
+		return errno;
 	for (size_t i = 0; i < v->n_tmp_dirs; i++)
 		if ((rc = make_tmp_dirs(v->tmp_dirs[i] + 1)) != 0)
 			return rc;
@@ -401,19 +402,16 @@ static int place_trees(const struct cg_view *v, const struct view_fds *f)
 }
 
 /*
- * The call's /tmp and /dev/shm are made here, in the child: a filesystem
- * the parent made would be released by the parent's close, and releasing
- * a mount waits for an RCU grace period (~0.6 ms each, measured), on the
- * call's path; here they go with the namespace. In a user namespace the
- * holes are made here too (the parent lacks CAP_SYS_ADMIN for them).
- * Left open until execve (close-on-exec) and closed by pid 1.
+ * The call's /tmp and /dev/shm are mounted by the child itself, in place
+ * (place_trees, build_dev): a detached filesystem costs an RCU grace period
+ * (~0.6 ms measured) when its last fd closes. In a user namespace the holes
+ * are made here too (the parent lacks CAP_SYS_ADMIN for them); that fd is
+ * closed by pid 1 once the command runs.
  */
 static int child_filesystems(const struct cg_view *v, struct view_fds *f)
 {
-	*f = (struct view_fds){ v->empty_fd, -1, -1 };
-	if ((v->userns && (f->holes = detached_tmpfs("0755", true)) < 0) ||
-	    (f->shm = detached_tmpfs("1777", false)) < 0 ||
-	    (v->private_tmp && (f->tmp = detached_tmpfs("1777", false)) < 0))
+	*f = (struct view_fds){ v->empty_fd };
+	if (v->userns && (f->holes = detached_tmpfs("0755", true)) < 0)
 		return errno;
 	return 0;
 }
