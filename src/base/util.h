@@ -47,7 +47,7 @@ char *cg_base64_encode(const unsigned char *p, size_t n);
 unsigned char *cg_base64_decode(const char *s, size_t len, size_t *out_len);
 
 /* SHA-256 of p[0..n) as 64 lower-case hex chars plus NUL into hex (>= 65). */
-void cg_sha256_hex(const void *p, size_t n, char *hex);
+void cg_sha256_hex(const void *p, size_t n, char hex[65]);
 
 /* A byte buffer with a hard cap; bytes past the cap are dropped and counted. */
 struct cg_buf {
@@ -64,8 +64,64 @@ void cg_buf_init(struct cg_buf *b, size_t cap);
 int cg_buf_add(struct cg_buf *b, const void *p, size_t n);
 void cg_buf_free(struct cg_buf *b);
 
+/*
+ * Hand over the buffer's bytes as a NUL-terminated string (the terminator is
+ * not content: it may go one byte past the cap) and reset the buffer. NULL
+ * on allocation failure (the buffer is freed); the caller frees the string.
+ */
+char *cg_buf_cstr(struct cg_buf *b);
+
 /* Log a line to stderr with a level and optional trace id (daemon log). */
 void cg_log(const char *level, const char *trace_id, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* ---- files (file.c) ------------------------------------------------------ */
+
+/*
+ * Open path (relative to dir_fd, or AT_FDCWD) for reading without blocking,
+ * and only if it is a regular file: a FIFO, socket or device gives EINVAL, a
+ * directory EISDIR. Returns the fd (O_CLOEXEC; the caller closes) and its
+ * size in *size when size is not NULL, or -1 with errno.
+ */
+int cg_file_open_regular(int dir_fd, const char *path, off_t *size);
+
+/*
+ * Read a whole regular file of at most cap bytes (else EFBIG), opened as
+ * cg_file_open_regular does. 0 with *p (NUL-terminated, caller frees) and
+ * *len, or -1 with errno.
+ */
+int cg_file_read(const char *path, size_t cap, char **p, size_t *len);
+
+/*
+ * Write path atomically: the bytes go to a temporary file created 0600 (so
+ * secret bytes are never readable by others), are fsynced, get mode, and
+ * then replace path (rename), or, when exclusive, are linked to path only if
+ * it does not exist (EEXIST). 0, or -1 with errno; no temporary file is left.
+ */
+int cg_file_write_atomic(const char *path, const void *data, size_t len, mode_t mode,
+			 bool exclusive);
+
+/* ---- a string-keyed map (map.c); values are owned by the caller ---------- */
+
+struct cg_smap;
+/* A new empty map (free with cg_smap_free), or NULL on ENOMEM. */
+struct cg_smap *cg_smap_new(void);
+/* Free the map and its key copies; free_value (may be NULL) is called on each value. */
+void cg_smap_free(struct cg_smap *m, void (*free_value)(void *));
+/* The value stored under key, or NULL. */
+void *cg_smap_get(struct cg_smap *m, const char *key);
+/* Insert or replace (the key is copied); 0 or -1 (ENOMEM). */
+int cg_smap_put(struct cg_smap *m, const char *key, void *value);
+/* Remove and return the value (NULL when absent). */
+void *cg_smap_del(struct cg_smap *m, const char *key);
+/* Call fn for every entry, in no particular order. */
+void cg_smap_each(struct cg_smap *m, void (*fn)(const char *key, void *value, void *arg),
+		  void *arg);
+size_t cg_smap_count(const struct cg_smap *m);
+/* FNV-1a over a NUL-terminated string: the one string hash of the tree. */
+uint64_t cg_hash_str(const char *s);
+
+/* Free the first n strings of v, then v. */
+void cg_strv_free(char **v, size_t n);
 
 #endif

@@ -30,6 +30,7 @@
 #include <openssl/pem.h>
 #include <openssl/sha.h>
 
+#include "key.h"
 #include "util.h"
 
 /* A signature file is one base64 line; anything much longer is not one. */
@@ -37,100 +38,10 @@
 
 int cg_sign_read_file(const char *path, char **buf, size_t *len)
 {
-	int rc = -1, saved = 0;
-	char *p = NULL;
-	/* O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer. */
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-	if (fd < 0)
-		return -1;
-	struct stat st;
-	if (fstat(fd, &st) != 0) {
-		saved = errno;
-		goto close_fd;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		/* A FIFO or device could block or stream forever. */
-		saved = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
-		goto close_fd;
-	}
-	if (st.st_size > CG_SIGN_FILE_MAX) {
-		saved = EFBIG;
-		goto close_fd;
-	}
-	/* The file may grow while we read; the cap is enforced on what is read. */
-	size_t alloc = (size_t)st.st_size + 1, n = 0;
-	p = malloc(alloc + 1);
-	if (!p) {
-		saved = ENOMEM;
-		goto close_fd;
-	}
-	for (;;) {
-		if (n == alloc) {
-			if (alloc > CG_SIGN_FILE_MAX) {
-				saved = EFBIG;
-				goto free_p;
-			}
-			size_t na = alloc * 2 > (size_t)CG_SIGN_FILE_MAX + 1
-					? (size_t)CG_SIGN_FILE_MAX + 1
-					: alloc * 2;
-			char *q = realloc(p, na + 1);
-			if (!q) {
-				saved = ENOMEM;
-				goto free_p;
-			}
-			p = q;
-			alloc = na;
-		}
-		ssize_t r = cg_read_some(fd, p + n, alloc - n);
-		if (r < 0) {
-			saved = errno;
-			goto free_p;
-		}
-		if (r == 0)
-			break;
-		n += (size_t)r;
-	}
-	if (n > CG_SIGN_FILE_MAX) {
-		saved = EFBIG;
-		goto free_p;
-	}
-	p[n] = '\0';
-	*buf = p;
-	*len = n;
-	p = NULL;
-	rc = 0;
-free_p:
-	if (p) {
-		/* The file may be a private key: do not leave it in freed memory. */
-		OPENSSL_cleanse(p, alloc + 1);
-		free(p);
-	}
-close_fd:
-	close(fd);
-	if (rc != 0)
-		errno = saved;
-	return rc;
-}
-
-/* Free a buffer that held secret bytes. */
-static void free_secret(char *p, size_t len)
-{
-	if (p) {
-		OPENSSL_cleanse(p, len);
-		free(p);
-	}
+	return cg_file_read(path, CG_SIGN_FILE_MAX, buf, len);
 }
 
 /* Never prompt: a passphrase-protected key is simply not readable here. */
-static int no_passphrase(char *buf, int size, int rwflag, void *u)
-{
-	(void)buf;
-	(void)size;
-	(void)rwflag;
-	(void)u;
-	return 0;
-}
-
 /* "path" + ".sig", malloc'd, or NULL on OOM. */
 static char *default_sig_path(const char *path)
 {
@@ -147,54 +58,6 @@ static char *default_sig_path(const char *path)
  * signature. exclusive: fail with EEXIST if path exists (link(2) semantics
  * instead of rename, which would replace it).
  */
-static int write_file_atomic(const char *path, const void *data, size_t len, mode_t mode,
-			     bool exclusive)
-{
-	int rc = -1, saved = 0;
-	size_t tn = strlen(path) + sizeof(".tmp.XXXXXX");
-	char *tmp = malloc(tn);
-	if (!tmp)
-		return -1;
-	snprintf(tmp, tn, "%s.tmp.XXXXXX", path);
-	/* mkostemp creates mode 0600, so secret bytes are never world-readable. */
-	int fd = mkostemp(tmp, O_CLOEXEC);
-	if (fd < 0) {
-		saved = errno;
-		goto free_tmp;
-	}
-	if (cg_write_all(fd, data, len) != 0 || fchmod(fd, mode) != 0 || fsync(fd) != 0) {
-		saved = errno;
-		goto unlink_tmp;
-	}
-	if (close(fd) != 0) {
-		fd = -1;
-		saved = errno;
-		goto unlink_tmp;
-	}
-	fd = -1;
-	if (exclusive) {
-		if (link(tmp, path) != 0) {
-			saved = errno;
-			goto unlink_tmp;
-		}
-		unlink(tmp);
-	} else if (rename(tmp, path) != 0) {
-		saved = errno;
-		goto unlink_tmp;
-	}
-	rc = 0;
-	goto free_tmp;
-unlink_tmp:
-	if (fd >= 0)
-		close(fd);
-	unlink(tmp);
-free_tmp:
-	free(tmp);
-	if (rc != 0)
-		errno = saved;
-	return rc;
-}
-
 static const char *ossl_detail(const char *fallback)
 {
 	/* The last OpenSSL error's reason, if any; the queue is cleared either way. */
@@ -224,40 +87,15 @@ static int pkey_key_id(EVP_PKEY *k, char *key_id)
 	return 0;
 }
 
-/* Load a PEM key (private or public) and check it is Ed25519. NULL with *err. */
+/* Load a PEM Ed25519 key (private or public). NULL with *err. */
 static EVP_PKEY *load_key(const char *path, bool private_key, struct cg_reply **err)
 {
-	EVP_PKEY *k = NULL;
-	char *pem = NULL;
-	size_t len = 0;
-	if (cg_sign_read_file(path, &pem, &len) != 0) {
+	char why[512];
+	EVP_PKEY *k = cg_key_load(path, private_key ? CG_KEY_PRIVATE : CG_KEY_PUBLIC, false, why,
+				  sizeof(why));
+	if (!k)
 		*err = cg_reply_new(CG_R_POLICY_KEY_UNREADABLE, "{s:s,s:s}", "key", path, "detail",
-				    cg_errno_name(errno));
-		return NULL;
-	}
-	BIO *bio = BIO_new_mem_buf(pem, (int)len);
-	if (!bio) {
-		*err = cg_reply_new(CG_R_OUT_OF_MEMORY, "{s:s}", "doing", "reading a key");
-		goto free_pem;
-	}
-	k = private_key ? PEM_read_bio_PrivateKey(bio, NULL, no_passphrase, NULL)
-			: PEM_read_bio_PUBKEY(bio, NULL, no_passphrase, NULL);
-	BIO_free(bio);
-	if (!k) {
-		*err = cg_reply_new(CG_R_POLICY_KEY_UNREADABLE, "{s:s,s:s}", "key", path, "detail",
-				    private_key ? "not an unencrypted PEM private key"
-						: "not a PEM public key");
-		ERR_clear_error();
-		goto free_pem;
-	}
-	if (EVP_PKEY_get_base_id(k) != EVP_PKEY_ED25519) {
-		*err = cg_reply_new(CG_R_POLICY_KEY_UNREADABLE, "{s:s,s:s}", "key", path, "detail",
-				    "not an Ed25519 key");
-		EVP_PKEY_free(k);
-		k = NULL;
-	}
-free_pem:
-	free_secret(pem, len);
+				    why);
 	return k;
 }
 
@@ -277,83 +115,30 @@ int cg_sign_key_file_id(const char *key_path, bool private_key, char key_id[CG_S
 
 int cg_sign_keygen(const char *priv_path, const char *pub_path, struct cg_reply **err)
 {
-	int rc = -1;
-	BIO *priv_bio = NULL, *pub_bio = NULL;
-	EVP_PKEY *k = EVP_PKEY_Q_keygen(NULL, NULL, "ED25519");
+	char why[512];
+	EVP_PKEY *k = cg_key_generate();
 	if (!k) {
 		*err = cg_reply_new(CG_R_KEY_WRITE_FAILED, "{s:s,s:s}", "path", priv_path, "detail",
 				    ossl_detail("key generation failed"));
 		return -1;
 	}
-	/* Secure-heap memory BIO: freed with a clear, and we cleanse it too. */
-	priv_bio = BIO_new(BIO_s_secmem());
-	pub_bio = BIO_new(BIO_s_mem());
-	if (!priv_bio || !pub_bio) {
-		*err = cg_reply_new(CG_R_OUT_OF_MEMORY, "{s:s}", "doing", "generating a key");
-		goto free_bios;
-	}
-	if (PEM_write_bio_PrivateKey(priv_bio, k, NULL, NULL, 0, NULL, NULL) != 1 ||
-	    PEM_write_bio_PUBKEY(pub_bio, k) != 1) {
-		*err = cg_reply_new(CG_R_KEY_WRITE_FAILED, "{s:s,s:s}", "path", priv_path, "detail",
-				    ossl_detail("PEM encoding failed"));
-		goto free_bios;
-	}
-	BUF_MEM *pm = NULL, *qm = NULL;
-	BIO_get_mem_ptr(priv_bio, &pm);
-	BIO_get_mem_ptr(pub_bio, &qm);
-	if (write_file_atomic(priv_path, pm->data, pm->length, 0600, true) != 0) {
+	int rc = -1;
+	if (cg_key_write(priv_path, k, true, true, why, sizeof(why)) != 0) {
 		*err = cg_reply_new(CG_R_KEY_WRITE_FAILED, "{s:s,s:s}", "path", priv_path, "detail",
 				    cg_errno_name(errno));
-		goto wipe;
+		goto free_key;
 	}
-	if (write_file_atomic(pub_path, qm->data, qm->length, 0644, false) != 0) {
+	if (cg_key_write(pub_path, k, false, false, why, sizeof(why)) != 0) {
 		*err = cg_reply_new(CG_R_KEY_WRITE_FAILED, "{s:s,s:s}", "path", pub_path, "detail",
 				    cg_errno_name(errno));
 		/* Half a key pair is useless and the private half is a liability. */
 		unlink(priv_path);
-		goto wipe;
+		goto free_key;
 	}
 	rc = 0;
-wipe:
-	OPENSSL_cleanse(pm->data, pm->length);
-free_bios:
-	BIO_free(priv_bio);
-	BIO_free(pub_bio);
+free_key:
 	EVP_PKEY_free(k);
 	return rc;
-}
-
-/* Sign len bytes with k into sig. 0 or -1. */
-static int pkey_sign(EVP_PKEY *k, const void *msg, size_t len, unsigned char sig[CG_SIGN_SIG_LEN])
-{
-	int rc = -1;
-	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-	if (!ctx)
-		return -1;
-	size_t siglen = CG_SIGN_SIG_LEN;
-	/* Ed25519 is "pure": no separate digest, so md is NULL and one-shot only. */
-	if (EVP_DigestSignInit(ctx, NULL, NULL, NULL, k) == 1 &&
-	    EVP_DigestSign(ctx, sig, &siglen, msg, len) == 1 && siglen == CG_SIGN_SIG_LEN)
-		rc = 0;
-	else
-		ERR_clear_error();
-	EVP_MD_CTX_free(ctx);
-	return rc;
-}
-
-static bool pkey_verify(EVP_PKEY *k, const void *msg, size_t len,
-			const unsigned char sig[CG_SIGN_SIG_LEN])
-{
-	bool ok = false;
-	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-	if (!ctx)
-		return false;
-	if (EVP_DigestVerifyInit(ctx, NULL, NULL, NULL, k) == 1 &&
-	    EVP_DigestVerify(ctx, sig, CG_SIGN_SIG_LEN, msg, len) == 1)
-		ok = true;
-	ERR_clear_error();
-	EVP_MD_CTX_free(ctx);
-	return ok;
 }
 
 int cg_sign_file(const char *path, const char *sig_path, const char *priv_path, char *key_id,
@@ -379,7 +164,7 @@ int cg_sign_file(const char *path, const char *sig_path, const char *priv_path, 
 		goto free_key;
 	}
 	unsigned char sig[CG_SIGN_SIG_LEN];
-	if (pkey_sign(k, buf, len, sig) != 0) {
+	if (cg_key_sign(k, buf, len, sig) != 0) {
 		*err = cg_reply_new(CG_R_POLICY_KEY_UNREADABLE, "{s:s,s:s}", "key", priv_path,
 				    "detail", "signing with it failed");
 		goto free_buf;
@@ -393,7 +178,7 @@ int cg_sign_file(const char *path, const char *sig_path, const char *priv_path, 
 	char line[2 * CG_SIGN_SIG_LEN + 2];
 	memcpy(line, b64, bl);
 	line[bl] = '\n';
-	if (write_file_atomic(sig_path, line, bl + 1, 0644, false) != 0) {
+	if (cg_file_write_atomic(sig_path, line, bl + 1, 0644, false) != 0) {
 		*err = cg_reply_new(CG_R_KEY_WRITE_FAILED, "{s:s,s:s}", "path", sig_path, "detail",
 				    cg_errno_name(errno));
 		goto free_b64;
@@ -464,7 +249,7 @@ int cg_sign_verify_buffer(const char *policy_name, const void *buf, size_t len,
 	unsigned char sig[CG_SIGN_SIG_LEN];
 	if (read_sig(policy_name, sig_path, pubkey_path, sig, err) != 0)
 		goto free_key;
-	if (!pkey_verify(k, buf, len, sig)) {
+	if (!cg_key_verify(k, buf, len, sig, CG_SIGN_SIG_LEN)) {
 		*err = cg_reply_new(
 		    CG_R_POLICY_SIGNATURE_INVALID, "{s:s,s:s,s:s,s:s}", "signature", sig_path,
 		    "policy", policy_name, "key", pubkey_path, "detail",
@@ -523,7 +308,7 @@ int cg_sign_ed25519(const unsigned char seed[CG_SIGN_KEY_LEN], const void *msg, 
 		ERR_clear_error();
 		return -1;
 	}
-	int rc = pkey_sign(k, msg, len, sig);
+	int rc = cg_key_sign(k, msg, len, sig);
 	EVP_PKEY_free(k);
 	return rc;
 }
@@ -536,7 +321,7 @@ bool cg_sign_ed25519_verify(const unsigned char pub[CG_SIGN_KEY_LEN], const void
 		ERR_clear_error();
 		return false;
 	}
-	bool ok = pkey_verify(k, msg, len, sig);
+	bool ok = cg_key_verify(k, msg, len, sig, CG_SIGN_SIG_LEN);
 	EVP_PKEY_free(k);
 	return ok;
 }

@@ -30,50 +30,10 @@
 #include <openssl/sha.h>
 
 #include "evidence.h"
+#include "key.h"
 #include "util.h"
 
 static const char hexd[] = "0123456789abcdef";
-
-/* One fetched SHA-256 and one context per thread: OpenSSL's one-shot SHA256()
- * fetches the algorithm (taking locks) on every call, which dominated replay. */
-static EVP_MD *sha256_md;
-static pthread_once_t sha256_once = PTHREAD_ONCE_INIT;
-static pthread_key_t sha256_key; /* per-thread EVP_MD_CTX, freed at thread exit */
-
-static void sha256_ctx_free(void *p)
-{
-	EVP_MD_CTX_free(p);
-}
-
-static void sha256_fetch(void)
-{
-	sha256_md = EVP_MD_fetch(NULL, "SHA256", NULL);
-	if (pthread_key_create(&sha256_key, sha256_ctx_free) != 0) {
-		EVP_MD_free(sha256_md);
-		sha256_md = NULL;
-	}
-}
-
-void cg_sha256_hex_of(const void *p, size_t n, char hex[65])
-{
-	unsigned char md[SHA256_DIGEST_LENGTH];
-	unsigned int ml = 0;
-	pthread_once(&sha256_once, sha256_fetch);
-	EVP_MD_CTX *ctx = sha256_md ? pthread_getspecific(sha256_key) : NULL;
-	if (sha256_md && !ctx && (ctx = EVP_MD_CTX_new()) &&
-	    pthread_setspecific(sha256_key, ctx) != 0) {
-		EVP_MD_CTX_free(ctx);
-		ctx = NULL;
-	}
-	if (!ctx || EVP_DigestInit_ex2(ctx, sha256_md, NULL) != 1 ||
-	    EVP_DigestUpdate(ctx, p, n) != 1 || EVP_DigestFinal_ex(ctx, md, &ml) != 1)
-		SHA256(p, n, md); /* the slow path still gives the right answer */
-	for (int i = 0; i < SHA256_DIGEST_LENGTH; i++) {
-		hex[2 * i] = hexd[md[i] >> 4];
-		hex[2 * i + 1] = hexd[md[i] & 15];
-	}
-	hex[64] = '\0';
-}
 
 const char *cg_journal_genesis(void)
 {
@@ -82,7 +42,7 @@ const char *cg_journal_genesis(void)
 	static int done;
 	if (!__atomic_load_n(&done, __ATOMIC_ACQUIRE)) {
 		char tmp[65];
-		cg_sha256_hex_of(CG_GENESIS_TEXT, strlen(CG_GENESIS_TEXT), tmp);
+		cg_sha256_hex(CG_GENESIS_TEXT, strlen(CG_GENESIS_TEXT), tmp);
 		memcpy(g, tmp, sizeof(g));
 		__atomic_store_n(&done, 1, __ATOMIC_RELEASE);
 	}
@@ -118,6 +78,16 @@ int cg_event_type_from_name(const char *name, size_t len)
 }
 
 /* ---- a JSON validator that allocates nothing (payloads are checked at replay speed) ---- */
+
+/*
+ * The one place the tree does not use jansson for JSON, and why: replay and
+ * start-up check every journal line, and only need to know that a payload is
+ * exactly one well-formed object (the line's members are matched byte by byte
+ * above it, the hash covers the bytes). json_loadb builds a tree per line, a
+ * malloc per value, and ran at under half of sha256sum's speed; this checker
+ * allocates nothing and runs at memory speed. Where a payload's content is
+ * needed (verdicts, the log), it is parsed with jansson.
+ */
 
 struct jv {
 	const char *p, *end;
@@ -459,7 +429,7 @@ static int evline_parse(const char *line, size_t len, struct cg_evline *o, const
 		return -1;
 	}
 	char h[65];
-	cg_sha256_hex_of(line, len - CG_LINE_TAIL_LEN, h);
+	cg_sha256_hex(line, len - CG_LINE_TAIL_LEN, h);
 	o->hash_ok = memcmp(h, o->hash, 64) == 0;
 	return 0;
 }
@@ -575,7 +545,7 @@ void cg_evlines_check_chain(const struct cg_evline *v, size_t n, bool journal, c
 		const struct cg_evline *o = bykey[i];
 		if (!o->hash_ok) {
 			char h[65];
-			cg_sha256_hex_of(o->line, o->line_len - CG_LINE_TAIL_LEN, h);
+			cg_sha256_hex(o->line, o->line_len - CG_LINE_TAIL_LEN, h);
 			cg_diff_add(diff, "hash", file, o->lineno, o->seq, h, o->hash,
 				    "the line's bytes do not hash to its hash member");
 		}
@@ -840,39 +810,6 @@ free_json:
 
 /* ---- the evidence key ------------------------------------------------------ */
 
-static int write_key_file(const char *path, EVP_PKEY *k, bool private_key, char *why,
-			  size_t why_len)
-{
-	char tmp[4096];
-	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	unlink(tmp);
-	/* O_EXCL and the mode at creation: the private key is never briefly world-readable. */
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, private_key ? 0600 : 0644);
-	if (fd < 0) {
-		snprintf(why, why_len, "cannot create %.300s: %s", tmp, strerror(errno));
-		return -1;
-	}
-	FILE *f = fdopen(fd, "w");
-	if (!f) {
-		close(fd);
-		unlink(tmp);
-		snprintf(why, why_len, "fdopen: %s", strerror(errno));
-		return -1;
-	}
-	int ok = private_key ? PEM_write_PrivateKey(f, k, NULL, NULL, 0, NULL, NULL)
-			     : PEM_write_PUBKEY(f, k);
-	if (fflush(f) != 0 || fsync(fileno(f)) != 0)
-		ok = 0;
-	if (fclose(f) != 0)
-		ok = 0;
-	if (!ok || rename(tmp, path) != 0) {
-		unlink(tmp);
-		snprintf(why, why_len, "cannot write %s", path);
-		return -1;
-	}
-	return 0;
-}
-
 EVP_PKEY *cg_evkey_load_or_create(const char *state_dir, bool may_create, char *why, size_t why_len)
 {
 	char dir[4096], priv[4200], pub[4200];
@@ -884,24 +821,13 @@ EVP_PKEY *cg_evkey_load_or_create(const char *state_dir, bool may_create, char *
 		return NULL;
 	}
 	EVP_PKEY *k = NULL;
-	FILE *f = fopen(priv, "re");
-	if (f) {
-		struct stat st;
-		if (fstat(fileno(f), &st) == 0 && (st.st_mode & 077) != 0) {
-			/* A key others can read proves nothing: refuse, never widen or ignore. */
-			snprintf(why, why_len, "%s is readable by others (mode %o)", priv,
-				 (unsigned)(st.st_mode & 0777));
-			fclose(f);
-			return NULL;
-		}
-		k = PEM_read_PrivateKey(f, NULL, NULL, NULL);
-		fclose(f);
-		if (!k || EVP_PKEY_get_base_id(k) != EVP_PKEY_ED25519) {
-			EVP_PKEY_free(k);
-			snprintf(why, why_len, "%s is not an Ed25519 private key", priv);
-			return NULL;
-		}
-		if (access(pub, F_OK) != 0 && write_key_file(pub, k, false, why, why_len) < 0) {
+	if (access(priv, F_OK) == 0) {
+		char d[200];
+		k = cg_key_load(priv, CG_KEY_PRIVATE, true, d, sizeof(d));
+		if (!k)
+			snprintf(why, why_len, "%.300s: %s", priv, d);
+		if (k && access(pub, F_OK) != 0 &&
+		    cg_key_write(pub, k, false, false, why, why_len) != 0) {
 			EVP_PKEY_free(k);
 			return NULL;
 		}
@@ -915,136 +841,19 @@ EVP_PKEY *cg_evkey_load_or_create(const char *state_dir, bool may_create, char *
 		snprintf(why, why_len, "%.300s is missing but the journal has events", priv);
 		return NULL;
 	}
-	k = EVP_PKEY_Q_keygen(NULL, NULL, "ED25519");
-	if (!k) {
+	if (!(k = cg_key_generate())) {
 		snprintf(why, why_len, "Ed25519 key generation failed");
 		return NULL;
 	}
-	if (write_key_file(priv, k, true, why, why_len) < 0 ||
-	    write_key_file(pub, k, false, why, why_len) < 0) {
+	if (cg_key_write(priv, k, true, true, why, why_len) != 0 ||
+	    cg_key_write(pub, k, false, false, why, why_len) != 0) {
 		EVP_PKEY_free(k);
 		return NULL;
 	}
 	return k;
-}
-
-EVP_PKEY *cg_evkey_load_pub(const char *path, char *why, size_t why_len)
-{
-	FILE *f = fopen(path, "re");
-	if (!f) {
-		snprintf(why, why_len, "cannot open %.300s: %s", path, strerror(errno));
-		return NULL;
-	}
-	EVP_PKEY *k = PEM_read_PUBKEY(f, NULL, NULL, NULL);
-	if (!k) {
-		rewind(f);
-		k = PEM_read_PrivateKey(f, NULL, NULL, NULL);
-	}
-	fclose(f);
-	if (!k || EVP_PKEY_get_base_id(k) != EVP_PKEY_ED25519) {
-		EVP_PKEY_free(k);
-		snprintf(why, why_len, "%s is not an Ed25519 key in PEM", path);
-		return NULL;
-	}
-	return k;
-}
-
-int cg_evkey_fingerprint(EVP_PKEY *k, char hex[65])
-{
-	unsigned char raw[32];
-	size_t n = sizeof(raw);
-	if (EVP_PKEY_get_raw_public_key(k, raw, &n) != 1 || n != 32)
-		return -1;
-	cg_sha256_hex_of(raw, n, hex);
-	return 0;
-}
-
-int cg_evkey_sign(EVP_PKEY *k, const void *msg, size_t len, unsigned char sig[64])
-{
-	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-	size_t sl = 64;
-	int rc = -1;
-	if (ctx && EVP_DigestSignInit(ctx, NULL, NULL, NULL, k) == 1 &&
-	    EVP_DigestSign(ctx, sig, &sl, msg, len) == 1 && sl == 64)
-		rc = 0;
-	EVP_MD_CTX_free(ctx);
-	return rc;
-}
-
-int cg_evkey_verify(EVP_PKEY *k, const void *msg, size_t len, const unsigned char *sig,
-		    size_t sig_len)
-{
-	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-	int ok = 0;
-	if (ctx && EVP_DigestVerifyInit(ctx, NULL, NULL, NULL, k) == 1 &&
-	    EVP_DigestVerify(ctx, sig, sig_len, msg, len) == 1)
-		ok = 1;
-	EVP_MD_CTX_free(ctx);
-	return ok;
 }
 
 /* ---- files ------------------------------------------------------------------ */
-
-int cg_file_read(const char *path, size_t cap, char **out, size_t *out_len)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	struct stat st;
-	char *p = NULL;
-	int saved = 0;
-	if (fstat(fd, &st) != 0) {
-		saved = errno;
-		goto close_fd;
-	}
-	if ((uint64_t)st.st_size > cap) {
-		saved = EFBIG;
-		goto close_fd;
-	}
-	/* Slack so the read that meets EOF needs no reallocation. */
-	size_t alloc = (size_t)st.st_size + 65536, len = 0;
-	p = malloc(alloc);
-	if (!p) {
-		saved = ENOMEM;
-		goto close_fd;
-	}
-	for (;;) {
-		if (len + 1 >= alloc) {
-			/* The file grew while we read it (a live journal): read what fits the cap. */
-			if (alloc > cap) {
-				saved = EFBIG;
-				goto close_fd;
-			}
-			char *q = realloc(p, alloc * 2);
-			if (!q) {
-				saved = ENOMEM;
-				goto close_fd;
-			}
-			p = q;
-			alloc *= 2;
-		}
-		ssize_t r = cg_read_some(fd, p + len, alloc - 1 - len);
-		if (r < 0) {
-			saved = errno;
-			goto close_fd;
-		}
-		if (r == 0)
-			break;
-		len += (size_t)r;
-	}
-	p[len] = '\0';
-	*out = p;
-	*out_len = len;
-	p = NULL;
-close_fd:
-	free(p);
-	close(fd);
-	if (saved) {
-		errno = saved;
-		return -1;
-	}
-	return 0;
-}
 
 static int name_cmp(const void *a, const void *b)
 {
@@ -1060,13 +869,6 @@ static bool segment_name(const char *s)
 		if (s[i] < '0' || s[i] > '9')
 			return false;
 	return true;
-}
-
-void cg_strv_free(char **v, size_t n)
-{
-	for (size_t i = 0; i < n && v; i++)
-		free(v[i]);
-	free(v);
 }
 
 int cg_journal_segments(const char *state_dir, char ***names, size_t *n)
@@ -1112,137 +914,4 @@ int cg_journal_segments(const char *state_dir, char ***names, size_t *n)
 	*names = v;
 	*n = cnt;
 	return 0;
-}
-
-/* ---- string map ---------------------------------------------------------------- */
-
-struct smap_ent {
-	struct smap_ent *next;
-	void *value;
-	uint64_t h;
-	char key[];
-};
-
-struct cg_smap {
-	struct smap_ent **b;
-	size_t nb, count;
-};
-
-static uint64_t fnv(const char *s)
-{
-	uint64_t h = 1469598103934665603ull;
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 1099511628211ull;
-	return h;
-}
-
-struct cg_smap *cg_smap_new(void)
-{
-	struct cg_smap *m = calloc(1, sizeof(*m));
-	if (!m)
-		return NULL;
-	m->nb = 64;
-	m->b = calloc(m->nb, sizeof(*m->b));
-	if (!m->b) {
-		free(m);
-		return NULL;
-	}
-	return m;
-}
-
-void cg_smap_free(struct cg_smap *m, void (*free_value)(void *))
-{
-	if (!m)
-		return;
-	for (size_t i = 0; i < m->nb; i++) {
-		struct smap_ent *e = m->b[i];
-		while (e) {
-			struct smap_ent *nx = e->next;
-			if (free_value)
-				free_value(e->value);
-			free(e);
-			e = nx;
-		}
-	}
-	free(m->b);
-	free(m);
-}
-
-static struct smap_ent **smap_find(struct cg_smap *m, const char *key, uint64_t h)
-{
-	struct smap_ent **pp = &m->b[h & (m->nb - 1)];
-	while (*pp && !((*pp)->h == h && strcmp((*pp)->key, key) == 0))
-		pp = &(*pp)->next;
-	return pp;
-}
-
-void *cg_smap_get(struct cg_smap *m, const char *key)
-{
-	struct smap_ent **pp = smap_find(m, key, fnv(key));
-	return *pp ? (*pp)->value : NULL;
-}
-
-int cg_smap_put(struct cg_smap *m, const char *key, void *value)
-{
-	uint64_t h = fnv(key);
-	struct smap_ent **pp = smap_find(m, key, h);
-	if (*pp) {
-		(*pp)->value = value;
-		return 0;
-	}
-	if (m->count + 1 > m->nb) {
-		size_t nb = m->nb * 2;
-		struct smap_ent **b = calloc(nb, sizeof(*b));
-		if (!b)
-			return -1;
-		for (size_t i = 0; i < m->nb; i++) {
-			struct smap_ent *e = m->b[i];
-			while (e) {
-				struct smap_ent *nx = e->next;
-				e->next = b[e->h & (nb - 1)];
-				b[e->h & (nb - 1)] = e;
-				e = nx;
-			}
-		}
-		free(m->b);
-		m->b = b;
-		m->nb = nb;
-		pp = smap_find(m, key, h);
-	}
-	size_t kl = strlen(key);
-	struct smap_ent *e = malloc(sizeof(*e) + kl + 1);
-	if (!e)
-		return -1;
-	memcpy(e->key, key, kl + 1);
-	e->h = h;
-	e->value = value;
-	e->next = NULL;
-	*pp = e;
-	m->count++;
-	return 0;
-}
-
-void *cg_smap_del(struct cg_smap *m, const char *key)
-{
-	struct smap_ent **pp = smap_find(m, key, fnv(key));
-	struct smap_ent *e = *pp;
-	if (!e)
-		return NULL;
-	*pp = e->next;
-	void *v = e->value;
-	free(e);
-	m->count--;
-	return v;
-}
-
-void cg_smap_each(struct cg_smap *m, void (*fn)(const char *key, void *value, void *arg), void *arg)
-{
-	for (size_t i = 0; i < m->nb; i++)
-		for (struct smap_ent *e = m->b[i]; e; e = e->next)
-			fn(e->key, e->value, arg);
-}
-
-size_t cg_smap_count(const struct cg_smap *m)
-{
-	return m->count;
 }

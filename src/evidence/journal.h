@@ -2,8 +2,8 @@
 /*
  * journal — the on-disk format of the evidence journal, shared by the writer
  * (evidence.c), the verifier (replay.c) and the CLI: line layout, genesis,
- * the line parser, the chain and structure checks, checkpoint lines, the
- * Ed25519 evidence key, and a small string-keyed map.
+ * the line parser, the chain and structure checks, checkpoint lines, and
+ * the Ed25519 evidence key.
  *
  * A journal line is exactly (one line, members in this order):
  *   {"seq":N,"trace":"ID","tseq":K,"type":"T","ts":"TS","prev":"H","tprev":"H",
@@ -82,9 +82,6 @@ int cg_evline_parse_chain(const char *line, size_t len, struct cg_evline *out, c
 /* True when p[0..n) is exactly one well-formed JSON object (no allocation). */
 bool cg_json_object_valid(const char *p, size_t n);
 
-/* Hex SHA-256 of p[0..n) (lower case) into hex[65]. */
-void cg_sha256_hex_of(const void *p, size_t n, char hex[65]);
-
 /* Add one named failure to diff (an array). Any string may be NULL; line/seq 0: absent. */
 void cg_diff_add(json_t *diff, const char *check, const char *file, size_t line, uint64_t seq,
 		 const char *expected, const char *found, const char *detail);
@@ -139,37 +136,7 @@ int cg_ckpt_parse(const char *line, size_t len, struct cg_ckpt *out, char *why, 
  */
 EVP_PKEY *cg_evkey_load_or_create(const char *state_dir, bool may_create, char *why,
 				  size_t why_len);
-/* Load a PEM public (or private) key file. NULL on error. */
-EVP_PKEY *cg_evkey_load_pub(const char *path, char *why, size_t why_len);
-/* SHA-256 hex of the raw 32-byte public key. 0 or -1. */
-int cg_evkey_fingerprint(EVP_PKEY *k, char hex[65]);
-/* Sign msg; sig must hold 64 bytes. 0 or -1. */
-int cg_evkey_sign(EVP_PKEY *k, const void *msg, size_t len, unsigned char sig[64]);
-/* 1 when the signature verifies, 0 when not. */
-int cg_evkey_verify(EVP_PKEY *k, const void *msg, size_t len, const unsigned char *sig,
-		    size_t sig_len);
-
-/* ---- files -------------------------------------------------------------- */
-
-/* Read a whole file (at most cap bytes, else EFBIG). 0 with malloc'd *p, or -1 with errno. */
-int cg_file_read(const char *path, size_t cap, char **p, size_t *len);
 /* The journal's segment file names, sorted (caller frees each and the array). */
 int cg_journal_segments(const char *state_dir, char ***names, size_t *n);
-void cg_strv_free(char **v, size_t n);
-
-/* ---- a string-keyed map (open hashing); values are owned by the caller ---- */
-
-struct cg_smap;
-struct cg_smap *cg_smap_new(void);
-void cg_smap_free(struct cg_smap *m, void (*free_value)(void *));
-void *cg_smap_get(struct cg_smap *m, const char *key);
-/* Insert or replace; 0 or -1 (ENOMEM). */
-int cg_smap_put(struct cg_smap *m, const char *key, void *value);
-/* Remove and return the value (NULL when absent). */
-void *cg_smap_del(struct cg_smap *m, const char *key);
-/* Call fn for every entry, in no particular order. */
-void cg_smap_each(struct cg_smap *m, void (*fn)(const char *key, void *value, void *arg),
-		  void *arg);
-size_t cg_smap_count(const struct cg_smap *m);
 
 #endif

@@ -196,7 +196,7 @@ static void two_calls(void)
 Test(evidence, genesis_is_documented_value)
 {
 	char h[65];
-	cg_sha256_hex_of("callgate-genesis-v1", 19, h);
+	cg_sha256_hex("callgate-genesis-v1", 19, h);
 	cr_assert_str_eq(cg_journal_genesis(), h);
 }
 
@@ -245,7 +245,7 @@ Test(evidence, hash_covers_exact_bytes_before_hash_member)
 	const char *nl = memchr(b, '\n', len);
 	size_t ll = (size_t)(nl - b) + 1;
 	char h[65];
-	cg_sha256_hex_of(b, ll - CG_LINE_TAIL_LEN, h);
+	cg_sha256_hex(b, ll - CG_LINE_TAIL_LEN, h);
 	cr_assert_eq(memcmp(b + ll - 67, h, 64), 0);
 	cr_assert(strstr(b, cg_journal_genesis()) != NULL, "first tprev is the genesis");
 	free(b);
@@ -440,7 +440,7 @@ static void rewrite_journal_from(uint64_t from)
 				    (unsigned long long)o.seq, o.trace, (unsigned long long)o.tseq,
 				    o.type_name, o.ts, head, th[ti]);
 			char h[65];
-			cg_sha256_hex_of(line, (size_t)n, h);
+			cg_sha256_hex(line, (size_t)n, h);
 			cg_buf_add(&out, line, (size_t)n);
 			cg_buf_add(&out, ",\"hash\":\"", 9);
 			cg_buf_add(&out, h, 64);

@@ -253,39 +253,6 @@ static bool has_glob_chars(const char *s)
 
 /* ---- the executable index (built at load, read by policy.c) -------------- */
 
-static int htab_put(struct htab *t, const char *key, void *val)
-{
-	if ((t->n + 1) * 2 > t->cap) {
-		size_t ncap = t->cap ? t->cap * 2 : 16;
-		struct hent *ne = calloc(ncap, sizeof(*ne));
-		if (!ne)
-			return -1;
-		for (size_t i = 0; i < t->cap; i++) {
-			if (!t->e[i].key)
-				continue;
-			size_t j = cg_hash_str(t->e[i].key) & (ncap - 1);
-			while (ne[j].key)
-				j = (j + 1) & (ncap - 1);
-			ne[j] = t->e[i];
-		}
-		free(t->e);
-		t->e = ne;
-		t->cap = ncap;
-	}
-	size_t i = cg_hash_str(key) & (t->cap - 1);
-	while (t->e[i].key) {
-		if (strcmp(t->e[i].key, key) == 0) {
-			t->e[i].val = val;
-			return 0;
-		}
-		i = (i + 1) & (t->cap - 1);
-	}
-	t->e[i].key = key;
-	t->e[i].val = val;
-	t->n++;
-	return 0;
-}
-
 static int idx_push(struct idxlist *l, uint32_t v)
 {
 	if (l->n > 0 && l->v[l->n - 1] == v)
@@ -384,9 +351,9 @@ struct ld {
 	uint32_t *pat_rule;
 	/* constraints already compiled per YAML node (aliases share one set) */
 	size_t n_cc, cap_cc;
-	struct htab ids; /* rule id -> struct rule *, for duplicates */
-	size_t scalars;	 /* values read so far, aliases counted each time */
-	struct htab rp;	 /* exe path -> its realpath ("" when none), once per load */
+	struct cg_smap *ids; /* rule id -> struct rule *, for duplicates */
+	size_t scalars;	     /* values read so far, aliases counted each time */
+	struct cg_smap *rp;  /* exe path -> its realpath ("" when none), once per load */
 	struct {
 		yaml_node_t *node;
 		const struct cg_constraints *c;
@@ -829,7 +796,7 @@ static int load_commands(struct ld *l, yaml_node_t *n)
 			return -1;
 		if (strchr(name, '/'))
 			return fail(l, k, "commands: '%s' must be a basename, not a path", name);
-		if (cg_htab_get(&p->spec_by_name, name))
+		if (cg_smap_get(p->spec_by_name, name))
 			return fail(l, k, "commands: duplicate key '%s'", name);
 		struct cmdspec *s = &p->specs[i];
 		char what[160];
@@ -906,7 +873,7 @@ static int load_commands(struct ld *l, yaml_node_t *n)
 		}
 		if (spec_tables(l, s) != 0)
 			return -1;
-		if (!s->name || htab_put(&p->spec_by_name, s->name, s) != 0)
+		if (!s->name || cg_smap_put(p->spec_by_name, s->name, s) != 0)
 			return oom(l);
 		p->n_specs++;
 	}
@@ -1242,12 +1209,12 @@ static int add_exe(struct ld *l, struct rule *r, struct strs *acc, size_t *cap, 
 		const char *s = path;
 		if (pass == 1) {
 			/* realpath once per distinct path per load: aliases repeat names. */
-			const char *known = cg_htab_get(&l->rp, path);
+			const char *known = cg_smap_get(l->rp, path);
 			if (!known) {
 				const char *key = acc->v[acc->n - 1]; /* pass 0 stored path */
 				const char *val =
 				    realpath(path, rbuf) ? ar_strdup(&l->p->ar, rbuf) : "";
-				if (!val || htab_put(&l->rp, key, (void *)(uintptr_t)val) != 0)
+				if (!val || cg_smap_put(l->rp, key, (void *)(uintptr_t)val) != 0)
 					return oom(l);
 				known = val;
 			}
@@ -1643,10 +1610,10 @@ static int load_rule(struct ld *l, yaml_node_t *n, size_t index)
 			    "rule id '%s' must be 1-128 of [A-Za-z0-9._-] and not a reserved id "
 			    "(default-deny, privileged)",
 			    id);
-	const struct rule *first = cg_htab_get(&l->ids, id);
+	const struct rule *first = cg_smap_get(l->ids, id);
 	if (first)
 		return fail(l, v, "duplicate rule id '%s' (first at line %zu)", id, first->line);
-	if (!(r->id = ar_strdup(&p->ar, id)) || htab_put(&l->ids, r->id, r) != 0)
+	if (!(r->id = ar_strdup(&p->ar, id)) || cg_smap_put(l->ids, r->id, r) != 0)
 		return oom(l);
 	v = get(l, n, "decision");
 	if (!v)
@@ -1751,7 +1718,7 @@ static int precompute_flags(struct ld *l)
 		if (r->kind != RK_COMMAND)
 			continue;
 		r->cf_spec =
-		    r->exe.n ? cg_htab_get(&p->spec_by_name, cg_base_of(r->exe.v[0])) : NULL;
+		    r->exe.n ? cg_smap_get(p->spec_by_name, cg_base_of(r->exe.v[0])) : NULL;
 		if (cflist_make(l, r->cf_spec, &r->flags_any, &r->cf_any) != 0 ||
 		    cflist_make(l, r->cf_spec, &r->flags_all, &r->cf_all) != 0 ||
 		    cflist_make(l, r->cf_spec, &r->flags_none, &r->cf_none) != 0 ||
@@ -1792,6 +1759,18 @@ static int index_merge(const struct cg_policy *p, const char *path, struct idxli
 	return 0;
 }
 
+struct merge_all {
+	const struct cg_policy *p;
+	bool failed;
+};
+
+static void merge_each(const char *path, void *il, void *arg)
+{
+	struct merge_all *m = arg;
+	if (!m->failed && index_merge(m->p, path, il) != 0)
+		m->failed = true;
+}
+
 static int build_index(struct ld *l)
 {
 	struct cg_policy *p = l->p;
@@ -1810,10 +1789,11 @@ static int build_index(struct ld *l)
 		 */
 		if (r->exe.n > 0) {
 			for (size_t e = 0; e < r->exe.n; e++) {
-				struct idxlist *il = cg_htab_get(&p->exe_index, r->exe.v[e]);
+				struct idxlist *il = cg_smap_get(p->exe_index, r->exe.v[e]);
 				if (!il) {
 					il = calloc(1, sizeof(*il));
-					if (!il || htab_put(&p->exe_index, r->exe.v[e], il) != 0) {
+					if (!il ||
+					    cg_smap_put(p->exe_index, r->exe.v[e], il) != 0) {
 						free(il);
 						return oom(l);
 					}
@@ -1825,11 +1805,9 @@ static int build_index(struct ld *l)
 		if ((r->exe.n == 0 || r->exe_glob.n > 0) && idx_push(&p->generic, ri) != 0)
 			return oom(l);
 	}
-	for (size_t i = 0; i < p->exe_index.cap; i++)
-		if (p->exe_index.e[i].key &&
-		    index_merge(p, p->exe_index.e[i].key, p->exe_index.e[i].val) != 0)
-			return oom(l);
-	return 0;
+	struct merge_all m = { .p = p };
+	cg_smap_each(p->exe_index, merge_each, &m);
+	return m.failed ? oom(l) : 0;
 }
 
 static int compile_patterns(struct ld *l)
@@ -1909,19 +1887,20 @@ static int load_doc(struct ld *l)
 	return build_index(l);
 }
 
+static void idxlist_free(void *v)
+{
+	struct idxlist *il = v;
+	free(il->v);
+	free(il->all);
+	free(il);
+}
+
 static void policy_free(struct cg_policy *p)
 {
 	if (!p)
 		return;
-	for (size_t i = 0; i < p->exe_index.cap; i++)
-		if (p->exe_index.e[i].key) {
-			struct idxlist *il = p->exe_index.e[i].val;
-			free(il->v);
-			free(il->all);
-			free(il);
-		}
-	free(p->exe_index.e);
-	free(p->spec_by_name.e);
+	cg_smap_free(p->exe_index, idxlist_free);
+	cg_smap_free(p->spec_by_name, NULL);
 	free(p->generic.v);
 	free(p->actions.v);
 	cg_matcher_free(p->matcher);
@@ -1951,7 +1930,9 @@ int cg_policy_load_buffer(const char *source, const char *buf, size_t len, struc
 		goto fail_reply;
 	}
 	l.p = calloc(1, sizeof(*l.p));
-	if (!l.p || !(l.p->source = strdup(source))) {
+	if (!l.p || !(l.p->source = strdup(source)) || !(l.ids = cg_smap_new()) ||
+	    !(l.rp = cg_smap_new()) || !(l.p->exe_index = cg_smap_new()) ||
+	    !(l.p->spec_by_name = cg_smap_new())) {
 		fail(&l, NULL, "out of memory");
 		goto fail_reply;
 	}
@@ -2019,8 +2000,8 @@ release_doc:
 	free(l.pats);
 	free(l.pat_rule);
 	free(l.cc);
-	free(l.ids.e);
-	free(l.rp.e);
+	cg_smap_free(l.ids, NULL);
+	cg_smap_free(l.rp, NULL);
 	policy_free(l.p);
 	return rc;
 }
@@ -2029,57 +2010,22 @@ int cg_policy_load_file(const char *path, struct cg_policy **out, struct cg_repl
 {
 	*out = NULL;
 	*err = NULL;
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0) {
+	char *buf = NULL;
+	size_t len = 0;
+	if (cg_file_read(path, MAX_POLICY_BYTES, &buf, &len) != 0) {
 		int e = errno;
 		char d[300];
-		snprintf(d, sizeof(d), "cannot open: %s", cg_errno_name(e));
+		snprintf(d, sizeof(d), "%s: %s",
+			 e == EFBIG    ? "file too large (over 4 MiB)"
+			 : e == EINVAL ? "not a regular file"
+				       : "cannot read",
+			 cg_errno_name(e));
 		*err =
 		    cg_reply_new(CG_R_POLICY_LOAD_FAILED, "{s:s,s:s}", "source", path, "detail", d);
 		return -1;
 	}
-	struct cg_buf b;
-	cg_buf_init(&b, MAX_POLICY_BYTES + 1);
-	const char *why = NULL;
-	int e = 0;
-	struct stat st;
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-		why = "not a regular file";
-		goto close_fd;
-	}
-	for (;;) {
-		char chunk[65536];
-		ssize_t n = cg_read_some(fd, chunk, sizeof(chunk));
-		if (n < 0) {
-			e = errno;
-			why = "read failed";
-			goto close_fd;
-		}
-		if (n == 0)
-			break;
-		if (cg_buf_add(&b, chunk, (size_t)n) != 0) {
-			e = ENOMEM;
-			why = "read failed";
-			goto close_fd;
-		}
-		if (b.truncated || b.len > MAX_POLICY_BYTES) {
-			why = "file too large (over 4 MiB)";
-			goto close_fd;
-		}
-	}
-close_fd:
-	close(fd);
-	int rc;
-	if (why) {
-		char d[300];
-		snprintf(d, sizeof(d), "%s%s%s", why, e ? ": " : "", e ? cg_errno_name(e) : "");
-		*err =
-		    cg_reply_new(CG_R_POLICY_LOAD_FAILED, "{s:s,s:s}", "source", path, "detail", d);
-		rc = -1;
-	} else {
-		rc = cg_policy_load_buffer(path, b.p ? (const char *)b.p : "", b.len, out, err);
-	}
-	cg_buf_free(&b);
+	int rc = cg_policy_load_buffer(path, buf, len, out, err);
+	free(buf);
 	return rc;
 }
 

@@ -10,7 +10,7 @@
  *    rate-limit slots.
  *  - All strings and arrays live in the generation's arena (or, for the
  *    executable index, its own heap blocks) and die with it.
- *  - cg_glob_match, cg_path_canon and cg_htab_get are on the decide path:
+ *  - cg_glob_match, cg_path_canon and cg_smap_get are on the decide path:
  *    they MUST NOT allocate or make system calls.
  */
 #ifndef CG_MANIFEST_H
@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "matcher.h"
+#include "util.h"
 #include "policy.h"
 
 #define MAX_POLICY_BYTES      (4u * 1024 * 1024)
@@ -219,17 +220,6 @@ struct cmdspec {
 	size_t *vf_len;		  /* strlen(value_flags.v[i]) */
 };
 
-struct hent {
-	const char *key;
-	void *val;
-};
-
-struct htab {
-	size_t cap; /* power of two, or 0 */
-	size_t n;
-	struct hent *e;
-};
-
 struct idxlist {
 	size_t n, cap;
 	uint32_t *v;
@@ -271,10 +261,10 @@ struct cg_policy {
 	struct rule *rules;
 	size_t n_specs;
 	struct cmdspec *specs;
-	struct htab spec_by_name; /* basename -> struct cmdspec * */
-	struct htab exe_index;	  /* canonical path -> struct idxlist * (heap) */
-	struct idxlist generic;	  /* command/context rules not indexed by exe */
-	struct idxlist actions;	  /* action and context rules */
+	struct cg_smap *spec_by_name; /* basename -> struct cmdspec * */
+	struct cg_smap *exe_index;    /* canonical path -> struct idxlist * (heap) */
+	struct idxlist generic;	      /* command/context rules not indexed by exe */
+	struct idxlist actions;	      /* action and context rules */
 	struct strs opaque_extra;
 	struct globs opaque_extra_g;
 	struct cg_matcher *matcher;
@@ -297,9 +287,7 @@ static inline bool cg_glob_match_str(const struct glob *g, const char *s)
  */
 bool cg_path_canon(const char *base, const char *path, char *out, size_t cap);
 
-uint64_t cg_hash_str(const char *s);			  /* FNV-1a (policy.c) */
-void *cg_htab_get(const struct htab *t, const char *key); /* NULL if absent (policy.c) */
-extern const char *const cg_opaque_builtin[];		  /* the built-in opaque launcher class */
+extern const char *const cg_opaque_builtin[]; /* the built-in opaque launcher class */
 extern const size_t cg_opaque_builtin_n;
 
 static inline const char *cg_base_of(const char *path)

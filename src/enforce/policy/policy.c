@@ -215,29 +215,6 @@ static bool path_within(const char *path, const char *dir, bool strictly)
 	return path[dl] == '/';
 }
 
-uint64_t cg_hash_str(const char *s)
-{
-	uint64_t h = 1469598103934665603ULL; /* FNV-1a */
-	for (; *s; s++) {
-		h ^= (unsigned char)*s;
-		h *= 1099511628211ULL;
-	}
-	return h;
-}
-
-void *cg_htab_get(const struct htab *t, const char *key)
-{
-	if (t->cap == 0)
-		return NULL;
-	for (size_t i = cg_hash_str(key) & (t->cap - 1);; i = (i + 1) & (t->cap - 1)) {
-		if (!t->e[i].key)
-			return NULL;
-		if (strcmp(t->e[i].key, key) == 0)
-			return t->e[i].val;
-	}
-}
-
-/* Insert (key must outlive the table). 0, or -1 on OOM. */
 /* ---- deciding ------------------------------------------------------------------- */
 
 /* One normalised argv token: a flag (canonical name, optional value) or a positional. */
@@ -872,7 +849,7 @@ static int decide_stage(const struct cg_policy *p, const struct cg_call *call,
 		.cwd_buf = cwd_buf,
 		.st = st,
 		.exe = exe,
-		.spec = cg_htab_get(&p->spec_by_name, cg_base_of(exe)),
+		.spec = cg_smap_get(p->spec_by_name, cg_base_of(exe)),
 		.pos = pos,
 	};
 	*spec_out = sc.spec;
@@ -890,7 +867,7 @@ static int decide_stage(const struct cg_policy *p, const struct cg_call *call,
 		else
 			sc.toks_all = false;
 	}
-	const struct idxlist *il = cg_htab_get(&p->exe_index, exe);
+	const struct idxlist *il = cg_smap_get(p->exe_index, exe);
 	if (il) {
 		/* A known path: its merged list, globs on this path settled at load. */
 		for (size_t k = 0; k < il->n_all; k++) {
@@ -979,7 +956,7 @@ static bool wrapped_exe(const struct cg_policy *p, const struct cg_call *call, c
 		memcpy(buf, dir, dl);
 		buf[dl] = '/';
 		memcpy(buf + dl + 1, name, nl + 1);
-		if (d == CG_ARRAY_LEN(wrap_dirs) || cg_htab_get(&p->exe_index, buf))
+		if (d == CG_ARRAY_LEN(wrap_dirs) || cg_smap_get(p->exe_index, buf))
 			return true;
 	}
 	return false;
@@ -1365,7 +1342,7 @@ static json_t *flags_json(const struct cg_policy *p, const struct rule *r, const
 		json_array_append_new(g, json_string(fl->v[i]));
 		for (size_t e = 0; e < r->exe.n; e++) {
 			const struct cmdspec *s =
-			    cg_htab_get(&p->spec_by_name, cg_base_of(r->exe.v[e]));
+			    cg_smap_get(p->spec_by_name, cg_base_of(r->exe.v[e]));
 			if (!s)
 				continue;
 			const char *cn = fl->v[i];

@@ -1,0 +1,149 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * file — opening and reading files that someone else may have planted.
+ *
+ * Every file callgate reads whole (a policy, a signature, a key, a journal
+ * segment, a trace file) goes through here, so the same three defences hold
+ * everywhere:
+ *  - the open MUST NOT block: a FIFO planted where a file was expected would
+ *    otherwise hang the reader until someone writes to it (O_NONBLOCK);
+ *  - only regular files are read: a FIFO, device or socket is refused with
+ *    EINVAL (EISDIR for a directory), never streamed;
+ *  - the size is capped before reading and again while reading, since the
+ *    file may grow under us (a live journal): past the cap is EFBIG.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "util.h"
+
+int cg_file_open_regular(int dir_fd, const char *path, off_t *size)
+{
+	int fd = openat(dir_fd, path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	if (fd < 0)
+		return -1;
+	struct stat st;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		int e = errno;
+		if (e == 0 || S_ISDIR(st.st_mode) || !S_ISREG(st.st_mode))
+			e = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	if (size)
+		*size = st.st_size;
+	return fd;
+}
+
+int cg_file_read(const char *path, size_t cap, char **out, size_t *out_len)
+{
+	off_t size = 0;
+	int fd = cg_file_open_regular(AT_FDCWD, path, &size);
+	if (fd < 0)
+		return -1;
+	char *p = NULL;
+	int saved = 0;
+	if ((uint64_t)size > cap) {
+		saved = EFBIG;
+		goto close_fd;
+	}
+	/* Slack so the read that meets EOF needs no reallocation. */
+	size_t alloc = (size_t)size + 4096, len = 0;
+	p = malloc(alloc);
+	if (!p) {
+		saved = ENOMEM;
+		goto close_fd;
+	}
+	for (;;) {
+		if (len + 1 >= alloc) {
+			/* The file grew while we read it: read on, up to the cap. */
+			if (alloc > cap) {
+				saved = EFBIG;
+				goto close_fd;
+			}
+			char *q = realloc(p, alloc * 2);
+			if (!q) {
+				saved = ENOMEM;
+				goto close_fd;
+			}
+			p = q;
+			alloc *= 2;
+		}
+		ssize_t r = cg_read_some(fd, p + len, alloc - 1 - len);
+		if (r < 0) {
+			saved = errno;
+			goto close_fd;
+		}
+		if (r == 0)
+			break;
+		len += (size_t)r;
+	}
+	if (len > cap) {
+		saved = EFBIG;
+		goto close_fd;
+	}
+	p[len] = '\0';
+	*out = p;
+	*out_len = len;
+	p = NULL;
+close_fd:
+	free(p);
+	close(fd);
+	if (saved) {
+		errno = saved;
+		return -1;
+	}
+	return 0;
+}
+
+int cg_file_write_atomic(const char *path, const void *data, size_t len, mode_t mode,
+			 bool exclusive)
+{
+	int rc = -1, saved = 0;
+	size_t tn = strlen(path) + sizeof(".tmp.XXXXXX");
+	char *tmp = malloc(tn);
+	if (!tmp)
+		return -1;
+	snprintf(tmp, tn, "%s.tmp.XXXXXX", path);
+	/* mkostemp creates mode 0600, so secret bytes are never world-readable. */
+	int fd = mkostemp(tmp, O_CLOEXEC);
+	if (fd < 0) {
+		saved = errno;
+		goto free_tmp;
+	}
+	if (cg_write_all(fd, data, len) != 0 || fchmod(fd, mode) != 0 || fsync(fd) != 0) {
+		saved = errno;
+		goto unlink_tmp;
+	}
+	if (close(fd) != 0) {
+		fd = -1;
+		saved = errno;
+		goto unlink_tmp;
+	}
+	fd = -1;
+	/* link() fails on an existing name: an exclusive write never replaces a key. */
+	if (exclusive ? link(tmp, path) != 0 : rename(tmp, path) != 0) {
+		saved = errno;
+		goto unlink_tmp;
+	}
+	if (exclusive)
+		unlink(tmp);
+	rc = 0;
+	goto free_tmp;
+unlink_tmp:
+	if (fd >= 0)
+		close(fd);
+	unlink(tmp);
+free_tmp:
+	free(tmp);
+	if (rc != 0)
+		errno = saved;
+	return rc;
+}

@@ -1,0 +1,109 @@
+# SPDX-License-Identifier: MIT
+"""The journal heals: a full disk stops it (fail closed), and once space is
+back it reopens by itself, without a restart, recording the gap.
+
+Judged by effect: while the disk is full an allowed command does not run (its
+marker file is never created); after the space is freed the same command runs;
+the journal holds a recovery event that counts what was refused meanwhile; and
+`callgate replay --all` of the stopped daemon's state passes.
+"""
+import glob
+import json
+import os
+import subprocess
+import time
+import unittest
+
+import cgtest
+
+POLICY = """
+version: 1
+rules:
+  - id: touch-and-true
+    decision: allow
+    why: the test's only commands
+    match:
+      exe: [touch, "true"]
+"""
+
+
+def call(d, argv):
+    return d.request(cgtest.make_request([argv], privileged=False))
+
+
+@unittest.skipUnless(os.geteuid() == 0, "mounting a small tmpfs needs root")
+class JournalHeals(unittest.TestCase):
+    def test_full_disk_refuses_then_heals_without_restart(self):
+        d = cgtest.Daemon(policy_text=POLICY)
+        os.makedirs(d.state_dir)
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m,mode=0700", "cg-heal",
+                        d.state_dir], check=True)
+        try:
+            self._run(d)
+        finally:
+            if d.proc and d.proc.poll() is None:
+                d.stop()
+            subprocess.run(["umount", "-l", d.state_dir])
+            d.close()
+
+    def _run(self, d):
+        d.start()
+        r = call(d, ["/bin/true"])
+        self.assertEqual(r["status"], "ok", d.log)
+
+        # Fill the state directory's file system to the last byte.
+        filler = os.path.join(d.state_dir, "filler")
+        with open(filler, "wb", buffering=0) as f:
+            try:
+                while True:
+                    f.write(b"\0" * 65536)
+            except OSError:
+                pass
+            try:
+                while True:
+                    f.write(b"\0")
+            except OSError:
+                pass
+
+        full_marker = os.path.join(d.workspace, "ran-while-full")
+        refused = 0
+        for _ in range(3):
+            r = call(d, ["/usr/bin/touch", full_marker])
+            self.assertNotEqual(r["status"], "ok", r)
+            self.assertEqual(r["reply"]["type"], "E", r)
+            refused += 1
+        self.assertFalse(os.path.exists(full_marker), "a call ran without a durable permit")
+
+        os.unlink(filler)
+        healed_marker = os.path.join(d.workspace, "ran-after-heal")
+        deadline = time.monotonic() + cgtest.DEFAULT_TIMEOUT
+        while True:
+            r = call(d, ["/usr/bin/touch", healed_marker])
+            if r["status"] == "ok" or time.monotonic() > deadline:
+                break
+            time.sleep(0.3)
+        self.assertEqual(r["status"], "ok", "the journal did not reopen: %s\n%s" % (r, d.log))
+        self.assertTrue(os.path.exists(healed_marker))
+        self.assertFalse(os.path.exists(full_marker))
+        self.assertTrue(d.proc.poll() is None, "the daemon died")
+
+        d.stop()
+        recovery = []
+        for seg in sorted(glob.glob(os.path.join(d.state_dir, "journal", "*.ndjson"))):
+            with open(seg) as f:
+                for line in f:
+                    ev = json.loads(line)
+                    if ev["type"] == "recovery":
+                        recovery.append(ev["payload"])
+        reopened = [p for p in recovery if p.get("what") == "journal reopened after a write failure"]
+        self.assertEqual(len(reopened), 1, recovery)
+        self.assertEqual(reopened[0]["error"], "ENOSPC")
+        self.assertGreaterEqual(reopened[0]["refused"], refused - 1, reopened[0])
+        p = subprocess.run([cgtest.CALLGATE, "--state-dir", d.state_dir, "replay", "--all",
+                            "--json"], capture_output=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stdout[-4000:] + p.stderr[-2000:])
+        self.assertEqual(json.loads(p.stdout)["status"], "PASS")
+
+
+if __name__ == "__main__":
+    unittest.main()
