@@ -45,6 +45,33 @@
 
 extern char **environ;
 
+/* Every option, for --help and for usage errors (cli_help.c). */
+static const struct cg_cli_opt sandbox_opts[] = {
+	{ "--read", "P", "allow reading the tree P (default with any path option: /)" },
+	{ "--write", "P", "allow writing the tree P (in the view: bound read-write)" },
+	{ "--exec", "P", "allow executing files under P (default: the system's program dirs)" },
+	{ "--net", "none|loopback|tcp:PORT[,PORT]...",
+	  "network: none, loopback only, or TCP ports" },
+	{ "--limit", "NAME=V", "cpu=S as=BYTES nproc=N fsize=BYTES nofile=N timeout=MS" },
+	{ "--timeout", "MS", "kill the whole tree after MS milliseconds (exit 124)" },
+	{ "--best-effort", NULL, "run even if the kernel cannot enforce a constraint" },
+	{ "--hide", "P", "hide the path or glob P too (nothing there to read, list or connect)" },
+	{ "--protect", "P", "keep P read-only inside the write trees (relative: in each)" },
+	{ "--tmp", "private|shared", "the command's /tmp: its own tmpfs (default) or the host's" },
+	{ "--no-view", NULL, "debugging: no view (Landlock, seccomp and limits alone)" },
+	{ "--no-landlock", NULL, "debugging: the view without Landlock" },
+	{ "--user", "USER", "run as USER and its primary group (root only)" },
+	{ "--report", "FILE|-", "write the confinement report (JSON) to FILE or stderr" },
+	{ 0 },
+};
+
+#define SANDBOX_ABOUT                                                                              \
+	"Run CMD confined exactly as the daemon confines an unprivileged call: in a view of\n"     \
+	"its own (read-only root, the --write trees writable, private /tmp, minimal /dev,\n"       \
+	"own /proc, pid, UTS and IPC namespaces, no capabilities, credential stores and\n"         \
+	"service sockets hidden), under Landlock, seccomp and the limits. See\n"                   \
+	"callgate-sandbox(1) and docs/confinement.md."
+
 /* `--write P` alone reads everything (exec: see cg_confine_default_exec). */
 static const char *const default_read[] = { "/" };
 static void usage(FILE *f)
@@ -233,8 +260,8 @@ int cg_cli_sandbox(const struct cg_cli *g, int argc, char **argv)
 			break;
 		}
 		if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-			usage(stdout);
-			return CG_EXIT_OK;
+			return cg_cli_help("callgate sandbox [OPTIONS] -- CMD [ARGS]...",
+					   SANDBOX_ABOUT, sandbox_opts);
 		}
 		if (strcmp(a, "--best-effort") == 0) {
 			c.best_effort = true;
@@ -303,9 +330,7 @@ int cg_cli_sandbox(const struct cg_cli *g, int argc, char **argv)
 		} else if (strcmp(a, "--user") == 0) {
 			user = v;
 		} else {
-			fprintf(stderr, "callgate sandbox: unknown option '%s'\n", a);
-			usage(stderr);
-			return CG_EXIT_USAGE;
+			return cg_cli_bad_option("sandbox", a, NULL, sandbox_opts);
 		}
 	}
 	if (i >= argc) {
