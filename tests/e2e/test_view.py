@@ -484,6 +484,20 @@ class ViewThroughSandbox(unittest.TestCase):
         self.assertTrue(os.path.exists(os.path.join(self.ws, "y")))
         self.assertFalse(os.path.exists(target))
 
+    @unittest.skipUnless(os.geteuid() == 0 and shutil.which("ip"), "needs root and iproute2")
+    def test_rtnetlink_cannot_change_the_hosts_network(self):
+        """Host networking (no --net), root caller: no CAP_NET_ADMIN in the view."""
+        before = subprocess.run(["ip", "-o", "link", "show", "lo"], capture_output=True,
+                                text=True).stdout
+        r = sandbox("--write", self.ws, "--", "sh", "-c",
+                    "ip link show lo >/dev/null && echo control-ok; "
+                    "ip link set dev lo mtu 1280", cwd=self.ws)
+        self.assertEqual(r.stdout, "control-ok\n", r.stderr)
+        self.assertIn("Operation not permitted", r.stderr)
+        after = subprocess.run(["ip", "-o", "link", "show", "lo"], capture_output=True,
+                               text=True).stdout
+        self.assertEqual(before, after)
+
     def test_yes_head_ends_by_sigpipe(self):
         r = sandbox("--write", self.ws, "--", "sh", "-c", "yes | head -1", cwd=self.ws)
         self.assertEqual((r.returncode, r.stdout, r.stderr), (0, "y\n", ""))
