@@ -872,6 +872,9 @@ static int prepare_view(struct cg_confine_plan *p, const struct cg_constraints *
 		    expand_all(cons[i]->protect, cons[i]->n_protect, ctx, true, prot, &n_prot,
 			       CONFINE_MAX_PATHS, err) != 0)
 			goto release;
+	if (expand_all(ctx->own_paths, ctx->n_own_paths, ctx, false, hide, &n_hide,
+		       CONFINE_MAX_PATHS, err) != 0)
+		goto release;
 	struct cg_view_spec spec = {
 		.write = (const char *const *)write,
 		.n_write = n_write,

@@ -35,6 +35,8 @@ struct cg_confine_ctx {
 	bool view;		  /* build the call's world (every unprivileged call) */
 	bool no_landlock;	  /* debugging (callgate sandbox): the view alone, no Landlock */
 	const char *agent_socket; /* forward_agent: the one socket the view keeps reachable */
+	const char *const *own_paths; /* the daemon's state dir and sockets: hidden in every view */
+	size_t n_own_paths;
 	uid_t uid;
 	gid_t gid;
 };

@@ -505,3 +505,43 @@ class ViewThroughSandbox(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+@unittest.skipUnless(os.geteuid() == 0 and PY, "needs root and python3")
+class DaemonFilesOutsideTmp(unittest.TestCase):
+    """The daemon's own files are hidden wherever they live, not only under
+    the private /tmp or the default /var/lib/callgate: its state dir and
+    sockets are put under /var/tmp, which every view otherwise shows."""
+
+    def test_state_dir_key_and_sockets_hidden_outside_tmp(self):
+        d = cgtest.Daemon()
+        home = tempfile.mkdtemp(prefix="cg-own-", dir="/var/tmp")
+        os.chmod(home, 0o755)
+        d.state_dir = os.path.join(home, "state")
+        d.socket = os.path.join(home, "agent.sock")
+        d.admin_socket = os.path.join(home, "admin.sock")
+        try:
+            d.start()
+            probe = os.path.join(d.workspace, "probe.py")
+            with open(probe, "w") as f:
+                f.write(PROBE)
+            key = os.path.join(d.state_dir, "keys", "evidence.key")
+            self.assertTrue(os.path.exists(key))
+            side = os.path.join(home, "visible.txt")  # the same tree, not the daemon's
+            with open(side, "w") as f:
+                f.write("x")
+            argv = [PY, probe, f"key=open({key!r}).read()",
+                    f"state=os.listdir({d.state_dir!r})",
+                    "admin=" + connect_expr(d.admin_socket),
+                    "agent=" + connect_expr(d.socket),
+                    f"control=open({side!r}).read()"]
+            resp = d.request(cgtest.make_request([argv], privileged=False), timeout=60)
+            self.assertEqual(resp["status"], "ok", resp)
+            out = base64.b64decode(resp.get("stdout", "")).decode()
+            res = dict(line.split(" ", 1) for line in out.splitlines())
+            self.assertEqual(res["control"], "OK", res)
+            for what in ("key", "state", "admin", "agent"):
+                self.assertNotEqual(res[what], "OK", (what, res))
+        finally:
+            d.close()
+            shutil.rmtree(home, ignore_errors=True)
