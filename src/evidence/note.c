@@ -1,0 +1,239 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * note — C2SP signed notes with a tlog-checkpoint body (see note.h and
+ * docs/evidence.md, "Checkpoint notes").
+ *
+ * Invariants:
+ *  - Every line is checked for its shape before it is used; base64 that
+ *    does not decode to exactly the expected bytes is refused.
+ *  - Verification checks the key name, the key ID and the signature, over
+ *    the note's exact text bytes (never a re-serialisation).
+ */
+#include "note.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <openssl/sha.h>
+
+#include "key.h"
+#include "util.h"
+
+#define EM_DASH "\xe2\x80\x94"
+
+bool cg_note_name_valid(const char *name)
+{
+	size_t n = name ? strlen(name) : 0;
+	if (n == 0 || n > CG_NOTE_NAME_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)name[i];
+		if (c <= 0x20 || c >= 0x7f || c == '+')
+			return false;
+	}
+	return true;
+}
+
+int cg_note_key_id(const char *name, EVP_PKEY *k, unsigned char id[4])
+{
+	unsigned char raw[32], md[SHA256_DIGEST_LENGTH];
+	size_t rl = sizeof(raw);
+	if (!k || EVP_PKEY_get_raw_public_key(k, raw, &rl) != 1 || rl != sizeof(raw))
+		return -1;
+	size_t nl = strlen(name);
+	unsigned char *buf = malloc(nl + 2 + sizeof(raw));
+	if (!buf)
+		return -1;
+	memcpy(buf, name, nl);
+	buf[nl] = 0x0a;
+	buf[nl + 1] = 0x01; /* the Ed25519 signature type */
+	memcpy(buf + nl + 2, raw, sizeof(raw));
+	SHA256(buf, nl + 2 + sizeof(raw), md);
+	free(buf);
+	memcpy(id, md, 4);
+	return 0;
+}
+
+char *cg_note_checkpoint_sign(const char *origin, uint64_t size,
+			      const unsigned char root[CG_MERKLE_HASH_LEN], EVP_PKEY *k,
+			      size_t *len)
+{
+	unsigned char id_sig[4 + CG_KEY_SIG_LEN];
+	if (!cg_note_name_valid(origin) || cg_note_key_id(origin, k, id_sig) < 0)
+		return NULL;
+	char *r64 = cg_base64_encode(root, CG_MERKLE_HASH_LEN);
+	char text[CG_NOTE_NAME_MAX + 128];
+	int tn =
+	    r64 ? snprintf(text, sizeof(text), "%s\n%" PRIu64 "\n%s\n", origin, size, r64) : -1;
+	free(r64);
+	if (tn < 0 || (size_t)tn >= sizeof(text) ||
+	    cg_key_sign(k, text, (size_t)tn, id_sig + 4) < 0)
+		return NULL;
+	char *s64 = cg_base64_encode(id_sig, sizeof(id_sig));
+	size_t cap = (size_t)tn + strlen(origin) + 200;
+	char *out = s64 ? malloc(cap) : NULL;
+	int n = out ? snprintf(out, cap, "%s\n" EM_DASH " %s %s\n", text, origin, s64) : -1;
+	free(s64);
+	if (n < 0 || (size_t)n >= cap) {
+		free(out);
+		return NULL;
+	}
+	*len = (size_t)n;
+	return out;
+}
+
+/* The next line of p[*pos..len) without its '\n'; false when there is no '\n'. */
+static bool next_line(const char *p, size_t len, size_t *pos, const char **line, size_t *ll)
+{
+	const char *nl = *pos < len ? memchr(p + *pos, '\n', len - *pos) : NULL;
+	if (!nl)
+		return false;
+	*line = p + *pos;
+	*ll = (size_t)(nl - *line);
+	*pos += *ll + 1;
+	return true;
+}
+
+/* Decode base64 text l[0..ll) into exactly want bytes (want 0: at most max). */
+static bool b64_exact(const char *l, size_t ll, unsigned char *out, size_t want, size_t max,
+		      size_t *got)
+{
+	size_t n = 0;
+	unsigned char *b = ll ? cg_base64_decode(l, ll, &n) : NULL;
+	bool ok = b && (want ? n == want : n <= max);
+	if (ok) {
+		memcpy(out, b, n);
+		if (got)
+			*got = n;
+	}
+	free(b);
+	return ok;
+}
+
+/* A signature line: "— NAME BASE64" (the dash and the single spaces exactly). */
+static int parse_sig(const char *l, size_t ll, struct cg_note_sig *s)
+{
+	size_t dl = strlen(EM_DASH " ");
+	if (ll < dl || memcmp(l, EM_DASH " ", dl) != 0)
+		return -1;
+	const char *name = l + dl;
+	const char *sp = memchr(name, ' ', ll - dl);
+	if (!sp || (size_t)(sp - name) > CG_NOTE_NAME_MAX)
+		return -1;
+	memcpy(s->name, name, (size_t)(sp - name));
+	s->name[sp - name] = '\0';
+	if (!cg_note_name_valid(s->name))
+		return -1;
+	unsigned char buf[4 + 64];
+	size_t got = 0;
+	const char *b = sp + 1;
+	if (!b64_exact(b, (size_t)(l + ll - b), buf, 0, sizeof(buf), &got) || got < 4)
+		return -1;
+	memcpy(s->key_id, buf, 4);
+	s->sig_len = got - 4;
+	memcpy(s->sig, buf + 4, s->sig_len);
+	return 0;
+}
+
+int cg_note_parse(const char *p, size_t len, struct cg_note *out, char *why, size_t why_len)
+{
+	memset(out, 0, sizeof(*out));
+	const char *bad = NULL;
+	if (!p || len == 0 || len > CG_NOTE_MAX || memchr(p, '\0', len)) {
+		bad = "empty, too long, or holds a NUL byte";
+		goto fail;
+	}
+	/* The text ends at the first blank line; what follows are signatures. */
+	const char *blank = NULL;
+	for (size_t i = 0; i + 1 < len; i++)
+		if (p[i] == '\n' && p[i + 1] == '\n') {
+			blank = p + i;
+			break;
+		}
+	if (!blank) {
+		bad = "no blank line between the text and the signatures";
+		goto fail;
+	}
+	out->text_len = (size_t)(blank - p) + 1;
+	size_t pos = 0, ll;
+	const char *l;
+	char num[24];
+	if (!next_line(p, out->text_len, &pos, &l, &ll) || ll == 0 || ll > CG_NOTE_NAME_MAX) {
+		bad = "the origin line is missing or too long";
+		goto fail;
+	}
+	memcpy(out->origin, l, ll);
+	out->origin[ll] = '\0';
+	if (!cg_note_name_valid(out->origin)) {
+		bad = "the origin holds a space, '+' or a non-printable byte";
+		goto fail;
+	}
+	if (!next_line(p, out->text_len, &pos, &l, &ll) || ll == 0 || ll >= sizeof(num) ||
+	    (ll > 1 && l[0] == '0') || strspn(l, "0123456789") < ll) {
+		bad = "the tree size is not a decimal number";
+		goto fail;
+	}
+	memcpy(num, l, ll);
+	num[ll] = '\0';
+	char *end = NULL;
+	out->size = strtoull(num, &end, 10);
+	if (!end || *end || (ll == 20 && strcmp(num, "18446744073709551615") > 0)) {
+		bad = "the tree size is out of range";
+		goto fail;
+	}
+	if (!next_line(p, out->text_len, &pos, &l, &ll) ||
+	    !b64_exact(l, ll, out->root, CG_MERKLE_HASH_LEN, 0, NULL)) {
+		bad = "the root hash is not 32 bytes of base64";
+		goto fail;
+	}
+	while (next_line(p, out->text_len, &pos, &l, &ll)) {
+		if (ll == 0) {
+			bad = "an empty extension line";
+			goto fail;
+		}
+		out->n_ext++;
+	}
+	pos = out->text_len + 1;
+	while (pos < len) {
+		if (!next_line(p, len, &pos, &l, &ll)) {
+			bad = "the last signature line has no newline";
+			goto fail;
+		}
+		if (out->n_sigs == CG_NOTE_MAX_SIGS) {
+			bad = "too many signatures";
+			goto fail;
+		}
+		if (parse_sig(l, ll, &out->sigs[out->n_sigs]) < 0) {
+			bad = "a signature line is malformed";
+			goto fail;
+		}
+		out->n_sigs++;
+	}
+	if (out->n_sigs == 0) {
+		bad = "no signature";
+		goto fail;
+	}
+	return 0;
+fail:
+	snprintf(why, why_len, "not a signed checkpoint note: %s", bad);
+	return -1;
+}
+
+bool cg_note_verify(const struct cg_note *n, const char *p, const char *name, EVP_PKEY *k)
+{
+	unsigned char id[4];
+	if (!name)
+		name = n->origin;
+	if (cg_note_key_id(name, k, id) < 0)
+		return false;
+	for (size_t i = 0; i < n->n_sigs; i++) {
+		const struct cg_note_sig *s = &n->sigs[i];
+		if (strcmp(s->name, name) != 0 || memcmp(s->key_id, id, 4) != 0 ||
+		    s->sig_len != CG_KEY_SIG_LEN)
+			continue;
+		if (cg_key_verify(k, p, n->text_len, s->sig, s->sig_len))
+			return true;
+	}
+	return false;
+}
