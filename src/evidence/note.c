@@ -11,10 +11,12 @@
  */
 #include "note.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <openssl/sha.h>
 
 #include "key.h"
@@ -55,32 +57,94 @@ int cg_note_key_id(const char *name, EVP_PKEY *k, unsigned char id[4])
 	return 0;
 }
 
-char *cg_note_checkpoint_sign(const char *origin, uint64_t size,
-			      const unsigned char root[CG_MERKLE_HASH_LEN], EVP_PKEY *k,
-			      size_t *len)
+int cg_note_checkpoint_text(char *buf, size_t cap, const char *origin, uint64_t size,
+			    const unsigned char root[CG_MERKLE_HASH_LEN])
 {
-	unsigned char id_sig[4 + CG_KEY_SIG_LEN];
-	if (!cg_note_name_valid(origin) || cg_note_key_id(origin, k, id_sig) < 0)
-		return NULL;
+	if (!cg_note_name_valid(origin))
+		return -1;
 	char *r64 = cg_base64_encode(root, CG_MERKLE_HASH_LEN);
-	char text[CG_NOTE_NAME_MAX + 128];
-	int tn =
-	    r64 ? snprintf(text, sizeof(text), "%s\n%" PRIu64 "\n%s\n", origin, size, r64) : -1;
+	int n = r64 ? snprintf(buf, cap, "%s\n%" PRIu64 "\n%s\n", origin, size, r64) : -1;
 	free(r64);
-	if (tn < 0 || (size_t)tn >= sizeof(text) ||
-	    cg_key_sign(k, text, (size_t)tn, id_sig + 4) < 0)
-		return NULL;
-	char *s64 = cg_base64_encode(id_sig, sizeof(id_sig));
-	size_t cap = (size_t)tn + strlen(origin) + 200;
+	return n < 0 || (size_t)n >= cap ? -1 : n;
+}
+
+int cg_note_sign(const char *text, size_t len, const char *name, EVP_PKEY *k,
+		 unsigned char idsig[CG_NOTE_IDSIG_LEN])
+{
+	if (!cg_note_name_valid(name) || cg_note_key_id(name, k, idsig) < 0 ||
+	    cg_key_sign(k, text, len, idsig + 4) < 0)
+		return -1;
+	return 0;
+}
+
+char *cg_note_assemble(const char *text, size_t len, const char *name, const unsigned char *idsig,
+		       size_t idsig_len, size_t *out_len)
+{
+	char *s64 = cg_base64_encode(idsig, idsig_len);
+	size_t cap = len + strlen(name) + 2 * idsig_len + 32;
 	char *out = s64 ? malloc(cap) : NULL;
-	int n = out ? snprintf(out, cap, "%s\n" EM_DASH " %s %s\n", text, origin, s64) : -1;
+	int n =
+	    out ? snprintf(out, cap, "%.*s\n" EM_DASH " %s %s\n", (int)len, text, name, s64) : -1;
 	free(s64);
 	if (n < 0 || (size_t)n >= cap) {
 		free(out);
 		return NULL;
 	}
-	*len = (size_t)n;
+	*out_len = (size_t)n;
 	return out;
+}
+
+char *cg_note_checkpoint_sign(const char *origin, uint64_t size,
+			      const unsigned char root[CG_MERKLE_HASH_LEN], EVP_PKEY *k,
+			      size_t *len)
+{
+	char text[CG_NOTE_NAME_MAX + 128];
+	unsigned char idsig[CG_NOTE_IDSIG_LEN];
+	int tn = cg_note_checkpoint_text(text, sizeof(text), origin, size, root);
+	if (tn < 0 || cg_note_sign(text, (size_t)tn, origin, k, idsig) < 0)
+		return NULL;
+	return cg_note_assemble(text, (size_t)tn, origin, idsig, sizeof(idsig), len);
+}
+
+int cg_note_origin_load_or_create(const char *state_dir, const char *key_fp, bool may_create,
+				  char *out, size_t cap)
+{
+	char path[4200];
+	snprintf(path, sizeof(path), "%s/keys/evidence.origin", state_dir);
+	char *p = NULL;
+	size_t n = 0;
+	if (cg_file_read(path, 4096, &p, &n) == 0) {
+		if (n > 0 && p[n - 1] == '\n')
+			p[--n] = '\0';
+		int rc = n < cap && strlen(p) == n && cg_note_name_valid(p) ? 0 : -1;
+		if (rc == 0)
+			memcpy(out, p, n + 1);
+		else
+			errno = EINVAL;
+		free(p);
+		return rc;
+	}
+	if (errno != ENOENT || !may_create)
+		return -1;
+	/* callgate/<host>/<first 16 hex of the key fingerprint>; the host made a key name. */
+	char host[256] = "";
+	if (gethostname(host, sizeof(host) - 1) != 0 || !host[0])
+		snprintf(host, sizeof(host), "localhost");
+	for (char *c = host; *c; c++)
+		if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+		      (*c >= '0' && *c <= '9') || *c == '.' || *c == '-' || *c == '_'))
+			*c = '-';
+	char line[400];
+	int ln = snprintf(line, sizeof(line), "callgate/%.200s/%.16s", host, key_fp);
+	if (ln < 0 || (size_t)ln >= cap || !cg_note_name_valid(line)) {
+		errno = EINVAL;
+		return -1;
+	}
+	line[ln] = '\n';
+	/* Exclusive: two starts racing agree on the first one written. */
+	if (cg_file_write_atomic(path, line, (size_t)ln + 1, 0644, true) < 0 && errno != EEXIST)
+		return -1;
+	return cg_note_origin_load_or_create(state_dir, key_fp, false, out, cap);
 }
 
 /* The next line of p[*pos..len) without its '\n'; false when there is no '\n'. */

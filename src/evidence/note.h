@@ -62,6 +62,27 @@ bool cg_note_name_valid(const char *name);
 /* The Ed25519 key ID of (name, k) into id. 0, or -1 when k has no raw public key. */
 int cg_note_key_id(const char *name, EVP_PKEY *k, unsigned char id[4]);
 
+#define CG_NOTE_IDSIG_LEN (4 + 64) /* key ID || Ed25519 signature */
+
+/*
+ * The checkpoint body "origin\nsize\nbase64(root)\n" into buf (cap bytes).
+ * Returns its length, or -1 when origin is not a key name or buf too small.
+ */
+int cg_note_checkpoint_text(char *buf, size_t cap, const char *origin, uint64_t size,
+			    const unsigned char root[CG_MERKLE_HASH_LEN]);
+
+/* Sign text[0..len) as the key named name: idsig = key ID || signature. 0 or -1. */
+int cg_note_sign(const char *text, size_t len, const char *name, EVP_PKEY *k,
+		 unsigned char idsig[CG_NOTE_IDSIG_LEN]);
+
+/*
+ * The note: text[0..len) (ending in '\n'), a blank line and the signature
+ * line "— name base64(idsig)". Returns it malloc'd and NUL-terminated (the
+ * caller frees), its length in *out_len; NULL on ENOMEM.
+ */
+char *cg_note_assemble(const char *text, size_t len, const char *name, const unsigned char *idsig,
+		       size_t idsig_len, size_t *out_len);
+
 /*
  * The checkpoint note for (origin, size, root), signed by k under the key
  * name origin. Returns the note (malloc'd, NUL-terminated, the caller frees)
@@ -70,6 +91,16 @@ int cg_note_key_id(const char *name, EVP_PKEY *k, unsigned char id[4]);
 char *cg_note_checkpoint_sign(const char *origin, uint64_t size,
 			      const unsigned char root[CG_MERKLE_HASH_LEN], EVP_PKEY *k,
 			      size_t *len);
+
+/*
+ * The log's origin (also its note key name), from state_dir/keys/evidence.origin.
+ * When the file is absent and may_create is set, it is created once as
+ * "callgate/<host name>/<first 16 hex of key_fp>" and kept from then on (a
+ * later host rename does not change the log's name). 0 with out filled, or
+ * -1 with errno (EINVAL: the file does not hold a valid key name).
+ */
+int cg_note_origin_load_or_create(const char *state_dir, const char *key_fp, bool may_create,
+				  char *out, size_t cap);
 
 /*
  * Parse p[0..len) as a signed note with a checkpoint body. 0, or -1 with a
