@@ -91,5 +91,8 @@ int cg_cli_approve(const struct cg_cli *g, int argc,
 		   char **argv);				/* approve, pending, deny, grant */
 int cg_cli_mcp(const struct cg_cli *g, int argc, char **argv);	/* mcp */
 int cg_cli_hook(const struct cg_cli *g, int argc, char **argv); /* hook */
+/* evidence prove | consistency | checkpoint (cli_proof.c); argv[0] is the verb. */
+bool cg_cli_proof_handles(const char *verb);
+int cg_cli_proof(const struct cg_cli *g, int argc, char **argv);
 
 #endif
