@@ -1,0 +1,419 @@
+# SPDX-License-Identifier: MIT
+"""End-to-end tests of the proofs a third party checks offline
+(docs/evidence.md, "The Merkle tree", "Checkpoint notes", "Proofs"):
+`callgate evidence prove`, `evidence consistency` and `evidence checkpoint`
+against a real daemon, each result checked by the independent verifier
+docs/verify_proof.py, which must also reject every tampered copy; replay
+must catch a tampered checkpoint note; and checkpoints of two different
+histories (even under one shared key) must not pass as consistent."""
+import base64
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+import cgtest
+
+VERIFIER = os.path.join(cgtest.SRCDIR, "docs", "verify_proof.py")
+
+
+def cli(state, *args, timeout=cgtest.DEFAULT_TIMEOUT):
+    return subprocess.run([cgtest.CALLGATE, "--state-dir", state] + list(args),
+                          capture_output=True, timeout=timeout, text=True)
+
+
+def verify(pub, kind, path, *extra):
+    return subprocess.run([sys.executable, VERIFIER, "--pubkey", pub] + list(extra) +
+                          [kind, path], capture_output=True, timeout=cgtest.DEFAULT_TIMEOUT,
+                          text=True)
+
+
+def call(d, argv):
+    r = d.request(cgtest.make_request([argv], privileged=False))
+    return r["reply"]["trace_id"]
+
+
+def prove(state, tid, out):
+    """Prove tid, waiting (bounded) for a checkpoint to cover its seal."""
+    deadline = time.monotonic() + cgtest.DEFAULT_TIMEOUT
+    while True:
+        p = cli(state, "evidence", "prove", "--out", out, tid)
+        if p.returncode == 0:
+            return p
+        if time.monotonic() > deadline or "not under a signed checkpoint" not in p.stderr:
+            raise AssertionError("prove failed: %s" % p.stderr)
+        time.sleep(0.1)
+
+
+def settled_note(state, out, min_size):
+    """The latest checkpoint note once it covers at least min_size events."""
+    deadline = time.monotonic() + cgtest.DEFAULT_TIMEOUT
+    while True:
+        p = cli(state, "evidence", "checkpoint", "--out", out)
+        if p.returncode == 0:
+            with open(out) as f:
+                size = int(f.read().split("\n")[1])
+            if size >= min_size:
+                return size
+        if time.monotonic() > deadline:
+            raise AssertionError("no checkpoint of size >= %d: %s" % (min_size, p.stderr))
+        time.sleep(0.1)
+
+
+def journal_events(state):
+    n = 0
+    jdir = os.path.join(state, "journal")
+    for name in sorted(os.listdir(jdir)):
+        if name.endswith(".ndjson"):
+            with open(os.path.join(jdir, name), "rb") as f:
+                n += f.read().count(b"\n")
+    return n
+
+
+def flip_b64(s):
+    """Change one byte of base64-encoded data, keeping it valid base64."""
+    b = bytearray(base64.b64decode(s))
+    b[len(b) // 2] ^= 0x01
+    return base64.b64encode(bytes(b)).decode()
+
+
+class Proofs(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="cg-proofs-")
+        cls.d = cgtest.Daemon().start()
+        cls.state = cls.d.state_dir
+        cls.pub = os.path.join(cls.state, "keys", "evidence.pub")
+        cls.allowed = call(cls.d, ["/bin/true"])
+        cls.denied = call(cls.d, ["/bin/rm", "-rf", "/"])
+        cls.proof = os.path.join(cls.tmp, "allowed.proof")
+        prove(cls.state, cls.allowed, cls.proof)
+        cls.early = os.path.join(cls.tmp, "early.note")
+        cls.early_size = settled_note(cls.state, cls.early, 1)
+        cls.later_tid = call(cls.d, ["/bin/echo", "later"])
+        prove(cls.state, cls.later_tid, os.path.join(cls.tmp, "later.proof"))
+        cls.later = os.path.join(cls.tmp, "later.note")
+        cls.later_size = settled_note(cls.state, cls.later, cls.early_size + 1)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.d.close()
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def load(self, path):
+        with open(path) as f:
+            return json.load(f)
+
+    def write(self, doc, name):
+        path = os.path.join(self.tmp, name)
+        with open(path, "w") as f:
+            json.dump(doc, f)
+        return path
+
+    # -- the note -------------------------------------------------------------
+
+    def test_checkpoint_is_a_c2sp_note_signed_by_the_evidence_key(self):
+        with open(self.later, "rb") as f:
+            note = f.read()
+        lines = note.split(b"\n")
+        with open(os.path.join(self.state, "keys", "evidence.origin"), "rb") as f:
+            origin = f.read().strip()
+        self.assertEqual(lines[0], origin)
+        self.assertTrue(origin.startswith(b"callgate/"), origin)
+        self.assertEqual(int(lines[1]), self.later_size)
+        self.assertEqual(len(base64.b64decode(lines[2])), 32)
+        self.assertEqual(lines[3], b"")
+        self.assertTrue(lines[4].startswith("\u2014 ".encode() + origin + b" "), lines[4])
+        self.assertEqual(len(base64.b64decode(lines[4].split(b" ")[-1])), 68)
+        p = verify(self.pub, "note", self.later)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        # checkpoint.note is the latest note, byte for byte as the tool rebuilds it.
+        with open(os.path.join(self.state, "checkpoint.note"), "rb") as f:
+            latest = f.read()
+        self.assertEqual(verify(self.pub, "note", os.path.join(self.state, "checkpoint.note"))
+                         .returncode, 0)
+        self.assertTrue(latest.startswith(origin + b"\n"))
+
+    def test_note_root_is_the_rfc6962_root_of_the_journal(self):
+        # An independent recomputation straight from the journal segments.
+        size = self.early_size
+        leaves = []
+        jdir = os.path.join(self.state, "journal")
+        for name in sorted(os.listdir(jdir)):
+            if name.endswith(".ndjson"):
+                with open(os.path.join(jdir, name), "rb") as f:
+                    leaves += [hashlib.sha256(b"\x00" + l + b"\n").digest()
+                               for l in f.read().split(b"\n")[:-1]]
+
+        def mth(v):
+            if len(v) == 1:
+                return v[0]
+            k = 1
+            while k * 2 < len(v):
+                k *= 2
+            return hashlib.sha256(b"\x01" + mth(v[:k]) + mth(v[k:])).digest()
+
+        with open(self.early) as f:
+            root = base64.b64decode(f.read().split("\n")[2])
+        self.assertEqual(mth(leaves[:size]), root)
+
+    # -- inclusion proofs ---------------------------------------------------------
+
+    def test_prove_verifies_with_the_independent_verifier(self):
+        p = verify(self.pub, "proof", self.proof)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertIn("sealed", p.stdout)
+        doc = self.load(self.proof)
+        self.assertEqual(doc["trace"], self.allowed)
+        # Every event of the trace, exactly the journal's bytes.
+        with open(os.path.join(self.state, "traces", self.allowed, "events.ndjson")) as f:
+            self.assertEqual("".join(e["line"] for e in doc["events"]), f.read())
+        with open(os.path.join(self.state, "keys", "evidence.origin")) as f:
+            origin = f.read().strip()
+        p = verify(self.pub, "proof", self.proof, "--origin", origin)
+        self.assertEqual(p.returncode, 0, p.stdout)
+        p = verify(self.pub, "proof", self.proof, "--origin", "callgate/elsewhere")
+        self.assertEqual(p.returncode, 1, p.stdout)
+
+    def test_denied_call_is_provable_too(self):
+        out = os.path.join(self.tmp, "denied.proof")
+        prove(self.state, self.denied, out)
+        p = verify(self.pub, "proof", out)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+
+    def test_tampered_proofs_fail(self):
+        doc = self.load(self.proof)
+
+        def event_byte(d):
+            line = d["events"][1]["line"]
+            i = line.index('"ts":"') + 8
+            d["events"][1]["line"] = line[:i] + ("0" if line[i] != "0" else "1") + line[i + 1:]
+
+        def proof_hash(d):
+            d["events"][0]["proof"][0] = flip_b64(d["events"][0]["proof"][0])
+
+        def root(d):
+            lines = d["checkpoint"].split("\n")
+            lines[2] = flip_b64(lines[2])
+            d["checkpoint"] = "\n".join(lines)
+
+        def signature(d):
+            lines = d["checkpoint"].split("\n")
+            head, sig = lines[4].rsplit(" ", 1)
+            lines[4] = head + " " + flip_b64(sig)
+            d["checkpoint"] = "\n".join(lines)
+
+        def size(d):
+            lines = d["checkpoint"].split("\n")
+            lines[1] = str(int(lines[1]) + 1)
+            d["checkpoint"] = "\n".join(lines)
+
+        def index(d):
+            d["events"][0]["index"] += 1
+
+        def dropped_event(d):
+            del d["events"][2]
+
+        def dropped_proof_hash(d):
+            d["events"][0]["proof"].pop()
+
+        for name, mutate in [("event_byte", event_byte), ("proof_hash", proof_hash),
+                             ("root", root), ("signature", signature), ("size", size),
+                             ("index", index), ("dropped_event", dropped_event),
+                             ("dropped_proof_hash", dropped_proof_hash)]:
+            with self.subTest(name):
+                d = json.loads(json.dumps(doc))
+                mutate(d)
+                p = verify(self.pub, "proof", self.write(d, name + ".proof"))
+                self.assertEqual(p.returncode, 1, name + ": " + p.stdout + p.stderr)
+                self.assertIn("FAIL", p.stdout)
+        # Untouched, the same document still passes (the mutations made the difference).
+        self.assertEqual(verify(self.pub, "proof", self.write(doc, "clean.proof")).returncode, 0)
+
+    def test_proof_fails_under_another_key(self):
+        other = os.path.join(self.tmp, "other.pem")
+        subprocess.run(["openssl", "genpkey", "-algorithm", "ed25519", "-out",
+                        os.path.join(self.tmp, "other.key")], check=True, capture_output=True)
+        subprocess.run(["openssl", "pkey", "-in", os.path.join(self.tmp, "other.key"),
+                        "-pubout", "-out", other], check=True, capture_output=True)
+        p = verify(other, "proof", self.proof)
+        self.assertEqual(p.returncode, 1, p.stdout)
+
+    def test_prove_unknown_trace_and_usage(self):
+        p = cli(self.state, "evidence", "prove", "no-such-trace")
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("no trace", p.stderr)
+        p = cli(self.state, "evidence", "prove")
+        self.assertEqual(p.returncode, 64, p.stderr)
+        p = cli(self.state, "evidence", "prove", "--bogus", self.allowed)
+        self.assertEqual(p.returncode, 64, p.stderr)
+        p = cli(self.state, "evidence", "prove", "--help")
+        self.assertEqual(p.returncode, 0)
+        self.assertIn("usage: callgate evidence prove", p.stdout)
+        p = cli(self.state, "evidence", "consistency", "--help")
+        self.assertEqual(p.returncode, 0)
+        self.assertIn("usage: callgate evidence consistency", p.stdout)
+
+    # -- consistency ----------------------------------------------------------------
+
+    def consistency(self, old, new, name):
+        out = os.path.join(self.tmp, name)
+        p = cli(self.state, "evidence", "consistency", "--out", out, old, new)
+        return p, out
+
+    def test_consistency_early_to_later_verifies(self):
+        p, out = self.consistency(self.early, self.later, "c.json")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        v = verify(self.pub, "consistency", out)
+        self.assertEqual(v.returncode, 0, v.stdout + v.stderr)
+        self.assertIn("extends tree size %d" % self.early_size, v.stdout)
+        # Sizes of this journal's checkpoints work as well as note files.
+        p, out = self.consistency(str(self.early_size), str(self.later_size), "c2.json")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(verify(self.pub, "consistency", out).returncode, 0)
+
+    def test_tampered_consistency_fails(self):
+        p, out = self.consistency(self.early, self.later, "c3.json")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        doc = self.load(out)
+        self.assertTrue(doc["proof"], "sizes %d -> %d need a non-empty proof"
+                        % (self.early_size, self.later_size))
+
+        def proof_hash(d):
+            d["proof"][-1] = flip_b64(d["proof"][-1])
+
+        def swapped(d):
+            d["old"], d["new"] = d["new"], d["old"]
+
+        def old_root(d):
+            lines = d["old"].split("\n")
+            lines[2] = flip_b64(lines[2])
+            d["old"] = "\n".join(lines)
+
+        def new_signature(d):
+            lines = d["new"].split("\n")
+            head, sig = lines[4].rsplit(" ", 1)
+            lines[4] = head + " " + flip_b64(sig)
+            d["new"] = "\n".join(lines)
+
+        def short_proof(d):
+            d["proof"].pop()
+
+        for name, mutate in [("proof_hash", proof_hash), ("swapped", swapped),
+                             ("old_root", old_root), ("new_signature", new_signature),
+                             ("short_proof", short_proof)]:
+            with self.subTest(name):
+                d = json.loads(json.dumps(doc))
+                mutate(d)
+                v = verify(self.pub, "consistency", self.write(d, name + ".cons"))
+                self.assertEqual(v.returncode, 1, name + ": " + v.stdout + v.stderr)
+        # The CLI itself refuses OLD newer than NEW.
+        p, _ = self.consistency(self.later, self.early, "c4.json")
+        self.assertEqual(p.returncode, 1, p.stderr)
+
+    # -- replay checks the notes and the roots ----------------------------------------
+
+    def test_replay_catches_a_tampered_checkpoint_note(self):
+        copy = os.path.join(self.tmp, "state-copy")
+        shutil.copytree(self.state, copy, ignore=shutil.ignore_patterns("LOCK", "*.sock"))
+        try:
+            p = cli(copy, "replay", "--all", "--no-write", "--json")
+            self.assertEqual(p.returncode, 0, p.stdout[-3000:])
+            path = os.path.join(copy, "checkpoint.note")
+            with open(path) as f:
+                lines = f.read().split("\n")
+            lines[2] = flip_b64(lines[2])
+            with open(path, "w") as f:
+                f.write("\n".join(lines))
+            p = cli(copy, "replay", "--all", "--no-write", "--json")
+            self.assertEqual(p.returncode, 1, p.stdout[-3000:])
+            self.assertIn("note_signature", p.stdout)
+            self.assertIn("merkle_root_mismatch", p.stdout)
+        finally:
+            shutil.rmtree(copy, ignore_errors=True)
+
+
+class DifferentHistories(unittest.TestCase):
+    """Two daemons with one shared key and log name but different journals: a
+    split view. Each checkpoint verifies alone; consistency between them must
+    not."""
+
+    def test_consistency_across_two_histories_fails(self):
+        tmp = tempfile.mkdtemp(prefix="cg-proofs-")
+        a = cgtest.Daemon().start()
+        b = None
+        try:
+            call(a, ["/bin/true"])
+            a_note = os.path.join(tmp, "a.note")
+            a_size = settled_note(a.state_dir, a_note, 1)
+            # B starts from A's keys and origin, with an empty journal of its own.
+            b = cgtest.Daemon()
+            keys = os.path.join(b.state_dir, "keys")
+            os.makedirs(keys, mode=0o755)
+            for name in ("evidence.key", "evidence.pub", "evidence.origin"):
+                shutil.copy2(os.path.join(a.state_dir, "keys", name), os.path.join(keys, name))
+            os.chmod(os.path.join(keys, "evidence.key"), 0o600)
+            b.start()
+            for argv in (["/bin/echo", "b1"], ["/bin/echo", "b2"], ["/bin/echo", "b3"]):
+                call(b, argv)
+            b_first = os.path.join(tmp, "b1.note")
+            settled_note(b.state_dir, b_first, 1)
+            call(b, ["/bin/echo", "b4"])
+            b_note = os.path.join(tmp, "b.note")
+            b_size = settled_note(b.state_dir, b_note, a_size + 1)
+            pub = os.path.join(b.state_dir, "keys", "evidence.pub")
+            # Each note alone verifies under the shared key: the split is invisible...
+            self.assertEqual(verify(pub, "note", a_note).returncode, 0)
+            self.assertEqual(verify(pub, "note", b_note).returncode, 0)
+            # ...until one is asked to extend the other.
+            p = cli(b.state_dir, "evidence", "consistency", a_note, b_note)
+            self.assertEqual(p.returncode, 1, p.stderr)
+            self.assertIn("INCONSISTENT", p.stderr)
+            # A valid proof of B's own history, offered for A's checkpoint, fails.
+            out = os.path.join(tmp, "b.cons")
+            p = cli(b.state_dir, "evidence", "consistency", "--out", out, b_first, b_note)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertEqual(verify(pub, "consistency", out).returncode, 0)
+            with open(out) as f:
+                doc = json.load(f)
+            with open(a_note) as f:
+                doc["old"] = f.read()
+            forged = os.path.join(tmp, "forged.cons")
+            with open(forged, "w") as f:
+                json.dump(doc, f)
+            v = verify(pub, "consistency", forged)
+            self.assertEqual(v.returncode, 1, v.stdout)
+            self.assertLess(a_size, b_size)
+        finally:
+            a.close()
+            if b:
+                b.close()
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    def test_checkpoint_of_another_log_is_refused(self):
+        tmp = tempfile.mkdtemp(prefix="cg-proofs-")
+        a, c = cgtest.Daemon().start(), cgtest.Daemon().start()
+        try:
+            call(a, ["/bin/true"])
+            call(c, ["/bin/true"])
+            a_note, c_note = os.path.join(tmp, "a.note"), os.path.join(tmp, "c.note")
+            settled_note(a.state_dir, a_note, 1)
+            settled_note(c.state_dir, c_note, 1)
+            p = cli(c.state_dir, "evidence", "consistency", a_note, c_note)
+            self.assertEqual(p.returncode, 1, p.stderr)
+            self.assertIn("not a checkpoint signed by this log", p.stderr)
+            v = verify(os.path.join(c.state_dir, "keys", "evidence.pub"), "note", a_note)
+            self.assertEqual(v.returncode, 1, v.stdout)
+        finally:
+            a.close()
+            c.close()
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    unittest.main()
