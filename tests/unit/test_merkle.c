@@ -12,11 +12,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <openssl/sha.h>
 
+#include "evidence.h"
+#include "journal.h"
 #include "key.h"
 #include "merkle.h"
 #include "note.h"
+#include "replay.h"
+#include "util.h"
 
 #define N_MAX 40
 #define HL    32
@@ -330,4 +336,187 @@ Test(note, sign_parse_verify_and_every_tamper_fails, .init = setup, .fini = tear
 	free(note);
 	EVP_PKEY_free(k);
 	EVP_PKEY_free(other);
+}
+
+/* ---- the writer and replay -------------------------------------------------- */
+
+static char state[256];
+
+static void ev_setup(void)
+{
+	setup();
+	snprintf(state, sizeof(state), "/tmp/cg-merkletest-XXXXXX");
+	cr_assert_not_null(mkdtemp(state));
+}
+
+static void ev_teardown(void)
+{
+	teardown();
+	pid_t pid = fork(); /* test scaffolding: rm -rf the temporary state */
+	if (pid == 0) {
+		execl("/bin/rm", "rm", "-rf", state, (char *)NULL);
+		_exit(127);
+	}
+	int st;
+	waitpid(pid, &st, 0);
+}
+
+static int open_ev(struct cg_evidence **ev)
+{
+	struct cg_evidence_config c = { .state_dir = state, .write_traces = true };
+	struct cg_reply *err = NULL;
+	int rc = cg_evidence_open(&c, ev, &err);
+	cg_reply_free(err);
+	return rc;
+}
+
+/* A refused call: request, decision BLOCK, verdict, seal. */
+static void blocked_call(struct cg_evidence *ev, const char *id)
+{
+	cr_assert_eq(cg_evidence_append(ev, id, CG_EV_REQUEST,
+					json_pack("{s:[[s]]}", "pipeline", "/bin/rm"), false),
+		     0);
+	cr_assert_eq(cg_evidence_append(
+			 ev, id, CG_EV_DECISION,
+			 json_pack("{s:s, s:s}", "decision", "BLOCK", "rule_id", "r1"), false),
+		     0);
+	cr_assert_eq(cg_evidence_append(ev, id, CG_EV_VERDICT,
+					json_pack("{s:s}", "code", "EN-EXEC-D-001"), false),
+		     0);
+	cr_assert_eq(cg_evidence_seal(ev, id,
+				      json_pack("{s:s, s:s, s:{s:s, s:s, s:s}}", "decision",
+						"BLOCK", "rule_id", "r1", "reply", "type", "D",
+						"code", "EN-EXEC-D-001", "message", "no")),
+		     0);
+}
+
+static json_t *replay_all(int *rc)
+{
+	struct cg_replay_opts o = { .state_dir = state, .all = true };
+	json_t *rep = NULL;
+	*rc = cg_replay_run(&o, &rep);
+	return rep;
+}
+
+static bool has_failure(const json_t *rep, const char *check)
+{
+	size_t i;
+	json_t *f;
+	json_array_foreach(json_object_get(rep, "failures"), i, f)
+	{
+		if (strcmp(json_string_value(json_object_get(f, "check")), check) == 0)
+			return true;
+	}
+	return false;
+}
+
+Test(journal, checkpoints_carry_the_journal_root_and_a_resigned_wrong_root_is_caught,
+     .init = ev_setup, .fini = ev_teardown)
+{
+	struct cg_evidence *ev = NULL;
+	cr_assert_eq(open_ev(&ev), 0);
+	blocked_call(ev, "t1");
+	blocked_call(ev, "t2");
+	cg_evidence_close(ev);
+
+	int rc;
+	json_t *rep = replay_all(&rc);
+	char *t = json_dumps(json_object_get(rep, "failures"), JSON_COMPACT);
+	cr_assert_eq(rc, 0, "%s", t);
+	free(t);
+	json_decref(rep);
+
+	/* The last checkpoint names the RFC 6962 root of every journal line. */
+	char path[400], *buf = NULL;
+	size_t len = 0;
+	snprintf(path, sizeof(path), "%s/checkpoints.ndjson", state);
+	cr_assert_eq(cg_file_read(path, 1 << 20, &buf, &len), 0);
+	char *last = buf + len - 1;
+	while (last > buf && last[-1] != '\n')
+		last--;
+	struct cg_ckpt c;
+	char why[200];
+	cr_assert_eq(cg_ckpt_parse(last, (size_t)(buf + len - last), &c, why, sizeof(why)), 0, "%s",
+		     why);
+	cr_assert_eq(c.note_sig_len, 68);
+	struct cg_journal_view jv;
+	cr_assert_eq(cg_journal_load(state, &jv, NULL), 0);
+	cr_assert_eq(jv.n, c.seq);
+	struct cg_merkle_range r;
+	cg_merkle_range_init(&r);
+	for (size_t i = 0; i < jv.n; i++) {
+		unsigned char leaf[HL];
+		cg_merkle_leaf_hash(jv.v[i].line, jv.v[i].line_len, leaf);
+		cr_assert_eq(cg_merkle_range_append(&r, leaf), 0);
+	}
+	cg_journal_view_free(&jv);
+	unsigned char root[HL];
+	cg_merkle_range_root(&r, root);
+	char hex[65];
+	for (int i = 0; i < HL; i++)
+		snprintf(hex + 2 * i, 3, "%02x", root[i]);
+	cr_assert_str_eq(c.root, hex);
+
+	/*
+	 * Re-sign the last checkpoint line over another root (as someone with
+	 * the key but not the journal would): its line signature verifies, so
+	 * only the Merkle check and the note signature can catch it.
+	 */
+	hex[0] = hex[0] == 'a' ? 'b' : 'a';
+	char kp[400], msg[600];
+	snprintf(kp, sizeof(kp), "%s/keys/evidence.key", state);
+	EVP_PKEY *k = cg_key_load(kp, CG_KEY_PRIVATE, true, why, sizeof(why));
+	cr_assert_not_null(k, "%s", why);
+	int m = cg_ckpt_format_msg(msg, sizeof(msg), c.seq, c.head, hex, c.ts, c.key);
+	unsigned char sig[64];
+	cr_assert(m > 0 && cg_key_sign(k, msg, (size_t)m, sig) == 0);
+	char *s64 = cg_base64_encode(sig, sizeof(sig));
+	char *n64 = cg_base64_encode(c.note_sig, c.note_sig_len);
+	char line[1200];
+	int n =
+	    snprintf(line, sizeof(line), "%s,\"sig\":\"%s\",\"note_sig\":\"%s\"}\n", msg, s64, n64);
+	size_t keep = (size_t)(last - buf);
+	cr_assert_eq(cg_file_write_atomic(path, buf, keep, 0644, false), 0);
+	FILE *f = fopen(path, "a");
+	cr_assert_not_null(f);
+	fwrite(line, 1, (size_t)n, f);
+	fclose(f);
+	free(s64);
+	free(n64);
+	free(buf);
+	EVP_PKEY_free(k);
+
+	rep = replay_all(&rc);
+	t = json_dumps(json_object_get(rep, "failures"), JSON_COMPACT);
+	cr_assert_eq(rc, 1, "%s", t);
+	cr_assert(has_failure(rep, "merkle_root_mismatch"), "%s", t);
+	cr_assert(has_failure(rep, "note_signature"), "%s", t);
+	cr_assert(!has_failure(rep, "checkpoint_signature"), "%s", t);
+	free(t);
+	json_decref(rep);
+	/* And the daemon refuses to append to a journal its checkpoint disowns. */
+	ev = NULL;
+	cr_assert_eq(open_ev(&ev), -1);
+	cg_evidence_close(ev);
+}
+
+Test(journal, the_writer_root_survives_a_restart, .init = ev_setup, .fini = ev_teardown)
+{
+	/* Recovery rebuilds the compact range: checkpoints after a restart still match. */
+	struct cg_evidence *ev = NULL;
+	for (int round = 0; round < 3; round++) {
+		cr_assert_eq(open_ev(&ev), 0, "round %d", round);
+		char id[16];
+		snprintf(id, sizeof(id), "r%d", round);
+		blocked_call(ev, id);
+		cg_evidence_close(ev);
+	}
+	int rc;
+	json_t *rep = replay_all(&rc);
+	char *t = json_dumps(json_object_get(rep, "failures"), JSON_COMPACT);
+	cr_assert_eq(rc, 0, "%s", t);
+	cr_assert_geq(
+	    json_integer_value(json_object_get(json_object_get(rep, "journal"), "checkpoints")), 3);
+	free(t);
+	json_decref(rep);
 }
