@@ -24,7 +24,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "journal.h"
@@ -43,6 +46,35 @@ static const struct cg_cli_opt common_opts[] = {
 	{ "--state-dir", "DIR", "the daemon's state directory" },
 	{ "--pubkey", "FILE", "the evidence public key to trust (default: DIR/keys/evidence.pub)" },
 	{ "--out", "FILE", "write the result to FILE (default: standard output)" },
+	{ NULL, NULL, NULL },
+};
+
+static const struct cg_cli_opt prove_opts[] = {
+	{ "--state-dir", "DIR", "the daemon's state directory" },
+	{ "--pubkey", "FILE", "the evidence public key to trust (default: DIR/keys/evidence.pub)" },
+	{ "--out", "FILE", "write the result to FILE (default: standard output)" },
+	{ "--checkpoint", "NOTE",
+	  "prove against this checkpoint note (e.g. one witnesses cosigned; default: the latest)" },
+	{ NULL, NULL, NULL },
+};
+
+static const struct cg_cli_opt request_opts[] = {
+	{ "--state-dir", "DIR", "the daemon's state directory" },
+	{ "--pubkey", "FILE", "the evidence public key to trust (default: DIR/keys/evidence.pub)" },
+	{ "--out", "FILE", "write the request to FILE (default: standard output)" },
+	{ "--old", "N", "the tree size the witness last cosigned (default 0: first contact)" },
+	{ "--size", "N", "the checkpoint of tree size N (default: the latest)" },
+	{ NULL, NULL, NULL },
+};
+
+static const struct cg_cli_opt witness_opts[] = {
+	{ "--witness-dir", "DIR", "the witness's key and state (default: STATE/witness)" },
+	{ "--origin", "NAME", "the log to witness (the checkpoints' origin line)" },
+	{ "--log-key", "FILE", "that log's Ed25519 public key (PEM)" },
+	{ "--name", "NAME",
+	  "the witness's key name, at first use (default: callgate-witness/<host>)" },
+	{ "--out", "FILE", "write the cosignature line to FILE (default: standard output)" },
+	{ "--state-dir", "DIR", "a state directory whose witness/ is the default witness dir" },
 	{ NULL, NULL, NULL },
 };
 
@@ -268,7 +300,8 @@ static json_t *proof_array(unsigned char (*p)[CG_MERKLE_HASH_LEN], size_t n)
 
 /* The options every subcommand takes; -1 on a usage error (already reported). */
 struct opts {
-	const char *state_dir, *pubkey, *out, *size;
+	const char *state_dir, *pubkey, *out, *size, *old, *checkpoint;
+	const char *witness_dir, *origin, *log_key, *name;
 	const char *pos[2];
 	int n_pos;
 };
@@ -285,8 +318,21 @@ static int parse_opts(const char *sub, int argc, char **argv, const struct cg_cl
 			o->pubkey = argv[++i];
 		else if ((strcmp(a, "--out") == 0 || strcmp(a, "-o") == 0) && has)
 			o->out = argv[++i];
-		else if (strcmp(a, "--size") == 0 && has && table == checkpoint_opts)
+		else if (strcmp(a, "--size") == 0 && has &&
+			 (table == checkpoint_opts || table == request_opts))
 			o->size = argv[++i];
+		else if (strcmp(a, "--old") == 0 && has && table == request_opts)
+			o->old = argv[++i];
+		else if (strcmp(a, "--checkpoint") == 0 && has && table == prove_opts)
+			o->checkpoint = argv[++i];
+		else if (strcmp(a, "--witness-dir") == 0 && has && table == witness_opts)
+			o->witness_dir = argv[++i];
+		else if (strcmp(a, "--origin") == 0 && has && table == witness_opts)
+			o->origin = argv[++i];
+		else if (strcmp(a, "--log-key") == 0 && has && table == witness_opts)
+			o->log_key = argv[++i];
+		else if (strcmp(a, "--name") == 0 && has && table == witness_opts)
+			o->name = argv[++i];
 		else if (a[0] == '-' && a[1] != '\0') {
 			char sc[64];
 			snprintf(sc, sizeof(sc), "evidence %s", sub);
@@ -394,9 +440,9 @@ static int cmd_prove(const char *state_dir, int argc, char **argv)
 				   "exact lines), the\nMerkle inclusion proof of each, and the "
 				   "signed checkpoint note they lead to.\nCheck it without "
 				   "callgate: python3 docs/verify_proof.py --pubkey PUB proof FILE",
-				   common_opts);
+				   prove_opts);
 	struct opts o = { .state_dir = state_dir };
-	if (parse_opts("prove", argc, argv, common_opts, 1, &o) < 0)
+	if (parse_opts("prove", argc, argv, prove_opts, 1, &o) < 0)
 		return CG_EXIT_USAGE;
 	const char *id = o.pos[0];
 	if (!cg_trace_id_valid(id)) {
@@ -424,6 +470,28 @@ static int cmd_prove(const char *state_dir, int argc, char **argv)
 		goto free_all;
 	}
 	const struct cg_ckpt *ck = latest_ckpt(&c);
+	struct cg_ckpt given;
+	size_t nlen = 0;
+	if (o.checkpoint) {
+		/* A note from elsewhere (cosigned, say): it must be one of this journal's. */
+		struct cg_note n;
+		unsigned char root[CG_MERKLE_HASH_LEN];
+		if (cg_file_read(o.checkpoint, CG_NOTE_MAX, &note, &nlen) < 0 ||
+		    cg_note_parse(note, nlen, &n, why, sizeof(why)) < 0 ||
+		    strcmp(n.origin, c.origin) != 0 || !cg_note_verify(&n, note, NULL, c.key) ||
+		    cg_merkle_tree_root(c.tree, n.size, root) < 0 ||
+		    memcmp(root, n.root, sizeof(root)) != 0) {
+			fprintf(stderr,
+				"callgate evidence prove: %s is not a checkpoint of this journal "
+				"signed by its key\n",
+				o.checkpoint);
+			rc = EXIT_FAIL;
+			goto free_all;
+		}
+		memset(&given, 0, sizeof(given));
+		given.seq = n.size;
+		ck = &given;
+	}
 	if (!ck || ck->seq < last) {
 		fprintf(stderr,
 			"callgate evidence prove: the trace's last event (seq %" PRIu64
@@ -433,8 +501,7 @@ static int cmd_prove(const char *state_dir, int argc, char **argv)
 		rc = EXIT_FAIL;
 		goto free_all;
 	}
-	size_t nlen = 0;
-	if (!(note = ckpt_note(&c, ck, &nlen, why, sizeof(why)))) {
+	if (!note && !(note = ckpt_note(&c, ck, &nlen, why, sizeof(why)))) {
 		fprintf(stderr, "callgate evidence prove: %s\n", why);
 		rc = EXIT_FAIL;
 		goto free_all;
@@ -596,10 +663,362 @@ free_all:
 	return rc;
 }
 
+/* ---- witnessing (c2sp.org/tlog-witness, add-checkpoint) ---------------------------- */
+
+static int cmd_witness_request(const char *state_dir, int argc, char **argv)
+{
+	static const char usage[] = "callgate evidence witness-request [--state-dir DIR] [--old N] "
+				    "[--size N] [--out FILE]";
+	if (cg_cli_wants_help(argc, argv))
+		return cg_cli_help(
+		    usage,
+		    "Write a tlog-witness add-checkpoint request for a checkpoint of "
+		    "this log: \"old N\",\nthe consistency proof from tree size N, "
+		    "an empty line, and the signed note.\nHand it to `callgate "
+		    "evidence witness` (or any tlog-witness) to be cosigned.",
+		    request_opts);
+	struct opts o = { .state_dir = state_dir };
+	if (parse_opts("witness-request", argc, argv, request_opts, 0, &o) < 0)
+		return CG_EXIT_USAGE;
+	uint64_t old = 0, size = 0;
+	if ((o.old && parse_u64(o.old, &old) < 0) || (o.size && parse_u64(o.size, &size) < 0)) {
+		fprintf(stderr,
+			"callgate evidence witness-request: --old and --size take numbers\n");
+		return CG_EXIT_USAGE;
+	}
+	struct proof_ctx c;
+	char why[600];
+	int rc = CG_EXIT_ERROR;
+	char *note = NULL;
+	struct cg_buf b;
+	cg_buf_init(&b, 1 << 20);
+	if (ctx_open(o.state_dir, o.pubkey, &c, why, sizeof(why)) < 0) {
+		fprintf(stderr, "callgate evidence witness-request: %s\n", why);
+		goto free_all;
+	}
+	rc = EXIT_FAIL;
+	const struct cg_ckpt *ck = o.size ? find_ckpt(&c, size) : latest_ckpt(&c);
+	size_t nlen = 0;
+	if (!ck || !(note = ckpt_note(&c, ck, &nlen, why, sizeof(why)))) {
+		fprintf(stderr, "callgate evidence witness-request: %s\n",
+			ck ? why : "no signed checkpoint of that size");
+		goto free_all;
+	}
+	unsigned char p[CG_MERKLE_MAX_PROOF][CG_MERKLE_HASH_LEN];
+	size_t np = 0;
+	if (cg_merkle_consistency_proof(c.tree, old, ck->seq, p, &np) < 0) {
+		fprintf(stderr,
+			"callgate evidence witness-request: --old %" PRIu64
+			" is past the checkpoint (size %" PRIu64 ")\n",
+			old, ck->seq);
+		goto free_all;
+	}
+	char line[64];
+	int ln = snprintf(line, sizeof(line), "old %" PRIu64 "\n", old);
+	cg_buf_add(&b, line, (size_t)ln);
+	for (size_t i = 0; i < np; i++) {
+		char *h = cg_base64_encode(p[i], CG_MERKLE_HASH_LEN);
+		if (!h)
+			goto free_all;
+		cg_buf_add(&b, h, strlen(h));
+		cg_buf_add(&b, "\n", 1);
+		free(h);
+	}
+	cg_buf_add(&b, "\n", 1);
+	cg_buf_add(&b, note, nlen);
+	if (b.truncated) {
+		rc = CG_EXIT_ERROR;
+		goto free_all;
+	}
+	rc = emit("witness-request", o.out, (const char *)b.p, b.len);
+free_all:
+	cg_buf_free(&b);
+	free(note);
+	ctx_free(&c);
+	return rc;
+}
+
+/* The witness's key (made at first use, 0600) and name (kept in witness.name). */
+static EVP_PKEY *witness_key(const char *dir, const char *want_name, char *name, size_t cap,
+			     char *why, size_t why_len)
+{
+	char kp[4300], pp[4300], np[4300];
+	snprintf(kp, sizeof(kp), "%s/witness.key", dir);
+	snprintf(pp, sizeof(pp), "%s/witness.pub", dir);
+	snprintf(np, sizeof(np), "%s/witness.name", dir);
+	EVP_PKEY *k = NULL;
+	char d[200];
+	if (access(kp, F_OK) != 0) {
+		k = cg_key_generate();
+		if (!k || cg_key_write(kp, k, true, true, why, why_len) != 0 ||
+		    cg_key_write(pp, k, false, false, why, why_len) != 0) {
+			EVP_PKEY_free(k);
+			return NULL;
+		}
+		EVP_PKEY_free(k);
+	}
+	k = cg_key_load(kp, CG_KEY_PRIVATE, true, d, sizeof(d));
+	if (!k) {
+		snprintf(why, why_len, "%.300s: %s", kp, d);
+		return NULL;
+	}
+	char *p = NULL;
+	size_t n = 0;
+	if (cg_file_read(np, 4096, &p, &n) != 0) {
+		char host[256] = "localhost", fp[65];
+		if (gethostname(host, sizeof(host) - 1) != 0 || !host[0])
+			snprintf(host, sizeof(host), "localhost");
+		for (char *ch = host; *ch; ch++)
+			if (*ch <= ' ' || *ch == '+' || *ch > '~')
+				*ch = '-';
+		char def[400];
+		if (cg_key_fingerprint(k, fp) < 0)
+			fp[0] = '\0';
+		snprintf(def, sizeof(def), "callgate-witness/%.200s/%.16s", host, fp);
+		const char *nm = want_name ? want_name : def;
+		char line[400];
+		int ln = snprintf(line, sizeof(line), "%s\n", nm);
+		if (!cg_note_name_valid(nm) || ln < 0 || (size_t)ln >= sizeof(line) ||
+		    cg_file_write_atomic(np, line, (size_t)ln, 0644, true) != 0 ||
+		    cg_file_read(np, 4096, &p, &n) != 0) {
+			snprintf(why, why_len, "%.300s: cannot record the witness name", np);
+			EVP_PKEY_free(k);
+			return NULL;
+		}
+	}
+	if (n && p[n - 1] == '\n')
+		p[--n] = '\0';
+	bool ok = n < cap && strlen(p) == n && cg_note_name_valid(p);
+	if (ok)
+		memcpy(name, p, n + 1);
+	free(p);
+	if (!ok || (want_name && strcmp(want_name, name) != 0)) {
+		snprintf(why, why_len, "%.300s: %s", np,
+			 ok ? "the witness already has another name" : "not a valid key name");
+		EVP_PKEY_free(k);
+		return NULL;
+	}
+	return k;
+}
+
+/* Parse an add-checkpoint body: "old N\n", proof lines, "\n", then the note. */
+static int parse_request(const char *p, size_t len, uint64_t *old,
+			 unsigned char (*proof)[CG_MERKLE_HASH_LEN], size_t *np, size_t *note_off,
+			 char *why, size_t why_len)
+{
+	const char *nl = memchr(p, '\n', len);
+	char num[24];
+	size_t ll = nl ? (size_t)(nl - p) : 0;
+	if (!nl || ll < 5 || ll - 4 >= sizeof(num) || memcmp(p, "old ", 4) != 0) {
+		snprintf(why, why_len, "the request does not start with an \"old N\" line");
+		return -1;
+	}
+	memcpy(num, p + 4, ll - 4);
+	num[ll - 4] = '\0';
+	if ((num[0] == '0' && num[1]) || parse_u64(num, old) < 0) {
+		snprintf(why, why_len, "the old size is not a decimal number");
+		return -1;
+	}
+	size_t pos = ll + 1;
+	*np = 0;
+	for (;;) {
+		nl = pos < len ? memchr(p + pos, '\n', len - pos) : NULL;
+		if (!nl) {
+			snprintf(why, why_len, "no empty line before the checkpoint");
+			return -1;
+		}
+		ll = (size_t)(nl - (p + pos));
+		if (ll == 0)
+			break;
+		size_t got = 0;
+		unsigned char *h = *np < 63 ? cg_base64_decode(p + pos, ll, &got) : NULL;
+		if (!h || got != CG_MERKLE_HASH_LEN) {
+			free(h);
+			snprintf(why, why_len,
+				 "a consistency proof line is not one base64 hash "
+				 "(or there are more than 63)");
+			return -1;
+		}
+		memcpy(proof[(*np)++], h, CG_MERKLE_HASH_LEN);
+		free(h);
+		pos += ll + 1;
+	}
+	*note_off = pos + 1;
+	return 0;
+}
+
+static int cmd_witness(const char *state_dir, int argc, char **argv)
+{
+	static const char usage[] =
+	    "callgate evidence witness [--witness-dir DIR] --origin NAME --log-key FILE "
+	    "[--name NAME] [--out FILE] REQUEST";
+	if (cg_cli_wants_help(argc, argv))
+		return cg_cli_help(
+		    usage,
+		    "Act as a tlog-witness for another log: check the add-checkpoint REQUEST\n"
+		    "(from `callgate evidence witness-request`), and cosign its checkpoint only "
+		    "if\n"
+		    "the log's key signed it and it is consistent with the last checkpoint this\n"
+		    "witness cosigned for that origin. Prints the cosignature line; append it to\n"
+		    "the note. Exits 1 when it refuses, naming why (on a size conflict the\n"
+		    "witness's last cosigned size is printed on standard output).",
+		    witness_opts);
+	struct opts o = { .state_dir = state_dir };
+	if (parse_opts("witness", argc, argv, witness_opts, 1, &o) < 0)
+		return CG_EXIT_USAGE;
+	if (!o.origin || !o.log_key || !cg_note_name_valid(o.origin) ||
+	    (o.name && !cg_note_name_valid(o.name))) {
+		fprintf(stderr, "callgate evidence witness: --origin NAME and --log-key FILE are "
+				"required (see --help)\n");
+		return CG_EXIT_USAGE;
+	}
+	char wdir[4096], path[4400], why[600], wname[CG_NOTE_NAME_MAX + 1], d[200];
+	if (o.witness_dir)
+		snprintf(wdir, sizeof(wdir), "%s", o.witness_dir);
+	else
+		snprintf(wdir, sizeof(wdir), "%s/witness", o.state_dir);
+	snprintf(path, sizeof(path), "%s/logs", wdir);
+	if ((mkdir(wdir, 0700) != 0 && errno != EEXIST) ||
+	    (mkdir(path, 0700) != 0 && errno != EEXIST)) {
+		fprintf(stderr, "callgate evidence witness: %s: %s\n", path, strerror(errno));
+		return CG_EXIT_ERROR;
+	}
+	/*
+	 * One request at a time: checking the old size and recording the new
+	 * checkpoint must be atomic, or two racing requests could roll the
+	 * witness's view back (tlog-witness, add-checkpoint).
+	 */
+	snprintf(path, sizeof(path), "%s/LOCK", wdir);
+	int lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (lock_fd < 0 || flock(lock_fd, LOCK_EX) != 0) {
+		fprintf(stderr, "callgate evidence witness: %s: %s\n", path, strerror(errno));
+		if (lock_fd >= 0)
+			close(lock_fd);
+		return CG_EXIT_ERROR;
+	}
+	int rc = CG_EXIT_ERROR;
+	char *req = NULL, *stored = NULL;
+	size_t req_len = 0, stored_len = 0;
+	EVP_PKEY *wk = witness_key(wdir, o.name, wname, sizeof(wname), why, sizeof(why));
+	EVP_PKEY *lk = cg_key_load(o.log_key, CG_KEY_PUBLIC_OR_PRIVATE, false, d, sizeof(d));
+	if (!wk || !lk) {
+		fprintf(stderr, "callgate evidence witness: %s\n", !wk ? why : d);
+		goto free_all;
+	}
+	if (cg_file_read(o.pos[0], 1 << 16, &req, &req_len) < 0) {
+		fprintf(stderr, "callgate evidence witness: %s: %s\n", o.pos[0], strerror(errno));
+		goto free_all;
+	}
+	rc = EXIT_FAIL;
+	uint64_t old = 0;
+	unsigned char proof[64][CG_MERKLE_HASH_LEN];
+	size_t np = 0, off = 0;
+	struct cg_note n;
+	if (parse_request(req, req_len, &old, proof, &np, &off, why, sizeof(why)) < 0 ||
+	    cg_note_parse(req + off, req_len - off, &n, why, sizeof(why)) < 0) {
+		fprintf(stderr, "callgate evidence witness: bad request: %s\n", why);
+		goto free_all;
+	}
+	const char *note = req + off;
+	if (strcmp(n.origin, o.origin) != 0) {
+		fprintf(stderr,
+			"callgate evidence witness: unknown origin: %s (this witness is "
+			"configured for %s)\n",
+			n.origin, o.origin);
+		goto free_all;
+	}
+	if (!cg_note_verify(&n, note, NULL, lk)) {
+		fprintf(stderr, "callgate evidence witness: forbidden: no valid signature by the "
+				"log's key\n");
+		goto free_all;
+	}
+	if (old > n.size) {
+		fprintf(stderr,
+			"callgate evidence witness: bad request: old size %" PRIu64
+			" is past the checkpoint's %" PRIu64 "\n",
+			old, n.size);
+		goto free_all;
+	}
+	/* What this witness last cosigned for the origin: a checkpoint body, or nothing. */
+	char hex[65], sp[4400];
+	cg_sha256_hex(o.origin, strlen(o.origin), hex);
+	snprintf(sp, sizeof(sp), "%s/logs/%s", wdir, hex);
+	struct cg_note last;
+	uint64_t last_size = 0;
+	unsigned char last_root[CG_MERKLE_HASH_LEN];
+	if (cg_file_read(sp, CG_NOTE_MAX, &stored, &stored_len) == 0) {
+		if (cg_note_parse(stored, stored_len, &last, why, sizeof(why)) < 0 ||
+		    strcmp(last.origin, o.origin) != 0) {
+			fprintf(stderr, "callgate evidence witness: %s is damaged: %s\n", sp, why);
+			rc = CG_EXIT_ERROR;
+			goto free_all;
+		}
+		last_size = last.size;
+		memcpy(last_root, last.root, sizeof(last_root));
+	} else if (errno != ENOENT) {
+		fprintf(stderr, "callgate evidence witness: %s: %s\n", sp, strerror(errno));
+		rc = CG_EXIT_ERROR;
+		goto free_all;
+	}
+	if (old != last_size) {
+		fprintf(
+		    stderr,
+		    "callgate evidence witness: conflict: this witness last cosigned size %" PRIu64
+		    " of %s, not %" PRIu64 "\n",
+		    last_size, o.origin, old);
+		printf("%" PRIu64 "\n", last_size);
+		goto free_all;
+	}
+	unsigned char empty[CG_MERKLE_HASH_LEN];
+	struct cg_merkle_range er;
+	cg_merkle_range_init(&er);
+	cg_merkle_range_root(&er, empty);
+	bool ok = n.size == 0 ? memcmp(n.root, empty, sizeof(empty)) == 0 && np == 0
+		  : old == 0  ? np == 0
+			      : cg_merkle_consistency_verify(
+				    old, n.size, last_root, n.root,
+				    (const unsigned char(*)[CG_MERKLE_HASH_LEN])proof, np);
+	if (!ok) {
+		fprintf(stderr,
+			"callgate evidence witness: unprocessable: the checkpoint (size %" PRIu64
+			") is not consistent with the one this witness cosigned (size %" PRIu64
+			"): NOT cosigned\n",
+			n.size, old);
+		goto free_all;
+	}
+	/* Record before answering: a cosignature never outruns the witness's memory. */
+	if (cg_file_write_atomic(sp, note, req_len - off, 0644, false) < 0) {
+		fprintf(stderr, "callgate evidence witness: %s: %s\n", sp, strerror(errno));
+		rc = CG_EXIT_ERROR;
+		goto free_all;
+	}
+	unsigned char cs[CG_COSIG_LEN];
+	uint64_t ts = (uint64_t)(cg_now_wall_ns() / 1000000000);
+	char *b64 = NULL;
+	if (cg_note_cosign(note, n.text_len, wname, wk, ts, cs) < 0 ||
+	    !(b64 = cg_base64_encode(cs, sizeof(cs)))) {
+		fprintf(stderr, "callgate evidence witness: signing failed\n");
+		rc = CG_EXIT_ERROR;
+		goto free_all;
+	}
+	char out[CG_NOTE_NAME_MAX + 200];
+	int on = snprintf(out, sizeof(out), "\xe2\x80\x94 %s %s\n", wname, b64);
+	free(b64);
+	rc = emit("witness", o.out, out, (size_t)on);
+free_all:
+	EVP_PKEY_free(wk);
+	EVP_PKEY_free(lk);
+	free(req);
+	free(stored);
+	close(lock_fd);
+	return rc;
+}
+
 bool cg_cli_proof_handles(const char *sub)
 {
 	return sub && (strcmp(sub, "prove") == 0 || strcmp(sub, "consistency") == 0 ||
-		       strcmp(sub, "checkpoint") == 0);
+		       strcmp(sub, "checkpoint") == 0 || strcmp(sub, "witness") == 0 ||
+		       strcmp(sub, "witness-request") == 0);
 }
 
 int cg_cli_proof(const struct cg_cli *g, int argc, char **argv)
@@ -610,6 +1029,10 @@ int cg_cli_proof(const struct cg_cli *g, int argc, char **argv)
 		return cmd_consistency(g->state_dir, argc, argv);
 	if (strcmp(argv[0], "checkpoint") == 0)
 		return cmd_checkpoint(g->state_dir, argc, argv);
+	if (strcmp(argv[0], "witness-request") == 0)
+		return cmd_witness_request(g->state_dir, argc, argv);
+	if (strcmp(argv[0], "witness") == 0)
+		return cmd_witness(g->state_dir, argc, argv);
 	fprintf(stderr, "callgate evidence: %s: not a proof command\n", argv[0]);
 	return CG_EXIT_USAGE;
 }

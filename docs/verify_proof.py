@@ -11,6 +11,9 @@ plus the `openssl` command (3.0 or later) for the Ed25519 signatures.
 
 PUB is the log's Ed25519 public key (PEM), a copy you trust: not one that
 came with the proof. --origin NAME additionally requires the log's name.
+--witness NAME WPUB (repeatable) names a witness you trust and --quorum K
+requires K of them to have cosigned the checkpoint (C2SP tlog-cosignature,
+cosignature/v1); with witnesses and no --quorum, all of them must have.
 
 proof: the checkpoint note is signed by PUB under its origin (C2SP
 signed-note), every event line hashes to its leaf and its inclusion proof
@@ -84,6 +87,40 @@ def leaf_hash(data):
 
 def node_hash(left, right):
     return hashlib.sha256(b"\x01" + left + right).digest()
+
+
+def check_cosignatures(note, witnesses, quorum):
+    """Count the trusted witnesses whose cosignature on the note verifies."""
+    if isinstance(note, str):
+        note = note.encode("utf-8")
+    cut = note.find(b"\n\n")
+    text, sigs = note[:cut + 1], note[cut + 2:]
+    good = set()
+    for line in sigs.split(b"\n"):
+        if not line.startswith(DASH):
+            continue
+        parts = line[len(DASH):].split(b" ")
+        if len(parts) != 2:
+            continue
+        name = parts[0].decode("utf-8", "replace")
+        for wname, wpem, wraw in witnesses:
+            if wname != name or wname in good:
+                continue
+            key_id = hashlib.sha256(name.encode() + b"\n" + b"\x04" + wraw).digest()[:4]
+            try:
+                blob = base64.b64decode(parts[1], validate=True)
+            except (binascii.Error, ValueError):
+                continue
+            if len(blob) != 76 or blob[:4] != key_id:
+                continue
+            ts = int.from_bytes(blob[4:12], "big")
+            msg = b"cosignature/v1\ntime %d\n" % ts + text
+            if 0 < ts < 2 ** 63 and openssl_verify(wpem, msg, blob[12:]):
+                good.add(wname)
+    if len(good) < quorum:
+        raise Fail("only %d of the %d required witness cosignatures verify (%s)"
+                   % (len(good), quorum, ", ".join(sorted(good)) or "none"))
+    return good
 
 
 def check_note(note, pem_path, raw_key, origin=None):
@@ -191,10 +228,15 @@ def check_event_line(line, trace, tseq, tprev):
     return e
 
 
+WITNESSES, QUORUM = [], 0
+
+
 def check_proof(doc, pem, raw, origin):
     if doc.get("format") != "callgate-proof/1":
         raise Fail("not a callgate proof file")
     name, size, root = check_note(doc["checkpoint"], pem, raw, origin)
+    if QUORUM:
+        check_cosignatures(doc["checkpoint"], WITNESSES, QUORUM)
     trace, events = doc.get("trace"), doc.get("events")
     if not isinstance(events, list) or not events:
         raise Fail("the proof holds no events")
@@ -230,6 +272,8 @@ def check_consistency(doc, pem, raw, origin):
         raise Fail("not a callgate consistency file")
     n1, s1, r1 = check_note(doc["old"], pem, raw, origin)
     n2, s2, r2 = check_note(doc["new"], pem, raw, origin)
+    if QUORUM:
+        check_cosignatures(doc["new"], WITNESSES, QUORUM)
     if n1 != n2:
         raise Fail("the two checkpoints name different logs (%r, %r)" % (n1, n2))
     path = [b64(p, 32) for p in doc.get("proof", [])]
@@ -240,12 +284,18 @@ def check_consistency(doc, pem, raw, origin):
 
 
 def main(argv):
-    args, pem, origin = list(argv[1:]), None, None
+    global QUORUM
+    args, pem, origin, quorum = list(argv[1:]), None, None, None
     while args and args[0].startswith("--"):
         opt = args.pop(0)
         if opt in ("--pubkey", "--origin") and args:
             val = args.pop(0)
             pem, origin = (val, origin) if opt == "--pubkey" else (pem, val)
+        elif opt == "--witness" and len(args) >= 2:
+            WITNESSES.append((args[0], args[1], None))
+            del args[:2]
+        elif opt == "--quorum" and args and args[0].isdigit():
+            quorum = int(args.pop(0))
         else:
             args = []
     if not pem or len(args) != 2 or args[0] not in ("proof", "consistency", "note"):
@@ -253,10 +303,16 @@ def main(argv):
         return 2
     try:
         raw = raw_public_key(pem)
+        WITNESSES[:] = [(n, p, raw_public_key(p)) for n, p, _ in WITNESSES]
+        QUORUM = len(WITNESSES) if quorum is None else quorum
+        if QUORUM > len(WITNESSES):
+            raise Fail("--quorum %d but only %d witness(es) named" % (QUORUM, len(WITNESSES)))
         with open(args[1], "rb") as f:
             data = f.read()
         if args[0] == "note":
             name, size, root = check_note(data, pem, raw, origin)
+            if QUORUM:
+                check_cosignatures(data, WITNESSES, QUORUM)
             print("OK: %s tree size %d root %s" % (name, size, base64.b64encode(root).decode()))
             return 0
         try:

@@ -41,8 +41,8 @@
 struct cg_note_sig {
 	char name[CG_NOTE_NAME_MAX + 1]; /* the key name as written */
 	unsigned char key_id[4];	 /* the first 4 bytes of the decoded signature */
-	unsigned char sig[64];		 /* the rest: an Ed25519 signature when sig_len is 64 */
-	size_t sig_len;			 /* bytes after the key ID (0..64; longer is refused) */
+	unsigned char sig[72]; /* the rest: Ed25519 (64 bytes), or a cosignature (8 + 64) */
+	size_t sig_len;	       /* bytes after the key ID (0..72; longer is refused) */
 };
 
 /* A parsed checkpoint note. Plain data: nothing to free. */
@@ -61,6 +61,26 @@ bool cg_note_name_valid(const char *name);
 
 /* The Ed25519 key ID of (name, k) into id. 0, or -1 when k has no raw public key. */
 int cg_note_key_id(const char *name, EVP_PKEY *k, unsigned char id[4]);
+
+/* ---- witness cosignatures (c2sp.org/tlog-cosignature, cosignature/v1) ---- */
+
+#define CG_COSIG_LEN (4 + 8 + 64) /* key ID || big-endian u64 timestamp || Ed25519 signature */
+
+/*
+ * Cosign the checkpoint text[0..len) as the witness key named name, at
+ * timestamp ts (POSIX seconds, > 0): the signature is over
+ * "cosignature/v1\ntime <ts>\n" || text, and the key ID is that of
+ * SHA-256(name || 0x0A || 0x04 || public key). 0, or -1.
+ */
+int cg_note_cosign(const char *text, size_t len, const char *name, EVP_PKEY *k, uint64_t ts,
+		   unsigned char out[CG_COSIG_LEN]);
+
+/*
+ * True when the note (text p, parsed as n) carries a cosignature by the
+ * witness key named name that verifies; its timestamp goes to *ts (may be NULL).
+ */
+bool cg_note_cosig_verify(const struct cg_note *n, const char *p, const char *name, EVP_PKEY *k,
+			  uint64_t *ts) __attribute__((warn_unused_result));
 
 #define CG_NOTE_IDSIG_LEN (4 + 64) /* key ID || Ed25519 signature */
 

@@ -415,5 +415,158 @@ class DifferentHistories(unittest.TestCase):
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+class Witnessing(unittest.TestCase):
+    """C2SP tlog-witness semantics with `callgate evidence witness`: a witness
+    (here the state directory of a second daemon, and one more directory)
+    cosigns a log's checkpoint only when it is consistent with the last one it
+    cosigned; a split view is refused; a quorum of cosignatures is checked by
+    the independent verifier."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="cg-witness-")
+        cls.log = cgtest.Daemon().start()      # the log being witnessed
+        cls.peer = cgtest.Daemon().start()     # another callgated, acting as a witness
+        cls.w1 = os.path.join(cls.peer.state_dir, "witness")
+        cls.w2 = os.path.join(cls.tmp, "w2")
+        cls.pub = os.path.join(cls.log.state_dir, "keys", "evidence.pub")
+        with open(os.path.join(cls.log.state_dir, "keys", "evidence.origin")) as f:
+            cls.origin = f.read().strip()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.log.close()
+        cls.peer.close()
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def request(self, state, old, name):
+        out = os.path.join(self.tmp, name)
+        p = cli(state, "evidence", "witness-request", "--old", str(old), "--out", out)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        return out
+
+    def witness(self, req, wdir=None, wname=None, key=None):
+        args = ["evidence", "witness", "--origin", self.origin, "--log-key", key or self.pub]
+        if wdir:
+            args += ["--witness-dir", wdir]
+        if wname:
+            args += ["--name", wname]
+        return cli(self.peer.state_dir, *(args + [req]))
+
+    def test_witness_cosigns_only_consistent_checkpoints(self):
+        tid = call(self.log, ["/bin/true"])
+        prove(self.log.state_dir, tid, os.path.join(self.tmp, "p0"))
+        size1 = settled_note(self.log.state_dir, os.path.join(self.tmp, "n1.note"), 1)
+        req1 = self.request(self.log.state_dir, 0, "req1")
+        with open(req1) as f:
+            self.assertTrue(f.read().startswith("old 0\n\n" + self.origin + "\n"))
+        p = self.witness(req1, wname="witness.test/w1")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertTrue(p.stdout.startswith("\u2014 witness.test/w1 "), p.stdout)
+        self.assertEqual(len(base64.b64decode(p.stdout.split()[-1])), 76)
+        # The same request again: the witness has moved on (409 in tlog-witness).
+        p = self.witness(req1)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("conflict", p.stderr)
+        self.assertEqual(p.stdout.strip(), str(size1))
+        # The log grows; a request from the witnessed size with its proof is cosigned.
+        tid = call(self.log, ["/bin/echo", "more"])
+        prove(self.log.state_dir, tid, os.path.join(self.tmp, "p1"))
+        size2 = settled_note(self.log.state_dir, os.path.join(self.tmp, "n2.note"), size1 + 1)
+        req2 = self.request(self.log.state_dir, size1, "req2")
+        # ...but not with a tampered proof (422),
+        with open(req2) as f:
+            lines = f.read().split("\n")
+        bad = list(lines)
+        bad[1] = flip_b64(bad[1])
+        badp = os.path.join(self.tmp, "req2.bad")
+        with open(badp, "w") as f:
+            f.write("\n".join(bad))
+        p = self.witness(badp)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("not consistent", p.stderr)
+        # ...nor under another log key (403),
+        p = self.witness(req2, key=os.path.join(self.peer.state_dir, "keys", "evidence.pub"))
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("forbidden", p.stderr)
+        p = self.witness(req2)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        cosig1 = p.stdout
+        # A second witness cosigns the same checkpoint from first contact.
+        req2b = self.request(self.log.state_dir, 0, "req2b")
+        p = self.witness(req2b, wdir=self.w2, wname="witness.test/w2")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        cosig2 = p.stdout
+        # The cosigned note: the log's note plus both cosignature lines.
+        with open(req2) as f:
+            note = f.read().split("\n\n", 1)[1]
+        self.assertEqual(int(note.split("\n")[1]), size2)
+        both = os.path.join(self.tmp, "both.note")
+        with open(both, "w") as f:
+            f.write(note + cosig1 + cosig2)
+        only1 = os.path.join(self.tmp, "only1.note")
+        with open(only1, "w") as f:
+            f.write(note + cosig1)
+        wargs = ["--witness", "witness.test/w1", os.path.join(self.w1, "witness.pub"),
+                 "--witness", "witness.test/w2", os.path.join(self.w2, "witness.pub")]
+        self.assertEqual(verify(self.pub, "note", both, *wargs).returncode, 0)
+        self.assertEqual(verify(self.pub, "note", both, *(wargs + ["--quorum", "2"]))
+                         .returncode, 0)
+        p = verify(self.pub, "note", only1, *(wargs + ["--quorum", "2"]))
+        self.assertEqual(p.returncode, 1, p.stdout)
+        self.assertEqual(verify(self.pub, "note", only1, *(wargs + ["--quorum", "1"]))
+                         .returncode, 0)
+        # A tampered cosignature does not count.
+        head, sig = cosig2.rstrip("\n").rsplit(" ", 1)
+        forged = os.path.join(self.tmp, "forged.note")
+        with open(forged, "w") as f:
+            f.write(note + cosig1 + head + " " + flip_b64(sig) + "\n")
+        p = verify(self.pub, "note", forged, *(wargs + ["--quorum", "2"]))
+        self.assertEqual(p.returncode, 1, p.stdout)
+        # A proof against the cosigned checkpoint carries the quorum to a third party.
+        out = os.path.join(self.tmp, "witnessed.proof")
+        p = cli(self.log.state_dir, "evidence", "prove", "--checkpoint", both, "--out", out, tid)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        p = verify(self.pub, "proof", out, *(wargs + ["--quorum", "2"]))
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        out1 = os.path.join(self.tmp, "witnessed1.proof")
+        p = cli(self.log.state_dir, "evidence", "prove", "--checkpoint", only1, "--out", out1,
+                tid)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        p = verify(self.pub, "proof", out1, *(wargs + ["--quorum", "2"]))
+        self.assertEqual(p.returncode, 1, p.stdout)
+
+    def test_witness_refuses_a_split_view(self):
+        """A fork of the log (same key and origin, another history) is refused by a
+        witness that has cosigned the original."""
+        wdir = os.path.join(self.tmp, "w3")
+        call(self.log, ["/bin/echo", "w3"])
+        size = settled_note(self.log.state_dir, os.path.join(self.tmp, "w3.note"), 1)
+        p = self.witness(self.request(self.log.state_dir, 0, "w3req"), wdir=wdir)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        fork = cgtest.Daemon()
+        try:
+            keys = os.path.join(fork.state_dir, "keys")
+            os.makedirs(keys, mode=0o755)
+            for name in ("evidence.key", "evidence.pub", "evidence.origin"):
+                shutil.copy2(os.path.join(self.log.state_dir, "keys", name),
+                             os.path.join(keys, name))
+            os.chmod(os.path.join(keys, "evidence.key"), 0o600)
+            fork.start()
+            fsize = 0
+            while fsize <= size:
+                call(fork, ["/bin/echo", "fork"])
+                fsize = settled_note(fork.state_dir, os.path.join(self.tmp, "f.note"), 1)
+            req = self.request(fork.state_dir, size, "forkreq")
+            p = self.witness(req, wdir=wdir)
+            self.assertEqual(p.returncode, 1, p.stderr)
+            self.assertIn("NOT cosigned", p.stderr)
+            # Asking again changes nothing: the witness keeps the original's size and root.
+            p = self.witness(req, wdir=wdir)
+            self.assertEqual(p.returncode, 1, p.stderr)
+        finally:
+            fork.close()
+
+
 if __name__ == "__main__":
     unittest.main()
