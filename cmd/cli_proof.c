@@ -19,6 +19,7 @@
  *    this journal (different histories: a forked log), and say so.
  *  - Nothing here writes the journal or the checkpoints.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -428,6 +429,229 @@ free_ctx:
 	return rc;
 }
 
+/* ---- the witness policy: a quorum before a checkpoint counts ------------------------- */
+
+#define POLICY_MAX_WITNESSES 16
+
+/*
+ * STATE/witness-policy: "quorum K" and "witness NAME PUBKEY_FILE" lines (#
+ * comments). When it exists, `evidence prove` uses only checkpoints that at
+ * least K of the named witnesses cosigned (kept in STATE/witnessed/).
+ */
+struct wpolicy {
+	unsigned quorum;
+	size_t n;
+	char name[POLICY_MAX_WITNESSES][CG_NOTE_NAME_MAX + 1];
+	EVP_PKEY *key[POLICY_MAX_WITNESSES];
+};
+
+static void policy_free(struct wpolicy *w)
+{
+	for (size_t i = 0; i < w->n; i++)
+		EVP_PKEY_free(w->key[i]);
+	w->n = 0;
+}
+
+/* 0: no policy file (quorum 0); 1: loaded; -1: unusable, with why. */
+static int policy_load(const char *state_dir, struct wpolicy *w, char *why, size_t why_len)
+{
+	memset(w, 0, sizeof(*w));
+	char path[4200];
+	snprintf(path, sizeof(path), "%s/witness-policy", state_dir);
+	char *buf = NULL;
+	size_t len = 0;
+	if (cg_file_read(path, 65536, &buf, &len) < 0) {
+		if (errno == ENOENT)
+			return 0;
+		snprintf(why, why_len, "%.300s: %s", path, strerror(errno));
+		return -1;
+	}
+	int rc = 1;
+	size_t lineno = 0;
+	for (char *save = NULL, *l = strtok_r(buf, "\n", &save); l && rc == 1;
+	     l = strtok_r(NULL, "\n", &save)) {
+		lineno++;
+		char a[16], b[CG_NOTE_NAME_MAX + 1], f[4096], d[200];
+		int n = sscanf(l, "%15s %255s %4095s", a, b, f);
+		if (n <= 0 || a[0] == '#')
+			continue;
+		uint64_t q;
+		if (n == 2 && strcmp(a, "quorum") == 0 && parse_u64(b, &q) == 0 && q <= 64)
+			w->quorum = (unsigned)q;
+		else if (n == 3 && strcmp(a, "witness") == 0 && cg_note_name_valid(b) &&
+			 w->n < POLICY_MAX_WITNESSES) {
+			w->key[w->n] =
+			    cg_key_load(f, CG_KEY_PUBLIC_OR_PRIVATE, false, d, sizeof(d));
+			if (!w->key[w->n]) {
+				snprintf(why, why_len, "%.200s line %zu: %.150s: %.100s", path,
+					 lineno, f, d);
+				rc = -1;
+				break;
+			}
+			memcpy(w->name[w->n++], b, strlen(b) + 1);
+		} else {
+			snprintf(why, why_len,
+				 "%.300s line %zu: expected \"quorum K\" or \"witness NAME "
+				 "PUBKEY_FILE\"",
+				 path, lineno);
+			rc = -1;
+		}
+	}
+	if (rc == 1 && (w->quorum == 0 || w->quorum > w->n)) {
+		snprintf(why, why_len, "%.300s: quorum %u of %zu witnesses cannot be met", path,
+			 w->quorum, w->n);
+		rc = -1;
+	}
+	free(buf);
+	if (rc < 0)
+		policy_free(w);
+	return rc;
+}
+
+/* How many of the policy's witnesses cosigned the note. */
+static unsigned cosigners(const struct wpolicy *w, const struct cg_note *n, const char *p)
+{
+	unsigned k = 0;
+	for (size_t i = 0; i < w->n; i++)
+		k += cg_note_cosig_verify(n, p, w->name[i], w->key[i], NULL) ? 1 : 0;
+	return k;
+}
+
+/* p[0..len) is a checkpoint of this journal, signed by its key: parsed into n. */
+static bool own_note(const struct proof_ctx *c, const char *p, size_t len, struct cg_note *n)
+{
+	char why[200];
+	unsigned char root[CG_MERKLE_HASH_LEN];
+	return cg_note_parse(p, len, n, why, sizeof(why)) == 0 &&
+	       strcmp(n->origin, c->origin) == 0 && cg_note_verify(n, p, NULL, c->key) &&
+	       cg_merkle_tree_root(c->tree, n->size, root) == 0 &&
+	       memcmp(root, n->root, sizeof(root)) == 0;
+}
+
+/*
+ * The largest checkpoint in STATE/witnessed/ of size >= min_size that the
+ * policy's quorum cosigned; malloc'd (the caller frees), or NULL.
+ */
+static char *best_witnessed(const char *state_dir, const struct proof_ctx *c,
+			    const struct wpolicy *w, uint64_t min_size, size_t *len, uint64_t *size)
+{
+	char dir[4200];
+	snprintf(dir, sizeof(dir), "%s/witnessed", state_dir);
+	DIR *d = opendir(dir);
+	char *best = NULL;
+	if (!d)
+		return NULL;
+	for (struct dirent *e; (e = readdir(d));) {
+		size_t nl = strlen(e->d_name);
+		if (nl < 6 || strcmp(e->d_name + nl - 5, ".note") != 0)
+			continue;
+		char path[4500], *p = NULL;
+		size_t pl = 0;
+		struct cg_note n;
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		if (cg_file_read(path, CG_NOTE_MAX, &p, &pl) == 0 && own_note(c, p, pl, &n) &&
+		    n.size >= min_size && (!best || n.size > *size) &&
+		    cosigners(w, &n, p) >= w->quorum) {
+			free(best);
+			best = p;
+			p = NULL;
+			*len = pl;
+			*size = n.size;
+		}
+		free(p);
+	}
+	closedir(d);
+	return best;
+}
+
+static int cmd_witnessed(const char *state_dir, int argc, char **argv)
+{
+	static const char usage[] = "callgate evidence witnessed [--state-dir DIR] NOTE";
+	if (cg_cli_wants_help(argc, argv))
+		return cg_cli_help(
+		    usage,
+		    "Keep a cosigned checkpoint NOTE (this log's note with witness "
+		    "cosignature lines\nappended) in DIR/witnessed/<size>.note, adding "
+		    "its signature lines to those\nalready kept for that size. With "
+		    "DIR/witness-policy, `evidence prove` uses only\ncheckpoints a "
+		    "quorum of its witnesses cosigned.",
+		    common_opts);
+	struct opts o = { .state_dir = state_dir };
+	if (parse_opts("witnessed", argc, argv, common_opts, 1, &o) < 0)
+		return CG_EXIT_USAGE;
+	struct proof_ctx c;
+	struct wpolicy w;
+	char why[600], path[4300];
+	char *p = NULL, *old = NULL;
+	size_t len = 0, old_len = 0;
+	struct cg_note n, on;
+	int rc = CG_EXIT_ERROR, pol = 0;
+	struct cg_buf b;
+	cg_buf_init(&b, CG_NOTE_MAX);
+	memset(&w, 0, sizeof(w));
+	if (ctx_open(o.state_dir, o.pubkey, &c, why, sizeof(why)) < 0 ||
+	    (pol = policy_load(o.state_dir, &w, why, sizeof(why))) < 0) {
+		fprintf(stderr, "callgate evidence witnessed: %s\n", why);
+		goto free_all;
+	}
+	rc = EXIT_FAIL;
+	if (cg_file_read(o.pos[0], CG_NOTE_MAX, &p, &len) < 0 || !own_note(&c, p, len, &n)) {
+		fprintf(stderr,
+			"callgate evidence witnessed: %s is not a checkpoint of this journal "
+			"signed by its key\n",
+			o.pos[0]);
+		goto free_all;
+	}
+	snprintf(path, sizeof(path), "%s/witnessed", o.state_dir);
+	if (mkdir(path, 0755) != 0 && errno != EEXIST) {
+		fprintf(stderr, "callgate evidence witnessed: %s: %s\n", path, strerror(errno));
+		rc = CG_EXIT_ERROR;
+		goto free_all;
+	}
+	snprintf(path, sizeof(path), "%s/witnessed/%" PRIu64 ".note", o.state_dir, n.size);
+	/* Merge: the kept note's lines, then the new signature lines it lacks. */
+	const char *base = p;
+	size_t base_len = len;
+	if (cg_file_read(path, CG_NOTE_MAX, &old, &old_len) == 0 &&
+	    own_note(&c, old, old_len, &on) && on.text_len == n.text_len &&
+	    memcmp(old, p, n.text_len) == 0) {
+		base = old;
+		base_len = old_len;
+	}
+	cg_buf_add(&b, base, base_len);
+	for (size_t pos = n.text_len + 1; pos < len;) {
+		const char *nl = memchr(p + pos, '\n', len - pos);
+		size_t ll = (size_t)(nl - (p + pos)) + 1;
+		if (base != p && !memmem(base + n.text_len, base_len - n.text_len, p + pos, ll))
+			cg_buf_add(&b, p + pos, ll);
+		pos += ll;
+	}
+	struct cg_note merged;
+	if (b.truncated || cg_note_parse((const char *)b.p, b.len, &merged, why, sizeof(why)) < 0) {
+		fprintf(stderr, "callgate evidence witnessed: the merged note is invalid: %s\n",
+			b.truncated ? "too large" : why);
+		goto free_all;
+	}
+	if (cg_file_write_atomic(path, b.p, b.len, 0644, false) < 0) {
+		fprintf(stderr, "callgate evidence witnessed: %s: %s\n", path, strerror(errno));
+		rc = CG_EXIT_ERROR;
+		goto free_all;
+	}
+	if (pol == 1)
+		printf("tree size %" PRIu64 ": %u of the %u witness cosignatures required\n",
+		       n.size, cosigners(&w, &merged, (const char *)b.p), w.quorum);
+	else
+		printf("tree size %" PRIu64 ": kept (no witness-policy)\n", n.size);
+	rc = CG_EXIT_OK;
+free_all:
+	cg_buf_free(&b);
+	free(p);
+	free(old);
+	policy_free(&w);
+	ctx_free(&c);
+	return rc;
+}
+
 /* ---- evidence prove ------------------------------------------------------------- */
 
 static int cmd_prove(const char *state_dir, int argc, char **argv)
@@ -491,6 +715,30 @@ static int cmd_prove(const char *state_dir, int argc, char **argv)
 		memset(&given, 0, sizeof(given));
 		given.seq = n.size;
 		ck = &given;
+	} else {
+		struct wpolicy w;
+		int pol = policy_load(o.state_dir, &w, why, sizeof(why));
+		if (pol < 0) {
+			fprintf(stderr, "callgate evidence prove: %s\n", why);
+			goto free_all;
+		}
+		if (pol == 1) {
+			/* Configured: a checkpoint counts only once a quorum cosigned it. */
+			memset(&given, 0, sizeof(given));
+			note = best_witnessed(o.state_dir, &c, &w, last, &nlen, &given.seq);
+			unsigned q = w.quorum;
+			policy_free(&w);
+			if (!note) {
+				fprintf(stderr,
+					"callgate evidence prove: no checkpoint covering the trace "
+					"(seq %" PRIu64 ") has %u witness cosignatures yet "
+					"(witness-policy); see `callgate evidence witnessed`\n",
+					last, q);
+				rc = EXIT_FAIL;
+				goto free_all;
+			}
+			ck = &given;
+		}
 	}
 	if (!ck || ck->seq < last) {
 		fprintf(stderr,
@@ -1018,7 +1266,7 @@ bool cg_cli_proof_handles(const char *sub)
 {
 	return sub && (strcmp(sub, "prove") == 0 || strcmp(sub, "consistency") == 0 ||
 		       strcmp(sub, "checkpoint") == 0 || strcmp(sub, "witness") == 0 ||
-		       strcmp(sub, "witness-request") == 0);
+		       strcmp(sub, "witness-request") == 0 || strcmp(sub, "witnessed") == 0);
 }
 
 int cg_cli_proof(const struct cg_cli *g, int argc, char **argv)
@@ -1033,6 +1281,8 @@ int cg_cli_proof(const struct cg_cli *g, int argc, char **argv)
 		return cmd_witness_request(g->state_dir, argc, argv);
 	if (strcmp(argv[0], "witness") == 0)
 		return cmd_witness(g->state_dir, argc, argv);
+	if (strcmp(argv[0], "witnessed") == 0)
+		return cmd_witnessed(g->state_dir, argc, argv);
 	fprintf(stderr, "callgate evidence: %s: not a proof command\n", argv[0]);
 	return CG_EXIT_USAGE;
 }

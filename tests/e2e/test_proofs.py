@@ -536,6 +536,58 @@ class Witnessing(unittest.TestCase):
         p = verify(self.pub, "proof", out1, *(wargs + ["--quorum", "2"]))
         self.assertEqual(p.returncode, 1, p.stdout)
 
+    def test_witness_policy_makes_a_checkpoint_count_only_with_a_quorum(self):
+        log = cgtest.Daemon().start()
+        try:
+            tid = call(log, ["/bin/true"])
+            prove(log.state_dir, tid, os.path.join(self.tmp, "q0"))
+            with open(os.path.join(log.state_dir, "keys", "evidence.origin")) as f:
+                origin = f.read().strip()
+            pub = os.path.join(log.state_dir, "keys", "evidence.pub")
+            req = self.request(log.state_dir, 0, "qreq")
+            with open(req) as f:
+                note = f.read().split("\n\n", 1)[1]
+            cosigs = []
+            for w in ("qa", "qb"):
+                p = cli(self.peer.state_dir, "evidence", "witness", "--witness-dir",
+                        os.path.join(self.tmp, w), "--name", "witness.test/" + w,
+                        "--origin", origin, "--log-key", pub, req)
+                self.assertEqual(p.returncode, 0, p.stderr)
+                cosigs.append(p.stdout)
+            with open(os.path.join(log.state_dir, "witness-policy"), "w") as f:
+                f.write("# two of two\nquorum 2\n")
+                for w in ("qa", "qb"):
+                    f.write("witness witness.test/%s %s\n"
+                            % (w, os.path.join(self.tmp, w, "witness.pub")))
+            out = os.path.join(self.tmp, "q.proof")
+            p = cli(log.state_dir, "evidence", "prove", "--out", out, tid)
+            self.assertEqual(p.returncode, 1, p.stderr)
+            self.assertIn("witness cosignatures", p.stderr)
+            for i, cs in enumerate(cosigs):
+                f1 = os.path.join(self.tmp, "q%d.note" % i)
+                with open(f1, "w") as f:
+                    f.write(note + cs)
+                p = cli(log.state_dir, "evidence", "witnessed", f1)
+                self.assertEqual(p.returncode, 0, p.stderr)
+                self.assertIn("%d of the 2" % (i + 1), p.stdout)
+                p = cli(log.state_dir, "evidence", "prove", "--out", out, tid)
+                self.assertEqual(p.returncode, 1 if i == 0 else 0, p.stderr)
+            wargs = []
+            for w in ("qa", "qb"):
+                wargs += ["--witness", "witness.test/" + w,
+                          os.path.join(self.tmp, w, "witness.pub")]
+            v = verify(pub, "proof", out, *(wargs + ["--quorum", "2"]))
+            self.assertEqual(v.returncode, 0, v.stdout + v.stderr)
+            # A note that is not this log's is not kept.
+            other = os.path.join(self.tmp, "other.note")
+            call(self.peer, ["/bin/true"])
+            settled_note(self.peer.state_dir, other, 1)
+            p = cli(log.state_dir, "evidence", "witnessed", other)
+            self.assertEqual(p.returncode, 1, p.stderr)
+            self.assertIn("not a checkpoint of this journal", p.stderr)
+        finally:
+            log.close()
+
     def test_witness_refuses_a_split_view(self):
         """A fork of the log (same key and origin, another history) is refused by a
         witness that has cosigned the original."""
