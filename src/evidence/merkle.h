@@ -70,7 +70,9 @@ struct cg_merkle_tree;
  */
 struct cg_merkle_tree *cg_merkle_tree_new(const unsigned char (*leaves)[CG_MERKLE_HASH_LEN],
 					  uint64_t n);
+/* Free the tree and every level it holds. Safe on NULL. */
 void cg_merkle_tree_free(struct cg_merkle_tree *t);
+/* The number of leaves the tree was built over (0 for NULL). */
 uint64_t cg_merkle_tree_size(const struct cg_merkle_tree *t);
 
 /* The root of the first size leaves. 0, or -1 when size exceeds the tree. */

@@ -520,3 +520,79 @@ Test(journal, the_writer_root_survives_a_restart, .init = ev_setup, .fini = ev_t
 	free(t);
 	json_decref(rep);
 }
+
+/* The C2SP signed-note specification's example: key name, vkey and signature. */
+Test(note, key_id_and_signature_match_the_c2sp_signed_note_example)
+{
+	size_t vl = 0, sl = 0;
+	unsigned char *vkey =
+	    cg_base64_decode("AekyeRrm56hApGFkyQR4ZCbV54Id2LKaANYcrnKv3U2k", 44, &vl);
+	const char *sig64 =
+	    "Uw2QOkn8srV1yJGh2VYRlL1Tnagv1YEq6TfXppzi2ONncAlTgK7Ztg1ERYNZXsYjOBH3mFXm"
+	    "RKuwHjG1Yu72IneyaQM=";
+	unsigned char *blob = cg_base64_decode(sig64, strlen(sig64), &sl);
+	cr_assert(vkey && vl == 33 && vkey[0] == 0x01, "a type-0x01 Ed25519 vkey");
+	cr_assert(blob && sl == 68);
+	EVP_PKEY *k = EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, NULL, vkey + 1, 32);
+	cr_assert_not_null(k);
+	unsigned char id[4];
+	cr_assert_eq(cg_note_key_id("example.com/foo", k, id), 0);
+	static const unsigned char want[4] = { 0x53, 0x0d, 0x90, 0x3a };
+	cr_assert(memcmp(id, want, 4) == 0, "key ID %02x%02x%02x%02x", id[0], id[1], id[2], id[3]);
+	cr_assert(memcmp(blob, want, 4) == 0);
+	const char *text = "This is an example message.\n";
+	cr_assert(cg_key_verify(k, text, strlen(text), blob + 4, 64));
+	cr_assert(!cg_key_verify(k, text, strlen(text) - 1, blob + 4, 64));
+	/* The cosignature key ID of the same key differs (type byte 0x04). */
+	unsigned char cs[CG_COSIG_LEN];
+	cr_assert_eq(cg_note_cosign(text, strlen(text), "example.com/foo", k, 1, cs), -1,
+		     "a public key cannot cosign");
+	free(vkey);
+	free(blob);
+	EVP_PKEY_free(k);
+}
+
+Test(note, cosignatures_verify_only_for_their_witness_and_timestamp, .init = setup,
+     .fini = teardown)
+{
+	EVP_PKEY *log = cg_key_generate(), *w = cg_key_generate(), *other = cg_key_generate();
+	cr_assert(log && w && other);
+	unsigned char root[HL];
+	cr_assert_eq(cg_merkle_tree_root(tree, 9, root), 0);
+	size_t len = 0;
+	char *note = cg_note_checkpoint_sign("log.example/a", 9, root, log, &len);
+	cr_assert_not_null(note);
+	struct cg_note n;
+	char why[200];
+	cr_assert_eq(cg_note_parse(note, len, &n, why, sizeof(why)), 0, "%s", why);
+	unsigned char cs[CG_COSIG_LEN];
+	cr_assert_eq(cg_note_cosign(note, n.text_len, "witness.example/w", w, 1700000000, cs), 0);
+	cr_assert_eq(cg_note_cosign(note, n.text_len, "witness.example/w", w, 0, cs), -1,
+		     "a zero timestamp is refused");
+	cr_assert_eq(cg_note_cosign(note, n.text_len, "witness.example/w", w, 1700000000, cs), 0);
+	char *b64 = cg_base64_encode(cs, sizeof(cs));
+	char buf[2048];
+	int bl = snprintf(buf, sizeof(buf), "%s\xe2\x80\x94 witness.example/w %s\n", note, b64);
+	cr_assert_eq(cg_note_parse(buf, (size_t)bl, &n, why, sizeof(why)), 0, "%s", why);
+	cr_assert_eq(n.n_sigs, 2);
+	uint64_t ts = 0;
+	cr_assert(cg_note_cosig_verify(&n, buf, "witness.example/w", w, &ts));
+	cr_assert_eq(ts, 1700000000);
+	cr_assert(cg_note_verify(&n, buf, NULL, log), "the log's signature still verifies");
+	cr_assert(!cg_note_cosig_verify(&n, buf, "witness.example/w", other, NULL));
+	cr_assert(!cg_note_cosig_verify(&n, buf, "witness.example/x", w, NULL));
+	cr_assert(!cg_note_cosig_verify(&n, buf, "log.example/a", log, NULL),
+		  "a note signature is not a cosignature");
+	/* A changed timestamp (or any signature byte) breaks it. */
+	cs[11] ^= 1;
+	free(b64);
+	b64 = cg_base64_encode(cs, sizeof(cs));
+	bl = snprintf(buf, sizeof(buf), "%s\xe2\x80\x94 witness.example/w %s\n", note, b64);
+	cr_assert_eq(cg_note_parse(buf, (size_t)bl, &n, why, sizeof(why)), 0, "%s", why);
+	cr_assert(!cg_note_cosig_verify(&n, buf, "witness.example/w", w, NULL));
+	free(b64);
+	free(note);
+	EVP_PKEY_free(log);
+	EVP_PKEY_free(w);
+	EVP_PKEY_free(other);
+}
