@@ -138,6 +138,7 @@ struct cg_evidence {
 	struct cg_merkle_range mr;	   /* the Merkle tree over events 1..seq */
 	uint64_t since_ckpt, ckpt_seq;
 	int64_t last_ckpt_ns;
+	int64_t last_note_ns; /* when checkpoint.note was last replaced */
 	char *batch;
 	size_t batch_len, batch_cap;
 	struct package *pkgs;
@@ -491,9 +492,11 @@ static int do_incomplete(struct cg_evidence *ev, const char *trace, const char *
 }
 
 /*
- * Replace state_dir/checkpoint.note with the latest note. Not synced: it is a
- * convenience copy; checkpoints.ndjson holds every note's signature and
- * `callgate evidence checkpoint` rebuilds any of them.
+ * Replace state_dir/checkpoint.note with the latest note. Not synced, and
+ * refreshed at most once per checkpoint interval (and at shutdown) so that
+ * busy batches do not pay a file replacement each: it is a convenience copy;
+ * checkpoints.ndjson holds every note's signature and `callgate evidence
+ * checkpoint` rebuilds any of them.
  */
 static void write_latest_note(struct cg_evidence *ev, const char *note, size_t len)
 {
@@ -515,7 +518,7 @@ static void write_latest_note(struct cg_evidence *ev, const char *note, size_t l
  * head, the Merkle root of events 1..seq, the line's own signature and the
  * signature of the same checkpoint as a C2SP note.
  */
-static int checkpoint(struct cg_evidence *ev)
+static int checkpoint(struct cg_evidence *ev, bool final)
 {
 	char ts[40], msg[600], rhex[65], text[CG_NOTE_NAME_MAX + 128];
 	unsigned char root[CG_MERKLE_HASH_LEN], sig[64], idsig[CG_NOTE_IDSIG_LEN];
@@ -555,7 +558,11 @@ static int checkpoint(struct cg_evidence *ev)
 		errno = e;
 		return -1;
 	}
-	write_latest_note(ev, note, nlen);
+	int64_t now = cg_now_mono_ns();
+	if (final || now - ev->last_note_ns >= ev->cfg.checkpoint_ms * 1000000) {
+		write_latest_note(ev, note, nlen);
+		ev->last_note_ns = now;
+	}
 	free(note);
 	ev->since_ckpt = 0;
 	ev->ckpt_seq = ev->seq;
@@ -720,7 +727,7 @@ static int process(struct cg_evidence *ev, struct item *batch, bool final)
 	/* A checkpoint may only name a head that is already durable. */
 	if ((need_sync || want_ckpt) && fdatasync(ev->seg_fd) != 0)
 		return -1;
-	if (want_ckpt && checkpoint(ev) < 0)
+	if (want_ckpt && checkpoint(ev, final) < 0)
 		return -1;
 	if (final && fdatasync(ev->ckpt_fd) != 0)
 		return -1;
