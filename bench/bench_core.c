@@ -36,6 +36,7 @@
 
 #include "callgate.h"
 #include "chain.h"
+#include "gate.h"
 #include "policy.h"
 #include "util.h"
 #include "wire.h"
@@ -71,45 +72,25 @@ static struct stats summarize(int64_t *v, size_t n)
 struct decide_case {
 	const char *name;
 	const char *line;
-	struct cg_request *req;
-	struct cg_call call;
+	struct cg_gate gate; /* decoded and resolved once, through the library's gate */
 	enum cg_decision got;
 };
 
-static int prepare_case(struct decide_case *c, const struct cg_world *w,
-			const struct cg_policy *pol)
+/* Take the case through the one gate (as the daemon does), outside the timed loop. */
+static int prepare_case(struct decide_case *c, const struct cg_gate_ctx *ctx)
 {
-	struct cg_wire_rules rules = { 0 };
-	const struct cg_policy_defaults *d = cg_policy_defaults(pol);
-	rules.now_ns = cg_now_wall_ns();
-	rules.freshness_s = CG_WIRE_FRESHNESS_S;
-	rules.env_allow = d->env_allow;
-	rules.n_env_allow = d->n_env_allow;
-	struct cg_reply *err = NULL;
-	char *id = NULL;
 	char line[1024], ts[40];
 	cg_format_time(cg_now_wall_ns(), ts, sizeof(ts));
 	int n = snprintf(line, sizeof(line), "{\"time\":\"%s\",%s", ts, c->line);
 	if (n < 0 || (size_t)n >= sizeof(line))
 		return -1;
-	if (cg_wire_decode(line, (size_t)n, true, false, &rules, &c->req, &err, &id) != 0) {
-		char *m = err ? cg_reply_message(err) : NULL;
-		fprintf(stderr, "bench_core: decode (%s): %s\n", c->name, m ? m : "?");
-		free(m);
-		cg_reply_free(err);
-		free(id);
-		return -1;
-	}
-	free(id);
 	struct cg_peer peer = { .pid = getpid(), .uid = getuid(), .gid = getgid() };
-	if (cg_world_resolve(w, c->req, &peer, &c->call, &err) != 0) {
-		char *m = err ? cg_reply_message(err) : NULL;
-		fprintf(stderr, "bench_core: resolve (%s): %s\n", c->name, m ? m : "?");
+	if (cg_gate_decide(ctx, line, (size_t)n, true, false, &peer, NULL, NULL, &c->gate) != 0) {
+		char *m = c->gate.refusal ? cg_reply_message(c->gate.refusal) : NULL;
+		fprintf(stderr, "bench_core: gate (%s): %s\n", c->name, m ? m : "?");
 		free(m);
-		cg_reply_free(err);
 		return -1;
 	}
-	c->call.trace_id = "00000000-0000-4000-8000-000000000000";
 	return 0;
 }
 
@@ -120,11 +101,11 @@ static struct stats time_decide(const struct cg_chain *ch, struct decide_case *c
 	int64_t *v = calloc(batches, sizeof(*v));
 	struct cg_folded f;
 	for (size_t i = 0; i < per; i++) /* warm up */
-		cg_chain_decide(ch, &c->call, &f);
+		cg_chain_decide(ch, &c->gate.call, &f);
 	for (size_t b = 0; b < batches; b++) {
 		int64_t t0 = cg_now_mono_ns();
 		for (size_t i = 0; i < per; i++)
-			cg_chain_decide(ch, &c->call, &f);
+			cg_chain_decide(ch, &c->gate.call, &f);
 		v[b] = (cg_now_mono_ns() - t0) / (int64_t)per;
 	}
 	c->got = f.decision;
@@ -399,9 +380,10 @@ int main(int argc, char **argv)
 	printf("callgate %s core benchmark (%s)\n\n", CALLGATE_VERSION, quick ? "quick" : "full");
 	printf("  %-42s %13s %13s   %-9s %s\n", "measure", "median", "p99", "n", "target");
 	struct stats sa = { 0 }, sd = { 0 };
-	if (prepare_case(&allow, &w, pol) == 0)
+	struct cg_gate_ctx ctx = { .policy = pol, .chain = &ch, .world = &w };
+	if (prepare_case(&allow, &ctx) == 0)
 		sa = time_decide(&ch, &allow, batches, per);
-	if (prepare_case(&deny, &w, pol) == 0)
+	if (prepare_case(&deny, &ctx) == 0)
 		sd = time_decide(&ch, &deny, batches, per);
 	char note_a[64], note_d[64];
 	snprintf(note_a, sizeof(note_a), "  [%s]", cg_decision_name(allow.got));
@@ -445,10 +427,8 @@ int main(int argc, char **argv)
 		       rr.median_ns / sd.median_ns);
 	stop_daemon();
 
-	cg_call_fini(&allow.call);
-	cg_call_fini(&deny.call);
-	cg_request_free(allow.req);
-	cg_request_free(deny.req);
+	cg_gate_fini(&allow.gate);
+	cg_gate_fini(&deny.gate);
 	cg_world_fini(&w);
 	cg_policy_unref(pol);
 	return 0;

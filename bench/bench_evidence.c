@@ -211,10 +211,9 @@ static void bench_kernel(void)
 			return;
 		struct cg_kernel_config c = { .state_dir = on ? dir : NULL };
 		struct cg_kernel *k = NULL;
-		char *err = NULL;
-		if (cg_kernel_new(&c, &k, &err) != 0) {
-			printf("kernel: not available (%s)\n", err ? err : "?");
-			free(err);
+		struct cg_result why;
+		if (cg_kernel_new(&c, &k, &why) != 0) {
+			printf("kernel: not available (%s %s)\n", why.code, why.message);
 			rmrf(dir);
 			return;
 		}

@@ -42,6 +42,7 @@
 #include <unistd.h>
 
 #include "chain.h"
+#include "gate.h"
 #include "policy.h"
 #include "util.h"
 #include "wire.h"
@@ -55,8 +56,7 @@ struct bcall {
 	const char *name;
 	const char *const *argv; /* NULL-terminated, argv[0] as sent */
 	const char *expect;	 /* decision name */
-	struct cg_request *req;
-	struct cg_call call;
+	struct cg_gate gate;	 /* decoded and resolved once, through the library's gate */
 	double median_ns, p99_ns;
 	const char *decision, *rule;
 };
@@ -90,12 +90,12 @@ static void measure(const struct cg_chain *ch, struct bcall *bc)
 		exit(70);
 	struct cg_folded f;
 	for (size_t i = 0; i < per_batch; i++) /* warm caches and branch predictors */
-		cg_chain_decide(ch, &bc->call, &f);
+		cg_chain_decide(ch, &bc->gate.call, &f);
 	for (size_t b = 0; b < batches; b++) {
 		struct timespec t0, t1;
 		clock_gettime(CLOCK_MONOTONIC, &t0);
 		for (size_t i = 0; i < per_batch; i++) {
-			cg_chain_decide(ch, &bc->call, &f);
+			cg_chain_decide(ch, &bc->gate.call, &f);
 			sink += (int)f.decision;
 		}
 		clock_gettime(CLOCK_MONOTONIC, &t1);
@@ -115,7 +115,7 @@ static void measure(const struct cg_chain *ch, struct bcall *bc)
 	free(ns);
 }
 
-/* Decode and resolve one call, as the daemon would, outside the timed loop. */
+/* Take one call through the one gate, as the daemon does, outside the timed loop. */
 static int prepare(struct scenario *s, struct bcall *bc)
 {
 	json_t *stage = json_array();
@@ -127,30 +127,16 @@ static int prepare(struct scenario *s, struct bcall *bc)
 	json_t *req = json_pack("{s:[o],s:b,s:s}", "pipeline", stage, "privileged", 0, "time", t);
 	char *line = json_dumps(req, JSON_COMPACT);
 	json_decref(req);
-	const struct cg_policy_defaults *d = cg_policy_defaults(s->policy);
-	struct cg_wire_rules rules = { .now_ns = now,
-				       .freshness_s = d->freshness_s,
-				       .env_allow = d->env_allow,
-				       .n_env_allow = d->n_env_allow };
-	struct cg_reply *err = NULL;
-	char *id = NULL;
-	int rc = -1;
-	if (cg_wire_decode(line, strlen(line), true, false, &rules, &bc->req, &err, &id) != 0)
-		goto fail;
+	struct cg_gate_ctx ctx = { .policy = s->policy, .chain = &s->chain, .world = &s->world };
 	struct cg_peer peer = { .pid = getpid(), .uid = getuid(), .gid = getgid() };
-	if (cg_world_resolve(&s->world, bc->req, &peer, &bc->call, &err) != 0)
-		goto fail;
-	bc->call.trace_id = "bench";
-	rc = 0;
-	goto done;
-fail : {
-	char *msg = cg_reply_message(err);
-	fprintf(stderr, "bench_policy: %s/%s: %s\n", s->name, bc->name, msg ? msg : "?");
-	free(msg);
-	cg_reply_free(err);
-}
-done:
-	free(id);
+	int rc = line ? cg_gate_decide(&ctx, line, strlen(line), true, false, &peer, NULL, NULL,
+				       &bc->gate)
+		      : -1;
+	if (rc != 0) {
+		char *msg = bc->gate.refusal ? cg_reply_message(bc->gate.refusal) : NULL;
+		fprintf(stderr, "bench_policy: %s/%s: %s\n", s->name, bc->name, msg ? msg : "?");
+		free(msg);
+	}
 	free(line);
 	return rc;
 }
@@ -183,10 +169,8 @@ static int scenario_init(struct scenario *s, const char *name, const char *yaml,
 
 static void scenario_fini(struct scenario *s)
 {
-	for (size_t i = 0; i < s->n_calls; i++) {
-		cg_call_fini(&s->calls[i].call);
-		cg_request_free(s->calls[i].req);
-	}
+	for (size_t i = 0; i < s->n_calls; i++)
+		cg_gate_fini(&s->calls[i].gate);
 	cg_world_fini(&s->world);
 	cg_policy_unref(s->policy);
 }
@@ -323,8 +307,8 @@ static int write_spec(const char *path, struct scenario *sc, size_t n_sc, size_t
 				json_array_append_new(argv, json_string(bc->argv[a]));
 			json_array_append_new(
 			    calls, json_pack("{s:s,s:o,s:s,s:s,s:s}", "name", bc->name, "argv",
-					     argv, "exe", bc->call.stages[0].exe, "cwd",
-					     bc->call.cwd, "expect", bc->decision));
+					     argv, "exe", bc->gate.call.stages[0].exe, "cwd",
+					     bc->gate.call.cwd, "expect", bc->decision));
 		}
 		json_array_append_new(arr, json_pack("{s:s,s:o,s:s,s:o}", "name", sc[i].name,
 						     "policy", cg_policy_dump(sc[i].policy),

@@ -23,7 +23,8 @@ static const struct {
 	{ "replay", cg_cli_evidence, "verify evidence: replay TRACE_ID | --all" },
 	{ "verdict", cg_cli_evidence, "print a trace's verdict: verdict TRACE_ID [--json]" },
 	{ "log", cg_cli_evidence, "read the journal: log [--since T] [--trace ID] ..." },
-	{ "evidence", cg_cli_evidence, "evidence rebuild" },
+	{ "evidence", cg_cli_evidence,
+	  "evidence rebuild: recreate trace packages from the journal" },
 	{ "key", cg_cli_evidence, "key show: print the evidence signing public key" },
 	{ "approve", cg_cli_approve, "approve [ID]: the approver (TUI without ID)" },
 	{ "pending", cg_cli_approve, "list calls waiting for approval" },
@@ -33,14 +34,44 @@ static const struct {
 	{ "hook", cg_cli_hook, "agent hook adapters: hook claude-code" },
 };
 
-static void usage(FILE *f)
+static const struct cg_cli_opt global_opts[] = {
+	{ "--socket", "PATH", "the daemon's agent socket ($CALLGATE_SOCKET)" },
+	{ "--admin-socket", "PATH", "the daemon's admin socket ($CALLGATE_ADMIN_SOCKET)" },
+	{ "--state-dir", "DIR", "the daemon's state directory ($CALLGATE_STATE_DIR)" },
+	{ "--version", NULL, "print the version and exit" },
+	{ 0 },
+};
+
+#define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+#define USAGE "callgate [--socket PATH] [--admin-socket PATH] [--state-dir DIR] COMMAND [ARGS]"
+
+/* The command list and the global options on stdout (--help). */
+static int help(void)
 {
-	fprintf(f, "usage: callgate [--socket PATH] [--admin-socket PATH] [--state-dir DIR] "
-		   "COMMAND [ARGS]\n\ncommands:\n");
-	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-		fprintf(f, "  %-9s %s\n", commands[i].name, commands[i].help);
-	fprintf(f, "\nSee callgate(1). Exit codes: the command's own, or 64 usage, 65 invalid, "
-		   "69 unavailable,\n70 error, 77 denied, 124 timeout.\n");
+	char about[4096];
+	size_t n = (size_t)snprintf(about, sizeof(about), "commands:\n");
+	for (size_t i = 0; i < N_COMMANDS && n < sizeof(about); i++)
+		n += (size_t)snprintf(about + n, sizeof(about) - n, "  %-9s %s\n", commands[i].name,
+				      commands[i].help);
+	if (n < sizeof(about))
+		(void)snprintf(about + n, sizeof(about) - n,
+			       "\n'callgate COMMAND --help' (or 'callgate help COMMAND') shows"
+			       " a command's\nown options.");
+	(void)cg_cli_help(USAGE, about, global_opts);
+	printf("\nSee callgate(1). Exit codes: the command's own, or 64 usage, 65 invalid,\n"
+	       "66 no state directory, 69 unavailable, 70 error, 77 denied, 124 timeout.\n");
+	return CG_EXIT_OK;
+}
+
+/* An unknown command, named with the closest one. */
+static int bad_command(const char *name)
+{
+	struct cg_cli_opt names[N_COMMANDS + 1];
+	for (size_t i = 0; i < N_COMMANDS; i++)
+		names[i] = (struct cg_cli_opt){ commands[i].name, NULL, commands[i].help };
+	names[N_COMMANDS] = (struct cg_cli_opt){ 0 };
+	return cg_cli_bad_option("", name, "unknown command", names);
 }
 
 int main(int argc, char **argv)
@@ -48,40 +79,50 @@ int main(int argc, char **argv)
 	struct cg_cli g = { 0 };
 	g.socket_path = getenv("CALLGATE_SOCKET");
 	g.state_dir = getenv("CALLGATE_STATE_DIR");
+	g.state_dir_from = g.state_dir ? "$CALLGATE_STATE_DIR" : NULL;
 	g.admin_socket_path = getenv("CALLGATE_ADMIN_SOCKET");
 	int i = 1;
 	for (; i < argc && argv[i][0] == '-'; i++) {
-		const char *a = argv[i];
-		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-			usage(stdout);
-			return 0;
-		} else if (strcmp(a, "--version") == 0) {
-			printf("callgate %s\n", CALLGATE_VERSION);
-			return 0;
-		} else if (strcmp(a, "--socket") == 0 && i + 1 < argc) {
-			g.socket_path = argv[++i];
-		} else if (strcmp(a, "--admin-socket") == 0 && i + 1 < argc) {
-			g.admin_socket_path = argv[++i];
-		} else if (strcmp(a, "--state-dir") == 0 && i + 1 < argc) {
-			g.state_dir = argv[++i];
-		} else {
-			fprintf(stderr, "callgate: unknown option '%s'\n", a);
-			usage(stderr);
+		const char *a = argv[i], *v = NULL;
+		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)
+			return help();
+		const struct cg_cli_opt *o = cg_cli_opt_take("", global_opts, argc, argv, &i, &v);
+		if (!o)
 			return CG_EXIT_USAGE;
+		if (strcmp(o->name, "--version") == 0) {
+			printf("callgate %s\n", CALLGATE_VERSION);
+			return CG_EXIT_OK;
+		} else if (strcmp(o->name, "--socket") == 0) {
+			g.socket_path = v;
+		} else if (strcmp(o->name, "--admin-socket") == 0) {
+			g.admin_socket_path = v;
+		} else if (strcmp(o->name, "--state-dir") == 0) {
+			g.state_dir = v;
+			g.state_dir_from = "--state-dir";
 		}
 	}
 	if (!g.socket_path)
 		g.socket_path = CG_DEFAULT_SOCKET;
-	if (!g.state_dir)
+	if (!g.state_dir) {
 		g.state_dir = CG_DEFAULT_STATE_DIR;
+		g.state_dir_from = "the default";
+	}
 	if (i >= argc) {
-		usage(stderr);
+		fprintf(stderr, "callgate: no command given (see 'callgate --help')\n");
 		return CG_EXIT_USAGE;
 	}
-	for (size_t c = 0; c < sizeof(commands) / sizeof(commands[0]); c++)
+	/* "callgate help run" is "callgate run --help". */
+	if (strcmp(argv[i], "help") == 0) {
+		if (i + 1 >= argc || cg_cli_wants_help(argc - i, argv + i))
+			return help();
+		char *hargv[] = { argv[i + 1], "--help", NULL };
+		for (size_t c = 0; c < N_COMMANDS; c++)
+			if (strcmp(argv[i + 1], commands[c].name) == 0)
+				return commands[c].fn(&g, 2, hargv);
+		return bad_command(argv[i + 1]);
+	}
+	for (size_t c = 0; c < N_COMMANDS; c++)
 		if (strcmp(argv[i], commands[c].name) == 0)
 			return commands[c].fn(&g, argc - i, argv + i);
-	fprintf(stderr, "callgate: unknown command '%s'\n", argv[i]);
-	usage(stderr);
-	return CG_EXIT_USAGE;
+	return bad_command(argv[i]);
 }

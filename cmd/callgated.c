@@ -36,6 +36,8 @@ static void usage(FILE *f)
 		"                 [--state-dir DIR] [--policy FILE] [--policy-pubkey FILE]\n"
 		"                 [--workspace DIR]... [--max-conns N] [--read-timeout MS]\n"
 		"                 [--approval] [--approval-timeout MS] [--admin-group GROUP]\n"
+		"                 [--approver-uid UID]... [--approver-group GROUP]...\n"
+		"                 [--approval-notify PROGRAM [--approval-notify-arg ARG]...]\n"
 		"                 [--help] [--version]\n"
 		"\n"
 		"Serves the callgate protocol on a Unix socket in the foreground.\n"
@@ -114,6 +116,7 @@ int main(int argc, char **argv)
 	long long max_conns = 0, read_ms = 0, approval_ms = 0;
 	bool approval = false;
 	bool root = geteuid() == 0;
+	static struct cg_server_config sc; /* the server's own options fill it as they come */
 
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
@@ -178,9 +181,17 @@ int main(int argc, char **argv)
 				return EXIT_STARTUP;
 			}
 		} else {
-			fprintf(stderr, "callgated: unknown option '%s'\n", a);
-			usage(stderr);
-			return EXIT_STARTUP;
+			char why[160] = "";
+			int taken = cg_server_option(&sc, a, v, why, sizeof(why));
+			if (taken < 0) {
+				fprintf(stderr, "callgated: %s\n", why);
+				return EXIT_STARTUP;
+			}
+			if (taken == 0) {
+				fprintf(stderr, "callgated: unknown option '%s'\n", a);
+				usage(stderr);
+				return EXIT_STARTUP;
+			}
 		}
 		i++;
 	}
@@ -262,10 +273,10 @@ int main(int argc, char **argv)
 	kc.approval = approval;
 	kc.approval_timeout_ms = approval_ms;
 	struct cg_kernel *k = NULL;
-	char *err = NULL;
-	if (cg_kernel_new(&kc, &k, &err) < 0) {
-		fprintf(stderr, "callgated: cannot start: %s\n", err ? err : "kernel setup failed");
-		free(err);
+	struct cg_result why;
+	if (cg_kernel_new(&kc, &k, &why) < 0) {
+		fprintf(stderr, "callgated: cannot start: %c %s: %s\n", why.type, why.code,
+			why.message);
 		return EXIT_STARTUP;
 	}
 	char sha[65] = "";
@@ -276,7 +287,6 @@ int main(int argc, char **argv)
 	       CALLGATE_VERSION, policy ? policy : "<embedded>", sha, (unsigned long long)gen,
 	       state_dir);
 
-	struct cg_server_config sc = { 0 };
 	sc.socket_path = socket_path;
 	sc.admin_socket_path = admin_path;
 	sc.socket_group = gid;

@@ -12,6 +12,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <jansson.h>
 
 #include "exec.h"
@@ -28,6 +29,7 @@
 #define CG_EXIT_OK	    0
 #define CG_EXIT_USAGE	    64	/* bad command line (EX_USAGE) */
 #define CG_EXIT_INVALID	    65	/* the daemon said I: fix the request (EX_DATAERR) */
+#define CG_EXIT_NOINPUT	    66	/* no state directory / journal to read (EX_NOINPUT) */
 #define CG_EXIT_UNAVAILABLE 69	/* the daemon could not be reached (EX_UNAVAILABLE) */
 #define CG_EXIT_ERROR	    70	/* the daemon said E, or the CLI failed (EX_SOFTWARE) */
 #define CG_EXIT_DENIED	    77	/* the daemon said D: refused by policy/approver (EX_NOPERM) */
@@ -38,6 +40,7 @@ struct cg_cli {
 	const char *socket_path;       /* --socket, $CALLGATE_SOCKET, or the default */
 	const char *admin_socket_path; /* --admin-socket, or next to the state dir */
 	const char *state_dir;	       /* --state-dir, $CALLGATE_STATE_DIR, or the default */
+	const char *state_dir_from;    /* which of those three: said when it is missing */
 };
 
 /*
@@ -56,7 +59,7 @@ int cg_client_exit_code(const json_t *response);
 json_t *cg_cli_pipeline(int argc, char **argv);
 
 /*
- * Help and usage errors, one way for every subcommand. Each subcommand keeps
+ * Help and usage errors (cli_help.c), one way for every subcommand. Each keeps
  * a table of its options (terminated by a zero entry) that both its --help
  * and its usage errors are made from, so the two cannot disagree.
  */
@@ -78,6 +81,38 @@ int cg_cli_help(const char *usage, const char *about, const struct cg_cli_opt *o
  */
 int cg_cli_bad_option(const char *sub, const char *bad, const char *why,
 		      const struct cg_cli_opt *opts);
+
+/*
+ * Take the option at argv[*i] (an entry of opts, "--name" or "--name=VALUE").
+ * Returns the entry, with *val set to its value for an option that takes one
+ * (the next argument, *i advanced past it, or the text after '='); NULL after
+ * printing a usage error that names the option (unknown: with the closest
+ * valid one; a missing value; a value given to a flag).
+ */
+const struct cg_cli_opt *cg_cli_opt_take(const char *sub, const struct cg_cli_opt *opts, int argc,
+					 char **argv, int *i, const char **val);
+
+/*
+ * Print a refusal or failure reply of the daemon as one line of text on
+ * stderr, "callgate SUB: CODE: message (trace ID)", never as JSON, and
+ * return its exit code (cg_client_exit_code).
+ */
+int cg_cli_print_refusal(const char *sub, const json_t *response);
+
+/*
+ * Print a JSON value as text for people, never as JSON: a string as it is
+ * (control characters replaced), an array's items separated by spaces, an
+ * object as "key value; key value", so {"read":["/"],"net":"none"} reads
+ * "read /; net none".
+ */
+void cg_cli_print_value(FILE *f, json_t *v);
+
+/*
+ * Check that a state directory is there to be read before an evidence tool
+ * reads it: 0, or -1 after printing on stderr which directory was looked for
+ * (and where that name came from) and why it is not usable.
+ */
+int cg_cli_state_dir_check(const char *sub, const char *state_dir, const char *from);
 
 /* Subcommand families; argv[0] is the subcommand name. Return the exit code. */
 int cg_cli_run(const struct cg_cli *g, int argc, char **argv);	   /* run */

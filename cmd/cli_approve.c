@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <termios.h>
 #include <unistd.h>
 
@@ -108,121 +109,264 @@ static const json_t *find_pending(const json_t *list, const char *id)
 	return NULL;
 }
 
-static void put_field(FILE *f, const char *label, const char *value)
+/* ---- the approval view, whole (issue 12, item 3) ---------------------------- */
+
+/*
+ * The members cg_approvals_list adds to a view; everything else is the view
+ * whose SHA-256 (compact, sorted keys) an approval is bound to.
+ */
+static const char *const progress_keys[] = { "request_sha256", "approvers_needed", "approved_by",
+					     "deadline_ms_left" };
+
+/*
+ * Recompute the binding hash of a pending entry from the bytes we were
+ * given: true when it equals the entry's request_sha256, i.e. what this
+ * screen shows is exactly what an approval will be bound to.
+ */
+static bool view_hash_ok(const json_t *p)
 {
-	char *s = cg_sanitize_for_terminal(value ? value : "");
-	fprintf(f, "  %-12s %s\r\n", label, s ? s : "?");
-	free(s);
+	json_t *v = json_deep_copy(p);
+	if (!v)
+		return false;
+	for (size_t i = 0; i < sizeof(progress_keys) / sizeof(progress_keys[0]); i++)
+		json_object_del(v, progress_keys[i]);
+	char *canon = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS);
+	json_decref(v);
+	if (!canon)
+		return false;
+	char hex[65];
+	cg_sha256_hex(canon, strlen(canon), hex);
+	free(canon);
+	const char *sha = json_string_value(json_object_get(p, "request_sha256"));
+	return sha && strcmp(sha, hex) == 0;
 }
 
-/* Render one pending call for a human. Every string goes through the sanitiser. */
-static void show_pending(FILE *f, const json_t *p, size_t waiting)
+/* Rows of text to show, already wrapped to the terminal's width. */
+struct screen {
+	char **rows;
+	size_t n, cap;
+	int width; /* columns for a value (after the label) */
+	bool oom;
+};
+
+static void screen_free(struct screen *sc)
 {
-	char line[512];
+	for (size_t i = 0; i < sc->n; i++)
+		free(sc->rows[i]);
+	free(sc->rows);
+	memset(sc, 0, sizeof(*sc));
+}
+
+static void screen_row(struct screen *sc, const char *label, const char *text, size_t len)
+{
+	if (sc->n == sc->cap) {
+		size_t nc = sc->cap ? sc->cap * 2 : 64;
+		char **nr = realloc(sc->rows, nc * sizeof(char *));
+		if (!nr) {
+			sc->oom = true;
+			return;
+		}
+		sc->rows = nr;
+		sc->cap = nc;
+	}
+	size_t need = len + 40;
+	char *r = malloc(need);
+	if (!r) {
+		sc->oom = true;
+		return;
+	}
+	(void)snprintf(r, need, "  %-14s %.*s", label, (int)len, text);
+	sc->rows[sc->n++] = r;
+}
+
+/*
+ * One field, sanitised and wrapped: every byte of the value is on some row,
+ * never cut. A multi-byte character counts two columns, so a row never
+ * overflows the terminal (a wide character takes two), and the terminal
+ * never wraps a row by itself, which would push rows off the page.
+ */
+static void screen_field(struct screen *sc, const char *label, const char *value)
+{
+	char *v = cg_sanitize_for_terminal(value ? value : "");
+	if (!v) {
+		sc->oom = true;
+		return;
+	}
+	const char *p = v;
+	bool first = true;
+	do {
+		int cols = 0;
+		const char *q = p;
+		while (*q) {
+			size_t n = 1;
+			while ((q[n] & 0xc0) == 0x80)
+				n++;
+			int w = n > 1 ? 2 : 1;
+			if (cols + w > sc->width)
+				break;
+			cols += w;
+			q += n;
+		}
+		screen_row(sc, first ? label : "", p, (size_t)(q - p));
+		first = false;
+		p = q;
+	} while (*p);
+	free(v);
+}
+
+/* The whole approval view of one pending call, as rows. */
+static void build_view(struct screen *sc, const json_t *p, size_t waiting)
+{
+	char line[1024];
 	const json_t *peer = json_object_get(p, "peer");
-	fprintf(f, "\r\n  \033[1mcallgate: a call is waiting for your decision\033[0m\r\n\r\n");
-	put_field(f, "trace", json_string_value(json_object_get(p, "trace_id")));
-	put_field(f, "request id", json_string_value(json_object_get(p, "id")));
-	snprintf(line, sizeof(line), "%s @ %s", json_string_value(json_object_get(p, "session")),
-		 json_string_value(json_object_get(p, "host")));
-	put_field(f, "session", line);
-	snprintf(line, sizeof(line), "uid %lld  gid %lld  pid %lld  exe %s",
-		 (long long)json_integer_value(json_object_get(peer, "uid")),
-		 (long long)json_integer_value(json_object_get(peer, "gid")),
-		 (long long)json_integer_value(json_object_get(peer, "pid")),
-		 json_string_value(json_object_get(peer, "exe")));
-	put_field(f, "peer", line);
-	put_field(f, "time", json_string_value(json_object_get(p, "time")));
-	put_field(f, "reason", json_string_value(json_object_get(p, "reason")));
-	put_field(f, "privileged", json_is_true(json_object_get(p, "privileged")) ? "YES" : "no");
-	put_field(f, "cwd", json_string_value(json_object_get(p, "cwd")));
+	bool priv = json_is_true(json_object_get(p, "privileged"));
+	screen_field(sc, "trace", json_string_value(json_object_get(p, "trace_id")));
+	screen_field(sc, "request id", json_string_value(json_object_get(p, "id")));
+	screen_field(sc, "session", json_string_value(json_object_get(p, "session")));
+	screen_field(sc, "host", json_string_value(json_object_get(p, "host")));
+	(void)snprintf(line, sizeof(line), "uid %lld  gid %lld  pid %lld",
+		       (long long)json_integer_value(json_object_get(peer, "uid")),
+		       (long long)json_integer_value(json_object_get(peer, "gid")),
+		       (long long)json_integer_value(json_object_get(peer, "pid")));
+	screen_field(sc, "peer", line);
+	screen_field(sc, "peer exe", json_string_value(json_object_get(peer, "exe")));
+	screen_field(sc, "time", json_string_value(json_object_get(p, "time")));
+	screen_field(sc, "reason", json_string_value(json_object_get(p, "reason")));
+	screen_field(sc, "privileged",
+		     priv ? "YES: runs as root, outside any confinement" : "no: runs confined");
+	screen_field(sc, "cwd", json_string_value(json_object_get(p, "cwd")));
 	size_t i;
 	const json_t *st;
 	json_array_foreach(json_object_get(p, "pipeline"), i, st)
 	{
-		char argv[2048] = "";
-		size_t o = 0, k;
+		char label[32];
+		const char *exe = json_string_value(json_object_get(st, "exe"));
+		const char *found = json_string_value(json_object_get(st, "found"));
+		(void)snprintf(label, sizeof(label), "stage %zu runs", i + 1);
+		screen_field(sc, label, exe);
+		if (json_is_true(json_object_get(st, "via_symlink")))
+			screen_field(sc, "  found as", found);
+		size_t k;
 		const json_t *a;
 		json_array_foreach(json_object_get(st, "argv"), k, a)
 		{
-			int n = snprintf(argv + o, sizeof(argv) - o, "%s[%s]", k ? " " : "",
-					 json_string_value(a));
-			if (n < 0 || (size_t)n >= sizeof(argv) - o)
-				break;
-			o += (size_t)n;
+			(void)snprintf(label, sizeof(label), "  argv[%zu]", k);
+			screen_field(sc, label, json_string_value(a));
 		}
-		snprintf(line, sizeof(line), "stage %zu", i + 1);
-		put_field(f, line, argv);
-		const char *exe = json_string_value(json_object_get(st, "exe"));
-		const char *found = json_string_value(json_object_get(st, "found"));
-		char runs[1024];
-		if (json_is_true(json_object_get(st, "via_symlink")))
-			snprintf(runs, sizeof(runs), "%s  (via %s)", exe, found);
-		else
-			snprintf(runs, sizeof(runs), "%s", exe);
-		put_field(f, "  runs", runs);
 	}
 	const char *key;
 	const json_t *v;
 	json_object_foreach((json_t *)json_object_get(p, "env"), key, v)
 	{
-		snprintf(line, sizeof(line), "%s=%s", key, json_string_value(v));
-		put_field(f, "env", line);
+		size_t n =
+		    strlen(key) + strlen(json_string_value(v) ? json_string_value(v) : "") + 2;
+		char *kv = malloc(n);
+		if (!kv) {
+			sc->oom = true;
+			continue;
+		}
+		(void)snprintf(kv, n, "%s=%s", key, json_string_value(v));
+		screen_field(sc, "env", kv);
+		free(kv);
 	}
 	const json_t *grant = json_object_get(p, "grant");
 	if (grant) {
 		/* The agent asks for a grant: what it would let run, unprompted, for how long. */
 		char *g = json_dumps(grant, JSON_COMPACT | JSON_SORT_KEYS);
-		put_field(f, "ASKS GRANT", g);
+		screen_field(sc, "ASKS GRANT", g);
 		free(g);
 	}
 	char *cons = json_dumps(json_object_get(p, "constraints"), JSON_COMPACT);
-	put_field(f, "constraints", cons);
+	screen_field(sc, "constraints", cons);
 	free(cons);
-	snprintf(line, sizeof(line), "%s (%s, rung %s)",
-		 json_string_value(json_object_get(p, "rule_id")),
-		 json_string_value(json_object_get(p, "code")),
-		 json_string_value(json_object_get(p, "rung")));
-	put_field(f, "sent by rule", line);
-	snprintf(line, sizeof(line), "%lld of %lld distinct approvers; %lld s left",
-		 (long long)json_array_size(json_object_get(p, "approved_by")),
-		 (long long)json_integer_value(json_object_get(p, "approvers_needed")),
-		 (long long)json_integer_value(json_object_get(p, "deadline_ms_left")) / 1000);
-	put_field(f, "approval", line);
-	snprintf(line, sizeof(line), "%zu more waiting", waiting ? waiting - 1 : 0);
-	put_field(f, "queue", line);
-	if (grant)
-		fprintf(f,
-			"\r\n  [y] open this grant   [any other key] deny   (Ctrl-C leaves)\r\n");
-	else
-		fprintf(f, "\r\n  [y] approve once   [g] grant this shape   [any other key] deny   "
-			   "(Ctrl-C leaves)\r\n");
-	fflush(f);
+	(void)snprintf(line, sizeof(line), "%s (%s, rung %s)",
+		       json_string_value(json_object_get(p, "rule_id")),
+		       json_string_value(json_object_get(p, "code")),
+		       json_string_value(json_object_get(p, "rung")));
+	screen_field(sc, "sent by rule", line);
+	(void)snprintf(line, sizeof(line), "%lld of %lld distinct approvers; %lld s left",
+		       (long long)json_array_size(json_object_get(p, "approved_by")),
+		       (long long)json_integer_value(json_object_get(p, "approvers_needed")),
+		       (long long)json_integer_value(json_object_get(p, "deadline_ms_left")) /
+			   1000);
+	screen_field(sc, "approval", line);
+	(void)snprintf(line, sizeof(line), "%zu more waiting", waiting ? waiting - 1 : 0);
+	screen_field(sc, "queue", line);
+	screen_field(sc, "view sha256", json_string_value(json_object_get(p, "request_sha256")));
+}
+
+/* Backslash-escape fnmatch's metacharacters: the pattern matches s and nothing else. */
+static char *glob_literal(const char *s)
+{
+	size_t n = strlen(s);
+	char *out = malloc(2 * n + 1);
+	if (!out)
+		return NULL;
+	size_t o = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (strchr("\\*?[", s[i]))
+			out[o++] = '\\';
+		out[o++] = s[i];
+	}
+	out[o] = '\0';
+	return out;
+}
+
+static json_t *json_literal(const json_t *s)
+{
+	char *l = glob_literal(json_string_value(s) ? json_string_value(s) : "");
+	json_t *j = l ? json_string(l) : NULL;
+	free(l);
+	return j;
+}
+
+/*
+ * The approver's `g`: a grant for exactly the call shown. Every argument and
+ * the session become literal patterns (metacharacters escaped, so that a
+ * literal `*` in an argument is never a glob), and it binds everything else
+ * that changes what runs: the resolved executables, privileged, the peer
+ * uid (hence the run uid), cwd, host, env names and constraints.
+ */
+static json_t *literal_grant(const json_t *p, int64_t uses, int64_t ttl)
+{
+	json_t *pipe = json_array();
+	size_t i, k;
+	const json_t *st, *a;
+	json_array_foreach(json_object_get(p, "pipeline"), i, st)
+	{
+		json_t *argv = json_array();
+		json_array_foreach(json_object_get(st, "argv"), k, a)
+		    json_array_append_new(argv, json_literal(a));
+		json_array_append_new(
+		    pipe, json_pack("{s:O,s:o}", "exe", json_object_get(st, "exe"), "argv", argv));
+	}
+	json_t *env = json_array();
+	const char *key;
+	const json_t *v;
+	json_object_foreach((json_t *)json_object_get(p, "env"), key, v)
+	    json_array_append_new(env, json_string(key));
+	json_t *g =
+	    json_pack("{s:o,s:o,s:O,s:b,s:o,s:O,s:O,s:I,s:I}", "pipeline", pipe, "session",
+		      json_literal(json_object_get(p, "session")), "uid",
+		      json_object_get(json_object_get(p, "peer"), "uid"), "privileged",
+		      json_is_true(json_object_get(p, "privileged")), "env", env, "host",
+		      json_object_get(p, "host"), "constraints", json_object_get(p, "constraints"),
+		      "uses", (json_int_t)uses, "ttl_s", (json_int_t)ttl);
+	if (g && json_is_string(json_object_get(p, "cwd")))
+		json_object_set(g, "cwd", json_object_get(p, "cwd"));
+	return g;
 }
 
 static json_t *answer(const struct cg_cli *g, const char *action, const json_t *p, const char *why,
-		      int64_t grant_uses, int64_t grant_ttl)
+		      json_t *grant)
 {
 	json_t *req =
 	    json_pack("{s:s,s:O,s:O}", "action", action, "trace_id", json_object_get(p, "trace_id"),
 		      "request_sha256", json_object_get(p, "request_sha256"));
 	if (why)
 		json_object_set_new(req, "why", json_string(why));
-	if (strcmp(action, "grant_open") == 0) {
-		/* The grant is this request's exact shape: same exes, argv, session, uid. */
-		json_t *pipe = json_array();
-		size_t i;
-		const json_t *st;
-		json_array_foreach(json_object_get(p, "pipeline"), i, st) json_array_append_new(
-		    pipe, json_pack("{s:O,s:O}", "exe", json_object_get(st, "exe"), "argv",
-				    json_object_get(st, "argv")));
-		json_object_set_new(req, "grant",
-				    json_pack("{s:o,s:O,s:O,s:I,s:I}", "pipeline", pipe, "session",
-					      json_object_get(p, "session"), "uid",
-					      json_object_get(json_object_get(p, "peer"), "uid"),
-					      "uses", (json_int_t)grant_uses, "ttl_s",
-					      (json_int_t)grant_ttl));
-	}
+	if (grant)
+		json_object_set(req, "grant", grant);
 	json_t *resp = admin_call(g, req);
 	json_decref(req);
 	return resp;
@@ -259,6 +403,98 @@ static int read_key(int fd, int ms)
 	return c;
 }
 
+/* The terminal's size (rows, columns), with a floor that keeps the UI usable. */
+static void tty_size(int fd, int *rows, int *cols)
+{
+	struct winsize ws;
+	*rows = 24;
+	*cols = 80;
+	if (ioctl(fd, TIOCGWINSZ, &ws) == 0 && ws.ws_row && ws.ws_col) {
+		*rows = ws.ws_row;
+		*cols = ws.ws_col;
+	}
+	if (*rows < 8)
+		*rows = 8;
+	if (*cols < 40)
+		*cols = 40;
+}
+
+/* Rows per page: the screen less the header, a blank and three footer rows. */
+static size_t per_page(int rows)
+{
+	return (size_t)(rows - 6);
+}
+
+static size_t n_pages(const struct screen *sc, size_t pp)
+{
+	return sc->n ? (sc->n + pp - 1) / pp : 1;
+}
+
+/*
+ * Draw one page. Only the last page offers the answer keys: nothing is
+ * approvable that was not on the screen.
+ */
+static void draw_page(FILE *tty, const struct screen *sc, size_t page, size_t pp, const char *title,
+		      const char *answer_keys, const char *note)
+{
+	size_t np = n_pages(sc, pp);
+	fprintf(tty, "\033[2J\033[H\r\n  \033[1m%s\033[0m  (page %zu of %zu)\r\n", title, page + 1,
+		np);
+	for (size_t i = page * pp; i < sc->n && i < (page + 1) * pp; i++)
+		fprintf(tty, "%s\r\n", sc->rows[i]);
+	if (page + 1 < np)
+		fprintf(tty,
+			"\r\n  [space] next page%s   [any other key] deny   (Ctrl-C leaves)"
+			"\r\n  the answer keys appear on the last page\r\n",
+			page ? "   [b] back" : "");
+	else
+		fprintf(tty, "\r\n  %s%s\r\n", answer_keys, page ? "   [b] back" : "");
+	if (note)
+		fprintf(tty, "  %s\r\n", note);
+	fflush(tty);
+}
+
+/*
+ * Show the exact grant `g` would open, paged like the view, and wait for the
+ * second keypress. True only for `g` on its last page; anything else goes
+ * back to the call without answering.
+ */
+static bool confirm_grant(FILE *tty, int fd, const json_t *grant, int cols, int rows)
+{
+	struct screen sc = { .width = cols - 18 };
+	char *text = json_dumps(grant, JSON_INDENT(1) | JSON_SORT_KEYS);
+	for (char *l = text, *nl; l && *l; l = nl ? nl + 1 : l + strlen(l)) {
+		nl = strchr(l, '\n');
+		if (nl)
+			*nl = '\0';
+		screen_field(&sc, "grant", l);
+	}
+	free(text);
+	size_t pp = per_page(rows), page = 0;
+	bool open = false;
+	const char *keys = "[g] open exactly this grant (the call runs under it)   "
+			   "[any other key] back";
+	draw_page(tty, &sc, page, pp, "callgate: the grant `g` would open", keys, NULL);
+	tcflush(fd, TCIFLUSH);
+	while (!interrupted) {
+		int c = read_key(fd, 1000);
+		if (c == 0)
+			continue;
+		bool last = page + 1 >= n_pages(&sc, pp);
+		if (!last && c == ' ') {
+			page++;
+		} else if (page && c == 'b') {
+			page--;
+		} else {
+			open = last && c == 'g' && !sc.oom;
+			break;
+		}
+		draw_page(tty, &sc, page, pp, "callgate: the grant `g` would open", keys, NULL);
+	}
+	screen_free(&sc);
+	return open;
+}
+
 static int tui(const struct cg_cli *g, int64_t grant_uses, int64_t grant_ttl)
 {
 	tty_fd = open("/dev/tty", O_RDWR | O_CLOEXEC | O_NOCTTY);
@@ -290,7 +526,11 @@ static int tui(const struct cg_cli *g, int64_t grant_uses, int64_t grant_ttl)
 	}
 
 	char shown[80] = "";
-	int rc = CG_EXIT_OK;
+	struct screen sc = { 0 };
+	size_t page = 0, pp = 0;
+	bool verified = false;
+	int rc = CG_EXIT_OK, rows = 24, cols = 80;
+	const char *title = "callgate: a call is waiting for your decision";
 	while (!interrupted) {
 		json_t *resp = fetch_pending(g);
 		if (!resp) {
@@ -312,10 +552,26 @@ static int tui(const struct cg_cli *g, int64_t grant_uses, int64_t grant_ttl)
 				break;
 			continue;
 		}
+		/* A grant request is answered y (open it) or not at all: no `g` on a grant. */
+		bool asks_grant = json_object_get(head, "grant") != NULL;
+		const char *keys = asks_grant ? "[y] open this grant   [any other key] deny   "
+						"(Ctrl-C leaves)"
+					      : "[y] approve once   [g] grant this exact call   "
+						"[any other key] deny   (Ctrl-C leaves)";
 		const char *sha = json_string_value(json_object_get(head, "request_sha256"));
 		if (strcmp(shown, sha ? sha : "") != 0) {
-			fprintf(tty, "\033[2J\033[H");
-			show_pending(tty, head, json_array_size(list));
+			screen_free(&sc);
+			tty_size(tty_fd, &rows, &cols);
+			sc.width = cols - 18;
+			build_view(&sc, head, json_array_size(list));
+			/* What is shown must be what the hash binds, byte for byte. */
+			verified = view_hash_ok(head) && !sc.oom;
+			page = 0;
+			pp = per_page(rows);
+			draw_page(tty, &sc, page, pp, title, verified ? keys : "[any key] deny",
+				  verified
+				      ? NULL
+				      : "THIS VIEW DOES NOT MATCH ITS HASH: it cannot be approved");
 			snprintf(shown, sizeof(shown), "%s", sha ? sha : "");
 			/* Keys typed before this request was on screen must not answer it. */
 			tcflush(tty_fd, TCIFLUSH);
@@ -329,12 +585,45 @@ static int tui(const struct cg_cli *g, int64_t grant_uses, int64_t grant_ttl)
 			json_decref(resp);
 			break; /* leave without answering: the call stays pending */
 		}
-		/* A grant request is answered y (open it) or not at all: no `g` on a grant. */
-		bool asks_grant = json_object_get(head, "grant") != NULL;
-		json_t *ans = c == 'y' ? answer(g, "approve", head, NULL, 0, 0)
-			      : c == 'g' && !asks_grant
-				  ? answer(g, "grant_open", head, NULL, grant_uses, grant_ttl)
-				  : answer(g, "deny", head, "denied at the terminal", 0, 0);
+		bool last = page + 1 >= n_pages(&sc, pp);
+		const char *note = NULL;
+		bool paged = true;
+		if (c == ' ' && !last)
+			page++;
+		else if (c == ' ')
+			note = "this is the last page";
+		else if (c == 'b' && page > 0)
+			page--;
+		else if ((c == 'y' || c == 'g') && !last)
+			note =
+			    "not yet: page to the end first (space); nothing unseen is approvable";
+		else
+			paged = false;
+		if (paged) {
+			draw_page(tty, &sc, page, pp, title, verified ? keys : "[any key] deny",
+				  note);
+			json_decref(resp);
+			continue;
+		}
+		json_t *ans = NULL;
+		if (verified && c == 'y') {
+			ans = answer(g, "approve", head, NULL, NULL);
+		} else if (verified && c == 'g' && !asks_grant) {
+			json_t *grant = literal_grant(head, grant_uses, grant_ttl);
+			bool go = grant && confirm_grant(tty, tty_fd, grant, cols, rows);
+			if (go)
+				ans = answer(g, "grant_open", head, NULL, grant);
+			json_decref(grant);
+			if (!go) {
+				/* Back to the call, unanswered. */
+				draw_page(tty, &sc, page, pp, title, keys, "no grant was opened");
+				tcflush(tty_fd, TCIFLUSH);
+				json_decref(resp);
+				continue;
+			}
+		} else {
+			ans = answer(g, "deny", head, "denied at the terminal", NULL);
+		}
 		const json_t *r = reply_of(ans);
 		char *m =
 		    cg_sanitize_for_terminal(json_string_value(json_object_get(r, "message")));
@@ -348,6 +637,7 @@ static int tui(const struct cg_cli *g, int64_t grant_uses, int64_t grant_ttl)
 		shown[0] = '\0';
 		sleep(1);
 	}
+	screen_free(&sc);
 	restore_tty();
 	fclose(tty);
 	close(tty_fd);
@@ -396,27 +686,31 @@ static int cmd_pending(const struct cg_cli *g, bool json)
 	return CG_EXIT_OK;
 }
 
-static int cmd_answer(const struct cg_cli *g, const char *action, const char *id, const char *why,
-		      bool json)
+/*
+ * approve ID / deny ID. With --hash, the answer is bound to that view hash
+ * (what a notifier or a person was shown), not to whatever is pending now:
+ * if the call changed, the daemon refuses with APPROVAL_HASH_MISMATCH.
+ */
+static int cmd_answer(const struct cg_cli *g, const char *action, const char *id, const char *hash,
+		      const char *why, bool json)
 {
 	json_t *resp = fetch_pending(g);
 	if (!resp)
 		return CG_EXIT_UNAVAILABLE;
 	const json_t *p = find_pending(pending_list(resp), id);
-	int rc;
-	if (!p) {
-		/* Let the daemon say it, with its code, rather than guessing here. */
-		json_t *req = json_pack("{s:s,s:s,s:s}", "action", action, "trace_id", id,
-					"request_sha256", "");
-		json_t *ans = admin_call(g, req);
-		json_decref(req);
-		rc = ans ? report(ans, json) : CG_EXIT_UNAVAILABLE;
-		json_decref(ans);
-	} else {
-		json_t *ans = answer(g, action, p, why, 0, 0);
-		rc = ans ? report(ans, json) : CG_EXIT_UNAVAILABLE;
-		json_decref(ans);
-	}
+	const char *tid = p ? json_string_value(json_object_get(p, "trace_id")) : id;
+	const char *sha = hash ? hash
+			  : p  ? json_string_value(json_object_get(p, "request_sha256"))
+			       : "";
+	/* Not found: let the daemon say it, with its code, rather than guessing here. */
+	json_t *req = json_pack("{s:s,s:s,s:s}", "action", action, "trace_id", tid ? tid : id,
+				"request_sha256", sha ? sha : "");
+	if (req && why)
+		json_object_set_new(req, "why", json_string(why));
+	json_t *ans = req ? admin_call(g, req) : NULL;
+	json_decref(req);
+	int rc = ans ? report(ans, json) : CG_EXIT_UNAVAILABLE;
+	json_decref(ans);
 	json_decref(resp);
 	return rc;
 }
@@ -453,29 +747,77 @@ static int parse_count(const char *s, int64_t *out)
 	return 0;
 }
 
+static const struct cg_cli_opt grant_open_opts[] = {
+	{ "--exe", "PATH", "the exact resolved executable (one stage)" },
+	{ "--argv", "PATTERN...",
+	  "argv patterns up to the next option (fnmatch; a final ** = any rest)" },
+	{ "--session", "GLOB", "only calls of matching sessions" },
+	{ "--uid", "UID", "only calls from this peer uid" },
+	{ "--path", "DIR", "path-like arguments must stay within DIR (repeatable)" },
+	{ "--privileged", NULL, "cover privileged calls (default: only unprivileged ones)" },
+	{ "--env", "NAME", "the calls set exactly these env names (repeatable; default none)" },
+	{ "--cwd", "DIR", "only calls with exactly this working directory" },
+	{ "--host", "HOST", "only calls with exactly this host" },
+	{ "--uses", "N", "number of uses (required)" },
+	{ "--ttl", "DURATION", "lifetime: N, Ns, Nm or Nh (required)" },
+	{ "--json", NULL, "print the daemon's response as JSON" },
+	{ 0 },
+};
+
+static const struct cg_cli_opt grant_opts[] = {
+	{ "--json", NULL, "print the daemon's response as JSON (open, list)" },
+	{ 0 },
+};
+
+static int grant_usage(void)
+{
+	return cg_cli_help(
+	    "callgate grant open --exe PATH --argv PATTERN... --uses N --ttl DURATION "
+	    "[options]\n"
+	    "       callgate grant list [--json]\n"
+	    "       callgate grant close GRANT_ID",
+	    "Open, list or close grants: a grant lets calls of one exact shape run "
+	    "without a prompt, for a number of uses and a time. It binds the "
+	    "executables, argv patterns, privileged (default: unprivileged only), "
+	    "the env names, and where given the session, uid, cwd, host and paths.",
+	    grant_open_opts);
+}
+
 static int cmd_grant(const struct cg_cli *g, int argc, char **argv)
 {
+	if (cg_cli_wants_help(argc, argv))
+		return grant_usage();
 	if (argc < 2) {
-		fprintf(stderr,
-			"usage: callgate grant open --exe PATH --argv PATTERN... [--session "
-			"GLOB] [--uid U] [--path DIR]... --uses N --ttl DURATION\n"
-			"       callgate grant list [--json]\n"
-			"       callgate grant close GRANT_ID\n");
+		fprintf(stderr, "callgate grant: say open, list or close (see 'callgate grant "
+				"--help')\n");
 		return CG_EXIT_USAGE;
 	}
 	bool json = false;
 	json_t *req = NULL;
 	if (strcmp(argv[1], "list") == 0) {
-		json = argc > 2 && strcmp(argv[2], "--json") == 0;
+		for (int i = 2; i < argc; i++) {
+			if (strcmp(argv[i], "--json") != 0)
+				return cg_cli_bad_option("grant list", argv[i], NULL, grant_opts);
+			json = true;
+		}
 		req = json_pack("{s:s}", "action", "grant_list");
-	} else if (strcmp(argv[1], "close") == 0 && argc == 3) {
+	} else if (strcmp(argv[1], "close") == 0) {
+		if (argc > 3 || (argc == 3 && argv[2][0] == '-'))
+			return cg_cli_bad_option("grant close", argv[argc - 1],
+						 "unexpected argument", grant_opts);
+		if (argc != 3) {
+			fprintf(stderr, "callgate grant close: GRANT_ID is required\n");
+			return CG_EXIT_USAGE;
+		}
 		req = json_pack("{s:s,s:s}", "action", "grant_close", "grant_id", argv[2]);
 	} else if (strcmp(argv[1], "open") == 0) {
 		json_t *stage = json_object();
 		json_t *args = json_array();
 		json_t *spec = json_object();
 		json_t *paths = json_array();
-		for (int i = 2; i < argc; i++) {
+		json_t *env = json_array();
+		int bad = 0;
+		for (int i = 2; i < argc && !bad; i++) {
 			const char *a = argv[i];
 			const char *v = i + 1 < argc ? argv[i + 1] : NULL;
 			int64_t n;
@@ -483,34 +825,59 @@ static int cmd_grant(const struct cg_cli *g, int argc, char **argv)
 				json = true;
 				continue;
 			}
-			if (!v)
-				goto usage;
-			if (strcmp(a, "--exe") == 0)
-				json_object_set_new(stage, "exe", json_string(v));
-			else if (strcmp(a, "--argv") == 0) {
+			if (strcmp(a, "--privileged") == 0) {
+				json_object_set_new(spec, "privileged", json_true());
+				continue;
+			}
+			if (strcmp(a, "--argv") == 0) {
 				/* Every following word up to the next --flag is one pattern. */
 				for (i++; i < argc && strncmp(argv[i], "--", 2) != 0; i++)
 					json_array_append_new(args, json_string(argv[i]));
 				i--;
 				continue;
-			} else if (strcmp(a, "--session") == 0)
+			}
+			bool known = false;
+			for (const struct cg_cli_opt *o = grant_open_opts; o->name; o++)
+				known |= strcmp(o->name, a) == 0 && o->arg;
+			if (!known) {
+				bad = cg_cli_bad_option("grant open", a, NULL, grant_open_opts);
+				break;
+			}
+			if (!v) {
+				bad = cg_cli_bad_option("grant open", a, "missing value for",
+							grant_open_opts);
+				break;
+			}
+			if (strcmp(a, "--exe") == 0)
+				json_object_set_new(stage, "exe", json_string(v));
+			else if (strcmp(a, "--session") == 0)
 				json_object_set_new(spec, "session", json_string(v));
 			else if (strcmp(a, "--uid") == 0 && parse_count(v, &n) == 0)
 				json_object_set_new(spec, "uid", json_integer(n));
 			else if (strcmp(a, "--path") == 0)
 				json_array_append_new(paths, json_string(v));
+			else if (strcmp(a, "--env") == 0)
+				json_array_append_new(env, json_string(v));
+			else if (strcmp(a, "--cwd") == 0)
+				json_object_set_new(spec, "cwd", json_string(v));
+			else if (strcmp(a, "--host") == 0)
+				json_object_set_new(spec, "host", json_string(v));
 			else if (strcmp(a, "--uses") == 0 && parse_count(v, &n) == 0)
 				json_object_set_new(spec, "uses", json_integer(n));
 			else if (strcmp(a, "--ttl") == 0 && parse_duration(v, &n) == 0)
 				json_object_set_new(spec, "ttl_s", json_integer(n));
-			else {
-				json_decref(stage);
-				json_decref(args);
-				json_decref(spec);
-				json_decref(paths);
-				goto usage;
-			}
+			else
+				bad = cg_cli_bad_option("grant open", a, "bad value for",
+							grant_open_opts);
 			i++;
+		}
+		if (bad) {
+			json_decref(stage);
+			json_decref(args);
+			json_decref(spec);
+			json_decref(paths);
+			json_decref(env);
+			return bad;
 		}
 		json_object_set_new(stage, "argv", args);
 		json_object_set_new(spec, "pipeline", json_pack("[o]", stage));
@@ -518,10 +885,11 @@ static int cmd_grant(const struct cg_cli *g, int argc, char **argv)
 			json_object_set_new(spec, "paths", paths);
 		else
 			json_decref(paths);
+		json_object_set_new(spec, "env", env);
 		/* The daemon validates the spec and names what is wrong (CT codes). */
 		req = json_pack("{s:s,s:o}", "action", "grant_open", "grant", spec);
 	} else {
-		goto usage;
+		return cg_cli_bad_option("grant", argv[1], "unknown subcommand", grant_opts);
 	}
 	json_t *resp = admin_call(g, req);
 	json_decref(req);
@@ -539,48 +907,92 @@ static int cmd_grant(const struct cg_cli *g, int argc, char **argv)
 	}
 	json_decref(resp);
 	return rc;
-usage:
-	fprintf(stderr, "callgate grant: bad arguments (see callgate grant)\n");
-	return CG_EXIT_USAGE;
 }
+
+static const struct cg_cli_opt approve_opts[] = {
+	{ "--hash", "SHA256", "with ID: bind the answer to this view hash (from pending --json)" },
+	{ "--json", NULL, "with ID: print the daemon's response as JSON" },
+	{ "--grant-uses", "N", "uses of a grant opened with g (default 10)" },
+	{ "--grant-ttl", "DURATION", "lifetime of a grant opened with g (default 30m)" },
+	{ 0 },
+};
+static const struct cg_cli_opt pending_opts[] = {
+	{ "--json", NULL, "the views as JSON: the bytes each approval hash covers" },
+	{ 0 },
+};
+static const struct cg_cli_opt deny_opts[] = {
+	{ "--why", "TEXT", "the reason the agent is told" },
+	{ "--hash", "SHA256", "bind the answer to this view hash" },
+	{ "--json", NULL, "print the daemon's response as JSON" },
+	{ 0 },
+};
 
 int cg_cli_approve(const struct cg_cli *g, int argc, char **argv)
 {
 	const char *cmd = argv[0];
 	bool json = false;
-	const char *why = NULL, *id = NULL;
+	const char *why = NULL, *id = NULL, *hash = NULL;
 	int64_t uses = 10, ttl = 1800;
 	if (strcmp(cmd, "grant") == 0)
 		return cmd_grant(g, argc, argv);
+	bool is_pending = strcmp(cmd, "pending") == 0, is_deny = strcmp(cmd, "deny") == 0;
+	const struct cg_cli_opt *opts = is_pending ? pending_opts
+					: is_deny  ? deny_opts
+						   : approve_opts;
+	if (cg_cli_wants_help(argc, argv)) {
+		if (is_pending)
+			return cg_cli_help("callgate pending [--json]",
+					   "List the calls waiting for a person, with the view "
+					   "each approval is bound to.",
+					   opts);
+		if (is_deny)
+			return cg_cli_help("callgate deny ID [--why TEXT] [--hash SHA256]",
+					   "Refuse a waiting call; it is answered at once and "
+					   "never runs.",
+					   opts);
+		return cg_cli_help("callgate approve [ID [--hash SHA256]] [options]",
+				   "Without ID: the terminal approver, which shows each waiting "
+				   "call whole (paged; the answer keys appear on its last page). "
+				   "With ID: approve that call, bound to its view hash.",
+				   opts);
+	}
 	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--json") == 0)
+		const char *a = argv[i];
+		bool has_v = i + 1 < argc;
+		if (strcmp(a, "--json") == 0) {
 			json = true;
-		else if (strcmp(argv[i], "--why") == 0 && i + 1 < argc)
+		} else if (strcmp(a, "--why") == 0 && is_deny && has_v) {
 			why = argv[++i];
-		else if (strcmp(argv[i], "--grant-uses") == 0 && i + 1 < argc &&
-			 parse_duration(argv[i + 1], &uses) == 0)
+		} else if (strcmp(a, "--hash") == 0 && !is_pending && has_v) {
+			hash = argv[++i];
+		} else if (strcmp(a, "--grant-uses") == 0 && !is_pending && !is_deny && has_v) {
+			if (parse_count(argv[i + 1], &uses) != 0 || uses < 1)
+				return cg_cli_bad_option(cmd, a, "bad value for", opts);
 			i++;
-		else if (strcmp(argv[i], "--grant-ttl") == 0 && i + 1 < argc &&
-			 parse_duration(argv[i + 1], &ttl) == 0)
+		} else if (strcmp(a, "--grant-ttl") == 0 && !is_pending && !is_deny && has_v) {
+			if (parse_duration(argv[i + 1], &ttl) != 0)
+				return cg_cli_bad_option(cmd, a, "bad value for", opts);
 			i++;
-		else if (argv[i][0] != '-' && !id)
-			id = argv[i];
-		else {
-			fprintf(stderr, "callgate %s: unknown argument '%s'\n", cmd, argv[i]);
-			return CG_EXIT_USAGE;
+		} else if (a[0] != '-' && !id && !is_pending) {
+			id = a;
+		} else {
+			return cg_cli_bad_option(cmd, a, a[0] == '-' ? NULL : "unexpected argument",
+						 opts);
 		}
 	}
-	if (strcmp(cmd, "pending") == 0)
+	if (is_pending)
 		return cmd_pending(g, json);
-	if (strcmp(cmd, "deny") == 0) {
+	if (is_deny) {
 		if (!id) {
-			fprintf(stderr, "usage: callgate deny ID [--why TEXT]\n");
+			fprintf(stderr,
+				"callgate deny: ID is required (see 'callgate deny --help')\n");
 			return CG_EXIT_USAGE;
 		}
-		return cmd_answer(g, "deny", id, why ? why : "denied by the operator", json);
+		return cmd_answer(g, "deny", id, hash, why ? why : "denied by the operator", json);
 	}
-	/* approve */
 	if (id)
-		return cmd_answer(g, "approve", id, NULL, json);
+		return cmd_answer(g, "approve", id, hash, NULL, json);
+	if (hash)
+		return cg_cli_bad_option(cmd, "--hash", "needs an ID:", opts);
 	return tui(g, uses, ttl);
 }

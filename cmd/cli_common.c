@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -293,81 +294,122 @@ fail:
 	return NULL;
 }
 
-/* ---- help and usage errors ------------------------------------------------ */
-
-bool cg_cli_wants_help(int argc, char **argv)
+/*
+ * One JSON value as text, never as JSON: a string as it is (control
+ * characters replaced), an array's items separated by spaces, an object as
+ * "key value; key value" ("(key value, …)" when nested), so that
+ * {"read":["/"],"net":"none"} reads "read /; net none".
+ */
+static void print_value(FILE *f, json_t *v, int depth)
 {
-	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--") == 0)
-			return false;
-		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
-			return true;
+	const char *k;
+	json_t *x;
+	size_t i;
+	if (json_is_string(v)) {
+		for (const char *p = json_string_value(v); *p; p++)
+			fputc((unsigned char)*p < 0x20 || *p == 0x7f ? '?' : *p, f);
+	} else if (json_is_integer(v)) {
+		fprintf(f, "%lld", (long long)json_integer_value(v));
+	} else if (json_is_real(v)) {
+		fprintf(f, "%g", json_real_value(v));
+	} else if (json_is_boolean(v)) {
+		fputs(json_is_true(v) ? "yes" : "no", f);
+	} else if (json_is_array(v)) {
+		if (json_array_size(v) == 0)
+			fputs("nothing", f);
+		json_array_foreach(v, i, x)
+		{
+			if (i)
+				fputc(' ', f);
+			print_value(f, x, depth + 1);
+		}
+	} else if (json_is_object(v)) {
+		bool first = true;
+		if (depth)
+			fputc('(', f);
+		json_object_foreach(v, k, x)
+		{
+			fprintf(f, "%s%s ", first ? "" : depth ? ", " : "; ", k);
+			print_value(f, x, depth + 1);
+			first = false;
+		}
+		if (depth)
+			fputc(')', f);
+	} else {
+		fputc('-', f);
 	}
-	return false;
 }
 
-int cg_cli_help(const char *usage, const char *about, const struct cg_cli_opt *opts)
+void cg_cli_print_value(FILE *f, json_t *v)
 {
-	printf("usage: %s\n", usage);
-	if (about)
-		printf("\n%s\n", about);
-	if (opts && opts->name) {
-		printf("\noptions:\n");
-		for (const struct cg_cli_opt *o = opts; o->name; o++) {
-			char left[64];
-			(void)snprintf(left, sizeof(left), "%s%s%s", o->name, o->arg ? " " : "",
-				       o->arg ? o->arg : "");
-			printf("  %-26s %s\n", left, o->help);
-		}
-	}
-	printf("  %-26s %s\n", "-h, --help", "show this help and exit");
-	return CG_EXIT_OK;
+	print_value(f, v, 0);
 }
 
-/* Edit distance (insert, delete, substitute), capped at 64-byte inputs. */
-static size_t distance(const char *a, const char *b)
+/* s on f with control characters replaced: a reply carries the caller's text. */
+static void put_text(FILE *f, const char *s)
 {
-	size_t la = strnlen(a, 64), lb = strnlen(b, 64);
-	size_t row[65];
-	for (size_t j = 0; j <= lb; j++)
-		row[j] = j;
-	for (size_t i = 1; i <= la; i++) {
-		size_t diag = row[0];
-		row[0] = i;
-		for (size_t j = 1; j <= lb; j++) {
-			size_t up = row[j];
-			size_t best = diag + (a[i - 1] != b[j - 1]);
-			if (up + 1 < best)
-				best = up + 1;
-			if (row[j - 1] + 1 < best)
-				best = row[j - 1] + 1;
-			row[j] = best;
-			diag = up;
-		}
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		fputc(c < 0x20 || c == 0x7f ? '?' : c, f);
 	}
-	return row[lb];
 }
 
-int cg_cli_bad_option(const char *sub, const char *bad, const char *why,
-		      const struct cg_cli_opt *opts)
+int cg_cli_print_refusal(const char *sub, const json_t *response)
 {
-	char name[64];
-	/* "--paths=x" is judged by its name. */
-	size_t n = strcspn(bad, "=");
-	(void)snprintf(name, sizeof(name), "%.*s", (int)(n < sizeof(name) ? n : sizeof(name) - 1),
-		       bad);
-	const char *closest = NULL;
-	size_t best = (size_t)-1;
-	for (const struct cg_cli_opt *o = opts; o && o->name; o++) {
-		size_t d = distance(name, o->name);
-		if (d < best) {
-			best = d;
-			closest = o->name;
-		}
+	const json_t *r = json_object_get(response, "reply");
+	const char *code = json_string_value(json_object_get(r, "code"));
+	const char *msg = json_string_value(json_object_get(r, "message"));
+	const char *trace = json_string_value(json_object_get(r, "trace_id"));
+	const char *status = json_string_value(json_object_get(response, "status"));
+
+	if (!msg)
+		msg = json_string_value(json_object_get(response, "message"));
+	if (!code)
+		code = status ? status : "no reply code";
+	fprintf(stderr, "callgate %s: ", sub);
+	put_text(stderr, code);
+	fputs(": ", stderr);
+	put_text(stderr, msg ? msg : "the daemon gave no message");
+	fputs(" (trace ", stderr);
+	put_text(stderr, trace ? trace : "-");
+	fputs(")\n", stderr);
+	return cg_client_exit_code(response);
+}
+
+int cg_cli_state_dir_check(const char *sub, const char *state_dir, const char *from)
+{
+	struct stat st;
+	char journal[4200];
+	const char *hint = "Give the daemon's state directory with --state-dir DIR or "
+			   "$CALLGATE_STATE_DIR.";
+
+	if (!from)
+		from = "--state-dir";
+	int rc = stat(state_dir, &st);
+	if (rc != 0 || !S_ISDIR(st.st_mode)) {
+		fprintf(stderr,
+			"callgate %s: no state directory to read: looked for %s (from %s), which "
+			"%s. %s\n",
+			sub, state_dir, from,
+			rc == 0		  ? "is not a directory"
+			: errno == ENOENT ? "does not exist"
+					  : "cannot be read",
+			hint);
+		return -1;
 	}
-	fprintf(stderr, "callgate %s: %s '%s'", sub, why ? why : "unknown option", name);
-	if (closest && best <= 3 && strcmp(closest, name) != 0)
-		fprintf(stderr, "; did you mean '%s'?", closest);
-	fprintf(stderr, " (see 'callgate %s --help')\n", sub);
-	return CG_EXIT_USAGE;
+	(void)snprintf(journal, sizeof(journal), "%s/journal", state_dir);
+	rc = stat(journal, &st);
+	if (rc != 0 || !S_ISDIR(st.st_mode)) {
+		fprintf(stderr,
+			"callgate %s: no evidence journal to read: looked for %s in the state "
+			"directory %s (from %s), which %s; is it the directory callgated was "
+			"started with? %s\n",
+			sub, journal, state_dir, from,
+			rc == 0		  ? "is not a directory"
+			: errno == ENOENT ? "does not have it"
+					  : "cannot be read",
+			hint);
+		return -1;
+	}
+	return 0;
 }

@@ -4,7 +4,10 @@
  * `evidence rebuild` and `key show` (docs/evidence.md, callgate-evidence(1)).
  *
  * They read the daemon's state directory directly (no socket): evidence
- * must stay verifiable when the daemon is stopped or gone.
+ * must stay verifiable when the daemon is stopped or gone. A state
+ * directory that is not there (or holds no journal) is said in a sentence
+ * naming the directory and where its name came from, exit 66, never a
+ * report of an empty journal.
  *
  * Invariants:
  *  - replay exits 0 only on PASS; every failure is printed by name.
@@ -17,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "callgate.h"
 #include "cli.h"
 #include "evidence.h"
 #include "journal.h"
@@ -25,6 +29,56 @@
 #include "util.h"
 
 #define EXIT_FAIL 1 /* replay FAIL, or the trace asked for does not exist */
+
+static const struct cg_cli_opt replay_opts[] = {
+	{ "--all", NULL, "verify the whole journal and every trace" },
+	{ "--pubkey", "FILE", "a trusted copy of the evidence public key" },
+	{ "--json", NULL, "print the full report as JSON" },
+	{ "--no-write", NULL, "do not rewrite replay.json and diff.json" },
+	{ "--state-dir", "DIR", "the daemon's state directory" },
+	{ 0 },
+};
+
+static const struct cg_cli_opt verdict_opts[] = {
+	{ "--json", NULL, "print verdict.json instead of the text verdict" },
+	{ "--state-dir", "DIR", "the daemon's state directory" },
+	{ 0 },
+};
+
+static const struct cg_cli_opt log_opts[] = {
+	{ "--since", "T", "since an RFC 3339 time or an age: 90s, 15m, 2h, 7d" },
+	{ "--trace", "ID", "only this trace's events" },
+	{ "--decision", "D", "only traces whose decision is D (e.g. BLOCK)" },
+	{ "--session", "S", "only traces of this agent session" },
+	{ "--json", NULL, "print the journal lines exactly as stored" },
+	{ "--state-dir", "DIR", "the daemon's state directory" },
+	{ 0 },
+};
+
+static const struct cg_cli_opt rebuild_opts[] = {
+	{ "--all", NULL, "rebuild every trace's package" },
+	{ "--state-dir", "DIR", "the daemon's state directory" },
+	{ 0 },
+};
+
+static const struct cg_cli_opt key_show_opts[] = {
+	{ "--state-dir", "DIR", "the daemon's state directory" },
+	{ 0 },
+};
+
+/* Where the state directory in use came from, and checked before reading it. */
+struct state {
+	const char *dir;
+	const char *from;
+};
+
+/* A word where an option was expected ("callgate replay a b"): a usage error. */
+static int extra_arg(const char *sub, const char *arg)
+{
+	fprintf(stderr, "callgate %s: unexpected argument '%s' (see 'callgate %s --help')\n", sub,
+		arg, sub);
+	return CG_EXIT_USAGE;
+}
 
 /* Print s with control characters replaced (terminal-escape injection). */
 static void put_safe(FILE *f, const char *s, size_t n)
@@ -60,32 +114,50 @@ static void print_failure(const json_t *f)
 	fputc('\n', stdout);
 }
 
-static int cmd_replay(const char *state_dir, int argc, char **argv)
+static int cmd_replay(struct state st, int argc, char **argv)
 {
-	struct cg_replay_opts o = { .state_dir = state_dir, .write_files = true };
+	struct cg_replay_opts o = { .write_files = true };
 	bool json = false;
+	if (cg_cli_wants_help(argc, argv))
+		return cg_cli_help("callgate replay [OPTIONS] TRACE_ID | --all",
+				   "Verify a trace's evidence, or with --all the whole journal and "
+				   "every trace.\nExit 0 on PASS, 1 on FAIL (each failure named).",
+				   replay_opts);
 	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--all") == 0)
-			o.all = true;
-		else if (strcmp(argv[i], "--json") == 0)
-			json = true;
-		else if (strcmp(argv[i], "--no-write") == 0)
-			o.write_files = false;
-		else if (strcmp(argv[i], "--pubkey") == 0 && i + 1 < argc)
-			o.pubkey_file = argv[++i];
-		else if (strcmp(argv[i], "--state-dir") == 0 && i + 1 < argc)
-			o.state_dir = argv[++i];
-		else if (argv[i][0] != '-' && !o.trace_id)
+		const char *v = NULL;
+		if (argv[i][0] != '-') {
+			if (o.trace_id)
+				return extra_arg("replay", argv[i]);
 			o.trace_id = argv[i];
-		else
-			goto usage;
+			continue;
+		}
+		const struct cg_cli_opt *opt =
+		    cg_cli_opt_take("replay", replay_opts, argc, argv, &i, &v);
+		if (!opt)
+			return CG_EXIT_USAGE;
+		if (strcmp(opt->name, "--all") == 0)
+			o.all = true;
+		else if (strcmp(opt->name, "--json") == 0)
+			json = true;
+		else if (strcmp(opt->name, "--no-write") == 0)
+			o.write_files = false;
+		else if (strcmp(opt->name, "--pubkey") == 0)
+			o.pubkey_file = v;
+		else if (strcmp(opt->name, "--state-dir") == 0)
+			st = (struct state){ v, "--state-dir" };
 	}
-	if (o.all == (o.trace_id != NULL))
-		goto usage;
+	if (o.all == (o.trace_id != NULL)) {
+		fprintf(stderr, "callgate replay: give one TRACE_ID or --all (see 'callgate replay "
+				"--help')\n");
+		return CG_EXIT_USAGE;
+	}
 	if (o.trace_id && !cg_trace_id_valid(o.trace_id)) {
 		fprintf(stderr, "callgate replay: '%s' is not a trace id\n", o.trace_id);
 		return CG_EXIT_USAGE;
 	}
+	if (cg_cli_state_dir_check("replay", st.dir, st.from) < 0)
+		return CG_EXIT_NOINPUT;
+	o.state_dir = st.dir;
 	json_t *rep = NULL;
 	int rc = cg_replay_run(&o, &rep);
 	if (rc < 0) {
@@ -126,30 +198,74 @@ static int cmd_replay(const char *state_dir, int argc, char **argv)
 	}
 	json_decref(rep);
 	return rc == 0 ? CG_EXIT_OK : EXIT_FAIL;
-usage:
-	fprintf(stderr, "usage: callgate replay [--state-dir DIR] [--pubkey FILE] [--json] "
-			"[--no-write] TRACE_ID | --all\n");
-	return CG_EXIT_USAGE;
 }
 
-static int cmd_verdict(const char *state_dir, int argc, char **argv)
+/*
+ * verdict.md for a terminal: newlines kept, other control characters
+ * replaced, and a list item that is a structured value (a constraint such as
+ * {"read":["/"],"net":"none"}, which the sealed file holds as JSON) written as
+ * text, "read /; net none": human output never shows JSON. The file itself is
+ * left as sealed (replay compares it with the seal).
+ */
+static void print_verdict_md(const char *p, size_t n)
+{
+	for (size_t i = 0; i < n;) {
+		const char *nl = memchr(p + i, '\n', n - i);
+		size_t len = nl ? (size_t)(nl - (p + i)) : n - i;
+		json_t *v = NULL;
+		if (len > 2 && p[i] == '-' && p[i + 1] == ' ' &&
+		    (p[i + 2] == '{' || p[i + 2] == '['))
+			v = json_loadb(p + i + 2, len - 2, 0, NULL);
+		if (json_is_object(v) || json_is_array(v)) {
+			fputs("- ", stdout);
+			cg_cli_print_value(stdout, v);
+		} else {
+			put_safe(stdout, p + i, len);
+		}
+		json_decref(v);
+		if (nl)
+			fputc('\n', stdout);
+		i += len + (nl ? 1 : 0);
+	}
+}
+
+static int cmd_verdict(struct state st, int argc, char **argv)
 {
 	const char *id = NULL;
 	bool json = false;
+	if (cg_cli_wants_help(argc, argv))
+		return cg_cli_help(
+		    "callgate verdict [OPTIONS] TRACE_ID",
+		    "Print a trace's verdict: decision, summary, each reason with its "
+		    "rung and rule,\nwhat was constrained and blocked, next steps. "
+		    "Exit 1 when the trace has none.",
+		    verdict_opts);
 	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--json") == 0)
-			json = true;
-		else if (strcmp(argv[i], "--state-dir") == 0 && i + 1 < argc)
-			state_dir = argv[++i];
-		else if (argv[i][0] != '-' && !id)
+		const char *v = NULL;
+		if (argv[i][0] != '-') {
+			if (id)
+				return extra_arg("verdict", argv[i]);
 			id = argv[i];
-		else
-			id = NULL, i = argc;
+			continue;
+		}
+		const struct cg_cli_opt *opt =
+		    cg_cli_opt_take("verdict", verdict_opts, argc, argv, &i, &v);
+		if (!opt)
+			return CG_EXIT_USAGE;
+		if (strcmp(opt->name, "--json") == 0)
+			json = true;
+		else if (strcmp(opt->name, "--state-dir") == 0)
+			st = (struct state){ v, "--state-dir" };
 	}
 	if (!id || !cg_trace_id_valid(id)) {
-		fprintf(stderr, "usage: callgate verdict [--state-dir DIR] TRACE_ID [--json]\n");
+		fprintf(stderr, "callgate verdict: %s%s%s (see 'callgate verdict --help')\n",
+			id ? "'" : "give a TRACE_ID", id ? id : "",
+			id ? "' is not a trace id" : "");
 		return CG_EXIT_USAGE;
 	}
+	if (cg_cli_state_dir_check("verdict", st.dir, st.from) < 0)
+		return CG_EXIT_NOINPUT;
+	const char *state_dir = st.dir;
 	char path[4300];
 	snprintf(path, sizeof(path), "%s/traces/%s/%s", state_dir, id,
 		 json ? "verdict.json" : "verdict.md");
@@ -165,10 +281,7 @@ static int cmd_verdict(const char *state_dir, int argc, char **argv)
 	if (json)
 		fwrite(p, 1, n, stdout);
 	else
-		for (size_t i = 0; i < n; i++) /* newlines kept, other controls replaced */
-			fputc(p[i] == '\n' || !((unsigned char)p[i] < 0x20 || p[i] == 0x7f) ? p[i]
-											    : '?',
-			      stdout);
+		print_verdict_md(p, n);
 	free(p);
 	return CG_EXIT_OK;
 }
@@ -194,37 +307,165 @@ static int parse_since(const char *s, int64_t *out)
 	return 0;
 }
 
-static int cmd_log(const char *state_dir, int argc, char **argv)
+/*
+ * The text form of a journal payload: key=value pairs, nested keys joined
+ * with '.', arrays of plain values joined with ',', strings quoted when they
+ * hold a space, '"' or '=', control characters replaced. At most LOG_TEXT_MAX
+ * bytes, then "…": a line per event, not the event (--json has it whole).
+ */
+#define LOG_TEXT_MAX 200
+
+struct textbuf {
+	char b[LOG_TEXT_MAX + 8];
+	size_t n;
+	bool full;
+};
+
+static void tb_put(struct textbuf *t, const char *s, size_t len)
+{
+	for (size_t i = 0; i < len && !t->full; i++) {
+		if (t->n >= LOG_TEXT_MAX) {
+			/* Cut at a character boundary, not inside a UTF-8 sequence. */
+			while (t->n > 0 && ((unsigned char)t->b[t->n] & 0xc0) == 0x80)
+				t->n--;
+			t->full = true;
+			break;
+		}
+		unsigned char c = (unsigned char)s[i];
+		t->b[t->n++] = c < 0x20 || c == 0x7f ? '?' : (char)c;
+	}
+}
+
+static void tb_str(struct textbuf *t, const char *s)
+{
+	tb_put(t, s, strlen(s));
+}
+
+static void tb_scalar(struct textbuf *t, const json_t *v)
+{
+	char num[64];
+	if (json_is_string(v)) {
+		const char *s = json_string_value(v);
+		bool quote = !*s || strpbrk(s, " \"=,") != NULL;
+		if (quote)
+			tb_str(t, "\"");
+		for (; *s; s++)
+			tb_put(t, *s == '"' ? "'" : s, 1);
+		if (quote)
+			tb_str(t, "\"");
+		return;
+	}
+	if (json_is_integer(v))
+		snprintf(num, sizeof(num), "%lld", (long long)json_integer_value(v));
+	else if (json_is_real(v))
+		snprintf(num, sizeof(num), "%g", json_real_value(v));
+	else if (json_is_boolean(v))
+		snprintf(num, sizeof(num), "%s", json_is_true(v) ? "true" : "false");
+	else
+		snprintf(num, sizeof(num), "-");
+	tb_str(t, num);
+}
+
+static void tb_value(struct textbuf *t, const char *key, json_t *v, int depth)
+{
+	const char *k;
+	json_t *x;
+	size_t i;
+	char sub[256];
+	bool plain = json_is_array(v);
+	json_array_foreach(v, i, x)
+	{
+		plain = plain && !json_is_object(x) && !json_is_array(x);
+	}
+	if (json_is_object(v) && depth < 8) {
+		json_object_foreach(v, k, x)
+		{
+			snprintf(sub, sizeof(sub), "%s%s%s", key, *key ? "." : "", k);
+			tb_value(t, sub, x, depth + 1);
+		}
+	} else if (json_is_array(v) && !plain && depth < 8) {
+		json_array_foreach(v, i, x)
+		{
+			snprintf(sub, sizeof(sub), "%s%s%zu", key, *key ? "." : "", i);
+			tb_value(t, sub, x, depth + 1);
+		}
+	} else {
+		if (t->n)
+			tb_str(t, " ");
+		if (*key) {
+			tb_str(t, key);
+			tb_str(t, "=");
+		}
+		if (json_is_array(v)) {
+			json_array_foreach(v, i, x)
+			{
+				if (i)
+					tb_str(t, ",");
+				tb_scalar(t, x);
+			}
+		} else if (json_is_object(v) || json_is_array(v)) {
+			tb_str(t, "…");
+		} else {
+			tb_scalar(t, v);
+		}
+	}
+}
+
+static void put_payload(const char *p, size_t len)
+{
+	struct textbuf t = { .n = 0 };
+	json_t *v = json_loadb(p, len, 0, NULL);
+	if (!v) {
+		fputs("(payload is not JSON)", stdout);
+		return;
+	}
+	tb_value(&t, "", v, 0);
+	json_decref(v);
+	fwrite(t.b, 1, t.n, stdout);
+	if (t.full)
+		fputs("…", stdout);
+}
+
+static int cmd_log(struct state st, int argc, char **argv)
 {
 	const char *trace = NULL, *decision = NULL, *session = NULL;
 	int64_t since = INT64_MIN;
 	bool json = false;
+	if (cg_cli_wants_help(argc, argv))
+		return cg_cli_help(
+		    "callgate log [OPTIONS]",
+		    "List journal events, one per line: time, sequence, trace, type, "
+		    "and the payload\nas key=value text (--json: the lines as stored).",
+		    log_opts);
 	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		bool has = i + 1 < argc;
-		if (strcmp(a, "--json") == 0)
+		const char *v = NULL;
+		if (argv[i][0] != '-')
+			return extra_arg("log", argv[i]);
+		const struct cg_cli_opt *opt = cg_cli_opt_take("log", log_opts, argc, argv, &i, &v);
+		if (!opt)
+			return CG_EXIT_USAGE;
+		const char *name = opt->name;
+		if (strcmp(name, "--json") == 0)
 			json = true;
-		else if (strcmp(a, "--trace") == 0 && has)
-			trace = argv[++i];
-		else if (strcmp(a, "--decision") == 0 && has)
-			decision = argv[++i];
-		else if (strcmp(a, "--session") == 0 && has)
-			session = argv[++i];
-		else if (strcmp(a, "--state-dir") == 0 && has)
-			state_dir = argv[++i];
-		else if (strcmp(a, "--since") == 0 && has) {
-			if (parse_since(argv[++i], &since) < 0) {
-				fprintf(stderr,
-					"callgate log: --since wants RFC 3339 or NUMBER[smhd]\n");
-				return CG_EXIT_USAGE;
-			}
-		} else {
+		else if (strcmp(name, "--trace") == 0)
+			trace = v;
+		else if (strcmp(name, "--decision") == 0)
+			decision = v;
+		else if (strcmp(name, "--session") == 0)
+			session = v;
+		else if (strcmp(name, "--state-dir") == 0)
+			st = (struct state){ v, "--state-dir" };
+		else if (strcmp(name, "--since") == 0 && parse_since(v, &since) < 0) {
 			fprintf(stderr,
-				"usage: callgate log [--since T] [--trace ID] [--decision D] "
-				"[--session S] [--json] [--state-dir DIR]\n");
+				"callgate log: --since wants RFC 3339 or NUMBER[smhd], got "
+				"'%s'\n",
+				v);
 			return CG_EXIT_USAGE;
 		}
 	}
+	if (cg_cli_state_dir_check("log", st.dir, st.from) < 0)
+		return CG_EXIT_NOINPUT;
+	const char *state_dir = st.dir;
 	struct cg_journal_view jv;
 	if (cg_journal_load(state_dir, &jv, NULL) < 0) {
 		fprintf(stderr, "callgate log: cannot read the journal under %s: %s\n", state_dir,
@@ -279,34 +520,69 @@ static int cmd_log(const char *state_dir, int argc, char **argv)
 		snprintf(head, sizeof(head), "%s %8llu %s %-18s ", o->ts,
 			 (unsigned long long)o->seq, o->trace, o->type_name);
 		put_safe(stdout, head, sizeof(head));
-		size_t n = o->payload_len > 160 ? 160 : o->payload_len;
-		put_safe(stdout, o->line + o->payload_off, n);
-		fputs(n < o->payload_len ? "…\n" : "\n", stdout);
+		put_payload(o->line + o->payload_off, o->payload_len);
+		fputc('\n', stdout);
 	}
 	cg_smap_free(match, NULL);
 	cg_journal_view_free(&jv);
 	return CG_EXIT_OK;
 }
 
-static int cmd_evidence(const char *state_dir, int argc, char **argv)
+#define EVIDENCE_USAGE "callgate evidence rebuild [OPTIONS] TRACE_ID | --all"
+#define EVIDENCE_ABOUT                                                                             \
+	"commands:\n"                                                                              \
+	"  rebuild   recreate trace packages (traces/ID/) from the journal"
+
+static int cmd_evidence(struct state st, int argc, char **argv)
 {
+	static const struct cg_cli_opt commands[] = {
+		{ "rebuild", NULL, "recreate trace packages from the journal" },
+		{ 0 },
+	};
 	const char *id = NULL;
 	bool all = false;
-	int i = 1;
-	if (i >= argc || strcmp(argv[i], "rebuild") != 0)
-		goto usage;
-	for (i = 2; i < argc; i++) {
-		if (strcmp(argv[i], "--all") == 0)
-			all = true;
-		else if (strcmp(argv[i], "--state-dir") == 0 && i + 1 < argc)
-			state_dir = argv[++i];
-		else if (argv[i][0] != '-' && !id && cg_trace_id_valid(argv[i]))
-			id = argv[i];
-		else
-			goto usage;
+	if (argc < 2 || argv[1][0] == '-') {
+		if (cg_cli_wants_help(argc, argv))
+			return cg_cli_help(EVIDENCE_USAGE, EVIDENCE_ABOUT, NULL);
+		fprintf(stderr,
+			"callgate evidence: give a command: rebuild (see 'callgate evidence "
+			"--help')\n");
+		return CG_EXIT_USAGE;
 	}
-	if (all == (id != NULL))
-		goto usage;
+	if (strcmp(argv[1], "rebuild") != 0)
+		return cg_cli_bad_option("evidence", argv[1], "unknown command", commands);
+	if (cg_cli_wants_help(argc - 1, argv + 1))
+		return cg_cli_help(
+		    EVIDENCE_USAGE,
+		    "Recreate a trace's package (events.ndjson, verdict.json, "
+		    "verdict.md,\nreplay.json, diff.json) from the journal, or every "
+		    "trace's with --all.",
+		    rebuild_opts);
+	for (int i = 2; i < argc; i++) {
+		const char *v = NULL;
+		if (argv[i][0] != '-') {
+			if (id || !cg_trace_id_valid(argv[i]))
+				return extra_arg("evidence rebuild", argv[i]);
+			id = argv[i];
+			continue;
+		}
+		const struct cg_cli_opt *opt =
+		    cg_cli_opt_take("evidence rebuild", rebuild_opts, argc, argv, &i, &v);
+		if (!opt)
+			return CG_EXIT_USAGE;
+		if (strcmp(opt->name, "--all") == 0)
+			all = true;
+		else if (strcmp(opt->name, "--state-dir") == 0)
+			st = (struct state){ v, "--state-dir" };
+	}
+	if (all == (id != NULL)) {
+		fprintf(stderr, "callgate evidence rebuild: give one TRACE_ID or --all (see "
+				"'callgate evidence rebuild --help')\n");
+		return CG_EXIT_USAGE;
+	}
+	if (cg_cli_state_dir_check("evidence rebuild", st.dir, st.from) < 0)
+		return CG_EXIT_NOINPUT;
+	const char *state_dir = st.dir;
 	int n = cg_evidence_rebuild(state_dir, id);
 	if (n < 0) {
 		fprintf(stderr, "callgate evidence rebuild: %s\n",
@@ -315,21 +591,45 @@ static int cmd_evidence(const char *state_dir, int argc, char **argv)
 	}
 	printf("rebuilt %d trace package(s) from the journal\n", n);
 	return CG_EXIT_OK;
-usage:
-	fprintf(stderr, "usage: callgate evidence rebuild [--state-dir DIR] TRACE_ID | --all\n");
-	return CG_EXIT_USAGE;
 }
 
-static int cmd_key(const char *state_dir, int argc, char **argv)
+#define KEY_USAGE "callgate key show [OPTIONS]"
+
+static int cmd_key(struct state st, int argc, char **argv)
 {
-	if (argc < 2 || strcmp(argv[1], "show") != 0)
-		goto usage;
-	for (int i = 2; i < argc; i++) {
-		if (strcmp(argv[i], "--state-dir") == 0 && i + 1 < argc)
-			state_dir = argv[++i];
-		else
-			goto usage;
+	static const struct cg_cli_opt commands[] = {
+		{ "show", NULL, "print the evidence signing public key and its fingerprint" },
+		{ 0 },
+	};
+	if (argc < 2 || argv[1][0] == '-') {
+		if (cg_cli_wants_help(argc, argv))
+			return cg_cli_help(KEY_USAGE,
+					   "commands:\n  show      print the evidence signing "
+					   "public key (PEM) and its fingerprint",
+					   NULL);
+		fprintf(stderr, "callgate key: give a command: show (see 'callgate key --help')\n");
+		return CG_EXIT_USAGE;
 	}
+	if (strcmp(argv[1], "show") != 0)
+		return cg_cli_bad_option("key", argv[1], "unknown command", commands);
+	if (cg_cli_wants_help(argc - 1, argv + 1))
+		return cg_cli_help(
+		    KEY_USAGE,
+		    "Print the public key the daemon signs checkpoints with (PEM) and "
+		    "its SHA-256\nfingerprint, to keep a trusted copy for "
+		    "'callgate replay --pubkey'.",
+		    key_show_opts);
+	for (int i = 2; i < argc; i++) {
+		const char *v = NULL;
+		if (argv[i][0] != '-')
+			return extra_arg("key show", argv[i]);
+		if (!cg_cli_opt_take("key show", key_show_opts, argc, argv, &i, &v))
+			return CG_EXIT_USAGE;
+		st = (struct state){ v, "--state-dir" }; /* its only option */
+	}
+	if (cg_cli_state_dir_check("key show", st.dir, st.from) < 0)
+		return CG_EXIT_NOINPUT;
+	const char *state_dir = st.dir;
 	char path[4200], why[200], fp[65];
 	snprintf(path, sizeof(path), "%s/keys/evidence.pub", state_dir);
 	EVP_PKEY *k = cg_key_load(path, CG_KEY_PUBLIC_OR_PRIVATE, false, why, sizeof(why));
@@ -348,26 +648,24 @@ static int cmd_key(const char *state_dir, int argc, char **argv)
 	printf("fingerprint: sha256:%s\n", fp);
 	EVP_PKEY_free(k);
 	return CG_EXIT_OK;
-usage:
-	fprintf(stderr, "usage: callgate key show [--state-dir DIR]\n");
-	return CG_EXIT_USAGE;
 }
 
 int cg_cli_evidence(const struct cg_cli *g, int argc, char **argv)
 {
-	const char *sd = g->state_dir;
+	struct state st = { g->state_dir ? g->state_dir : CG_DEFAULT_STATE_DIR,
+			    g->state_dir_from ? g->state_dir_from : "the default" };
 	if (strcmp(argv[0], "replay") == 0)
-		return cmd_replay(sd, argc, argv);
+		return cmd_replay(st, argc, argv);
 	if (strcmp(argv[0], "verdict") == 0)
-		return cmd_verdict(sd, argc, argv);
+		return cmd_verdict(st, argc, argv);
 	if (strcmp(argv[0], "log") == 0)
-		return cmd_log(sd, argc, argv);
+		return cmd_log(st, argc, argv);
 	if (strcmp(argv[0], "evidence") == 0 && argc > 1 && cg_cli_proof_handles(argv[1]))
 		return cg_cli_proof(g, argc - 1, argv + 1);
 	if (strcmp(argv[0], "evidence") == 0)
-		return cmd_evidence(sd, argc, argv);
+		return cmd_evidence(st, argc, argv);
 	if (strcmp(argv[0], "key") == 0)
-		return cmd_key(sd, argc, argv);
+		return cmd_key(st, argc, argv);
 	fprintf(stderr, "callgate: %s: not an evidence command\n", argv[0]);
 	return CG_EXIT_USAGE;
 }

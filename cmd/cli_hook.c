@@ -466,40 +466,69 @@ out_payload:
 	return rc;
 }
 
-static void usage(FILE *f)
-{
-	fprintf(f, "usage: callgate [--socket PATH] hook claude-code [--degrade ask|deny] "
-		   "[--mcp-server NAME]\n"
-		   "Claude Code PreToolUse hook: payload on stdin, decision on stdout; exit 2 "
-		   "blocks.\n");
-}
+static const struct cg_cli_opt hook_commands[] = {
+	{ "claude-code", NULL, "a Claude Code PreToolUse hook" },
+	{ 0 },
+};
+
+static const struct cg_cli_opt claude_code_opts[] = {
+	{ "--degrade", "ask|deny", "answer when only a confined run is allowed (ask)" },
+	{ "--mcp-server", "NAME", "callgate's own MCP server, whose tools pass" },
+	{ 0 },
+};
+
+#define HOOK_USAGE "callgate [--socket PATH] hook claude-code [OPTIONS]"
+#define HOOK_ABOUT                                                                                 \
+	"commands:\n"                                                                              \
+	"  claude-code  a Claude Code PreToolUse hook: payload on stdin, decision on\n"            \
+	"               stdout. Every usage error exits 2, which blocks the call."
+#define CLAUDE_CODE_ABOUT                                                                          \
+	"A Claude Code PreToolUse hook: reads the hook payload on stdin, asks the\n"               \
+	"daemon's gate, prints allow, deny or ask on stdout (JSON, as Claude Code\n"               \
+	"expects). Fails closed: an unreachable daemon, a bad payload or a usage\n"                \
+	"error exits 2 with the reason on stderr, which blocks the call (any other\n"              \
+	"exit status would let Claude Code go ahead). See callgate-hook(1)."
 
 int cg_cli_hook(const struct cg_cli *g, int argc, char **argv)
 {
 	enum degrade_mode degrade = DEGRADE_ASK;
 	const char *own_server = "callgate";
 
-	if (argc < 2 || strcmp(argv[1], "claude-code") != 0) {
-		usage(stderr);
-		/* Even a misconfigured hook must block, not pass: exit 2. */
+	/*
+	 * Usage errors exit 2, not 64: Claude Code treats any other non-zero
+	 * status as "hook failed, go ahead", so a misconfigured hook would pass
+	 * every call. Even a typo must block.
+	 */
+	if (argc < 2 || argv[1][0] == '-') {
+		if (cg_cli_wants_help(argc, argv))
+			return cg_cli_help(HOOK_USAGE, HOOK_ABOUT, NULL);
+		fprintf(stderr, "callgate hook: give an agent: claude-code (see 'callgate hook "
+				"--help')\n");
 		return HOOK_EXIT_BLOCK;
 	}
+	if (strcmp(argv[1], "claude-code") != 0) {
+		(void)cg_cli_bad_option("hook", argv[1], "unknown agent", hook_commands);
+		return HOOK_EXIT_BLOCK;
+	}
+	if (cg_cli_wants_help(argc - 1, argv + 1))
+		return cg_cli_help(HOOK_USAGE, CLAUDE_CODE_ABOUT, claude_code_opts);
 	for (int i = 2; i < argc; i++) {
-		if (strcmp(argv[i], "--degrade") == 0 && i + 1 < argc) {
-			const char *m = argv[++i];
-			if (strcmp(m, "ask") == 0)
-				degrade = DEGRADE_ASK;
-			else if (strcmp(m, "deny") == 0)
-				degrade = DEGRADE_DENY;
-			else
-				return block("unknown --degrade mode '%s'", m);
-		} else if (strcmp(argv[i], "--mcp-server") == 0 && i + 1 < argc) {
-			own_server = argv[++i];
-		} else if (strcmp(argv[i], "--help") == 0) {
-			usage(stdout);
-			return CG_EXIT_OK;
+		const char *v = NULL;
+		const struct cg_cli_opt *o =
+		    cg_cli_opt_take("hook claude-code", claude_code_opts, argc, argv, &i, &v);
+		if (!o)
+			return HOOK_EXIT_BLOCK;
+		if (strcmp(o->name, "--mcp-server") == 0) {
+			own_server = v;
+		} else if (strcmp(v, "ask") == 0) {
+			degrade = DEGRADE_ASK;
+		} else if (strcmp(v, "deny") == 0) {
+			degrade = DEGRADE_DENY;
 		} else {
-			usage(stderr);
+			fprintf(
+			    stderr,
+			    "callgate hook claude-code: --degrade takes ask or deny, not '%s'\n",
+			    v);
 			return HOOK_EXIT_BLOCK;
 		}
 	}

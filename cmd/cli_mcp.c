@@ -1086,11 +1086,10 @@ out_msg:
 	json_decref(msg);
 }
 
-static void usage(FILE *f)
-{
-	fprintf(f, "usage: callgate [--socket PATH] mcp [--session NAME]\n"
-		   "Serve the Model Context Protocol on stdin/stdout. See callgate-mcp(1).\n");
-}
+static const struct cg_cli_opt mcp_opts[] = {
+	{ "--session", "NAME", "the session every request names (default: $CALLGATE_SESSION)" },
+	{ 0 },
+};
 
 int cg_cli_mcp(const struct cg_cli *g, int argc, char **argv)
 {
@@ -1100,16 +1099,20 @@ int cg_cli_mcp(const struct cg_cli *g, int argc, char **argv)
 	bool skipping = false; /* inside an over-long line: drop to its newline */
 	int rc = CG_EXIT_OK;
 
+	if (cg_cli_wants_help(argc, argv))
+		return cg_cli_help(
+		    "callgate [--socket PATH] mcp [--session NAME]",
+		    "Serve the Model Context Protocol on stdin/stdout: tools execute, "
+		    "gate,\nverdict, replay and status, every call through the daemon. "
+		    "See callgate-mcp(1).",
+		    mcp_opts);
 	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--session") == 0 && i + 1 < argc) {
+		if (strcmp(argv[i], "--session") == 0 && i + 1 < argc)
 			srv.session = argv[++i];
-		} else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-			usage(stdout);
-			return CG_EXIT_OK;
-		} else {
-			usage(stderr);
-			return CG_EXIT_USAGE;
-		}
+		else
+			return cg_cli_bad_option(
+			    "mcp", argv[i],
+			    strcmp(argv[i], "--session") == 0 ? "no value after" : NULL, mcp_opts);
 	}
 	/* A client that closes its end must not kill the bridge mid-write, and
 	 * neither must a daemon that closes first: both show up as EPIPE. */

@@ -3,13 +3,13 @@
  * cli_policy — `callgate policy check|explain|test|dump|keygen|sign|verify`:
  * the policy author's tools. They work without a daemon.
  *
- * explain and test decide exactly as the daemon does, by running the real
- * modules in the daemon's order: the request is built as a JSON object,
- * encoded, and decoded by the wire codec (cg_wire_decode, with the policy's
- * rules); the world adapter resolves it (cg_world_resolve over the
- * --workspace directories); the chain is built by cg_policy_register_rungs;
- * cg_chain_decide folds it. So an invalid request (a dangerous env name, a
- * command that does not resolve) shows up as the I reply it would get.
+ * explain and test decide exactly as the daemon does, through the library's
+ * one gate (cg_gate_decide: decode with the policy's rules, the policy's
+ * defaults such as defaults.cwd, resolution over the --workspace
+ * directories, the chain of cg_policy_register_rungs). The request is built
+ * as a JSON object and encoded as the line a client would send. So an
+ * invalid request (a dangerous env name, a command that does not resolve)
+ * shows up as the I reply it would get.
  *
  * Exit codes (documented in callgate-policy(1)):
  *   explain: 0 ALLOW/DEGRADE, 75 UNKNOWN (deferred to a human), 77 BLOCK,
@@ -42,6 +42,7 @@
 
 #include "chain.h"
 #include "cli.h"
+#include "gate.h"
 #include "policy.h"
 #include "sign.h"
 #include "util.h"
@@ -120,6 +121,53 @@ static struct cg_policy *load_policy(const char *path)
 	return p;
 }
 
+/* ---- options and help (one table per subcommand) ------------------------ */
+
+static const struct cg_cli_opt explain_opts[] = {
+	{ "--policy", "FILE", "decide with this policy (default: the embedded one)" },
+	{ "--json", NULL, "print the decision as JSON" },
+	{ "--workspace", "DIR", "a workspace the call may work in (repeatable; default: .)" },
+	{ "--cwd", "DIR", "the request's working directory" },
+	{ "--privileged", NULL, "ask as a privileged call (the protocol's default)" },
+	{ "--no-privileged", NULL, "ask as an unprivileged call" },
+	{ "--env", "NAME=VALUE", "an environment variable of the request (repeatable)" },
+	{ "--session", "S", "the request's session" },
+	{ "--host", "H", "the request's host" },
+	{ "--reason", "TEXT", "the request's reason" },
+	{ "--uid", "N", "decide as this peer uid" },
+	{ "--gid", "N", "decide as this peer gid" },
+	{ "--actions", "JSON", "a gate request of abstract actions instead of a pipeline" },
+	{ 0 },
+};
+
+static const struct cg_cli_opt test_opts[] = {
+	{ "--workspace", "DIR", "a workspace the cases may work in (repeatable; default: .)" },
+	{ "--json", NULL, "print the results as JSON" },
+	{ "--verbose", NULL, "print passing cases too (also -v)" },
+	{ 0 },
+};
+
+static const struct cg_cli_opt check_opts[] = {
+	{ "--json", NULL, "print the findings as JSON" },
+	{ "--pubkey", "KEY", "require a valid signature by this public key" },
+	{ "--sig", "SIG", "the signature file (default: FILE.sig)" },
+	{ 0 },
+};
+
+static const struct cg_cli_opt no_opts[] = { { 0 } };
+
+static const struct cg_cli_opt sign_opts[] = {
+	{ "--key", "PRIVATE_KEY", "the Ed25519 private key to sign with" },
+	{ "--out", "SIG", "where to write the signature (default: FILE.sig)" },
+	{ 0 },
+};
+
+static const struct cg_cli_opt verify_opts[] = {
+	{ "--pubkey", "PUBLIC_KEY", "the public key the signature must verify against" },
+	{ "--sig", "SIG", "the signature file (default: FILE.sig)" },
+	{ 0 },
+};
+
 /* ---- the decision harness shared by explain and test -------------------- */
 
 /* Everything a decision needs that does not change between requests. */
@@ -127,7 +175,7 @@ struct harness {
 	struct cg_policy *policy;
 	struct cg_world world;
 	struct cg_chain chain;
-	struct cg_wire_rules rules;
+	struct cg_gate_ctx ctx; /* the gate's view of the three above */
 };
 
 static int harness_init(struct harness *h, struct cg_policy *p, const char *const *ws, size_t n_ws)
@@ -155,10 +203,7 @@ static int harness_init(struct harness *h, struct cg_policy *p, const char *cons
 		cg_world_fini(&h->world);
 		return -1;
 	}
-	const struct cg_policy_defaults *d = cg_policy_defaults(p);
-	h->rules.freshness_s = d && d->freshness_s > 0 ? d->freshness_s : CG_WIRE_FRESHNESS_S;
-	h->rules.env_allow = d ? d->env_allow : NULL;
-	h->rules.n_env_allow = d ? d->n_env_allow : 0;
+	h->ctx = (struct cg_gate_ctx){ .policy = p, .chain = &h->chain, .world = &h->world };
 	return 0;
 }
 
@@ -169,71 +214,58 @@ static void harness_fini(struct harness *h)
 
 /* The outcome of one request: either a refusal before the chain, or a fold. */
 struct outcome {
-	struct cg_reply *refusal; /* I or E reply from decode/resolve, or NULL */
+	struct cg_gate gate;	  /* the gate's result (owned) */
+	struct cg_reply *refusal; /* I or E reply from decode/resolve (in gate), or NULL */
 	struct cg_folded folded;  /* valid when refusal is NULL */
 	json_t *stages;		  /* [{argv0, exe, via_symlink}] as resolved, or NULL */
 };
 
 static void outcome_fini(struct outcome *o)
 {
-	cg_reply_free(o->refusal);
+	cg_gate_fini(&o->gate);
 	json_decref(o->stages);
 	memset(o, 0, sizeof(*o));
 }
 
 /*
- * Decide one request object (borrowed; "time" is added to a copy) as the
- * daemon would. Always fills *o; returns 0, or -1 on a local failure (OOM).
+ * Decide one request object (borrowed; "time" is added to a copy) through
+ * the library's one gate, as the daemon does. Always fills *o; returns 0, or
+ * -1 on a local failure (OOM).
  */
 static int harness_decide(struct harness *h, const json_t *request, const struct cg_peer *peer,
 			  struct outcome *o)
 {
 	memset(o, 0, sizeof(*o));
-	int rc = -1;
 	json_t *req = json_deep_copy(request);
 	if (!req)
 		return -1;
-	int64_t now = cg_now_wall_ns();
 	if (!json_object_get(req, "time")) {
 		char t[40];
-		cg_format_time(now, t, sizeof(t));
+		cg_format_time(cg_now_wall_ns(), t, sizeof(t));
 		json_object_set_new(req, "time", json_string(t));
 	}
+	/* The request as the daemon would receive it: one line, through the codec. */
 	char *line = json_dumps(req, JSON_COMPACT);
 	json_decref(req);
 	if (!line)
 		return -1;
-	h->rules.now_ns = now;
-	struct cg_request *r = NULL;
-	char *id = NULL;
-	if (cg_wire_decode(line, strlen(line), true, false, &h->rules, &r, &o->refusal, &id) != 0) {
-		free(id);
-		rc = 0;
-		goto free_line;
+	int rc =
+	    cg_gate_decide(&h->ctx, line, strlen(line), true, false, peer, NULL, NULL, &o->gate);
+	free(line);
+	if (rc != 0) {
+		o->refusal = o->gate.refusal;
+		return 0;
 	}
-	free(id);
-	struct cg_call call;
-	memset(&call, 0, sizeof(call));
-	if (cg_world_resolve(&h->world, r, peer, &call, &o->refusal) != 0) {
-		rc = 0;
-		goto free_request;
-	}
-	call.trace_id = "policy-explain";
+	o->folded = o->gate.folded;
+	const struct cg_call *call = &o->gate.call;
 	o->stages = json_array();
-	for (size_t i = 0; o->stages && i < call.n_stages; i++)
+	for (size_t i = 0; o->gate.resolved && o->stages && i < call->n_stages; i++)
 		json_array_append_new(
 		    o->stages,
-		    json_pack("{s:s,s:s,s:s,s:b}", "argv0", r->stages[i].argv[0], "found",
-			      call.stages[i].found ? call.stages[i].found : "", "exe",
-			      call.stages[i].exe, "via_symlink", call.stages[i].via_symlink));
-	cg_chain_decide(&h->chain, &call, &o->folded);
-	cg_call_fini(&call);
-	rc = 0;
-free_request:
-	cg_request_free(r);
-free_line:
-	free(line);
-	return rc;
+		    json_pack("{s:s,s:s,s:s,s:b}", "argv0", o->gate.req->stages[i].argv[0], "found",
+			      call->stages[i].found ? call->stages[i].found : "", "exe",
+			      call->stages[i].exe, "via_symlink", call->stages[i].via_symlink));
+	return 0;
 }
 
 /* "ALLOW" … "BLOCK", or "INVALID" (an I reply) / "ERROR" (an E reply). */
@@ -346,121 +378,129 @@ static int parse_id(const char *s, unsigned *out)
 	return 0;
 }
 
-static int cmd_explain(int argc, char **argv)
+/* explain's command line: the request being built, and where to decide it. */
+struct explain_args {
+	const char *policy_path; /* NULL: the embedded default */
+	const char *ws[MAX_WORKSPACES];
+	size_t n_ws;
+	bool as_json;
+	struct cg_peer peer;
+	json_t *req; /* the request object (owned) */
+	json_t *env; /* its env (owned) */
+};
+
+/* --env NAME=VALUE into e->env. 0, or the usage exit code. */
+static int explain_env(struct explain_args *e, const char *v)
 {
-	int rc = CG_EXIT_USAGE;
-	const char *policy_path = NULL, *ws[MAX_WORKSPACES];
-	size_t n_ws = 0;
-	bool as_json = false;
-	struct cg_peer peer = { .pid = getpid(), .uid = getuid(), .gid = getgid() };
-	json_t *req = json_object(), *env = json_object();
-	if (!req || !env) {
-		rc = CG_EXIT_ERROR;
-		goto free_req;
+	const char *eq = strchr(v, '=');
+	if (!eq || eq == v)
+		return usage_error("--env needs NAME=VALUE, not '%s'", v);
+	char name[256];
+	size_t nl = (size_t)(eq - v);
+	if (nl >= sizeof(name))
+		return usage_error("--env name too long: '%s'", v);
+	memcpy(name, v, nl);
+	name[nl] = '\0';
+	json_object_set_new(e->env, name, json_string(eq + 1));
+	return 0;
+}
+
+/* One option that takes value v. 0, or the usage exit code. */
+static int explain_option(struct explain_args *e, const char *a, const char *v)
+{
+	if (strcmp(a, "--policy") == 0) {
+		e->policy_path = v;
+	} else if (strcmp(a, "--workspace") == 0) {
+		if (e->n_ws == MAX_WORKSPACES)
+			return usage_error("too many --workspace options%s", "");
+		e->ws[e->n_ws++] = v;
+	} else if (strcmp(a, "--cwd") == 0 || strcmp(a, "--session") == 0 ||
+		   strcmp(a, "--host") == 0 || strcmp(a, "--reason") == 0) {
+		json_object_set_new(e->req, a + 2, json_string(v));
+	} else if (strcmp(a, "--env") == 0) {
+		return explain_env(e, v);
+	} else if (strcmp(a, "--uid") == 0 || strcmp(a, "--gid") == 0) {
+		unsigned id;
+		if (parse_id(v, &id) != 0)
+			return usage_error("not a uid/gid: '%s'", v);
+		if (a[2] == 'u')
+			e->peer.uid = id;
+		else
+			e->peer.gid = id;
+	} else if (strcmp(a, "--actions") == 0) {
+		json_error_t je;
+		json_t *acts = json_loads(v, JSON_REJECT_DUPLICATES, &je);
+		if (!acts)
+			return usage_error("--actions is not JSON: %s", je.text);
+		json_object_set_new(e->req, "actions", acts);
+		json_object_set_new(e->req, "action", json_string("gate"));
+	} else {
+		return cg_cli_bad_option("policy explain", a, NULL, explain_opts);
 	}
+	return 0;
+}
+
+/* Parse explain's command line into e (whose req and env exist). 0, or the exit code. */
+static int explain_parse(int argc, char **argv, struct explain_args *e)
+{
 	int i = 1;
 	for (; i < argc; i++) {
 		const char *a = argv[i];
 		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+		int rc = 0;
 		if (strcmp(a, "--") == 0) {
 			i++;
 			break;
 		} else if (strcmp(a, "--json") == 0) {
-			as_json = true;
+			e->as_json = true;
 		} else if (strcmp(a, "--privileged") == 0) {
-			json_object_set_new(req, "privileged", json_true());
+			json_object_set_new(e->req, "privileged", json_true());
 		} else if (strcmp(a, "--no-privileged") == 0) {
-			json_object_set_new(req, "privileged", json_false());
+			json_object_set_new(e->req, "privileged", json_false());
 		} else if (!v) {
-			rc = usage_error("'%s' is unknown or needs a value", a);
-			goto free_req;
-		} else if (strcmp(a, "--policy") == 0) {
-			policy_path = v;
-			i++;
-		} else if (strcmp(a, "--workspace") == 0) {
-			if (n_ws == MAX_WORKSPACES) {
-				rc = usage_error("too many --workspace options%s", "");
-				goto free_req;
-			}
-			ws[n_ws++] = v;
-			i++;
-		} else if (strcmp(a, "--cwd") == 0 || strcmp(a, "--session") == 0 ||
-			   strcmp(a, "--host") == 0 || strcmp(a, "--reason") == 0) {
-			json_object_set_new(req, a + 2, json_string(v));
-			i++;
-		} else if (strcmp(a, "--env") == 0) {
-			const char *eq = strchr(v, '=');
-			if (!eq || eq == v) {
-				rc = usage_error("--env needs NAME=VALUE, not '%s'", v);
-				goto free_req;
-			}
-			char name[256];
-			size_t nl = (size_t)(eq - v);
-			if (nl >= sizeof(name)) {
-				rc = usage_error("--env name too long: '%s'", v);
-				goto free_req;
-			}
-			memcpy(name, v, nl);
-			name[nl] = '\0';
-			json_object_set_new(env, name, json_string(eq + 1));
-			i++;
-		} else if (strcmp(a, "--uid") == 0 || strcmp(a, "--gid") == 0) {
-			unsigned id;
-			if (parse_id(v, &id) != 0) {
-				rc = usage_error("not a uid/gid: '%s'", v);
-				goto free_req;
-			}
-			if (a[2] == 'u')
-				peer.uid = id;
-			else
-				peer.gid = id;
-			i++;
-		} else if (strcmp(a, "--actions") == 0) {
-			json_error_t je;
-			json_t *acts = json_loads(v, JSON_REJECT_DUPLICATES, &je);
-			if (!acts) {
-				rc = usage_error("--actions is not JSON: %s", je.text);
-				goto free_req;
-			}
-			json_object_set_new(req, "actions", acts);
-			json_object_set_new(req, "action", json_string("gate"));
-			i++;
+			return cg_cli_bad_option(
+			    "policy explain", a,
+			    a[0] == '-' && a[1] == '-' ? "unknown option or no value after" : NULL,
+			    explain_opts);
+		} else if ((rc = explain_option(e, a, v)) != 0) {
+			return rc;
 		} else {
-			rc = usage_error("unknown option '%s'", a);
-			goto free_req;
+			i++;
 		}
 	}
 	if (i < argc) {
 		json_t *pipe = cg_cli_pipeline(argc - i, argv + i);
-		if (!pipe) {
-			rc = usage_error("bad pipeline after --%s (empty stage or not UTF-8)", "");
-			goto free_req;
-		}
-		json_object_set_new(req, "pipeline", pipe);
-	} else if (!json_object_get(req, "actions")) {
-		rc = usage_error("nothing to explain: give -- CMD ARGS or --actions%s", "");
-		goto free_req;
+		if (!pipe)
+			return usage_error("bad pipeline after --%s (empty stage or not UTF-8)",
+					   "");
+		json_object_set_new(e->req, "pipeline", pipe);
+	} else if (!json_object_get(e->req, "actions")) {
+		return usage_error("nothing to explain: give -- CMD ARGS or --actions%s", "");
 	}
-	if (json_object_size(env) > 0)
-		json_object_set(req, "env", env);
+	if (json_object_size(e->env) > 0)
+		json_object_set(e->req, "env", e->env);
+	return 0;
+}
 
-	struct cg_policy *p = load_policy(policy_path);
-	if (!p) {
-		rc = CG_EXIT_INVALID;
-		goto free_req;
-	}
+/* Decide e's request through the gate and print it. Returns the exit code. */
+static int explain_run(const struct explain_args *e)
+{
+	int rc;
+	struct cg_policy *p = load_policy(e->policy_path);
+	if (!p)
+		return CG_EXIT_INVALID;
 	struct harness h;
-	if (harness_init(&h, p, ws, n_ws) != 0) {
+	if (harness_init(&h, p, e->ws, e->n_ws) != 0) {
 		rc = CG_EXIT_ERROR;
 		goto unref_policy;
 	}
 	struct outcome o;
-	if (harness_decide(&h, req, &peer, &o) != 0) {
+	if (harness_decide(&h, e->req, &e->peer, &o) != 0) {
 		fprintf(stderr, "callgate policy: out of memory\n");
 		rc = CG_EXIT_ERROR;
 		goto fini_harness;
 	}
-	if (as_json) {
+	if (e->as_json) {
 		json_t *j = outcome_to_json(&o);
 		if (j) {
 			json_object_set_new(j, "policy",
@@ -478,9 +518,26 @@ fini_harness:
 	harness_fini(&h);
 unref_policy:
 	cg_policy_unref(p);
-free_req:
-	json_decref(env);
-	json_decref(req);
+	return rc;
+}
+
+static int cmd_explain(int argc, char **argv)
+{
+	if (cg_cli_wants_help(argc, argv))
+		return cg_cli_help(
+		    "callgate policy explain [OPTIONS] [-- CMD ARGS [| CMD ARGS]...]",
+		    "Decide one request as the daemon would, without running it.\n"
+		    "Exit: 0 ALLOW/DEGRADE, 75 UNKNOWN, 77 BLOCK, 65 invalid, 70 "
+		    "error.",
+		    explain_opts);
+	struct explain_args e = { .peer = { .pid = getpid(), .uid = getuid(), .gid = getgid() },
+				  .req = json_object(),
+				  .env = json_object() };
+	int rc = !e.req || !e.env ? CG_EXIT_ERROR : explain_parse(argc, argv, &e);
+	if (rc == 0)
+		rc = explain_run(&e);
+	json_decref(e.env);
+	json_decref(e.req);
 	return rc;
 }
 
@@ -916,40 +973,57 @@ static void note_rules(json_t *seen, const struct outcome *o)
 		json_object_set_new(seen, o->folded.rule_id, json_true());
 }
 
-static int cmd_test(int argc, char **argv)
+/* test's command line. */
+struct test_args {
+	const char *files[2]; /* the policy and the case table */
+	const char *ws[MAX_WORKSPACES];
+	size_t n_ws;
+	bool as_json, verbose;
+};
+
+/* 0, or the usage exit code. */
+static int test_parse(int argc, char **argv, struct test_args *t)
 {
-	const char *files[2] = { NULL, NULL }, *ws[MAX_WORKSPACES];
-	size_t n_files = 0, n_ws = 0;
-	bool as_json = false, verbose = false;
+	size_t n_files = 0;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		if (strcmp(a, "--json") == 0) {
-			as_json = true;
+			t->as_json = true;
 		} else if (strcmp(a, "--verbose") == 0 || strcmp(a, "-v") == 0) {
-			verbose = true;
+			t->verbose = true;
 		} else if (strcmp(a, "--workspace") == 0 && i + 1 < argc) {
-			if (n_ws == MAX_WORKSPACES)
+			if (t->n_ws == MAX_WORKSPACES)
 				return usage_error("too many --workspace options%s", "");
-			ws[n_ws++] = argv[++i];
+			t->ws[t->n_ws++] = argv[++i];
 		} else if (a[0] == '-' && a[1]) {
-			return usage_error("unknown option '%s'", a);
+			return cg_cli_bad_option("policy test", a, NULL, test_opts);
 		} else if (n_files < 2) {
-			files[n_files++] = a;
+			t->files[n_files++] = a;
 		} else {
 			return usage_error("unexpected argument '%s'", a);
 		}
 	}
 	if (n_files != 2)
 		return usage_error("test needs FILE and CASES.yaml%s", "");
+	return 0;
+}
 
-	int rc = CG_EXIT_INVALID;
+/*
+ * Load the case table at path: a list of cases, or {defaults, cases}. Every
+ * case is checked before any is decided (a typo is not a failing case).
+ * Returns the document (caller decrefs) with *cases and *defaults pointing
+ * into it, or NULL after printing why.
+ */
+static json_t *load_cases(const char *path, json_t **cases, json_t **defaults)
+{
 	char err[512] = "";
-	json_t *doc = load_yaml(files[1], err, sizeof(err));
+	json_t *doc = load_yaml(path, err, sizeof(err));
 	if (!doc) {
 		fprintf(stderr, "callgate policy: cases: %s\n", err);
-		return CG_EXIT_INVALID;
+		return NULL;
 	}
-	json_t *cases = doc, *defaults = NULL;
+	*cases = doc;
+	*defaults = NULL;
 	if (json_is_object(doc)) {
 		const char *k;
 		json_t *v;
@@ -961,25 +1035,24 @@ static int cmd_test(int argc, char **argv)
 				goto free_doc;
 			}
 		}
-		cases = json_object_get(doc, "cases");
-		defaults = json_object_get(doc, "defaults");
-		if (defaults && !json_is_object(defaults)) {
+		*cases = json_object_get(doc, "cases");
+		*defaults = json_object_get(doc, "defaults");
+		if (*defaults && !json_is_object(*defaults)) {
 			fprintf(stderr, "callgate policy: cases: 'defaults' must be a mapping\n");
 			goto free_doc;
 		}
 	}
-	if (!json_is_array(cases) || json_array_size(cases) == 0 ||
-	    json_array_size(cases) > MAX_CASES) {
+	if (!json_is_array(*cases) || json_array_size(*cases) == 0 ||
+	    json_array_size(*cases) > MAX_CASES) {
 		fprintf(stderr, "callgate policy: cases: expected a non-empty list of cases (or "
 				"{defaults, cases})\n");
 		goto free_doc;
 	}
-	/* Validate every case before deciding any: a typo is not a failing case. */
 	size_t idx;
 	json_t *c;
-	json_array_foreach(cases, idx, c)
+	json_array_foreach(*cases, idx, c)
 	{
-		json_t *m = case_with_defaults(c, defaults);
+		json_t *m = case_with_defaults(c, *defaults);
 		int bad = m ? case_check(m, err, sizeof(err)) : -1;
 		json_decref(m);
 		if (bad) {
@@ -989,108 +1062,126 @@ static int cmd_test(int argc, char **argv)
 			goto free_doc;
 		}
 	}
+	return doc;
+free_doc:
+	json_decref(doc);
+	return NULL;
+}
 
-	struct cg_policy *p = load_policy(files[0]);
-	if (!p)
-		goto free_doc;
-	struct harness h;
-	if (harness_init(&h, p, ws, n_ws) != 0) {
-		rc = CG_EXIT_ERROR;
-		goto unref_policy;
-	}
-	json_t *seen = json_object(), *results = json_array();
-	size_t n_fail = 0, n_skip = 0;
-	json_array_foreach(cases, idx, c)
-	{
-		json_t *m = case_with_defaults(c, defaults);
-		const char *missing = NULL;
-		if (m && !case_requirements_met(m, &missing)) {
-			char label[200];
-			case_label(c, idx, label, sizeof(label));
-			if (!as_json)
-				printf("skip %s: needs '%s', which is not on the controlled PATH\n",
-				       label, missing);
-			n_skip++;
-			json_decref(m);
-			continue;
-		}
-		json_t *req = m ? case_request(m) : NULL;
-		const json_t *pj = json_object_get(m, "peer");
-		struct cg_peer peer = { .pid = getpid(), .uid = getuid(), .gid = getgid() };
-		if (json_object_get(pj, "uid"))
-			peer.uid = (uid_t)json_integer_value(json_object_get(pj, "uid"));
-		if (json_object_get(pj, "gid"))
-			peer.gid = (gid_t)json_integer_value(json_object_get(pj, "gid"));
-		struct outcome o;
-		if (!req || harness_decide(&h, req, &peer, &o) != 0) {
-			fprintf(stderr, "callgate policy: out of memory\n");
-			json_decref(req);
-			json_decref(m);
-			rc = CG_EXIT_ERROR;
-			goto free_results;
-		}
-		note_rules(seen, &o);
+/* The running totals of a table. */
+struct tally {
+	json_t *seen;	 /* rule ids some verdict named */
+	json_t *results; /* --json: one object per case */
+	size_t n_fail, n_skip;
+};
+
+/* Does the outcome meet the case m's expectations? */
+static bool case_passes(const json_t *m, const struct outcome *o)
+{
+	const char *want = json_string_value(json_object_get(m, "expect"));
+	const char *want_rule = json_string_value(json_object_get(m, "rule"));
+	const char *want_code = json_string_value(json_object_get(m, "code"));
+	const json_t *want_appr = json_object_get(m, "approvers");
+	if (strcmp(want, outcome_name(o)) != 0)
+		return false;
+	if (want_rule && !rule_matches(o, want_rule))
+		return false;
+	if (want_code && strcmp(want_code, outcome_code(o)) != 0)
+		return false;
+	if (want_appr && (o->refusal || o->folded.decision != CG_UNKNOWN ||
+			  json_integer_value(want_appr) != o->folded.approvers))
+		return false;
+	return true;
+}
+
+/* Report one decided case. */
+static void case_report(const struct test_args *t, const json_t *m, const char *label,
+			const struct outcome *o, bool pass, struct tally *ty)
+{
+	char rules[256];
+	deciding_rules(o, rules, sizeof(rules));
+	if (t->as_json) {
+		json_array_append_new(ty->results,
+				      json_pack("{s:s,s:b,s:s,s:s,s:s}", "case", label, "pass",
+						pass, "decision", outcome_name(o), "rules", rules,
+						"code", outcome_code(o)));
+	} else if (!pass) {
 		const char *want = json_string_value(json_object_get(m, "expect"));
 		const char *want_rule = json_string_value(json_object_get(m, "rule"));
 		const char *want_code = json_string_value(json_object_get(m, "code"));
-		const json_t *want_appr = json_object_get(m, "approvers");
-		bool pass = strcmp(want, outcome_name(&o)) == 0;
-		if (want_rule && !rule_matches(&o, want_rule))
-			pass = false;
-		char rules[256];
-		deciding_rules(&o, rules, sizeof(rules));
-		if (want_code && strcmp(want_code, outcome_code(&o)) != 0)
-			pass = false;
-		if (want_appr && (o.refusal || o.folded.decision != CG_UNKNOWN ||
-				  json_integer_value(want_appr) != o.folded.approvers))
-			pass = false;
-		char label[200];
-		case_label(c, idx, label, sizeof(label));
-		if (!pass) {
-			n_fail++;
-			if (!as_json) {
-				char *msg = o.refusal ? cg_reply_message(o.refusal) : NULL;
-				printf("FAIL %s: expected %s%s%s%s%s, got %s rule %s (%s)%s%s\n",
-				       label, want, want_rule ? " rule " : "",
-				       want_rule ? want_rule : "", want_code ? " code " : "",
-				       want_code ? want_code : "", outcome_name(&o), rules,
-				       outcome_code(&o), msg ? ": " : "", msg ? msg : "");
-				free(msg);
-			}
-		} else if (verbose && !as_json) {
-			printf("ok   %s: %s rule %s (%s)\n", label, outcome_name(&o), rules,
-			       outcome_code(&o));
-		}
-		if (as_json)
-			json_array_append_new(results,
-					      json_pack("{s:s,s:b,s:s,s:s,s:s}", "case", label,
-							"pass", pass, "decision", outcome_name(&o),
-							"rules", rules, "code", outcome_code(&o)));
-		outcome_fini(&o);
-		json_decref(req);
-		json_decref(m);
+		char *msg = o->refusal ? cg_reply_message(o->refusal) : NULL;
+		printf("FAIL %s: expected %s%s%s%s%s, got %s rule %s (%s)%s%s\n", label, want,
+		       want_rule ? " rule " : "", want_rule ? want_rule : "",
+		       want_code ? " code " : "", want_code ? want_code : "", outcome_name(o),
+		       rules, outcome_code(o), msg ? ": " : "", msg ? msg : "");
+		free(msg);
+	} else if (t->verbose) {
+		printf("ok   %s: %s rule %s (%s)\n", label, outcome_name(o), rules,
+		       outcome_code(o));
 	}
+}
 
-	/* Coverage: every rule of the policy must be exercised by some case. */
-	json_t *dump = cg_policy_dump(p), *unexercised = json_array();
-	size_t n_rules = 0;
-	json_t *r;
+/* Decide case c (index idx) through the gate and tally it. 0, or -1 on OOM. */
+static int run_case(struct harness *h, const struct test_args *t, json_t *c, size_t idx,
+		    json_t *defaults, struct tally *ty)
+{
+	char label[200];
+	case_label(c, idx, label, sizeof(label));
+	json_t *m = case_with_defaults(c, defaults);
+	const char *missing = NULL;
+	if (m && !case_requirements_met(m, &missing)) {
+		if (!t->as_json)
+			printf("skip %s: needs '%s', which is not on the controlled PATH\n", label,
+			       missing);
+		ty->n_skip++;
+		json_decref(m);
+		return 0;
+	}
+	json_t *req = m ? case_request(m) : NULL;
+	const json_t *pj = json_object_get(m, "peer");
+	struct cg_peer peer = { .pid = getpid(), .uid = getuid(), .gid = getgid() };
+	if (json_object_get(pj, "uid"))
+		peer.uid = (uid_t)json_integer_value(json_object_get(pj, "uid"));
+	if (json_object_get(pj, "gid"))
+		peer.gid = (gid_t)json_integer_value(json_object_get(pj, "gid"));
+	struct outcome o;
+	int rc = -1;
+	if (req && harness_decide(h, req, &peer, &o) == 0) {
+		note_rules(ty->seen, &o);
+		bool pass = case_passes(m, &o);
+		ty->n_fail += !pass;
+		case_report(t, m, label, &o, pass, ty);
+		outcome_fini(&o);
+		rc = 0;
+	}
+	json_decref(req);
+	json_decref(m);
+	return rc;
+}
+
+/* Coverage and the summary: every rule must be exercised. Returns the exit code. */
+static int test_summary(const struct test_args *t, const struct cg_policy *p, size_t n_cases,
+			const struct tally *ty)
+{
+	json_t *dump = cg_policy_dump(p), *unexercised = json_array(), *r;
+	size_t n_rules = 0, idx;
 	json_array_foreach(json_object_get(dump, "rules"), idx, r)
 	{
 		const char *id = json_string_value(json_object_get(r, "id"));
 		if (!id)
 			continue;
 		n_rules++;
-		if (!json_object_get(seen, id))
+		if (!json_object_get(ty->seen, id))
 			json_array_append_new(unexercised, json_string(id));
 	}
 	json_decref(dump);
-	size_t n_cases = json_array_size(cases), n_unex = json_array_size(unexercised);
-	if (as_json) {
-		json_t *j = json_pack(
-		    "{s:s,s:s,s:I,s:I,s:I,s:O,s:O}", "policy", cg_policy_source(p), "sha256",
-		    cg_policy_sha256(p), "cases", (json_int_t)n_cases, "failed", (json_int_t)n_fail,
-		    "rules", (json_int_t)n_rules, "unexercised", unexercised, "results", results);
+	size_t n_unex = json_array_size(unexercised);
+	if (t->as_json) {
+		json_t *j =
+		    json_pack("{s:s,s:s,s:I,s:I,s:I,s:O,s:O}", "policy", cg_policy_source(p),
+			      "sha256", cg_policy_sha256(p), "cases", (json_int_t)n_cases, "failed",
+			      (json_int_t)ty->n_fail, "rules", (json_int_t)n_rules, "unexercised",
+			      unexercised, "results", ty->results);
 		print_json(j, JSON_INDENT(2));
 		json_decref(j);
 	} else {
@@ -1102,14 +1193,56 @@ static int cmd_test(int argc, char **argv)
 		}
 		printf("%s: %zu case(s), %zu passed, %zu failed, %zu skipped; %zu of %zu rule(s) "
 		       "exercised\n",
-		       n_fail == 0 && n_unex == 0 ? "PASS" : "FAIL", n_cases,
-		       n_cases - n_fail - n_skip, n_fail, n_skip, n_rules - n_unex, n_rules);
+		       ty->n_fail == 0 && n_unex == 0 ? "PASS" : "FAIL", n_cases,
+		       n_cases - ty->n_fail - ty->n_skip, ty->n_fail, ty->n_skip, n_rules - n_unex,
+		       n_rules);
 	}
-	rc = n_fail == 0 && n_unex == 0 ? CG_EXIT_OK : EXIT_FINDINGS;
 	json_decref(unexercised);
-free_results:
-	json_decref(results);
-	json_decref(seen);
+	return ty->n_fail == 0 && n_unex == 0 ? CG_EXIT_OK : EXIT_FINDINGS;
+}
+
+static int cmd_test(int argc, char **argv)
+{
+	if (cg_cli_wants_help(argc, argv))
+		return cg_cli_help(
+		    "callgate policy test FILE CASES.yaml [OPTIONS]",
+		    "Run a case table against a policy; every rule must be exercised.\n"
+		    "Exit: 0 all passed, 1 failures or unexercised rules, 65 does not "
+		    "load.",
+		    test_opts);
+	struct test_args t = { 0 };
+	int rc = test_parse(argc, argv, &t);
+	if (rc != 0)
+		return rc;
+	json_t *cases, *defaults;
+	json_t *doc = load_cases(t.files[1], &cases, &defaults);
+	if (!doc)
+		return CG_EXIT_INVALID;
+	rc = CG_EXIT_INVALID;
+	struct cg_policy *p = load_policy(t.files[0]);
+	if (!p)
+		goto free_doc;
+	struct harness h;
+	if (harness_init(&h, p, t.ws, t.n_ws) != 0) {
+		rc = CG_EXIT_ERROR;
+		goto unref_policy;
+	}
+	struct tally ty = { .seen = json_object(), .results = json_array() };
+	size_t idx;
+	json_t *c;
+	rc = CG_EXIT_OK;
+	json_array_foreach(cases, idx, c)
+	{
+		if (run_case(&h, &t, c, idx, defaults, &ty) != 0) {
+			fprintf(stderr, "callgate policy: out of memory\n");
+			rc = CG_EXIT_ERROR;
+			break;
+		}
+	}
+	if (rc == CG_EXIT_OK)
+		rc = test_summary(&t, p, json_array_size(cases), &ty);
+	json_decref(ty.results);
+	json_decref(ty.seen);
 	harness_fini(&h);
 unref_policy:
 	cg_policy_unref(p);
@@ -1122,6 +1255,11 @@ free_doc:
 
 static int cmd_check(int argc, char **argv)
 {
+	if (cg_cli_wants_help(argc, argv))
+		return cg_cli_help("callgate policy check FILE [OPTIONS]",
+				   "Load and lint a policy. Exit: 0 clean, 1 findings, 65 does not "
+				   "load or verify.",
+				   check_opts);
 	const char *file = NULL, *pubkey = NULL, *sig = NULL;
 	bool as_json = false;
 	for (int i = 1; i < argc; i++) {
@@ -1132,7 +1270,7 @@ static int cmd_check(int argc, char **argv)
 		else if (strcmp(argv[i], "--sig") == 0 && i + 1 < argc)
 			sig = argv[++i];
 		else if (argv[i][0] == '-')
-			return usage_error("unknown option '%s'", argv[i]);
+			return cg_cli_bad_option("policy check", argv[i], NULL, check_opts);
 		else if (!file)
 			file = argv[i];
 		else
@@ -1189,10 +1327,14 @@ unref_policy:
 
 static int cmd_dump(int argc, char **argv)
 {
+	if (cg_cli_wants_help(argc, argv))
+		return cg_cli_help(
+		    "callgate policy dump [FILE]",
+		    "Print the normalised policy (default: the embedded one) as JSON.", no_opts);
 	if (argc > 2)
 		return usage_error("dump takes at most one FILE%s", "");
 	if (argc == 2 && argv[1][0] == '-')
-		return usage_error("unknown option '%s'", argv[1]);
+		return cg_cli_bad_option("policy dump", argv[1], NULL, no_opts);
 	struct cg_policy *p = load_policy(argc == 2 ? argv[1] : NULL);
 	if (!p)
 		return CG_EXIT_INVALID;
@@ -1211,6 +1353,12 @@ static int cmd_dump(int argc, char **argv)
 
 static int cmd_keygen(int argc, char **argv)
 {
+	if (cg_cli_wants_help(argc, argv))
+		return cg_cli_help(
+		    "callgate policy keygen PRIVATE_KEY PUBLIC_KEY",
+		    "Make an Ed25519 key pair for signing policies (private key mode "
+		    "0600; never overwritten).",
+		    no_opts);
 	if (argc != 3 || argv[1][0] == '-' || argv[2][0] == '-')
 		return usage_error("keygen needs PRIVATE_KEY PUBLIC_KEY%s", "");
 	struct cg_reply *err = NULL;
@@ -1228,10 +1376,12 @@ static int cmd_keygen(int argc, char **argv)
 	return CG_EXIT_OK;
 }
 
-/* Parse "--key K | --pubkey K, [--out|--sig S], FILE". */
-static int sig_args(int argc, char **argv, const char *key_opt, const char *sig_opt,
+/* Parse "--key K | --pubkey K, [--out|--sig S], FILE" (opts: the key, then the sig). */
+static int sig_args(int argc, char **argv, const char *sub, const struct cg_cli_opt *opts,
 		    const char **key, const char **sig, const char **file)
 {
+	/* opts[0] names the key, opts[1] the signature file. */
+	const char *key_opt = opts[0].name, *sig_opt = opts[1].name;
 	*key = *sig = *file = NULL;
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], key_opt) == 0 && i + 1 < argc)
@@ -1239,7 +1389,7 @@ static int sig_args(int argc, char **argv, const char *key_opt, const char *sig_
 		else if (strcmp(argv[i], sig_opt) == 0 && i + 1 < argc)
 			*sig = argv[++i];
 		else if (argv[i][0] == '-')
-			return usage_error("unknown option '%s'", argv[i]);
+			return cg_cli_bad_option(sub, argv[i], NULL, opts);
 		else if (!*file)
 			*file = argv[i];
 		else
@@ -1252,8 +1402,11 @@ static int sig_args(int argc, char **argv, const char *key_opt, const char *sig_
 
 static int cmd_sign(int argc, char **argv)
 {
+	if (cg_cli_wants_help(argc, argv))
+		return cg_cli_help("callgate policy sign --key PRIVATE_KEY [--out SIG] FILE",
+				   "Sign a policy file (a detached Ed25519 signature).", sign_opts);
 	const char *key, *sig, *file;
-	int u = sig_args(argc, argv, "--key", "--out", &key, &sig, &file);
+	int u = sig_args(argc, argv, "policy sign", sign_opts, &key, &sig, &file);
 	if (u)
 		return u;
 	struct cg_reply *err = NULL;
@@ -1269,8 +1422,13 @@ static int cmd_sign(int argc, char **argv)
 
 static int cmd_verify(int argc, char **argv)
 {
+	if (cg_cli_wants_help(argc, argv))
+		return cg_cli_help("callgate policy verify --pubkey PUBLIC_KEY [--sig SIG] FILE",
+				   "Verify a policy's signature. Exit: 0 verified, 1 missing or "
+				   "invalid, 70 unreadable.",
+				   verify_opts);
 	const char *key, *sig, *file;
-	int u = sig_args(argc, argv, "--pubkey", "--sig", &key, &sig, &file);
+	int u = sig_args(argc, argv, "policy verify", verify_opts, &key, &sig, &file);
 	if (u)
 		return u;
 	struct cg_reply *err = NULL;
@@ -1314,10 +1472,19 @@ int cg_cli_policy(const struct cg_cli *g, int argc, char **argv)
 	};
 	if (argc < 2)
 		return usage_error("missing subcommand%s", "");
-	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-		usage_error("help%s", "");
-		return CG_EXIT_OK;
-	}
+	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)
+		return cg_cli_help(
+		    "callgate policy SUBCOMMAND [OPTIONS] (SUBCOMMAND --help for more)",
+		    "The policy author's tools; they work without a daemon.\n"
+		    "  check    load and lint a policy\n"
+		    "  explain  decide one request as the daemon would\n"
+		    "  test     run a case table against a policy\n"
+		    "  dump     print the normalised policy as JSON\n"
+		    "  keygen   make a signing key pair\n"
+		    "  sign     sign a policy file\n"
+		    "  verify   verify a policy's signature\n"
+		    "See callgate-policy(1).",
+		    no_opts);
 	for (size_t i = 0; i < CG_ARRAY_LEN(subs); i++)
 		if (strcmp(argv[1], subs[i].name) == 0)
 			return subs[i].fn(argc - 1, argv + 1);

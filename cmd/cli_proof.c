@@ -303,6 +303,7 @@ static json_t *proof_array(unsigned char (*p)[CG_MERKLE_HASH_LEN], size_t n)
 struct opts {
 	const char *state_dir, *pubkey, *out, *size, *old, *checkpoint;
 	const char *witness_dir, *origin, *log_key, *name;
+	const char *state_from; /* where state_dir came from, for a missing-directory message */
 	const char *pos[2];
 	int n_pos;
 };
@@ -313,9 +314,10 @@ static int parse_opts(const char *sub, int argc, char **argv, const struct cg_cl
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		bool has = i + 1 < argc;
-		if (strcmp(a, "--state-dir") == 0 && has)
+		if (strcmp(a, "--state-dir") == 0 && has) {
 			o->state_dir = argv[++i];
-		else if (strcmp(a, "--pubkey") == 0 && has)
+			o->state_from = "--state-dir";
+		} else if (strcmp(a, "--pubkey") == 0 && has)
 			o->pubkey = argv[++i];
 		else if ((strcmp(a, "--out") == 0 || strcmp(a, "-o") == 0) && has)
 			o->out = argv[++i];
@@ -382,7 +384,7 @@ static const struct cg_ckpt *latest_ckpt(const struct proof_ctx *c)
 	return NULL;
 }
 
-static int cmd_checkpoint(const char *state_dir, int argc, char **argv)
+static int cmd_checkpoint(const char *state_dir, const char *from, int argc, char **argv)
 {
 	static const char usage[] =
 	    "callgate evidence checkpoint [--state-dir DIR] [--size N] [--out FILE]";
@@ -393,9 +395,11 @@ static int cmd_checkpoint(const char *state_dir, int argc, char **argv)
 				   "rebuilt from checkpoints.ndjson after\nchecking it against the "
 				   "journal.",
 				   checkpoint_opts);
-	struct opts o = { .state_dir = state_dir };
+	struct opts o = { .state_dir = state_dir, .state_from = from };
 	if (parse_opts("checkpoint", argc, argv, checkpoint_opts, 0, &o) < 0)
 		return CG_EXIT_USAGE;
+	if (cg_cli_state_dir_check("evidence checkpoint", o.state_dir, o.state_from) < 0)
+		return CG_EXIT_NOINPUT;
 	uint64_t size = 0;
 	if (o.size && parse_u64(o.size, &size) < 0) {
 		fprintf(stderr, "callgate evidence checkpoint: --size takes a number\n");
@@ -564,7 +568,7 @@ static char *best_witnessed(const char *state_dir, const struct proof_ctx *c,
 	return best;
 }
 
-static int cmd_witnessed(const char *state_dir, int argc, char **argv)
+static int cmd_witnessed(const char *state_dir, const char *from, int argc, char **argv)
 {
 	static const char usage[] = "callgate evidence witnessed [--state-dir DIR] NOTE";
 	if (cg_cli_wants_help(argc, argv))
@@ -576,9 +580,11 @@ static int cmd_witnessed(const char *state_dir, int argc, char **argv)
 		    "DIR/witness-policy, `evidence prove` uses only\ncheckpoints a "
 		    "quorum of its witnesses cosigned.",
 		    common_opts);
-	struct opts o = { .state_dir = state_dir };
+	struct opts o = { .state_dir = state_dir, .state_from = from };
 	if (parse_opts("witnessed", argc, argv, common_opts, 1, &o) < 0)
 		return CG_EXIT_USAGE;
+	if (cg_cli_state_dir_check("evidence witnessed", o.state_dir, o.state_from) < 0)
+		return CG_EXIT_NOINPUT;
 	struct proof_ctx c;
 	struct wpolicy w;
 	char why[600], path[4300];
@@ -654,7 +660,7 @@ free_all:
 
 /* ---- evidence prove ------------------------------------------------------------- */
 
-static int cmd_prove(const char *state_dir, int argc, char **argv)
+static int cmd_prove(const char *state_dir, const char *from, int argc, char **argv)
 {
 	static const char usage[] =
 	    "callgate evidence prove [--state-dir DIR] [--pubkey FILE] [--out FILE] TRACE_ID";
@@ -665,9 +671,11 @@ static int cmd_prove(const char *state_dir, int argc, char **argv)
 				   "signed checkpoint note they lead to.\nCheck it without "
 				   "callgate: python3 docs/verify_proof.py --pubkey PUB proof FILE",
 				   prove_opts);
-	struct opts o = { .state_dir = state_dir };
+	struct opts o = { .state_dir = state_dir, .state_from = from };
 	if (parse_opts("prove", argc, argv, prove_opts, 1, &o) < 0)
 		return CG_EXIT_USAGE;
+	if (cg_cli_state_dir_check("evidence prove", o.state_dir, o.state_from) < 0)
+		return CG_EXIT_NOINPUT;
 	const char *id = o.pos[0];
 	if (!cg_trace_id_valid(id)) {
 		fprintf(stderr, "callgate evidence prove: '%s' is not a trace id\n", id);
@@ -825,7 +833,7 @@ static char *note_arg(const struct proof_ctx *c, const char *arg, size_t *len, c
 	return p;
 }
 
-static int cmd_consistency(const char *state_dir, int argc, char **argv)
+static int cmd_consistency(const char *state_dir, const char *from, int argc, char **argv)
 {
 	static const char usage[] = "callgate evidence consistency [--state-dir DIR] [--pubkey "
 				    "FILE] [--out FILE] OLD NEW";
@@ -839,9 +847,11 @@ static int cmd_consistency(const char *state_dir, int argc, char **argv)
 		    "file without callgate:\npython3 docs/verify_proof.py --pubkey PUB "
 		    "consistency FILE",
 		    common_opts);
-	struct opts o = { .state_dir = state_dir };
+	struct opts o = { .state_dir = state_dir, .state_from = from };
 	if (parse_opts("consistency", argc, argv, common_opts, 2, &o) < 0)
 		return CG_EXIT_USAGE;
+	if (cg_cli_state_dir_check("evidence consistency", o.state_dir, o.state_from) < 0)
+		return CG_EXIT_NOINPUT;
 	struct proof_ctx c;
 	char why[600];
 	int rc = CG_EXIT_ERROR;
@@ -913,7 +923,7 @@ free_all:
 
 /* ---- witnessing (c2sp.org/tlog-witness, add-checkpoint) ---------------------------- */
 
-static int cmd_witness_request(const char *state_dir, int argc, char **argv)
+static int cmd_witness_request(const char *state_dir, const char *from, int argc, char **argv)
 {
 	static const char usage[] = "callgate evidence witness-request [--state-dir DIR] [--old N] "
 				    "[--size N] [--out FILE]";
@@ -925,9 +935,11 @@ static int cmd_witness_request(const char *state_dir, int argc, char **argv)
 		    "an empty line, and the signed note.\nHand it to `callgate "
 		    "evidence witness` (or any tlog-witness) to be cosigned.",
 		    request_opts);
-	struct opts o = { .state_dir = state_dir };
+	struct opts o = { .state_dir = state_dir, .state_from = from };
 	if (parse_opts("witness-request", argc, argv, request_opts, 0, &o) < 0)
 		return CG_EXIT_USAGE;
+	if (cg_cli_state_dir_check("evidence witness-request", o.state_dir, o.state_from) < 0)
+		return CG_EXIT_NOINPUT;
 	uint64_t old = 0, size = 0;
 	if ((o.old && parse_u64(o.old, &old) < 0) || (o.size && parse_u64(o.size, &size) < 0)) {
 		fprintf(stderr,
@@ -1095,7 +1107,7 @@ static int parse_request(const char *p, size_t len, uint64_t *old,
 	return 0;
 }
 
-static int cmd_witness(const char *state_dir, int argc, char **argv)
+static int cmd_witness(const char *state_dir, const char *from, int argc, char **argv)
 {
 	static const char usage[] =
 	    "callgate evidence witness [--witness-dir DIR] --origin NAME --log-key FILE "
@@ -1111,7 +1123,7 @@ static int cmd_witness(const char *state_dir, int argc, char **argv)
 		    "the note. Exits 1 when it refuses, naming why (on a size conflict the\n"
 		    "witness's last cosigned size is printed on standard output).",
 		    witness_opts);
-	struct opts o = { .state_dir = state_dir };
+	struct opts o = { .state_dir = state_dir, .state_from = from };
 	if (parse_opts("witness", argc, argv, witness_opts, 1, &o) < 0)
 		return CG_EXIT_USAGE;
 	if (!o.origin || !o.log_key || !cg_note_name_valid(o.origin) ||
@@ -1271,18 +1283,20 @@ bool cg_cli_proof_handles(const char *sub)
 
 int cg_cli_proof(const struct cg_cli *g, int argc, char **argv)
 {
+	const char *sd = g->state_dir ? g->state_dir : CG_DEFAULT_STATE_DIR;
+	const char *from = g->state_dir_from ? g->state_dir_from : "the default";
 	if (strcmp(argv[0], "prove") == 0)
-		return cmd_prove(g->state_dir, argc, argv);
+		return cmd_prove(sd, from, argc, argv);
 	if (strcmp(argv[0], "consistency") == 0)
-		return cmd_consistency(g->state_dir, argc, argv);
+		return cmd_consistency(sd, from, argc, argv);
 	if (strcmp(argv[0], "checkpoint") == 0)
-		return cmd_checkpoint(g->state_dir, argc, argv);
+		return cmd_checkpoint(sd, from, argc, argv);
 	if (strcmp(argv[0], "witness-request") == 0)
-		return cmd_witness_request(g->state_dir, argc, argv);
+		return cmd_witness_request(sd, from, argc, argv);
 	if (strcmp(argv[0], "witness") == 0)
-		return cmd_witness(g->state_dir, argc, argv);
+		return cmd_witness(sd, from, argc, argv);
 	if (strcmp(argv[0], "witnessed") == 0)
-		return cmd_witnessed(g->state_dir, argc, argv);
+		return cmd_witnessed(sd, from, argc, argv);
 	fprintf(stderr, "callgate evidence: %s: not a proof command\n", argv[0]);
 	return CG_EXIT_USAGE;
 }

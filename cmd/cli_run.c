@@ -5,8 +5,9 @@
  *
  * run writes the last stage's stdout bytes to stdout and every stage's
  * stderr to stderr, in stage order, and exits with the last stage's exit
- * code; a refusal prints one line "callgate: <type> <code>: <message>
- * (trace <id>)" and exits with the code cli.h documents.
+ * code; a refusal prints one line "callgate run: <code>: <message>
+ * (trace <id>)" and exits with the code cli.h documents. Human output is
+ * text; --json prints the response line and nothing else on stdout.
  *
  * Invariants:
  *  - Nothing is run locally: the CLI only talks to the daemon.
@@ -27,25 +28,11 @@
 /* Ping and gate answer at once; a dead daemon should not hang the CLI. */
 #define QUICK_TIMEOUT_MS 30000
 
-static int refused(const json_t *resp)
-{
-	const json_t *r = json_object_get(resp, "reply");
-	const char *type = json_string_value(json_object_get(r, "type"));
-	const char *code = json_string_value(json_object_get(r, "code"));
-	const char *msg = json_string_value(json_object_get(r, "message"));
-	const char *trace = json_string_value(json_object_get(r, "trace_id"));
-	if (!msg)
-		msg = json_string_value(json_object_get(resp, "message"));
-	fprintf(stderr, "callgate: %s %s: %s (trace %s)\n", type ? type : "?", code ? code : "?",
-		msg ? msg : "(no message)", trace ? trace : "-");
-	return cg_client_exit_code(resp);
-}
-
 /* The daemon could not be asked (69), or answered something unreadable (70). */
-static int unreachable(const char *err)
+static int unreachable(const char *sub, const char *err)
 {
 	int e = errno;
-	fprintf(stderr, "callgate: %s\n", err);
+	fprintf(stderr, "callgate %s: %s\n", sub, err);
 	return e == EPROTO || e == EMSGSIZE ? CG_EXIT_ERROR : CG_EXIT_UNAVAILABLE;
 }
 
@@ -74,6 +61,110 @@ static int write_b64(const json_t *v, FILE *f)
 	return w == n ? 0 : -1;
 }
 
+/*
+ * Set the request's cwd: dir made absolute against the caller's working
+ * directory (the daemon resolves it, so it must mean what it meant in the
+ * user's shell), or with dir NULL the caller's working directory itself.
+ * 0, or -1 after saying why on stderr; never drops it, since the call would
+ * then run somewhere else.
+ */
+static int set_cwd(const char *sub, json_t *req, const char *dir)
+{
+	char here[PATH_MAX], abs[PATH_MAX];
+	if (dir && dir[0] == '/') {
+		if ((size_t)snprintf(abs, sizeof(abs), "%s", dir) >= sizeof(abs)) {
+			fprintf(stderr, "callgate %s: --cwd: path too long\n", sub);
+			return -1;
+		}
+	} else if (!getcwd(here, sizeof(here))) {
+		fprintf(stderr,
+			"callgate %s: cannot tell the current directory (%s); give --cwd with an "
+			"absolute path\n",
+			sub, strerror(errno));
+		return -1;
+	} else if (!dir) {
+		memcpy(abs, here, strlen(here) + 1);
+	} else if ((size_t)snprintf(abs, sizeof(abs), "%s/%s", here, dir) >= sizeof(abs)) {
+		fprintf(stderr, "callgate %s: --cwd: path too long\n", sub);
+		return -1;
+	}
+	if (json_object_set_new(req, "cwd", json_string(abs)) != 0) {
+		fprintf(stderr, "callgate %s: %s must be UTF-8\n", sub,
+			dir ? "--cwd" : "the current directory (give --cwd)");
+		return -1;
+	}
+	return 0;
+}
+
+/* The options of run and gate (gate adds --actions): one table for --help and errors. */
+/* clang-format off */
+#define REQUEST_OPTS \
+	{ "--no-privileged", NULL, "run as yourself (what most calls want)" }, \
+	{ "--privileged", NULL, "run as root after a human's approval (the default)" }, \
+	{ "--cwd", "DIR", "working directory in a workspace (default: here)" }, \
+	{ "--env", "NAME=VALUE", "set a variable the policy allows; repeatable" }, \
+	{ "--timeout", "MS", "the command's deadline in ms (capped by policy)" }, \
+	{ "--reason", "TEXT", "why: shown to the approver and kept in evidence" }, \
+	{ "--session", "NAME", "the agent session the call belongs to" }, \
+	{ "--host", "HOST", "the host the call is for (default: this one)" }, \
+	{ "--id", "ID", "the request id (default: a fresh UUIDv4)" }
+/* clang-format on */
+
+static const struct cg_cli_opt run_opts[] = {
+	REQUEST_OPTS,
+	{ "--json", NULL, "print the response as one JSON line, not the output" },
+	{ 0 },
+};
+
+static const struct cg_cli_opt gate_opts[] = {
+	REQUEST_OPTS,
+	{ "--actions", "FILE", "decide a JSON array of abstract actions" },
+	{ "--json", NULL, "print the response as one JSON line" },
+	{ 0 },
+};
+
+static const struct cg_cli_opt ping_opts[] = {
+	{ "--json", NULL, "print the response as one JSON line" },
+	{ 0 },
+};
+
+#define RUN_USAGE "callgate run [OPTIONS] [--] CMD [ARG]... ['|' CMD [ARG]...]..."
+#define RUN_ABOUT                                                                                  \
+	"Run a pipeline through the gate: the daemon decides, default-deny, and runs\n"            \
+	"what its policy allows, confined, in the current directory (or --cwd). A\n"               \
+	"literal '|' argument separates stages; no shell is involved. The last\n"                  \
+	"stage's stdout and every stage's stderr are passed on, and the exit status\n"             \
+	"is the last stage's. A refusal prints 'callgate run: CODE: message (trace ID)'\n"         \
+	"and exits 65 (invalid), 69 (no daemon), 70 (error), 77 (denied) or 124\n"                 \
+	"(deadline)."
+#define GATE_USAGE                                                                                 \
+	"callgate gate [OPTIONS] [--] CMD [ARG]... ['|' CMD [ARG]...]...\n"                        \
+	"       callgate gate [OPTIONS] --actions FILE.json"
+#define GATE_ABOUT                                                                                 \
+	"Decide without running anything: print the decision (ALLOW, DEGRADE,\n"                   \
+	"UNKNOWN, BLOCK), the rule, each adjudicator's verdict, the constraints and\n"             \
+	"the trace id. Exits 0 when the call would run (ALLOW, DEGRADE), 77 otherwise."
+
+/*
+ * --help among run's or gate's options, not in the pipeline: "run ls --help"
+ * runs ls --help, so the scan stops at the first word that is not an option
+ * (or an option's value), as parse_opts does.
+ */
+static bool wants_help(int argc, char **argv, const struct cg_cli_opt *opts)
+{
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (strcmp(a, "--") == 0 || a[0] != '-')
+			return false;
+		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)
+			return true;
+		for (const struct cg_cli_opt *o = opts; o->name; o++)
+			if (o->arg && strcmp(a, o->name) == 0)
+				i++; /* its value, whatever it looks like */
+	}
+	return false;
+}
+
 /* Shared request-building options of run and gate. */
 struct req_opts {
 	json_t *req;
@@ -84,138 +175,113 @@ struct req_opts {
 
 /*
  * Parse options up to "--" (or the first non-option). Returns the index of
- * the first pipeline word, or -1 after printing a usage error.
+ * the first pipeline word, or -1 after printing a usage error. When --cwd is
+ * not given, the caller's working directory is sent: a call made from
+ * work/sub runs in work/sub, as it would in the user's shell (and is refused
+ * by the daemon when that is outside every workspace).
  */
-static int parse_opts(int argc, char **argv, struct req_opts *o, bool gate)
+static int parse_opts(int argc, char **argv, struct req_opts *o, const struct cg_cli_opt *opts)
 {
+	const char *sub = argv[0];
 	json_t *env = NULL;
 	int i = 1;
 	for (; i < argc; i++) {
-		const char *a = argv[i];
-		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+		const char *a = argv[i], *v = NULL;
 		if (strcmp(a, "--") == 0) {
 			i++;
 			break;
 		}
 		if (a[0] != '-')
 			break;
-		if (strcmp(a, "--json") == 0) {
-			o->json = true;
-			continue;
-		}
-		if (strcmp(a, "--privileged") == 0 || strcmp(a, "--no-privileged") == 0) {
-			json_object_set_new(o->req, "privileged", json_boolean(a[2] == 'p'));
-			continue;
-		}
-		if (!v) {
-			fprintf(stderr, "callgate %s: unknown option or missing value: '%s'\n",
-				argv[0], a);
+		const struct cg_cli_opt *opt = cg_cli_opt_take(sub, opts, argc, argv, &i, &v);
+		if (!opt)
 			return -1;
-		}
-		const char *field = NULL;
-		if (strcmp(a, "--reason") == 0)
-			field = "reason";
-		else if (strcmp(a, "--session") == 0)
-			field = "session";
-		else if (strcmp(a, "--host") == 0)
-			field = "host";
-		else if (strcmp(a, "--id") == 0)
-			field = "id";
-		if (field) {
+		const char *name = opt->name;
+		if (strcmp(name, "--json") == 0) {
+			o->json = true;
+		} else if (strcmp(name, "--privileged") == 0 ||
+			   strcmp(name, "--no-privileged") == 0) {
+			json_object_set_new(o->req, "privileged", json_boolean(name[2] == 'p'));
+		} else if (strcmp(name, "--reason") == 0 || strcmp(name, "--session") == 0 ||
+			   strcmp(name, "--host") == 0 || strcmp(name, "--id") == 0) {
 			json_t *s = json_string(v);
 			if (!s) {
-				fprintf(stderr, "callgate %s: %s must be UTF-8\n", argv[0], a);
+				fprintf(stderr, "callgate %s: %s must be UTF-8\n", sub, name);
 				return -1;
 			}
-			json_object_set_new(o->req, field, s);
-		} else if (strcmp(a, "--cwd") == 0) {
-			/* The daemon resolves it; send an absolute path so it
-			 * means what it meant in the user's shell. */
-			char abs[PATH_MAX];
-			if (v[0] != '/') {
-				if (!getcwd(abs, sizeof(abs)) ||
-				    strlen(abs) + 1 + strlen(v) + 1 > sizeof(abs)) {
-					fprintf(stderr, "callgate %s: --cwd: path too long\n",
-						argv[0]);
-					return -1;
-				}
-				size_t n = strlen(abs);
-				abs[n] = '/';
-				memcpy(abs + n + 1, v, strlen(v) + 1);
-				v = abs;
-			}
-			if (json_object_set_new(o->req, "cwd", json_string(v)) != 0) {
-				/* Never drop it: the call would run in the default directory. */
-				fprintf(stderr, "callgate %s: --cwd must be UTF-8\n", argv[0]);
+			json_object_set_new(o->req, name + 2, s);
+		} else if (strcmp(name, "--cwd") == 0) {
+			if (set_cwd(sub, o->req, v) < 0)
 				return -1;
-			}
-		} else if (strcmp(a, "--env") == 0) {
+		} else if (strcmp(name, "--env") == 0) {
 			const char *eq = strchr(v, '=');
 			if (!eq || eq == v) {
 				fprintf(stderr, "callgate %s: --env needs NAME=VALUE, got '%s'\n",
-					argv[0], v);
+					sub, v);
 				return -1;
 			}
 			if (!env) {
 				env = json_object();
 				json_object_set_new(o->req, "env", env);
 			}
-			char name[256];
+			char name_buf[256];
 			size_t nl = (size_t)(eq - v);
-			if (nl >= sizeof(name)) {
-				fprintf(stderr, "callgate %s: --env name too long\n", argv[0]);
+			if (nl >= sizeof(name_buf)) {
+				fprintf(stderr, "callgate %s: --env name too long\n", sub);
 				return -1;
 			}
-			memcpy(name, v, nl);
-			name[nl] = '\0';
-			if (json_object_set_new(env, name, json_string(eq + 1)) != 0) {
+			memcpy(name_buf, v, nl);
+			name_buf[nl] = '\0';
+			if (json_object_set_new(env, name_buf, json_string(eq + 1)) != 0) {
 				/* Never drop it: the command would run without the variable. */
-				fprintf(stderr, "callgate %s: --env must be UTF-8\n", argv[0]);
+				fprintf(stderr, "callgate %s: --env must be UTF-8\n", sub);
 				return -1;
 			}
-		} else if (strcmp(a, "--timeout") == 0) {
+		} else if (strcmp(name, "--timeout") == 0) {
 			char *end = NULL;
 			errno = 0;
 			long long ms = strtoll(v, &end, 10);
 			if (errno || end == v || *end || ms <= 0) {
 				fprintf(stderr, "callgate %s: --timeout needs milliseconds > 0\n",
-					argv[0]);
+					sub);
 				return -1;
 			}
 			o->timeout_ms = ms;
 			json_object_set_new(o->req, "timeout_ms", json_integer(ms));
-		} else if (gate && strcmp(a, "--actions") == 0) {
+		} else if (strcmp(name, "--actions") == 0) {
 			o->actions_file = v;
-		} else {
-			fprintf(stderr, "callgate %s: unknown option '%s'\n", argv[0], a);
-			return -1;
 		}
-		i++;
 	}
+	if (!json_object_get(o->req, "cwd") && set_cwd(sub, o->req, NULL) < 0)
+		return -1;
 	return i;
 }
 
 int cg_cli_run(const struct cg_cli *g, int argc, char **argv)
 {
 	int ret = CG_EXIT_USAGE;
-	struct req_opts o = { .req = json_object() };
+	struct req_opts o = { 0 };
 	json_t *resp = NULL;
+	if (wants_help(argc, argv, run_opts))
+		return cg_cli_help(RUN_USAGE, RUN_ABOUT, run_opts);
+	o.req = json_object();
 	if (!o.req)
 		return CG_EXIT_ERROR;
-	int first = parse_opts(argc, argv, &o, false);
+	int first = parse_opts(argc, argv, &o, run_opts);
 	if (first < 0)
 		goto usage;
 	json_t *pipe = cg_cli_pipeline(argc - first, argv + first);
 	if (!pipe) {
-		fprintf(stderr, "callgate run: need a command: run [opts] -- CMD ARGS [| CMD "
-				"ARGS]... (no empty stage; arguments must be UTF-8)\n");
+		fprintf(stderr, "callgate run: need a command: run [OPTIONS] -- CMD ARGS [| CMD "
+				"ARGS]... (no empty stage; arguments must be UTF-8; see 'callgate "
+				"run --help')\n");
 		goto usage;
 	}
 	json_object_set_new(o.req, "pipeline", pipe);
 	char err[512];
 	/* No client deadline: approval may take a human's time. */
 	if (cg_client_call(g->socket_path, o.req, 0, &resp, err, sizeof(err)) < 0) {
-		ret = unreachable(err);
+		ret = unreachable("run", err);
 		goto release;
 	}
 	if (o.json) {
@@ -224,20 +290,20 @@ int cg_cli_run(const struct cg_cli *g, int argc, char **argv)
 	}
 	const char *status = json_string_value(json_object_get(resp, "status"));
 	if (!status || strcmp(status, "ok") != 0) {
-		ret = o.json ? cg_client_exit_code(resp) : refused(resp);
+		ret = o.json ? cg_client_exit_code(resp) : cg_cli_print_refusal("run", resp);
 		goto release;
 	}
 	const json_t *stages = json_object_get(resp, "stages");
 	size_t n = json_array_size(stages);
 	if (!json_is_array(stages) || n == 0) {
-		fprintf(stderr, "callgate: the response has no stages\n");
+		fprintf(stderr, "callgate run: the response has no stages\n");
 		ret = CG_EXIT_ERROR;
 		goto release;
 	}
 	bool lost = false; /* output the user did not get: not the command's exit code */
 	if (!o.json) {
 		if (write_b64(json_object_get(resp, "stdout"), stdout) < 0) {
-			fprintf(stderr, "callgate: stdout could not be decoded or written\n");
+			fprintf(stderr, "callgate run: stdout could not be decoded or written\n");
 			lost = true;
 		}
 		if (fflush(stdout) != 0)
@@ -245,19 +311,20 @@ int cg_cli_run(const struct cg_cli *g, int argc, char **argv)
 		for (size_t i = 0; i < n; i++) {
 			const json_t *st = json_array_get(stages, i);
 			if (write_b64(json_object_get(st, "stderr"), stderr) < 0) {
-				fprintf(stderr, "callgate: stage %zu stderr could not be decoded\n",
-					i);
+				fprintf(stderr,
+					"callgate run: stage %zu stderr could not be decoded\n", i);
 				lost = true;
 			}
 			if (json_is_true(json_object_get(st, "stderr_truncated")))
-				fprintf(stderr, "callgate: stage %zu stderr was truncated\n", i);
+				fprintf(stderr, "callgate run: stage %zu stderr was truncated\n",
+					i);
 		}
 		if (json_is_true(json_object_get(resp, "stdout_truncated")))
-			fprintf(stderr, "callgate: stdout was truncated at the output cap\n");
+			fprintf(stderr, "callgate run: stdout was truncated at the output cap\n");
 	}
 	json_t *ec = json_object_get(json_array_get(stages, n - 1), "exit_code");
 	if (!json_is_integer(ec)) {
-		fprintf(stderr, "callgate: the response has no exit code\n");
+		fprintf(stderr, "callgate run: the response has no exit code\n");
 		ret = CG_EXIT_ERROR;
 		goto release;
 	}
@@ -275,13 +342,22 @@ release:
 int cg_cli_ping(const struct cg_cli *g, int argc, char **argv)
 {
 	bool as_json = false;
+	if (cg_cli_wants_help(argc, argv))
+		return cg_cli_help(
+		    "callgate ping [--json]",
+		    "Check that the daemon answers on its socket; prints its version.", ping_opts);
 	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--json") == 0)
-			as_json = true;
-		else {
-			fprintf(stderr, "usage: callgate ping [--json]\n");
+		const char *v = NULL;
+		if (argv[i][0] != '-') {
+			fprintf(stderr,
+				"callgate ping: unexpected argument '%s' (see 'callgate ping "
+				"--help')\n",
+				argv[i]);
 			return CG_EXIT_USAGE;
 		}
+		if (!cg_cli_opt_take("ping", ping_opts, argc, argv, &i, &v))
+			return CG_EXIT_USAGE;
+		as_json = true; /* --json is ping's only option */
 	}
 	json_t *req = json_pack("{s:s}", "action", "ping");
 	json_t *resp = NULL;
@@ -290,7 +366,7 @@ int cg_cli_ping(const struct cg_cli *g, int argc, char **argv)
 	if (!req)
 		return CG_EXIT_ERROR;
 	if (cg_client_call(g->socket_path, req, QUICK_TIMEOUT_MS, &resp, err, sizeof(err)) < 0) {
-		ret = unreachable(err);
+		ret = unreachable("ping", err);
 		goto release;
 	}
 	if (as_json)
@@ -298,7 +374,7 @@ int cg_cli_ping(const struct cg_cli *g, int argc, char **argv)
 	ret = cg_client_exit_code(resp);
 	if (ret != CG_EXIT_OK) {
 		if (!as_json)
-			(void)refused(resp);
+			(void)cg_cli_print_refusal("ping", resp);
 		goto release;
 	}
 	if (!as_json) {
@@ -337,11 +413,14 @@ static void print_rules(const json_t *data)
 int cg_cli_gate(const struct cg_cli *g, int argc, char **argv)
 {
 	int ret = CG_EXIT_USAGE;
-	struct req_opts o = { .req = json_pack("{s:s}", "action", "gate") };
+	struct req_opts o = { 0 };
 	json_t *resp = NULL;
+	if (wants_help(argc, argv, gate_opts))
+		return cg_cli_help(GATE_USAGE, GATE_ABOUT, gate_opts);
+	o.req = json_pack("{s:s}", "action", "gate");
 	if (!o.req)
 		return CG_EXIT_ERROR;
-	int first = parse_opts(argc, argv, &o, true);
+	int first = parse_opts(argc, argv, &o, gate_opts);
 	if (first < 0)
 		goto usage;
 	if (o.actions_file) {
@@ -368,13 +447,13 @@ int cg_cli_gate(const struct cg_cli *g, int argc, char **argv)
 		}
 		json_object_set_new(o.req, "pipeline", pipe);
 	} else if (!o.actions_file) {
-		fprintf(stderr, "usage: callgate gate [--json] [opts] -- CMD ARGS [| CMD ARGS]...\n"
-				"       callgate gate [--json] --actions FILE.json\n");
+		fprintf(stderr, "callgate gate: need a command or --actions FILE.json (see "
+				"'callgate gate --help')\n");
 		goto usage;
 	}
 	char err[512];
 	if (cg_client_call(g->socket_path, o.req, QUICK_TIMEOUT_MS, &resp, err, sizeof(err)) < 0) {
-		ret = unreachable(err);
+		ret = unreachable("gate", err);
 		goto release;
 	}
 	const json_t *r = json_object_get(resp, "reply");
@@ -387,7 +466,7 @@ int cg_cli_gate(const struct cg_cli *g, int argc, char **argv)
 		print_json(resp);
 	const char *status = json_string_value(json_object_get(resp, "status"));
 	if (!decision || !status || strcmp(status, "ok") != 0) {
-		ret = o.json ? cg_client_exit_code(resp) : refused(resp);
+		ret = o.json ? cg_client_exit_code(resp) : cg_cli_print_refusal("gate", resp);
 		if (ret == CG_EXIT_OK)
 			ret = CG_EXIT_ERROR; /* no decision is not a pass */
 		goto release;
@@ -396,10 +475,16 @@ int cg_cli_gate(const struct cg_cli *g, int argc, char **argv)
 		const char *trace = json_string_value(json_object_get(r, "trace_id"));
 		printf("decision:    %s\n", decision);
 		print_rules(data);
-		const json_t *cons = json_object_get(data, "constraints");
-		char *cs = cons && json_array_size(cons) ? json_dumps(cons, JSON_COMPACT) : NULL;
-		printf("constraints: %s\n", cs ? cs : "none");
-		free(cs);
+		json_t *cons = json_object_get(data, "constraints");
+		size_t ci;
+		json_t *c;
+		printf("constraints:%s", json_array_size(cons) ? "" : " none\n");
+		json_array_foreach(cons, ci, c)
+		{
+			printf("%s", ci ? "             " : " ");
+			cg_cli_print_value(stdout, c);
+			putchar('\n');
+		}
 		printf("trace:       %s\n", trace ? trace : "-");
 	}
 	/* As a check mode: exit 0 only when the call would run (doas -C style). */

@@ -56,19 +56,32 @@ struct cg_kernel_config {
 struct cg_kernel;
 
 /*
- * Create a kernel: load the policy, register the adjudicators, open the
- * evidence journal. On failure returns -1 and, if err_json is not NULL, a
- * JSON reply object describing why (caller frees).
+ * A reply as the API hands it back: the canonical type and registry code
+ * (docs/replies.md) and the rendered message. Branch on type and code, never
+ * on the message. Plain storage: nothing to free.
  */
-int cg_kernel_new(const struct cg_kernel_config *cfg, struct cg_kernel **out, char **err_json)
+struct cg_result {
+	char type;	    /* 'S' success, 'I' invalid, 'D' denied, 'E' error */
+	char code[24];	    /* e.g. "MCP-CFG-E-001" */
+	char message[1024]; /* for people; truncated to fit */
+};
+
+/*
+ * Create a kernel: load the policy, register the adjudicators, open the
+ * evidence journal. Returns 0 with *out (free with cg_kernel_free), or -1
+ * and, if why is not NULL, the reply saying why (why is zeroed on success).
+ */
+int cg_kernel_new(const struct cg_kernel_config *cfg, struct cg_kernel **out, struct cg_result *why)
     __attribute__((warn_unused_result));
 
 /*
  * Reload the policy from its file. A policy that fails to load leaves the
  * old generation in force; in-flight calls keep the generation they started
- * with. *result_json (caller frees) is the reply either way.
+ * with. Returns 0 or -1; *result (if not NULL) is the reply either way
+ * (S MCP-CFG-S-001 on success).
  */
-int cg_kernel_reload(struct cg_kernel *k, char **result_json) __attribute__((warn_unused_result));
+int cg_kernel_reload(struct cg_kernel *k, struct cg_result *result)
+    __attribute__((warn_unused_result));
 
 /* SHA-256 (hex) of the policy bytes in force, and its generation number. */
 void cg_kernel_policy_identity(struct cg_kernel *k, char sha256_hex[65], uint64_t *generation);

@@ -26,9 +26,9 @@ int main(void)
 {
 	struct cg_kernel_config cfg = { 0 };
 	struct cg_kernel *k = NULL;
-	char *err = NULL;
-	if (cg_kernel_new(&cfg, &k, &err) != 0) {
-		fprintf(stderr, "cg_kernel_new failed: %s\n", err ? err : "?");
+	struct cg_result why;
+	if (cg_kernel_new(&cfg, &k, &why) != 0) {
+		fprintf(stderr, "cg_kernel_new failed: %c %s: %s\n", why.type, why.code, why.message);
 		return 1;
 	}
 	struct cg_peer peer = { .pid = getpid(), .uid = getuid(), .gid = getgid() };
@@ -67,9 +67,10 @@ with tempfile.TemporaryDirectory() as d:
     pcs = glob.glob(dest + "/**/pkgconfig/callgate.pc", recursive=True)
     if len(pcs) != 1:
         print(f"FAIL: expected one installed callgate.pc, found {pcs}"); sys.exit(1)
-    for want in ("bin/callgate", "sbin/callgated", "include/callgate.h",
-                 "share/man/man1/callgate.1", "share/man/man8/callgated.8",
-                 "share/man/man5/callgate.policy.5"):
+    srcdir = os.environ["CG_SRCDIR"]
+    pages = ["share/man/man%s/%s" % (p.rsplit(".", 1)[1], p)
+             for p in sorted(os.listdir(os.path.join(srcdir, "man")))]
+    for want in ["bin/callgate", "sbin/callgated", "include/callgate.h"] + pages:
         if not glob.glob(dest + "/**/" + want, recursive=True):
             print(f"FAIL: {want} was not installed"); sys.exit(1)
     # pkg-config with the DESTDIR as sysroot: the .pc file's paths point into it.

@@ -23,6 +23,10 @@ CASES = [
     ("src/contract/grant.c", "exec.h", "world.h", "CG_R_DENIED_BY_RULE", "CG_R_GRANT_REQUEST_INVALID"),
     ("src/confine/confine.c", "exec.h", "chain.h", "CG_R_DENIED_BY_RULE", "CG_R_OUT_OF_MEMORY"),
     ("src/evidence/journal.c", "policy.h", "sign.h", "CG_R_GRANT_REQUEST_INVALID", "CG_R_OUT_OF_MEMORY"),
+    ("src/kernel/dispatch.c", "server.h", "exec.h", "CG_R_DENIED_BY_RULE", "CG_R_OUT_OF_MEMORY"),
+    ("src/kernel/admin.c", "server.h", "grant_admin.h", "CG_R_GRANT_CLOSED", "CG_R_PONG"),
+    ("src/enforce/refusal.c", "grant.h", "chain.h", "CG_R_OUT_OF_MEMORY", "CG_R_NEEDS_HUMAN"),
+    ("src/contract/grant_admin.c", "exec.h", "grant.h", "CG_R_NEEDS_HUMAN", "CG_R_GRANT_LIST"),
 ]
 
 def command_for(src):

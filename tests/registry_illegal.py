@@ -27,7 +27,8 @@ def compiles(extra):
         for h in ("reply.c", "reply.h"):
             shutil.copy(os.path.join(SRC, "src", "reply", h), d)
         r = subprocess.run([cc, "-std=c17", "-D_GNU_SOURCE", "-c", "-I" + d,
-                            "-I" + os.path.join(SRC, "include"), os.path.join(d, "reply.c"),
+                            "-I" + os.path.join(SRC, "include"), "-I" + os.path.join(SRC, "src", "base"),
+                            os.path.join(d, "reply.c"),
                             "-o", os.path.join(d, "reply.o")], capture_output=True)
         return r.returncode == 0
 

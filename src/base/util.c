@@ -272,6 +272,19 @@ int cg_buf_add(struct cg_buf *b, const void *p, size_t n)
 	return 0;
 }
 
+char *cg_buf_cstr(struct cg_buf *b)
+{
+	char *s = realloc(b->p, b->len + 1);
+	if (!s) {
+		cg_buf_free(b);
+		return NULL;
+	}
+	s[b->len] = '\0';
+	b->p = NULL;
+	b->len = b->alloc = 0;
+	return s;
+}
+
 void cg_buf_free(struct cg_buf *b)
 {
 	free(b->p);

@@ -64,6 +64,13 @@ void cg_buf_init(struct cg_buf *b, size_t cap);
 int cg_buf_add(struct cg_buf *b, const void *p, size_t n);
 void cg_buf_free(struct cg_buf *b);
 
+/*
+ * Hand over the buffer's bytes as a NUL-terminated string (the terminator is
+ * not content: it may go one byte past the cap) and reset the buffer. NULL
+ * on allocation failure (the buffer is freed); the caller frees the string.
+ */
+char *cg_buf_cstr(struct cg_buf *b);
+
 /* Log a line to stderr with a level and optional trace id (daemon log). */
 void cg_log(const char *level, const char *trace_id, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -37,6 +37,13 @@ struct cg_grant {
 	int64_t opened_wall_ns;
 	uid_t opened_by;
 	uint64_t used;
+	/* What else changes what runs; any difference is no match (issue 12, item 2). */
+	bool privileged;     /* the call's "privileged" MUST equal this (default false) */
+	size_t n_env;	     /* the call MUST set exactly these env names */
+	char **env;	     /* sorted */
+	char *cwd;	     /* exact canonical cwd, or NULL for any */
+	char *host;	     /* exact host, or NULL for any */
+	json_t *constraints; /* the call's folded constraints, exactly, or NULL for any */
 	struct cg_grant *next;
 };
 
@@ -55,7 +62,18 @@ void cg_grant_free(struct cg_grant *g)
 	for (size_t i = 0; i < g->n_paths; i++)
 		free(g->paths[i]);
 	free(g->paths);
+	for (size_t i = 0; i < g->n_env; i++)
+		free(g->env[i]);
+	free(g->env);
+	free(g->cwd);
+	free(g->host);
+	json_decref(g->constraints);
 	free(g);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
 static int invalid(struct cg_reply **err, const char *detail)
@@ -72,9 +90,9 @@ static bool has_glob(const char *s)
 int cg_grant_parse(json_t *spec, uid_t opened_by, int64_t now_wall_ns, struct cg_grant **out,
 		   struct cg_reply **err)
 {
-	static const char *const known[] = {
-		"pipeline", "session", "uid", "paths", "uses", "ttl_s"
-	};
+	static const char *const known[] = { "pipeline", "session", "uid",	  "paths",
+					     "uses",	 "ttl_s",   "privileged", "env",
+					     "cwd",	 "host",    "constraints" };
 	if (!json_is_object(spec))
 		return invalid(err, "the grant must be a JSON object");
 	const char *key;
@@ -85,8 +103,9 @@ int cg_grant_parse(json_t *spec, uid_t opened_by, int64_t now_wall_ns, struct cg
 		for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
 			ok |= strcmp(key, known[i]) == 0;
 		if (!ok)
-			return invalid(err, "unknown key (allowed: pipeline, session, uid, paths, "
-					    "uses, ttl_s)");
+			return invalid(err,
+				       "unknown key (allowed: pipeline, session, uid, paths, "
+				       "uses, ttl_s, privileged, env, cwd, host, constraints)");
 	}
 	json_t *pipe = json_object_get(spec, "pipeline");
 	json_t *uses = json_object_get(spec, "uses");
@@ -193,6 +212,67 @@ int cg_grant_parse(json_t *spec, uid_t opened_by, int64_t now_wall_ns, struct cg
 			g->n_paths++;
 		}
 	}
+	json_t *priv = json_object_get(spec, "privileged");
+	if (priv && !json_is_boolean(priv)) {
+		cg_grant_free(g);
+		return invalid(err, "'privileged' must be true or false");
+	}
+	g->privileged = json_is_true(priv);
+	json_t *env = json_object_get(spec, "env");
+	if (env) {
+		if (!json_is_array(env) || json_array_size(env) > 256) {
+			cg_grant_free(g);
+			return invalid(err, "'env' must be an array of up to 256 variable names");
+		}
+		g->env = calloc(json_array_size(env) + 1, sizeof(char *));
+		if (!g->env)
+			goto oom;
+		for (size_t i = 0; i < json_array_size(env); i++) {
+			const char *e = json_string_value(json_array_get(env, i));
+			if (!e || !*e || strchr(e, '=')) {
+				cg_grant_free(g);
+				return invalid(err, "'env' entries must be variable names");
+			}
+			if (!(g->env[i] = strdup(e)))
+				goto oom;
+			g->n_env++;
+		}
+		qsort(g->env, g->n_env, sizeof(char *), cmp_str);
+		for (size_t i = 1; i < g->n_env; i++)
+			if (strcmp(g->env[i - 1], g->env[i]) == 0) {
+				cg_grant_free(g);
+				return invalid(err, "'env' names a variable twice");
+			}
+	}
+	json_t *cwd = json_object_get(spec, "cwd");
+	if (cwd) {
+		const char *c = json_string_value(cwd);
+		if (!c || c[0] != '/' || strstr(c, "/../") || strstr(c, "/./")) {
+			cg_grant_free(g);
+			return invalid(err, "'cwd' must be an exact absolute directory");
+		}
+		if (!(g->cwd = strdup(c)))
+			goto oom;
+	}
+	json_t *host = json_object_get(spec, "host");
+	if (host) {
+		if (!json_is_string(host)) {
+			cg_grant_free(g);
+			return invalid(err, "'host' must be a string (matched exactly)");
+		}
+		if (!(g->host = strdup(json_string_value(host))))
+			goto oom;
+	}
+	json_t *cons = json_object_get(spec, "constraints");
+	if (cons) {
+		if (!json_is_array(cons)) {
+			cg_grant_free(g);
+			return invalid(err,
+				       "'constraints' must be the array the approval view shows");
+		}
+		if (!(g->constraints = json_deep_copy(cons)))
+			goto oom;
+	}
 	*out = g;
 	return 0;
 oom:
@@ -284,10 +364,41 @@ static bool paths_ok(const struct cg_grant *g, const struct cg_call *call)
 	return true;
 }
 
-static bool covers(const struct cg_grant *g, const struct cg_call *call)
+/* Does the call set exactly the env names g lists? */
+static bool env_names_equal(const struct cg_grant *g, const struct cg_request *req)
 {
+	if (req->n_env != g->n_env)
+		return false;
+	for (size_t i = 0; i < req->n_env; i++)
+		if (!bsearch(&req->env[i].name, g->env, g->n_env, sizeof(char *), cmp_str))
+			return false;
+	return true; /* the wire refuses a name set twice, so equal counts suffice */
+}
+
+static bool covers(const struct cg_grant *g, const struct cg_call *call, const json_t *constraints)
+{
+	const struct cg_request *req = call->req;
 	if (g->n_stages != call->n_stages)
 		return false;
+	/*
+	 * Everything else that changes what runs: privilege (and with the peer
+	 * uid, the run uid), the environment's names, cwd, host and the
+	 * confinement. A grant for an unprivileged shape never covers the same
+	 * shape run as root.
+	 */
+	if (g->privileged != req->privileged || !env_names_equal(g, req))
+		return false;
+	if (g->cwd && (!call->cwd || strcmp(g->cwd, call->cwd) != 0))
+		return false;
+	if (g->host && strcmp(g->host, req->host ? req->host : "") != 0)
+		return false;
+	if (g->constraints) {
+		json_t *none = constraints ? NULL : json_array();
+		bool same = json_equal(g->constraints, constraints ? constraints : none);
+		json_decref(none);
+		if (!same)
+			return false;
+	}
 	if (!g->any_uid && g->uid != call->peer.uid)
 		return false;
 	if (g->session && fnmatch(g->session, call->req->session, 0) != 0)
@@ -333,11 +444,11 @@ static void expire(struct cg_grants *gs, int64_t now)
 }
 
 struct cg_grant *cg_grants_match(struct cg_grants *gs, const struct cg_call *call,
-				 int64_t now_wall_ns)
+				 const json_t *constraints, int64_t now_wall_ns)
 {
 	expire(gs, now_wall_ns);
 	for (struct cg_grant *g = gs->head; g; g = g->next)
-		if (covers(g, call))
+		if (covers(g, call, constraints))
 			return g;
 	return NULL;
 }
@@ -380,6 +491,19 @@ json_t *cg_grant_to_json(const struct cg_grant *g)
 			      "opened", opened, "opened_by", (int)g->opened_by);
 	if (o && !g->any_uid)
 		json_object_set_new(o, "uid", json_integer(g->uid));
+	json_t *env = o ? json_array() : NULL;
+	for (size_t i = 0; env && i < g->n_env; i++)
+		json_array_append_new(env, json_string(g->env[i]));
+	if (o) {
+		json_object_set_new(o, "privileged", json_boolean(g->privileged));
+		json_object_set_new(o, "env", env ? env : json_array());
+	}
+	if (o && g->cwd)
+		json_object_set_new(o, "cwd", json_string(g->cwd));
+	if (o && g->host)
+		json_object_set_new(o, "host", json_string(g->host));
+	if (o && g->constraints)
+		json_object_set(o, "constraints", g->constraints);
 	return o;
 }
 

@@ -42,9 +42,14 @@ struct cg_grants {
 /*
  * Validate and build a grant from its JSON spec:
  *   {"pipeline":[{"exe":"/usr/bin/apt","argv":["apt","install","*"]}],
- *    "session":"glob", "uid":1000, "paths":["/abs/dir"], "uses":N, "ttl_s":S}
- * uid, session, paths are optional (absent: any). On error returns -1 and a
- * CT-OPEN-I reply naming the problem.
+ *    "session":"glob", "uid":1000, "paths":["/abs/dir"], "uses":N, "ttl_s":S,
+ *    "privileged":false, "env":["NAME"], "cwd":"/abs", "host":"h",
+ *    "constraints":[...]}
+ * privileged (default false) and env (default []) always bind: the call must
+ * be exactly as privileged and set exactly those env names. uid, session,
+ * paths, cwd, host and constraints are optional (absent: any); the approver's
+ * `g` always sets them all. On error returns -1 and a CT-OPEN-I reply naming
+ * the problem.
  */
 int cg_grant_parse(json_t *spec, uid_t opened_by, int64_t now_wall_ns, struct cg_grant **out,
 		   struct cg_reply **err) __attribute__((warn_unused_result));
@@ -55,9 +60,17 @@ void cg_grant_free(struct cg_grant *g);
 /* Add g to the store (taking ownership). -1 when full (g is freed). */
 int cg_grants_add(struct cg_grants *gs, struct cg_grant *g) __attribute__((warn_unused_result));
 
-/* The first live grant covering call, or NULL. Drops expired/used-up grants. */
+/*
+ * The first live grant covering call, or NULL. Drops expired/used-up grants.
+ * constraints is the call's folded constraints as the approval view shows
+ * them (its "constraints" member; NULL: none). A grant covers a call only
+ * when every stage's exact resolved executable and argv pattern match, and
+ * privileged, the set of env names, and (where the grant names them) cwd,
+ * host, constraints, session, uid and paths are equal or within.
+ */
 struct cg_grant *cg_grants_match(struct cg_grants *gs, const struct cg_call *call,
-				 int64_t now_wall_ns) __attribute__((warn_unused_result));
+				 const json_t *constraints, int64_t now_wall_ns)
+    __attribute__((warn_unused_result));
 
 /* Consume one use; the grant is closed when none remain. Returns the uses left. */
 int64_t cg_grant_use(struct cg_grants *gs, struct cg_grant *g);

@@ -31,8 +31,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <grp.h>
 #include <pthread.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,7 +44,11 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -58,8 +64,19 @@
 #define STOP_FLUSH_MS	      5000
 /* A peer that does not take its response for this long is dropped. */
 #define WRITE_DEADLINE_MS 30000
+/* Notifiers running at once; a pending call past this is not pushed (it is still listed). */
+#define MAX_NOTIFIERS 16
+/* Bytes of /proc/<pid>/cgroup (or stat) read; more is treated as unknowable. */
+#define PROC_READ_MAX 16384
+/* Parent links followed when looking for the daemon among a peer's ancestors. */
+#define MAX_ANCESTRY 256
+#ifndef SO_PEERPIDFD
+#define SO_PEERPIDFD 77
+#endif
 
-enum src_kind { SRC_LISTEN, SRC_ADMIN_LISTEN, SRC_SIGNAL, SRC_WAKE, SRC_CONN };
+extern char **environ;
+
+enum src_kind { SRC_LISTEN, SRC_ADMIN_LISTEN, SRC_SIGNAL, SRC_WAKE, SRC_CONN, SRC_NOTIFIER };
 
 /* The first member of everything registered with epoll: what it is. */
 struct src {
@@ -74,6 +91,13 @@ enum conn_state {
 
 struct server;
 
+/* A notifier process the daemon started (F: approvals where humans are). */
+struct notifier {
+	struct src src; /* MUST stay first: epoll data points here */
+	pid_t pid;	/* 0: slot free */
+	int pidfd;	/* readable when the process exits */
+};
+
 struct conn {
 	struct src src;	      /* MUST stay first: epoll data points here */
 	struct server *srv;   /* for respond(), which gets only the conn as cookie */
@@ -83,6 +107,7 @@ struct conn {
 	bool cancelled;	      /* cg_job_cancel already called */
 	bool responded;	      /* respond() has delivered (set under the mutex) */
 	bool answered_inline; /* respond() ran inside cg_kernel_submit, on the loop */
+	bool approver;	      /* admin: a configured approver (may approve, deny, grant_open) */
 	enum conn_state state;
 	struct cg_peer peer;
 	int64_t deadline_ns; /* monotonic; read deadline, then write deadline */
@@ -116,6 +141,12 @@ struct server {
 	pthread_t loop_thread;	 /* the thread running cg_server_run */
 	struct conn *submitting; /* inside cg_kernel_submit for this conn (loop thread only) */
 	int64_t accept_paused_until_ns; /* after EMFILE, so a full fd table does not spin */
+	pid_t self_pid;			/* the daemon, as its own pid namespace sees it */
+	struct stat pidns_st;		/* the daemon's /proc/self/ns/pid */
+	int nspid_depth;		/* pids on the daemon's own NSpid line */
+	char *own_cgroup;		/* the daemon's /proc/self/cgroup, as read at start */
+	struct notifier notifiers[MAX_NOTIFIERS];
+	json_t *notified; /* trace ids of pending calls already pushed to the notifier */
 };
 
 /* ---- small helpers ----------------------------------------------------- */
@@ -371,6 +402,22 @@ static char *admin_handle(struct server *s, struct conn *c, bool *stop, size_t *
 	char *line = NULL;
 	cg_log("info", NULL, "admin %s from uid %u pid %d", action ? action : "(invalid)",
 	       (unsigned)c->peer.uid, (int)c->peer.pid);
+	bool answers = action && (strcmp(action, "approve") == 0 || strcmp(action, "deny") == 0 ||
+				  strcmp(action, "grant_open") == 0);
+	if (answers && !c->approver) {
+		/* Only configured approvers answer; the two-person rule then counts
+		 * distinct uids among them (the kernel refuses a repeated uid). */
+		cg_log("warn", NULL, "admin %s refused: uid %u is not a configured approver",
+		       action, (unsigned)c->peer.uid);
+		struct cg_reply *r = cg_reply_new(CG_R_APPROVER_NOT_ALLOWED, "{s:I,s:s}", "uid",
+						  (json_int_t)c->peer.uid, "action", action);
+		char tid[40] = "";
+		if (cg_uuid4(tid, sizeof(tid)) == 0)
+			cg_reply_set_trace(r, tid);
+		line = reply_line(id, r, len);
+		cg_reply_free(r);
+		goto release;
+	}
 	if (action && strcmp(action, "stop") == 0) {
 		line = admin_simple(id, CG_R_ADMIN_DONE, action, len);
 		*stop = true;
@@ -385,6 +432,197 @@ static char *admin_handle(struct server *s, struct conn *c, bool *stop, size_t *
 release:
 	json_decref(req);
 	return line;
+}
+
+/* ---- the notifier: approvals where people are ------------------------------ */
+
+/* A notifier exited (its pidfd is readable): reap it and free its slot. */
+static void notifier_reap(struct server *s, struct notifier *n, bool wait_for_it)
+{
+	(void)s;
+	int st = 0;
+	pid_t r = waitpid(n->pid, &st, wait_for_it ? 0 : WNOHANG);
+	if (r == 0)
+		return;
+	if (r == n->pid && !(WIFEXITED(st) && WEXITSTATUS(st) == 0))
+		cg_log("warn", NULL, "approval notifier pid %d ended with %s %d", (int)n->pid,
+		       WIFEXITED(st) ? "exit code" : "signal",
+		       WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+	if (n->pidfd >= 0)
+		close(n->pidfd); /* also leaves the epoll set */
+	n->pidfd = -1;
+	n->pid = 0;
+}
+
+/* Append "NAME=value" to envp at *n (malloc'd). 0, or -1 on OOM. */
+static int env_add(char **envp, size_t *n, const char *name, const char *value)
+{
+	size_t l = strlen(name) + strlen(value) + 2;
+	char *e = malloc(l);
+	if (!e)
+		return -1;
+	(void)snprintf(e, l, "%s=%s", name, value);
+	envp[(*n)++] = e;
+	return 0;
+}
+
+/*
+ * Start the configured notifier for one pending call: its approval view (the
+ * pending entry, with trace_id and request_sha256) as JSON on stdin, through
+ * a memfd so that no write can block the loop; stdout and stderr go to the
+ * daemon's log. It runs as the daemon, outside every call; its environment
+ * adds CALLGATE_ADMIN_SOCKET, CALLGATE_TRACE_ID and CALLGATE_REQUEST_SHA256
+ * so that it can answer through `callgate approve ID --hash SHA`, bound to
+ * the view it was given. 0, or -1 (logged).
+ */
+static int notifier_spawn(struct server *s, const json_t *view)
+{
+	struct notifier *slot = NULL;
+	for (size_t i = 0; i < MAX_NOTIFIERS && !slot; i++) {
+		if (s->notifiers[i].pid && s->notifiers[i].pidfd < 0)
+			notifier_reap(s, &s->notifiers[i], false);
+		if (!s->notifiers[i].pid)
+			slot = &s->notifiers[i];
+	}
+	const char *tid = json_string_value(json_object_get(view, "trace_id"));
+	const char *sha = json_string_value(json_object_get(view, "request_sha256"));
+	if (!slot || !tid || !sha) {
+		cg_log("warn", tid, "approval notifier not started: %s",
+		       slot ? "the view has no trace id or hash" : "too many notifiers running");
+		return -1;
+	}
+	int rc = -1, mfd = -1;
+	size_t n_env = 0, n_base = 0;
+	char **envp = NULL;
+	char *argv[CG_SERVER_MAX_NOTIFY_ARGS + 1] = { 0 };
+	char *text = json_dumps(view, JSON_COMPACT | JSON_SORT_KEYS);
+	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t attr;
+	bool have_fa = false, have_attr = false;
+	if (!text)
+		goto release;
+	mfd = memfd_create("callgate-approval-view", MFD_CLOEXEC);
+	if (mfd < 0 || cg_write_all(mfd, text, strlen(text)) < 0 ||
+	    cg_write_all(mfd, "\n", 1) < 0 || lseek(mfd, 0, SEEK_SET) != 0)
+		goto release;
+	while (environ[n_base])
+		n_base++;
+	envp = calloc(n_base + 4, sizeof(char *));
+	if (!envp)
+		goto release;
+	for (size_t i = 0; i < n_base; i++) {
+		/* Ours are set below; an inherited one must not shadow them. */
+		if (strncmp(environ[i], "CALLGATE_ADMIN_SOCKET=", 22) == 0 ||
+		    strncmp(environ[i], "CALLGATE_TRACE_ID=", 18) == 0 ||
+		    strncmp(environ[i], "CALLGATE_REQUEST_SHA256=", 24) == 0)
+			continue;
+		if (!(envp[n_env] = strdup(environ[i])))
+			goto release;
+		n_env++;
+	}
+	if (env_add(envp, &n_env, "CALLGATE_ADMIN_SOCKET",
+		    s->cfg->admin_socket_path ? s->cfg->admin_socket_path : "") != 0 ||
+	    env_add(envp, &n_env, "CALLGATE_TRACE_ID", tid) != 0 ||
+	    env_add(envp, &n_env, "CALLGATE_REQUEST_SHA256", sha) != 0)
+		goto release;
+	if (posix_spawn_file_actions_init(&fa) != 0)
+		goto release;
+	have_fa = true;
+	if (posix_spawnattr_init(&attr) != 0)
+		goto release;
+	have_attr = true;
+	sigset_t none, dfl;
+	sigemptyset(&none);
+	sigemptyset(&dfl);
+	sigaddset(&dfl, SIGTERM);
+	sigaddset(&dfl, SIGINT);
+	sigaddset(&dfl, SIGHUP);
+	sigaddset(&dfl, SIGPIPE);
+	if (posix_spawn_file_actions_adddup2(&fa, mfd, 0) != 0 ||
+	    posix_spawn_file_actions_adddup2(&fa, 2, 1) != 0 ||
+	    posix_spawnattr_setsigmask(&attr, &none) != 0 ||
+	    posix_spawnattr_setsigdefault(&attr, &dfl) != 0 ||
+	    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF) != 0)
+		goto release;
+	for (size_t i = 0; i < s->cfg->n_notify_args; i++)
+		if (!(argv[i] = strdup(s->cfg->notify_argv[i])))
+			goto release;
+	pid_t pid = 0;
+	int e = posix_spawn(&pid, argv[0], &fa, &attr, argv, envp);
+	if (e != 0) {
+		cg_log("warn", tid, "approval notifier %s could not start: %s",
+		       s->cfg->notify_argv[0], cg_errno_name(e));
+		goto release;
+	}
+	slot->src.kind = SRC_NOTIFIER;
+	slot->pid = pid;
+	slot->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (slot->pidfd >= 0) {
+		struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &slot->src };
+		if (epoll_ctl(s->ep_fd, EPOLL_CTL_ADD, slot->pidfd, &ev) < 0) {
+			close(slot->pidfd);
+			slot->pidfd = -1; /* reaped lazily when a slot is needed, or at stop */
+		}
+	}
+	cg_log("info", tid, "approval notifier pid %d started", (int)pid);
+	rc = 0;
+release:
+	if (rc != 0 && !envp)
+		cg_log("warn", tid, "approval notifier not started: %s", cg_errno_name(errno));
+	if (have_attr)
+		posix_spawnattr_destroy(&attr);
+	if (have_fa)
+		posix_spawn_file_actions_destroy(&fa);
+	for (size_t i = 0; envp && i < n_env; i++)
+		free(envp[i]);
+	for (size_t i = 0; i < CG_SERVER_MAX_NOTIFY_ARGS; i++)
+		free(argv[i]);
+	free(envp);
+	if (mfd >= 0)
+		close(mfd);
+	free(text);
+	return rc;
+}
+
+/*
+ * After a call was submitted and is waiting or running: push every pending
+ * call not yet pushed to the notifier. The kernel queues a deferred call
+ * inside cg_kernel_submit, so this sees it at once, without polling.
+ */
+static void notify_new_pending(struct server *s)
+{
+	if (!s->cfg->n_notify_args)
+		return;
+	static const char line[] = "{\"action\":\"pending\"}";
+	struct cg_peer self = { .pid = s->self_pid, .uid = s->euid, .gid = getegid() };
+	struct admin_box box = { 0 };
+	cg_kernel_admin(s->k, line, sizeof(line) - 1, &self, admin_respond, &box);
+	json_t *resp = box.line ? json_loadb(box.line, box.len, 0, NULL) : NULL;
+	free(box.line);
+	json_t *list =
+	    json_object_get(json_object_get(json_object_get(resp, "reply"), "data"), "pending");
+	json_t *seen = json_object();
+	size_t i;
+	json_t *p;
+	if (!seen || !json_is_array(list))
+		goto release;
+	json_array_foreach(list, i, p)
+	{
+		const char *tid = json_string_value(json_object_get(p, "trace_id"));
+		if (!tid)
+			continue;
+		/* Pushed once, whether or not the notifier started: no retry storm. */
+		if (!json_object_get(s->notified, tid))
+			(void)notifier_spawn(s, p);
+		json_object_set_new(seen, tid, json_true());
+	}
+	/* Answered calls drop out, so the set stays as small as the queue. */
+	json_decref(s->notified);
+	s->notified = seen;
+	seen = NULL;
+release:
+	json_decref(seen);
+	json_decref(resp);
 }
 
 /*
@@ -530,6 +768,7 @@ static void conn_submit(struct server *s, struct conn *c, size_t line_len, bool 
 	}
 	if (set_events(s, c, 0) < 0)
 		drop_events(s, c);
+	notify_new_pending(s);
 }
 
 /*
@@ -636,6 +875,342 @@ static void expire(struct server *s, int64_t now)
 	}
 }
 
+/* ---- is the admin peer a person? ------------------------------------------ */
+
+/*
+ * Read a /proc file whole into buf (NUL-terminated). 0, or -1 when it cannot
+ * be read or does not fit: the callers treat both as "cannot tell", which
+ * refuses the peer.
+ */
+static int read_proc(const char *path, char *buf, size_t len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return -1;
+	size_t o = 0;
+	for (;;) {
+		if (o + 1 >= len) {
+			close(fd);
+			return -1;
+		}
+		ssize_t n = cg_read_some(fd, buf + o, len - 1 - o);
+		if (n < 0) {
+			close(fd);
+			return -1;
+		}
+		if (n == 0)
+			break;
+		o += (size_t)n;
+	}
+	close(fd);
+	buf[o] = '\0';
+	return 0;
+}
+
+/*
+ * The path of the hierarchy "ID:CONTROLLERS" (hier, hier_len bytes) in a
+ * /proc/<pid>/cgroup text, copied into out. 0, or -1 when absent.
+ */
+static int cgroup_path_of(const char *text, const char *hier, size_t hier_len, char *out,
+			  size_t len)
+{
+	for (const char *l = text; l && *l;) {
+		const char *nl = strchr(l, '\n');
+		size_t ll = nl ? (size_t)(nl - l) : strlen(l);
+		const char *c2 = memchr(l, ':', ll);
+		c2 = c2 ? memchr(c2 + 1, ':', ll - (size_t)(c2 + 1 - l)) : NULL;
+		if (c2 && (size_t)(c2 - l) == hier_len && memcmp(l, hier, hier_len) == 0) {
+			size_t pl = ll - (size_t)(c2 + 1 - l);
+			if (pl + 1 > len)
+				return -1;
+			memcpy(out, c2 + 1, pl);
+			out[pl] = '\0';
+			return 0;
+		}
+		l = nl ? nl + 1 : NULL;
+	}
+	return -1;
+}
+
+/*
+ * Does the cgroup text of a peer place it under the daemon's per-call cgroup
+ * parent in any hierarchy? Calls run in <daemon's cgroup>/callgate/<call>
+ * (src/confine/confine.c, cg_tree_new), in cgroup v2 and, for pids.max
+ * under v1, in the pids hierarchy. 1 inside, 0 not, -1 cannot tell.
+ */
+static int cgroup_in_call(const struct server *s, const char *peer_text, char *where,
+			  size_t where_len)
+{
+	for (const char *l = peer_text; *l;) {
+		const char *nl = strchr(l, '\n');
+		size_t ll = nl ? (size_t)(nl - l) : strlen(l);
+		const char *c1 = memchr(l, ':', ll);
+		const char *c2 = c1 ? memchr(c1 + 1, ':', ll - (size_t)(c1 + 1 - l)) : NULL;
+		if (!c2)
+			return -1;
+		size_t hl = (size_t)(c2 - l);
+		char own[PATH_MAX], base[PATH_MAX + 16];
+		if (cgroup_path_of(s->own_cgroup, l, hl, own, sizeof(own)) == 0) {
+			int bn = snprintf(base, sizeof(base), "%s/callgate",
+					  strcmp(own, "/") == 0 ? "" : own);
+			if (bn < 0 || (size_t)bn >= sizeof(base))
+				return -1;
+			const char *pp = c2 + 1;
+			size_t pl = ll - (size_t)(pp - l);
+			if (pl >= (size_t)bn && memcmp(pp, base, (size_t)bn) == 0 &&
+			    (pl == (size_t)bn || pp[bn] == '/')) {
+				(void)snprintf(where, where_len, "cgroup %.*s", (int)pl, pp);
+				return 1;
+			}
+		}
+		l = nl ? nl + 1 : l + ll;
+	}
+	return 0;
+}
+
+static bool is_notifier(const struct server *s, pid_t pid)
+{
+	for (size_t i = 0; i < MAX_NOTIFIERS; i++)
+		if (s->notifiers[i].pid == pid)
+			return true;
+	return false;
+}
+
+/*
+ * How many pids the process has on its NSpid line (/proc/<pid>/status; pid
+ * 0: self): one per pid namespace from procfs's down to its own. -1 when it
+ * cannot be read.
+ */
+static int nspid_depth(pid_t pid)
+{
+	char path[64], buf[4096];
+	if (pid)
+		(void)snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	else
+		(void)snprintf(path, sizeof(path), "/proc/self/status");
+	if (read_proc(path, buf, sizeof(buf)) != 0)
+		return -1;
+	const char *l = strstr(buf, "\nNSpid:");
+	if (!l)
+		return -1;
+	int n = 0;
+	for (const char *p = l + 8; *p && *p != '\n'; p++)
+		if ((*p >= '0' && *p <= '9') && (p[-1] == '\t' || p[-1] == ' ' || p[-1] == ':'))
+			n++;
+	return n;
+}
+
+/* The parent of pid from /proc/<pid>/stat; -1 when it cannot be read. */
+static pid_t parent_of(pid_t pid)
+{
+	char path[64], buf[1024];
+	(void)snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if (read_proc(path, buf, sizeof(buf)) != 0)
+		return -1;
+	/* "pid (comm) state ppid ...": comm may hold anything, so from the last ')'. */
+	const char *rp = strrchr(buf, ')');
+	if (!rp || rp[1] != ' ' || !rp[2] || rp[3] != ' ')
+		return -1;
+	char *end;
+	long pp = strtol(rp + 4, &end, 10);
+	if (end == rp + 4 || pp < 0 || pp > INT32_MAX)
+		return -1;
+	return (pid_t)pp;
+}
+
+/*
+ * Is the admin peer running inside a call? Answered from the kernel's view
+ * of the process, never from anything the peer says (issue 12, item 1): an
+ * agent running as the daemon's uid, or as root, could otherwise approve its
+ * own deferred call from inside it. Refused when
+ *  - its cgroup lies under the daemon's per-call cgroup parent;
+ *  - its pid namespace is not the daemon's (calls get their own; a peer
+ *    whose pid the kernel cannot map into ours reports pid 0);
+ *  - the daemon is among its ancestors, other than through a notifier the
+ *    daemon started (this also covers hosts without a cgroup tree, where
+ *    calls run in the daemon's own cgroup);
+ *  - any of this cannot be read (fail closed), or the peer has exited by
+ *    the time it was checked (its pid could name another process then).
+ * Returns true for a person (outside every call); else false with where.
+ */
+static bool peer_outside_calls(struct server *s, int fd, pid_t pid, char *where, size_t where_len)
+{
+	char path[64];
+	struct stat st;
+	char *text = NULL;
+	bool ok = false;
+	/* A pidfd pins the process: after the checks it must still be alive. */
+	int pidfd = -1;
+	socklen_t pl = sizeof(pidfd);
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &pl) < 0)
+		pidfd = -1; /* kernel before 6.5: the pid alone */
+	if (pid <= 0) {
+		(void)snprintf(where, where_len, "a pid namespace the daemon cannot see into");
+		goto release;
+	}
+	/*
+	 * Same pid namespace: by the namespace inode where we may read it (a
+	 * non-root daemon may not, for a root peer), and always by the depth
+	 * of the peer's NSpid line in the world-readable status file, which
+	 * grows by one in every nested namespace.
+	 */
+	(void)snprintf(path, sizeof(path), "/proc/%d/ns/pid", (int)pid);
+	bool ns_readable = stat(path, &st) == 0;
+	if (!ns_readable && errno != EACCES) {
+		(void)snprintf(where, where_len, "its pid namespace cannot be read: %s",
+			       cg_errno_name(errno));
+		goto release;
+	}
+	if (ns_readable && (st.st_ino != s->pidns_st.st_ino || st.st_dev != s->pidns_st.st_dev)) {
+		(void)snprintf(where, where_len, "pid namespace %lu, not the daemon's",
+			       (unsigned long)st.st_ino);
+		goto release;
+	}
+	int depth = nspid_depth(pid);
+	if (depth < 0 || depth != s->nspid_depth) {
+		(void)snprintf(where, where_len, "pid namespace depth %d, not the daemon's %d",
+			       depth, s->nspid_depth);
+		goto release;
+	}
+	text = malloc(PROC_READ_MAX);
+	(void)snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
+	if (!text || !s->own_cgroup || read_proc(path, text, PROC_READ_MAX) != 0) {
+		(void)snprintf(where, where_len, "its cgroup cannot be read");
+		goto release;
+	}
+	int in = cgroup_in_call(s, text, where, where_len);
+	if (in != 0) {
+		if (in < 0)
+			(void)snprintf(where, where_len, "its cgroup cannot be parsed");
+		goto release;
+	}
+	pid_t cur = pid;
+	for (int hop = 0; hop < MAX_ANCESTRY; hop++) {
+		pid_t pp = parent_of(cur);
+		if (pp < 0) {
+			(void)snprintf(where, where_len, "its ancestry cannot be read");
+			goto release;
+		}
+		if (pp == s->self_pid) {
+			if (is_notifier(s, cur))
+				break; /* started by the daemon to reach a person */
+			(void)snprintf(where, where_len, "a descendant of the daemon (via pid %d)",
+				       (int)cur);
+			goto release;
+		}
+		if (pp <= 1)
+			break;
+		cur = pp;
+		if (hop == MAX_ANCESTRY - 1) {
+			(void)snprintf(where, where_len, "its ancestry is too deep to check");
+			goto release;
+		}
+	}
+	/* EPERM (a root peer of a non-root daemon) still means alive. */
+	if (pidfd >= 0 && syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) != 0 &&
+	    errno != EPERM) {
+		(void)snprintf(where, where_len, "it exited before it could be checked");
+		goto release;
+	}
+	ok = true;
+release:
+	free(text);
+	if (pidfd >= 0)
+		close(pidfd);
+	return ok;
+}
+
+/* Is the peer on fd (cred) a configured approver? By uid, primary or supplementary gid. */
+static bool peer_is_approver(const struct server *s, int fd, const struct ucred *cred)
+{
+	const struct cg_server_config *cfg = s->cfg;
+	if (cfg->n_approver_uids == 0 && cfg->n_approver_gids == 0)
+		return cred->uid == s->euid;
+	for (size_t i = 0; i < cfg->n_approver_uids; i++)
+		if (cfg->approver_uids[i] == cred->uid)
+			return true;
+	if (cfg->n_approver_gids == 0)
+		return false;
+	gid_t groups[256];
+	socklen_t gl = sizeof(groups);
+	size_t ng = 0;
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &gl) == 0)
+		ng = gl / sizeof(gid_t);
+	for (size_t i = 0; i < cfg->n_approver_gids; i++) {
+		if (cfg->approver_gids[i] == cred->gid)
+			return true;
+		for (size_t j = 0; j < ng; j++)
+			if (groups[j] == cfg->approver_gids[i])
+				return true;
+	}
+	return false;
+}
+
+int cg_server_option(struct cg_server_config *cfg, const char *name, const char *value, char *why,
+		     size_t why_len)
+{
+	char *end = NULL;
+	if (strcmp(name, "--approver-uid") == 0) {
+		errno = 0;
+		long long v = strtoll(value, &end, 10);
+		if (errno || end == value || *end || v < 0 || v > INT32_MAX) {
+			(void)snprintf(why, why_len, "--approver-uid needs a uid, got '%s'", value);
+			return -1;
+		}
+		if (cfg->n_approver_uids == CG_SERVER_MAX_APPROVERS) {
+			(void)snprintf(why, why_len, "at most %d --approver-uid flags",
+				       CG_SERVER_MAX_APPROVERS);
+			return -1;
+		}
+		cfg->approver_uids[cfg->n_approver_uids++] = (uid_t)v;
+		return 1;
+	}
+	if (strcmp(name, "--approver-group") == 0) {
+		struct group *gr = getgrnam(value);
+		long long v = -1;
+		if (gr) {
+			v = gr->gr_gid;
+		} else {
+			errno = 0;
+			v = strtoll(value, &end, 10);
+			if (errno || end == value || *end || v < 0 || v > INT32_MAX) {
+				(void)snprintf(why, why_len, "--approver-group: unknown group '%s'",
+					       value);
+				return -1;
+			}
+		}
+		if (cfg->n_approver_gids == CG_SERVER_MAX_APPROVERS) {
+			(void)snprintf(why, why_len, "at most %d --approver-group flags",
+				       CG_SERVER_MAX_APPROVERS);
+			return -1;
+		}
+		cfg->approver_gids[cfg->n_approver_gids++] = (gid_t)v;
+		return 1;
+	}
+	bool prog = strcmp(name, "--approval-notify") == 0;
+	if (prog || strcmp(name, "--approval-notify-arg") == 0) {
+		if (prog && (value[0] != '/' || cfg->n_notify_args)) {
+			(void)snprintf(why, why_len,
+				       "--approval-notify needs an absolute program path, once");
+			return -1;
+		}
+		if (!prog && cfg->n_notify_args == 0) {
+			(void)snprintf(why, why_len,
+				       "--approval-notify-arg must follow --approval-notify");
+			return -1;
+		}
+		if (cfg->n_notify_args == CG_SERVER_MAX_NOTIFY_ARGS) {
+			(void)snprintf(why, why_len, "at most %d notifier arguments",
+				       CG_SERVER_MAX_NOTIFY_ARGS);
+			return -1;
+		}
+		cfg->notify_argv[cfg->n_notify_args++] = value;
+		cfg->notify_argv[cfg->n_notify_args] = NULL;
+		return 1;
+	}
+	return 0;
+}
+
 /* ---- accepting --------------------------------------------------------- */
 
 /*
@@ -660,6 +1235,31 @@ static bool admin_peer_ok(struct server *s, int fd, const struct ucred *cred)
 		if (groups[i] == s->cfg->admin_group)
 			return true;
 	return false;
+}
+
+/*
+ * Answer a refused peer with one line and close. Whatever it already sent is
+ * read away first: closing a Unix socket with unread bytes resets the
+ * connection, and the peer would lose the line that says why.
+ */
+static void refuse_and_close(int fd, struct cg_reply *r)
+{
+	char tid[40] = "";
+	if (cg_uuid4(tid, sizeof(tid)) == 0)
+		cg_reply_set_trace(r, tid);
+	size_t len = 0;
+	char *line = reply_line("", r, &len);
+	cg_reply_free(r);
+	char sink[4096];
+	for (int i = 0; i < 256 && recv(fd, sink, sizeof(sink), MSG_DONTWAIT) > 0; i++)
+		;
+	if (line)
+		(void)send(fd, line, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+	free(line);
+	(void)shutdown(fd, SHUT_WR);
+	for (int i = 0; i < 256 && recv(fd, sink, sizeof(sink), MSG_DONTWAIT) > 0; i++)
+		;
+	close(fd);
 }
 
 static void accept_all(struct server *s, int lfd, bool admin)
@@ -690,18 +1290,18 @@ static void accept_all(struct server *s, int lfd, bool admin)
 		if (admin && !admin_peer_ok(s, fd, &cred)) {
 			cg_log("warn", NULL, "admin socket: refused uid %u pid %d (not the owner)",
 			       (unsigned)cred.uid, (int)cred.pid);
-			struct cg_reply *r = cg_reply_new(CG_R_ADMIN_PEER_REFUSED, "{s:I}", "uid",
-							  (json_int_t)cred.uid);
-			char tid[40] = "";
-			if (cg_uuid4(tid, sizeof(tid)) == 0)
-				cg_reply_set_trace(r, tid);
-			size_t len = 0;
-			char *line = reply_line("", r, &len);
-			cg_reply_free(r);
-			if (line)
-				(void)send(fd, line, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-			free(line);
-			close(fd);
+			refuse_and_close(fd, cg_reply_new(CG_R_ADMIN_PEER_REFUSED, "{s:I}", "uid",
+							  (json_int_t)cred.uid));
+			continue;
+		}
+		char where[PATH_MAX + 32] = "";
+		if (admin && !peer_outside_calls(s, fd, cred.pid, where, sizeof(where))) {
+			cg_log("warn", NULL,
+			       "admin socket: refused uid %u pid %d: inside a call (%s)",
+			       (unsigned)cred.uid, (int)cred.pid, where);
+			refuse_and_close(fd, cg_reply_new(CG_R_ADMIN_PEER_IN_CALL, "{s:I,s:I,s:s}",
+							  "pid", (json_int_t)cred.pid, "uid",
+							  (json_int_t)cred.uid, "where", where));
 			continue;
 		}
 		unsigned cap = admin ? ADMIN_MAX_CONNS : s->max_conns;
@@ -726,6 +1326,7 @@ static void accept_all(struct server *s, int lfd, bool admin)
 		c->srv = s;
 		c->fd = fd;
 		c->admin = admin;
+		c->approver = admin && peer_is_approver(s, fd, &cred);
 		c->state = CONN_READING;
 		c->peer.pid = cred.pid;
 		c->peer.uid = cred.uid;
@@ -802,7 +1403,7 @@ static int make_parent(const char *path, mode_t mode)
  * On failure logs one line and returns -1.
  */
 static int open_listener(const char *path, mode_t mode, gid_t gid, int *lock_out,
-			 struct stat *st_out)
+			 struct stat *st_out, int64_t *locked_at_ns)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	int fd = -1, lock_fd = -1, probe = -1;
@@ -832,6 +1433,21 @@ static int open_listener(const char *path, mode_t mode, gid_t gid, int *lock_out
 		cg_log("error", NULL, "%s: another callgated holds %s; already running", path,
 		       lockpath);
 		goto fail;
+	}
+	if (locked_at_ns) {
+		/*
+		 * Every daemon that served this socket before us held this lock
+		 * until it exited, so every request it accepted is dated before
+		 * now: requests dated before now are refused (replay across a
+		 * restart). Then wait for the next millisecond before listening,
+		 * so that a request made after we listen is dated at or after now
+		 * even by a client that writes milliseconds only.
+		 */
+		*locked_at_ns = cg_now_wall_ns();
+		int64_t wait_ns = 1000000 - *locked_at_ns % 1000000;
+		struct timespec ts = { .tv_sec = 0, .tv_nsec = (long)wait_ns };
+		while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+			;
 	}
 	struct stat st;
 	if (lstat(path, &st) == 0) {
@@ -921,12 +1537,11 @@ static void handle_signals(struct server *s)
 		if (n != (ssize_t)sizeof(si))
 			return;
 		if (si.ssi_signo == SIGHUP) {
-			char *result = NULL;
-			int rc = cg_kernel_reload(s->k, &result);
-			cg_log(rc == 0 ? "info" : "error", NULL, "SIGHUP reload %s: %s",
+			struct cg_result res;
+			int rc = cg_kernel_reload(s->k, &res);
+			cg_log(rc == 0 ? "info" : "error", NULL, "SIGHUP reload %s: %c %s: %s",
 			       rc == 0 ? "succeeded" : "failed (old policy stays in force)",
-			       result ? result : "(no result)");
-			free(result);
+			       res.type, res.code, res.message);
 		} else {
 			cg_log("info", NULL, "%s received; stopping",
 			       si.ssi_signo == SIGINT ? "SIGINT" : "SIGTERM");
@@ -1042,6 +1657,17 @@ int cg_server_run(struct cg_kernel *k, const struct cg_server_config *cfg)
 	pthread_mutex_init(&s->mu, NULL);
 	s->loop_thread = pthread_self();
 	s->euid = geteuid();
+	s->self_pid = getpid();
+	for (size_t i = 0; i < MAX_NOTIFIERS; i++)
+		s->notifiers[i].pidfd = -1;
+	/* What "inside a call" is measured against (peer_outside_calls). */
+	s->own_cgroup = malloc(PROC_READ_MAX);
+	if (!s->own_cgroup || read_proc("/proc/self/cgroup", s->own_cgroup, PROC_READ_MAX) != 0 ||
+	    stat("/proc/self/ns/pid", &s->pidns_st) != 0 || (s->nspid_depth = nspid_depth(0)) < 1) {
+		cg_log("error", NULL, "cannot read the daemon's own cgroup and pid namespace: %s",
+		       strerror(errno));
+		goto close_fds;
+	}
 
 	/*
 	 * The signals MUST already be blocked in every thread (main blocks them
@@ -1062,8 +1688,9 @@ int cg_server_run(struct cg_kernel *k, const struct cg_server_config *cfg)
 		goto close_fds;
 	}
 	mode_t mode = cfg->socket_group != (gid_t)-1 ? 0660 : 0600;
-	s->listen_fd =
-	    open_listener(cfg->socket_path, mode, cfg->socket_group, &s->lock_fd, &s->listen_st);
+	int64_t not_before = 0;
+	s->listen_fd = open_listener(cfg->socket_path, mode, cfg->socket_group, &s->lock_fd,
+				     &s->listen_st, &not_before);
 	if (s->listen_fd < 0)
 		goto close_fds;
 	s->have_listen_st = true;
@@ -1071,11 +1698,18 @@ int cg_server_run(struct cg_kernel *k, const struct cg_server_config *cfg)
 		s->admin_fd =
 		    open_listener(cfg->admin_socket_path, cfg->has_admin_group ? 0660 : 0600,
 				  cfg->has_admin_group ? cfg->admin_group : (gid_t)-1,
-				  &s->admin_lock_fd, &s->admin_st);
+				  &s->admin_lock_fd, &s->admin_st, NULL);
 		if (s->admin_fd < 0)
 			goto close_fds;
 		s->have_admin_st = true;
 	}
+	/*
+	 * The seen-id window starts empty: nothing dated before we held the
+	 * agent socket's lock is accepted. Not the process start: a daemon
+	 * still serving while we initialised may have accepted requests dated
+	 * after it.
+	 */
+	cg_wire_set_not_before(not_before);
 	if (add_src(s, s->sig_fd, &s->sig_src, SRC_SIGNAL) < 0 ||
 	    add_src(s, s->wake_fd, &s->wake_src, SRC_WAKE) < 0 ||
 	    add_src(s, s->listen_fd, &s->listen_src, SRC_LISTEN) < 0 ||
@@ -1114,6 +1748,9 @@ int cg_server_run(struct cg_kernel *k, const struct cg_server_config *cfg)
 				(void)r;
 				break;
 			}
+			case SRC_NOTIFIER:
+				notifier_reap(s, (struct notifier *)src, false);
+				break;
 			case SRC_CONN:
 				/*
 				 * Within a batch a connection is only ever freed by
@@ -1135,6 +1772,14 @@ int cg_server_run(struct cg_kernel *k, const struct cg_server_config *cfg)
 	cg_log("info", NULL, "stopped");
 	ret = 0;
 close_fds:
+	for (size_t i = 0; i < MAX_NOTIFIERS; i++)
+		if (s->notifiers[i].pid) {
+			/* A notifier only informs; the calls it was about are answered. */
+			(void)kill(s->notifiers[i].pid, SIGKILL);
+			notifier_reap(s, &s->notifiers[i], true);
+		}
+	json_decref(s->notified);
+	free(s->own_cgroup);
 	stop_listening(s);
 	if (s->lock_fd >= 0)
 		close(s->lock_fd);

@@ -15,6 +15,15 @@
  *  - Past the connection cap a peer gets the "busy" reply and is closed.
  *  - The admin socket MUST serve only the daemon's uid, root, and members of
  *    the configured admin group, checked by SO_PEERCRED/SO_PEERGROUPS.
+ *  - The admin socket MUST refuse a peer that runs inside a call: its
+ *    cgroup lies under the daemon's per-call cgroup parent, its pid
+ *    namespace is not the daemon's, or the daemon is its ancestor (other
+ *    than through a notifier the daemon started). Checked from /proc, never
+ *    from anything the peer sends.
+ *  - approve, deny and grant_open MUST come from a configured approver (uid
+ *    or group; default: the daemon's own uid).
+ *  - Every request dated before the server started is refused (the
+ *    seen-id window does not survive a restart; see cg_wire_set_not_before).
  *  - Every connection gets exactly one response line, or is closed because
  *    the peer went away.
  */
@@ -27,6 +36,9 @@
 
 #include "callgate.h"
 
+#define CG_SERVER_MAX_APPROVERS	  64
+#define CG_SERVER_MAX_NOTIFY_ARGS 32
+
 struct cg_server_config {
 	const char *socket_path;       /* agent socket */
 	const char *admin_socket_path; /* owner-only admin socket, or NULL */
@@ -36,7 +48,25 @@ struct cg_server_config {
 	unsigned max_conns;	       /* total connections; 0: default 1024 */
 	int64_t read_deadline_ms;      /* 0: default 10000 */
 	const char *ready_fd_env;      /* unused for now */
+	/* Who may answer (approve, deny, grant_open). Both empty: the daemon's euid. */
+	uid_t approver_uids[CG_SERVER_MAX_APPROVERS];
+	size_t n_approver_uids;
+	gid_t approver_gids[CG_SERVER_MAX_APPROVERS];
+	size_t n_approver_gids;
+	/* Run for each new pending call, the approval view as JSON on stdin; NULL: none. */
+	const char *notify_argv[CG_SERVER_MAX_NOTIFY_ARGS + 1]; /* NULL-terminated */
+	size_t n_notify_args;
 };
+
+/*
+ * Take one daemon option that belongs to the server: --approver-uid UID,
+ * --approver-group GROUP (name or number), --approval-notify PROGRAM,
+ * --approval-notify-arg ARG (each repeatable). Returns 1 when name was one
+ * of them and value was stored, 0 when name is not a server option, -1 when
+ * the value is bad or there are too many (a message is in why).
+ */
+int cg_server_option(struct cg_server_config *cfg, const char *name, const char *value, char *why,
+		     size_t why_len) __attribute__((warn_unused_result));
 
 /*
  * Serve until SIGTERM/SIGINT (or cg_server_stop). Returns 0 on a clean stop,

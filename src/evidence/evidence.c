@@ -54,6 +54,7 @@
 #define DEFAULT_CKPT_EVERY    10000u
 #define DEFAULT_CKPT_MS	      1000
 #define QUEUE_CAP	      (1u << 20) /* pending items; past this appends fail (EAGAIN) */
+#define ADMIT_HIGH_WATER      32768u	 /* pending items past which new calls are turned away */
 #define SEGMENT_READ_CAP      ((size_t)2 << 30)
 #define PKG_BACKLOG_CAP	      8192u /* packages waiting to be written; past this the writer waits */
 #define HEAL_PROBE_MS	      1000  /* a failed journal tries to reopen this often */
@@ -152,6 +153,7 @@ struct cg_evidence {
 	int64_t failed_at_ns; /* wall clock of that failure */
 	uint64_t refused;     /* appends refused while failed */
 	struct cg_smap *cut;  /* traces a failure cut short: they take no more events */
+	json_t *cut_pending;  /* traces cut at the queue cap, to be marked incomplete */
 	bool stop;
 	pthread_t thr;
 	bool thr_started;
@@ -439,6 +441,30 @@ free_docs:
 	return rc;
 }
 
+/*
+ * The verdict of a trace cut short (no seal): decision as last recorded, an
+ * E reply saying why, status "incomplete". New reference, or NULL on OOM.
+ */
+static json_t *incomplete_verdict(const char *decision, const char *why, const char *trace_id)
+{
+	struct cg_verdict_facts f = {
+		.decision = decision,
+		.summary =
+		    "This trace was cut short (the daemon stopped before it was sealed); its "
+		    "events up to that moment are intact. Whether its command started is in "
+		    "events.ndjson.",
+		.reply_type = 'E',
+		.reply_code = "",
+		.layer = CG_LAYER_MCP,
+		.message = why,
+		.confidence = 1.0,
+	};
+	json_t *v = cg_verdict_render(&f, trace_id);
+	if (v)
+		json_object_set_new(v, "status", json_string("incomplete"));
+	return v;
+}
+
 /* A trace cut short by a crash (or left open at close): marked, never sealed. */
 static int do_incomplete(struct cg_evidence *ev, const char *trace, const char *why)
 {
@@ -464,14 +490,7 @@ static int do_incomplete(struct cg_evidence *ev, const char *trace, const char *
 	}
 	json_decref(p);
 	json_t *diff = json_array();
-	json_t *in = json_pack(
-	    "{s:s, s:s, s:s, s:{s:s, s:s, s:s}}", "decision", dec, "status", "incomplete",
-	    "summary",
-	    "This trace was cut short (the daemon stopped before it was sealed); its events up to "
-	    "that moment are intact. Whether its command started is in events.ndjson.",
-	    "reply", "type", "E", "code", "", "message", why);
-	json_t *verdict = in ? cg_verdict_normalize(in, trace) : NULL;
-	json_decref(in);
+	json_t *verdict = incomplete_verdict(dec, why, trace);
 	struct package *pk = calloc(1, sizeof(*pk));
 	if (!pk || !verdict || !diff) {
 		free(pk);
@@ -480,7 +499,6 @@ static int do_incomplete(struct cg_evidence *ev, const char *trace, const char *
 		errno = ENOMEM;
 		return -1;
 	}
-	json_object_set_new(verdict, "status", json_string("incomplete"));
 	memcpy(pk->trace, trace, strlen(trace) + 1);
 	pk->t = cg_smap_del(ev->traces, trace);
 	pk->verdict = verdict;
@@ -739,6 +757,33 @@ static int process(struct cg_evidence *ev, struct item *batch, bool final)
 static int recover(struct cg_evidence *ev, json_t *torn, char *why, size_t why_len);
 static struct item *item_event(const char *trace_id, int type, json_t *payload, bool durable);
 
+/* Incomplete markers for every trace left open (a crash, a journal failure). */
+struct incomplete_list {
+	struct item *head, **tail;
+	const char *why; /* static: recorded in each marker */
+	json_t *names;	 /* when not NULL: the traces marked, by id */
+	bool oom;
+};
+
+static void queue_incomplete(const char *key, void *value, void *arg)
+{
+	struct incomplete_list *l = arg;
+	const struct tstate *t = value;
+	if (!t->keep)
+		return;
+	struct item *it = calloc(1, sizeof(*it));
+	if (!it || (l->names && json_array_append_new(l->names, json_string(key)) != 0)) {
+		free(it);
+		l->oom = true;
+		return;
+	}
+	it->kind = IT_INCOMPLETE;
+	it->why = l->why;
+	snprintf(it->trace, sizeof(it->trace), "%s", key);
+	*l->tail = it;
+	l->tail = &it->next;
+}
+
 /* Can the journal's file system take a small synced write again? */
 static bool disk_accepts_writes(struct cg_evidence *ev)
 {
@@ -750,32 +795,6 @@ static bool disk_accepts_writes(struct cg_evidence *ev)
 	close(fd);
 	(void)unlinkat(ev->dir_fd, ".probe", 0);
 	return ok;
-}
-
-struct cut_list {
-	struct item *head, **tail;
-	json_t *names;
-	bool oom;
-};
-
-static void cut_open_trace(const char *key, void *value, void *arg)
-{
-	struct cut_list *l = arg;
-	const struct tstate *t = value;
-	if (!t->keep)
-		return;
-	struct item *it = calloc(1, sizeof(*it));
-	if (!it || json_array_append_new(l->names, json_string(key)) != 0) {
-		free(it);
-		l->oom = true;
-		return;
-	}
-	it->kind = IT_INCOMPLETE;
-	it->durable = true;
-	it->why = "the journal failed while the trace was open";
-	snprintf(it->trace, sizeof(it->trace), "%s", key);
-	*l->tail = it;
-	l->tail = &it->next;
 }
 
 /*
@@ -792,7 +811,8 @@ static int heal(struct cg_evidence *ev, int cause, int64_t failed_at_ns, uint64_
 		return -1;
 	char why[512] = "";
 	json_t *torn = json_array();
-	struct cut_list l = { NULL, &l.head, json_array(), false };
+	struct incomplete_list l = { NULL, &l.head, "the journal failed while the trace was open",
+				     json_array(), false };
 	struct cg_smap *fresh = cg_smap_new();
 	int rc = -1;
 	if (!torn || !l.names || !fresh)
@@ -810,7 +830,7 @@ static int heal(struct cg_evidence *ev, int cause, int64_t failed_at_ns, uint64_
 		cg_log("warn", NULL, "evidence: journal not reopened yet: %s", why);
 		goto free_all;
 	}
-	cg_smap_each(ev->traces, cut_open_trace, &l);
+	cg_smap_each(ev->traces, queue_incomplete, &l);
 	char from[40], to[40];
 	cg_format_time(failed_at_ns, from, sizeof(from));
 	cg_format_time(cg_now_wall_ns(), to, sizeof(to));
@@ -850,6 +870,34 @@ free_all:
 	json_decref(l.names);
 	json_decref(torn);
 	return rc;
+}
+
+/*
+ * Writer thread, mu held: queue an incomplete marker for each trace an
+ * append was refused for at the queue cap (past the cap on purpose: these
+ * markers are how the refusal is recorded).
+ */
+static void append_cut_markers(struct cg_evidence *ev)
+{
+	size_t i;
+	json_t *x;
+	json_array_foreach(ev->cut_pending, i, x)
+	{
+		struct item *it = calloc(1, sizeof(*it));
+		if (!it) {
+			cg_log("error", json_string_value(x),
+			       "evidence: out of memory marking a cut trace");
+			continue;
+		}
+		it->kind = IT_INCOMPLETE;
+		it->why = "an event of this trace was refused at the evidence queue's cap";
+		it->ticket = ++ev->next_ticket;
+		snprintf(it->trace, sizeof(it->trace), "%s", json_string_value(x));
+		*ev->q_tail = it;
+		ev->q_tail = &it->next;
+		ev->q_len++;
+	}
+	json_array_clear(ev->cut_pending);
 }
 
 /* Writer thread, mu held, journal failed: wait a probe interval, then try. */
@@ -892,6 +940,7 @@ static void *writer_main(void *arg)
 				break;
 		}
 		bool final = ev->stop;
+		append_cut_markers(ev);
 		struct item *batch = ev->q_head;
 		ev->q_head = NULL;
 		ev->q_tail = &ev->q_head;
@@ -942,7 +991,18 @@ static int enqueue(struct cg_evidence *ev, struct item *it)
 	} else if (it->kind != IT_FLUSH && cg_smap_get(ev->cut, it->trace)) {
 		saved = ESTALE; /* marked incomplete when the journal healed */
 	} else if (ev->q_len >= QUEUE_CAP) {
+		/*
+		 * An event that cannot be queued is never dropped silently: its
+		 * trace takes no more events (its permit fails, so nothing runs)
+		 * and the writer marks it incomplete, naming why.
+		 */
 		saved = EAGAIN;
+		if (it->kind == IT_EVENT && strcmp(it->trace, CG_JOURNAL_TRACE) != 0 &&
+		    !cg_smap_get(ev->cut, it->trace) &&
+		    (cg_smap_put(ev->cut, it->trace, (void *)1) != 0 ||
+		     json_array_append_new(ev->cut_pending, json_string(it->trace)) != 0))
+			cg_log("error", it->trace,
+			       "evidence: cannot remember a trace cut at the cap");
 	} else {
 		it->ticket = ++ev->next_ticket;
 		it->next = NULL;
@@ -1041,6 +1101,16 @@ free_verdict:
 	json_decref(verdict);
 	errno = saved;
 	return -1;
+}
+
+bool cg_evidence_backlogged(struct cg_evidence *ev, size_t *pending)
+{
+	pthread_mutex_lock(&ev->mu);
+	size_t n = ev->q_len;
+	pthread_mutex_unlock(&ev->mu);
+	if (pending)
+		*pending = n;
+	return n >= ADMIT_HIGH_WATER;
 }
 
 int cg_evidence_flush(struct cg_evidence *ev)
@@ -1374,28 +1444,6 @@ static int mkdir_p(const char *path, mode_t mode)
 	return 0;
 }
 
-struct incomplete_list {
-	struct item *head, **tail;
-	bool oom;
-};
-
-static void queue_incomplete(const char *key, void *value, void *arg)
-{
-	struct incomplete_list *l = arg;
-	const struct tstate *t = value;
-	if (!t->keep)
-		return;
-	struct item *it = calloc(1, sizeof(*it));
-	if (!it) {
-		l->oom = true;
-		return;
-	}
-	it->kind = IT_INCOMPLETE;
-	snprintf(it->trace, sizeof(it->trace), "%s", key);
-	*l->tail = it;
-	l->tail = &it->next;
-}
-
 int cg_evidence_open(const struct cg_evidence_config *cfg, struct cg_evidence **out,
 		     struct cg_reply **err)
 {
@@ -1436,8 +1484,9 @@ int cg_evidence_open(const struct cg_evidence_config *cfg, struct cg_evidence **
 	ev->state_dir = strdup(cfg->state_dir);
 	ev->traces = cg_smap_new();
 	ev->cut = cg_smap_new();
+	ev->cut_pending = json_array();
 	enum cg_reply_id fail = CG_R_EVIDENCE_OPEN_FAILED;
-	if (!ev->state_dir || !ev->traces || !ev->cut) {
+	if (!ev->state_dir || !ev->traces || !ev->cut || !ev->cut_pending) {
 		snprintf(why, sizeof(why), "out of memory");
 		goto fail;
 	}
@@ -1511,7 +1560,8 @@ int cg_evidence_open(const struct cg_evidence_config *cfg, struct cg_evidence **
 	}
 	ev->thr_started = true;
 	/* Record what recovery found, then mark the traces a crash cut short. */
-	struct incomplete_list l = { NULL, &l.head, false };
+	struct incomplete_list l = { NULL, &l.head, "the daemon restarted after a crash", NULL,
+				     false };
 	cg_smap_each(ev->traces, queue_incomplete, &l);
 	int rc = 0;
 	if (json_array_size(torn)) {
@@ -1578,6 +1628,7 @@ void cg_evidence_close(struct cg_evidence *ev)
 	EVP_PKEY_free(ev->key);
 	cg_smap_free(ev->traces, tstate_free);
 	cg_smap_free(ev->cut, NULL);
+	json_decref(ev->cut_pending);
 	free(ev->batch);
 	free(ev->state_dir);
 	pthread_cond_destroy(&ev->work_cv);
@@ -1613,10 +1664,18 @@ static json_t *as_list(json_t *v)
 	return a;
 }
 
+/*
+ * The layer of a verdict given as JSON by a caller without typed facts: the
+ * registry's, for a registry code; by its prefix only for a code the
+ * registry does not know (a foreign or older journal).
+ */
 static const char *layer_of(const char *code)
 {
 	if (!code)
 		return "MCP";
+	const struct cg_reply_def *d = cg_reply_find_code(code);
+	if (d)
+		return cg_layer_name(d->layer);
 	if (strncmp(code, "WA-", 3) == 0)
 		return "WA";
 	if (strncmp(code, "EN-", 3) == 0)
@@ -1624,6 +1683,40 @@ static const char *layer_of(const char *code)
 	if (strncmp(code, "CT-", 3) == 0)
 		return "CT";
 	return "MCP";
+}
+
+/* The next step an agent should take, by reply type and decision (e: scratch). */
+static const char *default_step(char rtype, const char *decision, const char *trace_id, char *e,
+				size_t e_len)
+{
+	const char *step;
+	switch (rtype) {
+	case 'S':
+		step = strcmp(decision, "DEGRADE") == 0
+			   ? "Continue: the call ran within the constraints listed; stay "
+			     "within them."
+			   : "Continue: the call completed; use its result.";
+		break;
+	case 'I':
+		step = "Fix the request as the reply message says, then retry.";
+		break;
+	case 'D':
+		step = strcmp(decision, "UNKNOWN") == 0
+			   ? "Do not retry unchanged: provide the missing information, then "
+			     "gate again."
+			   : "Do not retry unchanged: ask for approval, obtain a grant, or "
+			     "make "
+			     "a narrower request.";
+		break;
+	default:
+		snprintf(e, e_len,
+			 "Stop and report trace %s to the operator; the failure was not "
+			 "caused by the request.",
+			 trace_id);
+		step = e;
+		break;
+	}
+	return step;
 }
 
 json_t *cg_verdict_normalize(const json_t *in, const char *trace_id)
@@ -1699,35 +1792,9 @@ json_t *cg_verdict_normalize(const json_t *in, const char *trace_id)
 		json_object_set_new(v, "next_steps", json_pack("[O]", next));
 	} else {
 		char e[200];
-		const char *step;
-		switch (rtype[0]) {
-		case 'S':
-			step = strcmp(decision, "DEGRADE") == 0
-				   ? "Continue: the call ran within the constraints listed; stay "
-				     "within them."
-				   : "Continue: the call completed; use its result.";
-			break;
-		case 'I':
-			step = "Fix the request as the reply message says, then retry.";
-			break;
-		case 'D':
-			step =
-			    strcmp(decision, "UNKNOWN") == 0
-				? "Do not retry unchanged: provide the missing information, then "
-				  "gate again."
-				: "Do not retry unchanged: ask for approval, obtain a grant, or "
-				  "make "
-				  "a narrower request.";
-			break;
-		default:
-			snprintf(e, sizeof(e),
-				 "Stop and report trace %s to the operator; the failure was not "
-				 "caused by the request.",
-				 trace_id);
-			step = e;
-			break;
-		}
-		json_object_set_new(v, "next_steps", json_pack("[s]", step));
+		json_object_set_new(
+		    v, "next_steps",
+		    json_pack("[s]", default_step(rtype[0], decision, trace_id, e, sizeof(e))));
 	}
 	json_t *conf = json_object_get(in, "confidence");
 	json_object_set_new(v, "confidence",
@@ -1751,6 +1818,92 @@ json_t *cg_verdict_normalize(const json_t *in, const char *trace_id)
 			json_object_set_new(v, key, json_deep_copy(x));
 	}
 	return v;
+}
+
+/* A why[] entry as verdict.json has it: its layer and rule filled in when absent. */
+static json_t *why_entry(const json_t *x, const char *layer, const char *rule)
+{
+	json_t *c = json_is_object(x) ? json_deep_copy(x) : json_pack("{s:O}", "reason", x);
+	if (c && !json_object_get(c, "layer"))
+		json_object_set_new(c, "layer", json_string(layer));
+	if (c && !json_object_get(c, "rule_id"))
+		json_object_set_new(c, "rule_id", rule ? json_string(rule) : json_null());
+	return c;
+}
+
+json_t *cg_verdict_render(const struct cg_verdict_facts *f, const char *trace_id)
+{
+	json_t *v = json_object();
+	if (!v)
+		return NULL;
+	const char *decision = "UNKNOWN"; /* fail closed: an unknown decision is not ALLOW */
+	for (size_t i = 0; f->decision && i < CG_ARRAY_LEN(decisions); i++)
+		if (strcasecmp(f->decision, decisions[i]) == 0)
+			decision = decisions[i];
+	const char *layer = cg_layer_name(f->layer);
+	const char *rmsg = f->message;
+	char rtype[2] = { strchr("SIDE", f->reply_type) && f->reply_type ? f->reply_type : 'E', 0 };
+	json_object_set_new(v, "trace_id", json_string(trace_id));
+	json_object_set_new(v, "decision", json_string(decision));
+	if (f->decision && strcmp(f->decision, decision) != 0)
+		json_object_set_new(v, "decision_given", json_string(f->decision));
+	char sbuf[600];
+	const char *summary = f->summary;
+	if (!summary) {
+		snprintf(sbuf, sizeof(sbuf), "%s%s%s: %s", decision, f->rule_id ? " by rule " : "",
+			 f->rule_id ? f->rule_id : "", rmsg ? rmsg : "no message");
+		summary = sbuf;
+	}
+	json_object_set_new(v, "summary", json_string(summary));
+	json_t *why = json_array(), *x;
+	size_t i;
+	json_array_foreach(f->why, i, x)
+	    json_array_append_new(why, why_entry(x, layer, f->rule_id));
+	if (why && json_array_size(why) == 0)
+		json_array_append_new(why, json_pack("{s:s?, s:s, s:s?}", "rule_id", f->rule_id,
+						     "layer", layer, "reason", rmsg));
+	json_object_set_new(v, "why", why ? why : json_array());
+	json_object_set_new(v, "constrained", as_list(f->constrained));
+	bool stops = strcmp(decision, "ALLOW") != 0 && strcmp(decision, "DEGRADE") != 0;
+	json_object_set_new(v, "blocked",
+			    stops ? json_pack("[s]", "the whole request: nothing was run")
+				  : json_array());
+	char e[200];
+	const char *step = f->next_step && *f->next_step
+			       ? f->next_step
+			       : default_step(rtype[0], decision, trace_id, e, sizeof(e));
+	json_object_set_new(v, "next_steps", json_pack("[s]", step));
+	json_object_set_new(v, "confidence", json_real(f->confidence));
+	json_object_set_new(v, "reply",
+			    json_pack("{s:s, s:s, s:s}", "type", rtype, "code",
+				      f->reply_code ? f->reply_code : "", "message",
+				      rmsg ? rmsg : ""));
+	json_object_set_new(v, "executed", json_boolean(!stops && rtype[0] == 'S'));
+	const char *key;
+	json_object_foreach(f->extra, key, x)
+	{
+		if (!json_object_get(v, key))
+			json_object_set_new(v, key, json_deep_copy(x));
+	}
+	return v;
+}
+
+int cg_evidence_seal_facts(struct cg_evidence *ev, const char *trace_id,
+			   const struct cg_verdict_facts *facts)
+{
+	if (!ev || !cg_trace_id_valid(trace_id) || strcmp(trace_id, CG_JOURNAL_TRACE) == 0) {
+		errno = EINVAL;
+		return -1;
+	}
+	struct item *it = calloc(1, sizeof(*it));
+	if (!it || !(it->verdict = cg_verdict_render(facts, trace_id))) {
+		free(it);
+		errno = ENOMEM;
+		return -1;
+	}
+	it->kind = IT_SEAL;
+	memcpy(it->trace, trace_id, strlen(trace_id) + 1);
+	return enqueue(ev, it);
 }
 
 /* Terminal-safe text: control characters (ANSI escapes included) become '?'. */
@@ -1999,18 +2152,8 @@ int cg_trace_rebuild_package(const char *state_dir, const char *trace_id, const 
 	}
 	if (strcmp(status, "incomplete") == 0) {
 		json_decref(verdict);
-		json_t *in =
-		    json_pack("{s:s, s:s, s:{s:s, s:s, s:s}}", "decision", "UNKNOWN", "summary",
-			      "This trace was cut short (the daemon stopped before it was sealed); "
-			      "its events "
-			      "up to that moment are intact. Whether its command started is in "
-			      "events.ndjson.",
-			      "reply", "type", "E", "code", "", "message",
-			      "the daemon restarted after a crash");
-		verdict = in ? cg_verdict_normalize(in, trace_id) : NULL;
-		json_decref(in);
-		if (verdict)
-			json_object_set_new(verdict, "status", json_string("incomplete"));
+		verdict =
+		    incomplete_verdict("UNKNOWN", "the daemon restarted after a crash", trace_id);
 		diff = json_array();
 		replay = replay_doc(trace_id, "INCOMPLETE", n, diff, "trace (rebuilt)");
 	} else {

@@ -96,6 +96,13 @@ int cg_evidence_seal(struct cg_evidence *ev, const char *trace_id, json_t *verdi
  * answer a client only once `callgate verdict` would find the package.
  * Returns 0, or -1 with errno when the journal has failed.
  */
+/*
+ * Is the writer so far behind that new calls should be turned away (back-
+ * pressure instead of an unbounded queue)? *pending (when not NULL) gets the
+ * number of items waiting. Never blocks on disk.
+ */
+bool cg_evidence_backlogged(struct cg_evidence *ev, size_t *pending);
+
 int cg_evidence_flush(struct cg_evidence *ev) __attribute__((warn_unused_result));
 
 /*
@@ -105,6 +112,42 @@ int cg_evidence_flush(struct cg_evidence *ev) __attribute__((warn_unused_result)
  * allocation failure; caller decrefs.
  */
 json_t *cg_verdict_normalize(const json_t *in, const char *trace_id);
+
+/*
+ * The facts of one verdict, typed: what the kernel knows when it seals a
+ * trace. verdict.json is rendered from them directly (cg_verdict_render), so
+ * nothing the process built as JSON is read back to find them.
+ */
+struct cg_verdict_facts {
+	const char *decision;	/* "ALLOW", "DEGRADE", "UNKNOWN" or "BLOCK" */
+	const char *rule_id;	/* the deciding rule, or NULL */
+	const char *summary;	/* one line; NULL: made from decision, rule and message */
+	char reply_type;	/* 'S', 'I', 'D' or 'E' of the answer given */
+	const char *reply_code; /* its registry code */
+	enum cg_layer layer;	/* its layer (for a why[] made from the reply alone) */
+	const char *message;	/* its rendered message, or NULL */
+	json_t *why;	     /* [{rung, decision, rule_id, layer, code, why}] (borrowed) or NULL */
+	json_t *constrained; /* the constraint sets that applied (borrowed) or NULL */
+	const char *next_step; /* for the agent; NULL: the default for the reply type */
+	double confidence;
+	json_t *extra; /* further keys kept as given, e.g. policy (borrowed) or NULL */
+};
+
+/*
+ * The verdict.json object of docs/evidence.md, rendered from typed facts:
+ * the same shape cg_verdict_normalize gives for the equivalent JSON. New
+ * reference, or NULL on OOM.
+ */
+json_t *cg_verdict_render(const struct cg_verdict_facts *facts, const char *trace_id);
+
+/*
+ * cg_evidence_seal for a caller that holds typed facts: the verdict is
+ * rendered from facts (borrowed) and nothing is normalised. 0, or -1 with
+ * errno.
+ */
+int cg_evidence_seal_facts(struct cg_evidence *ev, const char *trace_id,
+			   const struct cg_verdict_facts *facts)
+    __attribute__((warn_unused_result));
 
 /* Render a normalised verdict for a terminal (verdict.md). Caller frees. */
 char *cg_verdict_render_md(const json_t *verdict);

@@ -21,6 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util.h"
+
 /* Duplicate codes: each code becomes an enumerator, so a repeat won't compile. */
 enum cg_code_uniqueness {
 #define CG_REPLY(L, A, T, N, ST, KEY, TPL) CG_CODE_##L##_##A##_##T##_##N,
@@ -150,64 +152,41 @@ void cg_reply_free(struct cg_reply *r)
 	free(r);
 }
 
-/* Append len bytes to a growing buffer; the cap keeps a hostile param bounded. */
-struct strbuf {
-	char *p;
-	size_t len, cap;
-	bool failed;
-};
+/* A rendered message is capped (documented truncation): a hostile param stays bounded. */
+#define MESSAGE_CAP (64 * 1024 - 1)
 
-#define MESSAGE_CAP (64 * 1024)
-
-static void sb_add(struct strbuf *b, const char *s, size_t n)
+/* Append to the message; an allocation failure is remembered in *failed. */
+static void sb_add(struct cg_buf *b, const char *s, size_t n, bool *failed)
 {
-	if (b->failed)
-		return;
-	if (b->len + n + 1 > MESSAGE_CAP) {
-		n = MESSAGE_CAP - 1 - b->len; /* documented truncation of rendered text */
-	}
-	if (b->len + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 128;
-		while (cap < b->len + n + 1)
-			cap *= 2;
-		char *p = realloc(b->p, cap);
-		if (!p) {
-			b->failed = true;
-			return;
-		}
-		b->p = p;
-		b->cap = cap;
-	}
-	memcpy(b->p + b->len, s, n);
-	b->len += n;
-	b->p[b->len] = '\0';
+	if (cg_buf_add(b, s, n) != 0)
+		*failed = true;
 }
 
-static void sb_add_value(struct strbuf *b, const json_t *v)
+static void sb_add_value(struct cg_buf *b, const json_t *v, bool *failed)
 {
 	char num[64];
 	switch (json_typeof(v)) {
 	case JSON_STRING:
-		sb_add(b, json_string_value(v), json_string_length(v));
+		sb_add(b, json_string_value(v), json_string_length(v), failed);
 		break;
 	case JSON_INTEGER:
 		snprintf(num, sizeof(num), "%" JSON_INTEGER_FORMAT, json_integer_value(v));
-		sb_add(b, num, strlen(num));
+		sb_add(b, num, strlen(num), failed);
 		break;
 	case JSON_REAL:
 		snprintf(num, sizeof(num), "%g", json_real_value(v));
-		sb_add(b, num, strlen(num));
+		sb_add(b, num, strlen(num), failed);
 		break;
 	case JSON_TRUE:
-		sb_add(b, "true", 4);
+		sb_add(b, "true", 4, failed);
 		break;
 	case JSON_FALSE:
-		sb_add(b, "false", 5);
+		sb_add(b, "false", 5, failed);
 		break;
 	default: {
 		char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
 		if (s) {
-			sb_add(b, s, strlen(s));
+			sb_add(b, s, strlen(s), failed);
 			free(s);
 		}
 	}
@@ -217,16 +196,17 @@ static void sb_add_value(struct strbuf *b, const json_t *v)
 char *cg_reply_message(const struct cg_reply *r)
 {
 	const char *t = cg_reply_registry[r->id].template;
-	struct strbuf b = { 0 };
-	sb_add(&b, "", 0);
+	struct cg_buf b;
+	bool failed = false;
+	cg_buf_init(&b, MESSAGE_CAP);
 	while (*t) {
 		const char *open = strchr(t, '{');
 		const char *close = open ? strchr(open, '}') : NULL;
 		if (!open || !close) {
-			sb_add(&b, t, strlen(t));
+			sb_add(&b, t, strlen(t), &failed);
 			break;
 		}
-		sb_add(&b, t, (size_t)(open - t));
+		sb_add(&b, t, (size_t)(open - t), &failed);
 		char name[64];
 		size_t n = (size_t)(close - open - 1);
 		const json_t *v = NULL;
@@ -237,18 +217,18 @@ char *cg_reply_message(const struct cg_reply *r)
 		}
 		/* The trace id is known only late; templates may name it as a param. */
 		if (v)
-			sb_add_value(&b, v);
+			sb_add_value(&b, v, &failed);
 		else if (n < sizeof(name) && strcmp(name, "trace_id") == 0 && r->trace_id[0])
-			sb_add(&b, r->trace_id, strlen(r->trace_id));
+			sb_add(&b, r->trace_id, strlen(r->trace_id), &failed);
 		else
-			sb_add(&b, open, (size_t)(close - open + 1));
+			sb_add(&b, open, (size_t)(close - open + 1), &failed);
 		t = close + 1;
 	}
-	if (b.failed) {
-		free(b.p);
+	if (failed) {
+		cg_buf_free(&b);
 		return NULL;
 	}
-	return b.p;
+	return cg_buf_cstr(&b);
 }
 
 json_t *cg_reply_to_json(const struct cg_reply *r)

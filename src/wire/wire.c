@@ -27,6 +27,7 @@
 #include "wire.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +35,14 @@
 #include <openssl/rand.h>
 
 #include "util.h"
+
+/* Requests dated before this are refused (cg_wire_set_not_before); 0: none. */
+static _Atomic int64_t not_before_ns;
+
+void cg_wire_set_not_before(int64_t wall_ns)
+{
+	atomic_store(&not_before_ns, wall_ns);
+}
 
 /* Per-field byte limits beyond the 1 MiB line cap (docs/protocol.md). */
 #define MAX_HOST    255
@@ -609,6 +618,25 @@ static struct cg_reply *take_time(json_t *root, const struct cg_wire_rules *rule
 		free(e);
 		return r;
 	}
+	/*
+	 * Replay across a restart: the seen-id window is memory only, so a
+	 * request dated before this daemon started is refused outright. A
+	 * captured request was dated before the old daemon accepted it, which
+	 * is before this one started; only someone who can make any request
+	 * can date one later, and they need no replay.
+	 */
+	int64_t not_before = atomic_load(&not_before_ns);
+	if (not_before > 0 && t_ns < not_before) {
+		char *e = echo(s, n);
+		char started[40];
+		if (!e)
+			return oom("quoting the request time");
+		cg_format_time(not_before, started, sizeof(started));
+		struct cg_reply *r = cg_reply_build(CG_REPLY_OWNED(CG_R_TIME_BEFORE_START),
+						    "{s:s,s:s}", "time", e, "started", started);
+		free(e);
+		return r;
+	}
 	req->time_ns = t_ns;
 	req->time_str = dup_json_string(v);
 	if (!req->time_str)
@@ -968,35 +996,19 @@ void cg_request_free(struct cg_request *req)
  */
 #define RESPONSE_CAP ((size_t)1 << 31) /* hard cap on one response line */
 
+/*
+ * The response under construction: past RESPONSE_CAP it is truncated, which
+ * the encoder reports as a failure (a cut line is never sent).
+ */
 struct outbuf {
-	char *p;
-	size_t len, cap;
-	bool failed;
+	struct cg_buf buf;
+	bool failed; /* an allocation failed */
 };
 
 static void ob_add(struct outbuf *b, const char *s, size_t n)
 {
-	if (b->failed)
-		return;
-	if (n > RESPONSE_CAP - b->len - 2) {
+	if (!b->failed && cg_buf_add(&b->buf, s, n) != 0)
 		b->failed = true;
-		return;
-	}
-	if (b->len + n + 2 > b->cap) {
-		size_t cap = b->cap ? b->cap : 4096;
-		while (cap < b->len + n + 2)
-			cap *= 2;
-		char *p = realloc(b->p, cap);
-		if (!p) {
-			b->failed = true;
-			return;
-		}
-		b->p = p;
-		b->cap = cap;
-	}
-	memcpy(b->p + b->len, s, n);
-	b->len += n;
-	b->p[b->len] = '\0';
 }
 
 static void ob_str(struct outbuf *b, const char *s)
@@ -1033,7 +1045,8 @@ static bool reserved_key(const char *k)
 
 char *cg_wire_encode_response(const struct cg_response *resp, size_t *len)
 {
-	struct outbuf b = { 0 };
+	struct outbuf b = { .failed = false };
+	cg_buf_init(&b.buf, RESPONSE_CAP);
 	json_t *head = NULL, *tail = NULL;
 	char *msg = NULL, *head_s = NULL, *tail_s = NULL;
 	int rc = 0;
@@ -1100,12 +1113,12 @@ out:
 	free(msg);
 	json_decref(head);
 	json_decref(tail);
-	if (b.failed || !b.p || rc != 0) {
-		free(b.p);
+	if (b.failed || b.buf.truncated || rc != 0) {
+		cg_buf_free(&b.buf);
 		return NULL;
 	}
-	*len = b.len;
-	return b.p;
+	*len = b.buf.len;
+	return cg_buf_cstr(&b.buf);
 }
 
 /* ---- the replay window ------------------------------------------------------------ */

@@ -89,6 +89,15 @@ int cg_wire_decode(const char *line, size_t len, bool had_newline, bool too_long
 
 void cg_request_free(struct cg_request *req);
 
+/*
+ * Refuse every request whose "time" is before wall_ns (TIME_BEFORE_START),
+ * process-wide; 0 turns the check off (the default). The daemon sets its
+ * start time, so request bytes captured before a restart cannot run again
+ * after it: the replay window is memory only, and this needs no disk
+ * write on the request path.
+ */
+void cg_wire_set_not_before(int64_t wall_ns);
+
 /* Is this env name on the built-in dangerous list (LD_*, BASH_ENV, …)? why gets a reason. */
 bool cg_wire_env_dangerous(const char *name, const char **why);
 

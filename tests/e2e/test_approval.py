@@ -280,7 +280,7 @@ class Grants(unittest.TestCase):
 
     def test_grant_runs_its_shape_for_its_uses_then_expires_back_to_approval(self):
         r = self.d.cli("grant", "open", "--exe", "/usr/bin/id", "--argv", "id", "-u",
-                       "--uses", "2", "--ttl", "60", "--json")
+                       "--privileged", "--uses", "2", "--ttl", "60", "--json")
         self.assertEqual(r.returncode, 0, r.stderr)
         g = json.loads(r.stdout)["reply"]
         self.assertEqual(g["code"], "CT-OPEN-S-001")
@@ -313,7 +313,7 @@ class Grants(unittest.TestCase):
     def test_grant_scope_session_and_argv(self):
         r = self.d.admin("grant_open", grant={
             "pipeline": [{"exe": "/usr/bin/id", "argv": ["id", "-u"]}],
-            "session": "proj-*", "uses": 5, "ttl_s": 60})
+            "session": "proj-*", "privileged": True, "uses": 5, "ttl_s": 60})
         self.assertEqual(r["reply"]["code"], "CT-OPEN-S-001")
         ok = self.d.request(cgtest.make_request([["id", "-u"]], session="proj-a"))
         self.assertEqual(ok["status"], "ok")
@@ -332,7 +332,8 @@ class Grants(unittest.TestCase):
         nf = self.d.admin("grant_close", grant_id="nope")
         self.assertEqual(nf["reply"]["code"], "CT-CLOSE-I-001")
         ok = self.d.admin("grant_open", grant={
-            "pipeline": [{"exe": "/usr/bin/id", "argv": ["id"]}], "uses": 1, "ttl_s": 10})
+            "pipeline": [{"exe": "/usr/bin/id", "argv": ["id"]}], "privileged": True, "uses": 1,
+            "ttl_s": 10})
         gid = ok["reply"]["data"]["grant_id"]
         closed = self.d.cli("grant", "close", gid)
         self.assertEqual(closed.returncode, 0, closed.stderr)
@@ -354,7 +355,8 @@ class Grants(unittest.TestCase):
 class AgentAsksForGrant(unittest.TestCase):
     """The agent socket may ask for a grant; only a human opens it."""
 
-    SPEC = {"pipeline": [{"exe": "/usr/bin/id", "argv": ["id", "-u"]}], "uses": 2, "ttl_s": 60}
+    SPEC = {"pipeline": [{"exe": "/usr/bin/id", "argv": ["id", "-u"]}], "privileged": True,
+            "uses": 2, "ttl_s": 60}
 
     def setUp(self):
         self.d = cgtest.Daemon(flags=["--approval", "--approval-timeout", "15000"]).start()
@@ -420,7 +422,8 @@ class NPerson(unittest.TestCase):
             policy = f.read()
         with cgtest.Daemon(policy_text=policy,
                            flags=["--approval", "--approval-timeout", "15000",
-                                  "--admin-group", "nogroup"]) as d:
+                                  "--admin-group", "nogroup", "--approver-uid", "0",
+                                  "--approver-uid", "65534"]) as d:
             os.chmod(d.tmp, 0o755)
             path = os.path.join(d.workspace, "two")
             t, box = call_async(d, cgtest.make_request([["touch", path]], privileged=False))
@@ -468,7 +471,9 @@ class PrivilegedFromNonRootDaemon(unittest.TestCase):
     """With the daemon as a normal user, privileged stages go through sudo -n."""
 
     def setUp(self):
-        self.d = NonRootDaemon(flags=["--approval", "--approval-timeout", "15000"]).start()
+        # The test runs as root: an approver once configured (default: the owner, nobody).
+        self.d = NonRootDaemon(flags=["--approval", "--approval-timeout", "15000",
+                                      "--approver-uid", "0"]).start()
 
     def tearDown(self):
         self.d.close()
@@ -480,12 +485,11 @@ class PrivilegedFromNonRootDaemon(unittest.TestCase):
         return p
 
     def test_sudo_needing_a_password_is_a_clear_error(self):
+        # No dead end (issue 12): sudo -n cannot run it, so nobody is asked.
         req = cgtest.make_request([["apt-get", "--version"]],
                                   env={"DEBIAN_FRONTEND": "noninteractive"})
-        t, box = call_async(self.d, req)
-        self.approve_next()
-        t.join(WAIT)
-        resp = box["resp"]
+        resp = self.d.request(req, timeout=WAIT)
+        self.assertEqual(pending(self.d), [])
         self.assertEqual(resp["reply"]["code"], "MCP-EXEC-E-020", resp)
         self.assertEqual(resp["reply"]["type"], "E")
         self.assertEqual(resp["reply"]["params"]["exe"], "/usr/bin/apt-get")
@@ -494,10 +498,9 @@ class PrivilegedFromNonRootDaemon(unittest.TestCase):
     def test_constraints_sudo_cannot_honour_refuse_the_call(self):
         # id is a read-only tool: allowed only under a filesystem/network
         # confinement that sudo (which needs to gain privilege) cannot run under.
-        t, box = call_async(self.d, cgtest.make_request([["id", "-u"]]))
-        self.approve_next()
-        t.join(WAIT)
-        resp = box["resp"]
+        # Refused before anyone is asked: an approval could not make it run.
+        resp = self.d.request(cgtest.make_request([["id", "-u"]]), timeout=WAIT)
+        self.assertEqual(pending(self.d), [])
         self.assertEqual(resp["reply"]["code"], "MCP-CONF-E-001", resp)
         self.assertNotIn("stdout", resp)
 
@@ -545,7 +548,7 @@ class TerminalApprover(unittest.TestCase):
         self.assertIn("/usr/bin/touch", s)
         self.assertIn(path, s)
         self.assertIn("make tui-yes", s)
-        self.assertIn("privileged   YES", s)
+        self.assertIn("privileged     YES", s)
         subprocess.run(["tmux", "send-keys", "-t", self.session, "y"], check=True)
         t.join(WAIT)
         self.assertEqual(box["resp"]["status"], "ok", box)

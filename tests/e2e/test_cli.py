@@ -71,12 +71,12 @@ class CliAgainstDaemon(unittest.TestCase):
         r = self.run_cli("run", "--", "ls")
         self.assertEqual(r.returncode, EXIT_DENIED, r.stderr)
         self.assertRegex(r.stderr.decode(),
-                         r"^callgate: D EN-[A-Z]+-D-\d{3}: .+ \(trace [0-9a-f-]{36}\)\n$")
+                         r"^callgate run: EN-[A-Z]+-D-\d{3}: .+ \(trace [0-9a-f-]{36}\)\n$")
 
     def test_unknown_command_is_invalid(self):
         r = self.run_cli("run", "--no-privileged", "--", "no-such-command-cg")
         self.assertEqual(r.returncode, EXIT_INVALID, r.stderr)
-        self.assertIn(b"callgate: I WA-RES-I-001", r.stderr)
+        self.assertIn(b"callgate run: WA-RES-I-001", r.stderr)
 
     def test_dangerous_env_is_invalid(self):
         r = self.run_cli("run", "--no-privileged", "--env", "LD_PRELOAD=/x.so", "--", "true")
@@ -126,7 +126,7 @@ class CliAgainstDaemon(unittest.TestCase):
                 time.sleep(0.2)
                 r = d.cli("ping")
             self.assertEqual(r.returncode, EXIT_ERROR, r.stderr)
-            self.assertIn(b"callgate: E MCP-IO-E-002", r.stderr)
+            self.assertIn(b"callgate ping: MCP-IO-E-002", r.stderr)
 
     def test_gate_allow(self):
         r = self.run_cli("gate", "--no-privileged", "--", "ls", "-l")

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 """Kernel behaviours that span modules, through a real daemon."""
 import base64
+import json
 import os
 import unittest
 
@@ -38,6 +39,48 @@ class DefaultCwd(unittest.TestCase):
             resp = d.request(cgtest.make_request([["pwd"]], privileged=False))
             self.assertEqual(resp["reply"]["code"], "WA-RES-I-004", resp)
             self.assertNotIn("stdout", resp)
+
+
+# The drift bug of issue 10: `policy explain` skipped defaults.cwd, so it
+# judged `rm foo` in the workspace root (BLOCK) while the daemon judged it in
+# ${workspace}/sub (ALLOW). Both go through the one gate now.
+DRIFT_POLICY = """version: 1
+defaults:
+  cwd: "${workspace}/sub"
+rules:
+  - id: rm-in-sub
+    decision: allow
+    match:
+      exe: [rm]
+      min_args: 1
+      args_all:
+        - within: "${workspace}/sub"
+"""
+
+
+class OneGate(unittest.TestCase):
+    def test_policy_explain_and_the_daemon_agree_on_defaults_cwd(self):
+        with cgtest.Daemon(policy_text=DRIFT_POLICY) as d:
+            os.mkdir(os.path.join(d.workspace, "sub"))
+            gate = cgtest.make_request([["rm", "foo"]], privileged=False, action="gate")
+            resp = d.request(gate)
+            self.assertEqual(resp["status"], "ok", resp)
+            self.assertEqual(resp["reply"]["params"]["decision"], "ALLOW", resp)
+            self.assertEqual(resp["reply"]["params"]["rule_id"], "rm-in-sub", resp)
+            r = d.cli("policy", "explain", "--json", "--policy", d.policy_path,
+                      "--workspace", d.workspace, "--no-privileged", "--", "rm", "foo")
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            j = json.loads(r.stdout)
+            self.assertEqual(j["decision"], resp["reply"]["params"]["decision"])
+            self.assertEqual(j["rule_id"], resp["reply"]["params"]["rule_id"])
+            # An explicit cwd still wins over the default, in both.
+            gate = cgtest.make_request([["rm", "foo"]], privileged=False, action="gate",
+                                       cwd=d.workspace)
+            resp = d.request(gate)
+            self.assertEqual(resp["reply"]["params"]["decision"], "BLOCK", resp)
+            r = d.cli("policy", "explain", "--policy", d.policy_path, "--workspace",
+                      d.workspace, "--cwd", d.workspace, "--no-privileged", "--", "rm", "foo")
+            self.assertEqual(r.returncode, 77, r.stdout + r.stderr)
 
 
 DEADLINE_POLICY = """version: 1

@@ -225,6 +225,24 @@ class Explain(unittest.TestCase):
         acts = json.dumps([{"action_type": "read", "tool": "fs.read", "resource": "/etc/hosts"}])
         cg("policy", "explain", "--policy", pol, "--no-privileged", "--actions", acts, check=0)
 
+    def test_explain_applies_defaults_cwd(self):
+        # Issue 10's drift bug: explain judged `rm foo` from the workspace root.
+        pol = os.path.join(HERE, "policies", "default_cwd.yaml")
+        r = cg("policy", "explain", "--policy", pol, "--no-privileged", "--", "rm", "foo",
+               check=0)
+        self.assertRegex(r.stdout, r"decision: +ALLOW")
+        self.assertRegex(r.stdout, r"rule: +rm-in-sub")
+        cg("policy", "explain", "--policy", pol, "--no-privileged", "--cwd", FIX["ws"], "--",
+           "rm", "foo", check=77)
+
+    def test_help(self):
+        for sub in ("explain", "test", "check", "dump", "keygen", "sign", "verify"):
+            with self.subTest(sub=sub):
+                r = cg("policy", sub, "--help", check=0)
+                self.assertIn(f"usage: callgate policy {sub}", r.stdout)
+        r = cg("policy", "explain", "--polcy", "x", "--", "ls", check=64)
+        self.assertIn("did you mean '--policy'", r.stderr)
+
     def test_usage_errors(self):
         for args in (["explain"], ["explain", "--bogus"], ["explain", "--", "ls", "|"],
                      ["nope"], ["test", "only-one.yaml"], ["keygen", "a"]):

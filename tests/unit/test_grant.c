@@ -88,23 +88,23 @@ Test(grant, matches_shape_session_uid_and_counts_uses)
 	struct cg_resolved_stage rs;
 
 	call_of(&call, &req, &st, &rs, argv_install, 3, "/usr/bin/apt", "proj-alpha", 1000);
-	struct cg_grant *m = cg_grants_match(&gs, &call, NOW);
+	struct cg_grant *m = cg_grants_match(&gs, &call, NULL, NOW);
 	cr_assert_eq(m, g);
 	call_of(&call, &req, &st, &rs, argv_remove, 3, "/usr/bin/apt", "proj-alpha", 1000);
-	cr_assert_null(cg_grants_match(&gs, &call, NOW), "argv shape is scoped");
+	cr_assert_null(cg_grants_match(&gs, &call, NULL, NOW), "argv shape is scoped");
 	call_of(&call, &req, &st, &rs, argv_install, 3, "/usr/bin/apt", "other", 1000);
-	cr_assert_null(cg_grants_match(&gs, &call, NOW), "session is scoped");
+	cr_assert_null(cg_grants_match(&gs, &call, NULL, NOW), "session is scoped");
 	call_of(&call, &req, &st, &rs, argv_install, 3, "/usr/bin/apt", "proj-alpha", 1001);
-	cr_assert_null(cg_grants_match(&gs, &call, NOW), "peer uid is scoped");
+	cr_assert_null(cg_grants_match(&gs, &call, NULL, NOW), "peer uid is scoped");
 	call_of(&call, &req, &st, &rs, argv_install, 3, "/usr/local/bin/apt", "proj-alpha", 1000);
-	cr_assert_null(cg_grants_match(&gs, &call, NOW), "executable is scoped");
+	cr_assert_null(cg_grants_match(&gs, &call, NULL, NOW), "executable is scoped");
 	call_of(&call, &req, &st, &rs, argv_install, 2, "/usr/bin/apt", "proj-alpha", 1000);
-	cr_assert_null(cg_grants_match(&gs, &call, NOW), "argument count is scoped");
+	cr_assert_null(cg_grants_match(&gs, &call, NULL, NOW), "argument count is scoped");
 
 	call_of(&call, &req, &st, &rs, argv_install, 3, "/usr/bin/apt", "proj-alpha", 1000);
-	cr_assert_eq(cg_grant_use(&gs, cg_grants_match(&gs, &call, NOW)), 1);
-	cr_assert_eq(cg_grant_use(&gs, cg_grants_match(&gs, &call, NOW)), 0);
-	cr_assert_null(cg_grants_match(&gs, &call, NOW), "used up");
+	cr_assert_eq(cg_grant_use(&gs, cg_grants_match(&gs, &call, NULL, NOW)), 1);
+	cr_assert_eq(cg_grant_use(&gs, cg_grants_match(&gs, &call, NULL, NOW)), 0);
+	cr_assert_null(cg_grants_match(&gs, &call, NULL, NOW), "used up");
 	cr_assert_eq(gs.n, 0);
 }
 
@@ -120,8 +120,8 @@ Test(grant, expires)
 	struct cg_stage st;
 	struct cg_resolved_stage rs;
 	call_of(&call, &req, &st, &rs, argv_install, 3, "/usr/bin/apt", "", 7);
-	cr_assert_not_null(cg_grants_match(&gs, &call, NOW + 59LL * 1000000000LL));
-	cr_assert_null(cg_grants_match(&gs, &call, NOW + 60LL * 1000000000LL));
+	cr_assert_not_null(cg_grants_match(&gs, &call, NULL, NOW + 59LL * 1000000000LL));
+	cr_assert_null(cg_grants_match(&gs, &call, NULL, NOW + 60LL * 1000000000LL));
 	json_t *list = cg_grants_list(&gs, NOW + 61LL * 1000000000LL);
 	cr_assert_eq(json_array_size(list), 0);
 	json_decref(list);
@@ -139,9 +139,97 @@ Test(grant, paths_scope_path_like_arguments_lexically)
 	struct cg_stage st;
 	struct cg_resolved_stage rs;
 	call_of(&call, &req, &st, &rs, argv_cp, 3, "/usr/bin/cp", "", 7);
-	cr_assert_not_null(cg_grants_match(&gs, &call, NOW));
+	cr_assert_not_null(cg_grants_match(&gs, &call, NULL, NOW));
 	call_of(&call, &req, &st, &rs, argv_cp_out, 3, "/usr/bin/cp", "", 7);
-	cr_assert_null(cg_grants_match(&gs, &call, NOW), "'..' cannot climb out");
+	cr_assert_null(cg_grants_match(&gs, &call, NULL, NOW), "'..' cannot climb out");
 	cr_assert_eq(cg_grants_close(&gs, cg_grant_id(g)), 0);
 	cr_assert_eq(cg_grants_close(&gs, "nope"), -1);
+}
+
+/* Issue 12, item 2: everything that changes what runs binds; any difference is no match. */
+Test(grant, privilege_env_cwd_host_and_constraints_bind)
+{
+	struct cg_grants gs = { 0 };
+	struct cg_grant *g =
+	    open_grant("{\"pipeline\":[{\"exe\":\"/usr/bin/apt\",\"argv\":[\"apt\",\"**\"]}],"
+		       "\"env\":[\"LANG\"],\"cwd\":\"/ws\",\"host\":\"box\","
+		       "\"constraints\":[{\"net\":\"none\"}],\"uses\":100,\"ttl_s\":60}");
+	cr_assert_not_null(g);
+	cr_assert_eq(cg_grants_add(&gs, g), 0);
+	struct cg_call call;
+	struct cg_request req;
+	struct cg_stage st;
+	struct cg_resolved_stage rs;
+	struct cg_env_var lang = { .name = "LANG", .value = "C" };
+	struct cg_env_var two[2] = { { .name = "LANG", .value = "C" },
+				     { .name = "PAGER", .value = "cat" } };
+	json_t *cons = json_loads("[{\"net\":\"none\"}]", 0, NULL);
+	json_t *other = json_loads("[{\"net\":\"host\"}]", 0, NULL);
+
+	call_of(&call, &req, &st, &rs, argv_install, 3, "/usr/bin/apt", "", 1000);
+	req.host = "box";
+	req.env = &lang;
+	req.n_env = 1;
+	cr_assert_not_null(cg_grants_match(&gs, &call, cons, NOW), "the control matches");
+
+	req.privileged = true;
+	cr_assert_null(cg_grants_match(&gs, &call, cons, NOW), "privileged is bound");
+	req.privileged = false;
+	req.n_env = 0;
+	cr_assert_null(cg_grants_match(&gs, &call, cons, NOW), "a missing env name differs");
+	req.env = two;
+	req.n_env = 2;
+	cr_assert_null(cg_grants_match(&gs, &call, cons, NOW), "an extra env name differs");
+	req.env = &lang;
+	req.n_env = 1;
+	call.cwd = "/ws/sub";
+	cr_assert_null(cg_grants_match(&gs, &call, cons, NOW), "cwd is bound");
+	call.cwd = "/ws";
+	req.host = "other";
+	cr_assert_null(cg_grants_match(&gs, &call, cons, NOW), "host is bound");
+	req.host = "box";
+	cr_assert_null(cg_grants_match(&gs, &call, other, NOW), "constraints are bound");
+	cr_assert_null(cg_grants_match(&gs, &call, NULL, NOW), "no constraints differ too");
+	cr_assert_not_null(cg_grants_match(&gs, &call, cons, NOW), "and the control still does");
+	json_decref(cons);
+	json_decref(other);
+	cg_grants_clear(&gs);
+}
+
+Test(grant, unprivileged_by_default_and_escaped_metacharacters_are_literal)
+{
+	struct cg_grants gs = { 0 };
+	/* What the approver's `g` sends for a literal-star argument (items/STAR). */
+	struct cg_grant *g =
+	    open_grant("{\"pipeline\":[{\"exe\":\"/usr/bin/curl\",\"argv\":"
+		       "[\"curl\",\"/api/v1/items/\\\\*\"]}],\"uses\":5,\"ttl_s\":60}");
+	cr_assert_not_null(g);
+	cr_assert_eq(cg_grants_add(&gs, g), 0);
+	struct cg_call call;
+	struct cg_request req;
+	struct cg_stage st;
+	struct cg_resolved_stage rs;
+	char *literal[] = { "curl", "/api/v1/items/*", NULL };
+	char *other[] = { "curl", "/api/v1/items/delete-all", NULL };
+	call_of(&call, &req, &st, &rs, literal, 2, "/usr/bin/curl", "", 0);
+	cr_assert_not_null(cg_grants_match(&gs, &call, NULL, NOW), "the literal star matches");
+	req.privileged = true;
+	cr_assert_null(cg_grants_match(&gs, &call, NULL, NOW), "no privileged: false by default");
+	req.privileged = false;
+	call_of(&call, &req, &st, &rs, other, 2, "/usr/bin/curl", "", 0);
+	cr_assert_null(cg_grants_match(&gs, &call, NULL, NOW), "an escaped star is no glob");
+	cg_grants_clear(&gs);
+}
+
+Test(grant, binding_fields_are_validated)
+{
+	const char *base = "{\"pipeline\":[{\"exe\":\"/usr/bin/apt\",\"argv\":[\"apt\"]}],"
+			   "\"uses\":1,\"ttl_s\":60,";
+	const char *bad[] = { "\"privileged\":1}", "\"env\":[\"A=B\"]}", "\"env\":[\"A\",\"A\"]}",
+			      "\"cwd\":\"rel\"}",  "\"host\":7}",	 "\"constraints\":{}}" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char spec[512];
+		snprintf(spec, sizeof(spec), "%s%s", base, bad[i]);
+		refused(spec);
+	}
 }

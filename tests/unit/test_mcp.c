@@ -22,6 +22,7 @@
 #include "../../cmd/cli_hook.c"
 #undef str_or
 #undef usage
+#include "../../cmd/cli_help.c" /* the option tables' --help and usage errors */
 
 int cg_client_call(const char *socket_path, json_t *request, int64_t timeout_ms, json_t **response,
 		   char *err, size_t err_len)

@@ -1027,3 +1027,32 @@ Test(wire, encode_large_stream)
 	free(out);
 	cg_reply_free(r);
 }
+
+/*
+ * Replay across a restart (issue 12, item 5): with a start time set, a
+ * request dated before it is refused with its own code, one dated at or
+ * after it passes, and clearing it turns the check off.
+ */
+Test(wire, requests_dated_before_the_start_are_refused)
+{
+	struct cg_request *req = NULL;
+	int64_t start;
+	cr_assert_eq(cg_parse_time("2026-02-13T14:29:59.500Z", &start), 0);
+	cg_wire_set_not_before(start);
+	struct cg_reply *err =
+	    decode("{\"id\":\"r1\",\"time\":\"2026-02-13T14:29:59Z\",\"pipeline\":[[\"ls\"]]}",
+		   &req, NULL);
+	cr_assert_not_null(err, "a request made before the start passed");
+	cr_assert_eq(err->id, CG_R_TIME_BEFORE_START, "%s", cg_reply_def_of(err)->key);
+	cr_assert_str_eq(cg_reply_def_of(err)->code, "MCP-VAL-I-024");
+	cg_reply_free(err);
+	/* The control: made after the start (and fresh). */
+	err = decode("{" IDT ",\"pipeline\":[[\"ls\"]]}", &req, NULL);
+	cr_assert_null(err);
+	cg_request_free(req);
+	cg_wire_set_not_before(0);
+	err = decode("{\"id\":\"r1\",\"time\":\"2026-02-13T14:29:59Z\",\"pipeline\":[[\"ls\"]]}",
+		     &req, NULL);
+	cr_assert_null(err, "the check is off again");
+	cg_request_free(req);
+}

@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * refusal — the D replies of the enforcement layer (see refusal.h).
+ *
+ * MUST: answer every fold that did not permit with a D code; MUST NOT return
+ * NULL (cg_reply_build never does).
+ */
+#include "refusal.h"
+
+struct cg_reply *cg_en_refusal(const struct cg_folded *f, const char *exe)
+{
+	enum cg_reply_id why = f->reason;
+	/* UNKNOWN waits for a human; with no approver configured it is a refusal. */
+	if (f->decision == CG_UNKNOWN && why != CG_R_PRIVILEGED_NEEDS_APPROVAL)
+		why = CG_R_NEEDS_HUMAN;
+	if (cg_reply_registry[why].type != CG_RTYPE_D)
+		why = CG_R_DENIED_BY_RULE;
+	return cg_reply_build(why, "{s:s,s:s,s:s,s:s}", "rule_id", f->rule_id ? f->rule_id : "",
+			      "layer", "EN", "why", f->why ? f->why : cg_decision_name(f->decision),
+			      "exe", exe ? exe : "");
+}
+
+struct cg_reply *cg_en_needs_human(const char *rule_id)
+{
+	return cg_reply_new(CG_R_NEEDS_HUMAN, "{s:s}", "rule_id", rule_id ? rule_id : "");
+}
+
+struct cg_reply *cg_en_queue_full(size_t limit)
+{
+	return cg_reply_new(CG_R_APPROVAL_QUEUE_FULL, "{s:I}", "limit", (json_int_t)limit);
+}
+
+struct cg_reply *cg_en_approval_timeout(int64_t timeout_ms)
+{
+	return cg_reply_new(CG_R_APPROVAL_TIMEOUT, "{s:I}", "timeout_ms", (json_int_t)timeout_ms);
+}
+
+struct cg_reply *cg_en_approval_denied(uid_t uid, const char *why)
+{
+	return cg_reply_new(CG_R_APPROVAL_DENIED, "{s:i,s:s}", "uid", (int)uid, "why",
+			    why ? why : "no reason given");
+}

@@ -1,0 +1,244 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * admin — the admin protocol: one JSON line from the owner-only admin socket
+ * (the server has already checked the peer), one reply back. Actions: ping,
+ * pending, approve, deny, grant_open, grant_list, grant_close, reload.
+ *
+ * Invariants:
+ *  - An approval MUST name the pending call by trace id AND the SHA-256 of
+ *    the view the approver was shown; a mismatch applies nothing.
+ *  - Approvals come from distinct uids; a call leaves the queue (to run, or
+ *    as an opened grant) once it has the approvals it needs, so an approval
+ *    is used once.
+ *  - Opening a grant is evidence: who opened what, for how long.
+ *  - respond is called exactly once, before cg_kernel_admin returns.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "grant_admin.h"
+#include "kernel_priv.h"
+#include "refusal.h"
+#include "util.h"
+
+/* One admin request: its parsed line and the peer that sent it. */
+struct admin_rq {
+	json_t *o;		    /* the request object (borrowed) */
+	const char *target;	    /* "trace_id", or NULL */
+	const struct cg_peer *peer; /* who asks */
+};
+
+static const char *field(const struct admin_rq *rq, const char *name)
+{
+	return json_string_value(json_object_get(rq->o, name));
+}
+
+static struct cg_reply *invalid(const char *detail)
+{
+	return cg_reply_new(CG_R_ADMIN_REQUEST_INVALID, "{s:s}", "detail", detail);
+}
+
+static struct cg_reply *admin_ping(struct cg_kernel *k, const struct admin_rq *rq)
+{
+	(void)rq;
+	struct gen *g = gen_get(k);
+	struct cg_reply *r = cg_reply_new(CG_R_PONG, "{s:s}", "version", CALLGATE_VERSION);
+	pthread_mutex_lock(&k->lock);
+	size_t waiting = k->approvals.n, grants = k->grants.n;
+	pthread_mutex_unlock(&k->lock);
+	cg_reply_set_data(r, json_pack("{s:s,s:o,s:I,s:I,s:b}", "version", CALLGATE_VERSION,
+				       "policy", gen_policy_json(g), "pending", (json_int_t)waiting,
+				       "grants", (json_int_t)grants, "approval", k->approval));
+	gen_put(g);
+	return r;
+}
+
+static struct cg_reply *admin_pending(struct cg_kernel *k, const struct admin_rq *rq)
+{
+	(void)rq;
+	pthread_mutex_lock(&k->lock);
+	json_t *list = cg_approvals_list(&k->approvals, cg_now_mono_ns());
+	pthread_mutex_unlock(&k->lock);
+	struct cg_reply *r =
+	    cg_reply_new(CG_R_PENDING_LIST, "{s:I}", "count", (json_int_t)json_array_size(list));
+	cg_reply_set_data(r, json_pack("{s:o?}", "pending", list));
+	return r;
+}
+
+/* Approve pending call `id` as uid, bound to sha. Caller holds k->lock. */
+static struct cg_reply *approve_locked(struct cg_kernel *k, const char *id, const char *sha,
+				       uid_t uid)
+{
+	struct cg_pending *p = cg_approvals_find(&k->approvals, id);
+	if (!p)
+		return cg_reply_new(CG_R_APPROVAL_NOT_FOUND, "{s:s}", "id", id);
+	/* Bound to the exact request the approver was shown: never another one. */
+	if (!sha || strcmp(sha, p->request_sha256) != 0)
+		return cg_reply_new(CG_R_APPROVAL_HASH_MISMATCH, "{s:s}", "id", id);
+	if (cg_pending_has_approver(p, uid))
+		return cg_reply_new(CG_R_APPROVER_REPEATED, "{s:i,s:s,s:i}", "uid", (int)uid, "id",
+				    id, "need", (int)p->needed);
+	p->approvers[p->n_approvals++] = uid;
+	struct cg_job *j = p->job;
+	int have = (int)p->n_approvals, need = p->needed;
+	ev_note(k, j->trace_id, CG_EV_APPROVAL_ANS,
+		json_pack("{s:s,s:i,s:i,s:i,s:s}", "outcome", "approved", "uid", (int)uid, "have",
+			  have, "need", need, "request_sha256", sha));
+	if (have >= need) {
+		j->n_approved = p->n_approvals;
+		memcpy(j->approved_by, p->approvers, sizeof(j->approved_by));
+		/*
+		 * Used once: it leaves the queue to run. A grant request is opened
+		 * now instead (its ttl counts from here) and answered with the grant.
+		 */
+		struct cg_reply *final = NULL;
+		if (j->grant_request)
+			final = cg_grants_open(&k->grants, j->gate.req->grant, uid,
+					       cg_now_wall_ns(), j->grant_id);
+		settle_locked(k, j, final);
+	}
+	return cg_reply_new(CG_R_APPROVAL_RECORDED, "{s:s,s:i,s:i}", "id", id, "have", have, "need",
+			    need);
+}
+
+static struct cg_reply *admin_approve(struct cg_kernel *k, const struct admin_rq *rq)
+{
+	if (!rq->target)
+		return invalid("'trace_id' and 'request_sha256' are required");
+	pthread_mutex_lock(&k->lock);
+	struct cg_reply *r =
+	    approve_locked(k, rq->target, field(rq, "request_sha256"), rq->peer->uid);
+	pthread_mutex_unlock(&k->lock);
+	return r;
+}
+
+static struct cg_reply *admin_deny(struct cg_kernel *k, const struct admin_rq *rq)
+{
+	const char *why = field(rq, "why");
+	if (!rq->target)
+		return invalid("'trace_id' is required");
+	pthread_mutex_lock(&k->lock);
+	struct cg_pending *p = cg_approvals_find(&k->approvals, rq->target);
+	if (!p) {
+		pthread_mutex_unlock(&k->lock);
+		return cg_reply_new(CG_R_APPROVAL_NOT_FOUND, "{s:s}", "id", rq->target);
+	}
+	struct cg_job *j = p->job;
+	ev_note(k, j->trace_id, CG_EV_APPROVAL_ANS,
+		json_pack("{s:s,s:i,s:s}", "outcome", "denied", "uid", (int)rq->peer->uid, "why",
+			  why ? why : ""));
+	settle_locked(k, j, cg_en_approval_denied(rq->peer->uid, why));
+	pthread_mutex_unlock(&k->lock);
+	return cg_reply_new(CG_R_DENIAL_RECORDED, "{s:s}", "id", rq->target);
+}
+
+/*
+ * The approver's `g`: the grant was opened for the call shown (bound to its
+ * hash), which then runs under it. Not for an agent's own grant request,
+ * which is answered with y or not at all. Caller holds k->lock.
+ */
+static void run_shown_call_locked(struct cg_kernel *k, const struct admin_rq *rq)
+{
+	struct cg_pending *p = rq->target ? cg_approvals_find(&k->approvals, rq->target) : NULL;
+	const char *sha = field(rq, "request_sha256");
+	if (!p || ((struct cg_job *)p->job)->grant_request || !sha ||
+	    strcmp(sha, p->request_sha256) != 0)
+		return;
+	struct cg_job *j = p->job;
+	struct cg_grant *mg = cg_grants_match(
+	    &k->grants, &j->gate.call, json_object_get(p->view, "constraints"), cg_now_wall_ns());
+	if (mg) {
+		use_grant_locked(k, j, mg, &rq->peer->uid);
+		settle_locked(k, j, NULL);
+	}
+}
+
+static struct cg_reply *admin_grant_open(struct cg_kernel *k, const struct admin_rq *rq)
+{
+	char gid[40];
+	pthread_mutex_lock(&k->lock);
+	struct cg_reply *r = cg_grants_open(&k->grants, json_object_get(rq->o, "grant"),
+					    rq->peer->uid, cg_now_wall_ns(), gid);
+	if (gid[0])
+		run_shown_call_locked(k, rq);
+	pthread_mutex_unlock(&k->lock);
+	char trace[40];
+	if (gid[0] && cg_uuid4(trace, sizeof(trace)) == 0) {
+		ev_note(k, trace, CG_EV_REQUEST,
+			json_pack("{s:s,s:O?,s:i}", "admin", "grant_open", "grant", r->data, "uid",
+				  (int)rq->peer->uid));
+		struct gen *g = gen_get(k);
+		cg_reply_set_trace(r, trace);
+		ev_seal(k, trace, r, NULL, NULL, g);
+		gen_put(g);
+	}
+	return r;
+}
+
+static struct cg_reply *admin_grant_list(struct cg_kernel *k, const struct admin_rq *rq)
+{
+	(void)rq;
+	pthread_mutex_lock(&k->lock);
+	struct cg_reply *r = cg_grants_list_reply(&k->grants, cg_now_wall_ns());
+	pthread_mutex_unlock(&k->lock);
+	return r;
+}
+
+static struct cg_reply *admin_grant_close(struct cg_kernel *k, const struct admin_rq *rq)
+{
+	const char *gid = field(rq, "grant_id");
+	if (!gid)
+		return invalid("'grant_id' is required");
+	pthread_mutex_lock(&k->lock);
+	struct cg_reply *r = cg_grants_close_reply(&k->grants, gid);
+	pthread_mutex_unlock(&k->lock);
+	return r;
+}
+
+static struct cg_reply *admin_reload(struct cg_kernel *k, const struct admin_rq *rq)
+{
+	(void)rq;
+	bool ok;
+	return gen_reload(k, &ok);
+}
+
+static const struct {
+	const char *name;
+	struct cg_reply *(*fn)(struct cg_kernel *, const struct admin_rq *);
+} actions[] = {
+	{ "ping", admin_ping },
+	{ "pending", admin_pending },
+	{ "approve", admin_approve },
+	{ "deny", admin_deny },
+	{ "grant_open", admin_grant_open },
+	{ "grant_list", admin_grant_list },
+	{ "grant_close", admin_grant_close },
+	{ "reload", admin_reload },
+};
+
+void cg_kernel_admin(struct cg_kernel *k, const char *line, size_t len, const struct cg_peer *peer,
+		     cg_respond_fn respond, void *cookie)
+{
+	json_error_t jerr;
+	json_t *o = json_loadb(line, len, JSON_REJECT_DUPLICATES, &jerr);
+	const char *action = json_string_value(json_object_get(o, "action"));
+	const char *rid = json_string_value(json_object_get(o, "id"));
+	struct admin_rq rq = { .o = o,
+			       .target = json_string_value(json_object_get(o, "trace_id")),
+			       .peer = peer };
+	struct cg_reply *r = NULL;
+	if (!json_is_object(o) || !action)
+		r = invalid(o ? "an object with a string 'action' is required" : jerr.text);
+	for (size_t i = 0; !r && i < CG_ARRAY_LEN(actions); i++)
+		if (strcmp(action, actions[i].name) == 0)
+			r = actions[i].fn(k, &rq);
+	if (!r)
+		r = invalid("unknown action (ping, pending, approve, deny, grant_open, "
+			    "grant_list, grant_close, reload)");
+	char trace[40] = "";
+	if (cg_uuid4(trace, sizeof(trace)) != 0)
+		snprintf(trace, sizeof(trace), "admin");
+	answer_reply(respond, cookie, rid ? rid : "", trace, r);
+	json_decref(o);
+}

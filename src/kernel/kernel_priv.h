@@ -1,0 +1,233 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * kernel_priv — the kernel's shared state and the seams between its modules.
+ * Not installed, not for callers outside src/kernel.
+ *
+ *   gen.c       policy generations: load, swap on reload, reference counts
+ *   gate.c      the one decide path (gate.h: also for the CLI and benchmarks)
+ *   dispatch.c  the request path: gate, evidence, refusal or hand-off
+ *   job.c       calls in flight: reference counts, cancel, the worker queue
+ *   run.c       a permitted call on a worker: permit, confine, exec, screen
+ *   sudo.c      privileged stages from a daemon that is not root
+ *   approve.c   calls waiting for a human or a grant, and their deadlines
+ *   admin.c     the admin protocol (pending, approve, deny, grants, reload)
+ *   record.c    evidence: the request, the decision and the sealed verdict
+ *   respond.c   response lines, including the last-resort one
+ *   kernel.c    lifecycle: new, shutdown, free
+ *
+ * Locks, outermost first: gen_lock and replay_lock are leaves taken alone;
+ * k->lock guards the job queue, the active list, the approval queue and the
+ * grant store. No lock is held while a call runs or while evidence is made
+ * durable.
+ */
+#ifndef CG_KERNEL_PRIV_H
+#define CG_KERNEL_PRIV_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <jansson.h>
+
+#include "approval.h"
+#include "callgate.h"
+#include "chain.h"
+#include "evidence.h"
+#include "exec.h"
+#include "gate.h"
+#include "grant.h"
+#include "policy.h"
+#include "reply.h"
+#include "screen.h"
+#include "wire.h"
+#include "world.h"
+
+#define CG_KERNEL_DEFAULT_WORKERS 32
+#define CG_KERNEL_MAX_WORKERS	  256
+
+/* One policy generation and the chain built over it. */
+struct gen {
+	atomic_int refs;
+	uint64_t number;
+	struct cg_policy *policy;
+	struct cg_chain chain;
+};
+
+struct cg_kernel {
+	char *policy_file; /* NULL: embedded default */
+	char *pubkey_file; /* require signed policies when set */
+	struct cg_world world;
+	struct cg_evidence *ev;	  /* NULL: evidence off */
+	struct cg_screen *screen; /* result screening patterns, compiled once */
+	int64_t freshness_s;
+
+	pthread_mutex_t gen_lock; /* guards gen and gen_seq */
+	struct gen *gen;
+	uint64_t gen_seq;
+
+	pthread_mutex_t replay_lock; /* guards replay */
+	struct cg_replay *replay;
+
+	pthread_mutex_t lock; /* guards the job queue and the active list */
+	pthread_cond_t cond;
+	struct cg_job *queue_head, *queue_tail;
+	struct cg_job *active; /* jobs handed to workers, for shutdown */
+	bool stopping;
+	unsigned n_threads;
+	pthread_t *threads;
+
+	/* Approval (issue 6): all guarded by lock. */
+	bool approval;		     /* UNKNOWN waits for a human; else it is refused */
+	int64_t approval_timeout_ms; /* 0: the policy's */
+	struct cg_approvals approvals;
+	struct cg_grants grants;
+	pthread_cond_t timer_cond; /* CLOCK_MONOTONIC; wakes the deadline thread */
+	pthread_t timer;
+	bool timer_started;
+	char *ssh_auth_sock; /* the daemon's own agent socket, for forward_agent */
+};
+
+struct cg_job {
+	atomic_int refs; /* the kernel's and the submitter's */
+	struct cg_kernel *k;
+	struct gen *gen;
+	struct cg_gate gate; /* the request, its resolved call and the fold */
+	json_t *decision;    /* the fold as JSON, rendered once (owned), or NULL */
+	struct cg_peer peer;
+	char trace_id[40];
+	cg_respond_fn respond;
+	void *cookie;
+	int cancel_fd; /* eventfd; readable once cancelled; -1 until the call is accepted */
+	atomic_bool cancelled;
+	struct cg_job *next; /* queue link */
+	struct cg_job *prev_active, *next_active;
+	bool in_active;
+
+	/* Approval state; guarded by the kernel's lock until the job is queued. */
+	struct cg_pending *pending; /* non-NULL while waiting for a human */
+	struct cg_reply *final;	    /* answer without running (denied, timed out) */
+	char request_sha256[65];    /* what the approval was bound to */
+	size_t n_approved;
+	uid_t approved_by[CG_APPROVAL_MAX_APPROVERS];
+	char grant_id[40];  /* the grant that let it run, or "" */
+	bool grant_request; /* the agent asked for a grant: a human opens it, or not */
+
+	/* sudo -n wrapping of privileged stages when the daemon is not root. */
+	char **sudo_argv_saved[CG_WIRE_MAX_STAGES];
+	size_t sudo_argc_saved[CG_WIRE_MAX_STAGES];
+	char *sudo_exe_saved[CG_WIRE_MAX_STAGES];
+	size_t sudo_wrapped; /* stages wrapped so far */
+};
+
+/* ---- gen.c ---- */
+
+/* The generation in force, with a reference the caller drops with gen_put. */
+struct gen *gen_get(struct cg_kernel *k);
+/* Drop a reference; the last one frees the generation. Safe on NULL. */
+void gen_put(struct gen *g);
+/* Load the configured policy into a new generation (one reference). 0, or -1 and *err. */
+int gen_load(struct cg_kernel *k, struct gen **out, struct cg_reply **err);
+/* The gate's view of generation g over the kernel's world. */
+struct cg_gate_ctx gen_gate_ctx(const struct cg_kernel *k, const struct gen *g);
+/* {sha256, generation, source} of g. New reference, or NULL on OOM. */
+json_t *gen_policy_json(const struct gen *g);
+/* Swap in a fresh generation: POLICY_RELOADED, or the load error. Caller frees; *ok tells. */
+struct cg_reply *gen_reload(struct cg_kernel *k, bool *ok);
+
+/* ---- record.c (evidence) ---- */
+
+/* Append a non-durable event (payload stolen); evidence off is not an error. */
+void ev_note(struct cg_kernel *k, const char *trace, enum cg_event_type t, json_t *payload);
+/* The decoded request, redacted (env hashed, secrets screened), with its peer. */
+json_t *ev_request_json(const struct cg_kernel *k, const struct cg_request *req,
+			const struct cg_peer *peer, bool redact);
+/* Note RESOLVED, one RUNG per rung and DECISION (decision borrowed) for a decided gate. */
+void ev_note_decided(struct cg_kernel *k, const char *trace, const struct cg_gate *g,
+		     json_t *decision);
+/*
+ * Record the verdict of reply and seal the trace; once per trace, on every
+ * path. folded is the call's fold, or NULL before the chain; decision (may
+ * be NULL) is the fold as rendered once, whose constraints are reused.
+ */
+void ev_seal(struct cg_kernel *k, const char *trace, const struct cg_reply *reply,
+	     const struct cg_folded *folded, json_t *decision, const struct gen *g);
+/* The fold plus its policy as JSON (DECISION event, gate data). New reference or NULL. */
+json_t *decision_json(const struct cg_folded *f, const struct gen *g);
+/* The decision facts every reply of a decided call carries. New reference or NULL. */
+json_t *decision_data(const struct cg_job *j);
+
+/* ---- respond.c ---- */
+
+/* The fixed crash line for trace (no JSON library involved); NULL only on OOM. */
+char *fallback_line(const char *trace, size_t *len);
+/* Encode resp; on failure the crash line. Never NULL unless OOM. Caller frees. */
+char *encode_response(const struct cg_response *resp, const char *trace, size_t *len);
+/* Answer a reply only (no streams): trace set, reply consumed, respond called once. */
+void answer_reply(cg_respond_fn respond, void *cookie, const char *id, const char *trace,
+		  struct cg_reply *reply);
+/* A refusal on the request path: trace set, verdict sealed, answered; reply consumed. */
+void answer_sealed(struct cg_kernel *k, cg_respond_fn respond, void *cookie, const char *id,
+		   const char *trace, struct cg_reply *reply, const struct cg_folded *folded,
+		   json_t *decision, const struct gen *g);
+
+/* ---- job.c ---- */
+
+/* A job for one request (one reference), or NULL on OOM. */
+struct cg_job *job_new(struct cg_kernel *k, const struct cg_peer *peer, cg_respond_fn respond,
+		       void *cookie, const char trace[40]);
+/* Make the job cancellable (its eventfd). 0, or -1 on failure. */
+int job_accept(struct cg_job *j);
+void job_hold(struct cg_job *j);
+void job_put(struct cg_job *j);
+/* Hand out a reference to the submitter, if it asked for one. */
+void job_lend(struct cg_job *j, struct cg_job **job_out);
+void active_add(struct cg_kernel *k, struct cg_job *j);
+/* Hand a job to the workers. Caller holds k->lock. */
+void enqueue_locked(struct cg_kernel *k, struct cg_job *j);
+/* Wake the job's running children to die (cancel_fd). */
+void job_signal_cancel(struct cg_job *j);
+/* A worker thread's loop: run queued jobs until the kernel stops. */
+void *worker_main(void *arg);
+
+/* ---- run.c ---- */
+
+/* Run (or finally answer) a job on a worker. Every path answers exactly once. */
+void run_job(struct cg_kernel *k, struct cg_job *j);
+
+/* ---- sudo.c ---- */
+
+int sudo_wrap(struct cg_job *j, struct cg_reply **err);
+void sudo_unwrap(struct cg_job *j);
+const char *sudo_password_needed(const struct cg_job *j, const struct cg_exec_result *res);
+/*
+ * No dead ends (issue 12): a privileged call on a daemon that is not root
+ * runs through `sudo -n`; when that cannot work (its constraints need a
+ * confinement sudo cannot gain privilege under, or `sudo -n -l` says the
+ * command would need a password) no approval can make it run. Returns the
+ * refusal to give before anyone is asked (caller frees), or NULL.
+ */
+struct cg_reply *sudo_dead_end(struct cg_job *j);
+
+/* ---- approve.c ---- */
+
+/* UNKNOWN: 0 queued or run under a grant, 1 no approver (caller refuses), -1 answered. */
+int defer_to_human(struct cg_kernel *k, struct cg_job *j, struct cg_job **job_out);
+/* An agent's grant request: validated, then queued for a human. Consumes j. */
+void request_grant(struct cg_kernel *k, struct cg_job *j, bool claimed, struct cg_job **job_out);
+/* Let j run under gr (a use consumed and recorded). Caller holds k->lock. */
+void use_grant_locked(struct cg_kernel *k, struct cg_job *j, struct cg_grant *gr,
+		      const uid_t *approver);
+/* Out of the approval queue, to a worker with final (may be NULL: run). Caller holds k->lock. */
+void settle_locked(struct cg_kernel *k, struct cg_job *j, struct cg_reply *final);
+/* The deadline thread: no answer in time is a refusal. */
+void *timer_main(void *arg);
+
+/* ---- dispatch.c ---- */
+
+/* Give back a request id claimed in the replay window (refused as invalid). */
+void release_claim(struct cg_kernel *k, const char *id);
+
+/* A reply as the public struct cg_result. */
+void result_from_reply(const struct cg_reply *r, struct cg_result *out);
+
+#endif

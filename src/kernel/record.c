@@ -1,0 +1,271 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * record — what the kernel writes to the evidence journal about a call: the
+ * request (redacted), its resolution, each rung's verdict, the decision, and
+ * the sealed verdict.
+ *
+ * The decision is rendered to JSON once per call (decision_json) and that
+ * one object is shared by the DECISION event, the gate reply's data and the
+ * decision facts of every other reply; the objects are never modified after
+ * they are built, so threads may serialise them at once.
+ *
+ * Invariants:
+ *  - Secrets MUST NOT reach the journal through the request: env values are
+ *    hashed, argv and reason pass the secret screen (withheld if screening
+ *    fails).
+ *  - Every trace MUST be sealed exactly once, refusals included, so that
+ *    replay finds a complete structure.
+ *  - Evidence off (no state dir) is not an error; a failed append is logged,
+ *    never turned into a permit (the durable permit is run.c's).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernel_priv.h"
+#include "util.h"
+
+void ev_note(struct cg_kernel *k, const char *trace, enum cg_event_type t, json_t *payload)
+{
+	if (!k->ev) {
+		json_decref(payload);
+		return;
+	}
+	if (!payload)
+		payload = json_object();
+	if (cg_evidence_append(k->ev, trace, t, payload, false) != 0)
+		cg_log("error", trace, "evidence append (%s) failed: %s", cg_event_name(t),
+		       cg_errno_name(errno));
+}
+
+/*
+ * A string for the evidence with secret shapes redacted (the same screen as
+ * command output). On a screening failure the string is withheld, not kept.
+ */
+static json_t *screened_string(const struct cg_screen *scr, bool redact, const char *s)
+{
+	if (!redact || !scr)
+		return json_string(s);
+	unsigned char *out = NULL;
+	size_t out_len = 0;
+	if (cg_screen_run(scr, true, false, (const unsigned char *)s, strlen(s), &out, &out_len,
+			  NULL, NULL) != 0)
+		return json_string("[WITHHELD: screening failed]");
+	json_t *j = json_stringn((const char *)out, out_len);
+	free(out);
+	return j;
+}
+
+/* The pipeline with every argument screened. */
+static json_t *screened_pipeline(const struct cg_request *req, const struct cg_screen *scr,
+				 bool redact)
+{
+	json_t *pipeline = json_array();
+	for (size_t i = 0; pipeline && i < req->n_stages; i++) {
+		json_t *argv = json_array();
+		for (size_t j = 0; argv && j < req->stages[i].argc; j++)
+			json_array_append_new(argv,
+					      screened_string(scr, redact, req->stages[i].argv[j]));
+		json_array_append_new(pipeline, argv);
+	}
+	return pipeline;
+}
+
+/* env as {"NAME": "sha256:<hex of the value>"}: values are never stored. */
+static json_t *hashed_env(const struct cg_request *req)
+{
+	json_t *env = json_object();
+	for (size_t i = 0; env && i < req->n_env; i++) {
+		char hex[65], tagged[80];
+		cg_sha256_hex(req->env[i].value, strlen(req->env[i].value), hex);
+		snprintf(tagged, sizeof(tagged), "sha256:%s", hex);
+		json_object_set_new(env, req->env[i].name, json_string(tagged));
+	}
+	return env;
+}
+
+json_t *ev_request_json(const struct cg_kernel *k, const struct cg_request *req,
+			const struct cg_peer *peer, bool redact)
+{
+	static const char *const actions[] = { [CG_ACTION_EXEC] = "exec",
+					       [CG_ACTION_GATE] = "gate",
+					       [CG_ACTION_PING] = "ping",
+					       [CG_ACTION_GRANT] = "grant" };
+	_Static_assert(sizeof(actions) / sizeof(actions[0]) == CG_ACTION_GRANT + 1,
+		       "every action has a name for the evidence");
+	json_t *o = json_object();
+	json_t *pipeline = screened_pipeline(req, k->screen, redact);
+	json_t *env = hashed_env(req);
+	if (!o || !pipeline || !env) {
+		json_decref(o);
+		json_decref(pipeline);
+		json_decref(env);
+		return NULL;
+	}
+	json_object_set_new(o, "id", json_string(req->id));
+	json_object_set_new(o, "action", json_string(actions[req->action]));
+	json_object_set_new(o, "host", json_string(req->host));
+	json_object_set_new(o, "session", json_string(req->session));
+	json_object_set_new(o, "time", json_string(req->time_str ? req->time_str : ""));
+	json_object_set_new(o, "reason", screened_string(k->screen, redact, req->reason));
+	json_object_set_new(o, "privileged", json_boolean(req->privileged));
+	json_object_set_new(o, "forward_agent", json_boolean(req->forward_agent));
+	json_object_set_new(o, "pipeline", pipeline);
+	json_object_set_new(o, "env", env);
+	if (req->timeout_ms >= 0)
+		json_object_set_new(o, "timeout_ms", json_integer(req->timeout_ms));
+	if (req->cwd)
+		json_object_set_new(o, "cwd", json_string(req->cwd));
+	if (req->actions)
+		json_object_set_new(o, "actions", json_incref(req->actions));
+	json_t *p = json_pack("{s:i,s:i,s:i}", "pid", (int)peer->pid, "uid", (int)peer->uid, "gid",
+			      (int)peer->gid);
+	return json_pack("{s:o,s:o?}", "request", o, "peer", p);
+}
+
+static json_t *resolved_json(const struct cg_call *call)
+{
+	json_t *stages = json_array();
+	for (size_t i = 0; stages && i < call->n_stages; i++) {
+		const struct cg_resolved_stage *s = &call->stages[i];
+		json_array_append_new(stages, json_pack("{s:s,s:s,s:b}", "exe", s->exe, "found",
+							s->found, "via_symlink", s->via_symlink));
+	}
+	return json_pack("{s:o?,s:s?,s:s?}", "stages", stages, "cwd", call->cwd, "workspace",
+			 call->workspace);
+}
+
+json_t *decision_json(const struct cg_folded *f, const struct gen *g)
+{
+	json_t *dj = cg_folded_to_json(f);
+	if (dj)
+		json_object_set_new(dj, "policy", gen_policy_json(g));
+	return dj;
+}
+
+void ev_note_decided(struct cg_kernel *k, const char *trace, const struct cg_gate *g,
+		     json_t *decision)
+{
+	if (!k->ev)
+		return;
+	ev_note(k, trace, CG_EV_RESOLVED, resolved_json(&g->call));
+	const struct cg_folded *f = &g->folded;
+	for (size_t i = 0; i < f->n_rungs; i++) {
+		const struct cg_verdict *v = &f->rungs[i].v;
+		ev_note(k, trace, CG_EV_RUNG,
+			json_pack("{s:s,s:i,s:s,s:s?,s:s,s:s?,s:b}", "rung", f->rungs[i].rung,
+				  "rank", f->rungs[i].rank, "decision",
+				  cg_decision_name(v->decision), "rule_id", v->rule_id, "code",
+				  cg_reply_registry[v->reason].code, "why", v->why, "failed",
+				  f->rungs[i].rc != 0));
+	}
+	ev_note(k, trace, CG_EV_DECISION, json_incref(decision));
+}
+
+json_t *decision_data(const struct cg_job *j)
+{
+	const struct cg_folded *f = &j->gate.folded;
+	/* Shared with the decision rendered once; a grant request has none. */
+	json_t *cons = json_object_get(j->decision, "constraints");
+	json_t *policy = json_object_get(j->decision, "policy");
+	cons = cons ? json_incref(cons) : json_array();
+	policy = policy ? json_incref(policy) : gen_policy_json(j->gen);
+	return json_pack("{s:s,s:s,s:s,s:o?,s:o?}", "decision", cg_decision_name(f->decision),
+			 "rule_id", f->rule_id ? f->rule_id : "", "rung",
+			 f->deciding_rung ? f->deciding_rung : "", "constraints", cons, "policy",
+			 policy);
+}
+
+static const char *next_steps(enum cg_rtype t)
+{
+	switch (t) {
+	case CG_RTYPE_S:
+		return "continue";
+	case CG_RTYPE_I:
+		return "fix the request as the message says and retry";
+	case CG_RTYPE_D:
+		return "escalate as the message says: a deny needs a policy change, a deferral "
+		       "needs approval or a grant";
+	default:
+		return "stop and report the trace id";
+	}
+}
+
+/* Each rung's verdict, with its layer and code, for the verdict's why[]. */
+static json_t *verdict_why(const struct cg_folded *f, const struct cg_reply_def *d)
+{
+	json_t *why = json_array();
+	if (!f) {
+		if (why && d->type != CG_RTYPE_S)
+			json_array_append_new(why,
+					      json_pack("{s:s,s:s,s:s}", "rung", "wire", "layer",
+							cg_layer_name(d->layer), "code", d->code));
+		return why;
+	}
+	for (size_t i = 0; why && i < f->n_rungs; i++) {
+		const struct cg_verdict *v = &f->rungs[i].v;
+		const struct cg_reply_def *rd = &cg_reply_registry[v->reason];
+		json_array_append_new(why, json_pack("{s:s,s:s,s:s?,s:s,s:s,s:s?}", "rung",
+						     f->rungs[i].rung, "decision",
+						     cg_decision_name(v->decision), "rule_id",
+						     v->rule_id, "layer", cg_layer_name(rd->layer),
+						     "code", rd->code, "why", v->why));
+	}
+	return why;
+}
+
+/* The fold's constraint sets: the decision's own array when it was rendered. */
+static json_t *verdict_constrained(const struct cg_folded *f, json_t *decision)
+{
+	json_t *shared = json_object_get(decision, "constraints");
+	if (f && shared)
+		return json_incref(shared);
+	json_t *constrained = json_array();
+	for (size_t i = 0; f && constrained && i < f->n_constraints; i++)
+		json_array_append_new(constrained, cg_constraints_to_json(f->constraints[i]));
+	return constrained;
+}
+
+void ev_seal(struct cg_kernel *k, const char *trace, const struct cg_reply *reply,
+	     const struct cg_folded *folded, json_t *decision, const struct gen *g)
+{
+	if (!k->ev)
+		return;
+	const struct cg_reply_def *d = cg_reply_def_of(reply);
+	char type[2] = { cg_rtype_char(d->type), 0 };
+	char *msg = cg_reply_message(reply);
+	struct cg_verdict_facts facts = {
+		.decision = folded		    ? cg_decision_name(folded->decision)
+			    : d->type == CG_RTYPE_S ? "ALLOW"
+						    : "BLOCK",
+		.rule_id = folded && folded->rule_id ? folded->rule_id : "",
+		.summary = msg ? msg : d->key,
+		.reply_type = type[0],
+		.reply_code = d->code,
+		.layer = d->layer,
+		.message = msg ? msg : "",
+		.why = verdict_why(folded, d),
+		.constrained = verdict_constrained(folded, decision),
+		.next_step = next_steps(d->type),
+		.confidence = 1.0,
+		.extra = json_pack("{s:{s:s,s:I}}", "policy", "sha256",
+				   g ? cg_policy_sha256(g->policy) : "", "generation",
+				   (json_int_t)(g ? g->number : 0)),
+	};
+	/* The verdict event, for the journal (its own shape, docs/evidence.md). */
+	json_t *event = json_pack(
+	    "{s:s,s:s,s:s,s:{s:s,s:s,s:s,s:s},s:O?,s:O?,s:s,s:f,s:O?}", "decision", facts.decision,
+	    "rule_id", facts.rule_id, "summary", facts.summary, "reply", "type", type, "code",
+	    d->code, "message_key", d->key, "message", facts.message, "why", facts.why,
+	    "constrained", facts.constrained, "next_steps", facts.next_step, "confidence", 1.0,
+	    "policy", json_object_get(facts.extra, "policy"));
+	ev_note(k, trace, CG_EV_VERDICT, event);
+	/* verdict.json, rendered from the same facts: nothing is parsed back. */
+	if (cg_evidence_seal_facts(k->ev, trace, &facts) != 0)
+		cg_log("error", trace, "evidence seal failed: %s", cg_errno_name(errno));
+	json_decref(facts.why);
+	json_decref(facts.constrained);
+	json_decref(facts.extra);
+	free(msg);
+}

@@ -1,0 +1,326 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * run — a permitted call on a worker thread: who it runs as, its
+ * environment, its confinement, the durable permit, the run itself, result
+ * screening, and the one answer.
+ *
+ * Invariants:
+ *  - Nothing MUST start unless the confinement was prepared and, with
+ *    evidence on, the permit is durable (write-ahead); a failure of either
+ *    is answered and nothing runs.
+ *  - Unscreened output MUST NOT pass: if screening fails, the streams are
+ *    withheld and the call answers an E.
+ *  - run_job answers exactly once on every path and leaves the job's
+ *    request as it found it (sudo wrapping undone).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "confine.h"
+#include "kernel_priv.h"
+#include "util.h"
+
+/* Everything a run acquires, released once in answer_run. */
+struct run {
+	bool root, priv; /* the daemon is root; the call is privileged */
+	uid_t uid;	 /* who the stages run as */
+	gid_t gid;
+	char **envp;
+	struct cg_confine_plan *plan;
+	json_t *confinement; /* the plan's report, rendered once (owned) */
+	struct cg_exec_result res;
+	bool ran;
+	json_t *screening; /* the screen's findings (owned), or NULL */
+	int screen_errno;  /* non-zero: screening failed and the output was withheld */
+};
+
+/* Append NAME=value to a malloc'd envp. 0, or -1 on OOM (envp unchanged). */
+static int add_env(char ***envp, const char *name, const char *value)
+{
+	size_t n = 0;
+	while ((*envp)[n])
+		n++;
+	size_t l = strlen(name) + strlen(value) + 2;
+	char *kv = malloc(l);
+	char **grown = kv ? realloc(*envp, (n + 2) * sizeof(**envp)) : NULL;
+	if (!grown) {
+		free(kv);
+		return -1;
+	}
+	snprintf(kv, l, "%s=%s", name, value);
+	grown[n] = kv;
+	grown[n + 1] = NULL;
+	*envp = grown;
+	return 0;
+}
+
+/*
+ * Who the stages run as, and their environment. A privileged call only
+ * reaches here approved by a human, a grant, or a rule that allows
+ * privileged use explicitly: as root it runs as root; otherwise through
+ * sudo -n. Everything else runs as the peer when we are root, or as
+ * ourselves. 0, or -1 with *reply.
+ */
+static int prepare_identity(struct cg_kernel *k, struct cg_job *j, struct run *r,
+			    struct cg_reply **reply)
+{
+	const struct cg_request *req = j->gate.req;
+	r->root = geteuid() == 0;
+	r->priv = req->privileged;
+	r->uid = r->root ? (r->priv ? 0 : j->peer.uid) : geteuid();
+	r->gid = r->root ? (r->priv ? 0 : j->peer.gid) : getegid();
+	r->envp = cg_world_envp(&k->world, req, r->uid, reply);
+	if (!r->envp)
+		return -1;
+	if (req->forward_agent && !r->priv && k->ssh_auth_sock &&
+	    add_env(&r->envp, "SSH_AUTH_SOCK", k->ssh_auth_sock) != 0) {
+		/* The socket path is the daemon's own, never the request's. */
+		*reply = cg_reply_new(CG_R_OUT_OF_MEMORY, "{s:s}", "doing", "forwarding the agent");
+		return -1;
+	}
+	if (r->priv && !r->root && sudo_wrap(j, reply) != 0)
+		return -1;
+	return 0;
+}
+
+/* The view the fold's constraints grant, built before anything starts. */
+static int prepare_confinement(struct cg_job *j, struct run *r, struct cg_reply **reply)
+{
+	char home[4096] = "";
+	for (char **e = r->envp; *e; e++)
+		if (strncmp(*e, "HOME=", 5) == 0)
+			snprintf(home, sizeof(home), "%s", *e + 5);
+	struct cg_confine_ctx cctx = { .workspace = j->gate.call.workspace,
+				       .cwd = j->gate.call.cwd,
+				       .home = home,
+				       .set_ids = r->root && r->uid != 0,
+				       .allow_setuid = r->priv && !r->root,
+				       .uid = r->uid,
+				       .gid = r->gid };
+	const struct cg_folded *f = &j->gate.folded;
+	if (cg_confine_prepare(f->constraints, f->n_constraints, &cctx, &r->plan, reply) != 0)
+		return -1;
+	r->confinement = cg_confine_report(r->plan);
+	return 0;
+}
+
+static json_t *approvers_json(const struct cg_job *j)
+{
+	json_t *by = json_array();
+	for (size_t i = 0; by && i < j->n_approved; i++)
+		json_array_append_new(by, json_integer(j->approved_by[i]));
+	return by;
+}
+
+/* Write-ahead: the permit is durable before anything starts, or nothing starts. */
+static int write_permit(struct cg_kernel *k, struct cg_job *j, const struct run *r,
+			struct cg_reply **reply)
+{
+	if (!k->ev)
+		return 0;
+	const struct cg_request *req = j->gate.req;
+	const struct cg_folded *f = &j->gate.folded;
+	char hex[65];
+	char *canon = json_dumps(req->raw, JSON_COMPACT | JSON_SORT_KEYS);
+	cg_sha256_hex(canon ? canon : "", canon ? strlen(canon) : 0, hex);
+	free(canon);
+	json_t *permit = json_pack(
+	    "{s:s,s:s,s:s,s:I,s:i,s:i,s:O?,s:o?,s:s,s:s}", "decision",
+	    cg_decision_name(f->decision), "rule_id", f->rule_id ? f->rule_id : "",
+	    "request_sha256", hex, "timeout_ms", (json_int_t)j->gate.timeout_ms, "run_uid",
+	    (int)r->uid, "run_gid", (int)r->gid, "confinement", r->confinement, "approved_by",
+	    approvers_json(j), "approval_sha256", j->request_sha256, "grant_id", j->grant_id);
+	if (cg_evidence_append(k->ev, j->trace_id, CG_EV_PERMIT, permit, true) != 0) {
+		int e = errno;
+		cg_log("error", j->trace_id, "permit not durable: %s", cg_errno_name(e));
+		*reply = cg_reply_new(CG_R_EVIDENCE_WRITE_FAILED, "{s:s}", "errno_name",
+				      cg_errno_name(e));
+		return -1;
+	}
+	return 0;
+}
+
+/* Run the pipeline. 0 when it ran (r->res filled), or -1 with *reply. */
+static int execute(struct cg_kernel *k, struct cg_job *j, struct run *r, struct cg_reply **reply)
+{
+	struct cg_exec_spec spec = { .call = &j->gate.call,
+				     .envp = r->envp,
+				     .timeout_ms = j->gate.timeout_ms,
+				     .cap = cg_policy_defaults(j->gen->policy)->output_cap,
+				     .plan = r->plan,
+				     .cancel_fd = j->cancel_fd,
+				     .trace_id = j->trace_id };
+	ev_note(k, j->trace_id, CG_EV_EXEC_START,
+		json_pack("{s:I,s:I}", "stages", (json_int_t)j->gate.call.n_stages, "timeout_ms",
+			  (json_int_t)j->gate.timeout_ms));
+	if (cg_exec_run(&spec, &r->res, reply) != 0) {
+		ev_note(
+		    k, j->trace_id, CG_EV_EXEC_END,
+		    json_pack("{s:b,s:s}", "started", 0, "code", cg_reply_def_of(*reply)->code));
+		return -1;
+	}
+	r->ran = true;
+	return 0;
+}
+
+/*
+ * Screen the output before anyone sees it: the reply and the evidence both
+ * get the redacted bytes. If screening fails, the streams are emptied and
+ * r->screen_errno says why.
+ */
+static void screen_output(struct cg_kernel *k, struct cg_job *j, struct run *r)
+{
+	const struct cg_policy_defaults *pd = cg_policy_defaults(j->gen->policy);
+	if (!pd->screen_secrets && !pd->screen_injection)
+		return;
+	if (cg_screen_exec_result(k->screen, pd->screen_secrets, pd->screen_injection, &r->res,
+				  &r->screening) != 0) {
+		r->screen_errno = errno ? errno : EIO;
+		cg_log("error", j->trace_id, "screening failed: %s",
+		       cg_errno_name(r->screen_errno));
+		ev_note(k, j->trace_id, CG_EV_SCREEN,
+			json_pack("{s:b,s:s}", "ok", 0, "errno", cg_errno_name(r->screen_errno)));
+	} else {
+		ev_note(k, j->trace_id, CG_EV_SCREEN, json_incref(r->screening));
+	}
+}
+
+static json_t *hash_json(const struct cg_buf *b)
+{
+	char hex[65];
+	cg_sha256_hex(b->p ? (const void *)b->p : (const void *)"", b->len, hex);
+	return json_pack("{s:I,s:I,s:b,s:s}", "bytes", (json_int_t)b->len, "seen",
+			 (json_int_t)b->seen, "truncated", b->truncated, "sha256", hex);
+}
+
+/* The exec.finished event: exit codes, output sizes and hashes, timings. */
+static void note_exec_end(struct cg_kernel *k, struct cg_job *j, const struct run *r)
+{
+	const struct cg_exec_result *res = &r->res;
+	json_t *codes = json_array();
+	json_t *errs = json_array();
+	for (size_t i = 0; i < res->n_stages; i++) {
+		json_array_append_new(codes, json_integer(res->stages[i].exit_code));
+		json_array_append_new(errs, hash_json(&res->stages[i].err));
+	}
+	ev_note(k, j->trace_id, CG_EV_EXEC_END,
+		json_pack("{s:b,s:o,s:o,s:o,s:b,s:b,s:b,s:I}", "started", 1, "exit_codes", codes,
+			  "stdout", hash_json(&res->out), "stderr", errs, "timed_out",
+			  res->timed_out, "cancelled", res->cancelled, "escapees_killed",
+			  res->tree_escapees_killed, "duration_us",
+			  (json_int_t)((res->ended_ns - res->started_ns) / 1000)));
+}
+
+/* The reply of a call that ran: how it ended, most serious first. */
+static struct cg_reply *ran_reply(const struct cg_job *j, const struct run *r)
+{
+	const struct cg_exec_result *res = &r->res;
+	int last = res->n_stages ? res->stages[res->n_stages - 1].exit_code : 0;
+	const char *sudo_exe = r->priv && !r->root ? sudo_password_needed(j, res) : NULL;
+	if (r->screen_errno)
+		return cg_reply_new(CG_R_SCREEN_FAILED, "{s:s}", "errno_name",
+				    cg_errno_name(r->screen_errno));
+	if (sudo_exe)
+		return cg_reply_new(CG_R_SUDO_NEEDS_PASSWORD, "{s:s}", "exe", sudo_exe);
+	if (res->timed_out)
+		return cg_reply_new(CG_R_EXEC_DEADLINE, "{s:I}", "timeout_ms",
+				    (json_int_t)j->gate.timeout_ms);
+	if (res->cancelled)
+		return cg_reply_new(CG_R_EXEC_CANCELLED, NULL);
+	return cg_reply_new(CG_R_EXEC_DONE, "{s:I,s:i}", "stages", (json_int_t)res->n_stages,
+			    "exit_code", last);
+}
+
+/* Everything up to and including the run. Returns the reply to answer with. */
+static struct cg_reply *run_call(struct cg_kernel *k, struct cg_job *j, struct run *r)
+{
+	struct cg_reply *reply = NULL;
+	if (prepare_identity(k, j, r, &reply) != 0 || prepare_confinement(j, r, &reply) != 0 ||
+	    write_permit(k, j, r, &reply) != 0 || execute(k, j, r, &reply) != 0)
+		return reply;
+	screen_output(k, j, r);
+	note_exec_end(k, j, r);
+	return ran_reply(j, r);
+}
+
+/* The reply's data: the decision, and what the run adds to it. New reference or NULL. */
+static json_t *run_data(const struct cg_job *j, const struct run *r)
+{
+	json_t *data = decision_data(j);
+	if (!data)
+		return NULL;
+	if (r->screening)
+		json_object_set(data, "screening", r->screening);
+	if (r->confinement)
+		json_object_set(data, "confinement", r->confinement);
+	if (r->ran && r->res.tree_escapees_killed)
+		json_object_set_new(data, "escapees_killed", json_true());
+	if (j->n_approved)
+		json_object_set_new(data, "approved_by", approvers_json(j));
+	if (j->grant_id[0])
+		json_object_set_new(data, "grant_id", json_string(j->grant_id));
+	return data;
+}
+
+/* Answer (streams included when it ran), seal, release the run. Consumes reply. */
+static void answer_run(struct cg_kernel *k, struct cg_job *j, struct cg_reply *reply, struct run *r)
+{
+	cg_reply_set_data(reply, run_data(j, r));
+	cg_reply_set_trace(reply, j->trace_id);
+	const struct cg_exec_result *res = &r->res;
+	struct cg_stage_out *outs = NULL;
+	size_t n_out = 0;
+	if (r->ran && (outs = calloc(res->n_stages ? res->n_stages : 1, sizeof(*outs)))) {
+		n_out = res->n_stages;
+		for (size_t i = 0; i < n_out; i++)
+			outs[i] =
+			    (struct cg_stage_out){ .exit_code = res->stages[i].exit_code,
+						   .err = res->stages[i].err.p,
+						   .err_len = res->stages[i].err.len,
+						   .err_truncated = res->stages[i].err.truncated };
+	}
+	struct cg_response resp = { .id = j->gate.req->id,
+				    .status = cg_reply_def_of(reply)->status,
+				    .n_stages = n_out,
+				    .stages = outs,
+				    .out = r->ran ? res->out.p : NULL,
+				    .out_len = r->ran ? res->out.len : 0,
+				    .out_truncated = r->ran && res->out.truncated,
+				    .reply = reply };
+	size_t len = 0;
+	char *line = encode_response(&resp, j->trace_id, &len);
+	free(outs);
+	ev_seal(k, j->trace_id, reply, &j->gate.folded, j->decision, j->gen);
+	cg_reply_free(reply);
+	if (r->ran)
+		cg_exec_result_fini(&r->res);
+	json_decref(r->screening);
+	json_decref(r->confinement);
+	cg_confine_plan_free(r->plan);
+	cg_envp_free(r->envp);
+	sudo_unwrap(j);
+	j->respond(j->cookie, line, len);
+}
+
+void run_job(struct cg_kernel *k, struct cg_job *j)
+{
+	struct run r = { 0 };
+	struct cg_reply *reply;
+	if (j->final) {
+		/* Decided without running: denied by a human, or no answer in time. */
+		reply = j->final;
+		j->final = NULL;
+	} else if (atomic_load(&j->cancelled)) {
+		pthread_mutex_lock(&k->lock);
+		bool stopping = k->stopping;
+		pthread_mutex_unlock(&k->lock);
+		reply = stopping ? cg_reply_new(CG_R_SHUTTING_DOWN, NULL)
+				 : cg_reply_new(CG_R_EXEC_CANCELLED, NULL);
+	} else {
+		reply = run_call(k, j, &r);
+	}
+	answer_run(k, j, reply, &r);
+}

@@ -1,0 +1,541 @@
+# SPDX-License-Identifier: MIT
+"""Approvals and grants bind what runs; the admin plane trusts only people
+(issue 12). Every test judges by effect (a file that must not appear, a
+counter that must not grow, a call that stays pending) next to a control
+that succeeds.
+"""
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import time
+import unittest
+
+import cgtest
+from test_approval import WAIT, b64, call_async, pending, wait_pending
+
+# The agent's interpreter runs confined (an opaque launcher must); the
+# deferred shape is `touch` in the workspace.
+POLICY = """version: 1
+rules:
+  - id: agent-python
+    decision: degrade
+    match: { exe: [python3], privileged: false }
+    constraints:
+      read: [/]
+      write: ["${workspace}"]
+      exec: [/usr, /bin, /sbin, /lib, /lib64]
+      net: none
+  - id: touch-needs-a-person
+    decision: defer
+    match: { exe: [touch] }
+    constraints:
+      read: [/]
+      write: ["${workspace}"]
+      exec: [/usr, /bin, /sbin, /lib, /lib64]
+      net: none
+  - id: curl-needs-a-person
+    decision: defer
+    match: { exe: [curl] }
+  - id: count
+    decision: defer
+    match: { exe: [sh] }
+"""
+
+# Run inside a call: use the admin socket as an agent would, with what it
+# learnt (trace id and hash), and print every reply code it got.
+ATTACK = r"""
+import json, socket, sys
+adm, tid, sha = sys.argv[1], sys.argv[2], sys.argv[3]
+def call(req):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(10)
+    data = b""
+    try:
+        s.connect(adm)
+        try:
+            s.sendall((json.dumps(req) + "\n").encode())
+        except OSError:
+            pass  # refused peers are answered and closed at once
+        while True:
+            b = s.recv(65536)
+            if not b:
+                break
+            data += b
+    except OSError as e:
+        if not data:
+            return "oserror:%s" % e.errno
+    finally:
+        s.close()
+    try:
+        return json.loads(data)["reply"]["code"]
+    except Exception:
+        return "unreadable:%r" % data[:200]
+out = {
+    "pending": call({"action": "pending"}),
+    "approve": call({"action": "approve", "trace_id": tid, "request_sha256": sha}),
+    "grant_open": call({"action": "grant_open", "trace_id": tid, "request_sha256": sha,
+                        "grant": {"pipeline": [{"exe": "/usr/bin/touch", "argv": ["**"]}],
+                                  "uses": 5, "ttl_s": 600}}),
+    "stop": call({"action": "stop"}),
+}
+print(json.dumps(out))
+"""
+
+
+def daemon(flags=(), **kw):
+    return cgtest.Daemon(policy_text=POLICY,
+                         flags=["--approval", "--approval-timeout", "20000"] + list(flags), **kw)
+
+
+class AdminPeersArePeople(unittest.TestCase):
+    """Item 1: a process launched through the daemon cannot answer for itself."""
+
+    def test_a_call_cannot_approve_its_own_deferred_call(self):
+        with daemon() as d:
+            marker = os.path.join(d.workspace, "self-approved")
+            t, box = call_async(d, cgtest.make_request([["touch", marker]], privileged=False))
+            p = wait_pending(d, 1)[0]
+            script = os.path.join(d.workspace, "attack.py")
+            with open(script, "w") as f:
+                f.write(ATTACK)
+            resp = d.request(cgtest.make_request(
+                [["python3", script, d.admin_socket, p["trace_id"], p["request_sha256"]]],
+                privileged=False), timeout=WAIT)
+            self.assertEqual(resp["status"], "ok", resp)
+            got = json.loads(b64(resp["stdout"]))
+            # Every admin verb is refused to a peer inside a call, stop included.
+            self.assertEqual(got, {k: "MCP-IO-E-004" for k in got}, got)
+            # By effect: nothing ran, nothing opened, the daemon still serves.
+            time.sleep(0.3)
+            self.assertFalse(os.path.exists(marker))
+            self.assertEqual(len(pending(d)), 1, "the call is still waiting")
+            self.assertEqual(d.admin("grant_list")["reply"]["data"]["grants"], [])
+            self.assertIsNone(d.proc.poll(), "stop from inside a call was refused")
+            self.assertIn("inside a call", d.log)
+            # Control: the person at the test's own pid approves, and it runs.
+            r = d.admin("approve", trace_id=p["trace_id"], request_sha256=p["request_sha256"])
+            self.assertEqual(r["reply"]["code"], "MCP-APPR-S-001", r)
+            t.join(WAIT)
+            self.assertEqual(box["resp"]["status"], "ok", box)
+            self.assertTrue(os.path.exists(marker))
+
+    @unittest.skipUnless(shutil.which("unshare") and os.getuid() == 0, "root and util-linux")
+    def test_a_peer_in_another_pid_namespace_is_refused(self):
+        # Calls will run in their own pid namespace; a peer there is not a person.
+        with daemon() as d:
+            probe = "\n".join([
+                "import socket, sys",
+                "s = socket.socket(socket.AF_UNIX)",
+                "s.connect(sys.argv[1])",
+                "try:",
+                "    s.sendall(b'{\"action\":\"ping\"}\\n')",
+                "except OSError:",
+                "    pass  # a refused peer is answered and closed at once",
+                "d = b''",
+                "while True:",
+                "    b = s.recv(65536)",
+                "    if not b:",
+                "        break",
+                "    d += b",
+                "sys.stdout.write(d.decode())"])
+            r = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", sys.executable,
+                                "-c", probe, d.admin_socket],
+                               capture_output=True, text=True, timeout=WAIT)
+            resp = json.loads(r.stdout or "{}")
+            self.assertEqual(resp.get("reply", {}).get("code"), "MCP-IO-E-004",
+                             (r.stdout, r.stderr))
+            self.assertIn("pid namespace", resp["reply"]["message"])
+            # Control: the same probe from the test's own namespace is served.
+            ok = subprocess.run([sys.executable, "-c", probe, d.admin_socket],
+                                capture_output=True, text=True, timeout=WAIT)
+            self.assertEqual(json.loads(ok.stdout)["reply"]["code"], "MCP-SYS-S-001", ok)
+
+    def test_only_configured_approvers_answer(self):
+        # nobody may use the admin socket (admin group) but is not an approver.
+        with daemon(flags=["--admin-group", "nogroup"]) as d:
+            os.chmod(d.tmp, 0o755)
+            marker = os.path.join(d.workspace, "not-an-approver")
+            t, box = call_async(d, cgtest.make_request([["touch", marker]], privileged=False))
+            p = wait_pending(d, 1)[0]
+
+            def as_nobody(action):
+                req = {"action": action, "trace_id": p["trace_id"],
+                       "request_sha256": p["request_sha256"], "id": "x"}
+                return cgtest.as_uid(65534, lambda: cgtest.parse_response(
+                    cgtest.send_recv(d.admin_socket, cgtest.encode(req))))
+
+            for action in ("approve", "deny", "grant_open"):
+                r = as_nobody(action)
+                self.assertEqual(r["reply"]["code"], "MCP-IO-E-005", r)
+            # Reading the queue is not answering it.
+            self.assertEqual(as_nobody("pending")["reply"]["code"], "MCP-APPR-S-003")
+            time.sleep(0.3)
+            self.assertFalse(os.path.exists(marker))
+            self.assertEqual(len(pending(d)), 1)
+            # Control: the daemon's owner (the default approver) answers.
+            r = d.admin("approve", trace_id=p["trace_id"], request_sha256=p["request_sha256"])
+            self.assertEqual(r["reply"]["code"], "MCP-APPR-S-001", r)
+            t.join(WAIT)
+            self.assertTrue(os.path.exists(marker))
+
+    def test_configured_approver_uid_answers(self):
+        with daemon(flags=["--admin-group", "nogroup", "--approver-uid", "65534"]) as d:
+            os.chmod(d.tmp, 0o755)
+            marker = os.path.join(d.workspace, "approved-by-nobody")
+            t, box = call_async(d, cgtest.make_request([["touch", marker]], privileged=False))
+            p = wait_pending(d, 1)[0]
+            # The owner is no longer an approver once approvers are configured.
+            r = d.admin("approve", trace_id=p["trace_id"], request_sha256=p["request_sha256"])
+            self.assertEqual(r["reply"]["code"], "MCP-IO-E-005", r)
+            self.assertFalse(os.path.exists(marker))
+            req = {"action": "approve", "trace_id": p["trace_id"],
+                   "request_sha256": p["request_sha256"], "id": "x"}
+            r = cgtest.as_uid(65534, lambda: cgtest.parse_response(
+                cgtest.send_recv(d.admin_socket, cgtest.encode(req))))
+            self.assertEqual(r["reply"]["code"], "MCP-APPR-S-001", r)
+            t.join(WAIT)
+            self.assertTrue(os.path.exists(marker))
+
+
+def view_sha256(item):
+    """The binding hash recomputed from what `pending --json` shows (ASCII views)."""
+    import hashlib
+    v = {k: x for k, x in item.items()
+         if k not in ("request_sha256", "approvers_needed", "approved_by", "deadline_ms_left")}
+    return hashlib.sha256(json.dumps(v, sort_keys=True, separators=(",", ":"),
+                                     ensure_ascii=False).encode()).hexdigest()
+
+
+class GrantsBindWhatRuns(unittest.TestCase):
+    """Item 2: a grant covers one exact shape; any difference is no match."""
+
+    def test_an_unprivileged_grant_does_not_cover_the_privileged_shape(self):
+        with daemon() as d:
+            out = os.path.join(d.workspace, "fetched")
+            argv = ["curl", "-s", "-o", out, "file:///etc/hostname"]
+            r = d.admin("grant_open", grant={"pipeline": [{"exe": "/usr/bin/curl", "argv": argv}],
+                                             "uses": 5, "ttl_s": 60})
+            self.assertEqual(r["reply"]["code"], "CT-OPEN-S-001", r)
+            self.assertFalse(r["reply"]["data"]["privileged"])
+            # The same shape as root: not covered, so it waits for a person.
+            t, box = call_async(d, cgtest.make_request([argv], privileged=True))
+            p = wait_pending(d, 1)[0]
+            self.assertTrue(p["privileged"])
+            time.sleep(0.3)
+            self.assertFalse(os.path.exists(out), "ran as root under an unprivileged grant")
+            d.admin("deny", trace_id=p["trace_id"])
+            t.join(WAIT)
+            self.assertEqual(box["resp"]["reply"]["code"], "EN-APPR-D-001")
+            self.assertFalse(os.path.exists(out))
+            # Control: the unprivileged shape runs under the grant, unprompted.
+            resp = d.request(cgtest.make_request([argv], privileged=False), timeout=WAIT)
+            self.assertEqual(resp["status"], "ok", resp)
+            self.assertIn("grant_id", resp["reply"]["data"])
+            self.assertTrue(os.path.exists(out))
+
+    def test_env_names_and_cwd_bind(self):
+        # No approval configured: a call no grant covers is refused at once.
+        with cgtest.Daemon(policy_text=POLICY) as d:
+            out = os.path.join(d.workspace, "env-out")
+            argv = ["curl", "-s", "-o", out, "file:///etc/hostname"]
+            sub = os.path.join(d.workspace, "sub")
+            os.mkdir(sub)
+            r = d.admin("grant_open", grant={"pipeline": [{"exe": "/usr/bin/curl", "argv": argv}],
+                                             "cwd": os.path.realpath(d.workspace),
+                                             "uses": 5, "ttl_s": 60})
+            self.assertEqual(r["reply"]["code"], "CT-OPEN-S-001", r)
+            for fields in ({"cwd": sub}, {"env": {"DEBIAN_FRONTEND": "noninteractive"}}):
+                resp = d.request(cgtest.make_request([argv], privileged=False, **fields),
+                                 timeout=WAIT)
+                self.assertEqual(resp["reply"]["code"], "EN-EXEC-D-004", (fields, resp))
+                self.assertFalse(os.path.exists(out), fields)
+            resp = d.request(cgtest.make_request([argv], privileged=False), timeout=WAIT)
+            self.assertEqual(resp["status"], "ok", resp)
+            self.assertTrue(os.path.exists(out))
+
+
+@unittest.skipUnless(shutil.which("tmux"), "tmux is installed by scripts/setup")
+class ApproverScreen(unittest.TestCase):
+    """Items 2 and 3 at the terminal, driven through tmux."""
+
+    def setUp(self):
+        self.d = daemon(flags=["--approval-timeout", "30000"]).start()
+        self.session = "cgbind%d" % os.getpid()
+        cmd = "%s --socket %s --admin-socket %s approve --grant-uses 5" % (
+            cgtest.CALLGATE, self.d.socket, self.d.admin_socket)
+        subprocess.run(["tmux", "new-session", "-d", "-s", self.session, "-x", "160", "-y",
+                        "50", cmd], check=True)
+
+    def tearDown(self):
+        subprocess.run(["tmux", "kill-session", "-t", self.session], capture_output=True)
+        self.d.close()
+
+    def screen(self):
+        return subprocess.run(["tmux", "capture-pane", "-p", "-t", self.session],
+                              capture_output=True, text=True).stdout
+
+    def keys(self, *k):
+        subprocess.run(["tmux", "send-keys", "-t", self.session] + list(k), check=True)
+
+    def wait_screen(self, needle, old=None):
+        end = time.time() + WAIT
+        while time.time() < end:
+            s = self.screen()
+            if needle in s and s != old:
+                return s
+            time.sleep(0.1)
+        raise AssertionError("screen never showed %r:\n%s\nlog:\n%s" % (needle, self.screen(),
+                                                                       self.d.log))
+
+    def test_a_10k_argument_is_shown_whole_and_the_rest_after_it(self):
+        self.wait_screen("no calls are waiting")
+        big = "".join("%05d-" % i for i in range(1707))  # 10,242 bytes, every piece distinct
+        outside = os.path.join(self.d.tmp, "outside")
+        argv = ["curl", "-s", "-H", big, "-o", outside, "file:///etc/hostname"]
+        t, box = call_async(self.d, cgtest.make_request([argv], privileged=False))
+        first = self.wait_screen("page 1 of")
+        pages = [first]
+        total = int(first.split("page 1 of ", 1)[1].split(")", 1)[0])
+        self.assertGreater(total, 1, "10 KiB does not fit one 50-row page")
+        # Not approvable before the end: y on page 1 answers nothing.
+        self.keys("y")
+        self.wait_screen("page to the end first")
+        self.assertEqual(len(pending(self.d)), 1)
+        for n in range(2, total + 1):
+            self.keys("Space")
+            pages.append(self.wait_screen("page %d of %d" % (n, total)))
+        rows = []
+        for page in pages:  # the rows of each page: after its title, up to the blank line
+            lines = page.splitlines()
+            body = lines[2:]
+            rows += body[:body.index("")] if "" in body else body
+        # Reassemble argv[3] from its wrapped rows: every byte, in order.
+        start = next(i for i, r in enumerate(rows) if r.lstrip().startswith("argv[3]"))
+        text = rows[start][17:]
+        for r in rows[start + 1:]:
+            if not r.startswith(" " * 17) or not r.strip():
+                break
+            text += r[17:]
+        self.assertEqual(text.rstrip(), big)
+        last = pages[-1]
+        shown = [r.split(None, 1) for r in rows if r.lstrip().startswith("argv[")]
+        self.assertEqual([v for _, v in shown][4:], ["-o", outside, "file:///etc/hostname"])
+        self.assertIn("[y] approve once", last)
+        self.assertNotIn("[y] approve once", first)
+        # The bytes pending --json shows are the bytes the hash covers.
+        item = pending(self.d)[0]
+        self.assertEqual(item["pipeline"][0]["argv"], argv)
+        self.assertEqual(view_sha256(item), item["request_sha256"])
+        self.assertIn(item["request_sha256"], "".join(rows).replace(" ", ""))
+        self.keys("n")
+        t.join(WAIT)
+        self.assertEqual(box["resp"]["reply"]["code"], "EN-APPR-D-001", box)
+        self.assertFalse(os.path.exists(outside))
+
+    def test_g_grants_the_literal_argument_only_after_a_second_key(self):
+        self.wait_screen("no calls are waiting")
+        lit = os.path.join(self.d.workspace, "items")
+        os.mkdir(lit)
+        star = os.path.join(lit, "*")
+        t, box = call_async(self.d, cgtest.make_request([["touch", star]], privileged=False))
+        self.wait_screen("[g] grant this exact call")
+        self.keys("g")
+        s = self.wait_screen("open exactly this grant")
+        self.assertIn(lit + "/\\\\*", s, "the star is shown escaped in the grant")
+        self.assertIn('"privileged": false', s)
+        self.assertEqual(self.d.admin("grant_list")["reply"]["data"]["grants"], [],
+                         "nothing is open before the second key")
+        self.keys("g")
+        t.join(WAIT)
+        self.assertEqual(box["resp"]["status"], "ok", box)
+        self.assertEqual(os.listdir(lit), ["*"])
+        grants = self.d.admin("grant_list")["reply"]["data"]["grants"]
+        self.assertEqual(len(grants), 1)
+        self.assertEqual(grants[0]["pipeline"][0]["argv"], ["touch", lit + "/\\*"])
+        # A different argument is not covered: it waits for a person, nothing is made.
+        other = os.path.join(lit, "delete-all")
+        t2, box2 = call_async(self.d, cgtest.make_request([["touch", other]], privileged=False))
+        p = wait_pending(self.d, 1)[0]
+        self.assertEqual(p["pipeline"][0]["argv"][1], other)
+        self.assertFalse(os.path.exists(other))
+        self.d.admin("deny", trace_id=p["trace_id"])
+        t2.join(WAIT)
+        self.assertFalse(os.path.exists(other))
+        # Control: the literal shape runs again under the grant, unprompted.
+        os.unlink(star)
+        resp = self.d.request(cgtest.make_request([["touch", star]], privileged=False),
+                              timeout=WAIT)
+        self.assertEqual(resp["status"], "ok", resp)
+        self.assertEqual(resp["reply"]["data"]["grant_id"], grants[0]["grant_id"])
+        self.assertTrue(os.path.exists(star))
+
+
+COUNTER = r"""
+import sys
+with open(sys.argv[1], "a") as f:
+    f.write("ran\n")
+"""
+
+
+class ReplayAfterRestart(unittest.TestCase):
+    """Item 5: the same request bytes after a restart do not run again."""
+
+    def test_replayed_bytes_are_refused_after_a_restart(self):
+        d = daemon().start()
+        try:
+            script = os.path.join(d.workspace, "count.py")
+            counter = os.path.join(d.workspace, "counter")
+            with open(script, "w") as f:
+                f.write(COUNTER)
+            line = cgtest.encode(cgtest.make_request([["python3", script, counter]],
+                                                     privileged=False))
+            first = cgtest.parse_response(d.raw(line))
+            self.assertEqual(first["status"], "ok", first)
+            self.assertEqual(open(counter).read(), "ran\n")
+            # Same daemon: the seen-id window refuses it.
+            again = cgtest.parse_response(d.raw(line))
+            self.assertEqual(again["reply"]["code"], "MCP-VAL-I-013", again)
+            d.stop()
+            d.start()
+            replay = cgtest.parse_response(d.raw(line))
+            self.assertEqual(replay["reply"]["code"], "MCP-VAL-I-024", replay)
+            self.assertEqual(replay["reply"]["type"], "I")
+            time.sleep(0.3)
+            self.assertEqual(open(counter).read(), "ran\n", "ran a second time")
+            # Control: a fresh request after the restart runs.
+            fresh = d.request(cgtest.make_request([["python3", script, counter]],
+                                                  privileged=False), timeout=WAIT)
+            self.assertEqual(fresh["status"], "ok", fresh)
+            self.assertEqual(open(counter).read(), "ran\nran\n")
+        finally:
+            d.close()
+
+
+NOTIFIER = """#!/bin/sh
+# Record the approval view, then answer through the admin verbs, bound to its hash.
+cat > "%(out)s/view.json"
+exec %(cg)s --admin-socket "$CALLGATE_ADMIN_SOCKET" approve "$CALLGATE_TRACE_ID" \\
+    --hash "%(hash)s" --json > "%(out)s/answer.json"
+"""
+
+
+class Notifier(unittest.TestCase):
+    """Item 7: approvals where people are."""
+
+    def run_with(self, hash_expr):
+        out = cgtest.tempfile.mkdtemp(prefix="cg-notify-", dir="/tmp")
+        self.addCleanup(shutil.rmtree, out, True)
+        script = os.path.join(out, "notify.sh")
+        with open(script, "w") as f:
+            f.write(NOTIFIER % {"out": out, "cg": cgtest.CALLGATE, "hash": hash_expr})
+        os.chmod(script, 0o755)
+        d = daemon(flags=["--approval-notify", script]).start()
+        self.addCleanup(d.close)
+        marker = os.path.join(d.workspace, "notified")
+        t, box = call_async(d, cgtest.make_request([["touch", marker]], privileged=False,
+                                                   reason="via the notifier"))
+        end = time.time() + WAIT
+        while time.time() < end and not os.path.exists(os.path.join(out, "answer.json")):
+            time.sleep(0.05)
+        time.sleep(0.2)
+        with open(os.path.join(out, "view.json")) as f:
+            view = json.load(f)
+        with open(os.path.join(out, "answer.json")) as f:
+            answer = json.load(f)
+        return d, marker, t, box, view, answer
+
+    def test_the_notifier_gets_the_view_and_its_answer_is_recorded(self):
+        d, marker, t, box, view, answer = self.run_with("$CALLGATE_REQUEST_SHA256")
+        self.assertEqual(view["reason"], "via the notifier")
+        self.assertEqual(view["pipeline"][0]["argv"], ["touch", marker])
+        self.assertEqual(view_sha256(view), view["request_sha256"])
+        self.assertEqual(answer["reply"]["code"], "MCP-APPR-S-001", answer)
+        t.join(WAIT)
+        self.assertEqual(box["resp"]["status"], "ok", box)
+        self.assertEqual(box["resp"]["reply"]["data"]["approved_by"], [os.getuid()])
+        self.assertTrue(os.path.exists(marker))
+
+    def test_an_answer_bound_to_another_hash_applies_nothing(self):
+        d, marker, t, box, view, answer = self.run_with("0" * 64)
+        self.assertEqual(answer["reply"]["code"], "MCP-APPR-I-002", answer)
+        time.sleep(0.3)
+        self.assertFalse(os.path.exists(marker))
+        self.assertEqual(len(pending(d)), 1)
+        # Control: the right hash from a person still approves it.
+        r = d.admin("approve", trace_id=view["trace_id"], request_sha256=view["request_sha256"])
+        self.assertEqual(r["reply"]["code"], "MCP-APPR-S-001", r)
+        t.join(WAIT)
+        self.assertTrue(os.path.exists(marker))
+
+
+class NoDeadEnds(unittest.TestCase):
+    """Item 6: every D reply names a next step that can succeed."""
+
+    def test_block_names_a_policy_change_and_unknown_names_approval_or_grant(self):
+        with cgtest.Daemon(policy_text=POLICY + """  - id: no-rm
+    decision: deny
+    why: never
+    match: { exe: [rm] }
+""") as d:
+            victim = os.path.join(d.workspace, "keep")
+            open(victim, "w").close()
+            block = d.request(cgtest.make_request([["rm", victim]], privileged=False))
+            self.assertEqual(block["reply"]["code"], "EN-EXEC-D-001", block)
+            self.assertIn("policy change", block["reply"]["message"])
+            self.assertNotIn("approval or a grant", block["reply"]["message"])
+            default = d.request(cgtest.make_request([["ls"]], privileged=False))
+            self.assertEqual(default["reply"]["code"], "EN-EXEC-D-002", default)
+            self.assertIn("policy change", default["reply"]["message"])
+            # A grant cannot override the deny: the next step named is the only one.
+            g = d.admin("grant_open", grant={"pipeline": [{"exe": "/usr/bin/rm",
+                                                           "argv": ["**"]}],
+                                             "uses": 1, "ttl_s": 60})
+            self.assertEqual(g["reply"]["code"], "CT-OPEN-S-001")
+            again = d.request(cgtest.make_request([["rm", victim]], privileged=False))
+            self.assertEqual(again["reply"]["code"], "EN-EXEC-D-001", again)
+            self.assertTrue(os.path.exists(victim))
+            # UNKNOWN without an approver names the grant that does work...
+            out = os.path.join(d.workspace, "unknown-out")
+            argv = ["curl", "-s", "-o", out, "file:///etc/hostname"]
+            unknown = d.request(cgtest.make_request([argv], privileged=False))
+            self.assertEqual(unknown["reply"]["code"], "EN-EXEC-D-004", unknown)
+            self.assertIn("grant", unknown["reply"]["message"])
+            self.assertFalse(os.path.exists(out))
+            # ... and following it succeeds (the control).
+            g = d.cli("grant", "open", "--exe", "/usr/bin/curl", "--argv", *argv,
+                      "--uses", "1", "--ttl", "60")
+            self.assertEqual(g.returncode, 0, g.stderr)
+            ran = d.request(cgtest.make_request([argv], privileged=False), timeout=WAIT)
+            self.assertEqual(ran["status"], "ok", ran)
+            self.assertTrue(os.path.exists(out))
+
+
+class ApproverCommandLine(unittest.TestCase):
+    """--help for approve, pending, deny and grant; a bad option is named."""
+
+    def run_cli(self, *args):
+        return subprocess.run([cgtest.CALLGATE, "--socket", "/nonexistent/cg.sock"] + list(args),
+                              capture_output=True, text=True, timeout=WAIT)
+
+    def test_help_and_named_bad_options(self):
+        for sub, opt in (("approve", "--hash"), ("pending", "--json"), ("deny", "--why"),
+                         ("grant", "--privileged")):
+            r = self.run_cli(sub, "--help")
+            self.assertEqual(r.returncode, 0, (sub, r.stderr))
+            self.assertIn("usage: callgate " + sub, r.stdout)
+            self.assertIn(opt, r.stdout)
+        r = self.run_cli("grant", "open", "--exe", "/usr/bin/id", "--argv", "id",
+                         "--paths", "/tmp", "--uses", "1", "--ttl", "60")
+        self.assertEqual(r.returncode, 64)
+        self.assertIn("'--paths'", r.stderr)
+        self.assertIn("did you mean '--path'", r.stderr)
+        r = self.run_cli("pending", "--bogus")
+        self.assertEqual(r.returncode, 64)
+        self.assertIn("'--bogus'", r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,389 @@
+# SPDX-License-Identifier: MIT
+"""A CLI that explains itself (issue 17, item 5), tested as a user meets it.
+
+- Every subcommand listed by `callgate --help` answers `--help` (and `-h`)
+  with "usage:" and its options on stdout, exit 0, without a daemon.
+- Every usage error names the offending option and the closest valid one,
+  exit 64 (2 for the hook, where anything else would let the call through).
+- `callgate run`/`gate` send the caller's working directory; outside every
+  workspace the daemon refuses it (WA-RES-I-004) and nothing runs.
+- Human output is text, --json is JSON, never JSON inside text.
+- The evidence tools without a state directory say which directory they
+  looked for (exit 66), never "FAIL".
+"""
+import json
+import os
+import re
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import unittest
+
+import cgtest
+
+EXIT_USAGE, EXIT_INVALID, EXIT_NOINPUT, EXIT_DENIED = 64, 65, 66, 77
+HOOK_BLOCK = 2
+
+
+# What `callgate --help` must list, whoever owns it.
+EVERY_SUBCOMMAND = {"run", "ping", "gate", "policy", "sandbox", "replay", "verdict", "log",
+                    "evidence", "key", "approve", "pending", "deny", "grant", "mcp", "hook"}
+
+TIMEOUT = cgtest.DEFAULT_TIMEOUT
+
+
+def callgate(*args, cwd=None, env=None, input=None):
+    """Run the CLI with no daemon behind it (help and usage errors need none)."""
+    e = dict(os.environ)
+    for k in ("CALLGATE_SOCKET", "CALLGATE_ADMIN_SOCKET", "CALLGATE_STATE_DIR"):
+        e.pop(k, None)
+    e.update(env or {})
+    return subprocess.run([cgtest.CALLGATE, "--socket", "/nonexistent/callgate.sock"]
+                          + list(args), capture_output=True, timeout=TIMEOUT, cwd=cwd,
+                          env=e, input=input)
+
+
+def listed_commands(help_text):
+    """The names in the "commands:" section of a help text, in order."""
+    names, inside = [], False
+    for line in help_text.splitlines():
+        if line.strip() == "commands:":
+            inside = True
+            continue
+        if inside:
+            m = re.match(r"^  (\S+)\s", line)
+            if not m:
+                break
+            names.append(m.group(1))
+    return names
+
+
+class HelpWalk(unittest.TestCase):
+
+    def test_top_level_help_lists_every_subcommand(self):
+        r = callgate("--help")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        out = r.stdout.decode()
+        self.assertTrue(out.startswith("usage: callgate "), out)
+        self.assertEqual(set(listed_commands(out)), EVERY_SUBCOMMAND, out)
+        for opt in ("--socket", "--admin-socket", "--state-dir", "--version", "--help"):
+            self.assertIn(opt, out)
+        self.assertEqual(r.stderr, b"")
+        self.assertEqual(callgate("-h").stdout, r.stdout)
+
+    def test_every_subcommand_answers_help(self):
+        top = listed_commands(callgate("--help").stdout.decode())
+        self.assertTrue(top)
+        walked = 0
+        for sub in top:
+            for flag in ("--help", "-h"):
+                with self.subTest(sub=sub, flag=flag):
+                    r = callgate(sub, flag)
+                    self.assertEqual(r.returncode, 0, (sub, r.stderr))
+                    out = r.stdout.decode()
+                    self.assertIn("usage:", out)
+                    self.assertIn("-h, --help", out)
+                    self.assertEqual(r.stderr, b"", sub)
+            walked += 1
+            # A family ("evidence rebuild", "key show", "hook claude-code")
+            # lists its commands; each answers --help too.
+            for second in listed_commands(callgate(sub, "--help").stdout.decode()):
+                with self.subTest(sub=sub, second=second):
+                    r = callgate(sub, second, "--help")
+                    self.assertEqual(r.returncode, 0, (sub, second, r.stderr))
+                    self.assertIn("usage:", r.stdout.decode())
+                    self.assertIn("options:", r.stdout.decode())
+        self.assertGreaterEqual(walked, len(EVERY_SUBCOMMAND))
+
+    def test_help_lists_each_commands_options(self):
+        cases = {
+            ("run",): ["--cwd DIR", "--no-privileged", "--env NAME=VALUE", "--timeout MS",
+                       "--json"],
+            ("gate",): ["--actions FILE", "--cwd DIR", "--json"],
+            ("ping",): ["--json"],
+            ("replay",): ["--all", "--pubkey FILE", "--no-write", "--state-dir DIR"],
+            ("verdict",): ["--json", "--state-dir DIR"],
+            ("log",): ["--since T", "--trace ID", "--decision D", "--session S"],
+            ("evidence", "rebuild"): ["--all", "--state-dir DIR"],
+            ("key", "show"): ["--state-dir DIR"],
+            ("hook", "claude-code"): ["--degrade ask|deny", "--mcp-server NAME"],
+        }
+        for args, opts in cases.items():
+            out = callgate(*args, "--help").stdout.decode()
+            for o in opts:
+                self.assertIn(o, out, args)
+
+    def test_help_command_is_the_same_help(self):
+        self.assertEqual(callgate("help", "run").stdout, callgate("run", "--help").stdout)
+        self.assertEqual(callgate("help").stdout, callgate("--help").stdout)
+
+    def test_help_after_double_dash_is_the_commands_argument(self):
+        # "run -- grep --help" runs grep --help: a usage error here would mean
+        # the CLI ate the command's own argument. No daemon: 69, not 0 or 64.
+        for args in (("run", "--no-privileged", "--", "grep", "--help"),
+                     ("run", "--no-privileged", "grep", "--help"),
+                     ("run", "--reason", "why", "grep", "-h"),
+                     ("gate", "--", "grep", "--help")):
+            with self.subTest(args=args):
+                r = callgate(*args)
+                self.assertEqual(r.returncode, 69, r.stderr)
+                self.assertNotIn(b"usage:", r.stdout)
+        r = callgate("run", "--reason", "--help")  # an option's value, not a request for help
+        self.assertEqual(r.returncode, 64, r.stderr)
+
+
+class UsageErrors(unittest.TestCase):
+
+    def assert_names(self, r, bad, closest, code=EXIT_USAGE):
+        err = r.stderr.decode()
+        self.assertEqual(r.returncode, code, err)
+        self.assertIn("'%s'" % bad, err)
+        if closest:
+            self.assertIn("did you mean '%s'?" % closest, err)
+        self.assertEqual(r.stdout, b"")
+        self.assertEqual(len(err.splitlines()), 1, err)
+
+    def test_unknown_option_names_the_closest_valid_one(self):
+        cases = [
+            (("run", "--cdw", "sub", "--", "ls"), "--cdw", "--cwd"),
+            (("run", "--no-privilged", "--", "ls"), "--no-privilged", "--no-privileged"),
+            (("run", "--priv", "--", "ls"), "--priv", "--privileged"),
+            (("gate", "--actoins", "f.json"), "--actoins", "--actions"),
+            (("ping", "--jsno"), "--jsno", "--json"),
+            (("replay", "--al"), "--al", "--all"),
+            (("verdict", "--jsn", "x"), "--jsn", "--json"),
+            (("log", "--tarce", "x"), "--tarce", "--trace"),
+            (("evidence", "rebuild", "--al"), "--al", "--all"),
+            (("key", "show", "--state-dri", "x"), "--state-dri", "--state-dir"),
+            (("--sokcet", "x", "ping"), "--sokcet", "--socket"),
+            (("rnu",), "rnu", "run"),
+            (("evidence", "rebiuld"), "rebiuld", "rebuild"),
+            (("key", "shwo"), "shwo", "show"),
+        ]
+        for args, bad, closest in cases:
+            with self.subTest(args=args):
+                self.assert_names(callgate(*args), bad, closest)
+
+    def test_option_far_from_every_valid_one_lists_them(self):
+        r = callgate("run", "--frobnicate", "--", "ls")
+        self.assert_names(r, "--frobnicate", None)
+        self.assertIn("--cwd", r.stderr.decode())
+        self.assertIn("--no-privileged", r.stderr.decode())
+
+    def test_missing_value_names_the_option(self):
+        for args, opt in ((("run", "--cwd"), "--cwd"), (("log", "--since"), "--since"),
+                          (("replay", "--pubkey"), "--pubkey")):
+            with self.subTest(args=args):
+                r = callgate(*args)
+                self.assert_names(r, opt, None)
+                self.assertIn("missing", r.stderr.decode())
+
+    def test_flag_given_a_value_is_named(self):
+        self.assert_names(callgate("run", "--json=yes", "--", "ls"), "--json", None)
+
+    def test_hook_usage_errors_name_the_option_and_still_block(self):
+        # Exit 2, not 64: Claude Code runs the tool on any other failure.
+        cases = [(("hook", "claude-cod"), "claude-cod", "claude-code"),
+                 (("hook", "claude-code", "--degrad", "ask"), "--degrad", "--degrade")]
+        for args, bad, closest in cases:
+            with self.subTest(args=args):
+                self.assert_names(callgate(*args, input=b"{}"), bad, closest, HOOK_BLOCK)
+
+
+class CallerCwd(unittest.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        cls.d = cgtest.Daemon().start()
+        cls.sub = os.path.join(cls.d.workspace, "work", "sub")
+        os.makedirs(cls.sub)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.d.close()
+
+    def cli_in(self, cwd, *args):
+        return subprocess.run([cgtest.CALLGATE, "--socket", self.d.socket] + list(args),
+                              capture_output=True, timeout=TIMEOUT, cwd=cwd)
+
+    def test_run_from_a_subdirectory_runs_there(self):
+        r = self.cli_in(self.sub, "run", "--no-privileged", "--", "pwd")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.decode().strip(), os.path.realpath(self.sub))
+        # By effect: a relative path written by the call lands where the user is.
+        r = self.cli_in(self.sub, "run", "--no-privileged", "--", "touch", "made-here")
+        self.assertEqual(r.returncode, 0, r.stderr + self.d.log.encode())
+        self.assertTrue(os.path.exists(os.path.join(self.sub, "made-here")))
+        self.assertFalse(os.path.exists(os.path.join(self.d.workspace, "made-here")))
+
+    def test_relative_cwd_is_taken_from_where_the_user_is(self):
+        r = self.cli_in(os.path.join(self.d.workspace, "work"), "run", "--no-privileged",
+                        "--cwd", "sub", "--", "pwd")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.decode().strip(), os.path.realpath(self.sub))
+
+    def test_run_outside_every_workspace_is_refused_and_nothing_runs(self):
+        outside = tempfile.mkdtemp(prefix="cg-outside-", dir=self.d.tmp)
+        os.chmod(outside, 0o755)
+        r = self.cli_in(outside, "run", "--no-privileged", "--", "touch", "escaped")
+        self.assertEqual(r.returncode, EXIT_INVALID, r.stderr)
+        self.assertRegex(r.stderr.decode(), r"^callgate run: WA-RES-I-004: .*%s.* \(trace "
+                         r"[0-9a-f-]{36}\)\n$" % re.escape(outside))
+        self.assertEqual(r.stdout, b"")
+        self.assertFalse(os.path.exists(os.path.join(outside, "escaped")))
+        self.assertFalse(os.path.exists(os.path.join(self.d.workspace, "escaped")))
+
+    def test_gate_judges_the_callers_directory_too(self):
+        outside = tempfile.mkdtemp(prefix="cg-outside-", dir=self.d.tmp)
+        r = self.cli_in(outside, "gate", "--no-privileged", "--", "ls")
+        self.assertEqual(r.returncode, EXIT_INVALID, r.stderr)
+        self.assertIn(b"WA-RES-I-004", r.stderr)
+        r = self.cli_in(self.sub, "gate", "--no-privileged", "--", "ls")
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+
+class TextNotJson(unittest.TestCase):
+    """Human output is text; --json is JSON; never JSON inside text."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.d = cgtest.Daemon().start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.d.close()
+
+    def assert_no_json(self, text, what):
+        self.assertNotRegex(text, r'[{\[]\s*"', "%s has JSON in it:\n%s" % (what, text))
+
+    def test_refusal_is_one_line_of_text(self):
+        r = self.d.cli("run", "--", "ls")  # privileged by default: denied
+        self.assertEqual(r.returncode, EXIT_DENIED, r.stderr)
+        err = r.stderr.decode()
+        self.assertRegex(err, r"^callgate run: EN-EXEC-D-\d{3}: .+ \(trace [0-9a-f-]{36}\)\n$")
+        self.assert_no_json(err, "refusal")
+        r = self.d.cli("run", "--no-privileged", "--timeout", "999999999", "--", "ls")
+        self.assertEqual(r.returncode, EXIT_INVALID, r.stderr)
+        self.assertRegex(r.stderr.decode(), r"^callgate run: MCP-VAL-I-\d{3}: .+ \(trace ")
+
+    def test_refusal_with_json_is_only_json(self):
+        r = self.d.cli("run", "--json", "--", "ls")
+        self.assertEqual(r.returncode, EXIT_DENIED, r.stderr)
+        self.assertEqual(json.loads(r.stdout)["reply"]["type"], "D")
+        self.assertEqual(r.stderr, b"")
+
+    def test_gate_constraints_are_text(self):
+        r = self.d.cli("gate", "--no-privileged", "--", "touch", "x")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        out = r.stdout.decode()
+        self.assertIn("decision:    DEGRADE", out)
+        self.assertRegex(out, r"constraints: .*write \S+")
+        self.assert_no_json(out, "gate")
+        r = self.d.cli("gate", "--json", "--no-privileged", "--", "touch", "x")
+        self.assertTrue(json.loads(r.stdout)["reply"]["data"]["constraints"])
+
+    def test_log_is_text_and_json_is_the_journal(self):
+        self.assertEqual(self.d.cli("run", "--no-privileged", "--", "true").returncode, 0)
+        r = self.d.cli("log")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        out = r.stdout.decode()
+        self.assertIn("decision=ALLOW", out)
+        self.assert_no_json(out, "log")
+        r = self.d.cli("log", "--json")
+        lines = r.stdout.decode().splitlines()
+        self.assertTrue(lines)
+        for line in lines:
+            json.loads(line)
+
+    def test_verdict_text_writes_constraints_as_text(self):
+        r = self.d.cli("run", "--json", "--no-privileged", "--", "touch", "v")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        tid = json.loads(r.stdout)["reply"]["trace_id"]
+        pkg = os.path.join(self.d.state_dir, "traces", tid, "verdict.md")
+        deadline = time.monotonic() + TIMEOUT
+        while not os.path.exists(pkg) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        r = self.d.cli("verdict", tid)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        out = r.stdout.decode()
+        self.assertIn("# Verdict: DEGRADE", out)
+        self.assertRegex(out, r"\n## Constrained\n\n- .*write \S+")
+        self.assert_no_json(out, "verdict")
+        r = self.d.cli("verdict", "--json", tid)
+        self.assertTrue(json.loads(r.stdout)["constrained"])
+
+    def test_a_reply_without_the_usual_shape_is_still_text(self):
+        # A daemon (or an impostor) answering an error object without a
+        # reply: the CLI says so in a sentence, never by dumping the object.
+        path = os.path.join(self.d.tmp, "odd.sock")
+        srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        srv.bind(path)
+        srv.listen(4)
+
+        def serve():
+            for _ in range(2):
+                c, _ = srv.accept()
+                with c:
+                    c.recv(65536)
+                    c.sendall(b'{"status":"error","message":"store is full"}\n')
+
+        t = threading.Thread(target=serve, daemon=True)
+        t.start()
+        try:
+            for sub in (["run", "--no-privileged", "--", "true"], ["ping"]):
+                r = subprocess.run([cgtest.CALLGATE, "--socket", path] + sub,
+                                   capture_output=True, timeout=TIMEOUT, cwd=self.d.workspace)
+                err = r.stderr.decode()
+                self.assertEqual(r.returncode, 70, err)
+                self.assertRegex(err, r"^callgate %s: error: store is full \(trace -\)\n$"
+                                 % sub[0])
+        finally:
+            t.join(TIMEOUT)
+            srv.close()
+
+
+class NoStateDirectory(unittest.TestCase):
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="cg-nostate-", dir="/tmp")
+
+    def tearDown(self):
+        import shutil
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    CASES = (("replay", "--all"), ("log",), ("verdict", "0b7c1b7e-3c1f-4f55-9a2c-1b7e3c1f4f55"),
+             ("evidence", "rebuild", "--all"), ("key", "show"))
+
+    def test_missing_state_dir_is_named_not_failed(self):
+        missing = os.path.join(self.tmp, "no-such-state")
+        for args in self.CASES:
+            with self.subTest(args=args):
+                r = callgate("--state-dir", missing, *args)
+                err = r.stderr.decode()
+                self.assertEqual(r.returncode, EXIT_NOINPUT, err)
+                self.assertIn("no state directory", err)
+                self.assertIn("looked for %s (from --state-dir)" % missing, err)
+                self.assertNotIn("FAIL", r.stdout.decode() + err)
+                self.assertEqual(r.stdout, b"")
+
+    def test_the_source_of_the_name_is_said(self):
+        missing = os.path.join(self.tmp, "from-env")
+        r = callgate("replay", "--all", env={"CALLGATE_STATE_DIR": missing})
+        self.assertEqual(r.returncode, EXIT_NOINPUT, r.stderr)
+        self.assertIn("looked for %s (from $CALLGATE_STATE_DIR)" % missing, r.stderr.decode())
+        r = callgate("replay", "--all", "--state-dir", missing)
+        self.assertIn("(from --state-dir)", r.stderr.decode())
+
+    def test_directory_without_a_journal_is_named(self):
+        r = callgate("--state-dir", self.tmp, "replay", "--all")
+        err = r.stderr.decode()
+        self.assertEqual(r.returncode, EXIT_NOINPUT, err)
+        self.assertIn("no evidence journal", err)
+        self.assertIn(os.path.join(self.tmp, "journal"), err)
+        self.assertEqual(r.stdout, b"")
+
+
+if __name__ == "__main__":
+    unittest.main()
