@@ -6,6 +6,10 @@
  * events, their Merkle inclusion proofs and the signed checkpoint they lead
  * to, and `evidence consistency OLD NEW` proves one checkpoint extends
  * another. docs/verify_proof.py checks both files without callgate.
+ * Witnessing (docs/evidence.md, "Witnesses"): `evidence witness-request`
+ * writes a C2SP tlog-witness add-checkpoint request for this log,
+ * `evidence witness` cosigns another log's checkpoint as a witness, and
+ * `evidence witnessed` keeps cosigned notes for a witness-policy quorum.
  *
  * Like the other evidence tools they read the state directory directly and
  * work with the daemon stopped or running.
@@ -17,6 +21,11 @@
  *    is written (a proof of a rewritten journal would be a false statement).
  *  - consistency MUST refuse two checkpoints that are not both prefixes of
  *    this journal (different histories: a forked log), and say so.
+ *  - A witness MUST NOT cosign a checkpoint that is not signed by the log's
+ *    key or not consistent with the last one it cosigned for that origin,
+ *    and MUST record the new checkpoint (synced, under its lock) before it
+ *    prints the cosignature: otherwise two racing requests could roll its
+ *    view back, and a fork could be cosigned.
  *  - Nothing here writes the journal or the checkpoints.
  */
 #include <dirent.h>
