@@ -660,6 +660,8 @@ int cg_cli_evidence(const struct cg_cli *g, int argc, char **argv)
 		return cmd_verdict(st, argc, argv);
 	if (strcmp(argv[0], "log") == 0)
 		return cmd_log(st, argc, argv);
+	if (strcmp(argv[0], "evidence") == 0 && argc > 1 && cg_cli_proof_handles(argv[1]))
+		return cg_cli_proof(g, argc - 1, argv + 1);
 	if (strcmp(argv[0], "evidence") == 0)
 		return cmd_evidence(st, argc, argv);
 	if (strcmp(argv[0], "key") == 0)
