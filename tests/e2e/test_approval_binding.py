@@ -463,9 +463,11 @@ class ReplayAfterRestart(unittest.TestCase):
 
 NOTIFIER = """#!/bin/sh
 # Record the approval view, then answer through the admin verbs, bound to its hash.
+# The answer appears under its final name only once whole (the test polls for it).
 cat > "%(out)s/view.json"
-exec %(cg)s --admin-socket "$CALLGATE_ADMIN_SOCKET" approve "$CALLGATE_TRACE_ID" \\
-    --hash "%(hash)s" --json > "%(out)s/answer.json"
+%(cg)s --admin-socket "$CALLGATE_ADMIN_SOCKET" approve "$CALLGATE_TRACE_ID" \\
+    --hash "%(hash)s" --json > "%(out)s/answer.tmp"
+mv "%(out)s/answer.tmp" "%(out)s/answer.json"
 """
 
 
