@@ -34,6 +34,7 @@
 #include "../../cmd/cli_hook.c"
 #undef str_or
 #undef usage
+#include "../../cmd/cli_help.c" /* the option tables' --help and usage errors */
 
 #include "screen.h"
 
