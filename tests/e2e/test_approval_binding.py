@@ -111,15 +111,18 @@ class AdminPeersArePeople(unittest.TestCase):
                 privileged=False), timeout=WAIT)
             self.assertEqual(resp["status"], "ok", resp)
             got = json.loads(b64(resp["stdout"]))
-            # Every admin verb is refused to a peer inside a call, stop included.
-            self.assertEqual(got, {k: "MCP-IO-E-004" for k in got}, got)
+            # Every admin verb fails for a peer inside a call, stop included:
+            # the call's view hides the admin socket (EACCES, test_view.py),
+            # and were it reachable the admin plane refuses the peer
+            # (MCP-IO-E-004; tested alone in the pid-namespace test below).
+            self.assertTrue(all(v in ("oserror:13", "MCP-IO-E-004") for v in got.values()),
+                            got)
             # By effect: nothing ran, nothing opened, the daemon still serves.
             time.sleep(0.3)
             self.assertFalse(os.path.exists(marker))
             self.assertEqual(len(pending(d)), 1, "the call is still waiting")
             self.assertEqual(d.admin("grant_list")["reply"]["data"]["grants"], [])
             self.assertIsNone(d.proc.poll(), "stop from inside a call was refused")
-            self.assertIn("inside a call", d.log)
             # Control: the person at the test's own pid approves, and it runs.
             r = d.admin("approve", trace_id=p["trace_id"], request_sha256=p["request_sha256"])
             self.assertEqual(r["reply"]["code"], "MCP-APPR-S-001", r)
