@@ -156,8 +156,8 @@ static int take_passed_fds(struct cg_server_config *sc, char *agent_path, char *
 	for (int i = 0; i < n && rc == 0; i++) {
 		int fd = SD_LISTEN_FDS_START + i;
 		const char *name = names && names[i] ? names[i] : "unknown";
-		bool admin = strcmp(name, "admin") == 0 ||
-			     (strcmp(name, "agent") != 0 && sc->has_passed_fd);
+		bool admin =
+		    strcmp(name, "admin") == 0 || (strcmp(name, "agent") != 0 && sc->has_passed_fd);
 		char *path = admin ? admin_path : agent_path;
 		if ((admin ? sc->has_passed_admin_fd : sc->has_passed_fd) ||
 		    sd_is_socket_unix(fd, SOCK_STREAM, 1, NULL, 0) <= 0 ||
@@ -399,7 +399,7 @@ int main(int argc, char **argv)
 	       "call log %s",
 	       CALLGATE_VERSION, policy ? policy : "<embedded>", sha, (unsigned long long)gen,
 	       state_dir,
-	       sink == CG_LOG_JOURNAL	? "journal"
+	       sink == CG_LOG_JOURNAL  ? "journal"
 	       : sink == CG_LOG_SYSLOG ? (syslog_socket ? syslog_socket : CG_SYSLOG_SOCKET)
 				       : "stderr");
 

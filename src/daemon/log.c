@@ -156,10 +156,14 @@ int cg_calllog_rfc5424(const struct cg_call_record *rec, const char *timestamp,
 	char type[2] = { rec->reply_type, 0 };
 	snprintf(num, sizeof(num), "%u", (unsigned)rec->peer_uid);
 	const char *fields[][2] = {
-		{ "trace_id", rec->trace_id }, { "peer_uid", num },
-		{ "peer_pid", NULL },	       { "host", rec->host },
-		{ "decision", rec->decision }, { "rule", rec->rule_id },
-		{ "reply_type", type },	       { "reply_code", rec->reply_code },
+		{ "trace_id", rec->trace_id },
+		{ "peer_uid", num },
+		{ "peer_pid", NULL },
+		{ "host", rec->host },
+		{ "decision", rec->decision },
+		{ "rule", rec->rule_id },
+		{ "reply_type", type },
+		{ "reply_code", rec->reply_code },
 		{ "exit", NULL },
 	};
 	char pidnum[32], exitnum[32];
@@ -220,7 +224,8 @@ void cg_calllog_record(void *arg, const struct cg_call_record *rec)
 			if (atomic_fetch_add(&l->dropped, 1) == 0)
 				cg_log("warn", rec->trace_id,
 				       "syslog %s: %s; call records are being lost",
-				       l->addr.sun_path, n < 0 ? "record too long" : strerror(errno));
+				       l->addr.sun_path,
+				       n < 0 ? "record too long" : strerror(errno));
 		}
 		break;
 	}

@@ -1764,8 +1764,8 @@ int cg_server_run(struct cg_kernel *k, const struct cg_server_config *cfg)
 		if (s->listen_fd < 0)
 			goto close_fds;
 	} else {
-		s->listen_fd = open_listener(cfg->socket_path, mode, cfg->socket_group,
-					     &s->lock_fd, &s->listen_st, &not_before);
+		s->listen_fd = open_listener(cfg->socket_path, mode, cfg->socket_group, &s->lock_fd,
+					     &s->listen_st, &not_before);
 		if (s->listen_fd < 0)
 			goto close_fds;
 		s->have_listen_st = true;

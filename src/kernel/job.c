@@ -50,7 +50,9 @@ static void log_respond(void *cookie, char *line, size_t len)
 		.peer_pid = j->peer.pid,
 		.peer_uid = j->peer.uid,
 		.host = j->gate.req && j->gate.req->host ? j->gate.req->host : "",
-		.decision = decision ? decision : rtype == 'S' ? "ALLOW" : "BLOCK",
+		.decision = decision	   ? decision
+			    : rtype == 'S' ? "ALLOW"
+					   : "BLOCK",
 		.rule_id = rule ? rule : "",
 		.reply_type = rtype,
 		.reply_code = code ? code : cg_reply_registry[CG_R_SYS_CRASH].code,
