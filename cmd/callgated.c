@@ -3,7 +3,11 @@
  * callgated — the daemon: parse flags, build the kernel, serve the socket.
  *
  * A thin main over libcallgate (cg_kernel_*) and the transport (server.c).
- * It runs in the foreground (systemd style) and logs to stderr.
+ * It runs in the foreground (systemd style) and logs to stderr; the
+ * per-call record goes to --log journal|syslog|stderr (log.c; the journal
+ * by default under systemd). Listening sockets passed by systemd
+ * (sd_listen_fds, FileDescriptorName=agent / admin) are served instead of
+ * binding; whatever is not passed is bound as without systemd.
  *
  * Invariants:
  *  - SIGTERM, SIGINT and SIGHUP MUST be blocked before cg_kernel_new starts
@@ -22,7 +26,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <systemd/sd-daemon.h>
+
 #include "callgate.h"
+#include "log.h"
 #include "server.h"
 #include "util.h"
 
@@ -38,13 +47,17 @@ static void usage(FILE *f)
 		"                 [--approval] [--approval-timeout MS] [--admin-group GROUP]\n"
 		"                 [--approver-uid UID]... [--approver-group GROUP]...\n"
 		"                 [--approval-notify PROGRAM [--approval-notify-arg ARG]...]\n"
+		"                 [--log journal|syslog|stderr] [--syslog-socket PATH]\n"
 		"                 [--help] [--version]\n"
 		"\n"
 		"Serves the callgate protocol on a Unix socket in the foreground.\n"
 		"Defaults: socket %s (root) or $XDG_RUNTIME_DIR/callgate/callgate.sock;\n"
 		"admin socket next to it (%s); state dir %s (root) or\n"
 		"$XDG_STATE_HOME/callgate; workspace the current directory;\n"
-		"--max-conns 1024; --read-timeout 10000. See callgated(8).\n",
+		"--max-conns 1024; --read-timeout 10000; --log journal under systemd\n"
+		"($JOURNAL_STREAM or $NOTIFY_SOCKET set), else stderr; --syslog-socket\n"
+		"/dev/log. Sockets passed by systemd (FileDescriptorName=agent, admin)\n"
+		"are served instead of binding. See callgated(8).\n",
 		CG_DEFAULT_SOCKET, CG_DEFAULT_ADMIN_SOCKET_NAME, CG_DEFAULT_STATE_DIR);
 }
 
@@ -106,6 +119,68 @@ static int lookup_group(const char *name, gid_t *out)
 	return 0;
 }
 
+/* The path a passed Unix socket is bound to, into buf. 0, or -1 if it has none. */
+static int sock_path(int fd, char *buf, size_t len)
+{
+	struct sockaddr_un sa;
+	socklen_t sl = sizeof(sa);
+	memset(&sa, 0, sizeof(sa));
+	if (getsockname(fd, (struct sockaddr *)&sa, &sl) < 0 || sa.sun_family != AF_UNIX ||
+	    sl <= offsetof(struct sockaddr_un, sun_path) || sa.sun_path[0] != '/')
+		return -1;
+	size_t n = strnlen(sa.sun_path, sl - offsetof(struct sockaddr_un, sun_path));
+	if (n >= len)
+		return -1;
+	memcpy(buf, sa.sun_path, n);
+	buf[n] = '\0';
+	return 0;
+}
+
+/*
+ * Socket activation: take the listening sockets systemd passed. Named ones
+ * go by name (agent, admin); unnamed ones by position (first agent, then
+ * admin). The environment is cleared so that calls do not inherit it.
+ * 0 (with what was passed stored in sc and its paths in the buffers), or -1
+ * after printing why.
+ */
+static int take_passed_fds(struct cg_server_config *sc, char *agent_path, char *admin_path,
+			   size_t len)
+{
+	char **names = NULL;
+	int n = sd_listen_fds_with_names(1, &names);
+	if (n < 0) {
+		fprintf(stderr, "callgated: sd_listen_fds: %s\n", strerror(-n));
+		return -1;
+	}
+	int rc = 0;
+	for (int i = 0; i < n && rc == 0; i++) {
+		int fd = SD_LISTEN_FDS_START + i;
+		const char *name = names && names[i] ? names[i] : "unknown";
+		bool admin =
+		    strcmp(name, "admin") == 0 || (strcmp(name, "agent") != 0 && sc->has_passed_fd);
+		char *path = admin ? admin_path : agent_path;
+		if ((admin ? sc->has_passed_admin_fd : sc->has_passed_fd) ||
+		    sd_is_socket_unix(fd, SOCK_STREAM, 1, NULL, 0) <= 0 ||
+		    sock_path(fd, path, len) < 0) {
+			fprintf(stderr,
+				"callgated: passed fd %d (%s) is not a listening Unix stream "
+				"socket bound to a path, or a second one of its kind\n",
+				fd, name);
+			rc = -1;
+		} else if (admin) {
+			sc->has_passed_admin_fd = true;
+			sc->passed_admin_fd = fd;
+		} else {
+			sc->has_passed_fd = true;
+			sc->passed_fd = fd;
+		}
+	}
+	for (int i = 0; names && i < n; i++)
+		free(names[i]);
+	free(names);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	static char sock_buf[PATH_MAX], admin_buf[PATH_MAX], state_buf[PATH_MAX];
@@ -117,6 +192,8 @@ int main(int argc, char **argv)
 	bool approval = false;
 	bool root = geteuid() == 0;
 	static struct cg_server_config sc; /* the server's own options fill it as they come */
+	static char passed_buf[PATH_MAX], passed_admin_buf[PATH_MAX];
+	const char *log_name = NULL, *syslog_socket = NULL;
 
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
@@ -140,6 +217,10 @@ int main(int argc, char **argv)
 		}
 		if (strcmp(a, "--socket") == 0)
 			socket_path = v;
+		else if (strcmp(a, "--log") == 0)
+			log_name = v;
+		else if (strcmp(a, "--syslog-socket") == 0)
+			syslog_socket = v;
 		else if (strcmp(a, "--admin-socket") == 0)
 			admin_path = v;
 		else if (strcmp(a, "--socket-group") == 0)
@@ -195,6 +276,24 @@ int main(int argc, char **argv)
 		}
 		i++;
 	}
+
+	enum cg_log_sink sink = cg_calllog_default_sink();
+	if (log_name && cg_calllog_sink_parse(log_name, &sink) < 0) {
+		fprintf(stderr, "callgated: --log needs journal, syslog or stderr, got '%s'\n",
+			log_name);
+		return EXIT_STARTUP;
+	}
+	if (syslog_socket && sink != CG_LOG_SYSLOG) {
+		fprintf(stderr, "callgated: --syslog-socket needs --log syslog\n");
+		return EXIT_STARTUP;
+	}
+	/* Passed sockets are served where they are: their paths win. */
+	if (take_passed_fds(&sc, passed_buf, passed_admin_buf, sizeof(passed_buf)) < 0)
+		return EXIT_STARTUP;
+	if (sc.has_passed_fd)
+		socket_path = passed_buf;
+	if (sc.has_passed_admin_fd)
+		admin_path = passed_admin_buf;
 
 	/* Defaults: system paths as root, per-user XDG paths otherwise. */
 	if (!socket_path) {
@@ -264,7 +363,16 @@ int main(int argc, char **argv)
 		return EXIT_STARTUP;
 	}
 
+	char why_log[256] = "";
+	struct cg_calllog *calllog = cg_calllog_open(sink, syslog_socket, why_log, sizeof(why_log));
+	if (!calllog) {
+		fprintf(stderr, "callgated: --log %s: %s\n", log_name ? log_name : "", why_log);
+		return EXIT_STARTUP;
+	}
+
 	struct cg_kernel_config kc = { 0 };
+	kc.on_call = cg_calllog_record;
+	kc.on_call_arg = calllog;
 	kc.policy_file = policy;
 	kc.state_dir = state_dir;
 	kc.workspaces = n_ws ? workspaces : NULL;
@@ -280,15 +388,20 @@ int main(int argc, char **argv)
 	if (cg_kernel_new(&kc, &k, &why) < 0) {
 		fprintf(stderr, "callgated: cannot start: %c %s: %s\n", why.type, why.code,
 			why.message);
+		cg_calllog_close(calllog);
 		return EXIT_STARTUP;
 	}
 	char sha[65] = "";
 	uint64_t gen = 0;
 	cg_kernel_policy_identity(k, sha, &gen);
 	cg_log("info", NULL,
-	       "callgated %s starting: policy %s (sha256 %s, generation %llu), state %s",
+	       "callgated %s starting: policy %s (sha256 %s, generation %llu), state %s, "
+	       "call log %s",
 	       CALLGATE_VERSION, policy ? policy : "<embedded>", sha, (unsigned long long)gen,
-	       state_dir);
+	       state_dir,
+	       sink == CG_LOG_JOURNAL  ? "journal"
+	       : sink == CG_LOG_SYSLOG ? (syslog_socket ? syslog_socket : CG_SYSLOG_SOCKET)
+				       : "stderr");
 
 	sc.socket_path = socket_path;
 	sc.admin_socket_path = admin_path;
@@ -301,5 +414,6 @@ int main(int argc, char **argv)
 	if (rc < 0)
 		cg_kernel_shutdown(k);
 	cg_kernel_free(k);
+	cg_calllog_close(calllog);
 	return rc == 0 ? 0 : EXIT_STARTUP;
 }

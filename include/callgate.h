@@ -40,6 +40,35 @@ struct cg_peer {
 	gid_t gid;
 };
 
+/*
+ * One answered call, as the kernel hands it to cg_kernel_config.on_call: the
+ * facts an operator's log needs, borrowed for the callback's duration only.
+ * decision is ALLOW, BLOCK, UNKNOWN, ... (or the verdict's: ALLOW for a
+ * success, BLOCK otherwise, when the call was refused before any rule ran);
+ * rule_id is "" when no rule decided; host is the request's ("" is local, and
+ * so is a request that could not be read); exit_code is the pipeline's (its
+ * last stage's) when ran is true.
+ */
+struct cg_call_record {
+	const char *trace_id;
+	pid_t peer_pid;
+	uid_t peer_uid;
+	const char *host;
+	const char *decision;
+	const char *rule_id;
+	char reply_type;	/* 'S', 'I', 'D' or 'E' */
+	const char *reply_code; /* e.g. "EN-POL-D-001" */
+	bool ran;
+	int exit_code;
+};
+
+/*
+ * Called once per answered agent call (not for admin requests), on whichever
+ * thread answers it, just before the response line is handed to the caller.
+ * It MUST NOT block for long or call back into the kernel.
+ */
+typedef void (*cg_call_log_fn)(void *arg, const struct cg_call_record *rec);
+
 /* How to build a kernel. Zero-initialise, then set what you need. */
 struct cg_kernel_config {
 	const char *policy_file;	/* NULL: the embedded default policy */
@@ -53,6 +82,8 @@ struct cg_kernel_config {
 	int64_t approval_timeout_ms;	/* 0: the policy's (default 60 s) */
 	const char *const *own_paths;	/* the caller's own files every call's view hides */
 	size_t n_own_paths;		/* (its sockets); state_dir is hidden anyway */
+	cg_call_log_fn on_call;		/* one record per answered call; NULL: none */
+	void *on_call_arg;		/* passed to on_call */
 };
 
 struct cg_kernel;

@@ -8,9 +8,11 @@ source tree), links it to the installed shared library, and runs it: it
 creates a kernel with the embedded default policy and no evidence, asks it a
 ping and a refused call, and checks the answers. Also checks that the shared
 library exports only the public API, and that the programs and man pages
-were installed.
+were installed; that the default policy, the systemd units and the
+tmpfiles.d / sysusers.d entries were, that a reinstall keeps an edited
+policy, and that `systemd-analyze verify` accepts the units.
 """
-import glob, json, os, subprocess, sys, tempfile
+import glob, json, os, shutil, subprocess, sys, tempfile
 
 BUILD = os.environ["CG_BUILDDIR"]
 
@@ -98,4 +100,54 @@ with tempfile.TemporaryDirectory() as d:
     if leaked or not exported:
         print(f"FAIL: the shared library exports more than the public API: {leaked[:20]}")
         sys.exit(1)
-    print(f"ok: installed, built against callgate.pc, ran; exports {len(exported)} symbols")
+
+    # The default policy, the systemd units and the tmpfiles/sysusers entries.
+    want = {"policy": "etc/callgate/policy.yaml", "service": "systemd/system/callgated.service",
+            "socket": "systemd/system/callgated.socket",
+            "admin socket": "systemd/system/callgated-admin.socket",
+            "tmpfiles": "tmpfiles.d/callgate.conf", "sysusers": "sysusers.d/callgate.conf"}
+    found = {}
+    for what, tail in want.items():
+        hits = glob.glob(dest + "/**/" + tail, recursive=True)
+        if len(hits) != 1:
+            print(f"FAIL: {what}: expected one {tail}, found {hits}"); sys.exit(1)
+        found[what] = hits[0]
+    policy_src = open(os.path.join(srcdir, "etc/callgate/policy.yaml")).read()
+    if open(found["policy"]).read() != policy_src:
+        print("FAIL: the installed policy is not etc/callgate/policy.yaml"); sys.exit(1)
+    # An edited policy survives a reinstall.
+    with open(found["policy"], "a") as f:
+        f.write("# edited by the operator\n")
+    run(["meson", "install", "-C", BUILD, "--destdir", dest, "--no-rebuild", "--quiet"])
+    if not open(found["policy"]).read().endswith("# edited by the operator\n"):
+        print("FAIL: meson install overwrote an edited policy"); sys.exit(1)
+    tmpfiles = open(found["tmpfiles"]).read()
+    for line in ["d /var/lib/callgate 0700 root root", "d /run/callgate 0755 root root"]:
+        if line not in tmpfiles:
+            print(f"FAIL: tmpfiles.d lacks '{line}'"); sys.exit(1)
+    if "g callgate" not in open(found["sysusers"]).read():
+        print("FAIL: sysusers.d does not create the callgate group"); sys.exit(1)
+    service = open(found["service"]).read()
+    for line in ["Type=notify", "ExecReload=", "Delegate=yes", "KillMode=mixed"]:
+        if line not in service:
+            print(f"FAIL: callgated.service lacks {line}"); sys.exit(1)
+    if "@SBINDIR@" in service or "@SYSCONFDIR@" in service:
+        print("FAIL: callgated.service was not configured"); sys.exit(1)
+    for sock, name in [("socket", "agent"), ("admin socket", "admin")]:
+        if f"FileDescriptorName={name}" not in open(found[sock]).read():
+            print(f"FAIL: {sock} unit does not name its fd {name}"); sys.exit(1)
+    # systemd-analyze verify: ExecStart must exist, so point it into DESTDIR.
+    analyze = shutil.which("systemd-analyze")
+    if not analyze:
+        print("FAIL: systemd-analyze is missing (scripts/setup installs systemd)"); sys.exit(1)
+    units = os.path.join(d, "units")
+    os.mkdir(units)
+    for what in ["service", "socket", "admin socket"]:
+        text = open(found[what]).read().replace("ExecStart=/", "ExecStart=" + dest + "/")
+        open(os.path.join(units, os.path.basename(found[what])), "w").write(text)
+    r = subprocess.run([analyze, "verify", "--man=no"] +
+                       sorted(glob.glob(units + "/*")), capture_output=True, text=True)
+    if r.returncode != 0 or r.stderr.strip():
+        print(f"FAIL: systemd-analyze verify:\n{r.stdout}{r.stderr}"); sys.exit(1)
+    print(f"ok: installed, built against callgate.pc, ran; exports {len(exported)} symbols; "
+          "policy kept when edited; units verify")

@@ -52,6 +52,7 @@
 #include <unistd.h>
 
 #include <jansson.h>
+#include <systemd/sd-daemon.h>
 
 #include "reply.h"
 #include "util.h"
@@ -128,6 +129,7 @@ struct server {
 	int ep_fd, sig_fd, wake_fd, listen_fd, admin_fd, lock_fd, admin_lock_fd;
 	struct src listen_src, admin_src, sig_src, wake_src;
 	struct stat listen_st, admin_st; /* what we bound, so stop unlinks only ours */
+	int served_fd; /* the agent lock file, its mtime bumped per request (adopt_listener) */
 	bool have_listen_st, have_admin_st;
 	unsigned max_conns;
 	int64_t read_deadline_ns;
@@ -742,6 +744,9 @@ static void conn_submit(struct server *s, struct conn *c, size_t line_len, bool 
 	 */
 	c->state = CONN_WAITING;
 	struct cg_job *job = NULL;
+	/* Requests served up to now: a socket-activated successor refuses older ones. */
+	if (s->served_fd >= 0)
+		(void)futimens(s->served_fd, NULL);
 	s->submitting = c;
 	cg_kernel_submit(s->k, c->rbuf, line_len, had_newline, too_long, &c->peer, on_respond, c,
 			 &job);
@@ -1519,6 +1524,63 @@ fail:
 	return -1;
 }
 
+/*
+ * Adopt a listening socket passed by systemd (socket activation). It is
+ * already bound with the mode the unit gave it, and may already hold
+ * connections that arrived before we started, so it is neither probed nor
+ * replaced. The lock next to it still keeps a second daemon off the same
+ * path. Replay across a restart: the last daemon bumped the lock file's
+ * mtime each time it took a request (conn_submit), so requests dated before
+ * that mtime are refused; a lock file made now (no daemon served this path
+ * since boot) refuses requests dated before boot. On failure logs one line
+ * and returns -1.
+ */
+static int adopt_listener(int fd, const char *path, int *lock_out, int64_t *not_before)
+{
+	char lockpath[PATH_MAX];
+	int flags = fcntl(fd, F_GETFL);
+	if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0 ||
+	    fcntl(fd, F_SETFD, FD_CLOEXEC) < 0) {
+		cg_log("error", NULL, "passed socket %s: %s", path, strerror(errno));
+		return -1;
+	}
+	if (snprintf(lockpath, sizeof(lockpath), "%s.lock", path) >= (int)sizeof(lockpath)) {
+		cg_log("error", NULL, "socket path %s is too long", path);
+		return -1;
+	}
+	bool fresh = true;
+	int lock_fd = open(lockpath, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (lock_fd < 0 && errno == EEXIST) {
+		fresh = false;
+		lock_fd = open(lockpath, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+	}
+	if (lock_fd < 0) {
+		cg_log("error", NULL, "cannot open lock %s: %s", lockpath, strerror(errno));
+		return -1;
+	}
+	if (flock(lock_fd, LOCK_EX | LOCK_NB) < 0) {
+		cg_log("error", NULL, "%s: another callgated holds %s; already running", path,
+		       lockpath);
+		close(lock_fd);
+		return -1;
+	}
+	if (not_before) {
+		struct stat st;
+		struct timespec boot, wall;
+		if (!fresh && fstat(lock_fd, &st) == 0) {
+			*not_before = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+		} else if (clock_gettime(CLOCK_BOOTTIME, &boot) == 0 &&
+			   clock_gettime(CLOCK_REALTIME, &wall) == 0) {
+			*not_before = ((int64_t)wall.tv_sec - boot.tv_sec) * 1000000000 +
+				      (wall.tv_nsec - boot.tv_nsec);
+		} else {
+			*not_before = cg_now_wall_ns();
+		}
+	}
+	*lock_out = lock_fd;
+	return fd;
+}
+
 /* Unlink path only if it is still the socket we bound (not a successor's). */
 static void unlink_ours(const char *path, const struct stat *ours)
 {
@@ -1538,7 +1600,14 @@ static void handle_signals(struct server *s)
 			return;
 		if (si.ssi_signo == SIGHUP) {
 			struct cg_result res;
+			struct timespec mono;
+			clock_gettime(CLOCK_MONOTONIC, &mono);
+			(void)sd_notifyf(0, "RELOADING=1\nMONOTONIC_USEC=%llu",
+					 (unsigned long long)mono.tv_sec * 1000000ULL +
+					     (unsigned long long)mono.tv_nsec / 1000ULL);
 			int rc = cg_kernel_reload(s->k, &res);
+			(void)sd_notifyf(0, "READY=1\nSTATUS=policy reload %s: %s",
+					 rc == 0 ? "succeeded" : "failed", res.code);
 			cg_log(rc == 0 ? "info" : "error", NULL, "SIGHUP reload %s: %c %s: %s",
 			       rc == 0 ? "succeeded" : "failed (old policy stays in force)",
 			       res.type, res.code, res.message);
@@ -1650,7 +1719,7 @@ int cg_server_run(struct cg_kernel *k, const struct cg_server_config *cfg)
 	s->k = k;
 	s->cfg = cfg;
 	s->ep_fd = s->sig_fd = s->wake_fd = s->listen_fd = s->admin_fd = -1;
-	s->lock_fd = s->admin_lock_fd = -1;
+	s->lock_fd = s->admin_lock_fd = s->served_fd = -1;
 	s->max_conns = cfg->max_conns ? cfg->max_conns : DEFAULT_MAX_CONNS;
 	s->read_deadline_ns =
 	    (cfg->read_deadline_ms > 0 ? cfg->read_deadline_ms : DEFAULT_READ_DEADLINE) * 1000000;
@@ -1689,12 +1758,25 @@ int cg_server_run(struct cg_kernel *k, const struct cg_server_config *cfg)
 	}
 	mode_t mode = cfg->socket_group != (gid_t)-1 ? 0660 : 0600;
 	int64_t not_before = 0;
-	s->listen_fd = open_listener(cfg->socket_path, mode, cfg->socket_group, &s->lock_fd,
-				     &s->listen_st, &not_before);
-	if (s->listen_fd < 0)
-		goto close_fds;
-	s->have_listen_st = true;
-	if (cfg->admin_socket_path) {
+	if (cfg->has_passed_fd) {
+		s->listen_fd =
+		    adopt_listener(cfg->passed_fd, cfg->socket_path, &s->lock_fd, &not_before);
+		if (s->listen_fd < 0)
+			goto close_fds;
+	} else {
+		s->listen_fd = open_listener(cfg->socket_path, mode, cfg->socket_group, &s->lock_fd,
+					     &s->listen_st, &not_before);
+		if (s->listen_fd < 0)
+			goto close_fds;
+		s->have_listen_st = true;
+	}
+	s->served_fd = s->lock_fd;
+	if (cfg->has_passed_admin_fd) {
+		s->admin_fd = adopt_listener(cfg->passed_admin_fd, cfg->admin_socket_path,
+					     &s->admin_lock_fd, NULL);
+		if (s->admin_fd < 0)
+			goto close_fds;
+	} else if (cfg->admin_socket_path) {
 		s->admin_fd =
 		    open_listener(cfg->admin_socket_path, cfg->has_admin_group ? 0660 : 0600,
 				  cfg->has_admin_group ? cfg->admin_group : (gid_t)-1,
@@ -1717,10 +1799,12 @@ int cg_server_run(struct cg_kernel *k, const struct cg_server_config *cfg)
 		cg_log("error", NULL, "epoll_ctl: %s", strerror(errno));
 		goto close_fds;
 	}
-	cg_log("info", NULL, "listening on %s%s%s (max %u connections, read deadline %lld ms)",
+	cg_log("info", NULL, "listening on %s%s%s (max %u connections, read deadline %lld ms)%s",
 	       cfg->socket_path, cfg->admin_socket_path ? ", admin " : "",
 	       cfg->admin_socket_path ? cfg->admin_socket_path : "", s->max_conns,
-	       (long long)(s->read_deadline_ns / 1000000));
+	       (long long)(s->read_deadline_ns / 1000000),
+	       cfg->has_passed_fd ? " (socket activated)" : "");
+	(void)sd_notifyf(0, "READY=1\nSTATUS=listening on %s", cfg->socket_path);
 
 	while (!s->stopping) {
 		int64_t now = cg_now_mono_ns();
@@ -1768,6 +1852,7 @@ int cg_server_run(struct cg_kernel *k, const struct cg_server_config *cfg)
 		if (s->accept_paused_until_ns && s->accept_paused_until_ns <= now)
 			resume_accepts(s);
 	}
+	(void)sd_notify(0, "STOPPING=1");
 	stop_cleanly(s);
 	cg_log("info", NULL, "stopped");
 	ret = 0;

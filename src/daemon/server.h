@@ -26,6 +26,10 @@
  *    seen-id window does not survive a restart; see cg_wire_set_not_before).
  *  - Every connection gets exactly one response line, or is closed because
  *    the peer went away.
+ *  - Under systemd (Type=notify) READY=1 is sent only once both sockets
+ *    are listening; a SIGHUP reload is bracketed by RELOADING=1 and
+ *    READY=1; STOPPING=1 precedes the clean stop. Without $NOTIFY_SOCKET
+ *    these are no-ops.
  */
 #ifndef CG_SERVER_H
 #define CG_SERVER_H
@@ -48,6 +52,14 @@ struct cg_server_config {
 	unsigned max_conns;	       /* total connections; 0: default 1024 */
 	int64_t read_deadline_ms;      /* 0: default 10000 */
 	const char *ready_fd_env;      /* unused for now */
+	/*
+	 * Socket activation: listening sockets passed in (sd_listen_fds) are
+	 * served as they are, not bound, chmod'ed or unlinked (systemd owns
+	 * them); socket_path/admin_socket_path must then be their paths (the
+	 * lock files sit next to them). -1 when not passed.
+	 */
+	bool has_passed_fd, has_passed_admin_fd;
+	int passed_fd, passed_admin_fd;
 	/* Who may answer (approve, deny, grant_open). Both empty: the daemon's euid. */
 	uid_t approver_uids[CG_SERVER_MAX_APPROVERS];
 	size_t n_approver_uids;

@@ -23,6 +23,47 @@
 
 #include "kernel_priv.h"
 
+/*
+ * The per-call log record, read back from the response line about to be
+ * sent: it carries every answer's reply, decision and exit code alike,
+ * whichever path produced it, so no answering path needs to know about
+ * logging. Then the submitter's respond, exactly once.
+ */
+static void log_respond(void *cookie, char *line, size_t len)
+{
+	struct cg_job *j = cookie;
+	struct cg_kernel *k = j->k;
+	json_t *o = line ? json_loadb(line, len, 0, NULL) : NULL;
+	json_t *reply = json_object_get(o, "reply");
+	json_t *data = json_object_get(reply, "data");
+	const char *type = json_string_value(json_object_get(reply, "type"));
+	const char *decision = json_string_value(json_object_get(data, "decision"));
+	const char *rule = json_string_value(json_object_get(data, "rule_id"));
+	const char *code = json_string_value(json_object_get(reply, "code"));
+	json_t *stages = json_object_get(o, "stages");
+	size_t n_stages = json_array_size(stages);
+	json_t *exit_code =
+	    n_stages ? json_object_get(json_array_get(stages, n_stages - 1), "exit_code") : NULL;
+	char rtype = type && type[0] ? type[0] : 'E';
+	struct cg_call_record rec = {
+		.trace_id = j->trace_id,
+		.peer_pid = j->peer.pid,
+		.peer_uid = j->peer.uid,
+		.host = j->gate.req && j->gate.req->host ? j->gate.req->host : "",
+		.decision = decision	   ? decision
+			    : rtype == 'S' ? "ALLOW"
+					   : "BLOCK",
+		.rule_id = rule ? rule : "",
+		.reply_type = rtype,
+		.reply_code = code ? code : cg_reply_registry[CG_R_SYS_CRASH].code,
+		.ran = json_is_integer(exit_code),
+		.exit_code = (int)json_integer_value(exit_code),
+	};
+	k->on_call(k->on_call_arg, &rec);
+	json_decref(o);
+	j->user_respond(j->user_cookie, line, len);
+}
+
 struct cg_job *job_new(struct cg_kernel *k, const struct cg_peer *peer, cg_respond_fn respond,
 		       void *cookie, const char trace[40])
 {
@@ -35,6 +76,12 @@ struct cg_job *job_new(struct cg_kernel *k, const struct cg_peer *peer, cg_respo
 	j->peer = *peer;
 	j->respond = respond;
 	j->cookie = cookie;
+	if (k->on_call) {
+		j->user_respond = respond;
+		j->user_cookie = cookie;
+		j->respond = log_respond;
+		j->cookie = j;
+	}
 	memcpy(j->trace_id, trace, sizeof(j->trace_id));
 	return j;
 }

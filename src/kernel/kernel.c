@@ -73,6 +73,8 @@ static int take_config(struct cg_kernel *k, const struct cg_kernel_config *cfg,
 {
 	k->approval = cfg->approval;
 	k->approval_timeout_ms = cfg->approval_timeout_ms;
+	k->on_call = cfg->on_call;
+	k->on_call_arg = cfg->on_call_arg;
 	const char *agent = getenv("SSH_AUTH_SOCK");
 	if (agent && *agent)
 		k->ssh_auth_sock = strdup(agent);

@@ -6,7 +6,8 @@
  *   gen.c       policy generations: load, swap on reload, reference counts
  *   gate.c      the one decide path (gate.h: also for the CLI and benchmarks)
  *   dispatch.c  the request path: gate, evidence, refusal or hand-off
- *   job.c       calls in flight: reference counts, cancel, the worker queue
+ *   job.c       calls in flight: reference counts, cancel, the worker queue,
+ *               and the per-call log record (cg_kernel_config.on_call)
  *   run.c       a permitted call on a worker: permit, confine, exec, screen
  *   sudo.c      privileged stages from a daemon that is not root
  *   approve.c   calls waiting for a human or a grant, and their deadlines
@@ -90,6 +91,10 @@ struct cg_kernel {
 	pthread_t timer;
 	bool timer_started;
 	char *ssh_auth_sock; /* the daemon's own agent socket, for forward_agent */
+
+	/* The operator's per-call log (cg_kernel_config.on_call); NULL: none. */
+	cg_call_log_fn on_call;
+	void *on_call_arg;
 };
 
 struct cg_job {
@@ -102,6 +107,9 @@ struct cg_job {
 	char trace_id[40];
 	cg_respond_fn respond;
 	void *cookie;
+	/* With a call log, respond is job.c's logging wrapper and these the submitter's. */
+	cg_respond_fn user_respond;
+	void *user_cookie;
 	int cancel_fd; /* eventfd; readable once cancelled; -1 until the call is accepted */
 	atomic_bool cancelled;
 	struct cg_job *next; /* queue link */

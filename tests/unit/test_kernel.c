@@ -3,8 +3,10 @@
  * Unit tests for the kernel, in process: cg_kernel_handle over a small
  * policy (ping, an invalid line, a BLOCK, an ALLOW of /bin/true with its
  * evidence in a temporary state dir, a gate dry run, defaults.cwd), the
- * public error struct of cg_kernel_new and cg_kernel_reload, and the one
- * gate (cg_gate_decide) called directly, as the CLI and benchmarks do.
+ * public error struct of cg_kernel_new and cg_kernel_reload, the one
+ * gate (cg_gate_decide) called directly, as the CLI and benchmarks do, and
+ * the per-call log hook (cg_kernel_config.on_call): one record per answered
+ * call, whatever path answered it, with the facts of its response.
  */
 #include <criterion/criterion.h>
 
@@ -498,4 +500,76 @@ Test(verdict, rendering_facts_equals_normalising_their_json)
 	json_decref(why);
 	json_decref(cons);
 	json_decref(extra);
+}
+
+/* ---- the per-call log hook ---------------------------------------------- */
+
+static struct cg_call_record seen[8];
+static char seen_text[8][6][64]; /* trace, host, decision, rule, code, type */
+static size_t n_seen;
+
+static void on_call(void *arg, const struct cg_call_record *rec)
+{
+	cr_assert_eq(arg, (void *)&n_seen);
+	cr_assert_lt(n_seen, 8u);
+	seen[n_seen] = *rec;
+	snprintf(seen_text[n_seen][0], 64, "%s", rec->trace_id);
+	snprintf(seen_text[n_seen][1], 64, "%s", rec->host);
+	snprintf(seen_text[n_seen][2], 64, "%s", rec->decision);
+	snprintf(seen_text[n_seen][3], 64, "%s", rec->rule_id);
+	snprintf(seen_text[n_seen][4], 64, "%s", rec->reply_code);
+	n_seen++;
+}
+
+static void setup_logged(void)
+{
+	make_dirs();
+	n_seen = 0;
+	const char *wss[] = { ws };
+	struct cg_kernel_config cfg = { .policy_file = policy_path,
+					.workspaces = wss,
+					.n_workspaces = 1,
+					.n_workers = 2,
+					.on_call = on_call,
+					.on_call_arg = &n_seen };
+	struct cg_result why;
+	cr_assert_eq(cg_kernel_new(&cfg, &k, &why), 0, "%s", why.message);
+}
+
+TestSuite(call_log, .init = setup_logged, .fini = teardown, .timeout = 60);
+
+Test(call_log, one_record_per_call_with_its_facts)
+{
+	json_t *ran = handle_fields("\"pipeline\":[[\"true\"]],\"privileged\":false,"
+				    "\"host\":\"box-1\"");
+	json_t *blocked = handle_fields("\"pipeline\":[[\"ls\"]],\"privileged\":false");
+	json_t *invalid = handle("{\"pipeline\": [[\"ls\"]");
+	cr_assert_eq(n_seen, 3, "one record per call, got %zu", n_seen);
+
+	cr_assert_str_eq(seen_text[0][0], reply_str(ran, "trace_id"));
+	cr_assert_eq(seen[0].peer_pid, getpid());
+	cr_assert_eq(seen[0].peer_uid, getuid());
+	cr_assert_str_eq(seen_text[0][1], "box-1");
+	cr_assert_str_eq(seen_text[0][2], "ALLOW");
+	cr_assert_str_eq(seen_text[0][3], "true-ok");
+	cr_assert_str_eq(seen_text[0][4], "MCP-EXEC-S-001");
+	cr_assert_eq(seen[0].reply_type, 'S');
+	cr_assert(seen[0].ran);
+	cr_assert_eq(seen[0].exit_code, 0);
+
+	cr_assert_str_eq(seen_text[1][0], reply_str(blocked, "trace_id"));
+	cr_assert_str_eq(seen_text[1][1], "");
+	cr_assert_str_eq(seen_text[1][2], "BLOCK");
+	cr_assert_str_eq(seen_text[1][3], "default-deny");
+	cr_assert_str_eq(seen_text[1][4], reply_str(blocked, "code"));
+	cr_assert_eq(seen[1].reply_type, 'D');
+	cr_assert_not(seen[1].ran);
+
+	cr_assert_str_eq(seen_text[2][0], reply_str(invalid, "trace_id"));
+	cr_assert_eq(seen[2].reply_type, 'I');
+	cr_assert_str_eq(seen_text[2][2], "BLOCK", "refused before any rule");
+	cr_assert_str_eq(seen_text[2][3], "");
+	json_decref(ran);
+	json_decref(blocked);
+	json_decref(invalid);
 }
