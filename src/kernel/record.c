@@ -88,11 +88,13 @@ static json_t *hashed_env(const struct cg_request *req)
 json_t *ev_request_json(const struct cg_kernel *k, const struct cg_request *req,
 			const struct cg_peer *peer, bool redact)
 {
-	static const char *const actions[] = { [CG_ACTION_EXEC] = "exec",
-					       [CG_ACTION_GATE] = "gate",
-					       [CG_ACTION_PING] = "ping",
-					       [CG_ACTION_GRANT] = "grant" };
-	_Static_assert(sizeof(actions) / sizeof(actions[0]) == CG_ACTION_GRANT + 1,
+	static const char *const actions[] = {
+		[CG_ACTION_EXEC] = "exec",	 [CG_ACTION_GATE] = "gate",
+		[CG_ACTION_PING] = "ping",	 [CG_ACTION_GRANT] = "grant",
+		[CG_ACTION_VERDICT] = "verdict", [CG_ACTION_REPLAY] = "replay",
+		[CG_ACTION_LOG] = "log"
+	};
+	_Static_assert(sizeof(actions) / sizeof(actions[0]) == CG_ACTION_LOG + 1,
 		       "every action has a name for the evidence");
 	json_t *o = json_object();
 	json_t *pipeline = screened_pipeline(req, k->screen, redact);

@@ -133,7 +133,7 @@ class McpTestBase(unittest.TestCase):
         cls.d.close()
 
     def setUp(self):
-        self.m = McpProc(self.d.socket, cwd=self.d.workspace, state_dir=self.d.state_dir)
+        self.m = McpProc(self.d.socket, cwd=self.d.workspace)
         self.m.initialize()
 
     def tearDown(self):
