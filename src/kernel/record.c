@@ -121,6 +121,8 @@ json_t *ev_request_json(const struct cg_kernel *k, const struct cg_request *req,
 		json_object_set_new(o, "cwd", json_string(req->cwd));
 	if (req->actions)
 		json_object_set_new(o, "actions", json_incref(req->actions));
+	if (req->trace_id) /* an evidence read: which trace was asked for */
+		json_object_set_new(o, "trace_id", json_string(req->trace_id));
 	json_t *p = json_pack("{s:i,s:i,s:i}", "pid", (int)peer->pid, "uid", (int)peer->uid, "gid",
 			      (int)peer->gid);
 	return json_pack("{s:o,s:o?}", "request", o, "peer", p);
