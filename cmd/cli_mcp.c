@@ -13,7 +13,11 @@
  * stdin while a command runs: that is what lets a cancellation arrive. A call
  * is cancelled by closing its socket connection; the daemon cancels a call
  * whose client disconnects (and records it). Progress notifications are
- * elapsed-time heartbeats sent while the daemon has not answered.
+ * heartbeats sent while the daemon has not answered: "waiting for
+ * approval, N s left" while a human is asked, else "running for N s".
+ * verdict, replay and status are the daemon's evidence reads (protocol
+ * actions verdict, replay, log): the socket is all the bridge needs, and it
+ * never runs another program.
  *
  * The bridge has its own small socket client rather than cg_client_call
  * because it must wait on the socket and a cancellation descriptor at once.
