@@ -111,6 +111,14 @@ class TestHook(unittest.TestCase):
         self.assertEqual(out["hookSpecificOutput"]["permissionDecision"],
                          want["hookSpecificOutput"]["permissionDecision"])
         self.assertIn("read-only-tools", out["hookSpecificOutput"]["permissionDecisionReason"])
+        # The rewrite has the documented words, with this machine's paths.
+        got = shlex.split(out["hookSpecificOutput"]["updatedInput"]["command"])
+        doc = shlex.split(want["hookSpecificOutput"]["updatedInput"]["command"])
+        subst = {doc[0]: os.path.realpath(cgtest.CALLGATE), "/run/callgate/callgate.sock":
+                 self.d.socket, "/home/dev/project": self.d.workspace}
+        self.assertEqual(got, [subst.get(w, w) for w in doc])
+        self.assertEqual(out["hookSpecificOutput"]["updatedInput"]["description"],
+                         want["hookSpecificOutput"]["updatedInput"]["description"])
 
     def bash(self, command, extra=(), **fields):
         """The hook's answer for a Bash call: (decision, reason, updatedInput or None)."""
@@ -252,8 +260,7 @@ class TestHook(unittest.TestCase):
 
     def test_websearch_is_a_net_action(self):
         d, why = self.decision(self.payload("WebSearch", {"query": "callgate",
-                                                          "allowed_domains": ["a.example"]}),
-                               matched=False)
+                                                          "allowed_domains": ["a.example"]}))
         self.assertIn(d, ("ask", "deny"), why)
         self.assertIn("action-network", why)
 

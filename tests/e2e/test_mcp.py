@@ -626,6 +626,52 @@ class TestDocSnippets(unittest.TestCase):
             r = json.loads(p.stdout.splitlines()[0])
             self.assertTrue(r["result"]["structuredContent"]["alive"], r)
 
+    def test_codex_shell_snippet_turns_the_shell_tool_off(self):
+        cfg = tomllib.loads(snippet("codex-shell"))
+        self.assertIs(cfg["features"]["shell_tool"], False)
+        self.assertEqual(cfg["mcp_servers"], tomllib.loads(snippet("codex"))["mcp_servers"])
+        srv = cfg["mcp_servers"]["callgate"]
+        with cgtest.Daemon() as d:
+            env = dict(os.environ, **srv["env"])
+            env["CALLGATE_SOCKET"] = d.socket
+            p = subprocess.run([cgtest.CALLGATE, *srv["args"]], env=env, capture_output=True,
+                               timeout=TIMEOUT, input=(json.dumps(
+                                   {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                                    "params": {"name": "execute", "arguments": {
+                                        "argv": ["echo", "via callgate"],
+                                        "privileged": False}}}) + "\n").encode())
+            r = json.loads(p.stdout.splitlines()[0])
+            self.assertEqual(r["result"]["structuredContent"]["stdout"], "via callgate\n", r)
+
+    def test_stdio_session_snippet(self):
+        text = snippet("stdio-session")
+        self.assertIn("CALLGATE_SOCKET=" + DOC_SOCKET + " callgate mcp", text)
+        with cgtest.Daemon() as d:
+            text = text.replace("CALLGATE_SOCKET=" + DOC_SOCKET + " callgate mcp",
+                                "CALLGATE_SOCKET=%s %s mcp" % (shlex.quote(d.socket),
+                                                               shlex.quote(cgtest.CALLGATE)))
+            p = subprocess.run(["bash", "-c", text], capture_output=True, timeout=TIMEOUT,
+                               cwd=d.workspace)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            out = [json.loads(x) for x in p.stdout.splitlines()]
+            self.assertEqual([m["id"] for m in out], [1, 2])
+            self.assertEqual(out[0]["result"]["serverInfo"]["name"], "callgate")
+            self.assertFalse(out[1]["result"]["isError"], out[1])
+            self.assertEqual(out[1]["result"]["structuredContent"]["reply"]["code"],
+                             "MCP-EXEC-S-001")
+
+    def test_every_snippet_is_loaded_by_a_test(self):
+        with open(AGENTS_MD) as f:
+            names = re.findall(r"<!-- snippet: ([\w-]+) -->\s*```", f.read())
+        self.assertGreaterEqual(len(names), 8, names)
+        here = os.path.dirname(os.path.abspath(__file__))
+        used = set()
+        for fn in os.listdir(here):
+            if fn.startswith("test_") and fn.endswith(".py"):
+                with open(os.path.join(here, fn)) as f:
+                    used |= set(re.findall(r'snippet\("([\w-]+)"\)', f.read()))
+        self.assertEqual(set(names) - used, set())
+
 
 if __name__ == "__main__":
     unittest.main()
