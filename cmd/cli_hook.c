@@ -630,7 +630,7 @@ static const struct cg_cli_opt hook_commands[] = {
 };
 
 static const struct cg_cli_opt claude_code_opts[] = {
-	{ "--degrade", "ask|deny", "answer when only a confined run is allowed (ask)" },
+	{ "--degrade", "ask|deny", "answer for a confined fetch/MCP call or unrewritable command" },
 	{ "--mcp-server", "NAME", "callgate's own MCP server, whose tools pass" },
 	{ 0 },
 };
@@ -643,7 +643,9 @@ static const struct cg_cli_opt claude_code_opts[] = {
 #define CLAUDE_CODE_ABOUT                                                                          \
 	"A Claude Code PreToolUse hook: reads the hook payload on stdin, asks the\n"               \
 	"daemon's gate, prints allow, deny or ask on stdout (JSON, as Claude Code\n"               \
-	"expects). Fails closed: an unreachable daemon, a bad payload or a usage\n"                \
+	"expects). An allowed Bash command is rewritten (updatedInput) to run\n"                   \
+	"through 'callgate run', confined and recorded by the daemon.\n"                           \
+	"Fails closed: an unreachable daemon, a bad payload or a usage\n"                          \
 	"error exits 2 with the reason on stderr, which blocks the call (any other\n"              \
 	"exit status would let Claude Code go ahead). See callgate-hook(1)."
 
