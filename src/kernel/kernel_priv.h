@@ -12,6 +12,7 @@
  *   approve.c   calls waiting for a human or a grant, and their deadlines
  *   admin.c     the admin protocol (pending, approve, deny, grants, reload)
  *   record.c    evidence: the request, the decision and the sealed verdict
+ *   evidence_actions.c  the evidence reads verdict, replay, log (a peer's own traces)
  *   respond.c   response lines, including the last-resort one
  *   kernel.c    lifecycle: new, shutdown, free
  *
