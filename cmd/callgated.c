@@ -272,6 +272,9 @@ int main(int argc, char **argv)
 	kc.policy_pubkey_file = pubkey;
 	kc.approval = approval;
 	kc.approval_timeout_ms = approval_ms;
+	const char *own[] = { socket_path, admin_path }; /* hidden from every call */
+	kc.own_paths = own;
+	kc.n_own_paths = CG_ARRAY_LEN(own);
 	struct cg_kernel *k = NULL;
 	struct cg_result why;
 	if (cg_kernel_new(&kc, &k, &why) < 0) {

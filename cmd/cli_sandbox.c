@@ -5,8 +5,10 @@
  * for users and for the tests that prove the confinement.
  *
  * The flags build one struct cg_constraints; the command then goes through
- * exactly the daemon's calls: cg_confine_prepare, cg_tree_new, fork,
- * cg_tree_child_join, cg_confine_child, execve. Stdio is inherited, so the
+ * exactly the daemon's calls: cg_confine_prepare, cg_tree_new,
+ * cg_confine_fork, cg_tree_child_join, cg_confine_exec. Like every
+ * unprivileged call of the daemon, it runs in a view of its own (mount,
+ * pid, UTS, IPC namespaces; see docs/confinement.md) unless --no-view. Stdio is inherited, so the
  * command talks to the terminal; the exit code is the command's (128+N for
  * signal N), 124 at the deadline, CG_EXIT_USAGE for a bad command line,
  * CG_EXIT_ERROR when confinement could not be set up (nothing ran),
@@ -43,6 +45,33 @@
 
 extern char **environ;
 
+/* Every option, for --help and for usage errors (cli_help.c). */
+static const struct cg_cli_opt sandbox_opts[] = {
+	{ "--read", "P", "allow reading the tree P (default with any path option: /)" },
+	{ "--write", "P", "allow writing the tree P (in the view: bound read-write)" },
+	{ "--exec", "P", "allow executing files under P (default: the system's program dirs)" },
+	{ "--net", "none|loopback|tcp:PORT[,PORT]...",
+	  "network: none, loopback only, or TCP ports" },
+	{ "--limit", "NAME=V", "cpu=S as=BYTES nproc=N fsize=BYTES nofile=N timeout=MS" },
+	{ "--timeout", "MS", "kill the whole tree after MS milliseconds (exit 124)" },
+	{ "--best-effort", NULL, "run even if the kernel cannot enforce a constraint" },
+	{ "--hide", "P", "hide the path or glob P too (nothing there to read, list or connect)" },
+	{ "--protect", "P", "keep P read-only inside the write trees (relative: in each)" },
+	{ "--tmp", "private|shared", "the command's /tmp: its own tmpfs (default) or the host's" },
+	{ "--no-view", NULL, "debugging: no view (Landlock, seccomp and limits alone)" },
+	{ "--no-landlock", NULL, "debugging: the view without Landlock" },
+	{ "--user", "USER", "run as USER and its primary group (root only)" },
+	{ "--report", "FILE|-", "write the confinement report (JSON) to FILE or stderr" },
+	{ 0 },
+};
+
+#define SANDBOX_ABOUT                                                                              \
+	"Run CMD confined exactly as the daemon confines an unprivileged call: in a view of\n"     \
+	"its own (read-only root, the --write trees writable, private /tmp, minimal /dev,\n"       \
+	"own /proc, pid, UTS and IPC namespaces, no capabilities, credential stores and\n"         \
+	"service sockets hidden), under Landlock, seccomp and the limits. See\n"                   \
+	"callgate-sandbox(1) and docs/confinement.md."
+
 /* `--write P` alone reads everything (exec: see cg_confine_default_exec). */
 static const char *const default_read[] = { "/" };
 static void usage(FILE *f)
@@ -50,6 +79,8 @@ static void usage(FILE *f)
 	fputs("usage: callgate sandbox [--read P]... [--write P]... [--exec P]...\n"
 	      "                        [--net none|loopback|tcp:PORT[,PORT]...]\n"
 	      "                        [--limit NAME=V]... [--timeout MS] [--best-effort]\n"
+	      "                        [--hide P]... [--protect P]... [--tmp private|shared]\n"
+	      "                        [--no-view] [--no-landlock]\n"
 	      "                        [--user USER] [--report FILE|-] -- CMD [ARGS]...\n"
 	      "limits: cpu=SECONDS as=BYTES nproc=N fsize=BYTES nofile=N timeout=MS\n"
 	      "        (BYTES may end in K, M or G)\n",
@@ -211,7 +242,9 @@ static int supervise(pid_t pid, struct cg_tree *tree, int64_t timeout_ms, int si
 int cg_cli_sandbox(const struct cg_cli *g, int argc, char **argv)
 {
 	const char *reads[SANDBOX_MAX_PATHS], *writes[SANDBOX_MAX_PATHS], *execs[SANDBOX_MAX_PATHS];
-	size_t n_read = 0, n_write = 0, n_exec = 0, n_ports = 0;
+	const char *hides[SANDBOX_MAX_PATHS], *protects[SANDBOX_MAX_PATHS];
+	size_t n_read = 0, n_write = 0, n_exec = 0, n_ports = 0, n_hide = 0, n_protect = 0;
+	bool view = true, landlock = true;
 	uint16_t ports[SANDBOX_MAX_PORTS];
 	struct cg_constraints c = { 0 };
 	c.limits = (struct cg_limits){ CG_LIMIT_UNSET, CG_LIMIT_UNSET, CG_LIMIT_UNSET,
@@ -227,11 +260,16 @@ int cg_cli_sandbox(const struct cg_cli *g, int argc, char **argv)
 			break;
 		}
 		if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-			usage(stdout);
-			return CG_EXIT_OK;
+			return cg_cli_help("callgate sandbox [OPTIONS] -- CMD [ARGS]...",
+					   SANDBOX_ABOUT, sandbox_opts);
 		}
 		if (strcmp(a, "--best-effort") == 0) {
 			c.best_effort = true;
+			continue;
+		}
+		/* Debugging: one layer alone, to see what each stops. */
+		if (strcmp(a, "--no-view") == 0 || strcmp(a, "--no-landlock") == 0) {
+			*(a[5] == 'v' ? &view : &landlock) = false;
 			continue;
 		}
 		if (!v || a[0] != '-') {
@@ -249,6 +287,22 @@ int cg_cli_sandbox(const struct cg_cli *g, int argc, char **argv)
 			}
 			list[(*n)++] = v;
 			c.fs = true;
+		} else if (strcmp(a, "--hide") == 0 || strcmp(a, "--protect") == 0) {
+			const char **list = a[2] == 'h' ? hides : protects;
+			size_t *n = a[2] == 'h' ? &n_hide : &n_protect;
+			if (*n >= SANDBOX_MAX_PATHS) {
+				fprintf(stderr, "callgate sandbox: too many %s paths\n", a);
+				return CG_EXIT_USAGE;
+			}
+			list[(*n)++] = v;
+		} else if (strcmp(a, "--tmp") == 0) {
+			c.tmp = strcmp(v, "private") == 0  ? CG_TMP_PRIVATE
+				: strcmp(v, "shared") == 0 ? CG_TMP_SHARED
+							   : CG_TMP_UNSET;
+			if (c.tmp == CG_TMP_UNSET) {
+				fprintf(stderr, "callgate sandbox: bad --tmp '%s'\n", v);
+				return CG_EXIT_USAGE;
+			}
 		} else if (strcmp(a, "--net") == 0) {
 			enum cg_net want = strcmp(v, "none") == 0	? CG_NET_NONE
 					   : strcmp(v, "loopback") == 0 ? CG_NET_LOOPBACK
@@ -276,9 +330,7 @@ int cg_cli_sandbox(const struct cg_cli *g, int argc, char **argv)
 		} else if (strcmp(a, "--user") == 0) {
 			user = v;
 		} else {
-			fprintf(stderr, "callgate sandbox: unknown option '%s'\n", a);
-			usage(stderr);
-			return CG_EXIT_USAGE;
+			return cg_cli_bad_option("sandbox", a, NULL, sandbox_opts);
 		}
 	}
 	if (i >= argc) {
@@ -297,13 +349,21 @@ int cg_cli_sandbox(const struct cg_cli *g, int argc, char **argv)
 	}
 	c.ports = ports;
 	c.n_ports = n_ports;
+	c.hide = hides;
+	c.n_hide = n_hide;
+	c.protect = protects;
+	c.n_protect = n_protect;
 
 	char cwd[PATH_MAX];
 	if (!getcwd(cwd, sizeof(cwd))) {
 		perror("callgate sandbox: getcwd");
 		return CG_EXIT_ERROR;
 	}
-	struct cg_confine_ctx ctx = { .workspace = cwd, .cwd = cwd, .home = getenv("HOME") };
+	struct cg_confine_ctx ctx = { .workspace = cwd,
+				      .cwd = cwd,
+				      .home = getenv("HOME"),
+				      .view = view,
+				      .no_landlock = !landlock };
 	if (user) {
 		struct passwd *pw = getpwnam(user);
 		char *end;
@@ -377,7 +437,7 @@ int cg_cli_sandbox(const struct cg_cli *g, int argc, char **argv)
 	}
 	int64_t timeout = cg_confine_timeout_ms(plan);
 	fflush(NULL);
-	pid_t pid = cg_tree_fork(tree);
+	pid_t pid = cg_confine_fork(tree, plan);
 	if (pid < 0) {
 		perror("callgate sandbox: fork");
 		(void)close(pfd[0]);
@@ -390,10 +450,9 @@ int cg_cli_sandbox(const struct cg_cli *g, int argc, char **argv)
 		if (e)
 			child_fail(pfd[1], 0, e);
 		(void)sigprocmask(SIG_SETMASK, &old, NULL);
-		if ((e = cg_confine_child(plan)) != 0)
-			child_fail(pfd[1], 1, e);
-		execve(exe, cmd, environ);
-		child_fail(pfd[1], 2, errno);
+		int step;
+		e = cg_confine_exec(plan, exe, cmd, environ, &step);
+		child_fail(pfd[1], step == CG_CONFINE_STEP_EXEC ? 2 : 1, e);
 	}
 	cg_tree_add(tree, pid);
 	(void)close(pfd[1]);

@@ -58,8 +58,10 @@
 #include "netns.h"
 #include "seccomp_filter.h"
 #include "util.h"
+#include "view.h"
 
-#define CONFINE_MAX_PATHS 256 /* per plan, all sets together */
+#define CONFINE_MAX_PATHS  256 /* per plan, all sets together */
+#define CONFINE_VIEW_EXTRA 6   /* Landlock rules a set gets in a view (devices, shm, tmp) */
 
 const char *const cg_confine_default_exec[9] = { "/usr",    "/bin",   "/sbin",
 						 "/lib",    "/lib32", "/lib64",
@@ -87,6 +89,9 @@ struct cg_confine_plan {
 	uid_t uid;
 	gid_t gid;
 	const struct sock_fprog *seccomp;
+	struct cg_view *view; /* the call's world, or NULL (privileged, or not asked for) */
+	size_t n_stage_plans; /* > 0: one plan per stage, each with its own terms and view */
+	struct cg_confine_plan **stage_plans;
 	json_t *report;
 };
 
@@ -300,8 +305,14 @@ fail:
 
 int cg_tree_child_join(const struct cg_tree *t, pid_t leader_pgid)
 {
-	/* The process group stays: terminals and the fallback rely on it. */
-	if (setpgid(0, leader_pgid) != 0)
+	/*
+	 * The process group stays: terminals and the fallback rely on it. A
+	 * stage in a view is pid 1 of a new pid namespace, where the leader is
+	 * invisible: it leads a group of its own (the parent's cg_tree_add
+	 * may still move it), and killing it ends its namespace, so every
+	 * kill path still reaches the whole stage.
+	 */
+	if (setpgid(0, leader_pgid) != 0 && !(getpid() == 1 && setpgid(0, 0) == 0))
 		return errno;
 	if (!t)
 		return 0;
@@ -326,7 +337,8 @@ struct cg_clone_args {
 #define CLONE_INTO_CGROUP 0x200000000ULL
 #endif
 
-pid_t cg_tree_fork(struct cg_tree *t)
+/* fork(2) with namespace flags: clone3 into the tree's cgroup, else clone. */
+static pid_t tree_fork_flags(struct cg_tree *t, unsigned long ns_flags)
 {
 	if (t && t->cg_fd >= 0 && !atomic_load(&clone3_unusable)) {
 		/*
@@ -337,7 +349,7 @@ pid_t cg_tree_fork(struct cg_tree *t)
 		 * calls only, then execve) does not need.
 		 */
 		struct cg_clone_args args = {
-			.flags = CLONE_INTO_CGROUP,
+			.flags = CLONE_INTO_CGROUP | ns_flags,
 			.exit_signal = SIGCHLD,
 			.cgroup = (uint64_t)t->cg_fd,
 		};
@@ -350,9 +362,23 @@ pid_t cg_tree_fork(struct cg_tree *t)
 			return (pid_t)r;
 		if (errno != ENOSYS && errno != E2BIG && errno != EINVAL && errno != EPERM)
 			return -1;
-		atomic_store(&clone3_unusable, true); /* old kernel or filtered: fork + join */
+		if (ns_flags == 0) /* with namespaces, EPERM/EINVAL may be theirs */
+			atomic_store(&clone3_unusable, true); /* old kernel or filtered */
 	}
-	return fork();
+	if (ns_flags == 0)
+		return fork();
+	/* Raw clone without a stack: fork semantics, in new namespaces. */
+	return (pid_t)syscall(SYS_clone, ns_flags | SIGCHLD, NULL, NULL, NULL, 0);
+}
+
+pid_t cg_tree_fork(struct cg_tree *t)
+{
+	return tree_fork_flags(t, 0);
+}
+
+pid_t cg_confine_fork(struct cg_tree *t, const struct cg_confine_plan *plan)
+{
+	return tree_fork_flags(t, plan ? cg_view_clone_flags(plan->view) : 0);
 }
 
 void cg_tree_add(struct cg_tree *t, pid_t pid)
@@ -653,7 +679,7 @@ static int downgrade(json_t *downs, bool best_effort, const char *constraint, co
 
 static const char *class_name(int cls)
 {
-	return cls == 0 ? "read" : cls == 1 ? "write" : "exec";
+	return cls == 0 ? "read" : cls == 1 ? "write" : cls == 2 ? "exec" : "view";
 }
 
 static int prepare_plan(const struct cg_constraints *const *cons, size_t n,
@@ -720,6 +746,162 @@ release:
 	return rc;
 }
 
+/* Is path p at or below tree t? */
+static bool path_under(const char *p, const char *t)
+{
+	size_t n = strlen(t);
+	if (n == 1 && t[0] == '/')
+		return true;
+	return strncmp(p, t, n) == 0 && (p[n] == 0 || p[n] == '/');
+}
+
+/* Expanded copies of a constraint list, appended to *out (owned by the caller). */
+static int expand_all(const char *const *raw, size_t n_raw, const struct cg_confine_ctx *ctx,
+		      bool keep_relative, char **out, size_t *n, size_t cap, struct cg_reply **err)
+{
+	for (size_t i = 0; i < n_raw; i++) {
+		const char *why = "too many paths";
+		char *e = NULL;
+		if (*n < cap)
+			e = keep_relative && raw[i][0] != '/' && raw[i][0] != '$'
+				? strdup(raw[i])
+				: expand_path(raw[i], ctx, &why);
+		if (!e) {
+			*err = cg_reply_new(CG_R_CONFINE_PATH_INVALID, "{s:s,s:s}", "path", raw[i],
+					    "detail", why);
+			return -1;
+		}
+		out[(*n)++] = e;
+	}
+	return 0;
+}
+
+/*
+ * The view's write set: what every filesystem-confined set may write (the
+ * view, like the stacked Landlock domains, grants the intersection). No
+ * such set: the workspace.
+ */
+static int view_write_set(const struct cg_constraints *const *cons, size_t n,
+			  const struct cg_confine_ctx *ctx, char **out, size_t *n_out,
+			  struct cg_reply **err)
+{
+	char *all[CONFINE_MAX_PATHS];
+	size_t n_all = 0, n_fs = 0;
+	int rc = -1;
+	for (size_t i = 0; i < n; i++) {
+		if (!cons[i]->fs)
+			continue;
+		n_fs++;
+		if (expand_all(cons[i]->write, cons[i]->n_write, ctx, false, all, &n_all,
+			       CONFINE_MAX_PATHS, err) != 0)
+			goto release;
+	}
+	if (n_fs == 0 && ctx->workspace && ctx->workspace[0] == '/') {
+		if (!(out[0] = strdup(ctx->workspace)))
+			goto oom;
+		*n_out = 1;
+		return 0;
+	}
+	for (size_t k = 0; k < n_all; k++) {
+		bool everywhere = true;
+		for (size_t i = 0; everywhere && i < n; i++) {
+			if (!cons[i]->fs)
+				continue;
+			bool in_set = false;
+			for (size_t j = 0; !in_set && j < cons[i]->n_write; j++) {
+				const char *why;
+				char *e = expand_path(cons[i]->write[j], ctx, &why);
+				in_set = e && path_under(all[k], e);
+				free(e);
+			}
+			everywhere = in_set;
+		}
+		if (everywhere) {
+			out[(*n_out)++] = all[k];
+			all[k] = NULL;
+		}
+	}
+	rc = 0;
+	goto release;
+oom:
+	*err = cg_reply_new(CG_R_OUT_OF_MEMORY, "{s:s}", "doing", "preparing the view");
+release:
+	for (size_t k = 0; k < n_all; k++)
+		free(all[k]);
+	return rc;
+}
+
+/* Private unless some set asks for the shared /tmp and none for a private one. */
+static bool view_shared_tmp(const struct cg_constraints *const *cons, size_t n)
+{
+	bool shared = false;
+	for (size_t i = 0; i < n; i++) {
+		if (cons[i]->tmp == CG_TMP_PRIVATE)
+			return false;
+		shared |= cons[i]->tmp == CG_TMP_SHARED;
+	}
+	return shared;
+}
+
+/*
+ * The call's world (ctx->view): prepared here, entered by the child. An
+ * unprivileged daemon needs a user namespace for it; without one the call
+ * is refused unless every set is best_effort (then the downgrade is noted).
+ */
+static int prepare_view(struct cg_confine_plan *p, const struct cg_constraints *const *cons,
+			size_t n, const struct cg_confine_ctx *ctx, json_t *downs,
+			struct cg_reply **err)
+{
+	char *write[CONFINE_MAX_PATHS], *hide[CONFINE_MAX_PATHS], *prot[CONFINE_MAX_PATHS];
+	size_t n_write = 0, n_hide = 0, n_prot = 0;
+	int rc = -1;
+	bool be_all = n > 0, userns = false;
+	for (size_t i = 0; i < n; i++)
+		be_all &= cons[i]->best_effort;
+	bool unpriv = geteuid() != 0;
+	if (unpriv && !cg_netns_possible(&userns))
+		return downgrade(downs, be_all, "view",
+				 "not root and user namespaces are disabled: the call's own "
+				 "mount and pid namespaces cannot be created",
+				 err);
+	if (view_write_set(cons, n, ctx, write, &n_write, err) != 0)
+		goto release;
+	for (size_t i = 0; i < n; i++)
+		if (expand_all(cons[i]->hide, cons[i]->n_hide, ctx, false, hide, &n_hide,
+			       CONFINE_MAX_PATHS, err) != 0 ||
+		    expand_all(cons[i]->protect, cons[i]->n_protect, ctx, true, prot, &n_prot,
+			       CONFINE_MAX_PATHS, err) != 0)
+			goto release;
+	if (expand_all(ctx->own_paths, ctx->n_own_paths, ctx, false, hide, &n_hide,
+		       CONFINE_MAX_PATHS, err) != 0)
+		goto release;
+	struct cg_view_spec spec = {
+		.write = (const char *const *)write,
+		.n_write = n_write,
+		.hide = (const char *const *)hide,
+		.n_hide = n_hide,
+		.protect = (const char *const *)prot,
+		.n_protect = n_prot,
+		.home = ctx->home,
+		.cwd = ctx->cwd,
+		.workspace = ctx->workspace,
+		.reveal = ctx->agent_socket,
+		.shared_tmp = view_shared_tmp(cons, n),
+		.unprivileged = unpriv,
+		.outer_uid = geteuid(),
+		.outer_gid = getegid(),
+	};
+	rc = cg_view_prepare(&spec, &p->view, err);
+release:
+	for (size_t i = 0; i < n_write; i++)
+		free(write[i]);
+	for (size_t i = 0; i < n_hide; i++)
+		free(hide[i]);
+	for (size_t i = 0; i < n_prot; i++)
+		free(prot[i]);
+	return rc;
+}
+
 static int prepare_plan(const struct cg_constraints *const *cons, size_t n,
 			const struct cg_confine_ctx *ctx, bool setuid_ok,
 			struct cg_confine_plan **out, struct cg_reply **err)
@@ -749,7 +931,8 @@ static int prepare_plan(const struct cg_constraints *const *cons, size_t n,
 		n_paths += cons[i]->fs
 			       ? cons[i]->n_read + cons[i]->n_write +
 				     (cons[i]->n_exec ? cons[i]->n_exec
-						      : CG_ARRAY_LEN(cg_confine_default_exec))
+						      : CG_ARRAY_LEN(cg_confine_default_exec)) +
+				     (ctx && ctx->view ? CONFINE_VIEW_EXTRA : 0)
 			       : 0;
 		n_ports += cons[i]->net == CG_NET_TCP ? cons[i]->n_ports : 0;
 	}
@@ -764,6 +947,24 @@ static int prepare_plan(const struct cg_constraints *const *cons, size_t n,
 	p->ports = calloc(n_ports ? n_ports : 1, sizeof(*p->ports));
 	if (!p->sets || !p->paths || !p->strings || !p->ports)
 		goto oom;
+	if (ctx && ctx->view && !setuid_ok && prepare_view(p, cons, n, ctx, downs, err) != 0)
+		goto fail;
+	if (p->view)
+		p->confined = true; /* no_new_privs and seccomp for every call in a view */
+	/*
+	 * In a view, Landlock must also let a writer use the devices bound in
+	 * and the private /dev/shm; the rulesets are built by the child inside
+	 * the view, so "/tmp" there names the private tmpfs (a rule on the
+	 * host's /tmp would not cover its inodes).
+	 */
+	const char *view_rules[CONFINE_VIEW_EXTRA] = { "/dev/null", "/dev/zero", "/dev/full",
+						       "/dev/tty",  NULL,	 NULL };
+	size_t n_view_rules = 0;
+	if (p->view) {
+		view_rules[4] = cg_view_shm_rule_path(p->view);
+		n_view_rules = view_rules[4] ? 5 : 4;
+	}
+	const char *tmp_rule = p->view ? cg_view_tmp_rule_path(p->view) : NULL;
 
 	size_t pi = 0, qi = 0;
 	bool scope_noted = false;
@@ -800,7 +1001,7 @@ static int prepare_plan(const struct cg_constraints *const *cons, size_t n,
 		}
 		struct cg_landlock_ruleset *rs = &p->sets[p->n_sets];
 		rs->ruleset_fd = -1;
-		bool want_fs = c->fs, want_tcp = c->net == CG_NET_TCP;
+		bool want_fs = c->fs && !(ctx && ctx->no_landlock), want_tcp = c->net == CG_NET_TCP;
 		if (want_fs && p->abi < 1) {
 			if (downgrade(downs, be, "fs", "Landlock is not available", err) != 0)
 				goto fail;
@@ -856,20 +1057,28 @@ static int prepare_plan(const struct cg_constraints *const *cons, size_t n,
 			 * rule would have to repeat the same list.
 			 */
 			bool dflt = c->n_exec == 0;
-			const char *const *lists[3] = { c->read, c->write,
-							dflt ? cg_confine_default_exec : c->exec };
-			size_t counts[3] = { c->n_read, c->n_write,
+			const char *const *lists[4] = { c->read, c->write,
+							dflt ? cg_confine_default_exec : c->exec,
+							view_rules };
+			size_t counts[4] = { c->n_read, c->n_write,
 					     dflt ? CG_ARRAY_LEN(cg_confine_default_exec)
-						  : c->n_exec };
+						  : c->n_exec,
+					     n_view_rules };
 			if (dflt)
 				(void)json_array_append_new(
 				    notes, json_string("exec: the set lists no tree; the system "
 						       "program directories apply (default)"));
-			uint64_t access[3] = { CG_LL_FS_READ, CG_LL_FS_WRITE, CG_LL_FS_EXEC };
-			for (int cls = 0; cls < 3; cls++) {
+			uint64_t access[4] = { CG_LL_FS_READ, CG_LL_FS_WRITE, CG_LL_FS_EXEC,
+					       CG_LL_FS_WRITE };
+			for (int cls = 0; cls < 4; cls++) {
 				for (size_t j = 0; j < counts[cls]; j++) {
 					const char *raw = lists[cls][j], *why = NULL;
 					char *path = expand_path(raw, ctx, &why);
+					if (path && tmp_rule && strcmp(path, "/tmp") == 0) {
+						free(path);
+						path = strdup(tmp_rule);
+						why = "out of memory";
+					}
 					if (!path) {
 						*err = cg_reply_new(CG_R_CONFINE_PATH_INVALID,
 								    "{s:s,s:s}", "path", raw,
@@ -920,8 +1129,14 @@ static int prepare_plan(const struct cg_constraints *const *cons, size_t n,
 		p->n_sets++;
 	}
 
-	/* Build each ruleset once, here: the children only restrict themselves. */
-	for (size_t i = 0; i < p->n_sets; i++) {
+	/*
+	 * Build each ruleset once, here: the children only restrict themselves.
+	 * Except in a view, whose /tmp and /dev/shm exist only in the child:
+	 * cg_landlock_apply then builds the rulesets there, inside the view
+	 * (ruleset_fd stays -1; ~0.1 ms of copy-on-write faults, less than
+	 * releasing parent-made filesystems would cost).
+	 */
+	for (size_t i = 0; i < p->n_sets && !cg_view_rules_in_child(p->view); i++) {
 		int e = cg_landlock_prepare(&p->sets[i]);
 		if (e != 0) {
 			*err = cg_reply_new(CG_R_CONFINE_SETUP_FAILED, "{s:s,s:s}", "detail",
@@ -999,6 +1214,7 @@ static int prepare_plan(const struct cg_constraints *const *cons, size_t n,
 	downs = skipped = paths_j = notes = NULL; /* owned by the report now */
 	if (!p->report)
 		goto oom;
+	(void)json_object_set_new(p->report, "view", cg_view_report(p->view));
 	if (p->set_ids)
 		(void)json_object_set_new(
 		    p->report, "ids",
@@ -1046,41 +1262,54 @@ static int set_rlimit(int resource, int64_t v)
 	return setrlimit(resource, &rl) == 0 ? 0 : errno;
 }
 
-int cg_confine_child(const struct cg_confine_plan *plan)
+/* Steps 1-3 (umask, network namespace, pids.max): before any view. */
+static int confine_head(const struct cg_confine_plan *plan)
 {
 	int rc;
-	if (!plan)
-		return 0;
 	(void)umask(CONFINE_UMASK);
-	if (plan->netns &&
-	    (rc = cg_netns_enter(plan->netns_userns, plan->outer_uid, plan->outer_gid)) != 0)
+	/* In a view with a user namespace, the clone made it: no second one. */
+	if (plan->netns && (rc = cg_netns_enter(plan->netns_userns && !plan->view, plan->outer_uid,
+						plan->outer_gid)) != 0)
 		return rc;
-	if (plan->nproc_cgroup) {
-		if (!joined_tree || !joined_tree->pids_max[0])
-			return EPERM; /* not in a pids cgroup: cannot enforce */
-		if (joined_tree->pids_procs[0]) {
-			int pfd = open(joined_tree->pids_procs, O_WRONLY | O_CLOEXEC);
-			if (pfd < 0)
-				return errno;
-			rc = write(pfd, "0", 1) == 1 ? 0 : (errno ? errno : EIO);
-			(void)close(pfd);
-			if (rc != 0)
-				return rc;
-		}
-		char num[24];
-		size_t len = fmt_i64(num, plan->limits.nproc);
-		int fd = open(joined_tree->pids_max, O_WRONLY | O_CLOEXEC);
-		if (fd < 0)
+	if (!plan->nproc_cgroup)
+		return 0;
+	if (!joined_tree || !joined_tree->pids_max[0])
+		return EPERM; /* not in a pids cgroup: cannot enforce */
+	if (joined_tree->pids_procs[0]) {
+		int pfd = open(joined_tree->pids_procs, O_WRONLY | O_CLOEXEC);
+		if (pfd < 0)
 			return errno;
-		rc = write(fd, num, len) == (ssize_t)len ? 0 : (errno ? errno : EIO);
-		(void)close(fd);
+		rc = write(pfd, "0", 1) == 1 ? 0 : (errno ? errno : EIO);
+		(void)close(pfd);
 		if (rc != 0)
 			return rc;
 	}
+	char num[24];
+	size_t len = fmt_i64(num, plan->limits.nproc);
+	int fd = open(joined_tree->pids_max, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno;
+	rc = write(fd, num, len) == (ssize_t)len ? 0 : (errno ? errno : EIO);
+	(void)close(fd);
+	return rc;
+}
+
+/* Steps 4-8 (rlimits, ids, capabilities, no_new_privs, Landlock, seccomp). */
+static int confine_tail(const struct cg_confine_plan *plan)
+{
+	int rc;
 	if ((rc = set_rlimit(RLIMIT_CPU, plan->limits.cpu_s)) != 0 ||
 	    (rc = set_rlimit(RLIMIT_AS, plan->limits.as_bytes)) != 0 ||
 	    (rc = set_rlimit(RLIMIT_NPROC, plan->limits.nproc)) != 0 ||
 	    (rc = set_rlimit(RLIMIT_FSIZE, plan->limits.fsize_bytes)) != 0)
+		return rc;
+	/*
+	 * In a view no capability survives, whoever the peer is: a root peer's
+	 * call could otherwise mknod a disk, change the host's network or
+	 * prlimit the daemon. The bounding set goes first (it needs
+	 * CAP_SETPCAP), the rest after the ids change (it needs CAP_SETUID).
+	 */
+	if (plan->view && (rc = cg_caps_lock()) != 0)
 		return rc;
 	/*
 	 * Raw syscalls, not the libc wrappers: glibc's setuid family signals
@@ -1098,6 +1327,8 @@ int cg_confine_child(const struct cg_confine_plan *plan)
 		    getegid() != plan->gid)
 			return EPERM;
 	}
+	if (plan->view && (rc = cg_caps_clear()) != 0)
+		return rc;
 	if (!plan->confined)
 		return set_rlimit(RLIMIT_NOFILE, plan->limits.nofile);
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
@@ -1109,6 +1340,63 @@ int cg_confine_child(const struct cg_confine_plan *plan)
 	if ((rc = set_rlimit(RLIMIT_NOFILE, plan->limits.nofile)) != 0)
 		return rc;
 	return cg_seccomp_load(plan->seccomp);
+}
+
+int cg_confine_child(const struct cg_confine_plan *plan)
+{
+	int rc;
+	if (!plan)
+		return 0;
+	if (plan->view)
+		return EINVAL; /* a view needs cg_confine_fork + cg_confine_exec */
+	if ((rc = confine_head(plan)) != 0)
+		return rc;
+	return confine_tail(plan);
+}
+
+/* What the command's process (pid 2 of a view) runs until execve. */
+struct exec_args {
+	const struct cg_confine_plan *plan;
+	const char *exe;
+	char *const *argv;
+	char *const *envp;
+	int step; /* CG_CONFINE_STEP_* reached when it failed */
+};
+
+static int confine_and_exec(void *arg)
+{
+	struct exec_args *a = arg;
+	int rc = confine_tail(a->plan);
+	if (rc != 0)
+		return rc;
+	a->step = CG_CONFINE_STEP_EXEC;
+	execve(a->exe, a->argv, a->envp);
+	return errno;
+}
+
+int cg_confine_exec(const struct cg_confine_plan *plan, const char *exe, char *const *argv,
+		    char *const *envp, int *step)
+{
+	struct exec_args a = { plan, exe, argv, envp, CG_CONFINE_STEP_CONFINE };
+	int rc;
+	*step = CG_CONFINE_STEP_CONFINE;
+	if (!plan) {
+		*step = CG_CONFINE_STEP_EXEC;
+		execve(exe, argv, envp);
+		return errno;
+	}
+	if ((rc = confine_head(plan)) != 0)
+		return rc;
+	if (!plan->view) {
+		rc = confine_and_exec(&a);
+		*step = a.step;
+		return rc;
+	}
+	if ((rc = cg_view_enter(plan->view)) != 0)
+		return rc;
+	rc = cg_view_spawn(plan->view, confine_and_exec, &a); /* returns on failure only */
+	*step = a.step;
+	return rc;
 }
 
 json_t *cg_confine_report(const struct cg_confine_plan *plan)
@@ -1135,6 +1423,84 @@ void cg_confine_plan_free(struct cg_confine_plan *plan)
 	for (size_t i = 0; i < plan->n_sets; i++)
 		cg_landlock_release(&plan->sets[i]);
 	free(plan->sets);
+	for (size_t i = 0; i < plan->n_stage_plans; i++)
+		cg_confine_plan_free(plan->stage_plans[i]);
+	free(plan->stage_plans);
+	cg_view_free(plan->view);
 	json_decref(plan->report);
 	free(plan);
+}
+
+/* Does a set that governs the stages in mask apply to stage i? */
+static bool governs(uint64_t mask, size_t i)
+{
+	return mask == 0 || (mask & (1ULL << (i < 63 ? i : 63))) != 0;
+}
+
+/* Is every set's mask the same stages (then one plan serves them all)? */
+static bool one_plan_fits(const uint64_t *stages, size_t n, size_t n_stages)
+{
+	for (size_t k = 0; k < n; k++)
+		for (size_t i = 0; i < n_stages; i++)
+			if (!governs(stages ? stages[k] : 0, i))
+				return false;
+	return true;
+}
+
+/* The container plan: stage 0's report with every stage's under "stages". */
+static int stages_report(struct cg_confine_plan *top)
+{
+	json_t *all = json_array();
+	top->report = json_deep_copy(top->stage_plans[0]->report);
+	if (!all || !top->report) {
+		json_decref(all);
+		return -1;
+	}
+	top->timeout_ms = CG_LIMIT_UNSET;
+	for (size_t i = 0; i < top->n_stage_plans; i++) {
+		(void)json_array_append_new(all, json_deep_copy(top->stage_plans[i]->report));
+		top->timeout_ms = limit_min(top->timeout_ms, top->stage_plans[i]->timeout_ms);
+	}
+	return json_object_set_new(top->report, "stages", all);
+}
+
+int cg_confine_prepare_stages(const struct cg_constraints *const *cons, const uint64_t *stages,
+			      size_t n, size_t n_stages, const struct cg_confine_ctx *ctx,
+			      struct cg_confine_plan **out, struct cg_reply **err)
+{
+	if (n_stages <= 1 || one_plan_fits(stages, n, n_stages))
+		return cg_confine_prepare(cons, n, ctx, out, err);
+	struct cg_confine_plan *top = calloc(1, sizeof(*top));
+	const struct cg_constraints **sel = calloc(n ? n : 1, sizeof(*sel));
+	if (!top || !sel || !(top->stage_plans = calloc(n_stages, sizeof(*top->stage_plans)))) {
+		*err = cg_reply_new(CG_R_OUT_OF_MEMORY, "{s:s}", "doing", "preparing confinement");
+		goto fail;
+	}
+	for (size_t i = 0; i < n_stages; i++) {
+		size_t k = 0;
+		for (size_t j = 0; j < n; j++)
+			if (governs(stages[j], i))
+				sel[k++] = cons[j];
+		if (cg_confine_prepare(sel, k, ctx, &top->stage_plans[i], err) != 0)
+			goto fail;
+		top->n_stage_plans++;
+	}
+	if (stages_report(top) != 0) {
+		*err = cg_reply_new(CG_R_OUT_OF_MEMORY, "{s:s}", "doing", "preparing confinement");
+		goto fail;
+	}
+	free(sel);
+	*out = top;
+	return 0;
+fail:
+	free(sel);
+	cg_confine_plan_free(top);
+	return -1;
+}
+
+const struct cg_confine_plan *cg_confine_stage_plan(const struct cg_confine_plan *plan, size_t i)
+{
+	if (!plan || plan->n_stage_plans == 0)
+		return plan;
+	return plan->stage_plans[i < plan->n_stage_plans ? i : plan->n_stage_plans - 1];
 }

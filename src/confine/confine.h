@@ -27,11 +27,16 @@
 #include "reply.h"
 
 struct cg_confine_ctx {
-	const char *workspace; /* expands ${workspace} */
-	const char *cwd;       /* expands ${cwd} */
-	const char *home;      /* expands ${home} */
-	bool set_ids;	       /* drop to uid/gid (daemon is root, stage unprivileged) */
-	bool allow_setuid;     /* the command is sudo: it must be able to gain privilege */
+	const char *workspace;	  /* expands ${workspace} */
+	const char *cwd;	  /* expands ${cwd} */
+	const char *home;	  /* expands ${home} */
+	bool set_ids;		  /* drop to uid/gid (daemon is root, stage unprivileged) */
+	bool allow_setuid;	  /* the command is sudo: it must be able to gain privilege */
+	bool view;		  /* build the call's world (every unprivileged call) */
+	bool no_landlock;	  /* debugging (callgate sandbox): the view alone, no Landlock */
+	const char *agent_socket; /* forward_agent: the one socket the view keeps reachable */
+	const char *const *own_paths; /* the daemon's state dir and sockets: hidden in every view */
+	size_t n_own_paths;
 	uid_t uid;
 	gid_t gid;
 };
@@ -53,8 +58,40 @@ int cg_confine_prepare(const struct cg_constraints *const *cons, size_t n,
 		       const struct cg_confine_ctx *ctx, struct cg_confine_plan **out,
 		       struct cg_reply **err) __attribute__((warn_unused_result));
 
-/* In the child, after fork and fd set-up, before exec. 0, or an errno value. */
+/*
+ * Per-stage terms: stages[k] says which stages set k governs (bit i: stage
+ * i, bit 63: stage 63 and later; 0: every stage). Each stage gets a plan of
+ * the sets that govern it (its own Landlock domains and view); when every
+ * set governs every stage this is cg_confine_prepare. The report is stage
+ * 0's with every stage's under "stages". Free with cg_confine_plan_free.
+ */
+int cg_confine_prepare_stages(const struct cg_constraints *const *cons, const uint64_t *stages,
+			      size_t n, size_t n_stages, const struct cg_confine_ctx *ctx,
+			      struct cg_confine_plan **out, struct cg_reply **err)
+    __attribute__((warn_unused_result));
+
+/* The plan stage i runs under (plan itself unless it holds per-stage plans). */
+const struct cg_confine_plan *cg_confine_stage_plan(const struct cg_confine_plan *plan, size_t i);
+
+/*
+ * In the child, after fork and fd set-up, before exec. 0, or an errno value.
+ * A plan with a view refuses (EINVAL): use cg_confine_fork + cg_confine_exec.
+ */
 int cg_confine_child(const struct cg_confine_plan *plan);
+
+#define CG_CONFINE_STEP_CONFINE 0
+#define CG_CONFINE_STEP_EXEC	1
+
+/*
+ * In the child made by cg_confine_fork, after fd set-up and fchdir to the
+ * call's cwd: apply the plan (the view first, if any) and execve. Returns
+ * only on failure: an errno value, and *step says whether confinement or
+ * execve failed. plan may be NULL (plain execve). Async-signal-safe.
+ * With a view, the process that returns is pid 1 of the call's namespaces
+ * and the command ran (or failed) as its child; the caller _exits.
+ */
+int cg_confine_exec(const struct cg_confine_plan *plan, const char *exe, char *const *argv,
+		    char *const *envp, int *step);
 
 /* What was enforced: constraints, Landlock ABI, downgrades. New reference. */
 json_t *cg_confine_report(const struct cg_confine_plan *plan);
@@ -86,6 +123,12 @@ int cg_tree_child_join(const struct cg_tree *t, pid_t leader_pgid);
  * libc's atfork handlers did not run.
  */
 pid_t cg_tree_fork(struct cg_tree *t);
+/*
+ * Parent: cg_tree_fork for a stage that runs under plan (may be NULL): with
+ * a view, the child is created in its own mount, pid, UTS and IPC
+ * namespaces. Same contract as cg_tree_fork.
+ */
+pid_t cg_confine_fork(struct cg_tree *t, const struct cg_confine_plan *plan);
 /* Parent: record a started child (its pid) so kill can reach it. */
 void cg_tree_add(struct cg_tree *t, pid_t pid);
 /* Signal every process of the tree, descendants that escaped included. */

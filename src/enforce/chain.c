@@ -99,8 +99,10 @@ void cg_chain_decide(const struct cg_chain *c, const struct cg_call *call, struc
 		if (v.decision == CG_ALLOW || v.decision == CG_DEGRADE ||
 		    v.decision == CG_UNKNOWN) {
 			for (size_t k = 0; k < v.n_constraints; k++)
-				if (v.constraints[k])
+				if (v.constraints[k]) {
+					out->stages[out->n_constraints] = v.stages[k];
 					out->constraints[out->n_constraints++] = v.constraints[k];
+				}
 		}
 		if (v.decision == CG_UNKNOWN && v.approvers > out->approvers)
 			out->approvers = v.approvers;
@@ -159,6 +161,13 @@ json_t *cg_constraints_to_json(const struct cg_constraints *c)
 		json_object_set_new(o, "write", str_array(c->write, c->n_write));
 		json_object_set_new(o, "exec", str_array(c->exec, c->n_exec));
 	}
+	if (c->n_hide)
+		json_object_set_new(o, "hide", str_array(c->hide, c->n_hide));
+	if (c->n_protect)
+		json_object_set_new(o, "protect", str_array(c->protect, c->n_protect));
+	if (c->tmp != CG_TMP_UNSET)
+		json_object_set_new(o, "tmp",
+				    json_string(c->tmp == CG_TMP_SHARED ? "shared" : "private"));
 	if (c->net != CG_NET_UNSET) {
 		json_object_set_new(o, "net", json_string(net_name(c->net)));
 		if (c->net == CG_NET_TCP) {

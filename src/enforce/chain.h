@@ -38,6 +38,12 @@ enum cg_decision {
 
 const char *cg_decision_name(enum cg_decision d); /* "ALLOW", …; "NONE" */
 
+enum cg_tmp {
+	CG_TMP_UNSET = 0, /* the default: private */
+	CG_TMP_PRIVATE,	  /* a tmpfs of the call's own */
+	CG_TMP_SHARED,	  /* the host's /tmp (read-only unless in the write set) */
+};
+
 enum cg_net {
 	CG_NET_UNSET = 0, /* no network constraint from this rule */
 	CG_NET_NONE,	  /* a fresh network namespace: no route to any outside socket */
@@ -73,6 +79,11 @@ struct cg_constraints {
 	struct cg_limits limits;
 	int64_t timeout_ms; /* CG_LIMIT_UNSET: policy default */
 	bool best_effort;   /* run even if the kernel cannot enforce all of it */
+	/* The view (docs/confinement.md): beyond the built-in hidden/protected sets. */
+	size_t n_hide, n_protect;
+	const char *const *hide;    /* paths or globs with nothing there in the view */
+	const char *const *protect; /* read-only inside write trees (relative: in each) */
+	enum cg_tmp tmp;	    /* the call's /tmp */
 };
 
 /* One rung's answer. All pointers are into policy-owned, immutable memory. */
@@ -88,6 +99,8 @@ struct cg_verdict {
 	 */
 	size_t n_constraints;
 	const struct cg_constraints *constraints[CG_VERDICT_MAX_CONS];
+	/* Per set, the stages it governs (bit i: stage i, 63: 63 and later); 0: all. */
+	uint64_t stages[CG_VERDICT_MAX_CONS];
 	int32_t approvers; /* UNKNOWN: distinct approvers required (>= 1) */
 };
 
@@ -130,6 +143,7 @@ struct cg_folded {
 	/* Every constraint set of every ALLOW/DEGRADE verdict: all apply (intersection). */
 	size_t n_constraints;
 	const struct cg_constraints *constraints[CG_CHAIN_MAX_RUNGS * CG_VERDICT_MAX_CONS];
+	uint64_t stages[CG_CHAIN_MAX_RUNGS * CG_VERDICT_MAX_CONS]; /* as in cg_verdict */
 };
 
 /* A constraint set as JSON (for replies, evidence, explain). New reference or NULL. */

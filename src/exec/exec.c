@@ -172,13 +172,10 @@ __attribute__((noreturn)) static void child_run(const struct child_args *a)
 
 	if (fchdir(dir_hi) != 0)
 		child_fail(report_fd, STEP_CHDIR, errno);
-	if (a->plan) {
-		e = cg_confine_child(a->plan);
-		if (e != 0)
-			child_fail(report_fd, STEP_CONFINE, e);
-	}
-	execve(a->exe, a->argv, a->envp);
-	child_fail(report_fd, STEP_EXEC, errno);
+	/* Returns only on failure; with a view, in the stage's pid 1. */
+	int step;
+	e = cg_confine_exec(a->plan, a->exe, a->argv, a->envp, &step);
+	child_fail(report_fd, step == CG_CONFINE_STEP_EXEC ? STEP_EXEC : STEP_CONFINE, e);
 }
 
 /* Per-run bookkeeping of the parent. */
@@ -398,7 +395,7 @@ static int spawn_all(struct run *r, struct cg_reply **err)
 			.exe = call->stages[i].exe,
 			.argv = call->req->stages[i].argv,
 			.envp = r->spec->envp,
-			.plan = r->spec->plan,
+			.plan = cg_confine_stage_plan(r->spec->plan, i),
 		};
 		/* stdout: into the next stage, or captured from the last one. */
 		if (pipe_pair(fds) != 0)
@@ -425,8 +422,8 @@ static int spawn_all(struct run *r, struct cg_reply **err)
 		if (pipe_pair(report) != 0)
 			goto pipe_failed;
 		a.report_fd = report[1];
-		pid_t pid =
-		    cg_tree_fork(r->tree); /* born inside the call's cgroup where possible */
+		/* Born inside the call's cgroup where possible, in the view's namespaces. */
+		pid_t pid = cg_confine_fork(r->tree, a.plan);
 		if (pid == 0)
 			child_run(&a);
 		int fork_errno = errno;

@@ -14,6 +14,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "kernel_priv.h"
@@ -32,6 +33,40 @@ static void init_sync(struct cg_kernel *k)
 	pthread_condattr_destroy(&ca);
 }
 
+/*
+ * The daemon's own files, which no call may see: its state directory (the
+ * evidence key, the journal) and the paths the caller names (its sockets).
+ * Kept as absolute paths; 0, or -1 (out of memory or too many).
+ */
+static int take_own_paths(struct cg_kernel *k, const struct cg_kernel_config *cfg)
+{
+	const char *all[KERNEL_MAX_OWN_PATHS];
+	size_t n = 0;
+	if (cfg->state_dir)
+		all[n++] = cfg->state_dir;
+	for (size_t i = 0; i < cfg->n_own_paths; i++) {
+		if (n == KERNEL_MAX_OWN_PATHS)
+			return -1;
+		all[n++] = cfg->own_paths[i];
+	}
+	for (size_t i = 0; i < n; i++) {
+		char *abs = realpath(all[i], NULL);
+		if (!abs) /* not there yet (a socket bound later): as given, made absolute */
+			abs = all[i][0] == '/' ? strdup(all[i]) : NULL;
+		if (!abs && all[i][0] != '/') {
+			char cwd[4096];
+			size_t len =
+			    getcwd(cwd, sizeof(cwd)) ? strlen(cwd) + strlen(all[i]) + 2 : 0;
+			if (len && (abs = malloc(len)))
+				snprintf(abs, len, "%s/%s", cwd, all[i]);
+		}
+		if (!abs)
+			return -1;
+		k->own_paths[k->n_own_paths++] = abs;
+	}
+	return 0;
+}
+
 /* Copy what the kernel keeps of cfg. 0, or -1 with *err. */
 static int take_config(struct cg_kernel *k, const struct cg_kernel_config *cfg,
 		       struct cg_reply **err)
@@ -44,7 +79,8 @@ static int take_config(struct cg_kernel *k, const struct cg_kernel_config *cfg,
 	k->freshness_s = cfg->freshness_s > 0 ? cfg->freshness_s : CG_WIRE_FRESHNESS_S;
 	if ((cfg->policy_file && !(k->policy_file = strdup(cfg->policy_file))) ||
 	    (cfg->policy_pubkey_file && !(k->pubkey_file = strdup(cfg->policy_pubkey_file))) ||
-	    (cfg->state_dir && !(k->state_dir = strdup(cfg->state_dir)))) {
+	    (cfg->state_dir && !(k->state_dir = strdup(cfg->state_dir))) ||
+	    take_own_paths(k, cfg) != 0) {
 		*err = cg_reply_new(CG_R_OUT_OF_MEMORY, "{s:s}", "doing", "creating the kernel");
 		return -1;
 	}
@@ -147,6 +183,8 @@ fail_kernel:
 	free(k->policy_file);
 	free(k->pubkey_file);
 	free(k->state_dir);
+	for (size_t i = 0; i < k->n_own_paths; i++)
+		free(k->own_paths[i]);
 	free(k->ssh_auth_sock);
 	free(k);
 fail:
@@ -196,6 +234,8 @@ void cg_kernel_free(struct cg_kernel *k)
 	free(k->policy_file);
 	free(k->pubkey_file);
 	free(k->state_dir);
+	for (size_t i = 0; i < k->n_own_paths; i++)
+		free(k->own_paths[i]);
 	free(k->ssh_auth_sock);
 	cg_grants_clear(&k->grants);
 	pthread_cond_destroy(&k->timer_cond);

@@ -54,8 +54,13 @@ struct gen {
 	struct cg_chain chain;
 };
 
+/* The daemon's own paths (state dir, sockets) hidden in every call's view. */
+#define KERNEL_MAX_OWN_PATHS 8
+
 struct cg_kernel {
 	char *policy_file; /* NULL: embedded default */
+	char *own_paths[KERNEL_MAX_OWN_PATHS];
+	size_t n_own_paths;
 	char *pubkey_file; /* require signed policies when set */
 	struct cg_world world;
 	struct cg_evidence *ev;	  /* NULL: evidence off */

@@ -90,18 +90,26 @@ static int prepare_identity(struct cg_kernel *k, struct cg_job *j, struct run *r
 static int prepare_confinement(struct cg_job *j, struct run *r, struct cg_reply **reply)
 {
 	char home[4096] = "";
+	const char *agent = NULL; /* set by prepare_identity, from the daemon, with forward_agent */
 	for (char **e = r->envp; *e; e++)
 		if (strncmp(*e, "HOME=", 5) == 0)
 			snprintf(home, sizeof(home), "%s", *e + 5);
+		else if (strncmp(*e, "SSH_AUTH_SOCK=", 14) == 0)
+			agent = *e + 14;
 	struct cg_confine_ctx cctx = { .workspace = j->gate.call.workspace,
 				       .cwd = j->gate.call.cwd,
 				       .home = home,
 				       .set_ids = r->root && r->uid != 0,
 				       .allow_setuid = r->priv && !r->root,
+				       .view = !r->priv, /* approved too; privileged: none */
+				       .agent_socket = agent,
+				       .own_paths = (const char *const *)j->k->own_paths,
+				       .n_own_paths = j->k->n_own_paths,
 				       .uid = r->uid,
 				       .gid = r->gid };
 	const struct cg_folded *f = &j->gate.folded;
-	if (cg_confine_prepare(f->constraints, f->n_constraints, &cctx, &r->plan, reply) != 0)
+	if (cg_confine_prepare_stages(f->constraints, f->stages, f->n_constraints,
+				      j->gate.call.n_stages, &cctx, &r->plan, reply) != 0)
 		return -1;
 	r->confinement = cg_confine_report(r->plan);
 	return 0;

@@ -591,3 +591,131 @@ Test(confine, net_none_unprivileged_via_user_namespace)
 	cr_assert_eq(WEXITSTATUS(st), ECONNREFUSED, "exit %d", WEXITSTATUS(st));
 	close(s);
 }
+
+/* ---- the view --------------------------------------------------------------- */
+
+/* Fork with the plan's namespaces, exec argv in the view; the command's status. */
+static int run_in_view(const struct cg_confine_plan *plan, char *const argv[])
+{
+	struct cg_tree *tree = NULL;
+	struct cg_reply *err = NULL;
+	cr_assert_eq(cg_tree_new("unit-view", &tree, &err), 0);
+	pid_t pid = cg_confine_fork(tree, plan);
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		char *envp[] = { "PATH=/usr/bin:/bin", NULL };
+		int step;
+		if (cg_tree_child_join(tree, 0) != 0 || chdir(inside) != 0)
+			_exit(CHILD_CONFINE_FAILED);
+		(void)cg_confine_exec(plan, argv[0], argv, envp, &step);
+		_exit(CHILD_CONFINE_FAILED);
+	}
+	cg_tree_add(tree, pid);
+	int st;
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cg_tree_free(tree);
+	cr_assert(WIFEXITED(st));
+	return WEXITSTATUS(st);
+}
+
+Test(confine, view_report_names_what_is_writable_protected_and_hidden, .init = mk_tree,
+     .fini = rm_tree)
+{
+	char git[160], hooks[180];
+	snprintf(git, sizeof(git), "%s/.git", inside);
+	snprintf(hooks, sizeof(hooks), "%s/hooks", git);
+	cr_assert_eq(mkdir(git, 0755), 0);
+	struct cg_constraints c = base_cons();
+	const char *const rd[] = { "/" }, *const wr[] = { inside };
+	c.fs = true;
+	c.read = rd;
+	c.n_read = 1;
+	c.write = wr;
+	c.n_write = 1;
+	struct cg_confine_ctx ctx = { .workspace = inside, .cwd = inside, .view = true };
+	struct cg_confine_plan *p = prepare1(&c, &ctx);
+	json_t *rep = cg_confine_report(p);
+	json_t *view = json_object_get(rep, "view");
+	cr_assert_not_null(view);
+	cr_assert_str_eq(json_string_value(json_array_get(json_object_get(view, "writable"), 0)),
+			 inside);
+	/* A missing .git/hooks under .git was created so that it can be covered. */
+	struct stat st;
+	cr_assert_eq(stat(hooks, &st), 0);
+	cr_assert(S_ISDIR(st.st_mode));
+	cr_assert_str_eq(json_string_value(json_array_get(json_object_get(view, "protected"), 0)),
+			 hooks);
+	bool shadow = false;
+	json_t *h;
+	size_t i;
+	json_array_foreach(json_object_get(view, "hidden"), i, h) shadow |=
+	    strcmp(json_string_value(h), "/etc/shadow") == 0;
+	cr_assert(shadow);
+	json_decref(rep);
+	/* A plan with a view cannot be applied by a plain fork. */
+	cr_assert_eq(cg_confine_child(p), EINVAL);
+	cg_confine_plan_free(p);
+	cr_assert_eq(rmdir(hooks), 0);
+	cr_assert_eq(rmdir(git), 0);
+}
+
+Test(confine, view_makes_root_read_only_and_keeps_the_write_set, .init = mk_tree, .fini = rm_tree)
+{
+	struct cg_constraints c = base_cons();
+	const char *const rd[] = { "/" }, *const wr[] = { inside };
+	c.fs = true;
+	c.read = rd;
+	c.n_read = 1;
+	c.write = wr;
+	c.n_write = 1;
+	struct cg_confine_ctx ctx = { .workspace = inside, .cwd = inside, .view = true };
+	struct cg_confine_plan *p = prepare1(&c, &ctx);
+	char script[512];
+	/* 0 only if: inside writable, outside read-only, /etc/shadow unreadable,
+	 * /dev/null writable, pid 2, hostname callgate. */
+	snprintf(script, sizeof(script),
+		 "echo a > %s/a && ! (echo b > %s/b) 2>/dev/null && ! cat /etc/shadow "
+		 "2>/dev/null && echo x > /dev/null && [ $$ = 2 ] && [ \"$(cat "
+		 "/proc/sys/kernel/hostname)\" = callgate ]",
+		 inside, outside);
+	char *argv[] = { "/bin/sh", "-c", script, NULL };
+	cr_assert_eq(run_in_view(p, argv), 0);
+	cg_confine_plan_free(p);
+	char b[200];
+	snprintf(b, sizeof(b), "%s/b", outside);
+	cr_assert_neq(access(b, F_OK), 0);
+}
+
+Test(confine, per_stage_plans_differ_and_report_every_stage, .init = mk_tree, .fini = rm_tree)
+{
+	struct cg_constraints ro = base_cons(), rw = base_cons();
+	const char *const rd[] = { "/" }, *const wr[] = { inside };
+	ro.fs = rw.fs = true;
+	ro.read = rw.read = rd;
+	ro.n_read = rw.n_read = 1;
+	rw.write = wr;
+	rw.n_write = 1;
+	const struct cg_constraints *sets[2] = { &ro, &rw };
+	const uint64_t stages[2] = { 1u << 0, 1u << 1 };
+	struct cg_confine_ctx ctx = { .workspace = inside, .cwd = inside, .view = true };
+	struct cg_confine_plan *p = NULL;
+	struct cg_reply *err = NULL;
+	cr_assert_eq(cg_confine_prepare_stages(sets, stages, 2, 2, &ctx, &p, &err), 0);
+	cr_assert_neq(cg_confine_stage_plan(p, 0), cg_confine_stage_plan(p, 1));
+	json_t *rep = cg_confine_report(p);
+	json_t *st = json_object_get(rep, "stages");
+	cr_assert_eq(json_array_size(st), 2);
+	cr_assert_eq(json_array_size(json_object_get(json_object_get(json_array_get(st, 0), "view"),
+						     "writable")),
+		     0);
+	cr_assert_eq(json_array_size(json_object_get(json_object_get(json_array_get(st, 1), "view"),
+						     "writable")),
+		     1);
+	json_decref(rep);
+	cg_confine_plan_free(p);
+	/* Every set for every stage: one plan. */
+	const uint64_t all[2] = { 0, 0 };
+	cr_assert_eq(cg_confine_prepare_stages(sets, all, 2, 2, &ctx, &p, &err), 0);
+	cr_assert_eq(cg_confine_stage_plan(p, 0), cg_confine_stage_plan(p, 1));
+	cg_confine_plan_free(p);
+}

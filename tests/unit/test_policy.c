@@ -1475,3 +1475,54 @@ Test(policy, default_cwd_is_loaded_checked_and_dumped)
 	load_bad("version: 1\ndefaults:\n  cwd: \"/srv/${home}\"\n", "only a leading", 3);
 	load_bad("version: 1\ndefaults:\n  cwd: \"\"\n", "defaults.cwd", 3);
 }
+
+/* ---- the view's keys and per-stage terms ---------------------------------- */
+
+Test(policy, view_keys_load_and_bad_ones_are_refused)
+{
+	struct cg_policy *p =
+	    load_ok("version: 1\nrules:\n  - id: w\n    decision: degrade\n"
+		    "    match: {exe: [tee]}\n"
+		    "    constraints: {write: [\"${workspace}\"], hide: [\"${home}/.x*\"],\n"
+		    "                  protect: [.git/hooks, /etc/x], tmp: shared}\n");
+	struct tcall t;
+	tc_init(&t, "/usr/bin/tee out");
+	struct cg_verdict v = decide_t(p, &t);
+	cr_assert_eq(v.n_constraints, 1);
+	const struct cg_constraints *c = v.constraints[0];
+	cr_assert_eq(c->n_hide, 1);
+	cr_assert_str_eq(c->hide[0], "${home}/.x*");
+	cr_assert_eq(c->n_protect, 2);
+	cr_assert_str_eq(c->protect[0], ".git/hooks");
+	cr_assert_eq(c->tmp, CG_TMP_SHARED);
+	tc_fini(&t);
+	cg_policy_unref(p);
+	load_bad("version: 1\nrules:\n  - id: a\n    decision: degrade\n"
+		 "    match: {exe: [ls]}\n    constraints: {tmp: host}\n",
+		 "constraints.tmp must be private or shared", 6);
+	load_bad("version: 1\nrules:\n  - id: a\n    decision: degrade\n"
+		 "    match: {exe: [ls]}\n    constraints: {hide: [relative]}\n",
+		 "must be absolute", 6);
+	load_bad("version: 1\nrules:\n  - id: a\n    decision: degrade\n"
+		 "    match: {exe: [ls]}\n    constraints: {protect: [../up]}\n",
+		 "without ..", 6);
+}
+
+Test(policy, each_set_records_the_stages_it_governs)
+{
+	struct cg_policy *p = load_ok("version: 1\nrules:\n"
+				      "  - id: r\n    decision: allow\n    match: {exe: [echo]}\n"
+				      "    constraints: {read: [/]}\n"
+				      "  - id: w\n    decision: degrade\n    match: {exe: [tee]}\n"
+				      "    constraints: {read: [/], write: [\"${workspace}\"]}\n");
+	struct tcall t;
+	tc_init(&t, "/usr/bin/echo x | /usr/bin/tee out | /usr/bin/echo y");
+	struct cg_verdict v = decide_t(p, &t);
+	cr_assert_eq(v.decision, CG_DEGRADE);
+	cr_assert_eq(v.n_constraints, 2);
+	/* echo's set governs stages 0 and 2, tee's stage 1 only. */
+	cr_assert_eq(v.stages[0], (1u << 0) | (1u << 2));
+	cr_assert_eq(v.stages[1], 1u << 1);
+	tc_fini(&t);
+	cg_policy_unref(p);
+}

@@ -1040,6 +1040,43 @@ static int get_pathlist(struct ld *l, yaml_node_t *n, const char *what, size_t *
 	return 0;
 }
 
+/*
+ * The view's keys: hide (absolute paths or globs with nothing there),
+ * protect (read-only inside write trees; a relative path applies in each
+ * write tree), tmp (private or shared).
+ */
+static int load_view_keys(struct ld *l, yaml_node_t *n, struct cg_constraints *c)
+{
+	yaml_node_t *v;
+	if ((v = get(l, n, "hide")) &&
+	    get_pathlist(l, v, "constraints.hide", &c->n_hide, &c->hide) != 0)
+		return -1;
+	if ((v = get(l, n, "protect"))) {
+		struct strs s = { 0 };
+		if (get_strs(l, v, "constraints.protect", &s) != 0)
+			return -1;
+		for (size_t i = 0; i < s.n; i++)
+			if (!s.v[i][0] || strstr(s.v[i], ".."))
+				return fail(l, seq_item(l, v, i),
+					    "constraints.protect: '%s' must be a path without ..",
+					    s.v[i]);
+		c->n_protect = s.n;
+		c->protect = s.v;
+	}
+	if ((v = get(l, n, "tmp"))) {
+		const char *t = scalar(l, v, "constraints.tmp");
+		if (!t)
+			return -1;
+		if (strcmp(t, "private") == 0)
+			c->tmp = CG_TMP_PRIVATE;
+		else if (strcmp(t, "shared") == 0)
+			c->tmp = CG_TMP_SHARED;
+		else
+			return fail(l, v, "constraints.tmp must be private or shared, not '%s'", t);
+	}
+	return 0;
+}
+
 static int load_constraints(struct ld *l, yaml_node_t *n, const char *rid,
 			    const struct cg_constraints **out)
 {
@@ -1048,8 +1085,9 @@ static int load_constraints(struct ld *l, yaml_node_t *n, const char *rid,
 			*out = l->cc[i].c; /* a YAML alias: one shared set */
 			return 0;
 		}
-	static const char *const keys[] = { "read",   "write",	    "exec",	   "net", "ports",
-					    "limits", "timeout_ms", "best_effort", NULL };
+	static const char *const keys[] = { "read",  "write",	"exec",	      "net",
+					    "ports", "limits",	"timeout_ms", "best_effort",
+					    "hide",  "protect", "tmp",	      NULL };
 	char what[200];
 	snprintf(what, sizeof(what), "rule %s: constraints", rid);
 	if (check_keys(l, n, what, keys) != 0)
@@ -1140,6 +1178,8 @@ static int load_constraints(struct ld *l, yaml_node_t *n, const char *rid,
 		return -1;
 	if ((v = get(l, n, "best_effort")) &&
 	    get_bool(l, v, "constraints.best_effort", &c->best_effort) != 0)
+		return -1;
+	if (load_view_keys(l, n, c) != 0)
 		return -1;
 	if (l->n_cc == l->cap_cc) {
 		size_t nc = l->cap_cc ? l->cap_cc * 2 : 8;

@@ -963,7 +963,7 @@ static bool wrapped_exe(const struct cg_policy *p, const struct cg_call *call, c
 }
 
 struct fold;
-static void fold_add(struct fold *f, const struct rule *r);
+static void fold_add(struct fold *f, const struct rule *r, uint64_t stages);
 
 /*
  * Decide pipeline stage i and, when its program is a transparent wrapper
@@ -984,7 +984,8 @@ static int decide_stage_all(const struct cg_policy *p, const struct cg_call *cal
 		const struct cmdspec *spec;
 		if (decide_stage(p, call, st, exe, pos, &r, &spec) != 0)
 			return -1;
-		fold_add(f, r);
+		/* Stages past 64 share the last bit: they get the union's sets (stricter). */
+		fold_add(f, r, 1ULL << (i < 63 ? i : 63));
 		if (each)
 			each(r, arg);
 		size_t w = spec && spec->wraps ? wrapped_start(spec, st) : 0;
@@ -1072,10 +1073,11 @@ struct fold {
 	int32_t approvers;
 	size_t n_cons;
 	const struct cg_constraints *cons[CG_VERDICT_MAX_CONS];
+	uint64_t stages[CG_VERDICT_MAX_CONS]; /* which stages each set came from */
 	bool cons_overflow;
 };
 
-static void fold_add(struct fold *f, const struct rule *r)
+static void fold_add(struct fold *f, const struct rule *r, uint64_t stages)
 {
 	int rank = r ? (int)r->decision : RD_DENY;
 	if (rank > f->rank) {
@@ -1087,12 +1089,16 @@ static void fold_add(struct fold *f, const struct rule *r)
 		f->approvers = r->approvers;
 	if (r && r->cons && r->decision != RD_DENY) {
 		for (size_t i = 0; i < f->n_cons; i++)
-			if (f->cons[i] == r->cons)
+			if (f->cons[i] == r->cons) {
+				f->stages[i] |= stages;
 				return;
-		if (f->n_cons == CG_VERDICT_MAX_CONS)
+			}
+		if (f->n_cons == CG_VERDICT_MAX_CONS) {
 			f->cons_overflow = true;
-		else
+		} else {
+			f->stages[f->n_cons] = stages;
 			f->cons[f->n_cons++] = r->cons;
+		}
 	}
 }
 
@@ -1115,7 +1121,7 @@ static int decide_all(const struct cg_policy *p, const struct cg_call *call, str
 			const struct rule *r;
 			if (decide_action(p, call, json_array_get(acts, i), &r) != 0)
 				return -1;
-			fold_add(f, r);
+			fold_add(f, r, UINT64_MAX); /* an action's terms apply to every stage */
 			if (each)
 				each(r, arg);
 		}
@@ -1162,6 +1168,7 @@ int cg_policy_rung(void *ctx, const struct cg_call *call, struct cg_verdict *out
 		}
 		out->n_constraints = f.n_cons;
 		memcpy(out->constraints, f.cons, f.n_cons * sizeof(f.cons[0]));
+		memcpy(out->stages, f.stages, f.n_cons * sizeof(f.stages[0]));
 	}
 	return 0;
 }

@@ -1,0 +1,947 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * view — build, per stage, the world a confined call sees (see view.h and
+ * docs/confinement.md, "The view").
+ *
+ * The stage's process is cloned into new mount, pid, UTS and IPC
+ * namespaces (cg_view_clone_flags). As pid 1 of them it builds the view
+ * with the new mount API, each step for a reason:
+ *
+ *   1. / made private recursively: nothing we mount propagates to the host.
+ *   2. A recursive clone of / (open_tree), read-only, nosuid, nodev, stacked
+ *      on / and entered with fchdir: every later target is a path relative
+ *      to the new root, opened with RESOLVE_NO_SYMLINKS, because the agent
+ *      writes these trees and a symlink swapped in must not move a mount.
+ *   3. The private /tmp: a tmpfs of the stage's own, made here (a mount the
+ *      parent made would cost the parent an RCU grace period to release).
+ *   4. The write set: host trees cloned read-write (nosuid, nodev).
+ *   5. Protected paths inside them: clones made read-only again (EROFS for
+ *      .git/hooks, .git/config, shell start-up files).
+ *   6. Hidden paths: covered by an empty directory or file of mode 0000 from
+ *      a read-only tmpfs: nothing to read, list or connect to.
+ *   7. /dev: a tmpfs with null, zero, full, random, urandom, tty bound from
+ *      the host (nodev must not apply to them), a private devpts and shm;
+ *      then the tmpfs itself read-only.
+ *   8. A fresh /proc of the stage's pid namespace (the daemon and every
+ *      other process are absent), /proc/sys read-only.
+ *   9. pivot_root, the old root detached; the cwd re-entered by path and
+ *      checked to be the same directory the parent pinned.
+ *
+ * Pid 1 then splits off the command (cg_view_spawn): pid 1 of a namespace
+ * ignores every signal it has no handler for (SIGPIPE on `yes | head -1`,
+ * SIGTERM at the deadline), so the command runs as pid 2 while pid 1
+ * waits, forwards signals and exits with the command's status; when it
+ * exits the kernel kills whatever is left in the namespace.
+ *
+ * Invariants:
+ *  - The child side (cg_view_enter, cg_view_spawn, cg_caps_drop_all) MUST
+ *    only make async-signal-safe calls: raw syscalls on prepared data.
+ *  - Every step MUST fail closed: an error is returned, nothing execs.
+ *  - Pid 1 MUST be non-dumpable: it is a copy of the daemon's memory.
+ *  - Host state MUST NOT change, except that a missing `.git/hooks` under an
+ *    existing `.git` of a write tree is created empty (what `git init`
+ *    creates) so that it can be covered read-only.
+ */
+#include "view.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <glob.h>
+#include <limits.h>
+#include <pthread.h>
+#include <linux/capability.h>
+#include <linux/mount.h>
+#include <linux/openat2.h>
+#include <linux/securebits.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "util.h"
+
+#define VIEW_MAX_PATHS	256	    /* per list */
+#define VIEW_STACK	(64 * 1024) /* the command's stack until it execs */
+#define VIEW_HOSTNAME	"callgate"
+#define VIEW_MNT_DETACH 2 /* <sys/mount.h> clashes with <linux/mount.h> in glibc 2.36 */
+
+/* Credential stores under the call's home: hidden in every view. */
+static const char *const home_secrets[] = { ".ssh",	      ".gnupg", ".aws",
+					    ".config/gcloud", ".azure", ".kube",
+					    ".docker",	      ".netrc", ".git-credentials",
+					    ".npmrc",	      ".pypirc" };
+/* System secrets, other services' sockets, the daemon's default state. */
+static const char *const system_hidden[] = { "/etc/shadow",   "/etc/gshadow", "/etc/shadow-",
+					     "/etc/gshadow-", "/etc/sudoers", "/etc/sudoers.d",
+					     "/run",	      "/var/run",     "/var/lib/callgate" };
+/* Inside each write tree: read-only, because the developer's tools run them. */
+static const char *const protected_rel[] = { ".git/hooks",    ".git/config", ".bashrc",
+					     ".bash_profile", ".bash_login", ".profile",
+					     ".zshrc",	      ".zshenv",     ".zprofile",
+					     ".gitconfig" };
+
+struct cg_view {
+	char **write; /* absolute, existing */
+	size_t n_write;
+	char **protect; /* absolute, existing, inside a write tree */
+	size_t n_protect;
+	char **hide;		 /* absolute, existing, not symlinks */
+	unsigned char *hide_dir; /* 1: cover with a directory, 0: with a file */
+	size_t n_hide;
+	char **tmp_dirs; /* trees under a private /tmp: their mount points */
+	size_t n_tmp_dirs;
+	char **keep; /* the workspace and cwd when a private /tmp would cover them: read-only */
+	size_t n_keep;
+	char *reveal;	     /* a granted socket (forward_agent) shown where it lives, or NULL */
+	size_t reveal_under; /* index of the hidden dir holding it, or SIZE_MAX */
+	char *cwd;	     /* the call's cwd, re-entered by path inside the view */
+	bool private_tmp;
+	bool userns;
+	uid_t outer_uid;
+	gid_t outer_gid;
+	int empty_fd; /* the process's read-only tmpfs of holes (shared, never closed here) */
+	char tmp_rule[32], shm_rule[32];
+	void *stack; /* the command's stack while it shares pid 1's memory */
+	json_t *report;
+};
+
+/* ---- raw syscalls (glibc 2.36 has no wrappers for all of them) ---------- */
+
+static int sys_open_tree(int dfd, const char *p, unsigned fl)
+{
+	return (int)syscall(SYS_open_tree, dfd, p, fl);
+}
+
+static int sys_move_mount(int fd, int tfd)
+{
+	return (int)syscall(SYS_move_mount, fd, "", tfd, "",
+			    MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH);
+}
+
+static int sys_setattr(int fd, unsigned fl, uint64_t set, uint64_t clr)
+{
+	struct mount_attr a = { .attr_set = set, .attr_clr = clr };
+	return (int)syscall(SYS_mount_setattr, fd, "", AT_EMPTY_PATH | fl, &a, sizeof(a));
+}
+
+static int sys_mount(const char *src, const char *tgt, const char *type, unsigned long fl,
+		     const char *data)
+{
+	return (int)syscall(SYS_mount, src, tgt, type, fl, data);
+}
+
+/* O_PATH fd of rel (relative to dfd), never through a symlink. */
+static int open_nofollow(int dfd, const char *rel)
+{
+	struct open_how h = { .flags = O_PATH | O_CLOEXEC | O_NOFOLLOW,
+			      .resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS };
+	return (int)syscall(SYS_openat2, dfd, rel, &h, sizeof(h));
+}
+
+/* ---- child: mounting ------------------------------------------------------ */
+
+static int detached_tmpfs(const char *mode, bool holes);
+
+/* The filesystems a view mounts: the parent's, or (user namespace) the child's own. */
+struct view_fds {
+	int holes; /* the read-only tmpfs of holes hidden paths are covered with */
+};
+
+/*
+ * Clone the mount at src (dfd + path, no symlinks; "" for dfd itself), set
+ * its attributes, and move it over dst (relative to the cwd, the new root).
+ * 0, or an errno value.
+ */
+static int bind_clone(int dfd, const char *src, bool rec, uint64_t set, uint64_t clr,
+		      const char *dst)
+{
+	int rc = 0, s = -1, m = -1, t = -1;
+	unsigned rfl = rec ? AT_RECURSIVE : 0;
+	if (src[0] && (s = open_nofollow(dfd, src)) < 0)
+		return errno;
+	m = sys_open_tree(src[0] ? s : dfd, "",
+			  OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | rfl);
+	if (m < 0 || ((set || clr) && sys_setattr(m, rfl, set, clr) != 0) ||
+	    (t = open_nofollow(AT_FDCWD, dst)) < 0 || sys_move_mount(m, t) != 0)
+		rc = errno ? errno : EIO;
+	if (t >= 0)
+		(void)close(t);
+	if (m >= 0)
+		(void)close(m);
+	if (s >= 0)
+		(void)close(s);
+	return rc;
+}
+
+/* An empty regular file at rel to mount a device over. */
+static int make_point(const char *rel)
+{
+	int fd = open(rel, O_CREAT | O_WRONLY | O_CLOEXEC | O_NOFOLLOW, 0644);
+	if (fd < 0)
+		return errno;
+	(void)close(fd);
+	return 0;
+}
+
+/* /dev: a read-only tmpfs of six host devices, a private pts and shm. */
+static int build_dev(const struct view_fds *f)
+{
+	static const char *const devs[][2] = {
+		{ "dev/null", "/dev/null" },	   { "dev/zero", "/dev/zero" },
+		{ "dev/full", "/dev/full" },	   { "dev/random", "/dev/random" },
+		{ "dev/urandom", "/dev/urandom" }, { "dev/tty", "/dev/tty" }
+	};
+	static const char *const links[][2] = { { "pts/ptmx", "dev/ptmx" },
+						{ "/proc/self/fd", "dev/fd" },
+						{ "/proc/self/fd/0", "dev/stdin" },
+						{ "/proc/self/fd/1", "dev/stdout" },
+						{ "/proc/self/fd/2", "dev/stderr" } };
+	int rc;
+	if (sys_mount("tmpfs", "dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k") != 0)
+		return errno;
+	for (size_t i = 0; i < CG_ARRAY_LEN(devs); i++)
+		if ((rc = make_point(devs[i][0])) != 0 ||
+		    (rc = bind_clone(AT_FDCWD, devs[i][1], false,
+				     MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, MOUNT_ATTR_NODEV,
+				     devs[i][0])) != 0)
+			return rc;
+	if (mkdir("dev/pts", 0755) != 0 || mkdir("dev/shm", 01777) != 0)
+		return errno;
+	/* A new devpts instance: the host's terminals are not reachable. */
+	if (sys_mount("devpts", "dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
+		      "newinstance,ptmxmode=0666,mode=0620") != 0)
+		return errno;
+	if (sys_mount("tmpfs", "dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") != 0)
+		return errno;
+	for (size_t i = 0; i < CG_ARRAY_LEN(links); i++)
+		if (symlink(links[i][0], links[i][1]) != 0)
+			return errno;
+	/* Nothing new can appear in /dev (a FIFO or file squatting a name). */
+	int d = open_nofollow(AT_FDCWD, "dev");
+	if (d < 0)
+		return errno;
+	rc = sys_setattr(d, 0, MOUNT_ATTR_RDONLY, 0) == 0 ? 0 : errno;
+	(void)close(d);
+	return rc;
+}
+
+/* /proc of this pid namespace; its sysctls read-only (uid 0 owns them). */
+static int build_proc(void)
+{
+	int rc;
+	if (sys_mount("proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0)
+		return errno;
+	if ((rc = bind_clone(AT_FDCWD, "proc/sys", false, MOUNT_ATTR_RDONLY, 0, "proc/sys")) != 0)
+		return rc;
+	rc = bind_clone(AT_FDCWD, "proc/sysrq-trigger", false, MOUNT_ATTR_RDONLY, 0,
+			"proc/sysrq-trigger");
+	return rc == ENOENT ? 0 : rc; /* kernels without magic SysRq */
+}
+
+/* mkdir -p of a write tree's path inside the private /tmp (relative, "tmp/…"). */
+static int make_tmp_dirs(const char *rel)
+{
+	char buf[PATH_MAX];
+	size_t n = strlen(rel);
+	if (n >= sizeof(buf))
+		return ENAMETOOLONG;
+	memcpy(buf, rel, n + 1);
+	for (size_t i = 4; i <= n; i++) {
+		if (buf[i] != '/' && buf[i] != 0)
+			continue;
+		char c = buf[i];
+		buf[i] = 0;
+		/* 0755 whatever the umask: a peer's uid must reach its workspace. */
+		if ((mkdir(buf, 0755) != 0 && errno != EEXIST) || chmod(buf, 0755) != 0)
+			return errno;
+		buf[i] = c;
+	}
+	return 0;
+}
+
+static int write_file(const char *path, const char *s, size_t len)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno;
+	int rc = write(fd, s, len) == (ssize_t)len ? 0 : (errno ? errno : EIO);
+	(void)close(fd);
+	return rc;
+}
+
+/* "ID ID 1\n" without stdio. */
+static size_t fmt_map(char *out, unsigned long id)
+{
+	char tmp[24];
+	size_t n = 0, len = 0;
+	do {
+		tmp[n++] = (char)('0' + id % 10);
+		id /= 10;
+	} while (id);
+	for (int k = 0; k < 2; k++) {
+		for (size_t i = n; i > 0; i--)
+			out[len++] = tmp[i - 1];
+		out[len++] = ' ';
+	}
+	memcpy(out + len, "1\n", 2);
+	return len + 2;
+}
+
+/* An unprivileged daemon: map only its own ids into the new user namespace. */
+static int map_ids(const struct cg_view *v)
+{
+	char line[64];
+	int rc;
+	if ((rc = write_file("/proc/self/setgroups", "deny", 4)) != 0 ||
+	    (rc = write_file("/proc/self/uid_map", line, fmt_map(line, v->outer_uid))) != 0)
+		return rc;
+	return write_file("/proc/self/gid_map", line, fmt_map(line, v->outer_gid));
+}
+
+/* mkdir -p of rel's parent directories (the first component exists). */
+static int make_parents(const char *rel)
+{
+	char buf[PATH_MAX];
+	size_t n = strlen(rel);
+	if (n >= sizeof(buf))
+		return ENAMETOOLONG;
+	memcpy(buf, rel, n + 1);
+	for (char *p = strchr(buf, '/'); p && (p = strchr(p + 1, '/'));) {
+		*p = 0;
+		if ((mkdir(buf, 0755) != 0 && errno != EEXIST) || chmod(buf, 0755) != 0)
+			return errno;
+		*p = '/';
+	}
+	return 0;
+}
+
+/*
+ * A granted socket (forward_agent) stays reachable where it lives: a mount
+ * point is made in the private /tmp or in the tmpfs that stands for its
+ * hidden directory, the socket is bound over it, and that tmpfs is then
+ * made read-only. Everything else there stays hidden.
+ */
+static int reveal(const struct cg_view *v)
+{
+	int rc, d;
+	if (!v->reveal)
+		return 0;
+	if ((rc = make_parents(v->reveal + 1)) != 0 || (rc = make_point(v->reveal + 1)) != 0 ||
+	    (rc = bind_clone(AT_FDCWD, v->reveal, false, 0, 0, v->reveal + 1)) != 0)
+		return rc;
+	if (v->reveal_under == SIZE_MAX)
+		return 0;
+	if ((d = open_nofollow(AT_FDCWD, v->hide[v->reveal_under] + 1)) < 0)
+		return errno;
+	rc = sys_setattr(d, 0, MOUNT_ATTR_RDONLY, 0) == 0 ? 0 : errno;
+	(void)close(d);
+	return rc;
+}
+
+/* Steps 1-2: a read-only copy of / entered as the cwd. */
+static int enter_copy(void)
+{
+	if (sys_mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
+		return errno;
+	int root = sys_open_tree(AT_FDCWD, "/", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+	if (root < 0)
+		return errno;
+	int rc = 0;
+	if (sys_setattr(root, AT_RECURSIVE,
+			MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0) != 0 ||
+	    syscall(SYS_move_mount, root, "", AT_FDCWD, "/", MOVE_MOUNT_F_EMPTY_PATH) != 0 ||
+	    fchdir(root) != 0)
+		rc = errno;
+	(void)close(root);
+	return rc;
+}
+
+/* Steps 3-6: /tmp, write trees, protected and hidden paths. */
+static int place_trees(const struct cg_view *v, const struct view_fds *f)
+{
+	int rc;
+	if (v->private_tmp &&
+	    sys_mount("tmpfs", "tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") != 0)
+		return errno;
+	for (size_t i = 0; i < v->n_tmp_dirs; i++)
+		if ((rc = make_tmp_dirs(v->tmp_dirs[i] + 1)) != 0)
+			return rc;
+	for (size_t i = 0; i < v->n_keep; i++)
+		if ((rc = bind_clone(AT_FDCWD, v->keep[i], true,
+				     MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0,
+				     v->keep[i] + 1)) != 0)
+			return rc;
+	for (size_t i = 0; i < v->n_write; i++)
+		if ((rc = bind_clone(AT_FDCWD, v->write[i], true,
+				     MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, MOUNT_ATTR_RDONLY,
+				     v->write[i] + 1)) != 0)
+			return rc;
+	for (size_t i = 0; i < v->n_protect; i++)
+		if ((rc = bind_clone(AT_FDCWD, v->protect[i] + 1, false, MOUNT_ATTR_RDONLY, 0,
+				     v->protect[i] + 1)) != 0)
+			return rc;
+	for (size_t i = 0; i < v->n_hide; i++) {
+		if (i == v->reveal_under)
+			rc = sys_mount("tmpfs", v->hide[i] + 1, "tmpfs",
+				       MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0755,size=16k") == 0
+				 ? 0
+				 : errno;
+		else
+			rc = bind_clone(f->holes, v->hide_dir[i] ? "d" : "f", false, 0, 0,
+					v->hide[i] + 1);
+		if (rc != 0 && rc != ENOENT) /* gone since prepare: nothing to hide */
+			return rc;
+	}
+	return reveal(v);
+}
+
+/*
+ * The call's /tmp and /dev/shm are mounted by the child itself, in place
+ * (place_trees, build_dev): a detached filesystem costs an RCU grace period
+ * (~0.6 ms measured) when its last fd closes. In a user namespace the holes
+ * are made here too (the parent lacks CAP_SYS_ADMIN for them); that fd is
+ * closed by pid 1 once the command runs.
+ */
+static int child_filesystems(const struct cg_view *v, struct view_fds *f)
+{
+	*f = (struct view_fds){ v->empty_fd };
+	if (v->userns && (f->holes = detached_tmpfs("0755", true)) < 0)
+		return errno;
+	return 0;
+}
+
+int cg_view_enter(const struct cg_view *v)
+{
+	const char *cwd = v->cwd;
+	struct stat before, after;
+	struct view_fds f;
+	int rc;
+	if (v->userns && (rc = map_ids(v)) != 0)
+		return rc;
+	if ((rc = child_filesystems(v, &f)) != 0)
+		return rc;
+	/* The pinned cwd (an fd of the daemon's namespace): its identity only. */
+	if (stat(".", &before) != 0)
+		return errno;
+	if ((rc = enter_copy()) != 0 || (rc = place_trees(v, &f)) != 0 ||
+	    (rc = build_dev(&f)) != 0 || (rc = build_proc()) != 0)
+		return rc;
+	if (sethostname(VIEW_HOSTNAME, sizeof(VIEW_HOSTNAME) - 1) != 0 ||
+	    syscall(SYS_pivot_root, ".", ".") != 0 ||
+	    syscall(SYS_umount2, ".", VIEW_MNT_DETACH) != 0 || chdir("/") != 0)
+		return errno;
+	/* The same directory the parent pinned, or the call does not run. */
+	int d = cwd[1] ? open_nofollow(AT_FDCWD, cwd + 1) : open_nofollow(AT_FDCWD, ".");
+	if (d < 0)
+		return errno;
+	rc = fstat(d, &after) != 0	     ? errno
+	     : after.st_dev != before.st_dev ? EXDEV
+	     : after.st_ino != before.st_ino ? EXDEV
+	     : fchdir(d) != 0		     ? errno
+					     : 0;
+	(void)close(d);
+	return rc;
+}
+
+/* ---- child: pid 1 and the command --------------------------------------- */
+
+static volatile pid_t cmd_pid; /* pid 1's copy: whom to forward signals to */
+static volatile int cmd_err;   /* written by the command's process before exec fails */
+static int (*cmd_fn)(void *);  /* shared with the command's process (CLONE_VM) */
+static void *cmd_arg;
+
+static int cmd_main(void *unused)
+{
+	(void)unused;
+	cmd_err = cmd_fn(cmd_arg);
+	if (cmd_err == 0)
+		cmd_err = EIO; /* fn only returns on failure */
+	_exit(127);
+}
+
+static void forward(int sig)
+{
+	if (cmd_pid > 0)
+		(void)kill(cmd_pid, sig);
+}
+
+int cg_view_spawn(const struct cg_view *v, int (*fn)(void *), void *arg)
+{
+	/* Pid 1 is a copy of the daemon's memory: no ptrace, no /proc/1/mem. */
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
+		return errno;
+	cmd_fn = fn;
+	cmd_arg = arg;
+	cmd_err = 0;
+	/*
+	 * CLONE_VM|CLONE_VFORK: no copy of the daemon's page tables, and we
+	 * resume only once the command has exec'd or failed.
+	 */
+	pid_t pid =
+	    clone(cmd_main, (char *)v->stack + VIEW_STACK, CLONE_VM | CLONE_VFORK | SIGCHLD, NULL);
+	if (pid < 0)
+		return errno;
+	if (cmd_err != 0) {
+		int e = cmd_err;
+		(void)waitpid(pid, NULL, 0);
+		return e;
+	}
+	cmd_pid = pid;
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = forward;
+	const int fwd[] = { SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 };
+	for (size_t i = 0; i < CG_ARRAY_LEN(fwd); i++)
+		(void)sigaction(fwd[i], &sa, NULL);
+	/* Pid 1 holds no pipe: the daemon sees EOF when the command closes them. */
+	(void)syscall(SYS_close_range, 0U, ~0U, 0U);
+	int st = 0;
+	for (;;) {
+		int s;
+		pid_t w = waitpid(-1, &s, 0);
+		if (w == pid) {
+			st = s;
+			break;
+		}
+		if (w < 0 && errno != EINTR)
+			break;
+	}
+	_exit(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0));
+}
+
+int cg_caps_lock(void)
+{
+	/*
+	 * NOROOT: uid 0 gains nothing at execve; NO_SETUID_FIXUP: changing ids
+	 * neither keeps nor restores anything behind our back; all locked.
+	 */
+	if (prctl(PR_SET_SECUREBITS, SECBIT_KEEP_CAPS_LOCKED | SECBIT_NO_SETUID_FIXUP |
+					 SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_NOROOT |
+					 SECBIT_NOROOT_LOCKED | SECBIT_NO_CAP_AMBIENT_RAISE |
+					 SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED) != 0)
+		return errno;
+	for (int c = 0; c <= 63; c++)
+		if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) != 0 && errno != EINVAL)
+			return errno;
+	return prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) == 0 ? 0 : errno;
+}
+
+int cg_caps_clear(void)
+{
+	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct d[2];
+	memset(d, 0, sizeof(d));
+	return syscall(SYS_capset, &h, d) == 0 ? 0 : errno;
+}
+
+/* ---- parent: preparing --------------------------------------------------- */
+
+unsigned long cg_view_clone_flags(const struct cg_view *v)
+{
+	if (!v)
+		return 0;
+	return CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWUTS | CLONE_NEWIPC |
+	       (v->userns ? CLONE_NEWUSER : 0);
+}
+
+const char *cg_view_tmp_rule_path(const struct cg_view *v)
+{
+	return v && v->private_tmp && v->tmp_rule[0] ? v->tmp_rule : NULL;
+}
+
+const char *cg_view_shm_rule_path(const struct cg_view *v)
+{
+	return v && v->shm_rule[0] ? v->shm_rule : NULL;
+}
+
+bool cg_view_rules_in_child(const struct cg_view *v)
+{
+	return v != NULL;
+}
+
+/* Is path p at or below tree t? */
+static bool under(const char *p, const char *t)
+{
+	size_t n = strlen(t);
+	if (n == 1 && t[0] == '/')
+		return true;
+	return strncmp(p, t, n) == 0 && (p[n] == 0 || p[n] == '/');
+}
+
+/* Append a copy of s to a list (cap VIEW_MAX_PATHS). 0, or -1 (ENOMEM/E2BIG). */
+static int list_add(char ***list, size_t *n, const char *s)
+{
+	for (size_t i = 0; i < *n; i++)
+		if (strcmp((*list)[i], s) == 0)
+			return 0;
+	if (*n >= VIEW_MAX_PATHS) {
+		errno = E2BIG;
+		return -1;
+	}
+	char **g = realloc(*list, (*n + 1) * sizeof(**list));
+	if (!g)
+		return -1;
+	*list = g;
+	if (!(g[*n] = strdup(s)))
+		return -1;
+	(*n)++;
+	return 0;
+}
+
+/*
+ * A detached tmpfs (fsopen/fsmount), mode given; with holes, also d/ and f
+ * of mode 0000 inside and the whole mount read-only. -1 with errno.
+ */
+static int detached_tmpfs(const char *mode, bool holes)
+{
+	int fs = (int)syscall(SYS_fsopen, "tmpfs", FSOPEN_CLOEXEC), m = -1, e;
+	if (fs < 0)
+		return -1;
+	if (syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "mode", mode, 0) != 0 ||
+	    syscall(SYS_fsconfig, fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) != 0 ||
+	    (m = (int)syscall(SYS_fsmount, fs, FSMOUNT_CLOEXEC,
+			      MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)) < 0)
+		goto fail;
+	(void)close(fs);
+	fs = -1;
+	if (!holes)
+		return m;
+	int f = openat(m, "f", O_CREAT | O_WRONLY | O_CLOEXEC, 0);
+	if (f < 0 || mkdirat(m, "d", 0) != 0)
+		goto fail;
+	(void)close(f);
+	if (sys_setattr(m, 0, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOEXEC, 0) != 0)
+		goto fail;
+	return m;
+fail:
+	e = errno;
+	if (m >= 0)
+		(void)close(m);
+	if (fs >= 0)
+		(void)close(fs);
+	errno = e;
+	return -1;
+}
+
+/* Add every existing match of pattern (a path or a glob) to the hidden list. */
+static int add_hidden(struct cg_view *v, const char *pattern)
+{
+	glob_t g;
+	int rc = 0;
+	struct stat st;
+	/* Most stores do not exist: one lstat says so without glob's work. */
+	if (!strpbrk(pattern, "*?[") && lstat(pattern, &st) != 0)
+		return 0;
+	if (glob(pattern, GLOB_NOSORT | GLOB_NOESCAPE, NULL, &g) != 0)
+		return 0; /* nothing matches: nothing to hide */
+	for (size_t i = 0; rc == 0 && i < g.gl_pathc; i++) {
+		char real[PATH_MAX];
+		/* A symlinked store (~/.ssh -> /data/ssh) is hidden where it lives. */
+		if (!realpath(g.gl_pathv[i], real) || stat(real, &st) != 0 ||
+		    strcmp(real, "/") == 0)
+			continue;
+		if (v->private_tmp && under(real, "/tmp"))
+			continue; /* invisible anyway, unless in the write set (below) */
+		size_t before = v->n_hide;
+		if (list_add(&v->hide, &v->n_hide, real) != 0) {
+			rc = -1;
+			break;
+		}
+		if (v->n_hide > before) {
+			unsigned char *d = realloc(v->hide_dir, v->n_hide);
+			if (!d) {
+				rc = -1;
+				break;
+			}
+			v->hide_dir = d;
+			d[v->n_hide - 1] = S_ISDIR(st.st_mode);
+		}
+	}
+	globfree(&g);
+	return rc;
+}
+
+/*
+ * A missing .git/hooks under an existing .git cannot be mounted over:
+ * create it empty (as git init would), owned like .git, so that it can.
+ */
+static void make_hooks_dir(const char *path)
+{
+	char git[PATH_MAX];
+	struct stat st;
+	size_t n = strlen(path);
+	if (n < 11 || strcmp(path + n - 11, "/.git/hooks") != 0 || n - 6 >= sizeof(git))
+		return;
+	memcpy(git, path, n - 6);
+	git[n - 6] = 0;
+	if (lstat(git, &st) != 0 || !S_ISDIR(st.st_mode))
+		return;
+	int fd = open(git, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	if (mkdirat(fd, "hooks", 0755) == 0)
+		(void)fchownat(fd, "hooks", st.st_uid, st.st_gid, AT_SYMLINK_NOFOLLOW);
+	(void)close(fd);
+}
+
+/* A protected path (absolute) inside some write tree that exists. */
+static int add_protected(struct cg_view *v, const char *path)
+{
+	struct stat st;
+	bool inside = false;
+	for (size_t i = 0; i < v->n_write; i++)
+		inside |= under(path, v->write[i]) && strcmp(path, v->write[i]) != 0;
+	if (!inside)
+		return 0; /* read-only already */
+	if (lstat(path, &st) != 0)
+		make_hooks_dir(path);
+	if (lstat(path, &st) != 0 || S_ISLNK(st.st_mode))
+		return 0; /* a symlink is covered where it points, if that is writable */
+	return list_add(&v->protect, &v->n_protect, path);
+}
+
+static int collect_protected(struct cg_view *v, const struct cg_view_spec *s)
+{
+	char buf[PATH_MAX];
+	for (size_t w = 0; w < v->n_write; w++) {
+		for (size_t i = 0; i < CG_ARRAY_LEN(protected_rel) + s->n_protect; i++) {
+			const char *rel = i < CG_ARRAY_LEN(protected_rel)
+					      ? protected_rel[i]
+					      : s->protect[i - CG_ARRAY_LEN(protected_rel)];
+			if (rel[0] == '/')
+				continue;
+			if (snprintf(buf, sizeof(buf), "%s/%s", v->write[w], rel) >=
+			    (int)sizeof(buf))
+				continue;
+			if (add_protected(v, buf) != 0)
+				return -1;
+		}
+	}
+	for (size_t i = 0; i < s->n_protect; i++)
+		if (s->protect[i][0] == '/' && add_protected(v, s->protect[i]) != 0)
+			return -1;
+	/* Shell start-up files of the call's home, when the home is writable. */
+	for (size_t i = 2; s->home && s->home[0] == '/' && i < CG_ARRAY_LEN(protected_rel); i++)
+		if (snprintf(buf, sizeof(buf), "%s/%s", s->home, protected_rel[i]) <
+			(int)sizeof(buf) &&
+		    add_protected(v, buf) != 0)
+			return -1;
+	return 0;
+}
+
+static int collect_hidden(struct cg_view *v, const struct cg_view_spec *s)
+{
+	char buf[PATH_MAX];
+	for (size_t i = 0; i < CG_ARRAY_LEN(system_hidden); i++)
+		if (add_hidden(v, system_hidden[i]) != 0)
+			return -1;
+	for (size_t i = 0; s->home && s->home[0] == '/' && i < CG_ARRAY_LEN(home_secrets); i++)
+		if (snprintf(buf, sizeof(buf), "%s/%s", s->home, home_secrets[i]) <
+			(int)sizeof(buf) &&
+		    add_hidden(v, buf) != 0)
+			return -1;
+	for (size_t i = 0; i < s->n_hide; i++)
+		if (add_hidden(v, s->hide[i]) != 0)
+			return -1;
+	return 0;
+}
+
+/* The granted socket, if it would be covered: where it lives, and by what. */
+static int collect_reveal(struct cg_view *v, const struct cg_view_spec *s)
+{
+	char real[PATH_MAX];
+	struct stat st;
+	v->reveal_under = SIZE_MAX;
+	if (!s->reveal || !realpath(s->reveal, real) || stat(real, &st) != 0 ||
+	    !S_ISSOCK(st.st_mode))
+		return 0;
+	for (size_t i = 0; i < v->n_hide; i++)
+		if (v->hide_dir[i] && under(real, v->hide[i]) && strcmp(real, v->hide[i]) != 0) {
+			if (v->reveal_under != SIZE_MAX) {
+				errno = ENOTSUP; /* nested hidden dirs: not revealed */
+				return -1;
+			}
+			v->reveal_under = i;
+		}
+	if (v->reveal_under == SIZE_MAX && !(v->private_tmp && under(real, "/tmp")))
+		return 0; /* visible anyway */
+	return (v->reveal = strdup(real)) ? 0 : -1;
+}
+
+static int collect_write(struct cg_view *v, const struct cg_view_spec *s)
+{
+	for (size_t i = 0; i < s->n_write; i++) {
+		char real[PATH_MAX];
+		struct stat st;
+		if (!realpath(s->write[i], real) || stat(real, &st) != 0)
+			continue; /* Landlock's report names the skipped path */
+		if (strcmp(real, "/") == 0) {
+			errno = EINVAL; /* a writable root is not a view */
+			return -1;
+		}
+		if (v->private_tmp && strcmp(real, "/tmp") == 0)
+			continue; /* the private /tmp is writable */
+		if (list_add(&v->write, &v->n_write, real) != 0)
+			return -1;
+		if (v->private_tmp && under(real, "/tmp") &&
+		    list_add(&v->tmp_dirs, &v->n_tmp_dirs, real) != 0)
+			return -1;
+	}
+	return 0;
+}
+
+/*
+ * The workspace and the cwd stay visible (read-only) even when a private
+ * /tmp covers where they live and the call may not write them.
+ */
+static int collect_kept(struct cg_view *v, const struct cg_view_spec *s)
+{
+	const char *const want[] = { s->workspace, s->cwd };
+	for (size_t i = 0; i < CG_ARRAY_LEN(want); i++) {
+		char real[PATH_MAX];
+		bool covered = false;
+		if (!want[i] || !v->private_tmp || !realpath(want[i], real) ||
+		    !under(real, "/tmp") || strcmp(real, "/tmp") == 0)
+			continue;
+		for (size_t w = 0; w < v->n_write; w++)
+			covered |= under(real, v->write[w]);
+		if (covered)
+			continue;
+		if (list_add(&v->keep, &v->n_keep, real) != 0 ||
+		    list_add(&v->tmp_dirs, &v->n_tmp_dirs, real) != 0)
+			return -1;
+	}
+	return 0;
+}
+
+static json_t *strings_json(char **list, size_t n)
+{
+	json_t *a = json_array();
+	for (size_t i = 0; a && i < n; i++)
+		(void)json_array_append_new(a, json_string(list[i]));
+	return a;
+}
+
+/*
+ * The holes every view covers hidden paths with: one read-only tmpfs per
+ * process, made once (it never changes, so views can share it; creating
+ * and releasing a filesystem per call would cost each call a superblock).
+ */
+static int holes_fd = -1, holes_errno;
+static pthread_once_t holes_once = PTHREAD_ONCE_INIT;
+
+static void make_holes(void)
+{
+	holes_fd = detached_tmpfs("0755", true);
+	holes_errno = holes_fd < 0 ? errno : 0;
+}
+
+static int make_filesystems(struct cg_view *v)
+{
+	/*
+	 * /tmp and /dev/shm exist only in the child (child_filesystems):
+	 * Landlock rules name the view's own paths, and the child builds its
+	 * rulesets after entering the view.
+	 */
+	(void)snprintf(v->tmp_rule, sizeof(v->tmp_rule), "/tmp");
+	(void)snprintf(v->shm_rule, sizeof(v->shm_rule), "/dev/shm");
+	if (v->userns)
+		return 0;
+	(void)pthread_once(&holes_once, make_holes);
+	if (holes_fd < 0) {
+		errno = holes_errno;
+		return -1;
+	}
+	v->empty_fd = holes_fd;
+	return 0;
+}
+
+int cg_view_prepare(const struct cg_view_spec *s, struct cg_view **out, struct cg_reply **err)
+{
+	struct cg_view *v = calloc(1, sizeof(*v));
+	const char *doing = "allocating the view";
+	if (!v)
+		goto fail;
+	v->empty_fd = -1;
+	v->private_tmp = !s->shared_tmp;
+	if (!s->cwd || s->cwd[0] != '/' || !(v->cwd = strdup(s->cwd))) {
+		errno = s->cwd ? ENOMEM : EINVAL;
+		doing = "recording the cwd";
+		goto fail;
+	}
+	v->userns = s->unprivileged;
+	v->outer_uid = s->outer_uid;
+	v->outer_gid = s->outer_gid;
+	doing = "collecting the write set";
+	if (collect_write(v, s) != 0)
+		goto fail;
+	doing = "collecting the workspace";
+	if (collect_kept(v, s) != 0)
+		goto fail;
+	doing = "collecting protected paths";
+	if (collect_protected(v, s) != 0)
+		goto fail;
+	doing = "collecting hidden paths";
+	if (collect_hidden(v, s) != 0)
+		goto fail;
+	doing = "revealing the granted socket";
+	if (collect_reveal(v, s) != 0)
+		goto fail;
+	doing = "creating the view's filesystems";
+	if (make_filesystems(v) != 0)
+		goto fail;
+	doing = "allocating the view";
+	if (!(v->stack = malloc(VIEW_STACK)))
+		goto fail;
+	v->report = json_pack(
+	    "{s:s,s:o,s:o,s:o,s:s,s:s,s:[s,s,s,s],s:b}", "root", "read-only", "writable",
+	    strings_json(v->write, v->n_write), "protected", strings_json(v->protect, v->n_protect),
+	    "hidden", strings_json(v->hide, v->n_hide), "tmp",
+	    v->private_tmp ? "private" : "shared", "proc", "own pid namespace", "namespaces",
+	    "mount", "pid", "uts", "ipc", "user_namespace", v->userns);
+	if (!v->report)
+		goto fail;
+	*out = v;
+	return 0;
+fail:;
+	int e = errno;
+	*err = cg_reply_new(CG_R_CONFINE_SETUP_FAILED, "{s:s,s:s}", "detail", doing, "errno_name",
+			    cg_errno_name(e ? e : ENOMEM));
+	cg_view_free(v);
+	return -1;
+}
+
+json_t *cg_view_report(const struct cg_view *v)
+{
+	return v ? json_deep_copy(v->report) : json_null();
+}
+
+static void free_list(char **list, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(list[i]);
+	free(list);
+}
+
+void cg_view_free(struct cg_view *v)
+{
+	if (!v)
+		return;
+	free_list(v->write, v->n_write);
+	free_list(v->protect, v->n_protect);
+	free_list(v->hide, v->n_hide);
+	free_list(v->tmp_dirs, v->n_tmp_dirs);
+	free_list(v->keep, v->n_keep);
+	free(v->hide_dir);
+	free(v->cwd);
+	free(v->reveal);
+	free(v->stack);
+	json_decref(v->report);
+	free(v);
+}

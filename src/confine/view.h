@@ -1,0 +1,104 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * view — the world a confined call sees: a mount namespace built for each
+ * stage before exec, with its own pid, UTS and IPC namespaces.
+ *
+ * The parent (cg_view_prepare) decides everything and may allocate: which
+ * trees are writable, which paths are hidden or protected. The child
+ * created with cg_view_clone_flags() (cg_view_enter) only makes raw,
+ * async-signal-safe syscalls; it also makes the stage's private /tmp and
+ * /dev/shm, so Landlock rulesets of a view are built there, afterwards.
+ *
+ * Invariants:
+ *  - cg_view_enter and cg_view_spawn MUST only make async-signal-safe calls.
+ *  - The process that runs the command MUST NOT hold a capability unless the
+ *    call is privileged (then there is no view at all).
+ *  - A view that cannot be built MUST stop the call (the child returns an
+ *    errno and never execs).
+ */
+#ifndef CG_VIEW_H
+#define CG_VIEW_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+#include <jansson.h>
+
+#include "chain.h"
+#include "reply.h"
+
+struct cg_view;
+
+/* What the view is built from (all strings are borrowed for the call). */
+struct cg_view_spec {
+	const char *const *write; /* expanded absolute trees bound read-write */
+	size_t n_write;
+	const char *const *hide; /* expanded absolute paths or globs, beyond the built-in ones */
+	size_t n_hide;
+	const char *const *protect; /* absolute, or relative to every write tree */
+	size_t n_protect;
+	const char *home;      /* the call's home, for the built-in credential stores */
+	const char *cwd;       /* the call's canonical cwd (absolute), entered in the view */
+	const char *workspace; /* visible (read-only unless written) even under a private /tmp */
+	const char *reveal;    /* a granted socket (forward_agent) kept reachable, or NULL */
+	bool shared_tmp;       /* the host's /tmp instead of a private one */
+	bool unprivileged;     /* the daemon is not root: a user namespace carries the view */
+	uid_t outer_uid;       /* for the user namespace's maps */
+	gid_t outer_gid;
+};
+
+/*
+ * Prepare the view for one stage. On success 0 and *out (free with
+ * cg_view_free); on failure -1 and *err (the call must not run).
+ */
+int cg_view_prepare(const struct cg_view_spec *spec, struct cg_view **out, struct cg_reply **err)
+    __attribute__((warn_unused_result));
+
+/* The namespace flags the stage's process must be cloned with. */
+unsigned long cg_view_clone_flags(const struct cg_view *v);
+
+/*
+ * Path of the private /tmp's root for a Landlock rule, as the child sees it
+ * inside the view ("/tmp"); NULL when /tmp is shared. Owned by the view.
+ */
+const char *cg_view_tmp_rule_path(const struct cg_view *v);
+/* Same for the private /dev/shm. */
+const char *cg_view_shm_rule_path(const struct cg_view *v);
+/*
+ * The view's filesystems exist only in the child: the Landlock rulesets of
+ * a plan with a view must be built by the child, after cg_view_enter.
+ */
+bool cg_view_rules_in_child(const struct cg_view *v);
+
+/*
+ * Child, first process of the new namespaces (pid 1 there), cwd the pinned
+ * directory: build the view, pivot into it and enter spec.cwd there,
+ * checked to be that same directory. 0, or an errno value.
+ */
+int cg_view_enter(const struct cg_view *v);
+
+/*
+ * Child, after cg_view_enter: split pid 1 from the command. fn(arg) runs in
+ * a new process (pid 2) that shares memory until it execs; pid 1 stays
+ * behind as the namespace's init (forwards TERM/INT/HUP/QUIT, reaps,
+ * exits with the command's status, or 128+signal). Returns only when fn
+ * failed before exec: fn's non-zero result. Never returns otherwise.
+ */
+int cg_view_spawn(const struct cg_view *v, int (*fn)(void *), void *arg);
+
+/* What the view holds, for the report. New reference. */
+json_t *cg_view_report(const struct cg_view *v);
+
+void cg_view_free(struct cg_view *v);
+
+/*
+ * Capabilities, in two steps around the change of ids (which needs
+ * CAP_SETUID): cg_caps_lock locks the securebits (no fix-ups, no root
+ * privilege at exec, no ambient raise) and empties the bounding and
+ * ambient sets; cg_caps_clear then empties effective, permitted and
+ * inheritable. Async-signal-safe. 0 or errno.
+ */
+int cg_caps_lock(void);
+int cg_caps_clear(void);
+
+#endif

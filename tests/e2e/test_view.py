@@ -1,0 +1,547 @@
+# SPDX-License-Identifier: MIT
+"""The world a call sees (issue 11), proven by effect.
+
+Every attack is run through the real daemon with the embedded default
+policy (as a root peer, and as a non-root peer where the class applies) or
+through `callgate sandbox`, and shows its errno, the absent file, or the
+listener that never got a connection, next to a control that succeeds in
+the same call. Ordinary agent work must still pass in the same view.
+"""
+import base64
+import errno
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import cgtest
+
+CALLGATE = os.path.abspath(os.environ.get("CALLGATE", "build/callgate"))
+PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else None
+NOBODY = 65534
+
+# argv[1..] are "NAME=statement"; prints "NAME OK" or "NAME <errno name>".
+PROBE = r"""
+import ctypes, errno, os, socket, sys
+libc = ctypes.CDLL(None, use_errno=True)
+def check(ok, err):
+    if not ok:
+        raise OSError(err, os.strerror(err))
+for arg in sys.argv[1:]:
+    name, expr = arg.split("=", 1)
+    try:
+        exec(expr)
+        print(name, "OK", flush=True)
+    except OSError as e:
+        print(name, errno.errorcode.get(e.errno, str(e.errno)), flush=True)
+"""
+
+
+def connect_expr(path):
+    return (f"s = socket.socket(socket.AF_UNIX); s.settimeout(2); "
+            f"s.connect({path!r}); s.close()")
+
+
+def unix_listener(path):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.bind(path)
+    s.listen(8)
+    s.setblocking(False)
+    return s
+
+
+def accepted_any(listener):
+    try:
+        c, _ = listener.accept()
+        c.close()
+        return True
+    except BlockingIOError:
+        return False
+
+
+@unittest.skipUnless(os.geteuid() == 0 and PY, "needs root (the daemon drops to peers) and python3")
+class ViewThroughDaemon(unittest.TestCase):
+    """Default policy; the daemon is root; peers are root and nobody."""
+
+    @classmethod
+    def setUpClass(cls):
+        import grp
+        # The socket's group lets the non-root peer (nobody) connect.
+        cls.d = cgtest.Daemon(flags=["--socket-group", grp.getgrgid(NOBODY).gr_name]).start()
+        cls.probe_path = os.path.join(cls.d.workspace, "probe.py")
+        with open(cls.probe_path, "w") as f:
+            f.write(PROBE)
+        os.chmod(cls.probe_path, 0o644)
+        # A tree the non-root peer owns, inside the workspace.
+        cls.nobody_ws = os.path.join(cls.d.workspace, "nobody")
+        os.makedirs(cls.nobody_ws)
+        os.chown(cls.nobody_ws, NOBODY, NOBODY)
+        # Host state outside /tmp (a private /tmp hides all of /tmp anyway).
+        cls.outside = tempfile.mkdtemp(prefix="cg-view-", dir="/var/tmp")
+        os.chmod(cls.outside, 0o755)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.d.close()
+        shutil.rmtree(cls.outside, ignore_errors=True)
+
+    def call(self, pipeline, uid=None, cwd=None):
+        req = cgtest.make_request(pipeline, privileged=False)
+        if cwd:
+            req["cwd"] = cwd
+        if uid is None:
+            resp = self.d.request(req, timeout=60)
+        else:
+            resp = cgtest.as_uid(uid, lambda: self.d.request(req, timeout=60))
+        self.assertEqual(resp["status"], "ok", resp)
+        out = base64.b64decode(resp.get("stdout", "")).decode()
+        err = "".join(base64.b64decode(s.get("stderr", "")).decode() for s in resp["stages"])
+        return resp, out, err
+
+    def probe(self, uid=None, cwd=None, **ops):
+        argv = [PY, self.probe_path] + [f"{k}={v}" for k, v in ops.items()]
+        _, out, err = self.call([argv], uid=uid, cwd=cwd)
+        res = dict(line.split(" ", 1) for line in out.splitlines())
+        self.assertEqual(set(res), set(ops), err)
+        return res
+
+    # -- the daemon's own secrets and controls ----------------------------
+
+    def test_state_dir_and_key_unreadable(self):
+        key = [os.path.join(dp, f) for dp, _, fs in os.walk(self.d.state_dir) for f in fs]
+        self.assertTrue(key, "the state dir holds nothing to steal")
+        res = self.probe(state=f"os.listdir({self.d.state_dir!r})",
+                         key=f"open({key[0]!r}).read()",
+                         control=f"open({self.probe_path!r}).read()")
+        self.assertEqual(res, {"state": "ENOENT", "key": "ENOENT", "control": "OK"})
+
+    def test_admin_socket_not_connectable(self):
+        ctl = os.path.join(self.d.workspace, "ctl.sock")
+        lst = unix_listener(ctl)
+        try:
+            res = self.probe(admin=connect_expr(self.d.admin_socket),
+                             main=connect_expr(self.d.socket), control=connect_expr(ctl))
+            self.assertEqual(res, {"admin": "ENOENT", "main": "ENOENT", "control": "OK"})
+            self.assertTrue(accepted_any(lst), "the control listener saw no connection")
+        finally:
+            lst.close()
+            os.unlink(ctl)
+
+    def test_socket_under_run_never_connected(self):
+        path = f"/run/cg-view-{os.getpid()}.sock"
+        lst = unix_listener(path)
+        ctl = os.path.join(self.d.workspace, "ctl2.sock")
+        ctl_lst = unix_listener(ctl)
+        os.chmod(ctl, 0o777)  # the non-root peer may connect to the control
+        try:
+            for uid in (None, NOBODY):
+                res = self.probe(uid=uid, cwd=self.nobody_ws, svc=connect_expr(path),
+                                 ls="os.listdir('/run')", control=connect_expr(ctl))
+                self.assertEqual(res, {"svc": "EACCES", "ls": "EACCES", "control": "OK"})
+            self.assertFalse(accepted_any(lst), "a call reached a socket under /run")
+            self.assertTrue(accepted_any(ctl_lst))
+        finally:
+            lst.close()
+            ctl_lst.close()
+            os.unlink(path)
+            os.unlink(ctl)
+
+    # -- secrets one tool away -----------------------------------------------
+
+    def test_shadow_unreadable(self):
+        res = self.probe(shadow="open('/etc/shadow').read()",
+                         sudoers="open('/etc/sudoers').read() if os.path.exists('/etc/sudoers') "
+                                 "else open('/etc/shadow').read()",
+                         control="open('/etc/passwd').read()")
+        self.assertEqual(res, {"shadow": "EACCES", "sudoers": "EACCES", "control": "OK"})
+
+    def test_daemon_process_invisible(self):
+        pid = self.d.proc.pid
+        for uid in (None, NOBODY):
+            res = self.probe(uid=uid, cwd=self.nobody_ws,
+                             environ=f"open('/proc/{pid}/environ').read()",
+                             kill=f"os.kill({pid}, 0)",
+                             prlimit=f"import resource; resource.prlimit({pid}, "
+                                     "resource.RLIMIT_NOFILE, (1, 1))",
+                             control="os.kill(os.getpid(), 0)")
+            self.assertEqual(res, {"environ": "ENOENT", "kill": "ESRCH", "prlimit": "ESRCH",
+                                   "control": "OK"})
+        self.assertTrue(cgtest.pid_alive(pid))
+
+    # -- shared /tmp -----------------------------------------------------------
+
+    def test_private_tmp(self):
+        fd, host = tempfile.mkstemp(prefix="cg-view-host-", dir="/tmp")
+        os.close(fd)
+        mine = "/tmp/cg-view-mine-%d" % os.getpid()
+        try:
+            res = self.probe(see=f"os.stat({host!r})", rm=f"os.unlink({host!r})",
+                             control=f"open({mine!r}, 'w').write('x'); "
+                                     f"assert open({mine!r}).read() == 'x'")
+            self.assertEqual(res, {"see": "ENOENT", "rm": "ENOENT", "control": "OK"})
+            self.assertTrue(os.path.exists(host), "a call deleted a host /tmp file")
+            self.assertFalse(os.path.exists(mine), "the call's /tmp was the host's")
+        finally:
+            os.unlink(host)
+
+    # -- what Landlock does not govern ---------------------------------------
+
+    def test_chmod_chown_utimes_outside_fail(self):
+        victim = os.path.join(self.outside, "victim")
+        with open(victim, "w") as f:
+            f.write("keep")
+        os.chmod(victim, 0o644)
+        before = os.stat(victim)
+        mine = os.path.join(self.d.workspace, "mine-attr")
+        open(mine, "w").close()
+        res = self.probe(chmod=f"os.chmod({victim!r}, 0o777)",
+                         chown=f"os.chown({victim!r}, 1, 1)",
+                         utime=f"os.utime({victim!r}, (0, 0))",
+                         control=f"os.chmod({mine!r}, 0o600); os.utime({mine!r}, (0, 0))")
+        self.assertEqual(res, {"chmod": "EROFS", "chown": "EROFS", "utime": "EROFS",
+                               "control": "OK"})
+        after = os.stat(victim)
+        self.assertEqual((before.st_mode, before.st_uid, before.st_mtime),
+                         (after.st_mode, after.st_uid, after.st_mtime))
+
+    def test_git_hooks_and_config_read_only(self):
+        git = os.path.join(self.d.workspace, ".git")
+        os.makedirs(os.path.join(git, "hooks"), exist_ok=True)
+        with open(os.path.join(git, "config"), "w") as f:
+            f.write("[core]\n")
+        hook = os.path.join(git, "hooks", "pre-commit")
+        # The argv must not name .git/hooks: the protected-paths rule (argument
+        # text) would deny the call; the view must stop it even so.
+        g = f"os.path.join({self.d.workspace!r}, '.g' + 'it')"
+        try:
+            res = self.probe(hook=f"open(os.path.join({g}, 'hoo' + 'ks', 'pre-commit'), 'w')"
+                                  ".write('#!/bin/sh')",
+                             config=f"open(os.path.join({g}, 'con' + 'fig'), 'a').write('x')",
+                             control=f"open(os.path.join({g}, 'description'), 'w')"
+                                     ".write('ok')")
+            self.assertEqual(res, {"hook": "EROFS", "config": "EROFS", "control": "OK"})
+            self.assertFalse(os.path.exists(hook))
+            with open(os.path.join(git, "config")) as f:
+                self.assertEqual(f.read(), "[core]\n")
+        finally:
+            shutil.rmtree(git)
+
+    # -- root peers keep no capabilities -------------------------------------
+
+    def test_no_capabilities_for_a_root_peer(self):
+        ws = self.d.workspace
+        host_name = socket.gethostname()
+        res = self.probe(
+            mknod=f"os.mknod({ws + '/blk'!r}, 0o600 | 0o060000, os.makedev(8, 0))",
+            hostname="check(libc.sethostname(b'x', 1) == 0, ctypes.get_errno())",
+            caps="check(all(l.split()[1] == '0000000000000000' for l in "
+                 "open('/proc/self/status').read().splitlines() "
+                 "if l.startswith(('CapEff', 'CapPrm', 'CapBnd', 'CapAmb', 'CapInh'))), "
+                 "errno.EPERM)",
+            control=f"os.mkfifo({ws + '/fifo'!r})")
+        self.assertEqual(res, {"mknod": "EPERM", "hostname": "EPERM", "caps": "OK",
+                               "control": "OK"})
+        self.assertFalse(os.path.exists(os.path.join(ws, "blk")))
+        os.unlink(os.path.join(ws, "fifo"))
+        self.assertEqual(socket.gethostname(), host_name)
+
+    # -- ordinary work ---------------------------------------------------------
+
+    def test_dev_null_writable(self):
+        _, out, err = self.call([["sh", "-c", "ls /nonexistent-dir 2>/dev/null; "
+                                              "echo x > /dev/null && echo written"]])
+        self.assertEqual(out, "written\n", err)
+        res = self.probe(null="open('/dev/null', 'w').write('x')",
+                         disk="os.stat('/dev/vda') if os.path.exists('/dev/vda') else "
+                              "os.stat('/dev/sda')")
+        self.assertEqual(res, {"null": "OK", "disk": "ENOENT"})
+
+    def test_echo_tee_per_stage_terms(self):
+        out_p = os.path.join(self.d.workspace, "out.txt")
+        resp, out, err = self.call([["echo", "x"], ["tee", "out.txt"]])
+        self.assertEqual(out, "x\n", err)
+        with open(out_p) as f:
+            self.assertEqual(f.read(), "x\n")
+        os.unlink(out_p)
+        stages = resp["reply"]["data"]["confinement"]["stages"]
+        self.assertEqual(stages[0]["view"]["writable"], [])
+        self.assertEqual(stages[1]["view"]["writable"], [os.path.realpath(self.d.workspace)])
+
+    def test_ordinary_work(self):
+        proj = os.path.join(self.d.workspace, "proj")
+        os.makedirs(proj)
+        with open(os.path.join(proj, "main.c"), "w") as f:
+            f.write("int main(void) { return 0; }\n")
+        with open(os.path.join(proj, "Makefile"), "w") as f:
+            f.write("main: main.c\n\tcc -o main main.c\n")
+        with open(os.path.join(proj, "w.py"), "w") as f:
+            f.write("import tempfile, os\n"
+                    "open('py.txt', 'w').write('ok')\n"
+                    "with tempfile.NamedTemporaryFile('w') as t:\n"
+                    "    t.write('tmp'); t.flush(); print(os.path.dirname(t.name))\n")
+        with open(os.path.join(proj, "s.txt"), "w") as f:
+            f.write("hello\n")
+        env = [["git", "init", "-q"], ["git", "add", "-A"]]
+        steps = [[["make", "-s"]], [[PY, "w.py"]], *[[s] for s in env],
+                 [["git", "-c", "x=y", "--version"]] if False else [["true"]],
+                 [["sh", "-c", "git -c user.email=a@b -c user.name=a commit -qm init"]],
+                 [["tar", "cf", "a.tar", "main.c", "s.txt"]], [["sed", "-i", "s/hello/bye/",
+                                                                 "s.txt"]],
+                 [["sh", "-c", "ls 2>/dev/null"]]]
+        for pipeline in steps:
+            resp, out, err = self.call(pipeline, cwd=proj)
+            codes = [s["exit_code"] for s in resp["stages"]]
+            self.assertEqual(codes, [0] * len(pipeline), f"{pipeline}: {err}")
+        self.assertTrue(os.path.exists(os.path.join(proj, "main")))
+        with open(os.path.join(proj, "s.txt")) as f:
+            self.assertEqual(f.read(), "bye\n")
+        self.assertTrue(os.path.exists(os.path.join(proj, "a.tar")))
+        self.assertTrue(os.path.isdir(os.path.join(proj, ".git", "objects")))
+        r = subprocess.run(["git", "-C", proj, "log", "--oneline"], capture_output=True,
+                           text=True)
+        self.assertIn("init", r.stdout)
+
+
+
+@unittest.skipUnless(os.geteuid() == 0, "needs root (a root peer's approved call)")
+class ApprovedCallInAView(unittest.TestCase):
+    """A human's approval lifts "needs a human", never the view (item 6)."""
+
+    def test_approved_unprivileged_call_runs_in_the_view(self):
+        import threading
+        import time
+        policy = ('version: 1\nrules:\n  - id: ask-cat\n    decision: defer\n'
+                  '    match: { exe: [cat] }\n')
+        with cgtest.Daemon(policy_text=policy,
+                           flags=["--approval", "--approval-timeout", "15000"]) as d:
+            box = {}
+            req = cgtest.make_request([["cat", "/etc/shadow"]], privileged=False,
+                                      reason="read it")
+            t = threading.Thread(target=lambda: box.update(resp=d.request(req, timeout=60)))
+            t.start()
+            for _ in range(200):
+                p = d.admin("pending")["reply"]["data"]["pending"]
+                if p:
+                    break
+                time.sleep(0.05)
+            self.assertTrue(p, d.log)
+            r = d.cli("approve", p[0]["trace_id"])
+            self.assertEqual(r.returncode, 0, r.stderr)
+            t.join(60)
+        resp = box["resp"]
+        self.assertEqual(resp["status"], "ok", resp)
+        self.assertEqual(resp["stages"][0]["exit_code"], 1)
+        err = base64.b64decode(resp["stages"][0].get("stderr", "")).decode()
+        self.assertIn("Permission denied", err)  # a root peer, without the view, reads it
+        self.assertEqual(resp["reply"]["data"]["confinement"]["view"]["root"], "read-only")
+
+
+@unittest.skipUnless(os.geteuid() == 0 and PY, "needs root and python3")
+class ForwardAgentInAView(unittest.TestCase):
+    """forward_agent grants exactly the daemon's agent socket; every other
+    socket in the same hidden directory stays out of reach."""
+
+    def test_agent_socket_granted_only_with_forward_agent(self):
+        run_dir = tempfile.mkdtemp(prefix="cg-agent-", dir="/run")
+        agent = os.path.join(run_dir, "agent.sock")
+        other = os.path.join(run_dir, "other.sock")
+        a, o = unix_listener(agent), unix_listener(other)
+        try:
+            with cgtest.Daemon(env={"SSH_AUTH_SOCK": agent}) as d:
+                probe = os.path.join(d.workspace, "probe.py")
+                with open(probe, "w") as f:
+                    f.write(PROBE)
+                ops = {"agent": connect_expr(agent), "other": connect_expr(other)}
+                argv = [PY, probe] + [f"{k}={v}" for k, v in ops.items()]
+                res = {}
+                for fwd in (True, False):
+                    resp = d.request(cgtest.make_request([argv], privileged=False,
+                                                         forward_agent=fwd), timeout=60)
+                    self.assertEqual(resp["status"], "ok", resp)
+                    out = base64.b64decode(resp.get("stdout", "")).decode()
+                    res[fwd] = dict(line.split(" ", 1) for line in out.splitlines())
+            self.assertEqual(res[True], {"agent": "OK", "other": "ENOENT"})
+            self.assertEqual(res[False], {"agent": "EACCES", "other": "EACCES"})
+            self.assertTrue(accepted_any(a))
+            self.assertFalse(accepted_any(o), "a call reached a socket it was not granted")
+        finally:
+            a.close()
+            o.close()
+            shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def sandbox(*args, env=None, cwd=None):
+    return subprocess.run([CALLGATE, "sandbox", *args], capture_output=True, text=True,
+                          timeout=60, env=env, cwd=cwd)
+
+
+@unittest.skipUnless(PY, "needs python3")
+class ViewThroughSandbox(unittest.TestCase):
+    def setUp(self):
+        self.ws = tempfile.mkdtemp(prefix="cg-view-ws-", dir="/var/tmp")
+        self.outside = tempfile.mkdtemp(prefix="cg-view-out-", dir="/var/tmp")
+        self.home = tempfile.mkdtemp(prefix="cg-view-home-", dir="/var/tmp")
+        for d in (self.ws, self.outside, self.home):
+            os.chmod(d, 0o755)
+
+    def tearDown(self):
+        for d in (self.ws, self.outside, self.home):
+            shutil.rmtree(d, ignore_errors=True)
+
+    def probe(self, flags, env=None, **ops):
+        r = sandbox(*flags, "--", PY, "-c", PROBE, *[f"{k}={v}" for k, v in ops.items()],
+                    env=env, cwd=self.ws)
+        res = dict(line.split(" ", 1) for line in r.stdout.splitlines())
+        self.assertEqual(set(res), set(ops), r.stderr)
+        return res
+
+    def test_credential_stores_absent(self):
+        for rel in (".ssh/id_ed25519", ".aws/credentials", ".netrc", ".kube/config"):
+            p = os.path.join(self.home, rel)
+            os.makedirs(os.path.dirname(p), exist_ok=True)
+            with open(p, "w") as f:
+                f.write("SECRET")
+        with open(os.path.join(self.home, "notes.txt"), "w") as f:
+            f.write("fine")
+        env = dict(os.environ, HOME=self.home)
+        res = self.probe(["--write", self.ws], env=env,
+                         ssh=f"open({self.home + '/.ssh/id_ed25519'!r}).read()",
+                         ls_ssh=f"os.listdir({self.home + '/.ssh'!r})",
+                         aws=f"open({self.home + '/.aws/credentials'!r}).read()",
+                         netrc=f"open({self.home + '/.netrc'!r}).read()",
+                         control=f"open({self.home + '/notes.txt'!r}).read()")
+        self.assertEqual(res, {"ssh": "EACCES", "ls_ssh": "EACCES", "aws": "EACCES",
+                               "netrc": "EACCES", "control": "OK"})
+        # And through a tool that copies trees: nothing comes out.
+        r = sandbox("--write", self.ws, "--", "cp", "-r", self.home, self.ws + "/copy",
+                    env=env, cwd=self.ws)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertFalse(os.path.exists(os.path.join(self.ws, "copy", ".ssh", "id_ed25519")))
+        self.assertTrue(os.path.exists(os.path.join(self.ws, "copy", "notes.txt")))
+
+    def test_hide_and_protect_flags(self):
+        secret = os.path.join(self.outside, "secret.txt")
+        with open(secret, "w") as f:
+            f.write("s")
+        with open(os.path.join(self.ws, "Makefile"), "w") as f:
+            f.write("all:\n")
+        res = self.probe(["--write", self.ws, "--hide", self.outside + "/secret*",
+                          "--protect", "Makefile"],
+                         hidden=f"open({secret!r}).read()",
+                         protected=f"open({self.ws + '/Makefile'!r}, 'a').write('x')",
+                         control=f"open({self.ws + '/other'!r}, 'w').write('x')")
+        self.assertEqual(res, {"hidden": "EACCES", "protected": "EROFS", "control": "OK"})
+
+    def test_tmp_private_and_shared(self):
+        fd, host = tempfile.mkstemp(prefix="cg-view-", dir="/tmp")
+        os.close(fd)
+        try:
+            res = self.probe(["--write", self.ws], see=f"os.stat({host!r})")
+            self.assertEqual(res, {"see": "ENOENT"})
+            res = self.probe(["--write", self.ws, "--tmp", "shared"],
+                             see=f"os.stat({host!r})", rm=f"os.unlink({host!r})")
+            self.assertEqual(res, {"see": "OK", "rm": "EROFS"})
+            self.assertTrue(os.path.exists(host))
+        finally:
+            os.unlink(host)
+
+    def test_each_layer_alone_stops_a_write_outside(self):
+        target = os.path.join(self.outside, "x")
+        op = f"open({target!r}, 'w').write('x')"
+        inside = f"open({self.ws + '/y'!r}, 'w').write('y')"
+        both = self.probe(["--write", self.ws], out=op, control=inside)
+        view = self.probe(["--write", self.ws, "--no-landlock"], out=op, control=inside)
+        landlock = self.probe(["--write", self.ws, "--no-view"], out=op, control=inside)
+        self.assertEqual(both, {"out": "EROFS", "control": "OK"})
+        self.assertEqual(view, {"out": "EROFS", "control": "OK"})
+        self.assertEqual(landlock, {"out": "EACCES", "control": "OK"})
+        self.assertFalse(os.path.exists(target))
+
+    def test_pid_uts_ipc_namespaces(self):
+        r = sandbox("--write", self.ws, "--", "sh", "-c", "ps -e --no-headers | wc -l; hostname",
+                    cwd=self.ws)
+        lines = r.stdout.split()
+        self.assertEqual(lines[1], "callgate", r.stderr)
+        self.assertLessEqual(int(lines[0]), 5, r.stdout)
+        self.assertNotEqual(socket.gethostname(), "callgate")
+
+    @unittest.skipUnless(os.geteuid() == 0, "needs root to become nobody")
+    def test_unprivileged_caller_gets_the_view_in_a_user_namespace(self):
+        os.chown(self.ws, NOBODY, NOBODY)
+        target = os.path.join(self.outside, "x")
+        r = subprocess.run([CALLGATE, "sandbox", "--write", self.ws, "--report", "-", "--",
+                            "sh", "-c", f"ls /run; echo y > {self.ws}/y; echo z > {target}; "
+                            "hostname"], capture_output=True, text=True, timeout=60,
+                           cwd=self.ws, user=NOBODY, group=NOBODY, extra_groups=[],
+                           env=dict(os.environ, HOME=self.home))
+        self.assertIn('"user_namespace":true', r.stderr)
+        self.assertIn("/run': Permission denied", r.stderr)
+        self.assertIn("Read-only file system", r.stderr)
+        self.assertEqual(r.stdout, "callgate\n", r.stderr)
+        self.assertTrue(os.path.exists(os.path.join(self.ws, "y")))
+        self.assertFalse(os.path.exists(target))
+
+    @unittest.skipUnless(os.geteuid() == 0 and shutil.which("ip"), "needs root and iproute2")
+    def test_rtnetlink_cannot_change_the_hosts_network(self):
+        """Host networking (no --net), root caller: no CAP_NET_ADMIN in the view."""
+        before = subprocess.run(["ip", "-o", "link", "show", "lo"], capture_output=True,
+                                text=True).stdout
+        r = sandbox("--write", self.ws, "--", "sh", "-c",
+                    "ip link show lo >/dev/null && echo control-ok; "
+                    "ip link set dev lo mtu 1280", cwd=self.ws)
+        self.assertEqual(r.stdout, "control-ok\n", r.stderr)
+        self.assertIn("Operation not permitted", r.stderr)
+        after = subprocess.run(["ip", "-o", "link", "show", "lo"], capture_output=True,
+                               text=True).stdout
+        self.assertEqual(before, after)
+
+    def test_yes_head_ends_by_sigpipe(self):
+        r = sandbox("--write", self.ws, "--", "sh", "-c", "yes | head -1", cwd=self.ws)
+        self.assertEqual((r.returncode, r.stdout, r.stderr), (0, "y\n", ""))
+
+
+if __name__ == "__main__":
+    unittest.main()
+
+
+@unittest.skipUnless(os.geteuid() == 0 and PY, "needs root and python3")
+class DaemonFilesOutsideTmp(unittest.TestCase):
+    """The daemon's own files are hidden wherever they live, not only under
+    the private /tmp or the default /var/lib/callgate: its state dir and
+    sockets are put under /var/tmp, which every view otherwise shows."""
+
+    def test_state_dir_key_and_sockets_hidden_outside_tmp(self):
+        d = cgtest.Daemon()
+        home = tempfile.mkdtemp(prefix="cg-own-", dir="/var/tmp")
+        os.chmod(home, 0o755)
+        d.state_dir = os.path.join(home, "state")
+        d.socket = os.path.join(home, "agent.sock")
+        d.admin_socket = os.path.join(home, "admin.sock")
+        try:
+            d.start()
+            probe = os.path.join(d.workspace, "probe.py")
+            with open(probe, "w") as f:
+                f.write(PROBE)
+            key = os.path.join(d.state_dir, "keys", "evidence.key")
+            self.assertTrue(os.path.exists(key))
+            side = os.path.join(home, "visible.txt")  # the same tree, not the daemon's
+            with open(side, "w") as f:
+                f.write("x")
+            argv = [PY, probe, f"key=open({key!r}).read()",
+                    f"state=os.listdir({d.state_dir!r})",
+                    "admin=" + connect_expr(d.admin_socket),
+                    "agent=" + connect_expr(d.socket),
+                    f"control=open({side!r}).read()"]
+            resp = d.request(cgtest.make_request([argv], privileged=False), timeout=60)
+            self.assertEqual(resp["status"], "ok", resp)
+            out = base64.b64decode(resp.get("stdout", "")).decode()
+            res = dict(line.split(" ", 1) for line in out.splitlines())
+            self.assertEqual(res["control"], "OK", res)
+            for what in ("key", "state", "admin", "agent"):
+                self.assertNotEqual(res[what], "OK", (what, res))
+        finally:
+            d.close()
+            shutil.rmtree(home, ignore_errors=True)
