@@ -126,5 +126,12 @@ int cg_cli_approve(const struct cg_cli *g, int argc,
 		   char **argv);				/* approve, pending, deny, grant */
 int cg_cli_mcp(const struct cg_cli *g, int argc, char **argv);	/* mcp */
 int cg_cli_hook(const struct cg_cli *g, int argc, char **argv); /* hook */
+/*
+ * evidence prove | consistency | checkpoint | witness-request | witness |
+ * witnessed (cli_proof.c): handles() says whether a verb is one of them;
+ * cg_cli_proof runs it with argv[0] the verb and returns the exit code.
+ */
+bool cg_cli_proof_handles(const char *verb);
+int cg_cli_proof(const struct cg_cli *g, int argc, char **argv);
 
 #endif

@@ -528,15 +528,27 @@ static int cmd_log(struct state st, int argc, char **argv)
 	return CG_EXIT_OK;
 }
 
-#define EVIDENCE_USAGE "callgate evidence rebuild [OPTIONS] TRACE_ID | --all"
+#define EVIDENCE_USAGE "callgate evidence COMMAND [OPTIONS] ..."
 #define EVIDENCE_ABOUT                                                                             \
 	"commands:\n"                                                                              \
-	"  rebuild   recreate trace packages (traces/ID/) from the journal"
+	"  rebuild          recreate trace packages (traces/ID/) from the journal\n"               \
+	"  checkpoint       print a signed checkpoint (C2SP note) of the journal\n"                \
+	"  prove            write a trace's events with their inclusion proofs\n"                  \
+	"  consistency      prove one checkpoint extends another\n"                                \
+	"  witness-request  write a tlog-witness request for a checkpoint\n"                       \
+	"  witness          cosign another log's checkpoint if it is consistent\n"                 \
+	"  witnessed        keep a checkpoint cosigned by witnesses"
 
 static int cmd_evidence(struct state st, int argc, char **argv)
 {
 	static const struct cg_cli_opt commands[] = {
 		{ "rebuild", NULL, "recreate trace packages from the journal" },
+		{ "checkpoint", NULL, "print a signed checkpoint" },
+		{ "prove", NULL, "a trace's inclusion proofs" },
+		{ "consistency", NULL, "prove one checkpoint extends another" },
+		{ "witness-request", NULL, "a tlog-witness request" },
+		{ "witness", NULL, "cosign a consistent checkpoint" },
+		{ "witnessed", NULL, "keep a cosigned checkpoint" },
 		{ 0 },
 	};
 	const char *id = NULL;
@@ -545,7 +557,8 @@ static int cmd_evidence(struct state st, int argc, char **argv)
 		if (cg_cli_wants_help(argc, argv))
 			return cg_cli_help(EVIDENCE_USAGE, EVIDENCE_ABOUT, NULL);
 		fprintf(stderr,
-			"callgate evidence: give a command: rebuild (see 'callgate evidence "
+			"callgate evidence: give a command: rebuild, checkpoint, prove, "
+			"consistency, witness-request, witness, witnessed (see 'callgate evidence "
 			"--help')\n");
 		return CG_EXIT_USAGE;
 	}
@@ -660,6 +673,8 @@ int cg_cli_evidence(const struct cg_cli *g, int argc, char **argv)
 		return cmd_verdict(st, argc, argv);
 	if (strcmp(argv[0], "log") == 0)
 		return cmd_log(st, argc, argv);
+	if (strcmp(argv[0], "evidence") == 0 && argc > 1 && cg_cli_proof_handles(argv[1]))
+		return cg_cli_proof(g, argc - 1, argv + 1);
 	if (strcmp(argv[0], "evidence") == 0)
 		return cmd_evidence(st, argc, argv);
 	if (strcmp(argv[0], "key") == 0)

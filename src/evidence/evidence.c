@@ -46,6 +46,8 @@
 
 #include "journal.h"
 #include "key.h"
+#include "merkle.h"
+#include "note.h"
 #include "util.h"
 
 #define DEFAULT_SEGMENT_BYTES (64ull << 20)
@@ -133,8 +135,11 @@ struct cg_evidence {
 	struct cg_smap *traces;
 	EVP_PKEY *key;
 	char key_fp[65];
+	char origin[CG_NOTE_NAME_MAX + 1]; /* the log's name in its checkpoint notes */
+	struct cg_merkle_range mr;	   /* the Merkle tree over events 1..seq */
 	uint64_t since_ckpt, ckpt_seq;
 	int64_t last_ckpt_ns;
+	int64_t last_note_ns; /* when checkpoint.note was last replaced */
 	char *batch;
 	size_t batch_len, batch_cap;
 	struct package *pkgs;
@@ -338,6 +343,12 @@ static int emit(struct cg_evidence *ev, const char *trace, int type, const char 
 	memcpy(line + hn + payload_len, ",\"hash\":\"", 9);
 	memcpy(line + hn + payload_len + 9, h, 64);
 	memcpy(line + hn + payload_len + 73, "\"}\n", 3);
+	unsigned char leaf[CG_MERKLE_HASH_LEN];
+	cg_merkle_leaf_hash(line, len, leaf);
+	if (cg_merkle_range_append(&ev->mr, leaf) < 0) {
+		errno = EOVERFLOW;
+		return -1;
+	}
 	ev->batch_len += len;
 	ev->seq++;
 	t->tseq++;
@@ -498,26 +509,79 @@ static int do_incomplete(struct cg_evidence *ev, const char *trace, const char *
 	return 0;
 }
 
-static int checkpoint(struct cg_evidence *ev)
+/*
+ * Replace state_dir/checkpoint.note with the latest note. Not synced, and
+ * refreshed at most once per checkpoint interval (and at shutdown) so that
+ * busy batches do not pay a file replacement each: it is a convenience copy;
+ * checkpoints.ndjson holds every note's signature and `callgate evidence
+ * checkpoint` rebuilds any of them.
+ */
+static void write_latest_note(struct cg_evidence *ev, const char *note, size_t len)
 {
-	char ts[40], msg[512];
+	char tmp[4300], dst[4300];
+	snprintf(tmp, sizeof(tmp), "%s/checkpoint.note.tmp", ev->state_dir);
+	snprintf(dst, sizeof(dst), "%s/checkpoint.note", ev->state_dir);
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	bool ok = fd >= 0 && cg_write_all(fd, note, len) == 0;
+	if (fd >= 0)
+		close(fd);
+	if (!ok || rename(tmp, dst) != 0) {
+		(void)unlink(tmp);
+		cg_log("warn", NULL, "evidence: checkpoint.note not written: %s", strerror(errno));
+	}
+}
+
+/*
+ * Sign the journal's head: one checkpoints.ndjson line carrying the chain
+ * head, the Merkle root of events 1..seq, the line's own signature and the
+ * signature of the same checkpoint as a C2SP note.
+ */
+static int checkpoint(struct cg_evidence *ev, bool final)
+{
+	char ts[40], msg[600], rhex[65], text[CG_NOTE_NAME_MAX + 128];
+	unsigned char root[CG_MERKLE_HASH_LEN], sig[64], idsig[CG_NOTE_IDSIG_LEN];
+	static const char hexd[] = "0123456789abcdef";
+	if (ev->mr.size != ev->seq) {
+		errno = EIO; /* the tree lost track of the journal: sign nothing */
+		return -1;
+	}
+	cg_merkle_range_root(&ev->mr, root);
+	for (int i = 0; i < CG_MERKLE_HASH_LEN; i++) {
+		rhex[2 * i] = hexd[root[i] >> 4];
+		rhex[2 * i + 1] = hexd[root[i] & 15];
+	}
+	rhex[64] = '\0';
 	cg_format_time(cg_now_wall_ns(), ts, sizeof(ts));
-	int m = cg_ckpt_format_msg(msg, sizeof(msg), ev->seq, ev->head, ts, ev->key_fp);
-	unsigned char sig[64];
-	if (m < 0 || cg_key_sign(ev->key, msg, (size_t)m, sig) < 0) {
+	int m = cg_ckpt_format_msg(msg, sizeof(msg), ev->seq, ev->head, rhex, ts, ev->key_fp);
+	int tn = cg_note_checkpoint_text(text, sizeof(text), ev->origin, ev->seq, root);
+	if (m < 0 || tn < 0 || cg_key_sign(ev->key, msg, (size_t)m, sig) < 0 ||
+	    cg_note_sign(text, (size_t)tn, ev->origin, ev->key, idsig) < 0) {
 		errno = EIO;
 		return -1;
 	}
 	char *b64 = cg_base64_encode(sig, sizeof(sig));
-	if (!b64) {
-		errno = ENOMEM;
+	char *n64 = cg_base64_encode(idsig, sizeof(idsig));
+	size_t nlen = 0;
+	char *note = cg_note_assemble(text, (size_t)tn, ev->origin, idsig, sizeof(idsig), &nlen);
+	char line[1000];
+	int n = b64 && n64 ? snprintf(line, sizeof(line), "%s%s%s\",\"note_sig\":\"%s\"}\n", msg,
+				      CG_CKPT_SIG_MARK, b64, n64)
+			   : -1;
+	free(b64);
+	free(n64);
+	if (n < 0 || (size_t)n >= sizeof(line) || !note ||
+	    cg_write_all(ev->ckpt_fd, line, (size_t)n) < 0) {
+		int e = errno ? errno : ENOMEM;
+		free(note);
+		errno = e;
 		return -1;
 	}
-	char line[700];
-	int n = snprintf(line, sizeof(line), "%s%s%s\"}\n", msg, CG_CKPT_SIG_MARK, b64);
-	free(b64);
-	if (n < 0 || (size_t)n >= sizeof(line) || cg_write_all(ev->ckpt_fd, line, (size_t)n) < 0)
-		return -1;
+	int64_t now = cg_now_mono_ns();
+	if (final || now - ev->last_note_ns >= ev->cfg.checkpoint_ms * 1000000) {
+		write_latest_note(ev, note, nlen);
+		ev->last_note_ns = now;
+	}
+	free(note);
 	ev->since_ckpt = 0;
 	ev->ckpt_seq = ev->seq;
 	ev->last_ckpt_ns = cg_now_mono_ns();
@@ -681,7 +745,7 @@ static int process(struct cg_evidence *ev, struct item *batch, bool final)
 	/* A checkpoint may only name a head that is already durable. */
 	if ((need_sync || want_ckpt) && fdatasync(ev->seg_fd) != 0)
 		return -1;
-	if (want_ckpt && checkpoint(ev) < 0)
+	if (want_ckpt && checkpoint(ev, final) < 0)
 		return -1;
 	if (final && fdatasync(ev->ckpt_fd) != 0)
 		return -1;
@@ -1073,6 +1137,7 @@ int cg_evidence_flush(struct cg_evidence *ev)
 struct ckpt_pos {
 	uint64_t seq;
 	char head[65];
+	char root[65]; /* "" on lines older than the Merkle tree */
 };
 
 static int fsync_path(const char *path)
@@ -1175,6 +1240,7 @@ static int load_checkpoints(struct cg_evidence *ev, struct ckpt_pos **out, size_
 		v = q;
 		v[n].seq = c.seq;
 		memcpy(v[n].head, c.head, 65);
+		memcpy(v[n].root, c.root, 65);
 		n++;
 		pos += ll;
 	}
@@ -1196,6 +1262,18 @@ static bool trace_dir_exists(const char *state_dir, const char *trace)
 	return stat(p, &st) == 0;
 }
 
+/* True when the range's root is hex (64 lower-case hex digits). */
+static bool root_is(const struct cg_merkle_range *r, const char *hex)
+{
+	static const char hexd[] = "0123456789abcdef";
+	unsigned char root[CG_MERKLE_HASH_LEN];
+	cg_merkle_range_root(r, root);
+	for (int i = 0; i < CG_MERKLE_HASH_LEN; i++)
+		if (hex[2 * i] != hexd[root[i] >> 4] || hex[2 * i + 1] != hexd[root[i] & 15])
+			return false;
+	return true;
+}
+
 /*
  * Read the whole journal, verifying it as it goes (the daemon appends only
  * to a journal it has verified), and rebuild the writer's state: chain
@@ -1208,6 +1286,7 @@ static int recover(struct cg_evidence *ev, json_t *torn, char *why, size_t why_l
 	struct ckpt_pos *ck = NULL;
 	char *buf = NULL;
 	int rc = -1;
+	cg_merkle_range_init(&ev->mr);
 	if (load_checkpoints(ev, &ck, &n_ck, torn, why, why_len) < 0)
 		return -1;
 	if (cg_journal_segments(ev->state_dir, &names, &n_names) < 0) {
@@ -1268,10 +1347,24 @@ static int recover(struct cg_evidence *ev, json_t *torn, char *why, size_t why_l
 					 names[s], lineno, o.seq, bad);
 				goto free_all;
 			}
+			unsigned char leaf[CG_MERKLE_HASH_LEN];
+			cg_merkle_leaf_hash(buf + pos, ll, leaf);
+			if (cg_merkle_range_append(&ev->mr, leaf) < 0) {
+				snprintf(why, why_len, "the Merkle tree is full");
+				goto free_all;
+			}
 			while (ci < n_ck && ck[ci].seq <= o.seq) {
 				if (ck[ci].seq == o.seq && strcmp(ck[ci].head, o.hash) != 0) {
 					snprintf(why, why_len,
 						 "checkpoint at seq %" PRIu64 " names another head",
+						 o.seq);
+					goto free_all;
+				}
+				if (ck[ci].seq == o.seq && ck[ci].root[0] &&
+				    !root_is(&ev->mr, ck[ci].root)) {
+					snprintf(why, why_len,
+						 "checkpoint at seq %" PRIu64
+						 " names another Merkle root",
 						 o.seq);
 					goto free_all;
 				}
@@ -1436,6 +1529,12 @@ int cg_evidence_open(const struct cg_evidence_config *cfg, struct cg_evidence **
 	if (!ev->key || cg_key_fingerprint(ev->key, ev->key_fp) < 0) {
 		if (!why[0])
 			snprintf(why, sizeof(why), "the evidence key has no raw public key");
+		goto fail;
+	}
+	if (cg_note_origin_load_or_create(ev->state_dir, ev->key_fp, true, ev->origin,
+					  sizeof(ev->origin)) < 0) {
+		snprintf(why, sizeof(why), "%s/keys/evidence.origin: %s", ev->state_dir,
+			 errno == EINVAL ? "not a valid key name" : strerror(errno));
 		goto fail;
 	}
 	if (recover(ev, torn, why, sizeof(why)) < 0) {

@@ -749,12 +749,16 @@ enum cg_trace_state cg_trace_check_structure(const struct cg_evline *v, size_t n
 
 /* ---- checkpoints ---------------------------------------------------------- */
 
-int cg_ckpt_format_msg(char *buf, size_t cap, uint64_t seq, const char *head, const char *ts,
-		       const char *key_fp)
+int cg_ckpt_format_msg(char *buf, size_t cap, uint64_t seq, const char *head, const char *root,
+		       const char *ts, const char *key_fp)
 {
-	int n =
-	    snprintf(buf, cap, "{\"seq\":%" PRIu64 ",\"head\":\"%s\",\"ts\":\"%s\",\"key\":\"%s\"",
-		     seq, head, ts, key_fp);
+	int n = root ? snprintf(buf, cap,
+				"{\"seq\":%" PRIu64
+				",\"head\":\"%s\",\"root\":\"%s\",\"ts\":\"%s\",\"key\":\"%s\"",
+				seq, head, root, ts, key_fp)
+		     : snprintf(buf, cap,
+				"{\"seq\":%" PRIu64 ",\"head\":\"%s\",\"ts\":\"%s\",\"key\":\"%s\"",
+				seq, head, ts, key_fp);
 	return n < 0 || (size_t)n >= cap ? -1 : n;
 }
 
@@ -768,26 +772,35 @@ int cg_ckpt_parse(const char *line, size_t len, struct cg_ckpt *out, char *why, 
 	json_t *j = json_loadb(line, len - 1, JSON_REJECT_DUPLICATES, NULL);
 	json_t *seq = json_object_get(j, "seq");
 	const char *head = json_string_value(json_object_get(j, "head"));
+	json_t *rootj = json_object_get(j, "root");
+	const char *root = json_string_value(rootj);
 	const char *ts = json_string_value(json_object_get(j, "ts"));
 	const char *key = json_string_value(json_object_get(j, "key"));
 	const char *sig = json_string_value(json_object_get(j, "sig"));
+	json_t *nsj = json_object_get(j, "note_sig");
+	const char *nsig = json_string_value(nsj);
 	int rc = -1;
 	if (!j || !json_is_integer(seq) || json_integer_value(seq) < 0 || !head ||
 	    !is_hex64(head) || !ts || strlen(ts) >= sizeof(out->ts) || !key || !is_hex64(key) ||
-	    !sig) {
+	    !sig || (rootj && !is_hex64(root)) || (nsj && (!nsig || !root)) || strlen(sig) > 200 ||
+	    (nsig && strlen(nsig) > 200)) {
 		snprintf(why, why_len, "checkpoint members missing or malformed");
 		goto free_json;
 	}
 	out->seq = (uint64_t)json_integer_value(seq);
 	memcpy(out->head, head, 65);
+	if (root)
+		memcpy(out->root, root, 65);
 	memcpy(out->key, key, 65);
 	memcpy(out->ts, ts, strlen(ts) + 1);
-	char msg[512];
-	int m = cg_ckpt_format_msg(msg, sizeof(msg), out->seq, head, ts, key);
-	size_t mark = strlen(CG_CKPT_SIG_MARK);
-	if (m < 0 || (size_t)m + mark + 3 > len || memcmp(line, msg, (size_t)m) != 0 ||
-	    memcmp(line + m, CG_CKPT_SIG_MARK, mark) != 0 ||
-	    memcmp(line + len - 3, "\"}\n", 3) != 0 || strlen(sig) != len - 3 - (size_t)m - mark) {
+	/* One spelling only: the line must be exactly what the writer makes of these members. */
+	char canon[1024];
+	int m = cg_ckpt_format_msg(canon, sizeof(canon), out->seq, head, root, ts, key);
+	int cn = m < 0 ? -1
+		       : snprintf(canon + m, sizeof(canon) - (size_t)m, "%s%s\"%s%s%s}\n",
+				  CG_CKPT_SIG_MARK, sig, nsig ? ",\"note_sig\":\"" : "",
+				  nsig ? nsig : "", nsig ? "\"" : "");
+	if (cn < 0 || (size_t)(m + cn) != len || memcmp(line, canon, len) != 0) {
 		snprintf(why, why_len, "checkpoint is not in its canonical layout");
 		goto free_json;
 	}
@@ -802,6 +815,17 @@ int cg_ckpt_parse(const char *line, size_t len, struct cg_ckpt *out, char *why, 
 	memcpy(out->sig, s, 64);
 	out->sig_len = 64;
 	free(s);
+	if (nsig) {
+		s = cg_base64_decode(nsig, strlen(nsig), &sl);
+		if (!s || sl != sizeof(out->note_sig)) {
+			free(s);
+			snprintf(why, why_len, "note_sig is not 68 bytes of base64");
+			goto free_json;
+		}
+		memcpy(out->note_sig, s, sl);
+		out->note_sig_len = sl;
+		free(s);
+	}
 	rc = 0;
 free_json:
 	json_decref(j);

@@ -111,21 +111,35 @@ enum cg_trace_state cg_trace_check_structure(const struct cg_evline *v, size_t n
 
 /* ---- checkpoints -------------------------------------------------------- */
 
+/*
+ * A checkpoint line:
+ *   {"seq":N,"head":"H","root":"R","ts":"TS","key":"FP","sig":"B64","note_sig":"B64"}\n
+ * sig signs the bytes before ,"sig":" (root included); note_sig is the
+ * signature line of the same checkpoint as a C2SP note (note.h), so that the
+ * note of any checkpoint can be rebuilt from this file. Lines written before
+ * the Merkle tree existed have neither root nor note_sig and still parse.
+ */
 struct cg_ckpt {
 	uint64_t seq;
 	char head[65];
+	char root[65]; /* the Merkle root (hex) of the first seq events; "" on old lines */
 	char ts[40];
 	char key[65];	/* the signer's key fingerprint (SHA-256 hex of the raw key) */
 	size_t msg_len; /* signed bytes: the line up to CG_CKPT_SIG_MARK */
 	unsigned char sig[64];
 	size_t sig_len;
+	unsigned char note_sig[4 + 64]; /* key ID || Ed25519 signature of the note */
+	size_t note_sig_len;		/* 68, or 0 on old lines */
 };
 
-/* Format a checkpoint's signed prefix into buf; returns its length or -1. */
-int cg_ckpt_format_msg(char *buf, size_t cap, uint64_t seq, const char *head, const char *ts,
-		       const char *key_fp);
+/*
+ * Format a checkpoint's signed prefix into buf; root (hex) may be NULL for
+ * the old layout. Returns its length or -1.
+ */
+int cg_ckpt_format_msg(char *buf, size_t cap, uint64_t seq, const char *head, const char *root,
+		       const char *ts, const char *key_fp);
 
-/* Parse a checkpoint line (with '\n'). 0, or -1 with why. */
+/* Parse a checkpoint line (with '\n'), either layout. 0, or -1 with why. */
 int cg_ckpt_parse(const char *line, size_t len, struct cg_ckpt *out, char *why, size_t why_len);
 
 /* ---- the Ed25519 evidence key (keys/evidence.key 0600, keys/evidence.pub) ---- */

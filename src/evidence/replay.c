@@ -30,6 +30,8 @@
 
 #include "evidence.h"
 #include "key.h"
+#include "merkle.h"
+#include "note.h"
 #include "util.h"
 
 #define JOURNAL_CAP ((size_t)16 << 30)
@@ -281,6 +283,109 @@ static const struct cg_evline *by_seq(const struct cg_journal_view *jv, uint64_t
 	return NULL;
 }
 
+static void to_hex(const unsigned char *p, size_t n, char *hex)
+{
+	static const char hexd[] = "0123456789abcdef";
+	for (size_t i = 0; i < n; i++) {
+		hex[2 * i] = hexd[p[i] >> 4];
+		hex[2 * i + 1] = hexd[p[i] & 15];
+	}
+	hex[2 * n] = '\0';
+}
+
+/*
+ * The Merkle root of the journal's first seq events into hex, advancing r
+ * (restarted when seq is behind it). -1 when the journal does not hold
+ * events 1..seq in order (the chain checks name that failure).
+ */
+static int journal_root(const struct cg_journal_view *jv, struct cg_merkle_range *r, uint64_t seq,
+			char hex[65])
+{
+	if (seq < r->size)
+		cg_merkle_range_init(r);
+	while (r->size < seq) {
+		uint64_t i = r->size;
+		if (i >= jv->n || jv->v[i].seq != i + 1)
+			return -1;
+		unsigned char leaf[CG_MERKLE_HASH_LEN];
+		cg_merkle_leaf_hash(jv->v[i].line, jv->v[i].line_len, leaf);
+		if (cg_merkle_range_append(r, leaf) < 0)
+			return -1;
+	}
+	unsigned char root[CG_MERKLE_HASH_LEN];
+	cg_merkle_range_root(r, root);
+	to_hex(root, sizeof(root), hex);
+	return 0;
+}
+
+/* The Merkle root and the note signature of one checkpoint line. */
+static void check_ckpt_merkle(const struct cg_journal_view *jv, struct cg_merkle_range *r,
+			      EVP_PKEY *k, const char *origin, const struct cg_ckpt *c,
+			      size_t lineno, json_t *diff)
+{
+	char hex[65];
+	if (c->root[0] && journal_root(jv, r, c->seq, hex) == 0 && strcmp(hex, c->root) != 0)
+		cg_diff_add(diff, "merkle_root_mismatch", "checkpoints.ndjson", lineno, c->seq,
+			    c->root, hex,
+			    "the Merkle root of the journal at this size is not the signed one");
+	if (!c->note_sig_len || !k || !origin)
+		return;
+	unsigned char root[CG_MERKLE_HASH_LEN], id[4];
+	char text[CG_NOTE_NAME_MAX + 128];
+	for (int i = 0; i < CG_MERKLE_HASH_LEN; i++) {
+		unsigned hi = (unsigned)(c->root[2 * i] <= '9' ? c->root[2 * i] - '0'
+							       : c->root[2 * i] - 'a' + 10);
+		unsigned lo = (unsigned)(c->root[2 * i + 1] <= '9' ? c->root[2 * i + 1] - '0'
+								   : c->root[2 * i + 1] - 'a' + 10);
+		root[i] = (unsigned char)(hi << 4 | lo);
+	}
+	int tn = cg_note_checkpoint_text(text, sizeof(text), origin, c->seq, root);
+	if (tn < 0 || cg_note_key_id(origin, k, id) < 0 || memcmp(id, c->note_sig, 4) != 0 ||
+	    !cg_key_verify(k, text, (size_t)tn, c->note_sig + 4, c->note_sig_len - 4))
+		cg_diff_add(diff, "note_signature", "checkpoints.ndjson", lineno, c->seq, NULL,
+			    NULL, "the checkpoint's note signature does not verify");
+}
+
+/* state_dir/checkpoint.note, when present: a signed note of a journal prefix. */
+static void check_latest_note(const struct cg_replay_opts *o, const struct cg_journal_view *jv,
+			      struct cg_merkle_range *r, EVP_PKEY *k, const char *origin,
+			      json_t *diff)
+{
+	char path[4300], why[200], hex[65], rhex[65];
+	snprintf(path, sizeof(path), "%s/checkpoint.note", o->state_dir);
+	char *p = NULL;
+	size_t len = 0;
+	if (cg_file_read(path, CG_NOTE_MAX + 1, &p, &len) < 0) {
+		if (errno != ENOENT)
+			cg_diff_add(diff, "note_schema", "checkpoint.note", 0, 0, NULL, NULL,
+				    strerror(errno));
+		return;
+	}
+	struct cg_note n;
+	uint64_t head_seq = jv->n ? jv->v[jv->n - 1].seq : 0;
+	if (cg_note_parse(p, len, &n, why, sizeof(why)) < 0) {
+		cg_diff_add(diff, "note_schema", "checkpoint.note", 0, 0, NULL, NULL, why);
+		goto free_p;
+	}
+	if (jv->live && n.size > head_seq)
+		goto free_p; /* signed after our snapshot of a live journal */
+	if (origin && strcmp(n.origin, origin) != 0)
+		cg_diff_add(diff, "checkpoint_origin", "checkpoint.note", 1, 0, origin, n.origin,
+			    "the note names another log");
+	if (k && !cg_note_verify(&n, p, NULL, k))
+		cg_diff_add(diff, "note_signature", "checkpoint.note", 0, n.size, NULL, NULL,
+			    "no signature by the evidence key verifies");
+	to_hex(n.root, sizeof(n.root), rhex);
+	if (n.size > head_seq)
+		cg_diff_add(diff, "journal_truncated", "checkpoint.note", 2, n.size, NULL, NULL,
+			    "the note names a tree larger than the journal");
+	else if (journal_root(jv, r, n.size, hex) == 0 && strcmp(hex, rhex) != 0)
+		cg_diff_add(diff, "merkle_root_mismatch", "checkpoint.note", 3, n.size, rhex, hex,
+			    "the Merkle root of the journal at this size is not the signed one");
+free_p:
+	free(p);
+}
+
 static void check_checkpoints(const struct cg_replay_opts *o, const struct cg_journal_view *jv,
 			      json_t *diff, json_t *jrep)
 {
@@ -293,6 +398,12 @@ static void check_checkpoints(const struct cg_replay_opts *o, const struct cg_jo
 	if (!k || cg_key_fingerprint(k, fp) < 0)
 		cg_diff_add(diff, "checkpoint_key", o->pubkey_file ? o->pubkey_file : "keys/", 0, 0,
 			    NULL, NULL, k ? "no raw public key" : why);
+	char origin[CG_NOTE_NAME_MAX + 1];
+	bool have_origin = k && cg_note_origin_load_or_create(o->state_dir, fp, false, origin,
+							      sizeof(origin)) == 0;
+	bool origin_reported = false;
+	struct cg_merkle_range mr;
+	cg_merkle_range_init(&mr);
 	snprintf(path, sizeof(path), "%s/checkpoints.ndjson", o->state_dir);
 	char *buf = NULL;
 	size_t len = 0, pos = 0, lineno = 0, n = 0, bad_sig = 0;
@@ -318,6 +429,16 @@ static void check_checkpoints(const struct cg_replay_opts *o, const struct cg_jo
 		}
 		char a[32], b[32];
 		n++;
+		if (c.note_sig_len && k && !have_origin && !origin_reported) {
+			origin_reported = true;
+			cg_diff_add(diff, "checkpoint_origin", "keys/evidence.origin", 0, 0, NULL,
+				    NULL,
+				    "the log's origin is missing or invalid: notes cannot be "
+				    "verified");
+		}
+		if (c.seq <= head_seq)
+			check_ckpt_merkle(jv, &mr, k, have_origin ? origin : NULL, &c, lineno,
+					  diff);
 		if (k && strcmp(c.key, fp) != 0)
 			cg_diff_add(diff, "checkpoint_key", "checkpoints.ndjson", lineno, c.seq, fp,
 				    c.key, "signed by another key");
@@ -355,6 +476,7 @@ static void check_checkpoints(const struct cg_replay_opts *o, const struct cg_jo
 		pos += ll;
 	}
 	free(buf);
+	check_latest_note(o, jv, &mr, k, have_origin ? origin : NULL, diff);
 	EVP_PKEY_free(k);
 	if (n == 0 && head_seq > 0)
 		cg_diff_add(diff, "checkpoint_missing", "checkpoints.ndjson", 0, 0, NULL, NULL,
