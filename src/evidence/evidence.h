@@ -170,4 +170,20 @@ int cg_trace_write_package(const char *state_dir, const char *trace_id, const ch
 int cg_trace_rebuild_package(const char *state_dir, const char *trace_id, const char *events,
 			     size_t events_len);
 
+/* ---- shared by the files of this folder ---------------------------------- */
+
+/*
+ * The verdict of a trace cut short (a crash, a stop, a journal failure):
+ * decision as recorded, status "incomplete", why in the message. New
+ * reference, or NULL on allocation failure.
+ */
+json_t *cg_verdict_incomplete(const char *decision, const char *why, const char *trace_id);
+
+/*
+ * replay.json for a trace: status, scope, the checks run and how many
+ * failures diff holds. New reference, or NULL.
+ */
+json_t *cg_replay_doc(const char *trace, const char *status, size_t events, const json_t *diff,
+		      const char *scope);
+
 #endif

@@ -10,6 +10,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 import time
 import unittest
 
@@ -211,6 +212,48 @@ def view_sha256(item):
          if k not in ("request_sha256", "approvers_needed", "approved_by", "deadline_ms_left")}
     return hashlib.sha256(json.dumps(v, sort_keys=True, separators=(",", ":"),
                                      ensure_ascii=False).encode()).hexdigest()
+
+
+class WhatWasApprovedIsWhatRuns(unittest.TestCase):
+    """Item 4: the agent swaps a directory named in the approved command for a
+    symlink to a tree outside the workspace after the person looked; the
+    approved call runs in its view, where only the workspace is writable, so
+    the write never lands outside."""
+
+    def test_symlink_swap_after_approval_cannot_write_outside(self):
+        outside = tempfile.mkdtemp(prefix="cg-toctou-", dir="/var/tmp")
+        try:
+            with daemon() as d:
+                sub = os.path.join(d.workspace, "sub")
+                os.mkdir(sub)
+                target = os.path.join(sub, "out")
+                t, box = call_async(d, cgtest.make_request([["touch", target]],
+                                                           privileged=False))
+                p = wait_pending(d, 1)[0]
+                # After the person saw "touch <ws>/sub/out": swap sub for a symlink.
+                os.rmdir(sub)
+                os.symlink(outside, sub)
+                r = d.admin("approve", trace_id=p["trace_id"],
+                            request_sha256=p["request_sha256"])
+                self.assertEqual(r["reply"]["code"], "MCP-APPR-S-001", r)
+                t.join(WAIT)
+                self.assertIn("resp", box, box)
+                self.assertFalse(os.path.exists(os.path.join(outside, "out")),
+                                 "the approved call wrote outside the workspace")
+                self.assertNotEqual(box["resp"].get("exit_code"), 0, box["resp"])
+                # Control: the same approval with the directory left alone writes.
+                os.unlink(sub)
+                os.mkdir(sub)
+                t, box = call_async(d, cgtest.make_request([["touch", target]],
+                                                           privileged=False))
+                p = wait_pending(d, 1)[0]
+                r = d.admin("approve", trace_id=p["trace_id"],
+                            request_sha256=p["request_sha256"])
+                t.join(WAIT)
+                self.assertEqual(box["resp"]["status"], "ok", box)
+                self.assertTrue(os.path.exists(target))
+        finally:
+            shutil.rmtree(outside, ignore_errors=True)
 
 
 class GrantsBindWhatRuns(unittest.TestCase):

@@ -1,0 +1,192 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * package — a trace's package under traces/<id>/ (events.ndjson,
+ * verdict.json, verdict.md, replay.json, diff.json): written by the
+ * evidence writer's package thread after the trace is sealed, and rebuilt
+ * from the journal by recovery and `callgate evidence rebuild`.
+ *
+ * Invariants:
+ *  - A package is written into a temporary directory and renamed into
+ *    place, so a reader never sees half a package.
+ *  - The package is a view of the journal, never the other way round: the
+ *    journal's bytes are the evidence, and replay compares the two.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <dirent.h>
+
+#include "evidence.h"
+#include "journal.h"
+#include "util.h"
+
+json_t *cg_replay_doc(const char *trace, const char *status, size_t events, const json_t *diff,
+		      const char *scope)
+{
+	char ts[40];
+	cg_format_time(cg_now_wall_ns(), ts, sizeof(ts));
+	return json_pack("{s:s, s:s, s:s, s:s, s:I, s:[sssss], s:I}", "trace_id", trace, "status",
+			 status, "checked_at", ts, "scope", scope, "events", (json_int_t)events,
+			 "checks", "schema", "hash", "link", "sequence", "structure", "failures",
+			 (json_int_t)json_array_size(diff));
+}
+
+static int write_file_at(int dfd, const char *name, const char *p, size_t n)
+{
+	int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -1;
+	int rc = cg_write_all(fd, p, n);
+	int e = errno;
+	close(fd);
+	errno = e;
+	return rc;
+}
+
+static int write_json_at(int dfd, const char *name, const json_t *j)
+{
+	char *s = json_dumps(j, JSON_INDENT(2) | JSON_ENCODE_ANY);
+	if (!s) {
+		errno = ENOMEM;
+		return -1;
+	}
+	size_t n = strlen(s);
+	s[n] = '\n'; /* replaces the NUL; length passed explicitly */
+	int rc = write_file_at(dfd, name, s, n + 1);
+	free(s);
+	return rc;
+}
+
+static int rm_tree_flat(const char *dir)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return errno == ENOENT ? 0 : -1;
+	struct dirent *e;
+	while ((e = readdir(d)))
+		if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+			(void)unlinkat(dirfd(d), e->d_name, 0);
+	closedir(d);
+	return rmdir(dir);
+}
+
+int cg_trace_write_package(const char *state_dir, const char *trace_id, const char *events,
+			   size_t events_len, const json_t *verdict, const json_t *replay,
+			   const json_t *diff)
+{
+	if (!cg_trace_id_valid(trace_id) || strcmp(trace_id, CG_JOURNAL_TRACE) == 0) {
+		errno = EINVAL;
+		return -1;
+	}
+	char tmp[4300], dst[4300], old[4300];
+	snprintf(tmp, sizeof(tmp), "%s/traces/.%s.tmp", state_dir, trace_id);
+	snprintf(dst, sizeof(dst), "%s/traces/%s", state_dir, trace_id);
+	snprintf(old, sizeof(old), "%s/traces/.%s.old", state_dir, trace_id);
+	(void)rm_tree_flat(tmp);
+	if (mkdir(tmp, 0755) != 0)
+		return -1;
+	int dfd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return -1;
+	char *md = cg_verdict_render_md(verdict);
+	int rc = -1;
+	if (md && write_file_at(dfd, "events.ndjson", events, events_len) == 0 &&
+	    write_json_at(dfd, "verdict.json", verdict) == 0 &&
+	    write_file_at(dfd, "verdict.md", md, strlen(md)) == 0 &&
+	    write_json_at(dfd, "replay.json", replay) == 0 &&
+	    write_json_at(dfd, "diff.json", diff) == 0)
+		rc = 0;
+	int e = md ? errno : ENOMEM;
+	free(md);
+	close(dfd);
+	if (rc == 0) {
+		/* Readers see the old package or the new one, never half of one. */
+		if (rename(tmp, dst) != 0) {
+			(void)rm_tree_flat(old);
+			if (rename(dst, old) != 0 || rename(tmp, dst) != 0)
+				rc = -1;
+			e = errno;
+			(void)rm_tree_flat(old);
+		}
+	}
+	if (rc < 0) {
+		(void)rm_tree_flat(tmp);
+		errno = e;
+	}
+	return rc;
+}
+
+int cg_trace_rebuild_package(const char *state_dir, const char *trace_id, const char *events,
+			     size_t events_len)
+{
+	/* The view comes from the trace's last events: seal (verdict, replay) or incomplete. */
+	json_t *verdict = NULL, *replay = NULL, *diff = NULL, *rp = NULL;
+	const char *status = NULL;
+	const char *decision = "UNKNOWN";
+	size_t pos = 0, n = 0;
+	int rc = -1;
+	char rts[40] = "";
+	while (pos < events_len) {
+		const char *nl = memchr(events + pos, '\n', events_len - pos);
+		size_t ll = nl ? (size_t)(nl - (events + pos)) + 1 : events_len - pos;
+		struct cg_evline o;
+		const char *check;
+		char why[200];
+		if (cg_evline_parse(events + pos, ll, &o, &check, why, sizeof(why)) == 0) {
+			n++;
+			json_t *pl =
+			    json_loadb(events + pos + o.payload_off, o.payload_len, 0, NULL);
+			if (o.type == CG_EV_DECISION && o.decision[0])
+				decision = o.type == CG_EV_DECISION ? "" : decision;
+			if (o.type == CG_EV_REPLAY) {
+				json_decref(rp);
+				rp = json_incref(pl);
+				memcpy(rts, o.ts, sizeof(rts));
+			} else if (o.type == CG_EV_SEAL) {
+				json_decref(verdict);
+				verdict = json_incref(json_object_get(pl, "verdict"));
+				status = "sealed";
+			} else if (o.type == CG_EV_INCOMPLETE) {
+				status = "incomplete";
+			}
+			json_decref(pl);
+		}
+		pos += ll;
+	}
+	(void)decision;
+	if (!status) {
+		errno = EINVAL;
+		goto free_docs;
+	}
+	if (strcmp(status, "incomplete") == 0) {
+		json_decref(verdict);
+		verdict = cg_verdict_incomplete("UNKNOWN", "the daemon restarted after a crash",
+						trace_id);
+		diff = json_array();
+		replay = cg_replay_doc(trace_id, "INCOMPLETE", n, diff, "trace (rebuilt)");
+	} else {
+		json_t *f = json_object_get(rp, "failures");
+		diff = json_is_array(f) ? json_deep_copy(f) : json_array();
+		const char *st = json_string_value(json_object_get(rp, "status"));
+		replay = cg_replay_doc(trace_id, st ? st : "FAIL", n, diff, "trace (rebuilt)");
+		if (replay && rts[0])
+			json_object_set_new(replay, "checked_at", json_string(rts));
+	}
+	if (!verdict || !replay || !diff) {
+		errno = EINVAL;
+		goto free_docs;
+	}
+	rc = cg_trace_write_package(state_dir, trace_id, events, events_len, verdict, replay, diff);
+free_docs:
+	json_decref(rp);
+	json_decref(verdict);
+	json_decref(replay);
+	json_decref(diff);
+	return rc;
+}
