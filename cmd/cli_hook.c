@@ -14,16 +14,24 @@
  *    [["/bin/sh","-c",CMD]], which policy judges as an opaque launcher.
  *  - Write/Edit/MultiEdit/NotebookEdit: a write action on the path;
  *    Read/Glob/Grep/LS: a read action on the path (or the cwd).
- *  - WebFetch/WebSearch: a net action on the host.
+ *  - WebFetch: a net action on the host; WebSearch: a net action on
+ *    "web-search" with the query and domain lists as arguments.
  *  - mcp__<server>__<tool>: an "mcp" action; calls to callgate's own MCP
  *    server are allowed here because that server gates them itself.
  *  - Any other tool: "ask" (the hook cannot judge it; a human does).
- * Decisions: BLOCK -> deny; UNKNOWN -> ask; ALLOW without constraints ->
- * allow. DEGRADE, or ALLOW with constraints, means "only confined": allow
- * for file tools (the decided path is the tool's whole effect), otherwise
- * ask (or deny with --degrade deny), because a command run by Claude Code
- * itself is not confined; running it through callgate's MCP execute tool
- * is what applies the constraints.
+ *
+ * Decisions for Bash: the hook governs what runs. On ALLOW or DEGRADE it
+ * answers allow with updatedInput whose command is `callgate --socket S
+ * run --no-privileged --cwd CWD [--session ID] -- ARGV…`, the very argv the
+ * gate judged, each word single-quoted: the daemon decides again, runs it
+ * confined in its view and records it, and run passes stdout, stderr and
+ * the exit status through to Claude Code. UNKNOWN is rewritten the same
+ * way when the daemon holds calls for approval (the run waits for a human
+ * in callgate's queue), else answered ask. BLOCK is deny with the refusal's
+ * code and message. Other tools: BLOCK -> deny; UNKNOWN -> ask; ALLOW ->
+ * allow; DEGRADE (or ALLOW with constraints) -> allow for file tools (the
+ * decided path is the tool's whole effect), otherwise ask (or deny with
+ * --degrade deny), because Claude Code would run them unconfined.
  *
  * Invariants:
  *  - Fail closed: an unreadable payload, an unreachable daemon, an answer
@@ -32,8 +40,11 @@
  *    "allow" except for an S reply whose decision allows.
  *  - The splitter refuses rather than guesses: a command it cannot split
  *    with certainty is judged as the opaque shell command it is.
+ *  - A Bash command is never allowed as written: only rewritten to run
+ *    through callgate with exactly the argv that was judged.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,11 +74,12 @@ static int block(const char *fmt, ...)
 	return HOOK_EXIT_BLOCK;
 }
 
-static int decide(const char *decision, const char *reason)
+/* Print the decision; updated (stolen, may be NULL) replaces the tool's input. */
+static int decide_input(const char *decision, const char *reason, json_t *updated)
 {
-	json_t *out =
-	    json_pack("{s:{s:s,s:s,s:s}}", "hookSpecificOutput", "hookEventName", "PreToolUse",
-		      "permissionDecision", decision, "permissionDecisionReason", reason);
+	json_t *out = json_pack("{s:{s:s,s:s,s:s,s:o*}}", "hookSpecificOutput", "hookEventName",
+				"PreToolUse", "permissionDecision", decision,
+				"permissionDecisionReason", reason, "updatedInput", updated);
 	char *s = out ? json_dumps(out, JSON_COMPACT) : NULL;
 
 	json_decref(out);
@@ -77,6 +89,98 @@ static int decide(const char *decision, const char *reason)
 	}
 	free(s);
 	return CG_EXIT_OK;
+}
+
+static int decide(const char *decision, const char *reason)
+{
+	return decide_input(decision, reason, NULL);
+}
+
+/* Append word to t (cap bytes) single-quoted for sh: ' becomes '\''. -1 when full. */
+static int put_quoted(char *t, size_t cap, size_t *len, const char *word)
+{
+	size_t n = *len;
+	if (n + 3 > cap)
+		return -1;
+	if (n > 0)
+		t[n++] = ' ';
+	t[n++] = '\'';
+	for (const char *p = word; *p; p++) {
+		if (*p == '\'') {
+			if (n + 4 >= cap)
+				return -1;
+			memcpy(t + n, "'\\''", 4);
+			n += 4;
+		} else {
+			if (n + 1 >= cap)
+				return -1;
+			t[n++] = *p;
+		}
+	}
+	if (n + 2 > cap)
+		return -1;
+	t[n++] = '\'';
+	t[n] = '\0';
+	*len = n;
+	return 0;
+}
+
+/*
+ * The Bash command that runs the judged pipeline through callgate: this
+ * very binary (by absolute path, so PATH cannot swap it), the hook's socket,
+ * run --no-privileged (Claude Code's tools run as the user), the payload's
+ * cwd and session, then the argv with '|' between stages. NULL when it
+ * cannot be built exactly: a word that is itself "|" would be read by run as
+ * a stage separator, so such a command is never rewritten.
+ */
+static char *run_command(const char *socket_path, const json_t *pipeline, const char *cwd,
+			 const char *session)
+{
+	char self[PATH_MAX];
+	ssize_t sl = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	size_t cap = 4096, len = 0;
+	const json_t *stage, *w;
+	size_t i, k;
+
+	if (sl <= 0 || (size_t)sl >= sizeof(self) - 1)
+		return NULL;
+	self[sl] = '\0';
+	json_array_foreach(pipeline, i, stage) json_array_foreach(stage, k, w)
+	{
+		const char *word = json_string_value(w);
+		if (!word || strcmp(word, "|") == 0)
+			return NULL;
+		cap += 4 * strlen(word) + 3;
+	}
+	cap += 4 * (strlen(socket_path) + (cwd ? strlen(cwd) : 0) +
+		    (session ? strlen(session) : 0) + strlen(self));
+	char *t = malloc(cap);
+	if (!t)
+		return NULL;
+	t[0] = '\0';
+	bool ok =
+	    put_quoted(t, cap, &len, self) == 0 && put_quoted(t, cap, &len, "--socket") == 0 &&
+	    put_quoted(t, cap, &len, socket_path) == 0 && put_quoted(t, cap, &len, "run") == 0 &&
+	    put_quoted(t, cap, &len, "--no-privileged") == 0;
+	if (ok && cwd)
+		ok = put_quoted(t, cap, &len, "--cwd") == 0 && put_quoted(t, cap, &len, cwd) == 0;
+	if (ok && session && *session)
+		ok = put_quoted(t, cap, &len, "--session") == 0 &&
+		     put_quoted(t, cap, &len, session) == 0;
+	if (ok)
+		ok = put_quoted(t, cap, &len, "--") == 0;
+	json_array_foreach(pipeline, i, stage)
+	{
+		if (ok && i > 0)
+			ok = put_quoted(t, cap, &len, "|") == 0;
+		json_array_foreach(stage, k, w) if (ok) ok =
+		    put_quoted(t, cap, &len, json_string_value(w)) == 0;
+	}
+	if (!ok) {
+		free(t);
+		return NULL;
+	}
+	return t;
 }
 
 /*
@@ -302,6 +406,24 @@ static json_t *map_call(const json_t *payload, const char *own_server, enum kind
 					      "tool", tool, "resource", host, "args", "url", url));
 		return req;
 	}
+	if (strcmp(tool, "WebSearch") == 0) {
+		const json_t *q = json_object_get(in, "query");
+		if (!json_is_string(q)) {
+			*why = "WebSearch tool_input has no query";
+			goto fail;
+		}
+		json_t *args = json_pack("{s:O}", "query", q);
+		static const char *const lists[] = { "allowed_domains", "blocked_domains" };
+		for (size_t i = 0; i < 2; i++) {
+			const json_t *l = json_object_get(in, lists[i]);
+			if (json_is_array(l))
+				json_object_set(args, lists[i], (json_t *)(uintptr_t)l);
+		}
+		json_object_set_new(req, "actions",
+				    json_pack("[{s:s,s:s,s:s,s:o}]", "action_type", "net", "tool",
+					      tool, "resource", "web-search", "args", args));
+		return req;
+	}
 	if (strncmp(tool, "mcp__", 5) == 0) {
 		const char *server = tool + 5, *sep = strstr(server, "__");
 		size_t sl = sep ? (size_t)(sep - server) : strlen(server);
@@ -427,16 +549,51 @@ static int hook_claude_code(const struct cg_cli *g, enum degrade_mode degrade,
 	/* Constraints mean the rule lets the call run only confined. */
 	bool confined = strcmp(decision, "DEGRADE") == 0 ||
 			json_array_size(json_object_get(data, "constraints")) > 0;
+	bool permits = strcmp(decision, "ALLOW") == 0 || strcmp(decision, "DEGRADE") == 0;
+	bool human = strcmp(decision, "UNKNOWN") == 0;
+	bool waits =
+	    human && json_is_true(json_object_get(json_object_get(data, "approval"), "enabled"));
+	const char *refusal = str_or(json_string_value(json_object_get(data, "reason")), code);
 
-	if ((strcmp(decision, "ALLOW") == 0 || strcmp(decision, "DEGRADE") == 0) &&
-	    (!confined || kind == K_FILE)) {
+	if (kind == K_COMMAND && (permits || waits)) {
+		/* Governed: Claude Code runs the judged argv through callgate, which
+		 * decides again, confines, records and passes the output back. */
+		char *cmd = run_command(g->socket_path, json_object_get(req, "pipeline"),
+					json_string_value(json_object_get(req, "cwd")),
+					json_string_value(json_object_get(req, "session")));
+		if (cmd) {
+			json_t *in = json_deep_copy(json_object_get(payload, "tool_input"));
+			json_object_set_new(in, "command", json_string(cmd));
+			free(cmd);
+			if (waits)
+				snprintf(reason, sizeof(reason),
+					 "callgate: rule %s needs a human: %s; the command runs "
+					 "through callgate and waits there for approval (callgate "
+					 "pending) (trace %s)",
+					 rule, rule_why, trace);
+			else
+				snprintf(reason, sizeof(reason),
+					 "callgate: allowed by rule %s; runs through callgate%s "
+					 "(trace %s)",
+					 rules, confined ? ", confined as the rule requires" : "",
+					 trace);
+			rc = decide_input("allow", reason, in);
+			goto out_resp;
+		}
+		snprintf(reason, sizeof(reason),
+			 "callgate: rule %s would allow this, but it cannot be rewritten to run "
+			 "through callgate exactly as judged (a word that is a lone '|'); run it "
+			 "with callgate's MCP execute tool (trace %s)",
+			 rules, trace);
+		rc = decide(degrade == DEGRADE_DENY ? "deny" : "ask", reason);
+	} else if (permits && (!confined || kind == K_FILE)) {
 		/* A file tool's whole effect is the path that was decided on, so a
 		 * constraint such as "writes only inside the workspace" is exactly
 		 * what the decision checked. */
 		snprintf(reason, sizeof(reason), "callgate: allowed by rule %s (trace %s)", rules,
 			 trace);
 		rc = decide("allow", reason);
-	} else if (strcmp(decision, "ALLOW") == 0 || strcmp(decision, "DEGRADE") == 0) {
+	} else if (permits) {
 		/* Claude Code would run it unconfined; saying allow would drop the
 		 * rule's constraints, the bypass a gate exists to close. */
 		snprintf(reason, sizeof(reason),
@@ -445,13 +602,14 @@ static int hook_claude_code(const struct cg_cli *g, enum degrade_mode degrade,
 			 "constraints (trace %s)",
 			 rules, trace);
 		rc = decide(degrade == DEGRADE_DENY ? "deny" : "ask", reason);
-	} else if (strcmp(decision, "UNKNOWN") == 0) {
+	} else if (human) {
 		snprintf(reason, sizeof(reason),
 			 "callgate: rule %s defers this to a human: %s (trace %s)", rule, rule_why,
 			 trace);
 		rc = decide("ask", reason);
 	} else if (strcmp(decision, "BLOCK") == 0) {
-		snprintf(reason, sizeof(reason), "callgate: denied by rule %s: %s (trace %s)", rule,
+		snprintf(reason, sizeof(reason),
+			 "callgate: [D %s] denied by rule %s: %s (trace %s)", refusal, rule,
 			 rule_why, trace);
 		rc = decide("deny", reason);
 	} else {
@@ -472,7 +630,7 @@ static const struct cg_cli_opt hook_commands[] = {
 };
 
 static const struct cg_cli_opt claude_code_opts[] = {
-	{ "--degrade", "ask|deny", "answer when only a confined run is allowed (ask)" },
+	{ "--degrade", "ask|deny", "answer for a confined fetch/MCP call or unrewritable command" },
 	{ "--mcp-server", "NAME", "callgate's own MCP server, whose tools pass" },
 	{ 0 },
 };
@@ -485,7 +643,9 @@ static const struct cg_cli_opt claude_code_opts[] = {
 #define CLAUDE_CODE_ABOUT                                                                          \
 	"A Claude Code PreToolUse hook: reads the hook payload on stdin, asks the\n"               \
 	"daemon's gate, prints allow, deny or ask on stdout (JSON, as Claude Code\n"               \
-	"expects). Fails closed: an unreachable daemon, a bad payload or a usage\n"                \
+	"expects). An allowed Bash command is rewritten (updatedInput) to run\n"                   \
+	"through 'callgate run', confined and recorded by the daemon.\n"                           \
+	"Fails closed: an unreachable daemon, a bad payload or a usage\n"                          \
 	"error exits 2 with the reason on stderr, which blocks the call (any other\n"              \
 	"exit status would let Claude Code go ahead). See callgate-hook(1)."
 

@@ -13,7 +13,11 @@
  * stdin while a command runs: that is what lets a cancellation arrive. A call
  * is cancelled by closing its socket connection; the daemon cancels a call
  * whose client disconnects (and records it). Progress notifications are
- * elapsed-time heartbeats sent while the daemon has not answered.
+ * heartbeats sent while the daemon has not answered: "waiting for
+ * approval, N s left" while a human is asked, else "running for N s".
+ * verdict, replay and status are the daemon's evidence reads (protocol
+ * actions verdict, replay, log): the socket is all the bridge needs, and it
+ * never runs another program.
  *
  * The bridge has its own small socket client rather than cg_client_call
  * because it must wait on the socket and a cancellation descriptor at once.
@@ -35,14 +39,12 @@
 #include <poll.h>
 #include <signal.h>
 #include <pthread.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "callgate.h"
@@ -55,9 +57,6 @@
 #define MCP_MAX_JOBS	 64		     /* concurrent tool calls */
 #define MCP_PROGRESS_MS	 1000		     /* heartbeat period while a call runs */
 #define MCP_QUICK_MS	 30000		     /* deadline for gate/status exchanges */
-#define MCP_HELPER_MAX	 (16u << 20)	     /* output of a verdict/replay helper */
-
-extern char **environ;
 
 static const char *const protocol_versions[] = { "2025-06-18", "2025-03-26" };
 
@@ -242,6 +241,7 @@ struct progress {
 	const json_t *token; /* the client's progressToken, or NULL */
 	int64_t start_ns;
 	int n;
+	int64_t approval_until_ns; /* monotonic end of the human's window, or 0 */
 };
 
 static void progress_tick(struct progress *pr)
@@ -252,8 +252,13 @@ static void progress_tick(struct progress *pr)
 		return;
 	s = (cg_now_mono_ns() - pr->start_ns) / 1000000000;
 	pr->n++;
-	char msg[64];
-	snprintf(msg, sizeof(msg), "running for %lld s", (long long)s);
+	char msg[96];
+	int64_t now = cg_now_mono_ns();
+	if (pr->approval_until_ns > now)
+		snprintf(msg, sizeof(msg), "waiting for approval, %lld s left",
+			 (long long)((pr->approval_until_ns - now + 999999999) / 1000000000));
+	else
+		snprintf(msg, sizeof(msg), "running for %lld s", (long long)s);
 	emit(json_pack("{s:s,s:s,s:{s:O,s:i,s:s}}", "jsonrpc", "2.0", "method",
 		       "notifications/progress", "params", "progressToken", pr->token, "progress",
 		       pr->n, "message", msg));
@@ -459,6 +464,13 @@ static json_t *build_request(struct server *srv, const char *tool, const json_t 
 		}
 		json_object_set(req, "privileged", (json_t *)(uintptr_t)v);
 	}
+	if ((v = json_object_get(args, "forward_agent"))) {
+		if (!json_is_boolean(v)) {
+			*why = "forward_agent must be true or false";
+			goto fail;
+		}
+		json_object_set(req, "forward_agent", (json_t *)(uintptr_t)v);
+	}
 	if ((v = json_object_get(args, "env"))) {
 		const char *k;
 		const json_t *ev;
@@ -523,6 +535,35 @@ static json_t *response_reply(const json_t *resp)
 
 /* ---- tools ---------------------------------------------------------------- */
 
+/*
+ * A client that asked for progress is told when its call waits for a
+ * human: the same request is first put to the gate (decide only, nothing
+ * runs), and an UNKNOWN that approval will hold makes the heartbeats say
+ * "waiting for approval, N s left" until the approval window ends.
+ */
+static void approval_window(struct server *srv, const json_t *req, int cancel_fd,
+			    struct progress *pr)
+{
+	json_t *g = json_deep_copy(req), *resp = NULL;
+	char err[256];
+	if (!g)
+		return;
+	json_object_set_new(g, "action", json_string("gate"));
+	json_object_del(g, "id");
+	if (daemon_call(srv->g->socket_path, g, cancel_fd, MCP_QUICK_MS, NULL, &resp, err,
+			sizeof(err)) == CALL_OK) {
+		const json_t *data = json_object_get(json_object_get(resp, "reply"), "data");
+		const json_t *ap = json_object_get(data, "approval");
+		const char *d = json_string_value(json_object_get(data, "decision"));
+		json_int_t ms = json_integer_value(json_object_get(ap, "timeout_ms"));
+		if (d && strcmp(d, "UNKNOWN") == 0 &&
+		    json_is_true(json_object_get(ap, "enabled")) && ms > 0)
+			pr->approval_until_ns = cg_now_mono_ns() + (int64_t)ms * 1000000;
+	}
+	json_decref(resp);
+	json_decref(g);
+}
+
 static json_t *tool_execute(struct job *j, const json_t *args, bool *cancelled)
 {
 	struct server *srv = j->srv;
@@ -540,6 +581,8 @@ static json_t *tool_execute(struct job *j, const json_t *args, bool *cancelled)
 
 	if (!req)
 		return bad_args("execute", why);
+	if (pr.token)
+		approval_window(srv, req, j->cancel_fd, &pr);
 	json_object_set_new(req, "action", json_string("exec"));
 	rc = daemon_call(srv->g->socket_path, req, j->cancel_fd, 0, &pr, &resp, err, sizeof(err));
 	json_decref(req);
@@ -667,6 +710,57 @@ static json_t *tool_gate(struct job *j, const json_t *args, bool *cancelled)
 	return res;
 }
 
+#define MCP_RECENT 10 /* calls the status tool lists */
+
+/*
+ * The peer's most recent calls (newest first), from the daemon's log
+ * action: each trace's request action and its verdict event. Reads of
+ * evidence and pings are left out: they are not calls the agent made to
+ * act. A new reference; an empty array when the log cannot be had.
+ */
+static json_t *recent_calls(struct server *srv, int cancel_fd)
+{
+	json_t *req = json_pack("{s:s,s:i}", "action", "log", "limit", 1000);
+	json_t *resp = NULL, *out = json_array(), *actions = json_object();
+	char err[256];
+	if (daemon_call(srv->g->socket_path, req, cancel_fd, MCP_QUICK_MS, NULL, &resp, err,
+			sizeof(err)) == CALL_OK) {
+		const json_t *evs = json_object_get(
+		    json_object_get(json_object_get(resp, "reply"), "data"), "events");
+		for (size_t i = json_array_size(evs);
+		     i-- > 0 && json_array_size(out) < MCP_RECENT;) {
+			const json_t *e = json_array_get(evs, i);
+			const char *tr = json_string_value(json_object_get(e, "trace"));
+			const char *ty = json_string_value(json_object_get(e, "type"));
+			const json_t *pl = json_object_get(e, "payload");
+			if (!tr || !ty)
+				continue;
+			if (strcmp(ty, "verdict") == 0) {
+				json_object_set_new(
+				    actions, tr,
+				    json_pack(
+					"{s:s,s:O?,s:O?,s:O?}", "trace_id", tr, "time",
+					json_object_get(e, "ts"), "decision",
+					json_object_get(pl, "decision"), "code",
+					json_object_get(json_object_get(pl, "reply"), "code")));
+				continue;
+			}
+			json_t *call = json_object_get(actions, tr);
+			const char *act = json_string_value(
+			    json_object_get(json_object_get(pl, "request"), "action"));
+			if (strcmp(ty, "request") != 0 || !call || !act)
+				continue;
+			if (strcmp(act, "exec") == 0 || strcmp(act, "gate") == 0 ||
+			    strcmp(act, "grant") == 0)
+				json_array_append(out, call);
+		}
+	}
+	json_decref(actions);
+	json_decref(resp);
+	json_decref(req);
+	return out;
+}
+
 static json_t *tool_status(struct job *j, bool *cancelled)
 {
 	struct server *srv = j->srv;
@@ -696,6 +790,8 @@ static json_t *tool_status(struct job *j, bool *cancelled)
 			srv->g->socket_path, "version", json_object_get(data, "version"),
 			"protocol", json_object_get(data, "protocol"), "policy",
 			json_object_get(data, "policy"), "reply", reply);
+	if (alive)
+		json_object_set_new(out, "recent", recent_calls(srv, j->cancel_fd));
 	reply_line(reply, line, sizeof(line));
 	const json_t *pol = json_object_get(data, "policy");
 	const char *sha = json_string_value(json_object_get(pol, "sha256"));
@@ -710,169 +806,184 @@ static json_t *tool_status(struct job *j, bool *cancelled)
 }
 
 /*
- * verdict/replay: the evidence library has no read API for one trace, so
- * the bridge runs its own binary (`callgate verdict --json ID`, `callgate
- * replay ID`) with posix_spawn — never a shell — and passes its output on.
- * The trace id is checked to be a plain token first, so it can never be
- * read as an option or reach anything but argv.
+ * verdict/replay: the daemon's evidence reads (protocol actions "verdict"
+ * and "replay"), so the socket is all the bridge needs. The daemon answers
+ * only for traces of the bridge's own uid (or every trace for an approver);
+ * anything else is TRACE_NOT_FOUND. The trace id is checked here only for
+ * its shape, to name the bad argument; the daemon checks it again.
  */
-static json_t *tool_evidence(struct job *j, const char *tool, const json_t *args)
+static json_t *tool_evidence(struct job *j, const char *tool, const json_t *args, bool *cancelled)
 {
+	struct server *srv = j->srv;
 	const char *id = json_string_value(json_object_get(args, "trace_id"));
-	const struct cg_cli *g = j->srv->g;
-	char *argv[12];
-	int n = 0, pfd[2] = { -1, -1 }, status = 0;
-	posix_spawn_file_actions_t fa;
-	pid_t pid;
-	char *buf = NULL;
-	size_t len = 0;
-	json_t *res = NULL;
+	json_t *resp = NULL, *reply, *data, *out;
+	char err[256], line[1200];
+	bool verdict = strcmp(tool, "verdict") == 0;
 
-	if (!id || !*id || strlen(id) > 64 || id[0] == '-' ||
-	    strspn(id, "0123456789abcdefABCDEF-") != strlen(id))
-		return bad_args(tool, "trace_id must be a trace id (hex digits and '-')");
-	argv[n++] = "callgate";
-	if (g->state_dir) {
-		argv[n++] = "--state-dir";
-		argv[n++] = (char *)(uintptr_t)g->state_dir;
+	if (!id || !*id || strlen(id) > 64 || id[0] == '.' ||
+	    strspn(id, "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ._-") !=
+		strlen(id))
+		return bad_args(tool,
+				"trace_id must be a trace id (letters, digits, '.', '_', '-')");
+	json_t *req =
+	    json_pack("{s:s,s:s}", "action", verdict ? "verdict" : "replay", "trace_id", id);
+	int rc = daemon_call(srv->g->socket_path, req, j->cancel_fd, MCP_QUICK_MS, NULL, &resp, err,
+			     sizeof(err));
+	json_decref(req);
+	if (rc == CALL_CANCELLED) {
+		*cancelled = true;
+		return NULL;
 	}
-	argv[n++] = (char *)(uintptr_t)(strcmp(tool, "verdict") == 0 ? "verdict" : "replay");
-	if (strcmp(tool, "verdict") == 0)
-		argv[n++] = "--json";
-	argv[n++] = (char *)(uintptr_t)id;
-	argv[n] = NULL;
-
-	if (pipe2(pfd, O_CLOEXEC) < 0)
-		return local_failure(CG_R_HELPER_FAILED, json_pack("{s:s,s:s}", "command", tool,
-								   "detail", cg_errno_name(errno)));
-	posix_spawnattr_t sa;
-	sigset_t def;
-	posix_spawnattr_init(&sa);
-	sigemptyset(&def);
-	sigaddset(&def, SIGPIPE);
-	posix_spawnattr_setsigdefault(&sa, &def);
-	posix_spawnattr_setflags(&sa, POSIX_SPAWN_SETSIGDEF);
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_adddup2(&fa, pfd[1], STDOUT_FILENO);
-	posix_spawn_file_actions_adddup2(&fa, pfd[1], STDERR_FILENO);
-	posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-	int e = posix_spawn(&pid, "/proc/self/exe", &fa, &sa, argv, environ);
-	posix_spawn_file_actions_destroy(&fa);
-	posix_spawnattr_destroy(&sa);
-	close(pfd[1]);
-	if (e != 0) {
-		close(pfd[0]);
-		return local_failure(CG_R_HELPER_FAILED, json_pack("{s:s,s:s}", "command", tool,
-								   "detail", cg_errno_name(e)));
-	}
-	buf = malloc(MCP_HELPER_MAX + 1);
-	for (ssize_t r = 1; buf && r > 0 && len < MCP_HELPER_MAX;) {
-		r = cg_read_some(pfd[0], buf + len, MCP_HELPER_MAX - len);
-		if (r > 0)
-			len += (size_t)r;
-	}
-	close(pfd[0]);
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
-	if (!buf)
-		return local_failure(CG_R_OUT_OF_MEMORY, json_pack("{s:s}", "doing", tool));
-	buf[len] = '\0';
-	bool lossy = false;
-	json_t *text = utf8_text((unsigned char *)buf, len, &lossy);
-	int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-	json_t *parsed = json_loadb(buf, len, 0, NULL);
-	free(buf);
-	if (code != 0) {
-		char detail[64];
-		snprintf(detail, sizeof(detail), "exit code %d", code);
-		res = local_failure(CG_R_HELPER_FAILED,
-				    json_pack("{s:s,s:s}", "command", tool, "detail", detail));
-		json_object_set(json_object_get(res, "structuredContent"), "output", text);
-		/* Show the helper's own words to the agent, after the reply line. */
-		json_t *c0 = json_array_get(json_object_get(res, "content"), 0);
-		char *joined = NULL;
-		if (asprintf(&joined, "%s\n%s",
-			     str_or(json_string_value(json_object_get(c0, "text")), ""),
-			     str_or(json_string_value(text), "")) >= 0) {
-			json_object_set_new(c0, "text", json_string(joined));
-			free(joined);
+	if (rc != CALL_OK)
+		return unreachable(srv, err);
+	reply = response_reply(resp);
+	data = json_object_get(reply, "data");
+	const char *type = str_or(json_string_value(json_object_get(reply, "type")), "E");
+	bool ok = strcmp(type, "S") == 0;
+	reply_line(reply, line, sizeof(line));
+	if (!ok) {
+		out = json_pack("{s:s,s:s,s:O}", "status", "error", "trace_id", id, "reply", reply);
+	} else if (verdict) {
+		json_t *v = json_object_get(data, "verdict");
+		out = json_pack("{s:s,s:s,s:O?,s:O?,s:O?,s:O}", "status", "ok", "trace_id", id,
+				"decision", json_object_get(v, "decision"), "summary",
+				json_object_get(v, "summary"), "verdict", v, "reply", reply);
+		const char *sum = json_string_value(json_object_get(v, "summary"));
+		if (sum) {
+			size_t l = strlen(line);
+			snprintf(line + l, sizeof(line) - l, "\n%s", sum);
 		}
 	} else {
-		json_t *sc = json_is_object(parsed)
-				 ? json_incref(parsed)
-				 : json_pack("{s:s,s:O}", "trace_id", id, "output", text);
-		if (!json_object_get(sc, "trace_id"))
-			json_object_set_new(sc, "trace_id", json_string(id));
-		res = tool_result(sc, str_or(json_string_value(text), ""), false);
+		const char *st = str_or(json_string_value(json_object_get(data, "status")), "FAIL");
+		out = json_pack("{s:s,s:s,s:s,s:b,s:O?,s:O?,s:O}", "status", "ok", "trace_id", id,
+				"result", st, "pass", strcmp(st, "PASS") == 0, "traces",
+				json_object_get(data, "traces"), "failures",
+				json_object_get(data, "failures"), "reply", reply);
 	}
-	json_decref(parsed);
-	json_decref(text);
+	/* A replay that FAILs is an answer (evidence does not check out), not a tool error. */
+	json_t *res = tool_result(out, line, !ok);
+	json_decref(reply);
+	json_decref(resp);
 	return res;
 }
 
 /* ---- tool descriptions ---------------------------------------------------- */
 
-static json_t *pipeline_schema(void)
-{
-	return json_pack("{s:s,s:s,s:{s:s,s:{s:s},s:i},s:i}", "type", "array", "description",
-			 "Stages of a pipeline without a shell: [[\"cmd\",\"arg\"],[\"next\"]] "
-			 "is cmd arg | next.",
-			 "items", "type", "array", "items", "type", "string", "minItems", 1,
-			 "minItems", 1);
-}
+/*
+ * The tools, their input schemas and the output schemas their
+ * structuredContent follows (MCP 2025-06-18). Every result, success or
+ * failure, carries "reply" (the canonical reply); a failure the bridge or the
+ * daemon refused also carries "status": "error". tests/e2e/test_mcp.py checks
+ * each result against the schema declared here.
+ */
+#define REPLY_SCHEMA                                                                               \
+	"{\"type\":\"object\",\"description\":\"The canonical reply: branch on type and code.\","  \
+	"\"properties\":{\"type\":{\"type\":\"string\",\"enum\":[\"S\",\"I\",\"D\",\"E\"]},"       \
+	"\"code\":{\"type\":\"string\"},\"message\":{\"type\":\"string\"},"                        \
+	"\"trace_id\":{\"type\":\"string\"}},\"required\":[\"type\",\"code\"]}"
+
+#define COMMAND_PROPS                                                                              \
+	"\"argv\":{\"type\":\"array\",\"items\":{\"type\":\"string\"},\"minItems\":1,"             \
+	"\"description\":\"One command and its arguments, run without a shell (a one-stage "       \
+	"pipeline).\"},"                                                                           \
+	"\"pipeline\":{\"type\":\"array\",\"minItems\":1,\"description\":\"Stages without a "      \
+	"shell: "                                                                                  \
+	"[[\\\"cmd\\\",\\\"arg\\\"],[\\\"next\\\"]] is cmd arg | next.\",\"items\":{\"type\":"     \
+	"\"array\",\"items\":{\"type\":\"string\"},\"minItems\":1}},"                              \
+	"\"description\":{\"type\":\"string\",\"description\":\"Why it should run; shown to the "  \
+	"approver and kept in evidence.\"},"                                                       \
+	"\"privileged\":{\"type\":\"boolean\",\"description\":\"Run as root after approval "       \
+	"(default true, the protocol's most restrictive default); false runs as the caller.\"},"   \
+	"\"forward_agent\":{\"type\":\"boolean\",\"description\":\"Forward the daemon owner's "    \
+	"SSH "                                                                                     \
+	"agent to the command (only with privileged false).\"},"                                   \
+	"\"env\":{\"type\":\"object\",\"additionalProperties\":{\"type\":\"string\"},"             \
+	"\"description\":\"Environment variables (only names on the policy's allow-list).\"},"     \
+	"\"timeout_ms\":{\"type\":\"integer\",\"minimum\":1,\"description\":\"The command's "      \
+	"deadline in milliseconds (capped by policy).\"},"                                         \
+	"\"cwd\":{\"type\":\"string\",\"description\":\"Working directory; must be inside a "      \
+	"configured workspace.\"}"
+
+static const char tools_json[] =
+    "{\"tools\":["
+    /* execute */
+    "{\"name\":\"execute\",\"title\":\"Run a command through callgate\",\"description\":"
+    "\"Run a command or pipeline (no shell) through the callgate daemon: policy decides, a "
+    "human may approve, the command runs confined, and the result comes back with exit codes, "
+    "decoded stdout/stderr (secrets redacted) and the canonical reply (type S/I/D/E, code, "
+    "message, trace id). Branch on reply.type and reply.code.\","
+    "\"inputSchema\":{\"type\":\"object\",\"properties\":{" COMMAND_PROPS "}},"
+    "\"outputSchema\":{\"type\":\"object\",\"properties\":{"
+    "\"status\":{\"type\":\"string\",\"enum\":[\"ok\",\"denied\",\"timeout\",\"error\"]},"
+    "\"reply\":" REPLY_SCHEMA ","
+    "\"exit_code\":{\"type\":\"integer\"},\"stdout\":{\"type\":\"string\"},"
+    "\"stdout_truncated\":{\"type\":\"boolean\"},\"output_lossy\":{\"type\":\"boolean\"},"
+    "\"stages\":{\"type\":\"array\",\"items\":{\"type\":\"object\",\"properties\":{"
+    "\"exit_code\":{\"type\":\"integer\"},\"stderr\":{\"type\":\"string\"},"
+    "\"stderr_truncated\":{\"type\":\"boolean\"}}}}},"
+    "\"required\":[\"status\",\"reply\"]}},"
+    /* gate */
+    "{\"name\":\"gate\",\"title\":\"Ask callgate whether an action would be allowed\","
+    "\"description\":\"Decide without running anything: a pipeline and/or proposed actions "
+    "({action_type, tool, resource, args}) -> decision ALLOW/DEGRADE/UNKNOWN/BLOCK, the rule "
+    "that decided, constraints, trace id.\","
+    "\"inputSchema\":{\"type\":\"object\",\"properties\":{" COMMAND_PROPS ","
+    "\"actions\":{\"type\":\"array\",\"description\":\"Proposed actions that are not commands "
+    "(file reads/writes, fetches).\",\"items\":{\"type\":\"object\",\"properties\":{"
+    "\"action_type\":{\"type\":\"string\"},\"tool\":{\"type\":\"string\"},"
+    "\"resource\":{\"type\":\"string\"},\"args\":{\"type\":\"object\"}},"
+    "\"required\":[\"action_type\"]}}}},"
+    "\"outputSchema\":{\"type\":\"object\",\"properties\":{"
+    "\"status\":{\"type\":\"string\"},"
+    "\"decision\":{\"type\":\"string\",\"enum\":[\"ALLOW\",\"DEGRADE\",\"UNKNOWN\",\"BLOCK\"]},"
+    "\"rule_id\":{\"type\":\"string\"},\"rule_ids\":{\"type\":\"array\",\"items\":{\"type\":"
+    "\"string\"}},\"constraints\":{},\"trace_id\":{\"type\":\"string\"},"
+    "\"reply\":" REPLY_SCHEMA "},\"required\":[\"reply\"]}},"
+    /* verdict */
+    "{\"name\":\"verdict\",\"title\":\"Show a call's verdict\",\"description\":"
+    "\"The structured verdict recorded for a trace id of yours (what was asked, decided, "
+    "run), read from the daemon.\","
+    "\"inputSchema\":{\"type\":\"object\",\"properties\":{\"trace_id\":{\"type\":\"string\","
+    "\"description\":\"The trace id from a reply.\"}},\"required\":[\"trace_id\"]},"
+    "\"outputSchema\":{\"type\":\"object\",\"properties\":{"
+    "\"status\":{\"type\":\"string\",\"enum\":[\"ok\",\"error\"]},"
+    "\"trace_id\":{\"type\":\"string\"},\"decision\":{\"type\":\"string\"},"
+    "\"summary\":{\"type\":\"string\"},\"verdict\":{\"type\":\"object\"},"
+    "\"reply\":" REPLY_SCHEMA "},\"required\":[\"status\",\"reply\"]}},"
+    /* replay */
+    "{\"name\":\"replay\",\"title\":\"Verify a call's evidence\",\"description\":"
+    "\"Replay and verify the evidence chain of a trace id of yours against the journal and "
+    "its signed checkpoints; result PASS or FAIL with each failure named.\","
+    "\"inputSchema\":{\"type\":\"object\",\"properties\":{\"trace_id\":{\"type\":\"string\","
+    "\"description\":\"The trace id from a reply.\"}},\"required\":[\"trace_id\"]},"
+    "\"outputSchema\":{\"type\":\"object\",\"properties\":{"
+    "\"status\":{\"type\":\"string\",\"enum\":[\"ok\",\"error\"]},"
+    "\"trace_id\":{\"type\":\"string\"},\"result\":{\"type\":\"string\",\"enum\":[\"PASS\","
+    "\"FAIL\"]},\"pass\":{\"type\":\"boolean\"},\"traces\":{\"type\":\"array\"},"
+    "\"failures\":{\"type\":\"array\"},"
+    "\"reply\":" REPLY_SCHEMA "},\"required\":[\"status\",\"reply\"]}},"
+    /* status */
+    "{\"name\":\"status\",\"title\":\"Daemon status\",\"description\":"
+    "\"Is the callgate daemon alive, which version, which policy (sha256) is in force, and "
+    "your most recent calls with their decisions.\","
+    "\"inputSchema\":{\"type\":\"object\",\"properties\":{}},"
+    "\"outputSchema\":{\"type\":\"object\",\"properties\":{"
+    "\"status\":{\"type\":\"string\"},\"alive\":{\"type\":\"boolean\"},"
+    "\"socket\":{\"type\":\"string\"},\"version\":{\"type\":\"string\"},"
+    "\"protocol\":{\"type\":\"integer\"},\"policy\":{\"type\":\"object\"},"
+    "\"recent\":{\"type\":\"array\",\"items\":{\"type\":\"object\",\"properties\":{"
+    "\"trace_id\":{\"type\":\"string\"},\"time\":{\"type\":\"string\"},"
+    "\"decision\":{\"type\":\"string\"},\"code\":{\"type\":\"string\"}}}},"
+    "\"reply\":" REPLY_SCHEMA "},\"required\":[\"alive\",\"reply\"]}}"
+    "]}";
 
 static json_t *tools_list(void)
 {
-	json_t *exec_props = json_pack(
-	    "{s:{s:s,s:{s:s},s:i,s:s},s:o,s:{s:s,s:s},s:{s:s,s:s},s:{s:s,s:{s:s},s:s},"
-	    "s:{s:s,s:i,s:s},s:{s:s,s:s}}",
-	    "argv", "type", "array", "items", "type", "string", "minItems", 1, "description",
-	    "One command and its arguments, run without a shell (convenience for a one-stage "
-	    "pipeline).",
-	    "pipeline", pipeline_schema(), "description", "type", "string", "description",
-	    "Why the command should run; shown to the approver and kept in evidence.", "privileged",
-	    "type", "boolean", "description",
-	    "Run as root after approval (default true, the protocol's most restrictive default); "
-	    "false runs as the caller.",
-	    "env", "type", "object", "additionalProperties", "type", "string", "description",
-	    "Environment variables (only names on the policy's allow-list).", "timeout_ms", "type",
-	    "integer", "minimum", 1, "description",
-	    "The command's deadline in milliseconds (capped by policy).", "cwd", "type", "string",
-	    "description", "Working directory; must be inside a configured workspace.");
-	json_t *gate_props = json_deep_copy(exec_props);
-	json_object_set_new(
-	    gate_props, "actions",
-	    json_pack("{s:s,s:s,s:{s:s,s:{s:{s:s},s:{s:s},s:{s:s},s:{s:s}},s:[s]}}", "type",
-		      "array", "description",
-		      "Proposed actions that are not commands (file reads/writes, fetches).",
-		      "items", "type", "object", "properties", "action_type", "type", "string",
-		      "tool", "type", "string", "resource", "type", "string", "args", "type",
-		      "object", "required", "action_type"));
-	json_t *trace = json_pack("{s:s,s:{s:{s:s,s:s}},s:[s]}", "type", "object", "properties",
-				  "trace_id", "type", "string", "description",
-				  "The trace id from a reply.", "required", "trace_id");
-	return json_pack(
-	    "{s:[{s:s,s:s,s:s,s:{s:s,s:o}},{s:s,s:s,s:s,s:{s:s,s:o}},"
-	    "{s:s,s:s,s:s,s:O},{s:s,s:s,s:s,s:o},{s:s,s:s,s:s,s:{s:s,s:{}}}]}",
-	    "tools", "name", "execute", "title", "Run a command through callgate", "description",
-	    "Run a command or pipeline (no shell) through the callgate daemon: policy decides, "
-	    "a human may approve, the command runs confined, and the result comes back with "
-	    "exit codes, decoded stdout/stderr (secrets redacted) and the canonical reply "
-	    "(type S/I/D/E, code, message, trace id). Branch on reply.type and reply.code.",
-	    "inputSchema", "type", "object", "properties", exec_props, "name", "gate", "title",
-	    "Ask callgate whether an action would be allowed", "description",
-	    "Decide without running anything: a pipeline and/or proposed actions "
-	    "({action_type, tool, resource, args}) -> decision ALLOW/DEGRADE/UNKNOWN/BLOCK, the "
-	    "rule that decided, constraints, trace id.",
-	    "inputSchema", "type", "object", "properties", gate_props, "name", "verdict", "title",
-	    "Show a call's verdict", "description",
-	    "The structured verdict recorded for a trace id (what was asked, decided, run).",
-	    "inputSchema", trace, "name", "replay", "title", "Verify a call's evidence",
-	    "description",
-	    "Replay and verify the evidence chain of a trace id; reports whether it checks out.",
-	    "inputSchema", trace, "name", "status", "title", "Daemon status", "description",
-	    "Is the callgate daemon alive, which version, which policy (sha256) is in force.",
-	    "inputSchema", "type", "object", "properties");
+	json_error_t e;
+	json_t *t = json_loads(tools_json, 0, &e);
+	if (!t)
+		cg_log("error", NULL, "callgate mcp: tool list: %s (column %d)", e.text, e.column);
+	return t ? t : json_pack("{s:[]}", "tools");
 }
 
 /* ---- dispatch ------------------------------------------------------------- */
@@ -912,7 +1023,7 @@ static void *job_run(void *arg)
 	else if (strcmp(name, "status") == 0)
 		res = tool_status(j, &cancelled);
 	else
-		res = tool_evidence(j, name, args);
+		res = tool_evidence(j, name, args, &cancelled);
 	json_decref(empty);
 
 	pthread_mutex_lock(&j->srv->lock);

@@ -38,6 +38,7 @@ struct cg_peer {
 	pid_t pid;
 	uid_t uid;
 	gid_t gid;
+	bool approver; /* a configured approver (the server says): reads every trace's evidence */
 };
 
 /*

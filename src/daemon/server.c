@@ -1332,6 +1332,11 @@ static void accept_all(struct server *s, int lfd, bool admin)
 		c->fd = fd;
 		c->admin = admin;
 		c->approver = admin && peer_is_approver(s, fd, &cred);
+		/* Evidence reads on the agent socket: only an approver named by
+		 * --approver-uid/--approver-group reads other uids' traces. */
+		c->peer.approver = admin ? c->approver
+					 : (s->cfg->n_approver_uids || s->cfg->n_approver_gids) &&
+					       peer_is_approver(s, fd, &cred);
 		c->state = CONN_READING;
 		c->peer.pid = cred.pid;
 		c->peer.uid = cred.uid;

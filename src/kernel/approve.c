@@ -28,7 +28,7 @@
 #include "refusal.h"
 #include "util.h"
 
-static int64_t approval_timeout(const struct cg_kernel *k, const struct gen *g)
+int64_t approval_timeout(const struct cg_kernel *k, const struct gen *g)
 {
 	if (k->approval_timeout_ms > 0)
 		return k->approval_timeout_ms;

@@ -117,7 +117,13 @@ static void answer_gate(struct cg_kernel *k, struct cg_job *j)
 	struct cg_reply *r =
 	    cg_reply_new(CG_R_GATE_DONE, "{s:s,s:s}", "decision", cg_decision_name(f->decision),
 			 "rule_id", f->rule_id ? f->rule_id : "");
-	cg_reply_set_data(r, json_incref(j->decision));
+	json_t *data = json_deep_copy(j->decision);
+	/* What an UNKNOWN would meet if it ran: a human (and for how long), or a refusal. */
+	if (data && f->decision == CG_UNKNOWN)
+		json_object_set_new(data, "approval",
+				    json_pack("{s:b,s:I}", "enabled", k->approval, "timeout_ms",
+					      (json_int_t)approval_timeout(k, j->gen)));
+	cg_reply_set_data(r, data);
 	answer_sealed(k, j->respond, j->cookie, j->gate.req->id, j->trace_id, r, f, j->decision,
 		      j->gen);
 }
@@ -236,6 +242,11 @@ static void dispatch(struct cg_kernel *k, const char *line, size_t len, bool had
 		answer_refused(k, j, &a, line, len, had_newline);
 	} else if (j->gate.req->action == CG_ACTION_PING) {
 		answer_ping(k, j);
+	} else if (cg_action_reads_evidence(j->gate.req->action)) {
+		if (accept_job(k, j, a.claimed) == 0) {
+			read_evidence(k, j, a.claimed, job_out);
+			return; /* answered, or a worker will */
+		}
 	} else if (j->gate.req->action == CG_ACTION_GRANT) {
 		if (accept_job(k, j, a.claimed) == 0) {
 			request_grant(k, j, a.claimed, job_out);

@@ -88,7 +88,8 @@ int cg_gate_decide(const struct cg_gate_ctx *ctx, const char *line, size_t len, 
 	if (admit && admit(admit_arg, out->req, out->now_ns, &out->refusal) != 0)
 		return -1;
 	out->step = CG_GATE_ACTION;
-	if (out->req->action == CG_ACTION_PING || out->req->action == CG_ACTION_GRANT)
+	if (out->req->action == CG_ACTION_PING || out->req->action == CG_ACTION_GRANT ||
+	    cg_action_reads_evidence(out->req->action))
 		return 0;
 
 	out->step = CG_GATE_RESOLVE;

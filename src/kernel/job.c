@@ -219,7 +219,10 @@ void *worker_main(void *arg)
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
 	struct cg_job *j;
 	while ((j = dequeue(k))) {
-		run_job(k, j);
+		if (j->work)
+			j->work(k, j);
+		else
+			run_job(k, j);
 		/*
 		 * No broadcast here: only idle workers wait on k->cond, and waking
 		 * all of them after every call was a thundering herd (shutdown

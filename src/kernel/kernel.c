@@ -81,6 +81,7 @@ static int take_config(struct cg_kernel *k, const struct cg_kernel_config *cfg,
 	k->freshness_s = cfg->freshness_s > 0 ? cfg->freshness_s : CG_WIRE_FRESHNESS_S;
 	if ((cfg->policy_file && !(k->policy_file = strdup(cfg->policy_file))) ||
 	    (cfg->policy_pubkey_file && !(k->pubkey_file = strdup(cfg->policy_pubkey_file))) ||
+	    (cfg->state_dir && !(k->state_dir = strdup(cfg->state_dir))) ||
 	    take_own_paths(k, cfg) != 0) {
 		*err = cg_reply_new(CG_R_OUT_OF_MEMORY, "{s:s}", "doing", "creating the kernel");
 		return -1;
@@ -183,6 +184,7 @@ fail_world:
 fail_kernel:
 	free(k->policy_file);
 	free(k->pubkey_file);
+	free(k->state_dir);
 	for (size_t i = 0; i < k->n_own_paths; i++)
 		free(k->own_paths[i]);
 	free(k->ssh_auth_sock);
@@ -233,6 +235,7 @@ void cg_kernel_free(struct cg_kernel *k)
 	cg_world_fini(&k->world);
 	free(k->policy_file);
 	free(k->pubkey_file);
+	free(k->state_dir);
 	for (size_t i = 0; i < k->n_own_paths; i++)
 		free(k->own_paths[i]);
 	free(k->ssh_auth_sock);

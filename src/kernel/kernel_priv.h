@@ -13,6 +13,7 @@
  *   approve.c   calls waiting for a human or a grant, and their deadlines
  *   admin.c     the admin protocol (pending, approve, deny, grants, reload)
  *   record.c    evidence: the request, the decision and the sealed verdict
+ *   evidence_actions.c  the evidence reads verdict, replay, log (a peer's own traces)
  *   respond.c   response lines, including the last-resort one
  *   kernel.c    lifecycle: new, shutdown, free
  *
@@ -64,6 +65,7 @@ struct cg_kernel {
 	char *pubkey_file; /* require signed policies when set */
 	struct cg_world world;
 	struct cg_evidence *ev;	  /* NULL: evidence off */
+	char *state_dir;	  /* where ev keeps its files (evidence reads), or NULL */
 	struct cg_screen *screen; /* result screening patterns, compiled once */
 	int64_t freshness_s;
 
@@ -124,6 +126,8 @@ struct cg_job {
 	uid_t approved_by[CG_APPROVAL_MAX_APPROVERS];
 	char grant_id[40];  /* the grant that let it run, or "" */
 	bool grant_request; /* the agent asked for a grant: a human opens it, or not */
+	/* A worker runs this instead of run_job (evidence reads), or NULL. */
+	void (*work)(struct cg_kernel *k, struct cg_job *j);
 
 	/* sudo -n wrapping of privileged stages when the daemon is not root. */
 	char **sudo_argv_saved[CG_WIRE_MAX_STAGES];
@@ -223,6 +227,8 @@ struct cg_reply *sudo_dead_end(struct cg_job *j);
 
 /* ---- approve.c ---- */
 
+/* How long a call waits for a human under generation g (ms). */
+int64_t approval_timeout(const struct cg_kernel *k, const struct gen *g);
 /* UNKNOWN: 0 queued or run under a grant, 1 no approver (caller refuses), -1 answered. */
 int defer_to_human(struct cg_kernel *k, struct cg_job *j, struct cg_job **job_out);
 /* An agent's grant request: validated, then queued for a human. Consumes j. */
@@ -234,6 +240,14 @@ void use_grant_locked(struct cg_kernel *k, struct cg_job *j, struct cg_grant *gr
 void settle_locked(struct cg_kernel *k, struct cg_job *j, struct cg_reply *final);
 /* The deadline thread: no answer in time is a refusal. */
 void *timer_main(void *arg);
+
+/* ---- evidence_actions.c ---- */
+
+/*
+ * verdict, replay, log: a worker reads the evidence the peer may see (its
+ * own uid's traces; every trace for an approver) and answers. Consumes j.
+ */
+void read_evidence(struct cg_kernel *k, struct cg_job *j, bool claimed, struct cg_job **job_out);
 
 /* ---- dispatch.c ---- */
 

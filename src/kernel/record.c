@@ -88,11 +88,13 @@ static json_t *hashed_env(const struct cg_request *req)
 json_t *ev_request_json(const struct cg_kernel *k, const struct cg_request *req,
 			const struct cg_peer *peer, bool redact)
 {
-	static const char *const actions[] = { [CG_ACTION_EXEC] = "exec",
-					       [CG_ACTION_GATE] = "gate",
-					       [CG_ACTION_PING] = "ping",
-					       [CG_ACTION_GRANT] = "grant" };
-	_Static_assert(sizeof(actions) / sizeof(actions[0]) == CG_ACTION_GRANT + 1,
+	static const char *const actions[] = {
+		[CG_ACTION_EXEC] = "exec",	 [CG_ACTION_GATE] = "gate",
+		[CG_ACTION_PING] = "ping",	 [CG_ACTION_GRANT] = "grant",
+		[CG_ACTION_VERDICT] = "verdict", [CG_ACTION_REPLAY] = "replay",
+		[CG_ACTION_LOG] = "log"
+	};
+	_Static_assert(sizeof(actions) / sizeof(actions[0]) == CG_ACTION_LOG + 1,
 		       "every action has a name for the evidence");
 	json_t *o = json_object();
 	json_t *pipeline = screened_pipeline(req, k->screen, redact);
@@ -119,6 +121,8 @@ json_t *ev_request_json(const struct cg_kernel *k, const struct cg_request *req,
 		json_object_set_new(o, "cwd", json_string(req->cwd));
 	if (req->actions)
 		json_object_set_new(o, "actions", json_incref(req->actions));
+	if (req->trace_id) /* an evidence read: which trace was asked for */
+		json_object_set_new(o, "trace_id", json_string(req->trace_id));
 	json_t *p = json_pack("{s:i,s:i,s:i}", "pid", (int)peer->pid, "uid", (int)peer->uid, "gid",
 			      (int)peer->gid);
 	return json_pack("{s:o,s:o?}", "request", o, "peer", p);

@@ -412,6 +412,9 @@ static struct cg_reply *check_types(json_t *root)
 		{ "cwd", JSON_STRING, "a string", MAX_CWD },
 		{ "actions", JSON_ARRAY, "an array of objects", 0 },
 		{ "grant", JSON_OBJECT, "an object", 0 },
+		{ "trace_id", JSON_STRING, "a string", CG_WIRE_MAX_TRACE_ID },
+		{ "limit", JSON_INTEGER, "an integer", 0 },
+		{ "since", JSON_STRING, "a string", MAX_TIME },
 	};
 
 	for (size_t i = 0; i < CG_ARRAY_LEN(fields); i++) {
@@ -447,6 +450,12 @@ static struct cg_reply *take_action(json_t *root, struct cg_request *req)
 		req->action = CG_ACTION_PING;
 	else if (n == 5 && memcmp(s, "grant", 5) == 0)
 		req->action = CG_ACTION_GRANT;
+	else if (n == 7 && memcmp(s, "verdict", 7) == 0)
+		req->action = CG_ACTION_VERDICT;
+	else if (n == 6 && memcmp(s, "replay", 6) == 0)
+		req->action = CG_ACTION_REPLAY;
+	else if (n == 3 && memcmp(s, "log", 3) == 0)
+		req->action = CG_ACTION_LOG;
 	else
 		return reply_echo(CG_R_ACTION_UNKNOWN, "action", s, n);
 	return NULL;
@@ -566,7 +575,8 @@ static struct cg_reply *take_time(json_t *root, const struct cg_wire_rules *rule
 	json_t *v = json_object_get(root, "time");
 
 	if (!v) {
-		if (req->action == CG_ACTION_PING)
+		/* Reads run nothing, so an old capture replayed shows only what it showed. */
+		if (req->action == CG_ACTION_PING || cg_action_reads_evidence(req->action))
 			return NULL;
 		return cg_reply_new(CG_R_TIME_MISSING, NULL);
 	}
@@ -819,6 +829,50 @@ static struct cg_reply *scan_all(json_t *root, const struct cg_request *req)
 	return NULL;
 }
 
+/* A trace id names a directory under traces/: a plain token, never a path. */
+static bool trace_token(const char *s, size_t n)
+{
+	if (n == 0 || n > CG_WIRE_MAX_TRACE_ID || s[0] == '.' || strlen(s) != n)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '.' || c == '_' || c == '-'))
+			return false;
+	}
+	return true;
+}
+
+/* Step 8b, evidence reads: trace_id (required for verdict and replay), limit, since. */
+static struct cg_reply *take_evidence_read(json_t *root, struct cg_request *req)
+{
+	static const char *const names[] = { [CG_ACTION_VERDICT] = "verdict",
+					     [CG_ACTION_REPLAY] = "replay",
+					     [CG_ACTION_LOG] = "log" };
+	const char *action = names[req->action];
+	json_t *v = json_object_get(root, "trace_id");
+	if (v || req->action != CG_ACTION_LOG) {
+		if (!v || !trace_token(json_string_value(v), json_string_length(v)))
+			return cg_reply_new(CG_R_TRACE_ID_INVALID, "{s:s}", "action", action);
+		if (!(req->trace_id = dup_json_string(v)))
+			return oom("copying the request");
+	}
+	v = json_object_get(root, "limit");
+	if (v) {
+		json_int_t n = json_integer_value(v);
+		if (n < 1 || n > CG_WIRE_LOG_MAX)
+			return cg_reply_new(CG_R_FIELD_TYPE, "{s:s,s:s}", "field", "limit",
+					    "expected", "an integer from 1 to 5000");
+		req->limit = n;
+	}
+	v = json_object_get(root, "since");
+	if (v && (cg_parse_time(json_string_value(v), &req->since_ns) < 0 ||
+		  strlen(json_string_value(v)) != json_string_length(v)))
+		return cg_reply_new(CG_R_FIELD_TYPE, "{s:s,s:s}", "field", "since", "expected",
+				    "an RFC 3339 timestamp");
+	return NULL;
+}
+
 /* Steps 6-13 against a parsed object; fills req as it goes. */
 static struct cg_reply *validate(json_t *root, const struct cg_wire_rules *rules,
 				 struct cg_request *req)
@@ -839,6 +893,8 @@ static struct cg_reply *validate(json_t *root, const struct cg_wire_rules *rules
 	json_t *grant = req->action == CG_ACTION_GRANT ? json_object_get(root, "grant") : NULL;
 	if (req->action == CG_ACTION_GRANT && !grant)
 		return cg_reply_new(CG_R_GRANT_SPEC_MISSING, NULL);
+	if (cg_action_reads_evidence(req->action) && (r = take_evidence_read(root, req)))
+		return r;
 	if (pl && (r = take_pipeline(pl, req)))
 		return r;
 	if (acts && (r = check_actions(acts)))
@@ -980,6 +1036,7 @@ void cg_request_free(struct cg_request *req)
 	}
 	free(req->env);
 	free(req->cwd);
+	free(req->trace_id);
 	json_decref(req->actions);
 	json_decref(req->grant);
 	json_decref(req->raw);

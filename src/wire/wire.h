@@ -32,7 +32,29 @@
 #define CG_WIRE_FRESHNESS_S   60
 #define CG_WIRE_MAX_TIMEOUTMS (24LL * 3600 * 1000)
 
-enum cg_action { CG_ACTION_EXEC, CG_ACTION_GATE, CG_ACTION_PING, CG_ACTION_GRANT };
+#define CG_WIRE_MAX_TRACE_ID 64
+#define CG_WIRE_LOG_LIMIT    200  /* log: events returned when no limit is given */
+#define CG_WIRE_LOG_MAX	     5000 /* log: the most events one request may ask for */
+
+/*
+ * What a request asks for. VERDICT, REPLAY and LOG read evidence (a trace's
+ * verdict, its replay, journal events); they decide nothing and run nothing.
+ */
+enum cg_action {
+	CG_ACTION_EXEC,
+	CG_ACTION_GATE,
+	CG_ACTION_PING,
+	CG_ACTION_GRANT,
+	CG_ACTION_VERDICT,
+	CG_ACTION_REPLAY,
+	CG_ACTION_LOG,
+};
+
+/* Does action read evidence (verdict, replay, log) rather than decide? */
+static inline bool cg_action_reads_evidence(enum cg_action a)
+{
+	return a == CG_ACTION_VERDICT || a == CG_ACTION_REPLAY || a == CG_ACTION_LOG;
+}
 
 struct cg_stage {
 	size_t argc;
@@ -65,6 +87,9 @@ struct cg_request {
 	json_t *actions;    /* gate: validated array of abstract actions, or NULL */
 	json_t *grant;	    /* grant: the grant asked for (a human opens it, or not), or NULL */
 	json_t *raw;	    /* the parsed request object, for evidence */
+	char *trace_id;	    /* verdict/replay (required), log (optional): a trace, or NULL */
+	int64_t limit;	    /* log: the most recent events to return; 0 when absent */
+	int64_t since_ns;   /* log: only events at or after this wall time; 0 when absent */
 };
 
 /* What validation needs to know that is not in the line itself. */

@@ -18,8 +18,11 @@ import shlex
 import subprocess
 import threading
 import time
+import socket
 import tomllib
 import unittest
+
+import jsonschema
 
 import cgtest
 
@@ -133,7 +136,7 @@ class McpTestBase(unittest.TestCase):
         cls.d.close()
 
     def setUp(self):
-        self.m = McpProc(self.d.socket, cwd=self.d.workspace, state_dir=self.d.state_dir)
+        self.m = McpProc(self.d.socket, cwd=self.d.workspace)
         self.m.initialize()
 
     def tearDown(self):
@@ -353,6 +356,151 @@ class TestOtherTools(McpTestBase):
         self.assertTrue(r["structuredContent"]["reply"]["data"]["screening"]["quarantined"])
 
 
+def output_schemas(m):
+    """Each tool's declared outputSchema, by name (from tools/list)."""
+    return {t["name"]: t["outputSchema"] for t in m.request("tools/list")["result"]["tools"]}
+
+
+class TestCompleteness(unittest.TestCase):
+    """execute's forward_agent, cwd, env and timeout_ms; structuredContent
+    that matches the declared outputSchema; progress that names the wait."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp_agent = os.path.join("/tmp", "cg-agent-%d.sock" % os.getpid())
+        cls.agent = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        cls.agent.bind(cls.tmp_agent)
+        cls.agent.listen(1)
+        os.chmod(cls.tmp_agent, 0o777)
+        cls.d = cgtest.Daemon(env={"SSH_AUTH_SOCK": cls.tmp_agent}).start()
+        os.makedirs(os.path.join(cls.d.workspace, "sub"), exist_ok=True)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.d.close()
+        cls.agent.close()
+        os.unlink(cls.tmp_agent)
+
+    def setUp(self):
+        self.m = McpProc(self.d.socket, cwd=self.d.workspace)
+        self.m.initialize()
+        self.schemas = output_schemas(self.m)
+
+    def tearDown(self):
+        self.m.close()
+
+    def call(self, name, args):
+        r = self.m.call(name, args)
+        jsonschema.validate(r["structuredContent"], self.schemas[name])
+        return r
+
+    def test_execute_arguments_reach_the_command(self):
+        sub = os.path.join(self.d.workspace, "sub")
+        r = self.call("execute", {"argv": ["pwd"], "cwd": sub, "privileged": False})
+        self.assertEqual(r["structuredContent"]["stdout"], sub + "\n")
+        r = self.call("execute", {"argv": ["printenv", "TZ"], "env": {"TZ": "EST5EDT"},
+                                  "privileged": False})
+        self.assertEqual(r["structuredContent"]["stdout"], "EST5EDT\n")
+        r = self.call("execute", {"argv": ["sleep", "30"], "timeout_ms": 300,
+                                  "privileged": False})
+        self.assertEqual(r["structuredContent"]["status"], "timeout", r)
+        self.assertEqual(r["structuredContent"]["reply"]["code"], "MCP-EXEC-E-002")
+        r = self.call("execute", {"argv": ["printenv", "SSH_AUTH_SOCK"], "privileged": False})
+        self.assertNotIn("cg-agent", r["structuredContent"].get("stdout", ""))
+        r = self.call("execute", {"argv": ["printenv", "SSH_AUTH_SOCK"], "privileged": False,
+                                  "forward_agent": True})
+        self.assertFalse(r["isError"], r)
+        self.assertTrue(r["structuredContent"]["stdout"].strip(), r)
+        # forward_agent with a privileged call: the daemon's own I reply.
+        r = self.call("execute", {"argv": ["ls"], "forward_agent": True})
+        self.assertEqual(r["structuredContent"]["reply"]["code"], "MCP-VAL-I-009")
+        r = self.call("execute", {"argv": ["ls"], "forward_agent": "yes"})
+        self.assertEqual(r["structuredContent"]["reply"]["code"], "MCP-VAL-I-100")
+
+    def test_every_result_matches_its_output_schema(self):
+        self.assertEqual(set(self.schemas), {"execute", "gate", "verdict", "replay", "status"})
+        ok = self.call("execute", {"argv": ["echo", "x"], "privileged": False})
+        trace = ok["structuredContent"]["reply"]["trace_id"]
+        self.call("execute", {"argv": ["cat", "/root/.ssh/id_rsa"], "privileged": False})
+        self.call("execute", {"pipeline": [[]]})
+        self.call("gate", {"argv": ["ls"], "privileged": False})
+        self.call("gate", {"actions": [{"action_type": "write", "resource": "/etc/passwd"}]})
+        self.call("gate", {})
+        v = self.call("verdict", {"trace_id": trace})
+        self.assertEqual(v["structuredContent"]["decision"], "ALLOW")
+        self.call("verdict", {"trace_id": "bad/id"})
+        self.call("verdict", {"trace_id": "00000000-0000-4000-8000-000000000000"})
+        rp = self.call("replay", {"trace_id": trace})
+        self.assertTrue(rp["structuredContent"]["pass"])
+        st = self.call("status", {})
+        self.assertIn(trace, [c["trace_id"] for c in st["structuredContent"]["recent"]])
+        # A schema that is not an object schema, or a result outside it, fails here.
+        with self.assertRaises(jsonschema.ValidationError):
+            jsonschema.validate({"status": "ok"}, self.schemas["execute"])
+
+    def test_unreachable_daemon_matches_the_schemas(self):
+        m = McpProc("/nonexistent/callgate.sock")
+        try:
+            m.initialize()
+            schemas = output_schemas(m)
+            for name, args in (("execute", {"argv": ["ls"]}), ("status", {}),
+                               ("verdict", {"trace_id": "abc"}), ("gate", {"argv": ["ls"]})):
+                r = m.call(name, args)
+                self.assertTrue(r["isError"])
+                jsonschema.validate(r["structuredContent"], schemas[name])
+                self.assertEqual(r["structuredContent"]["reply"]["code"], "MCP-IO-E-100")
+        finally:
+            m.close()
+
+
+class TestApprovalProgress(unittest.TestCase):
+    def test_progress_says_it_waits_for_a_human(self):
+        with cgtest.Daemon(flags=["--approval", "--approval-timeout", "45000"]) as d:
+            m = McpProc(d.socket, cwd=d.workspace)
+            try:
+                m.initialize()
+                marker = os.path.join(d.workspace, "approved-run")
+                m.send({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                        "params": {"name": "execute", "_meta": {"progressToken": "p1"},
+                                   "arguments": {"argv": ["touch", marker]}}})
+                msgs = []
+                while len(msgs) < 2:
+                    r = m.recv()
+                    self.assertEqual(r.get("method"), "notifications/progress", r)
+                    msgs.append(r["params"]["message"])
+                for msg in msgs:
+                    self.assertRegex(msg, r"^waiting for approval, \d+ s left$")
+                    left = int(msg.split(", ")[1].split()[0])
+                    self.assertTrue(0 < left <= 45, msg)
+                pend = d.admin("pending")["reply"]["data"]["pending"]
+                self.assertEqual(len(pend), 1, pend)
+                d.admin("deny", trace_id=pend[0]["trace_id"],
+                        request_sha256=pend[0]["request_sha256"])
+                while True:
+                    r = m.recv()
+                    if r.get("id") == 7:
+                        break
+                self.assertTrue(r["result"]["isError"])
+                self.assertEqual(r["result"]["structuredContent"]["reply"]["type"], "D")
+                self.assertFalse(os.path.exists(marker))
+            finally:
+                m.close()
+
+    def test_a_call_that_runs_says_it_runs(self):
+        with cgtest.Daemon() as d:
+            m = McpProc(d.socket, cwd=d.workspace)
+            try:
+                m.initialize()
+                m.send({"jsonrpc": "2.0", "id": 8, "method": "tools/call",
+                        "params": {"name": "execute", "_meta": {"progressToken": "p2"},
+                                   "arguments": {"argv": ["sleep", "1.5"],
+                                                 "privileged": False}}})
+                r = m.recv()
+                self.assertEqual(r["params"]["message"], "running for 1 s", r)
+            finally:
+                m.close()
+
+
 def mcp_config_argv(daemon):
     """The server command from the docs' Claude Code .mcp.json, pointed at daemon."""
     srv = json.loads(snippet("claude-mcp"))["mcpServers"]["callgate"]
@@ -477,6 +625,52 @@ class TestDocSnippets(unittest.TestCase):
                                ).encode())
             r = json.loads(p.stdout.splitlines()[0])
             self.assertTrue(r["result"]["structuredContent"]["alive"], r)
+
+    def test_codex_shell_snippet_turns_the_shell_tool_off(self):
+        cfg = tomllib.loads(snippet("codex-shell"))
+        self.assertIs(cfg["features"]["shell_tool"], False)
+        self.assertEqual(cfg["mcp_servers"], tomllib.loads(snippet("codex"))["mcp_servers"])
+        srv = cfg["mcp_servers"]["callgate"]
+        with cgtest.Daemon() as d:
+            env = dict(os.environ, **srv["env"])
+            env["CALLGATE_SOCKET"] = d.socket
+            p = subprocess.run([cgtest.CALLGATE, *srv["args"]], env=env, capture_output=True,
+                               timeout=TIMEOUT, input=(json.dumps(
+                                   {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                                    "params": {"name": "execute", "arguments": {
+                                        "argv": ["echo", "via callgate"],
+                                        "privileged": False}}}) + "\n").encode())
+            r = json.loads(p.stdout.splitlines()[0])
+            self.assertEqual(r["result"]["structuredContent"]["stdout"], "via callgate\n", r)
+
+    def test_stdio_session_snippet(self):
+        text = snippet("stdio-session")
+        self.assertIn("CALLGATE_SOCKET=" + DOC_SOCKET + " callgate mcp", text)
+        with cgtest.Daemon() as d:
+            text = text.replace("CALLGATE_SOCKET=" + DOC_SOCKET + " callgate mcp",
+                                "CALLGATE_SOCKET=%s %s mcp" % (shlex.quote(d.socket),
+                                                               shlex.quote(cgtest.CALLGATE)))
+            p = subprocess.run(["bash", "-c", text], capture_output=True, timeout=TIMEOUT,
+                               cwd=d.workspace)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            out = [json.loads(x) for x in p.stdout.splitlines()]
+            self.assertEqual([m["id"] for m in out], [1, 2])
+            self.assertEqual(out[0]["result"]["serverInfo"]["name"], "callgate")
+            self.assertFalse(out[1]["result"]["isError"], out[1])
+            self.assertEqual(out[1]["result"]["structuredContent"]["reply"]["code"],
+                             "MCP-EXEC-S-001")
+
+    def test_every_snippet_is_loaded_by_a_test(self):
+        with open(AGENTS_MD) as f:
+            names = re.findall(r"<!-- snippet: ([\w-]+) -->\s*```", f.read())
+        self.assertGreaterEqual(len(names), 8, names)
+        here = os.path.dirname(os.path.abspath(__file__))
+        used = set()
+        for fn in os.listdir(here):
+            if fn.startswith("test_") and fn.endswith(".py"):
+                with open(os.path.join(here, fn)) as f:
+                    used |= set(re.findall(r'snippet\("([\w-]+)"\)', f.read()))
+        self.assertEqual(set(names) - used, set())
 
 
 if __name__ == "__main__":

@@ -285,3 +285,28 @@ Test(mcp, tools_list_is_well_formed)
 	}
 	json_decref(l);
 }
+
+/* The hook's rewrite: this binary, run, the judged argv each word single-quoted. */
+Test(hook, run_command_quotes_every_word)
+{
+	json_t *pl = json_pack("[[s,s,s],[s]]", "echo", "it's", "$HOME `id`", "wc");
+	char *cmd = run_command("/run/cg.sock", pl, "/w s", "sess'1");
+	char self[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	cr_assert(n > 0);
+	self[n] = '\0';
+	cr_assert_not_null(cmd);
+	char *want = NULL;
+	cr_assert(asprintf(&want,
+			   "'%s' '--socket' '/run/cg.sock' 'run' '--no-privileged' '--cwd' '/w s' "
+			   "'--session' 'sess'\\''1' '--' 'echo' 'it'\\''s' '$HOME `id`' '|' 'wc'",
+			   self) > 0);
+	cr_expect_str_eq(cmd, want);
+	free(want);
+	free(cmd);
+	json_decref(pl);
+	/* A lone '|' word would be read by run as a stage separator: never rewritten. */
+	pl = json_pack("[[s,s]]", "echo", "|");
+	cr_expect_null(run_command("/run/cg.sock", pl, NULL, NULL));
+	json_decref(pl);
+}

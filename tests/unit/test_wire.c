@@ -1056,3 +1056,48 @@ Test(wire, requests_dated_before_the_start_are_refused)
 	cr_assert_null(err, "the check is off again");
 	cg_request_free(req);
 }
+
+/* The evidence reads: trace_id required (verdict, replay) and a plain token; no time needed. */
+Test(wire, evidence_reads)
+{
+	static const struct {
+		const char *line;
+		enum cg_reply_id code; /* CG_R__COUNT: accepted */
+		enum cg_action action;
+	} cases[] = {
+		{ "{\"action\":\"verdict\",\"trace_id\":\"7d3f0c2e-9a41-4b8e\"}", OK,
+		  CG_ACTION_VERDICT },
+		{ "{\"action\":\"replay\",\"trace_id\":\"a.b_c-1\"}", OK, CG_ACTION_REPLAY },
+		{ "{\"action\":\"log\"}", OK, CG_ACTION_LOG },
+		{ "{\"action\":\"log\",\"limit\":5000,\"since\":\"2026-11-23T10:00:00Z\"}", OK,
+		  CG_ACTION_LOG },
+		{ "{\"action\":\"verdict\"}", CG_R_TRACE_ID_INVALID, 0 },
+		{ "{\"action\":\"replay\",\"trace_id\":\"../../etc\"}", CG_R_TRACE_ID_INVALID, 0 },
+		{ "{\"action\":\"verdict\",\"trace_id\":\".hidden\"}", CG_R_TRACE_ID_INVALID, 0 },
+		{ "{\"action\":\"verdict\",\"trace_id\":\"\"}", CG_R_TRACE_ID_INVALID, 0 },
+		{ "{\"action\":\"log\",\"trace_id\":\"a/b\"}", CG_R_TRACE_ID_INVALID, 0 },
+		{ "{\"action\":\"verdict\",\"trace_id\":7}", CG_R_FIELD_TYPE, 0 },
+		{ "{\"action\":\"log\",\"limit\":0}", CG_R_FIELD_TYPE, 0 },
+		{ "{\"action\":\"log\",\"limit\":5001}", CG_R_FIELD_TYPE, 0 },
+		{ "{\"action\":\"log\",\"since\":\"yesterday\"}", CG_R_FIELD_TYPE, 0 },
+		/* A stale time is still refused: a present field is checked as for exec. */
+		{ "{\"action\":\"log\",\"time\":\"2001-01-01T00:00:00Z\"}", CG_R_TIME_STALE, 0 },
+	};
+	for (size_t i = 0; i < CG_ARRAY_LEN(cases); i++) {
+		struct cg_request *req = NULL;
+		struct cg_reply *err = decode(cases[i].line, &req, NULL);
+		if (cases[i].code == OK) {
+			cr_expect_null(err, "%s refused with %s", cases[i].line,
+				       err ? cg_reply_def_of(err)->key : "");
+			if (req)
+				cr_expect_eq(req->action, cases[i].action, "%s", cases[i].line);
+		} else {
+			cr_expect_not_null(err, "%s accepted", cases[i].line);
+			if (err)
+				cr_expect_eq(cg_reply_def_of(err)->id, cases[i].code, "%s: %s",
+					     cases[i].line, cg_reply_def_of(err)->key);
+		}
+		cg_reply_free(err);
+		cg_request_free(req);
+	}
+}

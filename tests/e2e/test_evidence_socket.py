@@ -1,0 +1,204 @@
+# SPDX-License-Identifier: MIT
+"""Evidence over the socket: the protocol's verdict, replay and log actions.
+
+A peer reads the traces whose request the daemon recorded with its own uid
+(SO_PEERCRED); an approver named by --approver-uid reads every trace; anyone
+else's trace is answered exactly like a missing one, and not one byte of it
+comes back. `callgate mcp` answers its verdict, replay and status tools from
+these actions, so it needs nothing but the socket: here it runs as another
+uid that cannot even list the daemon's state directory.
+
+The tests run as root (the e2e suite does) and use uid 65534 (nobody) as the
+other peer, on a socket opened to the nogroup group.
+"""
+import json
+import os
+import subprocess
+import unittest
+import uuid
+
+import cgtest
+
+NOBODY = 65534
+MARK = "secret-marker-" + uuid.uuid4().hex[:8]  # only in the root peer's trace
+
+
+def daemon(*flags):
+    d = cgtest.Daemon(flags=["--socket-group", "nogroup", *flags])
+    d.start()
+    os.chmod(d.tmp, 0o755)        # nobody reaches the socket …
+    os.chmod(d.state_dir, 0o700)  # … but not the state directory
+    return d
+
+
+def ask(d, req, uid=None):
+    """One request on the agent socket, as root or as uid; (response, raw bytes)."""
+    line = cgtest.encode(req)
+    if uid is None:
+        raw = cgtest.send_recv(d.socket, line)
+    else:
+        raw = cgtest.as_uid(uid, lambda: cgtest.send_recv(d.socket, line).decode()).encode()
+    return cgtest.parse_response(raw), raw
+
+
+def root_call(d):
+    """A call made by root whose command line and output carry MARK; its trace id."""
+    r, _ = ask(d, cgtest.make_request([["echo", MARK]], privileged=False))
+    assert r["reply"]["code"] == "MCP-EXEC-S-001", r
+    return r["reply"]["trace_id"]
+
+
+def nobody_gate(d):
+    r, _ = ask(d, cgtest.make_request([["ls"]], action="gate", privileged=False), uid=NOBODY)
+    assert r["reply"]["code"] == "MCP-GATE-S-001", r
+    return r["reply"]["trace_id"]
+
+
+class TestOwnTraces(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.d = daemon()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.d.close()
+
+    def test_verdict_replay_log_of_own_trace(self):
+        trace = root_call(self.d)
+        v, _ = ask(self.d, {"action": "verdict", "trace_id": trace})
+        self.assertEqual(v["reply"]["code"], "MCP-LOG-S-101", v)
+        self.assertEqual(v["reply"]["data"]["verdict"]["decision"], "ALLOW")
+        self.assertEqual(v["reply"]["data"]["verdict"]["trace_id"], trace)
+        # verdict.json as sealed, byte for byte the same object.
+        with open(os.path.join(self.d.state_dir, "traces", trace, "verdict.json")) as f:
+            self.assertEqual(v["reply"]["data"]["verdict"], json.load(f))
+        rp, _ = ask(self.d, {"action": "replay", "trace_id": trace})
+        self.assertEqual(rp["reply"]["code"], "MCP-LOG-S-102", rp)
+        self.assertEqual(rp["reply"]["params"]["status"], "PASS")
+        self.assertEqual([t["trace_id"] for t in rp["reply"]["data"]["traces"]], [trace])
+        lg, _ = ask(self.d, {"action": "log", "trace_id": trace})
+        self.assertEqual(lg["reply"]["code"], "MCP-LOG-S-103", lg)
+        types = [e["type"] for e in lg["reply"]["data"]["events"]]
+        self.assertEqual(types[0], "request")
+        self.assertEqual(types[-1], "seal")
+        self.assertIn("exec.finished", types)
+
+    def test_log_limit_keeps_the_newest(self):
+        for _ in range(3):
+            root_call(self.d)
+        lg, _ = ask(self.d, {"action": "log", "limit": 5})
+        data = lg["reply"]["data"]
+        self.assertEqual(len(data["events"]), 5)
+        self.assertTrue(data["truncated"])
+        self.assertGreater(data["matched"], 5)
+        seqs = [e["seq"] for e in data["events"]]
+        self.assertEqual(seqs, sorted(seqs))
+
+    def test_bad_requests_are_i_replies(self):
+        for req, code in [({"action": "verdict"}, "MCP-LOG-I-101"),
+                          ({"action": "replay", "trace_id": "../../etc"}, "MCP-LOG-I-101"),
+                          ({"action": "verdict", "trace_id": ".x"}, "MCP-LOG-I-101"),
+                          ({"action": "log", "limit": 0}, "MCP-VAL-I-001"),
+                          ({"action": "log", "since": "yesterday"}, "MCP-VAL-I-001"),
+                          ({"action": "verdict", "trace_id": str(uuid.uuid4())},
+                           "MCP-LOG-I-102")]:
+            r, _ = ask(self.d, req)
+            self.assertEqual(r["reply"]["code"], code, (req, r))
+            self.assertEqual(r["status"], "error")
+
+    def test_another_uids_trace_never_comes_back(self):
+        trace = root_call(self.d)
+        mine = nobody_gate(self.d)
+        missing = str(uuid.uuid4())
+        for action in ("verdict", "replay"):
+            r, raw = ask(self.d, {"action": action, "trace_id": trace}, uid=NOBODY)
+            self.assertEqual(r["reply"]["code"], "MCP-LOG-I-102", r)
+            self.assertNotIn(MARK.encode(), raw)
+            # Indistinguishable from a trace that does not exist.
+            m, _ = ask(self.d, {"action": action, "trace_id": missing}, uid=NOBODY)
+            self.assertEqual(m["reply"]["code"], r["reply"]["code"])
+            self.assertEqual(m["reply"]["message"].replace(missing, "ID"),
+                             r["reply"]["message"].replace(trace, "ID"))
+        lg, raw = ask(self.d, {"action": "log", "limit": 5000}, uid=NOBODY)
+        self.assertEqual(lg["reply"]["code"], "MCP-LOG-S-103", lg)
+        self.assertNotIn(MARK.encode(), raw)
+        traces = {e["trace"] for e in lg["reply"]["data"]["events"]}
+        self.assertNotIn(trace, traces)
+        self.assertIn(mine, traces)
+        lg, raw = ask(self.d, {"action": "log", "trace_id": trace}, uid=NOBODY)
+        self.assertEqual(lg["reply"]["data"]["events"], [])
+        # nobody reads its own; root, not an approver here, does not read nobody's.
+        v, _ = ask(self.d, {"action": "verdict", "trace_id": mine}, uid=NOBODY)
+        self.assertEqual(v["reply"]["code"], "MCP-LOG-S-101", v)
+        v, _ = ask(self.d, {"action": "verdict", "trace_id": mine})
+        self.assertEqual(v["reply"]["code"], "MCP-LOG-I-102", v)
+
+
+class TestApprover(unittest.TestCase):
+    def test_configured_approver_reads_every_trace(self):
+        d = daemon("--approver-uid", str(NOBODY))
+        try:
+            trace = root_call(d)
+            v, raw = ask(d, {"action": "verdict", "trace_id": trace}, uid=NOBODY)
+            self.assertEqual(v["reply"]["code"], "MCP-LOG-S-101", v)
+            rp, _ = ask(d, {"action": "replay", "trace_id": trace}, uid=NOBODY)
+            self.assertEqual(rp["reply"]["params"]["status"], "PASS", rp)
+            lg, raw = ask(d, {"action": "log", "trace_id": trace}, uid=NOBODY)
+            self.assertIn(MARK.encode(), raw)
+            # Root is not an approver once approvers are named: its own traces only.
+            mine = nobody_gate(d)
+            r, _ = ask(d, {"action": "verdict", "trace_id": mine})
+            self.assertEqual(r["reply"]["code"], "MCP-LOG-I-102", r)
+        finally:
+            d.close()
+
+
+class TestMcpNeedsOnlyTheSocket(unittest.TestCase):
+    def test_mcp_as_another_uid_with_only_the_socket(self):
+        d = daemon()
+        try:
+            root_trace = root_call(d)
+            msgs = [{"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                     "params": {"name": "gate", "arguments": {"argv": ["ls"],
+                                                              "privileged": False}}}]
+            # The bridge as nobody: it cannot read the state directory (0700 root).
+            p = subprocess.Popen([cgtest.CALLGATE, "--socket", d.socket, "mcp"],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, user=NOBODY, group=NOBODY,
+                                 extra_groups=[], cwd="/")
+            try:
+                def call(i, name, args):
+                    p.stdin.write((json.dumps({"jsonrpc": "2.0", "id": i,
+                                               "method": "tools/call",
+                                               "params": {"name": name,
+                                                          "arguments": args}}) + "\n").encode())
+                    p.stdin.flush()
+                    return json.loads(p.stdout.readline())["result"]
+                g = call(1, "gate", msgs[0]["params"]["arguments"])
+                trace = g["structuredContent"]["trace_id"]
+                v = call(2, "verdict", {"trace_id": trace})
+                self.assertFalse(v["isError"], v)
+                self.assertEqual(v["structuredContent"]["decision"], "ALLOW")
+                rp = call(3, "replay", {"trace_id": trace})
+                self.assertFalse(rp["isError"], rp)
+                self.assertEqual(rp["structuredContent"]["result"], "PASS")
+                other = call(4, "verdict", {"trace_id": root_trace})
+                self.assertTrue(other["isError"])
+                self.assertEqual(other["structuredContent"]["reply"]["code"], "MCP-LOG-I-102")
+                self.assertNotIn(MARK, json.dumps(other))
+                st = call(5, "status", {})
+                self.assertTrue(st["structuredContent"]["alive"], st)
+                recent = st["structuredContent"]["recent"]
+                self.assertEqual(recent[0]["trace_id"], trace, recent)
+                self.assertNotIn(root_trace, json.dumps(recent))
+            finally:
+                p.stdin.close()
+                p.wait(timeout=cgtest.DEFAULT_TIMEOUT)
+                p.stdout.close()
+                p.stderr.close()
+        finally:
+            d.close()
+
+
+if __name__ == "__main__":
+    unittest.main()
