@@ -54,19 +54,24 @@ static int write_map(const char *path, unsigned long id)
 	return write_file(path, line, n + 3);
 }
 
+int cg_userns_map_self(uid_t outer_uid, gid_t outer_gid)
+{
+	/* setgroups must be denied before an unprivileged gid_map write;
+	 * it also stops dropping a group that a file's ACL denies. */
+	int rc;
+	if ((rc = write_file("/proc/self/setgroups", "deny", 4)) != 0 ||
+	    (rc = write_map("/proc/self/uid_map", outer_uid)) != 0)
+		return rc;
+	return write_map("/proc/self/gid_map", outer_gid);
+}
+
 int cg_netns_enter(bool with_userns, uid_t outer_uid, gid_t outer_gid)
 {
 	int rc;
 	if (unshare(CLONE_NEWNET | (with_userns ? CLONE_NEWUSER : 0)) != 0)
 		return errno;
-	if (with_userns) {
-		/* setgroups must be denied before an unprivileged gid_map write;
-		 * it also stops dropping a group that a file's ACL denies. */
-		if ((rc = write_file("/proc/self/setgroups", "deny", 4)) != 0 ||
-		    (rc = write_map("/proc/self/uid_map", outer_uid)) != 0 ||
-		    (rc = write_map("/proc/self/gid_map", outer_gid)) != 0)
-			return rc;
-	}
+	if (with_userns && (rc = cg_userns_map_self(outer_uid, outer_gid)) != 0)
+		return rc;
 	int sock = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (sock < 0)
 		return errno;

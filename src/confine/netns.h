@@ -25,6 +25,13 @@
  */
 int cg_netns_enter(bool with_userns, uid_t outer_uid, gid_t outer_gid);
 
+/*
+ * In a process that just entered a new user namespace (async-signal-safe):
+ * deny setgroups, then map only the daemon's own uid and gid (everything
+ * else stays unmapped, i.e. nobody). 0, or an errno value.
+ */
+int cg_userns_map_self(uid_t outer_uid, gid_t outer_gid);
+
 /* Can this process create a network namespace (root, or user namespaces allowed)? */
 bool cg_netns_possible(bool *with_userns);
 

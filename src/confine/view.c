@@ -64,6 +64,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "netns.h"
 #include "util.h"
 
 #define VIEW_MAX_PATHS	256	    /* per list */
@@ -265,45 +266,6 @@ static int make_tmp_dirs(const char *rel)
 	return 0;
 }
 
-static int write_file(const char *path, const char *s, size_t len)
-{
-	int fd = open(path, O_WRONLY | O_CLOEXEC);
-	if (fd < 0)
-		return errno;
-	int rc = write(fd, s, len) == (ssize_t)len ? 0 : (errno ? errno : EIO);
-	(void)close(fd);
-	return rc;
-}
-
-/* "ID ID 1\n" without stdio. */
-static size_t fmt_map(char *out, unsigned long id)
-{
-	char tmp[24];
-	size_t n = 0, len = 0;
-	do {
-		tmp[n++] = (char)('0' + id % 10);
-		id /= 10;
-	} while (id);
-	for (int k = 0; k < 2; k++) {
-		for (size_t i = n; i > 0; i--)
-			out[len++] = tmp[i - 1];
-		out[len++] = ' ';
-	}
-	memcpy(out + len, "1\n", 2);
-	return len + 2;
-}
-
-/* An unprivileged daemon: map only its own ids into the new user namespace. */
-static int map_ids(const struct cg_view *v)
-{
-	char line[64];
-	int rc;
-	if ((rc = write_file("/proc/self/setgroups", "deny", 4)) != 0 ||
-	    (rc = write_file("/proc/self/uid_map", line, fmt_map(line, v->outer_uid))) != 0)
-		return rc;
-	return write_file("/proc/self/gid_map", line, fmt_map(line, v->outer_gid));
-}
-
 /* mkdir -p of rel's parent directories (the first component exists). */
 static int make_parents(const char *rel)
 {
@@ -422,7 +384,7 @@ int cg_view_enter(const struct cg_view *v)
 	struct stat before, after;
 	struct view_fds f;
 	int rc;
-	if (v->userns && (rc = map_ids(v)) != 0)
+	if (v->userns && (rc = cg_userns_map_self(v->outer_uid, v->outer_gid)) != 0)
 		return rc;
 	if ((rc = child_filesystems(v, &f)) != 0)
 		return rc;
