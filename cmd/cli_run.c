@@ -106,6 +106,7 @@ static int set_cwd(const char *sub, json_t *req, const char *dir)
 	{ "--timeout", "MS", "the command's deadline in ms (capped by policy)" }, \
 	{ "--reason", "TEXT", "why: shown to the approver and kept in evidence" }, \
 	{ "--session", "NAME", "the agent session the call belongs to" }, \
+	{ "--forward-agent", NULL, "let the call use the daemon's ssh-agent (unprivileged)" }, \
 	{ "--host", "HOST", "the host the call is for (default: this one)" }, \
 	{ "--id", "ID", "the request id (default: a fresh UUIDv4)" }
 /* clang-format on */
@@ -199,6 +200,8 @@ static int parse_opts(int argc, char **argv, struct req_opts *o, const struct cg
 		const char *name = opt->name;
 		if (strcmp(name, "--json") == 0) {
 			o->json = true;
+		} else if (strcmp(name, "--forward-agent") == 0) {
+			json_object_set_new(o->req, "forward_agent", json_true());
 		} else if (strcmp(name, "--privileged") == 0 ||
 			   strcmp(name, "--no-privileged") == 0) {
 			json_object_set_new(o->req, "privileged", json_boolean(name[2] == 'p'));

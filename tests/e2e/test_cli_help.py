@@ -385,5 +385,31 @@ class NoStateDirectory(unittest.TestCase):
         self.assertEqual(r.stdout, b"")
 
 
+class ForwardAgent(unittest.TestCase):
+    """`callgate run --forward-agent` asks for the daemon's ssh-agent socket
+    (issue 17: it could not be set from the CLI): the call sees
+    SSH_AUTH_SOCK only when the flag is given."""
+
+    def test_forward_agent_from_the_command_line(self):
+        d = cgtest.Daemon()
+        sock = os.path.join(d.tmp, "agent.sock")
+        listener = socket.socket(socket.AF_UNIX)
+        listener.bind(sock)
+        listener.listen(1)
+        d.extra_env["SSH_AUTH_SOCK"] = sock
+        try:
+            d.start()
+            p = d.cli("run", "--no-privileged", "--", "printenv", "SSH_AUTH_SOCK")
+            self.assertEqual(p.returncode, 1, p)  # control: not forwarded
+            self.assertEqual(p.stdout, b"")
+            p = d.cli("run", "--no-privileged", "--forward-agent", "--", "printenv",
+                      "SSH_AUTH_SOCK")
+            self.assertEqual(p.returncode, 0, p)
+            self.assertEqual(p.stdout.decode().strip(), sock)
+        finally:
+            listener.close()
+            d.close()
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -344,7 +344,7 @@ struct ld {
 	yaml_document_t doc;
 	struct cg_policy *p;
 	char err[512];
-	size_t err_line;
+	size_t err_line, err_column; /* of the first error; 0: none */
 	/* patterns collected across rules, compiled once at the end */
 	size_t n_pats, cap_pats;
 	const char **pats;
@@ -377,8 +377,10 @@ static int fail(struct ld *l, const yaml_node_t *n, const char *fmt, ...)
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	l->err_line = line_of(n);
+	l->err_column = n ? n->start_mark.column + 1 : 0;
 	if (n)
-		snprintf(l->err, sizeof(l->err), "line %zu: %s", l->err_line, msg);
+		snprintf(l->err, sizeof(l->err), "line %zu, column %zu: %s", l->err_line,
+			 n->start_mark.column + 1, msg);
 	else
 		snprintf(l->err, sizeof(l->err), "%s", msg);
 	return -1;
@@ -1961,10 +1963,12 @@ int cg_policy_load_buffer(const char *source, const char *buf, size_t len, struc
 	parser_ok = true;
 	yaml_parser_set_input_string(&parser, (const unsigned char *)buf, len);
 	if (!yaml_parser_load(&parser, &l.doc)) {
-		fail(&l, NULL, "line %zu: YAML: %s%s%s", parser.problem_mark.line + 1,
+		fail(&l, NULL, "line %zu, column %zu: YAML: %s%s%s", parser.problem_mark.line + 1,
+		     parser.problem_mark.column + 1,
 		     parser.problem ? parser.problem : "syntax error", parser.context ? " " : "",
 		     parser.context ? parser.context : "");
 		l.err_line = parser.problem_mark.line + 1;
+		l.err_column = parser.problem_mark.column + 1;
 		goto fail_reply;
 	}
 	doc_ok = true;
@@ -1973,7 +1977,8 @@ int cg_policy_load_buffer(const char *source, const char *buf, size_t len, struc
 	/* A second document would be ignored by the loader: refuse it instead. */
 	yaml_document_t extra;
 	if (!yaml_parser_load(&parser, &extra)) {
-		fail(&l, NULL, "line %zu: YAML: %s", parser.problem_mark.line + 1,
+		fail(&l, NULL, "line %zu, column %zu: YAML: %s", parser.problem_mark.line + 1,
+		     parser.problem_mark.column + 1,
 		     parser.problem ? parser.problem : "syntax error");
 		goto fail_reply;
 	}
@@ -1991,7 +1996,10 @@ fail_reply:
 	*err = cg_reply_new(CG_R_POLICY_LOAD_FAILED, "{s:s,s:s}", "source", source, "detail",
 			    l.err[0] ? l.err : "unknown error");
 	if (l.err_line)
-		cg_reply_set_data(*err, json_pack("{s:I}", "line", (json_int_t)l.err_line));
+		cg_reply_set_data(*err, l.err_column
+					    ? json_pack("{s:I,s:I}", "line", (json_int_t)l.err_line,
+							"column", (json_int_t)l.err_column)
+					    : json_pack("{s:I}", "line", (json_int_t)l.err_line));
 release_doc:
 	if (doc_ok)
 		yaml_document_delete(&l.doc);
