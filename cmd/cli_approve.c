@@ -647,6 +647,71 @@ static int tui(const struct cg_cli *g, int64_t grant_uses, int64_t grant_ttl)
 
 /* ---- non-interactive commands ------------------------------------------------ */
 
+/*
+ * A pipeline ([{exe?, argv: [...]}, ...] or [[...], ...]) as one line of shell-
+ * like text: words that need it single-quoted, stages joined by " | ".
+ * Terminal-safe; caller frees. NULL on allocation failure.
+ */
+static char *pipeline_text(const json_t *pipe)
+{
+	struct cg_buf b;
+	cg_buf_init(&b, 1u << 20);
+	size_t i, j;
+	const json_t *st, *w;
+	json_array_foreach(pipe, i, st)
+	{
+		const json_t *argv = json_is_array(st) ? st : json_object_get(st, "argv");
+		if (i)
+			(void)cg_buf_add(&b, " | ", 3);
+		json_array_foreach(argv, j, w)
+		{
+			const char *s = json_string_value(w);
+			if (!s)
+				s = "";
+			bool plain =
+			    s[0] && strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+					      "0123456789@%+=:,./_-") == strlen(s);
+			if (j)
+				(void)cg_buf_add(&b, " ", 1);
+			if (!plain)
+				(void)cg_buf_add(&b, "'", 1);
+			for (const char *c = s; *c; c++) {
+				if (*c == '\'')
+					(void)cg_buf_add(&b, "'\\''", 4);
+				else
+					(void)cg_buf_add(&b, c, 1);
+			}
+			if (!plain)
+				(void)cg_buf_add(&b, "'", 1);
+		}
+	}
+	char *raw = cg_buf_cstr(&b);
+	char *safe = raw ? cg_sanitize_for_terminal(raw) : NULL;
+	free(raw);
+	return safe;
+}
+
+/* One grant as text: id, what it covers, and its scope. */
+static void print_grant(const json_t *gr)
+{
+	char *what = pipeline_text(json_object_get(gr, "pipeline"));
+	char *id = cg_sanitize_for_terminal(json_string_value(json_object_get(gr, "grant_id")));
+	char *sess = cg_sanitize_for_terminal(json_string_value(json_object_get(gr, "session")));
+	const char *exp = json_string_value(json_object_get(gr, "expires"));
+	char *exe = cg_sanitize_for_terminal(json_string_value(
+	    json_object_get(json_array_get(json_object_get(gr, "pipeline"), 0), "exe")));
+	printf("%s  %s  (%s)\n    uses left %lld (used %lld), expires %s, %s%s%s\n", id ? id : "?",
+	       what ? what : "?", exe ? exe : "?",
+	       (long long)json_integer_value(json_object_get(gr, "uses_left")),
+	       (long long)json_integer_value(json_object_get(gr, "used")), exp ? exp : "?",
+	       json_is_true(json_object_get(gr, "privileged")) ? "privileged" : "unprivileged",
+	       sess && sess[0] ? ", session " : "", sess ? sess : "");
+	free(what);
+	free(id);
+	free(sess);
+	free(exe);
+}
+
 static int cmd_pending(const struct cg_cli *g, bool json)
 {
 	json_t *resp = fetch_pending(g);
@@ -668,8 +733,7 @@ static int cmd_pending(const struct cg_cli *g, bool json)
 			    json_string_value(json_object_get(p, "trace_id")));
 			char *r = cg_sanitize_for_terminal(
 			    json_string_value(json_object_get(p, "reason")));
-			char *cmd = json_dumps(json_object_get(p, "pipeline"), JSON_COMPACT);
-			char *c = cg_sanitize_for_terminal(cmd);
+			char *c = pipeline_text(json_object_get(p, "pipeline"));
 			printf(
 			    "%s  %s  rule=%s  left=%llds\n    %s\n", t, r,
 			    json_string_value(json_object_get(p, "rule_id")),
@@ -678,7 +742,6 @@ static int cmd_pending(const struct cg_cli *g, bool json)
 			    c);
 			free(t);
 			free(r);
-			free(cmd);
 			free(c);
 		}
 	}
@@ -896,14 +959,11 @@ static int cmd_grant(const struct cg_cli *g, int argc, char **argv)
 	if (!resp)
 		return CG_EXIT_UNAVAILABLE;
 	int rc = report(resp, json);
-	if (!json && rc == CG_EXIT_OK) {
-		const json_t *data = json_object_get(reply_of(resp), "data");
-		char *s = data ? json_dumps(data, JSON_INDENT(2)) : NULL;
-		char *c = cg_sanitize_for_terminal(s);
-		if (c)
-			puts(c);
-		free(s);
-		free(c);
+	const json_t *grants = json_object_get(json_object_get(reply_of(resp), "data"), "grants");
+	if (!json && rc == CG_EXIT_OK && json_is_array(grants)) {
+		size_t i;
+		const json_t *gr;
+		json_array_foreach(grants, i, gr) print_grant(gr);
 	}
 	json_decref(resp);
 	return rc;

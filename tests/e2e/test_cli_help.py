@@ -385,6 +385,37 @@ class NoStateDirectory(unittest.TestCase):
         self.assertEqual(r.stdout, b"")
 
 
+class ApproverOutputIsText(unittest.TestCase):
+    """`grant list` and `pending` print text for people (issue 17: grant list
+    printed JSON with \\n escapes); --json stays JSON."""
+
+    def test_grant_list_and_pending_are_text(self):
+        with cgtest.Daemon(flags=["--approval", "--approval-timeout", "20000"]) as d:
+            g = d.cli("grant", "open", "--exe", "/usr/bin/id", "--argv", "id", "-u",
+                      "--uses", "2", "--ttl", "60")
+            self.assertEqual(g.returncode, 0, g.stderr)
+            out = d.cli("grant", "list").stdout.decode()
+            self.assertIn("/usr/bin/id", out)
+            self.assertIn("uses left 2", out)
+            self.assertNotIn("{", out)
+            self.assertNotIn("\\n", out)
+            self.assertIn("grants", json.loads(d.cli("grant", "list", "--json").stdout)
+                          ["reply"]["data"])
+            box = {}
+            t = threading.Thread(target=lambda: box.setdefault(
+                "r", d.request(cgtest.make_request([["ls", "-l", "a b"]]), timeout=60)))
+            t.start()
+            end = time.time() + TIMEOUT
+            while time.time() < end and not d.admin("pending")["reply"]["data"]["pending"]:
+                time.sleep(0.05)
+            out = d.cli("pending").stdout.decode()
+            self.assertIn("ls -l 'a b'", out)
+            self.assertNotIn("[", out.split("\n", 2)[1])
+            d.cli("deny", json.loads(d.cli("pending", "--json").stdout)["reply"]["data"]
+                  ["pending"][0]["trace_id"])
+            t.join(TIMEOUT)
+
+
 class ForwardAgent(unittest.TestCase):
     """`callgate run --forward-agent` asks for the daemon's ssh-agent socket
     (issue 17: it could not be set from the CLI): the call sees
