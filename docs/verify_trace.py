@@ -148,6 +148,38 @@ def check_trace(events, where, probs):
     return end
 
 
+# verdict.json = the sealed verdict, plus what the trace's events show; these
+# members are the ones the events add or make true (docs/evidence.md).
+FROM_EVENTS = {"outcome", "executed", "decided_by", "call", "run", "exit_codes", "outputs",
+               "timed_out", "duration_ms", "screening", "connections", "blocked", "next_steps"}
+
+
+def check_verdict(v, events, where, probs):
+    """verdict.json says what the seal says, and what it adds agrees with the events."""
+    sealed = events[-1]["payload"].get("verdict") or {}
+    if not isinstance(v, dict):
+        probs.add(where, "verdict_mismatch: verdict.json is not an object")
+        return
+    for k in set(sealed) | set(v):
+        if k not in FROM_EVENTS and sealed.get(k) != v.get(k):
+            probs.add(where, "verdict_mismatch: %s differs from the sealed verdict" % k)
+    by_type = {}
+    for e in events:
+        by_type.setdefault(e["type"], []).append(e["payload"])
+    started = "exec.started" in by_type
+    if v.get("executed") is not started:
+        probs.add(where, "verdict_mismatch: executed is %r, exec.started %s"
+                  % (v.get("executed"), "present" if started else "absent"))
+    fin = by_type.get("exec.finished")
+    if fin and v.get("exit_codes") != fin[-1].get("exit_codes"):
+        probs.add(where, "verdict_mismatch: exit_codes differ from exec.finished")
+    if not fin and "exit_codes" in v:
+        probs.add(where, "verdict_mismatch: exit codes without exec.finished")
+    dec = by_type.get("decision")
+    if dec and (v.get("decided_by") or {}).get("rule_id") != dec[-1].get("rule_id"):
+        probs.add(where, "verdict_mismatch: decided_by.rule_id differs from the decision")
+
+
 def check_package(dirpath, probs):
     path = os.path.join(dirpath, "events.ndjson")
     lines = read_lines(path, probs)
@@ -232,8 +264,7 @@ def main(argv):
                 probs.add(tdir, "trace_line_mismatch: events.ndjson is not the journal's lines")
             if end == "seal":
                 with open(os.path.join(tdir, "verdict.json")) as f:
-                    if json.load(f) != evs[-1][0]["payload"].get("verdict"):
-                        probs.add(tdir, "verdict_mismatch")
+                    check_verdict(json.load(f), [e for e, _ in evs], tdir, probs)
         checked = "%d trace(s), %d journal events" % (len(ids), len(journal))
     else:
         sys.stderr.write(__doc__)

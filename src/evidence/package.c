@@ -25,6 +25,7 @@
 #include "evidence.h"
 #include "journal.h"
 #include "util.h"
+#include "verdict.h"
 
 json_t *cg_replay_doc(const char *trace, const char *status, size_t events, const json_t *diff,
 		      const char *scope)
@@ -94,16 +95,19 @@ int cg_trace_write_package(const char *state_dir, const char *trace_id, const ch
 	int dfd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0)
 		return -1;
-	char *md = cg_verdict_render_md(verdict);
+	/* verdict.json: the sealed verdict with what the trace's events show. */
+	json_t *full = cg_verdict_with_events(verdict, events, events_len);
+	char *md = full ? cg_verdict_render_md(full) : NULL;
 	int rc = -1;
 	if (md && write_file_at(dfd, "events.ndjson", events, events_len) == 0 &&
-	    write_json_at(dfd, "verdict.json", verdict) == 0 &&
+	    write_json_at(dfd, "verdict.json", full) == 0 &&
 	    write_file_at(dfd, "verdict.md", md, strlen(md)) == 0 &&
 	    write_json_at(dfd, "replay.json", replay) == 0 &&
 	    write_json_at(dfd, "diff.json", diff) == 0)
 		rc = 0;
 	int e = md ? errno : ENOMEM;
 	free(md);
+	json_decref(full);
 	close(dfd);
 	if (rc == 0) {
 		/* Readers see the old package or the new one, never half of one. */

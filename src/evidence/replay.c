@@ -33,6 +33,7 @@
 #include "merkle.h"
 #include "note.h"
 #include "util.h"
+#include "verdict.h"
 
 #define JOURNAL_CAP ((size_t)16 << 30)
 #define PACKAGE_CAP ((size_t)1 << 30)
@@ -562,6 +563,24 @@ static bool package_file_known(const char *name)
 }
 
 /* Compare traces/<id>/ with the journal's lines of the trace. */
+/*
+ * The verdict a package must show: the sealed one (borrowed) with what the
+ * trace's events in the journal add (verdict.h). New reference, or NULL.
+ */
+static json_t *trace_verdict(const json_t *sealed, const struct cg_journal_view *jv,
+			     const struct tidx *t)
+{
+	if (!sealed)
+		return NULL;
+	struct cg_buf b;
+	cg_buf_init(&b, PACKAGE_CAP);
+	for (size_t k = 0; k < t->n; k++)
+		(void)cg_buf_add(&b, jv->v[t->ix[k]].line, jv->v[t->ix[k]].line_len);
+	json_t *v = b.truncated ? NULL : cg_verdict_with_events(sealed, (const char *)b.p, b.len);
+	cg_buf_free(&b);
+	return v;
+}
+
 static void check_package(const struct cg_replay_opts *o, const struct cg_journal_view *jv,
 			  const char *id, const struct tidx *t, enum cg_trace_state st,
 			  json_t *diff)
@@ -648,7 +667,7 @@ verdict:;
 	const struct cg_evline *seal = t->n ? &jv->v[t->ix[t->n - 1]] : NULL;
 	if (st == CG_TRACE_SEALED && seal && seal->type == CG_EV_SEAL) {
 		json_t *pl = json_loadb(seal->line + seal->payload_off, seal->payload_len, 0, NULL);
-		json_t *sv = json_object_get(pl, "verdict");
+		json_t *sv = trace_verdict(json_object_get(pl, "verdict"), jv, t);
 		snprintf(path, sizeof(path), "%s/verdict.json", dir);
 		json_t *fv = json_load_file(path, 0, NULL);
 		if (seen[1] && !json_equal(sv, fv))
@@ -665,6 +684,7 @@ verdict:;
 		free(md);
 		free(fmd);
 		json_decref(fv);
+		json_decref(sv);
 		json_decref(pl);
 	}
 	free(v);

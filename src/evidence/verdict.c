@@ -13,6 +13,7 @@
  *    included) becomes '?'.
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -26,6 +27,7 @@
 #include "evidence.h"
 #include "journal.h"
 #include "util.h"
+#include "verdict.h"
 
 static const char *const decisions[] = { "ALLOW", "DEGRADE", "UNKNOWN", "BLOCK" };
 
@@ -87,12 +89,13 @@ static const char *default_step(char rtype, const char *decision, const char *tr
 		step = "Fix the request as the reply message says, then retry.";
 		break;
 	case 'D':
+		/* Only an undecided call can be approved; no approval overrides a BLOCK. */
 		step = strcmp(decision, "UNKNOWN") == 0
-			   ? "Do not retry unchanged: provide the missing information, then "
-			     "gate again."
-			   : "Do not retry unchanged: ask for approval, obtain a grant, or "
-			     "make "
-			     "a narrower request.";
+			   ? "Do not retry unchanged: ask for approval or a grant, or make a "
+			     "narrower request a rule allows."
+			   : "Do not retry: the policy refuses this and no approval or grant "
+			     "overrides it; do the task another way the policy allows, or ask "
+			     "the operator to change the policy.";
 		break;
 	default:
 		snprintf(e, e_len,
@@ -251,9 +254,13 @@ json_t *cg_verdict_render(const struct cg_verdict_facts *f, const char *trace_id
 	json_object_set_new(v, "why", why ? why : json_array());
 	json_object_set_new(v, "constrained", as_list(f->constrained));
 	bool stops = strcmp(decision, "ALLOW") != 0 && strcmp(decision, "DEGRADE") != 0;
+	/* The kernel knows from its reply whether the command started. */
+	json_t *ran = json_object_get(f->extra, "executed");
+	bool executed = json_is_boolean(ran) ? json_is_true(ran) : !stops && rtype[0] == 'S';
 	json_object_set_new(v, "blocked",
-			    stops ? json_pack("[s]", "the whole request: nothing was run")
-				  : json_array());
+			    stops && !executed
+				? json_pack("[s]", "the whole request: nothing was run")
+				: json_array());
 	char e[200];
 	const char *step = f->next_step && *f->next_step
 			       ? f->next_step
@@ -264,7 +271,7 @@ json_t *cg_verdict_render(const struct cg_verdict_facts *f, const char *trace_id
 			    json_pack("{s:s, s:s, s:s}", "type", rtype, "code",
 				      f->reply_code ? f->reply_code : "", "message",
 				      rmsg ? rmsg : ""));
-	json_object_set_new(v, "executed", json_boolean(!stops && rtype[0] == 'S'));
+	json_object_set_new(v, "executed", json_boolean(executed));
 	const char *key;
 	json_object_foreach(f->extra, key, x)
 	{
@@ -321,14 +328,16 @@ static void md_list(struct cg_buf *b, const char *title, const json_t *a, const 
 	}
 }
 
+static void md_heading(struct cg_buf *b, const json_t *v);
+static void md_facts(struct cg_buf *b, const json_t *v);
+
 char *cg_verdict_render_md(const json_t *vj)
 {
 	const json_t *v = vj;
 	struct cg_buf b;
 	cg_buf_init(&b, 1u << 20);
 	const json_t *r = json_object_get(v, "reply");
-	md_str(&b, "# Verdict: ");
-	md_text(&b, json_string_value(json_object_get(v, "decision")));
+	md_heading(&b, v);
 	md_str(&b, "\n\nTrace:      ");
 	md_text(&b, json_string_value(json_object_get(v, "trace_id")));
 	md_str(&b, "\nSummary:    ");
@@ -349,6 +358,7 @@ char *cg_verdict_render_md(const json_t *vj)
 		md_text(&b, json_string_value(json_object_get(v, "status")));
 		md_str(&b, "\n");
 	}
+	md_facts(&b, v);
 	md_str(&b, "\n## Why\n\n");
 	size_t i;
 	json_t *w;
@@ -409,4 +419,682 @@ json_t *cg_verdict_incomplete(const char *decision, const char *why, const char 
 	if (v)
 		json_object_set_new(v, "status", json_string("incomplete"));
 	return v;
+}
+
+/* ---- the verdict from the seal and the trace's events -------------------- */
+
+static const char *jstr(const json_t *o, const char *key)
+{
+	return json_string_value(json_object_get(o, key));
+}
+
+/* Keep payload p of an event of type t in facts f (p borrowed). */
+static void facts_add(json_t *f, const char *t, const char *ts, json_t *p)
+{
+	static const char *const single[][2] = {
+		{ "resolved", "resolved" },
+		{ "decision", "decision" },
+		{ "approval.requested", "approval_requested" },
+		{ "permit", "permit" },
+		{ "exec.finished", "finished" },
+		{ "verdict", "verdict_event" },
+	};
+	if (!json_object_get(f, "time") && ts)
+		json_object_set_new(f, "time", json_string(ts));
+	if (strcmp(t, "request") == 0) {
+		json_t *rq = json_object_get(p, "request");
+		json_object_set(f, "request", rq ? rq : p);
+		if (json_object_get(p, "peer"))
+			json_object_set(f, "peer", json_object_get(p, "peer"));
+		return;
+	}
+	for (size_t i = 0; i < CG_ARRAY_LEN(single); i++)
+		if (strcmp(t, single[i][0]) == 0) {
+			json_object_set(f, single[i][1], p);
+			return;
+		}
+	if (strcmp(t, "exec.started") == 0)
+		json_object_set_new(f, "started", json_true());
+	else if (strcmp(t, "approval.answered") == 0)
+		json_array_append(json_object_get(f, "approvals"), p);
+	else if (strcmp(t, "screening") == 0)
+		json_array_append(json_object_get(f, "screening"), p);
+	else if (strcmp(t, "net.connection") == 0)
+		json_array_append(json_object_get(f, "connections"), p);
+	else if (strcmp(t, "seal") == 0 && json_object_get(p, "verdict"))
+		json_object_set(f, "sealed", json_object_get(p, "verdict"));
+	else if (strcmp(t, "incomplete") == 0)
+		json_object_set_new(f, "incomplete", json_true());
+}
+
+json_t *cg_trace_facts(const char *events, size_t len)
+{
+	json_t *f = json_pack("{s:b, s:[], s:[], s:[]}", "started", 0, "approvals", "screening",
+			      "connections");
+	size_t pos = 0;
+	while (f && events && pos < len) {
+		const char *nl = memchr(events + pos, '\n', len - pos);
+		size_t ll = nl ? (size_t)(nl - (events + pos)) + 1 : len - pos;
+		json_t *e = json_loadb(events + pos, ll, JSON_DISABLE_EOF_CHECK, NULL);
+		const char *t = jstr(e, "type");
+		json_t *p = json_object_get(e, "payload");
+		if (t && json_is_object(p))
+			facts_add(f, t, jstr(e, "ts"), p);
+		json_decref(e);
+		pos += ll;
+	}
+	return f;
+}
+
+/* The last approval answer, or NULL; *uids gets every approving uid. */
+static const json_t *last_answer(const json_t *f, json_t *uids)
+{
+	const json_t *last = NULL;
+	size_t i;
+	json_t *a;
+	json_array_foreach(json_object_get(f, "approvals"), i, a)
+	{
+		last = a;
+		if (uids && json_is_integer(json_object_get(a, "uid")) &&
+		    strcmp(jstr(a, "outcome") ? jstr(a, "outcome") : "", "approved") == 0)
+			json_array_append(uids, json_object_get(a, "uid"));
+	}
+	return last;
+}
+
+/* The first non-zero exit code of a finished run, or 0. */
+static json_int_t failed_exit(const json_t *fin)
+{
+	size_t i;
+	json_t *c;
+	json_array_foreach(json_object_get(fin, "exit_codes"), i,
+			   c) if (json_integer_value(c) != 0) return json_integer_value(c);
+	return 0;
+}
+
+static bool eq(const char *a, const char *b)
+{
+	return a && b && strcmp(a, b) == 0;
+}
+
+/* What happened to the call, in one word (docs/evidence.md "outcome"). */
+static const char *outcome_of(const json_t *f, const json_t *sealed)
+{
+	const char *action = jstr(json_object_get(f, "request"), "action");
+	const char *rtype = jstr(json_object_get(sealed, "reply"), "type");
+	const char *decision = jstr(sealed, "decision");
+	const json_t *fin = json_object_get(f, "finished");
+	const char *ans = jstr(last_answer(f, NULL), "outcome");
+	if (eq(jstr(sealed, "status"), "incomplete") ||
+	    json_is_true(json_object_get(f, "incomplete")))
+		return "incomplete";
+	if (eq(action, "gate"))
+		return "dry_run";
+	if (json_is_true(json_object_get(f, "started"))) {
+		if (!fin)
+			return "failed";
+		if (json_is_true(json_object_get(fin, "timed_out")))
+			return "run_timeout";
+		if (json_is_true(json_object_get(fin, "cancelled")))
+			return "cancelled";
+		if (json_is_false(json_object_get(fin, "started")) || failed_exit(fin) != 0)
+			return "failed";
+		if (eq(ans, "grant"))
+			return "granted";
+		if (eq(ans, "approved"))
+			return "approved";
+		return eq(decision, "DEGRADE") ? "degraded" : "allowed";
+	}
+	if (json_object_get(f, "permit"))
+		return "failed"; /* permitted, but it never started */
+	if (eq(rtype, "I"))
+		return "invalid";
+	if (eq(ans, "denied"))
+		return "denied";
+	if (eq(ans, "timeout"))
+		return "approval_timeout";
+	if (eq(rtype, "E"))
+		return "error";
+	if (eq(decision, "BLOCK"))
+		return "blocked";
+	if (eq(decision, "UNKNOWN") && !eq(rtype, "S"))
+		return "refused";
+	return eq(rtype, "S") ? "answered" : "refused";
+}
+
+/* A next step that can succeed, for the outcome (docs/evidence.md "next_steps"). */
+static void next_step(char *s, size_t n, const char *outcome, const json_t *f, const json_t *v)
+{
+	const char *rule = jstr(v, "rule_id");
+	const char *trace = jstr(v, "trace_id");
+	const char *decision = jstr(v, "decision");
+	const json_t *fin = json_object_get(f, "finished");
+	const json_t *ans = last_answer(f, NULL);
+	const char *drule = jstr(json_object_get(f, "decision"), "rule_id");
+	rule = drule && *drule ? drule : rule && *rule ? rule : "-";
+	if (eq(outcome, "allowed"))
+		snprintf(s, n, "Continue: the call ran and exited 0; use its result.");
+	else if (eq(outcome, "degraded"))
+		snprintf(s, n,
+			 "Continue: the call ran within the constraints listed; stay within "
+			 "them (a request outside them is refused).");
+	else if (eq(outcome, "approved"))
+		snprintf(s, n,
+			 "Continue: a person approved this call and it ran; use its result. "
+			 "The approval covered this request only.");
+	else if (eq(outcome, "granted"))
+		snprintf(s, n, "Continue: the call ran under grant %s; use its result.",
+			 jstr(ans, "grant_id") ? jstr(ans, "grant_id") : "-");
+	else if (eq(outcome, "failed") && json_is_true(json_object_get(f, "started")) && fin &&
+		 !json_is_false(json_object_get(fin, "started")))
+		snprintf(s, n,
+			 "The command ran and exited with code %lld: read its stderr and fix the "
+			 "command or its input before retrying.",
+			 (long long)failed_exit(fin));
+	else if (eq(outcome, "failed"))
+		snprintf(s, n,
+			 "The command could not be started: check that the executable and "
+			 "the working directory exist and are usable, then retry.");
+	else if (eq(outcome, "run_timeout"))
+		snprintf(s, n,
+			 "The command was killed at its deadline: retry with a larger "
+			 "timeout_ms (the policy may cap it) or split the work.");
+	else if (eq(outcome, "cancelled"))
+		snprintf(s, n,
+			 "The call was cancelled before it finished; send it again if it "
+			 "is still needed.");
+	else if (eq(outcome, "blocked"))
+		snprintf(s, n,
+			 "Do not retry: rule %s refuses this and no approval or grant overrides "
+			 "it. Do the task another way the policy allows, or ask the operator to "
+			 "change the policy.",
+			 rule);
+	else if (eq(outcome, "refused"))
+		snprintf(s, n,
+			 "Rule %s leaves this to a person: ask for approval (a daemon run with "
+			 "--approval) or a grant for this exact command, or make a narrower "
+			 "request a rule allows.",
+			 rule);
+	else if (eq(outcome, "denied"))
+		snprintf(s, n,
+			 "A person denied this call: do not retry it unchanged; ask them "
+			 "what would be acceptable.");
+	else if (eq(outcome, "approval_timeout"))
+		snprintf(s, n,
+			 "No approver answered in time: send the call again when an "
+			 "approver is available, or ask the operator for a grant.");
+	else if (eq(outcome, "invalid"))
+		snprintf(s, n, "Fix the request as the reply message says, then retry.");
+	else if (eq(outcome, "dry_run") && (eq(decision, "ALLOW") || eq(decision, "DEGRADE")))
+		snprintf(s, n,
+			 "Nothing ran (gate is a dry run): send the same request as exec "
+			 "to run it.");
+	else if (eq(outcome, "dry_run") && eq(decision, "BLOCK"))
+		snprintf(s, n,
+			 "Nothing ran (gate is a dry run): do not send this as exec; rule %s "
+			 "would refuse it.",
+			 rule);
+	else if (eq(outcome, "dry_run"))
+		snprintf(s, n,
+			 "Nothing ran (gate is a dry run): as exec it would need a "
+			 "person's approval or a grant.");
+	else if (eq(outcome, "answered"))
+		snprintf(s, n, "Continue: the request was answered; nothing was run.");
+	else
+		snprintf(s, n,
+			 "Stop and report trace %s to the operator; the failure was not caused "
+			 "by the request.",
+			 trace ? trace : "-");
+}
+
+/* Who decided: the rule and rung, the policy, and any person or grant. */
+static json_t *decided_by(const json_t *f, const json_t *v)
+{
+	const json_t *d = json_object_get(f, "decision");
+	json_t *o =
+	    json_pack("{s:s?, s:s?, s:s?, s:O?}", "decision", jstr(d, "decision"), "rule_id",
+		      jstr(d, "rule_id") ? jstr(d, "rule_id") : jstr(v, "rule_id"), "rung",
+		      jstr(d, "rung"), "policy", json_object_get(d, "policy"));
+	json_t *uids = json_array();
+	const json_t *ans = last_answer(f, uids);
+	if (o && ans) {
+		json_t *a = json_pack("{s:s?, s:O, s:O?, s:O?}", "outcome", jstr(ans, "outcome"),
+				      "approvers", uids, "need", json_object_get(ans, "need"),
+				      "why", json_object_get(ans, "why"));
+		if (a && json_is_integer(json_object_get(ans, "uid")) &&
+		    !eq(jstr(ans, "outcome"), "approved"))
+			json_object_set(a, "by", json_object_get(ans, "uid"));
+		json_object_set_new(o, "approval", a);
+	}
+	const char *gid = jstr(ans, "grant_id");
+	if (!gid || !*gid)
+		gid = jstr(json_object_get(f, "permit"), "grant_id");
+	if (o && gid && *gid)
+		json_object_set_new(o, "grant_id", json_string(gid));
+	json_decref(uids);
+	return o;
+}
+
+/* What was asked: peer, host, command per stage with its resolved executable. */
+static json_t *call_of(const json_t *f)
+{
+	const json_t *rq = json_object_get(f, "request");
+	const json_t *rs = json_object_get(f, "resolved");
+	json_t *stages = json_array();
+	size_t i;
+	json_t *argv;
+	json_array_foreach(json_object_get(rq, "pipeline"), i, argv)
+	{
+		const json_t *r = json_array_get(json_object_get(rs, "stages"), i);
+		json_array_append_new(stages, json_pack("{s:O, s:s?, s:s?}", "argv", argv, "exe",
+							jstr(r, "exe"), "found", jstr(r, "found")));
+	}
+	return json_pack("{s:s?, s:O?, s:s?, s:s?, s:s?, s:s?, s:O?, s:s?, s:o}", "action",
+			 jstr(rq, "action"), "peer", json_object_get(f, "peer"), "host",
+			 jstr(rq, "host"), "session", jstr(rq, "session"), "cwd",
+			 jstr(rs, "cwd") ? jstr(rs, "cwd") : jstr(rq, "cwd"), "workspace",
+			 jstr(rs, "workspace"), "privileged", json_object_get(rq, "privileged"),
+			 "reason", jstr(rq, "reason"), "stages", stages ? stages : json_array());
+}
+
+/* How it ran: the permit's uid, deadline and confinement (one for every stage). */
+static json_t *run_of(const json_t *f)
+{
+	const json_t *p = json_object_get(f, "permit");
+	if (!p)
+		return NULL;
+	const json_t *c = json_object_get(p, "confinement");
+	const json_t *cons = json_object_get(json_object_get(f, "decision"), "constraints");
+	return json_pack("{s:O?, s:O?, s:O?, s:O?, s:O?, s:O?, s:O?, s:O?}", "uid",
+			 json_object_get(p, "run_uid"), "gid", json_object_get(p, "run_gid"),
+			 "timeout_ms", json_object_get(p, "timeout_ms"), "constraints", cons,
+			 "view", json_object_get(c, "view"), "network",
+			 json_object_get(c, "network"), "limits", json_object_get(c, "limits"),
+			 "confined", json_object_get(c, "confined"));
+}
+
+/* Exit codes, output sizes and hashes, timing of a finished run. */
+static void add_results(json_t *v, const json_t *f)
+{
+	const json_t *fin = json_object_get(f, "finished");
+	if (fin) {
+		json_object_set(v, "exit_codes",
+				json_object_get(fin, "exit_codes")
+				    ? json_object_get(fin, "exit_codes")
+				    : json_null());
+		json_object_set_new(v, "outputs",
+				    json_pack("{s:O?, s:O?}", "stdout",
+					      json_object_get(fin, "stdout"), "stderr",
+					      json_object_get(fin, "stderr")));
+		json_object_set_new(v, "timed_out",
+				    json_boolean(json_is_true(json_object_get(fin, "timed_out"))));
+		json_t *us = json_object_get(fin, "duration_us");
+		if (json_is_integer(us))
+			json_object_set_new(v, "duration_ms",
+					    json_integer(json_integer_value(us) / 1000));
+	}
+	const json_t *scr = json_object_get(f, "screening");
+	if (json_array_size(scr))
+		json_object_set(v, "screening", json_array_get(scr, json_array_size(scr) - 1));
+	json_object_set(v, "connections", json_object_get(f, "connections"));
+}
+
+json_t *cg_verdict_with_facts(const json_t *sealed, const json_t *f)
+{
+	json_t *v = json_deep_copy(sealed);
+	if (!v || !f)
+		return v;
+	const char *outcome = outcome_of(f, sealed);
+	bool executed = json_is_true(json_object_get(f, "started"));
+	json_object_set_new(v, "outcome", json_string(outcome));
+	json_object_set_new(v, "executed", json_boolean(executed));
+	json_object_set_new(v, "decided_by", decided_by(f, sealed));
+	if (json_object_get(f, "request"))
+		json_object_set_new(v, "call", call_of(f));
+	json_t *run = run_of(f);
+	if (run)
+		json_object_set_new(v, "run", run);
+	add_results(v, f);
+	if (executed)
+		json_object_set_new(v, "blocked", json_array());
+	else if (!json_array_size(json_object_get(v, "blocked")))
+		json_object_set_new(v, "blocked",
+				    json_pack("[s]", "the whole request: nothing was run"));
+	if (!eq(outcome, "incomplete")) {
+		char s[400];
+		next_step(s, sizeof(s), outcome, f, v);
+		json_object_set_new(v, "next_steps", json_pack("[s]", s));
+	}
+	return v;
+}
+
+json_t *cg_verdict_with_events(const json_t *sealed, const char *events, size_t len)
+{
+	json_t *f = cg_trace_facts(events, len);
+	json_t *v = f ? cg_verdict_with_facts(sealed, f) : NULL;
+	json_decref(f);
+	return v;
+}
+
+/* Append word to b as one shell word: single-quoted when it needs it. */
+static void shell_word(struct cg_buf *b, const char *w)
+{
+	bool plain = *w != '\0';
+	for (const char *p = w; *p && plain; p++)
+		plain = strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+			       "@%+=:,./_-",
+			       *p) != NULL;
+	if (plain) {
+		(void)cg_buf_add(b, w, strlen(w));
+		return;
+	}
+	(void)cg_buf_add(b, "'", 1);
+	for (const char *p = w; *p; p++) {
+		if (*p == '\'')
+			(void)cg_buf_add(b, "'\\''", 4);
+		else
+			(void)cg_buf_add(b, p, 1);
+	}
+	(void)cg_buf_add(b, "'", 1);
+}
+
+char *cg_command_text(const json_t *pipeline, size_t max)
+{
+	struct cg_buf b;
+	cg_buf_init(&b, 1u << 22);
+	size_t i, j;
+	json_t *argv, *w;
+	json_array_foreach(pipeline, i, argv)
+	{
+		if (i)
+			(void)cg_buf_add(&b, " | ", 3);
+		json_array_foreach(argv, j, w)
+		{
+			if (j)
+				(void)cg_buf_add(&b, " ", 1);
+			shell_word(&b, json_is_string(w) ? json_string_value(w) : "?");
+		}
+	}
+	(void)cg_buf_add(&b, "", 1);
+	if (!b.p || b.truncated) {
+		cg_buf_free(&b);
+		return NULL;
+	}
+	char *s = (char *)b.p;
+	if (max > 3 && strlen(s) > max)
+		memcpy(s + max - 3, "...", 4);
+	return s;
+}
+
+json_t *cg_call_summary(const char *trace_id, const json_t *f)
+{
+	const json_t *rq = json_object_get(f, "request");
+	const json_t *sealed = json_object_get(f, "sealed");
+	const json_t *ve = json_object_get(f, "verdict_event");
+	const json_t *d = json_object_get(f, "decision");
+	const json_t *src = sealed ? sealed : ve;
+	char *cmd = cg_command_text(json_object_get(rq, "pipeline"), 0);
+	const char *decision = jstr(d, "decision") ? jstr(d, "decision") : jstr(src, "decision");
+	const char *rule = jstr(d, "rule_id") ? jstr(d, "rule_id") : jstr(src, "rule_id");
+	const json_t *fin = json_object_get(f, "finished");
+	json_t *codes = json_object_get(fin, "exit_codes");
+	json_t *exit =
+	    json_array_size(codes) ? json_array_get(codes, json_array_size(codes) - 1) : NULL;
+	json_t *s = json_pack(
+	    "{s:s?, s:s, s:O?, s:s?, s:s?, s:s?, s:s, s:s?, s:s, s:O?, s:b, s:s?, s:s}", "time",
+	    jstr(f, "time"), "trace_id", trace_id, "peer", json_object_get(f, "peer"), "host",
+	    jstr(rq, "host"), "session", jstr(rq, "session"), "action", jstr(rq, "action"),
+	    "command", cmd ? cmd : "", "decision", decision, "rule_id", rule ? rule : "", "exit",
+	    exit, "executed", json_is_true(json_object_get(f, "started")), "code",
+	    jstr(json_object_get(src, "reply"), "code"), "outcome",
+	    sealed || ve ? outcome_of(f, src) : "open");
+	free(cmd);
+	return s;
+}
+
+/* ---- verdict.md: the facts the events added ------------------------------ */
+
+static void md_line(struct cg_buf *b, const char *label, const char *text)
+{
+	if (!text)
+		return;
+	md_str(b, label);
+	md_text(b, text);
+	md_str(b, "\n");
+}
+
+static void md_fmt(struct cg_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void md_fmt(struct cg_buf *b, const char *fmt, ...)
+{
+	char s[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(s, sizeof(s), fmt, ap);
+	va_end(ap);
+	/* The format's own newlines stay; what the arguments bring is made safe. */
+	for (char *p = s; *p; p++)
+		if (*p != '\n' && ((unsigned char)*p < 0x20 || *p == 0x7f))
+			*p = '?';
+	md_str(b, s);
+}
+
+static void md_json(struct cg_buf *b, const char *label, const json_t *x)
+{
+	if (!x || json_is_null(x))
+		return;
+	md_str(b, label);
+	md_value(b, x);
+	md_str(b, "\n");
+}
+
+/* "# Verdict: WHAT HAPPENED" — the policy's decision beside it when they differ. */
+static void md_heading(struct cg_buf *b, const json_t *v)
+{
+	static const char *const labels[][2] = {
+		{ "allowed", "ALLOW" },
+		{ "degraded", "DEGRADE" },
+		{ "blocked", "BLOCK" },
+		{ "refused", "UNKNOWN (refused: a person must decide)" },
+		{ "approved", "APPROVED by a person" },
+		{ "granted", "GRANTED (ran under a grant)" },
+		{ "denied", "DENIED by a person" },
+		{ "approval_timeout", "TIMED OUT waiting for approval" },
+		{ "run_timeout", "TIMED OUT while running" },
+		{ "failed", "FAILED" },
+		{ "cancelled", "CANCELLED" },
+		{ "invalid", "INVALID request" },
+		{ "dry_run", "DRY RUN (gate; nothing ran)" },
+		{ "error", "ERROR" },
+	};
+	const char *decision = jstr(v, "decision");
+	const char *outcome = jstr(v, "outcome");
+	const char *label = NULL;
+	for (size_t i = 0; outcome && i < CG_ARRAY_LEN(labels); i++)
+		if (strcmp(outcome, labels[i][0]) == 0)
+			label = labels[i][1];
+	md_str(b, "# Verdict: ");
+	if (!label || (decision && strncmp(label, decision, strlen(decision)) == 0)) {
+		md_text(b, label ? label : decision);
+		return;
+	}
+	md_text(b, label);
+	md_str(b, " (policy decision ");
+	md_text(b, decision);
+	md_str(b, ")");
+}
+
+static void md_decided_by(struct cg_buf *b, const json_t *d)
+{
+	if (!d)
+		return;
+	md_str(b, "\n## Decided by\n\n- rule ");
+	md_text(b, jstr(d, "rule_id") && *jstr(d, "rule_id") ? jstr(d, "rule_id") : "-");
+	if (jstr(d, "rung")) {
+		md_str(b, ", rung ");
+		md_text(b, jstr(d, "rung"));
+	}
+	const json_t *p = json_object_get(d, "policy");
+	if (p) {
+		md_fmt(b, " (policy generation %lld, sha256 ",
+		       (long long)json_integer_value(json_object_get(p, "generation")));
+		md_text(b, jstr(p, "sha256") ? jstr(p, "sha256") : "-");
+		md_str(b, ")");
+	}
+	md_str(b, "\n");
+	const json_t *a = json_object_get(d, "approval");
+	const char *o = jstr(a, "outcome");
+	if (eq(o, "approved") || eq(o, "grant")) {
+		size_t i;
+		json_t *u;
+		json_array_foreach(json_object_get(a, "approvers"), i, u)
+		    md_fmt(b, "- approved by uid %lld\n", (long long)json_integer_value(u));
+	} else if (eq(o, "denied")) {
+		md_str(b, "- denied by uid ");
+		md_value(b, json_object_get(a, "by"));
+		md_json(b, ": ", json_object_get(a, "why"));
+		if (!json_object_get(a, "why"))
+			md_str(b, "\n");
+	} else if (o) {
+		md_line(b, "- approval: ", o);
+	}
+	md_line(b, "- grant ", jstr(d, "grant_id"));
+}
+
+static void md_call(struct cg_buf *b, const json_t *c)
+{
+	if (!c)
+		return;
+	const json_t *p = json_object_get(c, "peer");
+	md_str(b, "\n## Call\n\n");
+	if (p)
+		md_fmt(b, "Peer:       uid %lld, pid %lld, gid %lld\n",
+		       (long long)json_integer_value(json_object_get(p, "uid")),
+		       (long long)json_integer_value(json_object_get(p, "pid")),
+		       (long long)json_integer_value(json_object_get(p, "gid")));
+	md_line(b, "Action:     ", jstr(c, "action"));
+	md_line(b, "Host:       ", jstr(c, "host") && *jstr(c, "host") ? jstr(c, "host") : NULL);
+	md_line(b, "Session:    ",
+		jstr(c, "session") && *jstr(c, "session") ? jstr(c, "session") : NULL);
+	md_line(b, "Cwd:        ", jstr(c, "cwd"));
+	md_line(b, "Workspace:  ", jstr(c, "workspace"));
+	md_line(b,
+		"Reason:     ", jstr(c, "reason") && *jstr(c, "reason") ? jstr(c, "reason") : NULL);
+	size_t i;
+	json_t *s;
+	json_array_foreach(json_object_get(c, "stages"), i, s)
+	{
+		json_t *one = json_pack("[O]", json_object_get(s, "argv"));
+		char *cmd = cg_command_text(one, 0);
+		md_fmt(b, "Stage %zu:    ", i + 1);
+		md_text(b, cmd ? cmd : "?");
+		md_str(b, "  ->  ");
+		md_text(b, jstr(s, "exe") ? jstr(s, "exe") : "(not resolved)");
+		md_str(b, "\n");
+		free(cmd);
+		json_decref(one);
+	}
+}
+
+static void md_run(struct cg_buf *b, const json_t *r)
+{
+	if (!r)
+		return;
+	md_str(b, "\n## Run\n\n");
+	md_fmt(b, "Run as:     uid %lld, gid %lld; deadline %lld ms; confined: %s\n",
+	       (long long)json_integer_value(json_object_get(r, "uid")),
+	       (long long)json_integer_value(json_object_get(r, "gid")),
+	       (long long)json_integer_value(json_object_get(r, "timeout_ms")),
+	       json_is_true(json_object_get(r, "confined")) ? "yes" : "no");
+	md_json(b, "View:       ", json_object_get(r, "view"));
+	md_json(b, "Network:    ", json_object_get(r, "network"));
+	md_json(b, "Limits:     ", json_object_get(r, "limits"));
+	md_json(b, "Constraints: ", json_object_get(r, "constraints"));
+	md_str(b, "(one confinement applies to every stage)\n");
+}
+
+static void md_output(struct cg_buf *b, const char *name, const json_t *o)
+{
+	if (!json_is_object(o))
+		return;
+	md_fmt(b, "%-11s %lld bytes%s, sha256 ", name,
+	       (long long)json_integer_value(json_object_get(o, "bytes")),
+	       json_is_true(json_object_get(o, "truncated")) ? " (truncated)" : "");
+	md_text(b, jstr(o, "sha256") ? jstr(o, "sha256") : "-");
+	md_str(b, "\n");
+}
+
+static void md_results(struct cg_buf *b, const json_t *v)
+{
+	const json_t *out = json_object_get(v, "outputs");
+	if (json_object_get(v, "exit_codes") || out) {
+		md_str(b, "\n## Results\n\n");
+		md_json(b, "Exit codes: ", json_object_get(v, "exit_codes"));
+		if (json_is_true(json_object_get(v, "timed_out")))
+			md_str(b, "Timed out:  yes (killed at the deadline)\n");
+		md_json(b, "Duration ms: ", json_object_get(v, "duration_ms"));
+		md_output(b, "stdout:", json_object_get(out, "stdout"));
+		size_t i;
+		json_t *e;
+		json_array_foreach(json_object_get(out, "stderr"), i, e)
+		{
+			char n[32];
+			snprintf(n, sizeof(n), "stderr[%zu]:", i + 1);
+			md_output(b, n, e);
+		}
+	}
+	const json_t *s = json_object_get(v, "screening");
+	if (s)
+		md_fmt(b, "\n## Screening\n\nRedacted: %lld; quarantined: %s\n",
+		       (long long)json_integer_value(json_object_get(s, "redacted")),
+		       json_is_true(json_object_get(s, "quarantined")) ? "yes" : "no");
+}
+
+static void md_connections(struct cg_buf *b, const json_t *conns)
+{
+	if (!json_array_size(conns))
+		return;
+	md_str(b, "\n## Network connections\n\n"
+		  "| stage | host | port | address | sni | allowed | rule | code | bytes out | "
+		  "bytes in | ms | reason |\n"
+		  "|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+	static const char *const keys[] = { "stage",	 "host",     "port",	    "address",
+					    "sni",	 "allowed",  "rule",	    "code",
+					    "bytes_out", "bytes_in", "duration_ms", "reason" };
+	size_t i;
+	json_t *c;
+	json_array_foreach(conns, i, c)
+	{
+		md_str(b, "|");
+		for (size_t k = 0; k < CG_ARRAY_LEN(keys); k++) {
+			json_t *x = json_object_get(c, keys[k]);
+			md_str(b, " ");
+			if (!x || json_is_null(x))
+				md_str(b, "-");
+			else if (json_is_boolean(x))
+				md_str(b, json_is_true(x) ? "yes" : "no");
+			else {
+				/* A '|' would end the cell: it becomes '/'. */
+				char *t = json_is_string(x)
+					      ? strdup(json_string_value(x))
+					      : json_dumps(x, JSON_COMPACT | JSON_ENCODE_ANY);
+				for (char *q = t; q && *q; q++)
+					if (*q == '|')
+						*q = '/';
+				md_text(b, t ? t : "?");
+				free(t);
+			}
+			md_str(b, " |");
+		}
+		md_str(b, "\n");
+	}
+}
+
+static void md_facts(struct cg_buf *b, const json_t *v)
+{
+	md_line(b, "Outcome:    ", jstr(v, "outcome"));
+	md_decided_by(b, json_object_get(v, "decided_by"));
+	md_call(b, json_object_get(v, "call"));
+	md_run(b, json_object_get(v, "run"));
+	md_results(b, v);
+	md_connections(b, json_object_get(v, "connections"));
 }

@@ -143,8 +143,14 @@ static json_t *resolved_json(const struct cg_call *call)
 json_t *decision_json(const struct cg_folded *f, const struct gen *g)
 {
 	json_t *dj = cg_folded_to_json(f);
-	if (dj)
-		json_object_set_new(dj, "policy", gen_policy_json(g));
+	if (!dj)
+		return NULL;
+	json_object_set_new(dj, "policy", gen_policy_json(g));
+	/* A rung that failed says so here: the decision event carries every rung. */
+	json_t *rungs = json_object_get(dj, "rungs");
+	for (size_t i = 0; i < f->n_rungs && i < json_array_size(rungs); i++)
+		if (f->rungs[i].rc != 0)
+			json_object_set_new(json_array_get(rungs, i), "failed", json_true());
 	return dj;
 }
 
@@ -154,16 +160,11 @@ void ev_note_decided(struct cg_kernel *k, const char *trace, const struct cg_gat
 	if (!k->ev)
 		return;
 	ev_note(k, trace, CG_EV_RESOLVED, resolved_json(&g->call));
-	const struct cg_folded *f = &g->folded;
-	for (size_t i = 0; i < f->n_rungs; i++) {
-		const struct cg_verdict *v = &f->rungs[i].v;
-		ev_note(k, trace, CG_EV_RUNG,
-			json_pack("{s:s,s:i,s:s,s:s?,s:s,s:s?,s:b}", "rung", f->rungs[i].rung,
-				  "rank", f->rungs[i].rank, "decision",
-				  cg_decision_name(v->decision), "rule_id", v->rule_id, "code",
-				  cg_reply_registry[v->reason].code, "why", v->why, "failed",
-				  f->rungs[i].rc != 0));
-	}
+	/*
+	 * Each rung's verdict is in the decision's rungs[] (failed ones marked):
+	 * no separate rung events, so a refusal costs the journal less
+	 * (docs/evidence.md "Structure of a trace").
+	 */
 	ev_note(k, trace, CG_EV_DECISION, json_incref(decision));
 }
 
@@ -181,19 +182,10 @@ json_t *decision_data(const struct cg_job *j)
 			 policy);
 }
 
-static const char *next_steps(enum cg_rtype t)
+/* Did the command start? What the reply says (the package's verdict reads the events). */
+static bool reply_says_ran(const struct cg_reply_def *d)
 {
-	switch (t) {
-	case CG_RTYPE_S:
-		return "continue";
-	case CG_RTYPE_I:
-		return "fix the request as the message says and retry";
-	case CG_RTYPE_D:
-		return "escalate as the message says: a deny needs a policy change, a deferral "
-		       "needs approval or a grant";
-	default:
-		return "stop and report the trace id";
-	}
+	return strcmp(d->key, "EXEC_DONE") == 0 || strcmp(d->key, "EXEC_DEADLINE") == 0;
 }
 
 /* Each rung's verdict, with its layer and code, for the verdict's why[]. */
@@ -251,19 +243,19 @@ void ev_seal(struct cg_kernel *k, const char *trace, const struct cg_reply *repl
 		.message = msg ? msg : "",
 		.why = verdict_why(folded, d),
 		.constrained = verdict_constrained(folded, decision),
-		.next_step = next_steps(d->type),
+		.next_step = NULL, /* the default for the reply type and decision */
 		.confidence = 1.0,
-		.extra = json_pack("{s:{s:s,s:I}}", "policy", "sha256",
+		.extra = json_pack("{s:{s:s,s:I},s:b}", "policy", "sha256",
 				   g ? cg_policy_sha256(g->policy) : "", "generation",
-				   (json_int_t)(g ? g->number : 0)),
+				   (json_int_t)(g ? g->number : 0), "executed", reply_says_ran(d)),
 	};
-	/* The verdict event, for the journal (its own shape, docs/evidence.md). */
-	json_t *event = json_pack(
-	    "{s:s,s:s,s:s,s:{s:s,s:s,s:s,s:s},s:O?,s:O?,s:s,s:f,s:O?}", "decision", facts.decision,
-	    "rule_id", facts.rule_id, "summary", facts.summary, "reply", "type", type, "code",
-	    d->code, "message_key", d->key, "message", facts.message, "why", facts.why,
-	    "constrained", facts.constrained, "next_steps", facts.next_step, "confidence", 1.0,
-	    "policy", json_object_get(facts.extra, "policy"));
+	/*
+	 * The verdict event: the answer given, in brief. Its why, constraints and
+	 * policy are the decision event's, its text the seal's verdict's.
+	 */
+	json_t *event =
+	    json_pack("{s:s,s:s,s:{s:s,s:s,s:s}}", "decision", facts.decision, "rule_id",
+		      facts.rule_id, "reply", "type", type, "code", d->code, "message_key", d->key);
 	ev_note(k, trace, CG_EV_VERDICT, event);
 	/* verdict.json, rendered from the same facts: nothing is parsed back. */
 	if (cg_evidence_seal_facts(k->ev, trace, &facts) != 0)

@@ -1,0 +1,56 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * verdict — what a trace's package says about its call, rendered from the
+ * one typed verdict the seal recorded and the trace's own events
+ * (docs/evidence.md "verdict.json"). Also the one-line summary of a call
+ * that `callgate log` and the daemon's `log` action print.
+ *
+ * Invariants:
+ *  - "executed" is true exactly when the trace holds an exec.started event:
+ *    a gate dry-run, a refusal and a run that could not start never say yes.
+ *  - The next step can succeed: a BLOCK never points at approval or a grant.
+ *  - Events of a type this build does not know (net.connection from a newer
+ *    writer) are read by name, never refused here: replay judges the set.
+ */
+#ifndef CG_VERDICT_H
+#define CG_VERDICT_H
+
+#include <stddef.h>
+#include <jansson.h>
+
+/*
+ * The facts of one trace, gathered from its event lines (the exact bytes,
+ * one per line): request, peer, resolved, decision, approvals[], permit,
+ * started, finished, screening[], connections[], verdict_event, seal
+ * verdict, first ts. Lines that do not parse are skipped. New reference, or
+ * NULL on allocation failure.
+ */
+json_t *cg_trace_facts(const char *events, size_t len);
+
+/*
+ * verdict.json for a trace: the sealed verdict (borrowed) with what the
+ * events show added — outcome, decided_by, call, run, exit codes, outputs,
+ * screening, connections — and executed, blocked and next_steps made true to
+ * them. facts is cg_trace_facts of the trace's events. New reference, or
+ * NULL on allocation failure.
+ */
+json_t *cg_verdict_with_facts(const json_t *sealed, const json_t *facts);
+
+/* The same, from the events' bytes. */
+json_t *cg_verdict_with_events(const json_t *sealed, const char *events, size_t len);
+
+/*
+ * One call as `callgate log` prints it: {time, trace_id, peer{uid,pid},
+ * host, command, action, decision, rule_id, outcome, exit, executed, code}.
+ * facts as above. New reference, or NULL.
+ */
+json_t *cg_call_summary(const char *trace_id, const json_t *facts);
+
+/*
+ * A pipeline ([[argv...], ...]) as shell words: each word single-quoted
+ * when it needs it, stages joined by " | ", cut to at most max bytes with
+ * "..." when longer (max 0: no limit). Caller frees; NULL on OOM.
+ */
+char *cg_command_text(const json_t *pipeline, size_t max);
+
+#endif
