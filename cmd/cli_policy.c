@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * cli_policy — `callgate policy check|explain|test|dump|keygen|sign|verify`:
+ * cli_policy — `callgate policy check|explain|test|dump|keygen|sign|verify|diff`:
  * the policy author's tools. They work without a daemon.
  *
  * explain and test decide exactly as the daemon does, through the library's
@@ -21,6 +21,8 @@
  *   dump:    0, or 65 when the policy does not load.
  *   keygen/sign: 0, or 70. verify: 0 verified, 1 signature missing or
  *            invalid, 70 key or policy unreadable.
+ *   diff:    0 no recorded call would change, 1 some would, 65 the
+ *            candidate does not load, 66 no journal.
  *   64 for a bad command line, everywhere.
  *
  * Invariants:
@@ -44,8 +46,10 @@
 #include "cli.h"
 #include "gate.h"
 #include "policy.h"
+#include "replay.h"
 #include "sign.h"
 #include "util.h"
+#include "verdict.h"
 #include "wire.h"
 #include "world.h"
 
@@ -1459,16 +1463,294 @@ static int cmd_verify(int argc, char **argv)
 	return CG_EXIT_OK;
 }
 
+/* ---- diff --journal: what a candidate policy would change in history ---- */
+
+static const struct cg_cli_opt diff_opts[] = {
+	{ "--journal", NULL, "re-decide the calls recorded in the journal (required)" },
+	{ "--since", "T", "only calls since an RFC 3339 time or an age: 90s, 15m, 2h, 7d" },
+	{ "--state-dir", "DIR", "the daemon's state directory (where the journal is)" },
+	{ "--workspace", "DIR",
+	  "a workspace (repeatable; default: the workspaces the journal recorded)" },
+	{ "--json", NULL, "print the changes as one JSON object" },
+	{ 0 },
+};
+
+/* Set by cg_cli_policy: the global options (the state directory). */
+static const struct cg_cli *policy_cli;
+
+struct diff_args {
+	const char *candidate, *state_dir, *state_from;
+	const char *ws[MAX_WORKSPACES];
+	size_t n_ws;
+	int64_t since;
+	bool journal, json;
+};
+
+struct diff_run {
+	const struct diff_args *a;
+	struct harness h;
+	json_t *workspaces; /* first pass: distinct recorded workspaces */
+	json_t *changes;
+	size_t calls, skipped;
+};
+
+/* --since: RFC 3339, or an age like 90s, 15m, 2h, 7d. */
+static int diff_since(const char *s, int64_t *out)
+{
+	if (cg_parse_time(s, out) == 0)
+		return 0;
+	char *end = NULL;
+	errno = 0;
+	long long v = strtoll(s, &end, 10);
+	if (errno || end == s || v < 0 || strlen(end) != 1)
+		return -1;
+	int64_t unit = *end == 's'   ? 1
+		       : *end == 'm' ? 60
+		       : *end == 'h' ? 3600
+		       : *end == 'd' ? 86400
+				     : 0;
+	if (!unit || v > INT64_MAX / unit / 1000000000)
+		return -1;
+	*out = cg_now_wall_ns() - (int64_t)v * unit * 1000000000;
+	return 0;
+}
+
+static int diff_parse(int argc, char **argv, struct diff_args *a)
+{
+	for (int i = 1; i < argc; i++) {
+		const char *v = NULL;
+		if (argv[i][0] != '-' || strcmp(argv[i], "-") == 0) {
+			if (a->candidate)
+				return usage_error("unexpected argument '%s'", argv[i]);
+			a->candidate = argv[i];
+			continue;
+		}
+		const struct cg_cli_opt *o =
+		    cg_cli_opt_take("policy diff", diff_opts, argc, argv, &i, &v);
+		if (!o)
+			return CG_EXIT_USAGE;
+		if (strcmp(o->name, "--journal") == 0)
+			a->journal = true;
+		else if (strcmp(o->name, "--json") == 0)
+			a->json = true;
+		else if (strcmp(o->name, "--state-dir") == 0)
+			a->state_dir = v, a->state_from = "--state-dir";
+		else if (strcmp(o->name, "--workspace") == 0 && a->n_ws < MAX_WORKSPACES)
+			a->ws[a->n_ws++] = v;
+		else if (strcmp(o->name, "--workspace") == 0)
+			return usage_error("at most %d --workspace", MAX_WORKSPACES);
+		else if (strcmp(o->name, "--since") == 0 && diff_since(v, &a->since) < 0)
+			return usage_error("--since wants RFC 3339 or NUMBER[smhd], got '%s'", v);
+	}
+	if (!a->journal)
+		return usage_error("diff needs --journal (the only history it reads)%s", "");
+	if (!a->candidate)
+		return usage_error("diff needs CANDIDATE.yaml%s", "");
+	return 0;
+}
+
+/* Is this trace a call to re-decide, and since --since? */
+static bool diff_wanted(const struct diff_args *a, const json_t *f)
+{
+	const json_t *rq = json_object_get(f, "request");
+	const char *action = json_string_value(json_object_get(rq, "action"));
+	int64_t ts;
+	if (!action || (strcmp(action, "exec") != 0 && strcmp(action, "gate") != 0))
+		return false;
+	const char *t = json_string_value(json_object_get(f, "time"));
+	return a->since == INT64_MIN || (t && cg_parse_time(t, &ts) == 0 && ts >= a->since);
+}
+
+static int diff_collect_ws(const char *trace, const json_t *f, size_t i, size_t n, void *arg)
+{
+	(void)trace, (void)i, (void)n;
+	struct diff_run *r = arg;
+	json_t *w = json_object_get(json_object_get(f, "resolved"), "workspace");
+	if (json_is_string(w))
+		json_object_set_new(r->workspaces, json_string_value(w), json_true());
+	return 0;
+}
+
+/*
+ * The decision recorded for a call: the decision event's, or INVALID/ERROR
+ * when a step before the chain refused it. NULL: the call was never decided.
+ */
+static const char *recorded(const json_t *f, const char **rule)
+{
+	const json_t *d = json_object_get(f, "decision");
+	if (d) {
+		*rule = json_string_value(json_object_get(d, "rule_id"));
+		return json_string_value(json_object_get(d, "decision"));
+	}
+	const json_t *v = json_object_get(f, "verdict_event");
+	const json_t *r = json_object_get(v, "reply");
+	const char *t = json_string_value(json_object_get(r, "type"));
+	*rule = json_string_value(json_object_get(r, "code"));
+	return !t ? NULL : strcmp(t, "I") == 0 ? "INVALID" : strcmp(t, "E") == 0 ? "ERROR" : NULL;
+}
+
+/* The recorded request as a line the gate can read: the same fields, the time now. */
+static json_t *diff_request(const json_t *rq)
+{
+	json_t *req = json_deep_copy(rq);
+	if (!req)
+		return NULL;
+	json_object_del(req, "time");
+	json_object_del(req, "trace_id");
+	if (json_object_get(req, "actions") && !json_array_size(json_object_get(req, "pipeline")))
+		json_object_del(req, "pipeline");
+	return req;
+}
+
+static int diff_one(const char *trace, const json_t *f, size_t i, size_t n, void *arg)
+{
+	(void)i, (void)n;
+	struct diff_run *r = arg;
+	const char *old_rule = NULL;
+	const char *old = recorded(f, &old_rule);
+	if (!diff_wanted(r->a, f))
+		return 0;
+	if (!old) {
+		r->skipped++;
+		return 0;
+	}
+	r->calls++;
+	const json_t *pe = json_object_get(f, "peer");
+	struct cg_peer peer = { .pid = (pid_t)json_integer_value(json_object_get(pe, "pid")),
+				.uid = (uid_t)json_integer_value(json_object_get(pe, "uid")),
+				.gid = (gid_t)json_integer_value(json_object_get(pe, "gid")) };
+	json_t *req = diff_request(json_object_get(f, "request"));
+	struct outcome o;
+	if (!req || harness_decide(&r->h, req, &peer, &o) != 0) {
+		json_decref(req);
+		return -1;
+	}
+	json_decref(req);
+	const char *now = outcome_name(&o);
+	const char *new_rule = o.refusal ? outcome_code(&o) : o.folded.rule_id;
+	if (strcmp(now, old) != 0) {
+		char *cmd =
+		    cg_command_text(json_object_get(json_object_get(f, "request"), "pipeline"), 0);
+		json_array_append_new(
+		    r->changes,
+		    json_pack("{s:s, s:s?, s:s, s:{s:s, s:s}, s:{s:s, s:s, s:s}}", "trace_id",
+			      trace, "time", json_string_value(json_object_get(f, "time")),
+			      "command", cmd ? cmd : "", "old", "decision", old, "rule_id",
+			      old_rule ? old_rule : "", "new", "decision", now, "rule_id",
+			      new_rule ? new_rule : "", "code", outcome_code(&o)));
+		free(cmd);
+	}
+	outcome_fini(&o);
+	return 0;
+}
+
+static void diff_print(const struct diff_run *r)
+{
+	if (r->a->json) {
+		json_t *j = json_pack("{s:s, s:I, s:I, s:I, s:O}", "candidate", r->a->candidate,
+				      "calls", (json_int_t)r->calls, "changed",
+				      (json_int_t)json_array_size(r->changes), "skipped",
+				      (json_int_t)r->skipped, "changes", r->changes);
+		print_json(j, JSON_INDENT(2));
+		json_decref(j);
+		return;
+	}
+	size_t i;
+	json_t *c;
+	json_array_foreach(r->changes, i, c)
+	{
+		const json_t *o = json_object_get(c, "old"), *w = json_object_get(c, "new");
+		char line[512];
+		snprintf(line, sizeof(line), "%s %s  %s (%s) -> %s (%s)  ",
+			 json_string_value(json_object_get(c, "time")),
+			 json_string_value(json_object_get(c, "trace_id")),
+			 json_string_value(json_object_get(o, "decision")),
+			 json_string_value(json_object_get(o, "rule_id")),
+			 json_string_value(json_object_get(w, "decision")),
+			 json_string_value(json_object_get(w, "rule_id")));
+		json_t *text = json_string(line);
+		cg_cli_print_value(stdout, text);
+		json_decref(text);
+		cg_cli_print_value(stdout, json_object_get(c, "command"));
+		fputc('\n', stdout);
+	}
+	printf("%zu of %zu recorded call(s) would change under %s%s", json_array_size(r->changes),
+	       r->calls, r->a->candidate, r->skipped ? "" : "\n");
+	if (r->skipped)
+		printf(" (%zu never decided, skipped)\n", r->skipped);
+}
+
+static int cmd_diff(int argc, char **argv)
+{
+	if (cg_cli_wants_help(argc, argv))
+		return cg_cli_help(
+		    "callgate policy diff --journal [OPTIONS] CANDIDATE.yaml",
+		    "Re-decide every call recorded in the journal (exec and gate requests) under\n"
+		    "CANDIDATE through the daemon's one gate, and list the calls whose decision\n"
+		    "would change: time, trace, old decision (rule) -> new decision (rule),\n"
+		    "command. The gate sees the request as recorded: env values are hashes and\n"
+		    "secret shapes in argv are redacted, and it is judged at the current time.\n"
+		    "Exit: 0 nothing would change, 1 something would, 65 CANDIDATE does not\n"
+		    "load, 66 no journal, 64 bad command line.",
+		    diff_opts);
+	struct diff_args a = { .since = INT64_MIN };
+	if (policy_cli) {
+		a.state_dir = policy_cli->state_dir;
+		a.state_from = policy_cli->state_dir_from;
+	}
+	if (!a.state_dir)
+		a.state_dir = CG_DEFAULT_STATE_DIR, a.state_from = "the default";
+	int rc = diff_parse(argc, argv, &a);
+	if (rc != 0)
+		return rc;
+	if (cg_cli_state_dir_check("policy diff", a.state_dir, a.state_from) < 0)
+		return CG_EXIT_NOINPUT;
+	struct cg_policy *p = load_policy(a.candidate);
+	if (!p)
+		return CG_EXIT_INVALID;
+	struct cg_journal_view jv;
+	if (cg_journal_load(a.state_dir, &jv, NULL) < 0) {
+		fprintf(stderr, "callgate policy diff: cannot read the journal under %s: %s\n",
+			a.state_dir, strerror(errno));
+		cg_policy_unref(p);
+		return CG_EXIT_NOINPUT;
+	}
+	struct diff_run r = { .a = &a, .workspaces = json_object(), .changes = json_array() };
+	rc = CG_EXIT_ERROR;
+	const char *ws[MAX_WORKSPACES];
+	size_t n_ws = 0;
+	if (a.n_ws == 0 && cg_journal_calls(&jv, diff_collect_ws, &r) == 0) {
+		const char *k;
+		json_t *x;
+		json_object_foreach(r.workspaces, k, x) if (n_ws < MAX_WORKSPACES) ws[n_ws++] = k;
+	}
+	for (size_t i = 0; i < a.n_ws; i++)
+		ws[n_ws++] = a.ws[i];
+	if (r.changes && harness_init(&r.h, p, ws, n_ws) == 0) {
+		if (cg_journal_calls(&jv, diff_one, &r) == 0) {
+			diff_print(&r);
+			rc = json_array_size(r.changes) ? EXIT_FINDINGS : CG_EXIT_OK;
+		} else {
+			fprintf(stderr, "callgate policy diff: out of memory\n");
+		}
+		harness_fini(&r.h);
+	}
+	json_decref(r.workspaces);
+	json_decref(r.changes);
+	cg_journal_view_free(&jv);
+	cg_policy_unref(p);
+	return rc;
+}
 int cg_cli_policy(const struct cg_cli *g, int argc, char **argv)
 {
-	(void)g;
+	policy_cli = g;
 	static const struct {
 		const char *name;
 		int (*fn)(int, char **);
 	} subs[] = {
 		{ "check", cmd_check },	  { "explain", cmd_explain }, { "test", cmd_test },
 		{ "dump", cmd_dump },	  { "keygen", cmd_keygen },   { "sign", cmd_sign },
-		{ "verify", cmd_verify },
+		{ "verify", cmd_verify }, { "diff", cmd_diff },
 	};
 	if (argc < 2)
 		return usage_error("missing subcommand%s", "");
@@ -1483,6 +1765,7 @@ int cg_cli_policy(const struct cg_cli *g, int argc, char **argv)
 		    "  keygen   make a signing key pair\n"
 		    "  sign     sign a policy file\n"
 		    "  verify   verify a policy's signature\n"
+		    "  diff     re-decide the journal's calls under a candidate policy\n"
 		    "See callgate-policy(1).",
 		    no_opts);
 	for (size_t i = 0; i < CG_ARRAY_LEN(subs); i++)

@@ -27,6 +27,7 @@
 #include "evidence.h"
 #include "journal.h"
 #include "util.h"
+#include "replay.h"
 #include "verdict.h"
 
 static const char *const decisions[] = { "ALLOW", "DEGRADE", "UNKNOWN", "BLOCK" };
@@ -878,12 +879,46 @@ static void md_fmt(struct cg_buf *b, const char *fmt, ...)
 	md_str(b, s);
 }
 
+/* A value as text for people, never JSON: "key value; key value", items by spaces. */
+static void md_plain(struct cg_buf *b, const json_t *x, int depth)
+{
+	size_t i;
+	const char *k;
+	json_t *y;
+	if (depth > 8) {
+		md_str(b, "...");
+	} else if (json_is_array(x)) {
+		if (!json_array_size(x))
+			md_str(b, "none");
+		json_array_foreach(x, i, y)
+		{
+			md_str(b, i ? (json_is_object(y) ? " | " : " ") : "");
+			md_plain(b, y, depth + 1);
+		}
+	} else if (json_is_object(x)) {
+		if (!json_object_size(x))
+			md_str(b, "none");
+		i = 0;
+		json_object_foreach((json_t *)(uintptr_t)x, k, y)
+		{
+			md_str(b, i++ ? "; " : "");
+			md_text(b, k);
+			md_str(b, " ");
+			md_plain(b, y, depth + 1);
+		}
+	} else if (json_is_boolean(x)) {
+		md_str(b, json_is_true(x) ? "yes" : "no");
+	} else {
+		md_value(b, x);
+	}
+}
+
 static void md_json(struct cg_buf *b, const char *label, const json_t *x)
 {
 	if (!x || json_is_null(x))
 		return;
 	md_str(b, label);
-	md_value(b, x);
+	md_plain(b, x, 0);
 	md_str(b, "\n");
 }
 
@@ -1097,4 +1132,90 @@ static void md_facts(struct cg_buf *b, const json_t *v)
 	md_run(b, json_object_get(v, "run"));
 	md_results(b, v);
 	md_connections(b, json_object_get(v, "connections"));
+}
+
+/* ---- the calls of a journal ---------------------------------------------- */
+
+struct trace_lines {
+	size_t *ix;
+	size_t n, cap;
+};
+
+static void trace_lines_free(void *p)
+{
+	struct trace_lines *t = p;
+	if (t)
+		free(t->ix);
+	free(t);
+}
+
+/* Group the view's lines by trace; *order gets the traces by first event. */
+static struct cg_smap *group_traces(const struct cg_journal_view *jv, const char ***order,
+				    size_t *n_order)
+{
+	struct cg_smap *m = cg_smap_new();
+	const char **ord = calloc(jv->n ? jv->n : 1, sizeof(*ord));
+	size_t no = 0;
+	for (size_t i = 0; m && ord && i < jv->n; i++) {
+		const char *id = jv->v[i].trace;
+		if (strcmp(id, CG_JOURNAL_TRACE) == 0)
+			continue;
+		struct trace_lines *t = cg_smap_get(m, id);
+		if (!t) {
+			t = calloc(1, sizeof(*t));
+			if (!t || cg_smap_put(m, id, t) != 0) {
+				free(t);
+				goto oom;
+			}
+			ord[no++] = jv->v[i].trace;
+		}
+		if (t->n == t->cap) {
+			size_t cap = t->cap ? t->cap * 2 : 16;
+			size_t *ix = realloc(t->ix, cap * sizeof(*ix));
+			if (!ix)
+				goto oom;
+			t->ix = ix;
+			t->cap = cap;
+		}
+		t->ix[t->n++] = i;
+	}
+	if (m && ord) {
+		*order = ord;
+		*n_order = no;
+		return m;
+	}
+oom:
+	cg_smap_free(m, trace_lines_free);
+	free(ord);
+	errno = ENOMEM;
+	return NULL;
+}
+
+int cg_journal_calls(const struct cg_journal_view *jv, cg_journal_call_fn fn, void *arg)
+{
+	const char **order = NULL;
+	size_t n = 0;
+	struct cg_smap *m = group_traces(jv, &order, &n);
+	if (!m)
+		return -1;
+	int rc = 0;
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		const struct trace_lines *t = cg_smap_get(m, order[i]);
+		struct cg_buf b;
+		cg_buf_init(&b, (size_t)1 << 30);
+		for (size_t k = 0; k < t->n; k++)
+			(void)cg_buf_add(&b, jv->v[t->ix[k]].line, jv->v[t->ix[k]].line_len);
+		json_t *f = b.truncated ? NULL : cg_trace_facts((const char *)b.p, b.len);
+		cg_buf_free(&b);
+		if (!f) {
+			errno = ENOMEM;
+			rc = -1;
+			break;
+		}
+		rc = fn(order[i], f, i, n, arg);
+		json_decref(f);
+	}
+	cg_smap_free(m, trace_lines_free);
+	free(order);
+	return rc;
 }

@@ -53,4 +53,16 @@ json_t *cg_call_summary(const char *trace_id, const json_t *facts);
  */
 char *cg_command_text(const json_t *pipeline, size_t max);
 
+struct cg_journal_view;
+
+/*
+ * Each trace of a loaded journal (replay.h), in the order of its first
+ * event, except the journal's own: fn(trace, facts (cg_trace_facts of its
+ * lines), i, n, arg) with i of n traces. fn returns 0 to go on, or stops the
+ * walk with its non-zero value, which is returned. -1 with errno on OOM.
+ */
+typedef int (*cg_journal_call_fn)(const char *trace, const json_t *facts, size_t i, size_t n,
+				  void *arg);
+int cg_journal_calls(const struct cg_journal_view *jv, cg_journal_call_fn fn, void *arg);
+
 #endif
