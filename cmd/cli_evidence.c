@@ -19,6 +19,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <unistd.h>
 
 #include "callgate.h"
 #include "cli.h"
@@ -27,6 +29,7 @@
 #include "replay.h"
 #include "key.h"
 #include "util.h"
+#include "verdict.h"
 
 #define EXIT_FAIL 1 /* replay FAIL, or the trace asked for does not exist */
 
@@ -47,10 +50,14 @@ static const struct cg_cli_opt verdict_opts[] = {
 
 static const struct cg_cli_opt log_opts[] = {
 	{ "--since", "T", "since an RFC 3339 time or an age: 90s, 15m, 2h, 7d" },
-	{ "--trace", "ID", "only this trace's events" },
-	{ "--decision", "D", "only traces whose decision is D (e.g. BLOCK)" },
-	{ "--session", "S", "only traces of this agent session" },
-	{ "--json", NULL, "print the journal lines exactly as stored" },
+	{ "--trace", "ID", "only this trace" },
+	{ "--decision", "D",
+	  "only calls decided D (BLOCK, ...) or with outcome D (approved, ...)" },
+	{ "--rule", "R", "only calls decided by rule R" },
+	{ "--peer", "UID", "only calls from this peer uid" },
+	{ "--session", "S", "only calls of this agent session" },
+	{ "--json", NULL, "one JSON object per call (with --events: the lines as stored)" },
+	{ "--events", NULL, "print every journal event, one per line, instead of calls" },
 	{ "--state-dir", "DIR", "the daemon's state directory" },
 	{ 0 },
 };
@@ -314,6 +321,8 @@ static int parse_since(const char *s, int64_t *out)
  * bytes, then "…": a line per event, not the event (--json has it whole).
  */
 #define LOG_TEXT_MAX 200
+/* Bytes of a command on a `callgate log` line. */
+#define LOG_CMD_MAX 120
 
 struct textbuf {
 	char b[LOG_TEXT_MAX + 8];
@@ -426,17 +435,18 @@ static void put_payload(const char *p, size_t len)
 		fputs("…", stdout);
 }
 
-static int cmd_log(struct state st, int argc, char **argv)
+/* What `callgate log` was asked for. */
+struct log_args {
+	const char *trace, *decision, *session, *rule;
+	long long peer; /* -1: any */
+	int64_t since;
+	bool json, events;
+	size_t shown;
+	bool progress; /* stderr is a terminal: show how far a long scan is */
+};
+
+static int log_parse(struct state *st, int argc, char **argv, struct log_args *a)
 {
-	const char *trace = NULL, *decision = NULL, *session = NULL;
-	int64_t since = INT64_MIN;
-	bool json = false;
-	if (cg_cli_wants_help(argc, argv))
-		return cg_cli_help(
-		    "callgate log [OPTIONS]",
-		    "List journal events, one per line: time, sequence, trace, type, "
-		    "and the payload\nas key=value text (--json: the lines as stored).",
-		    log_opts);
 	for (int i = 1; i < argc; i++) {
 		const char *v = NULL;
 		if (argv[i][0] != '-')
@@ -445,17 +455,26 @@ static int cmd_log(struct state st, int argc, char **argv)
 		if (!opt)
 			return CG_EXIT_USAGE;
 		const char *name = opt->name;
+		char *end = NULL;
 		if (strcmp(name, "--json") == 0)
-			json = true;
+			a->json = true;
+		else if (strcmp(name, "--events") == 0)
+			a->events = true;
 		else if (strcmp(name, "--trace") == 0)
-			trace = v;
+			a->trace = v;
 		else if (strcmp(name, "--decision") == 0)
-			decision = v;
+			a->decision = v;
+		else if (strcmp(name, "--rule") == 0)
+			a->rule = v;
 		else if (strcmp(name, "--session") == 0)
-			session = v;
+			a->session = v;
 		else if (strcmp(name, "--state-dir") == 0)
-			st = (struct state){ v, "--state-dir" };
-		else if (strcmp(name, "--since") == 0 && parse_since(v, &since) < 0) {
+			*st = (struct state){ v, "--state-dir" };
+		else if (strcmp(name, "--peer") == 0 &&
+			 ((a->peer = strtoll(v, &end, 10)) < 0 || !*v || *end)) {
+			fprintf(stderr, "callgate log: --peer wants a uid, got '%s'\n", v);
+			return CG_EXIT_USAGE;
+		} else if (strcmp(name, "--since") == 0 && parse_since(v, &a->since) < 0) {
 			fprintf(stderr,
 				"callgate log: --since wants RFC 3339 or NUMBER[smhd], got "
 				"'%s'\n",
@@ -463,23 +482,109 @@ static int cmd_log(struct state st, int argc, char **argv)
 			return CG_EXIT_USAGE;
 		}
 	}
-	if (cg_cli_state_dir_check("log", st.dir, st.from) < 0)
-		return CG_EXIT_NOINPUT;
-	const char *state_dir = st.dir;
-	struct cg_journal_view jv;
-	if (cg_journal_load(state_dir, &jv, NULL) < 0) {
-		fprintf(stderr, "callgate log: cannot read the journal under %s: %s\n", state_dir,
-			strerror(errno));
-		return CG_EXIT_ERROR;
+	if (a->events && (a->rule || a->peer >= 0)) {
+		fprintf(stderr, "callgate log: --rule and --peer filter calls, not --events\n");
+		return CG_EXIT_USAGE;
 	}
+	return 0;
+}
+
+static bool str_is(const json_t *o, const char *k, const char *want, bool nocase)
+{
+	const char *s = json_string_value(json_object_get(o, k));
+	return s && (nocase ? strcasecmp(s, want) == 0 : strcmp(s, want) == 0);
+}
+
+/* Does call summary c (with its facts f) pass the filters? */
+static bool log_wanted(const struct log_args *a, const json_t *c)
+{
+	int64_t ts;
+	const char *t = json_string_value(json_object_get(c, "time"));
+	if (a->since != INT64_MIN && (!t || cg_parse_time(t, &ts) < 0 || ts < a->since))
+		return false;
+	if (a->decision && !str_is(c, "decision", a->decision, true) &&
+	    !str_is(c, "outcome", a->decision, true))
+		return false;
+	if (a->rule && !str_is(c, "rule_id", a->rule, false))
+		return false;
+	if (a->session && !str_is(c, "session", a->session, false))
+		return false;
+	json_t *uid = json_object_get(json_object_get(c, "peer"), "uid");
+	return a->peer < 0 || (json_is_integer(uid) && json_integer_value(uid) == a->peer);
+}
+
+/* time trace uid/pid host DECISION outcome rule exit=N command */
+static void log_line(const json_t *c)
+{
+	const json_t *p = json_object_get(c, "peer");
+	const json_t *x = json_object_get(c, "exit");
+	const char *host = str_of(c, "host");
+	const char *rule = str_of(c, "rule_id");
+	char exit_s[24] = "-", head[400];
+	if (json_is_integer(x))
+		snprintf(exit_s, sizeof(exit_s), "%lld", (long long)json_integer_value(x));
+	snprintf(head, sizeof(head), "%s %s %lld/%lld %s %s %s %s exit=%s ", str_of(c, "time"),
+		 str_of(c, "trace_id"), (long long)json_integer_value(json_object_get(p, "uid")),
+		 (long long)json_integer_value(json_object_get(p, "pid")), *host ? host : "-",
+		 *str_of(c, "decision") ? str_of(c, "decision") : "-", str_of(c, "outcome"),
+		 *rule ? rule : "-", exit_s);
+	put_safe(stdout, head, strlen(head));
+	const char *cmd = str_of(c, "command");
+	if (!*cmd) {
+		char act[80];
+		snprintf(act, sizeof(act), "[%s]", str_of(c, "action"));
+		put_safe(stdout, act, strlen(act));
+	} else {
+		/* Sanely short: the verdict has the whole command. */
+		size_t n = strlen(cmd);
+		put_safe(stdout, cmd, n > LOG_CMD_MAX ? LOG_CMD_MAX : n);
+		if (n > LOG_CMD_MAX)
+			fputs("...", stdout);
+	}
+	fputc('\n', stdout);
+}
+
+static int log_call(const char *trace, const json_t *f, size_t i, size_t n, void *arg)
+{
+	struct log_args *a = arg;
+	if (a->progress && (i % 1000 == 0 || i + 1 == n)) {
+		fprintf(stderr, "\rcallgate log: %zu of %zu traces read", i + 1, n);
+		if (i + 1 == n)
+			fputs("\r\033[K", stderr);
+	}
+	if (a->trace && strcmp(trace, a->trace) != 0)
+		return 0;
+	json_t *c = cg_call_summary(trace, f);
+	if (!c)
+		return -1;
+	if (log_wanted(a, c)) {
+		a->shown++;
+		if (a->json) {
+			char *s = json_dumps(c, JSON_COMPACT);
+			if (s)
+				puts(s);
+			free(s);
+		} else {
+			log_line(c);
+		}
+	}
+	json_decref(c);
+	return 0;
+}
+
+static int log_events(const struct log_args *a, struct cg_journal_view *jv)
+{
+	const char *trace = a->trace, *decision = a->decision, *session = a->session;
+	int64_t since = a->since;
+	bool json = a->json;
 	/* Trace-level filters need a first pass: which traces match. */
 	struct cg_smap *match = NULL;
 	static int yes = 1;
 	if (decision || session) {
 		struct cg_smap *dec = cg_smap_new(), *ses = cg_smap_new();
 		match = cg_smap_new();
-		for (size_t i = 0; match && dec && ses && i < jv.n; i++) {
-			const struct cg_evline *o = &jv.v[i];
+		for (size_t i = 0; match && dec && ses && i < jv->n; i++) {
+			const struct cg_evline *o = &jv->v[i];
 			if (decision && o->type == CG_EV_DECISION &&
 			    strcasecmp(o->decision, decision) == 0)
 				(void)cg_smap_put(dec, o->trace, &yes);
@@ -495,16 +600,16 @@ static int cmd_log(struct state st, int argc, char **argv)
 				json_decref(pl);
 			}
 		}
-		for (size_t i = 0; match && dec && ses && i < jv.n; i++) {
-			const char *t = jv.v[i].trace;
+		for (size_t i = 0; match && dec && ses && i < jv->n; i++) {
+			const char *t = jv->v[i].trace;
 			if ((!decision || cg_smap_get(dec, t)) && (!session || cg_smap_get(ses, t)))
 				(void)cg_smap_put(match, t, &yes);
 		}
 		cg_smap_free(dec, NULL);
 		cg_smap_free(ses, NULL);
 	}
-	for (size_t i = 0; i < jv.n; i++) {
-		const struct cg_evline *o = &jv.v[i];
+	for (size_t i = 0; i < jv->n; i++) {
+		const struct cg_evline *o = &jv->v[i];
 		if (trace && strcmp(o->trace, trace) != 0)
 			continue;
 		if (match && !cg_smap_get(match, o->trace))
@@ -524,8 +629,42 @@ static int cmd_log(struct state st, int argc, char **argv)
 		fputc('\n', stdout);
 	}
 	cg_smap_free(match, NULL);
-	cg_journal_view_free(&jv);
 	return CG_EXIT_OK;
+}
+
+static int cmd_log(struct state st, int argc, char **argv)
+{
+	if (cg_cli_wants_help(argc, argv))
+		return cg_cli_help(
+		    "callgate log [OPTIONS]",
+		    "List the journal's calls, one line each: time, trace, peer uid/pid, host,\n"
+		    "decision, outcome, rule, exit code of the last stage, and the command as\n"
+		    "shell words (cut at 120 bytes). --json: one JSON object per call. --events:\n"
+		    "every event, one per line, the payload as key=value text (--events --json:\n"
+		    "the journal lines as stored). On a terminal, a long scan shows its progress\n"
+		    "on stderr.",
+		    log_opts);
+	struct log_args a = { .peer = -1, .since = INT64_MIN, .progress = isatty(2) };
+	int rc = log_parse(&st, argc, argv, &a);
+	if (rc != 0)
+		return rc;
+	if (cg_cli_state_dir_check("log", st.dir, st.from) < 0)
+		return CG_EXIT_NOINPUT;
+	struct cg_journal_view jv;
+	if (cg_journal_load(st.dir, &jv, NULL) < 0) {
+		fprintf(stderr, "callgate log: cannot read the journal under %s: %s\n", st.dir,
+			strerror(errno));
+		return CG_EXIT_ERROR;
+	}
+	if (a.events) {
+		rc = log_events(&a, &jv);
+	} else {
+		rc = cg_journal_calls(&jv, log_call, &a) == 0 ? CG_EXIT_OK : CG_EXIT_ERROR;
+		if (rc != CG_EXIT_OK)
+			fprintf(stderr, "callgate log: out of memory\n");
+	}
+	cg_journal_view_free(&jv);
+	return rc;
 }
 
 #define EVIDENCE_USAGE "callgate evidence COMMAND [OPTIONS] ..."

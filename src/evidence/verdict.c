@@ -1219,3 +1219,37 @@ int cg_journal_calls(const struct cg_journal_view *jv, cg_journal_call_fn fn, vo
 	free(order);
 	return rc;
 }
+
+json_t *cg_calls_from_events(const json_t *events)
+{
+	json_t *by = json_object(), *order = json_array(), *out = json_array();
+	size_t i;
+	json_t *e;
+	json_array_foreach(events, i, e)
+	{
+		const char *tr = jstr(e, "trace"), *t = jstr(e, "type");
+		json_t *p = json_object_get(e, "payload");
+		if (!by || !order || !tr || !t || !json_is_object(p) ||
+		    strcmp(tr, CG_JOURNAL_TRACE) == 0)
+			continue;
+		json_t *f = json_object_get(by, tr);
+		if (!f) {
+			f = json_pack("{s:b, s:[], s:[], s:[]}", "started", 0, "approvals",
+				      "screening", "connections");
+			if (!f || json_object_set_new(by, tr, f) != 0)
+				continue;
+			json_array_append_new(order, json_string(tr));
+		}
+		facts_add(f, t, jstr(e, "ts"), p);
+	}
+	json_array_foreach(order, i, e)
+	{
+		json_t *s = cg_call_summary(json_string_value(e),
+					    json_object_get(by, json_string_value(e)));
+		if (s)
+			json_array_append_new(out, s);
+	}
+	json_decref(by);
+	json_decref(order);
+	return out;
+}

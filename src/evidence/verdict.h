@@ -53,6 +53,14 @@ json_t *cg_call_summary(const char *trace_id, const json_t *facts);
  */
 char *cg_command_text(const json_t *pipeline, size_t max);
 
+/*
+ * The calls of a list of journal events given as objects ({trace, type, ts,
+ * payload}, as the daemon's log action returns them): one cg_call_summary
+ * per trace, in the order of each trace's first event. New reference, or
+ * NULL on OOM.
+ */
+json_t *cg_calls_from_events(const json_t *events);
+
 struct cg_journal_view;
 
 /*

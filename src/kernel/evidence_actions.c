@@ -2,7 +2,8 @@
 /*
  * evidence_actions — the protocol's evidence reads: `verdict` (a trace's
  * sealed verdict.json), `replay` (verify one trace against the journal and
- * the signed checkpoints) and `log` (journal events), answered by the
+ * the signed checkpoints) and `log` (journal events, and the per-call summary
+ * `callgate log` prints, made from those events), answered by the
  * daemon so that an agent that holds only the socket can check its calls.
  *
  * A read decides nothing and runs nothing; it is still a request with a
@@ -25,6 +26,7 @@
 #include "kernel_priv.h"
 #include "replay.h"
 #include "util.h"
+#include "verdict.h"
 
 static const char *action_name(enum cg_action a)
 {
@@ -92,9 +94,12 @@ static struct cg_reply *do_log(struct cg_kernel *k, const struct cg_request *req
 		return cg_reply_new(CG_R_EVIDENCE_READ_FAILED, "{s:s,s:s}", "doing",
 				    "reading the journal", "detail", cg_errno_name(errno));
 	size_t n = json_array_size(events);
+	/* The same per-call lines as `callgate log`, from the events returned. */
+	json_t *calls = cg_calls_from_events(events);
 	struct cg_reply *r = cg_reply_new(CG_R_LOG_SHOWN, "{s:I}", "count", (json_int_t)n);
-	cg_reply_set_data(r, json_pack("{s:o,s:I,s:b}", "events", events, "matched",
-				       (json_int_t)matched, "truncated", matched > n));
+	cg_reply_set_data(r, json_pack("{s:o,s:o,s:I,s:b}", "events", events, "calls",
+				       calls ? calls : json_array(), "matched", (json_int_t)matched,
+				       "truncated", matched > n));
 	return r;
 }
 

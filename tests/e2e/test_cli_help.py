@@ -105,7 +105,8 @@ class HelpWalk(unittest.TestCase):
             ("ping",): ["--json"],
             ("replay",): ["--all", "--pubkey FILE", "--no-write", "--state-dir DIR"],
             ("verdict",): ["--json", "--state-dir DIR"],
-            ("log",): ["--since T", "--trace ID", "--decision D", "--session S"],
+            ("log",): ["--since T", "--trace ID", "--decision D", "--session S", "--rule R",
+                       "--peer UID", "--events"],
             ("evidence", "rebuild"): ["--all", "--state-dir DIR"],
             ("key", "show"): ["--state-dir DIR"],
             ("hook", "claude-code"): ["--degrade ask|deny", "--mcp-server NAME"],
@@ -286,10 +287,15 @@ class TextNotJson(unittest.TestCase):
 
     def test_log_is_text_and_json_is_the_journal(self):
         self.assertEqual(self.d.cli("run", "--no-privileged", "--", "true").returncode, 0)
-        r = self.d.cli("log")
+        r = self.d.cli("log", "--events")
         self.assertEqual(r.returncode, 0, r.stderr)
         out = r.stdout.decode()
         self.assertIn("decision=ALLOW", out)
+        self.assert_no_json(out, "log")
+        r = self.d.cli("log")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        out = r.stdout.decode()
+        self.assertIn(" ALLOW allowed ", out)
         self.assert_no_json(out, "log")
         r = self.d.cli("log", "--json")
         lines = r.stdout.decode().splitlines()

@@ -127,16 +127,18 @@ class EvidenceTools(unittest.TestCase):
             self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
 
     def test_log_filters(self):
-        p = cli(self.state, "log", "--decision", "BLOCK", "--json")
+        # --events: the journal's events (per-call lines: test_log.py).
+        p = cli(self.state, "log", "--events", "--decision", "BLOCK", "--json")
         self.assertEqual(p.returncode, 0, p.stderr)
         traces = {json.loads(l)["trace"] for l in p.stdout.splitlines()}
         self.assertEqual(traces, {self.denied})
-        p = cli(self.state, "log", "--session", "sess-a", "--json")
+        p = cli(self.state, "log", "--events", "--session", "sess-a", "--json")
         traces = {json.loads(l)["trace"] for l in p.stdout.splitlines()}
         self.assertEqual(traces, {self.allowed})
-        p = cli(self.state, "log", "--trace", self.allowed)
+        p = cli(self.state, "log", "--events", "--trace", self.allowed)
         self.assertIn(b"permit", p.stdout)
-        p = cli(self.state, "log", "--since", "1d", "--trace", self.allowed, "--json")
+        p = cli(self.state, "log", "--events", "--since", "1d", "--trace", self.allowed,
+                "--json")
         self.assertGreater(len(p.stdout.splitlines()), 5)
         self.assertEqual(cli(self.state, "log", "--since", "yesterday").returncode, 64)
 
@@ -332,7 +334,7 @@ class EvidenceCrash(unittest.TestCase):
 
             types_by_trace = {}
             recovery = 0
-            p = cli(state, "log", "--json", timeout=600)
+            p = cli(state, "log", "--events", "--json", timeout=600)
             for line in p.stdout.splitlines():
                 e = json.loads(line)
                 types_by_trace.setdefault(e["trace"], []).append(e["type"])
