@@ -178,6 +178,29 @@ def check_verdict(v, events, where, probs):
     dec = by_type.get("decision")
     if dec and (v.get("decided_by") or {}).get("rule_id") != dec[-1].get("rule_id"):
         probs.add(where, "verdict_mismatch: decided_by.rule_id differs from the decision")
+    if fin and v.get("outputs") != {"stdout": fin[-1].get("stdout"),
+                                    "stderr": fin[-1].get("stderr")}:
+        probs.add(where, "verdict_mismatch: outputs differ from exec.finished")
+    if v.get("connections", []) != by_type.get("net.connection", []):
+        probs.add(where, "verdict_mismatch: connections differ from the net.connection events")
+    permit = (by_type.get("permit") or [None])[-1]
+    run = v.get("run")
+    if (permit is None) != (run is None) or (permit and (
+            run.get("uid"), run.get("gid"), run.get("timeout_ms")) != (
+            permit.get("run_uid"), permit.get("run_gid"), permit.get("timeout_ms"))):
+        probs.add(where, "verdict_mismatch: run differs from the permit")
+    req = (by_type.get("request") or [{}])[0]
+    call = v.get("call")
+    if call is not None and isinstance(req.get("request"), dict):
+        argv = [s.get("argv") for s in call.get("stages", [])]
+        exes = [s.get("exe") for s in call.get("stages", [])]
+        res = [s.get("exe") for s in ((by_type.get("resolved") or [{}])[-1].get("stages") or [])]
+        if argv != req["request"].get("pipeline", []) or call.get("peer") != req.get("peer"):
+            probs.add(where, "verdict_mismatch: call differs from the request")
+        if res and exes != res[:len(exes)]:
+            probs.add(where, "verdict_mismatch: call executables differ from resolved")
+    if started and v.get("blocked") != []:
+        probs.add(where, "verdict_mismatch: blocked lists something for a call that ran")
 
 
 def check_package(dirpath, probs):

@@ -248,6 +248,34 @@ class VerdictTable(unittest.TestCase):
                                 capture_output=True, text=True)
             self.assertEqual(vf.returncode, 0, vf.stdout + vf.stderr)
 
+    def test_a_changed_verdict_fails_both_verifiers(self):
+        d, r = self.rows["approved"]
+        tid = r["reply"]["trace_id"]
+        path = os.path.join(d.state_dir, "traces", tid, "verdict.json")
+        with open(path) as f:
+            orig = f.read()
+        edits = (lambda v: v.update(executed=False),
+                 lambda v: v.update(exit_codes=[3]),
+                 lambda v: v["call"]["stages"][0].update(argv=["id", "-g"]),
+                 lambda v: v["decided_by"].update(rule_id="someone-else"),
+                 lambda v: v["run"].update(uid=12345))
+        try:
+            for edit in edits:
+                v = json.loads(orig)
+                edit(v)
+                with open(path, "w") as f:
+                    json.dump(v, f, indent=2)
+                rp = d.cli("replay", "--no-write", tid)
+                self.assertNotEqual(rp.returncode, 0, rp.stdout)
+                vf = subprocess.run([sys.executable, os.path.join(
+                    cgtest.SRCDIR, "docs", "verify_trace.py"), d.state_dir, tid],
+                    capture_output=True, text=True)
+                self.assertEqual(vf.returncode, 1, vf.stdout)
+                self.assertIn("verdict_mismatch", vf.stdout)
+        finally:
+            with open(path, "w") as f:
+                f.write(orig)
+
 
 if __name__ == "__main__":
     unittest.main()
