@@ -160,12 +160,22 @@ def check_verdict(v, events, where, probs):
     if not isinstance(v, dict):
         probs.add(where, "verdict_mismatch: verdict.json is not an object")
         return
-    for k in set(sealed) | set(v):
-        if k not in FROM_EVENTS and sealed.get(k) != v.get(k):
-            probs.add(where, "verdict_mismatch: %s differs from the sealed verdict" % k)
     by_type = {}
     for e in events:
         by_type.setdefault(e["type"], []).append(e["payload"])
+    # A compact seal leaves the summary (the reply's message) and why[] (the
+    # decision's rungs) to the package; anything else must be the seal's.
+    rungs = ((by_type.get("decision") or [{}])[-1]).get("rungs") or []
+    rebuilt = {
+        "summary": (sealed.get("reply") or {}).get("message"),
+        "why": [{"rung": r.get("rung"), "decision": r.get("decision"),
+                 "rule_id": r.get("rule_id"), "layer": str(r.get("reason")).split("-")[0],
+                 "code": r.get("reason"), "why": r.get("why")} for r in rungs],
+    }
+    for k in set(sealed) | set(v):
+        want = sealed[k] if k in sealed else rebuilt.get(k)
+        if k not in FROM_EVENTS and want != v.get(k):
+            probs.add(where, "verdict_mismatch: %s differs from the sealed verdict" % k)
     started = "exec.started" in by_type
     if v.get("executed") is not started:
         probs.add(where, "verdict_mismatch: executed is %r, exec.started %s"

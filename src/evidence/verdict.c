@@ -237,6 +237,13 @@ json_t *cg_verdict_render(const struct cg_verdict_facts *f, const char *trace_id
 	json_object_set_new(v, "decision", json_string(decision));
 	if (f->decision && strcmp(f->decision, decision) != 0)
 		json_object_set_new(v, "decision_given", json_string(f->decision));
+	/*
+	 * compact (the kernel's seals): what the package's verdict rebuilds from
+	 * the trace's events is not sealed twice — a summary equal to the reply's
+	 * message, the why[] the decision event's rungs hold (why_in_decision),
+	 * blocked[] and next_steps[] (cg_verdict_with_facts).
+	 */
+	bool compact = json_is_true(json_object_get(f->extra, "compact"));
 	char sbuf[600];
 	const char *summary = f->summary;
 	if (!summary) {
@@ -244,7 +251,8 @@ json_t *cg_verdict_render(const struct cg_verdict_facts *f, const char *trace_id
 			 f->rule_id ? f->rule_id : "", rmsg ? rmsg : "no message");
 		summary = sbuf;
 	}
-	json_object_set_new(v, "summary", json_string(summary));
+	if (!compact || !rmsg || strcmp(summary, rmsg) != 0)
+		json_object_set_new(v, "summary", json_string(summary));
 	json_t *why = json_array(), *x;
 	size_t i;
 	json_array_foreach(f->why, i, x)
@@ -252,21 +260,26 @@ json_t *cg_verdict_render(const struct cg_verdict_facts *f, const char *trace_id
 	if (why && json_array_size(why) == 0)
 		json_array_append_new(why, json_pack("{s:s?, s:s, s:s?}", "rule_id", f->rule_id,
 						     "layer", layer, "reason", rmsg));
-	json_object_set_new(v, "why", why ? why : json_array());
+	if (compact && json_is_true(json_object_get(f->extra, "why_in_decision")))
+		json_decref(why);
+	else
+		json_object_set_new(v, "why", why ? why : json_array());
 	json_object_set_new(v, "constrained", as_list(f->constrained));
 	bool stops = strcmp(decision, "ALLOW") != 0 && strcmp(decision, "DEGRADE") != 0;
 	/* The kernel knows from its reply whether the command started. */
 	json_t *ran = json_object_get(f->extra, "executed");
 	bool executed = json_is_boolean(ran) ? json_is_true(ran) : !stops && rtype[0] == 'S';
-	json_object_set_new(v, "blocked",
-			    stops && !executed
-				? json_pack("[s]", "the whole request: nothing was run")
-				: json_array());
+	if (!compact)
+		json_object_set_new(v, "blocked",
+				    stops && !executed
+					? json_pack("[s]", "the whole request: nothing was run")
+					: json_array());
 	char e[200];
 	const char *step = f->next_step && *f->next_step
 			       ? f->next_step
 			       : default_step(rtype[0], decision, trace_id, e, sizeof(e));
-	json_object_set_new(v, "next_steps", json_pack("[s]", step));
+	if (!compact)
+		json_object_set_new(v, "next_steps", json_pack("[s]", step));
 	json_object_set_new(v, "confidence", json_real(f->confidence));
 	json_object_set_new(v, "reply",
 			    json_pack("{s:s, s:s, s:s}", "type", rtype, "code",
@@ -276,7 +289,8 @@ json_t *cg_verdict_render(const struct cg_verdict_facts *f, const char *trace_id
 	const char *key;
 	json_object_foreach(f->extra, key, x)
 	{
-		if (!json_object_get(v, key))
+		if (!json_object_get(v, key) && strcmp(key, "compact") != 0 &&
+		    strcmp(key, "why_in_decision") != 0)
 			json_object_set_new(v, key, json_deep_copy(x));
 	}
 	return v;
@@ -740,11 +754,41 @@ static void add_results(json_t *v, const json_t *f)
 	json_object_set(v, "connections", json_object_get(f, "connections"));
 }
 
+/* why[] from the decision event's rungs, as a seal that is not compact has it. */
+static json_t *why_from_rungs(const json_t *rungs)
+{
+	json_t *why = json_array();
+	size_t i;
+	json_t *r;
+	json_array_foreach(rungs, i, r)
+	{
+		const char *code = jstr(r, "reason");
+		json_array_append_new(
+		    why, json_pack("{s:s?, s:s?, s:s?, s:s, s:s?, s:O?}", "rung", jstr(r, "rung"),
+				   "decision", jstr(r, "decision"), "rule_id", jstr(r, "rule_id"),
+				   "layer", layer_of(code), "code", code, "why",
+				   json_object_get(r, "why")));
+	}
+	return why;
+}
+
+/* What a compact seal left to the events: summary and why[] (cg_verdict_render). */
+static void restore_compact(json_t *v, const json_t *f)
+{
+	const json_t *reply = json_object_get(v, "reply");
+	if (!json_object_get(v, "summary") && jstr(reply, "message"))
+		json_object_set_new(v, "summary", json_string(jstr(reply, "message")));
+	const json_t *rungs = json_object_get(json_object_get(f, "decision"), "rungs");
+	if (!json_object_get(v, "why") && json_is_array(rungs))
+		json_object_set_new(v, "why", why_from_rungs(rungs));
+}
+
 json_t *cg_verdict_with_facts(const json_t *sealed, const json_t *f)
 {
 	json_t *v = json_deep_copy(sealed);
 	if (!v || !f)
 		return v;
+	restore_compact(v, f);
 	const char *outcome = outcome_of(f, sealed);
 	bool executed = json_is_true(json_object_get(f, "started"));
 	json_object_set_new(v, "outcome", json_string(outcome));
