@@ -176,11 +176,11 @@ def check_verdict(v, events, where, probs):
         want = sealed[k] if k in sealed else rebuilt.get(k)
         if k not in FROM_EVENTS and want != v.get(k):
             probs.add(where, "verdict_mismatch: %s differs from the sealed verdict" % k)
-    started = "exec.started" in by_type
-    if v.get("executed") is not started:
-        probs.add(where, "verdict_mismatch: executed is %r, exec.started %s"
-                  % (v.get("executed"), "present" if started else "absent"))
     fin = by_type.get("exec.finished")
+    started = "exec.started" in by_type and not (fin and fin[-1].get("started") is False)
+    if v.get("executed") is not started:
+        probs.add(where, "verdict_mismatch: executed is %r, but the command %s"
+                  % (v.get("executed"), "ran" if started else "did not run"))
     if fin and v.get("exit_codes") != fin[-1].get("exit_codes"):
         probs.add(where, "verdict_mismatch: exit_codes differ from exec.finished")
     if not fin and "exit_codes" in v:

@@ -517,6 +517,17 @@ static const json_t *last_answer(const json_t *f, json_t *uids)
 	return last;
 }
 
+/*
+ * Did a command run? exec.started is written before the first stage is
+ * spawned; an exec.finished with "started": false says none could start.
+ */
+static bool ran(const json_t *f)
+{
+	const json_t *fin = json_object_get(f, "finished");
+	return json_is_true(json_object_get(f, "started")) &&
+	       !json_is_false(json_object_get(fin, "started"));
+}
+
 /* The first non-zero exit code of a finished run, or 0. */
 static json_int_t failed_exit(const json_t *fin)
 {
@@ -733,10 +744,8 @@ static void add_results(json_t *v, const json_t *f)
 {
 	const json_t *fin = json_object_get(f, "finished");
 	if (fin) {
-		json_object_set(v, "exit_codes",
-				json_object_get(fin, "exit_codes")
-				    ? json_object_get(fin, "exit_codes")
-				    : json_null());
+		if (json_object_get(fin, "exit_codes"))
+			json_object_set(v, "exit_codes", json_object_get(fin, "exit_codes"));
 		json_object_set_new(v, "outputs",
 				    json_pack("{s:O?, s:O?}", "stdout",
 					      json_object_get(fin, "stdout"), "stderr",
@@ -790,7 +799,7 @@ json_t *cg_verdict_with_facts(const json_t *sealed, const json_t *f)
 		return v;
 	restore_compact(v, f);
 	const char *outcome = outcome_of(f, sealed);
-	bool executed = json_is_true(json_object_get(f, "started"));
+	bool executed = ran(f);
 	json_object_set_new(v, "outcome", json_string(outcome));
 	json_object_set_new(v, "executed", json_boolean(executed));
 	json_object_set_new(v, "decided_by", decided_by(f, sealed));
@@ -890,9 +899,8 @@ json_t *cg_call_summary(const char *trace_id, const json_t *f)
 	    jstr(f, "time"), "trace_id", trace_id, "peer", json_object_get(f, "peer"), "host",
 	    jstr(rq, "host"), "session", jstr(rq, "session"), "action", jstr(rq, "action"),
 	    "command", cmd ? cmd : "", "decision", decision, "rule_id", rule ? rule : "", "exit",
-	    exit, "executed", json_is_true(json_object_get(f, "started")), "code",
-	    jstr(json_object_get(src, "reply"), "code"), "outcome",
-	    sealed || ve ? outcome_of(f, src) : "open");
+	    exit, "executed", ran(f), "code", jstr(json_object_get(src, "reply"), "code"),
+	    "outcome", sealed || ve ? outcome_of(f, src) : "open");
 	free(cmd);
 	return s;
 }

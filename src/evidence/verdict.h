@@ -6,8 +6,9 @@
  * that `callgate log` and the daemon's `log` action print.
  *
  * Invariants:
- *  - "executed" is true exactly when the trace holds an exec.started event:
- *    a gate dry-run, a refusal and a run that could not start never say yes.
+ *  - "executed" is true exactly when the trace holds an exec.started event
+ *    and no exec.finished saying nothing started: a gate dry-run, a refusal
+ *    and a run that could not start never say yes.
  *  - The next step can succeed: a BLOCK never points at approval or a grant.
  *  - Events of a type this build does not know (net.connection from a newer
  *    writer) are read by name, never refused here: replay judges the set.

@@ -52,7 +52,19 @@ class VerdictTable(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.d = cgtest.Daemon(policy_text=POLICY,
-                              flags=["--approval", "--approval-timeout", "1500"]).start()
+                              flags=["--approval", "--approval-timeout", "1500"])
+        # A script the policy allows whose interpreter does not exist: permitted,
+        # but it cannot be started.
+        cls.unstartable = os.path.join(cls.d.workspace, "unstartable.sh")
+        with open(cls.unstartable, "w") as f:
+            f.write("#!/nonexistent/interpreter\n")
+        os.chmod(cls.unstartable, 0o755)
+        with open(cls.d.policy_path, "a") as f:
+            f.write("  - id: script-ok\n    decision: degrade\n"
+                    "    match: { exe: [\"%s\"], privileged: false }\n"
+                    "    constraints: { read: [/], write: [\"${workspace}\"] }\n"
+                    % cls.unstartable)
+        cls.d.start()
         cls.plain = cgtest.Daemon(policy_text=POLICY).start()
         cls.rows = {}
         cls.drive()
@@ -86,6 +98,7 @@ class VerdictTable(unittest.TestCase):
         cls.call("degraded", [["cat", "/etc/hostname"]])
         cls.call("blocked", [["mkfs.ext4", "/dev/null"]])
         cls.call("failed", [["false"]])
+        cls.call("not_started", [[cls.unstartable]])
         cls.call("run_timeout", [["sleep", "5"]], timeout_ms=300)
         cls.call("approval_timeout", [["touch", os.path.join(ws, "never")]])
         cls.call("refused", [["touch", os.path.join(ws, "never2")]], d=cls.plain)
@@ -169,6 +182,17 @@ class VerdictTable(unittest.TestCase):
         self.check_ran(v, md, ["false"], "/usr/bin/false", [1])
         self.assertIn("stderr", self.step(v, md))
         self.assertIn("# Verdict: FAILED", md)
+
+    def test_exec_failure_did_not_run(self):
+        r, v, md = self.row("not_started")
+        self.assertEqual(r["reply"]["code"], "MCP-EXEC-E-001")
+        self.assertEqual((v["decision"], v["outcome"]), ("DEGRADE", "failed"))
+        self.assertFalse(v["executed"])
+        self.assertIn("Executed:   no", md)
+        self.assertNotIn("exit_codes", v)
+        self.assertIn("run", v, "it was permitted and confined; exec failed")
+        self.assertEqual(v["call"]["stages"][0]["exe"], self.unstartable)
+        self.assertIn("could not be started", self.step(v, md))
 
     def test_run_timeout(self):
         r, v, md = self.row("run_timeout")
