@@ -160,6 +160,8 @@ def check_verdict(v, events, where, probs):
     if not isinstance(v, dict):
         probs.add(where, "verdict_mismatch: verdict.json is not an object")
         return
+    if v == sealed:
+        return  # a package written before verdicts read the events: the seal's, exactly
     by_type = {}
     for e in events:
         by_type.setdefault(e["type"], []).append(e["payload"])

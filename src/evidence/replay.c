@@ -581,6 +581,47 @@ static json_t *trace_verdict(const json_t *sealed, const struct cg_journal_view 
 	return v;
 }
 
+/* Is the file at path exactly the rendering of verdict v? */
+static bool md_is(const char *path, const json_t *v)
+{
+	char *md = v ? cg_verdict_render_md(v) : NULL;
+	char *fmd = NULL;
+	size_t fl = 0;
+	bool same = md && cg_file_read(path, PACKAGE_CAP, &fmd, &fl) == 0 && fl == strlen(md) &&
+		    memcmp(fmd, md, fl) == 0;
+	free(md);
+	free(fmd);
+	return same;
+}
+
+/*
+ * verdict.json and verdict.md of a sealed trace: the seal's verdict with what
+ * the trace's events add (trace_verdict), or — a package written before
+ * verdicts read the events — the seal's verdict exactly. Either is the
+ * sealed truth; anything else is a mismatch.
+ */
+static void check_package_verdict(const char *dir, const struct cg_evline *seal,
+				  const struct cg_journal_view *jv, const struct tidx *t,
+				  const bool seen[], json_t *diff)
+{
+	char path[4400];
+	json_t *pl = json_loadb(seal->line + seal->payload_off, seal->payload_len, 0, NULL);
+	json_t *sealed = json_object_get(pl, "verdict");
+	json_t *sv = trace_verdict(sealed, jv, t);
+	snprintf(path, sizeof(path), "%s/verdict.json", dir);
+	json_t *fv = json_load_file(path, 0, NULL);
+	if (seen[1] && !json_equal(sv, fv) && !(sealed && json_equal(sealed, fv)))
+		cg_diff_add(diff, "verdict_mismatch", path, 0, seal->seq, NULL, NULL,
+			    "verdict.json is not the verdict the seal recorded");
+	snprintf(path, sizeof(path), "%s/verdict.md", dir);
+	if (seen[2] && !md_is(path, sv) && !md_is(path, sealed))
+		cg_diff_add(diff, "verdict_mismatch", path, 0, seal->seq, NULL, NULL,
+			    "verdict.md is not the rendering of the sealed verdict");
+	json_decref(fv);
+	json_decref(sv);
+	json_decref(pl);
+}
+
 static void check_package(const struct cg_replay_opts *o, const struct cg_journal_view *jv,
 			  const char *id, const struct tidx *t, enum cg_trace_state st,
 			  json_t *diff)
@@ -665,28 +706,8 @@ static void check_package(const struct cg_replay_opts *o, const struct cg_journa
 verdict:;
 	/* verdict.json and verdict.md must say what the seal says. */
 	const struct cg_evline *seal = t->n ? &jv->v[t->ix[t->n - 1]] : NULL;
-	if (st == CG_TRACE_SEALED && seal && seal->type == CG_EV_SEAL) {
-		json_t *pl = json_loadb(seal->line + seal->payload_off, seal->payload_len, 0, NULL);
-		json_t *sv = trace_verdict(json_object_get(pl, "verdict"), jv, t);
-		snprintf(path, sizeof(path), "%s/verdict.json", dir);
-		json_t *fv = json_load_file(path, 0, NULL);
-		if (seen[1] && !json_equal(sv, fv))
-			cg_diff_add(diff, "verdict_mismatch", path, 0, seal->seq, NULL, NULL,
-				    "verdict.json is not the verdict the seal recorded");
-		char *md = sv ? cg_verdict_render_md(sv) : NULL;
-		char *fmd = NULL;
-		size_t fl = 0;
-		snprintf(path, sizeof(path), "%s/verdict.md", dir);
-		if (seen[2] && (!md || cg_file_read(path, PACKAGE_CAP, &fmd, &fl) < 0 ||
-				fl != strlen(md) || memcmp(fmd, md, fl) != 0))
-			cg_diff_add(diff, "verdict_mismatch", path, 0, seal->seq, NULL, NULL,
-				    "verdict.md is not the rendering of the sealed verdict");
-		free(md);
-		free(fmd);
-		json_decref(fv);
-		json_decref(sv);
-		json_decref(pl);
-	}
+	if (st == CG_TRACE_SEALED && seal && seal->type == CG_EV_SEAL)
+		check_package_verdict(dir, seal, jv, t, seen, diff);
 	free(v);
 	free(buf);
 }
