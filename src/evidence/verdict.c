@@ -983,14 +983,14 @@ static void md_heading(struct cg_buf *b, const json_t *v)
 		{ "blocked", "BLOCK" },
 		{ "refused", "UNKNOWN (refused: a person must decide)" },
 		{ "approved", "APPROVED by a person" },
-		{ "granted", "GRANTED (ran under a grant)" },
+		{ "granted", "GRANTED: ran under a grant" },
 		{ "denied", "DENIED by a person" },
 		{ "approval_timeout", "TIMED OUT waiting for approval" },
 		{ "run_timeout", "TIMED OUT while running" },
 		{ "failed", "FAILED" },
 		{ "cancelled", "CANCELLED" },
 		{ "invalid", "INVALID request" },
-		{ "dry_run", "DRY RUN (gate; nothing ran)" },
+		{ "dry_run", "DRY RUN: gate only, nothing ran" },
 		{ "error", "ERROR" },
 	};
 	const char *decision = jstr(v, "decision");
@@ -1005,6 +1005,9 @@ static void md_heading(struct cg_buf *b, const json_t *v)
 		return;
 	}
 	md_text(b, label);
+	/* A request refused before the policy has no policy decision to show. */
+	if (!jstr(json_object_get(v, "decided_by"), "decision"))
+		return;
 	md_str(b, " (policy decision ");
 	md_text(b, decision);
 	md_str(b, ")");
@@ -1014,6 +1017,11 @@ static void md_decided_by(struct cg_buf *b, const json_t *d)
 {
 	if (!d)
 		return;
+	if (!jstr(d, "decision")) {
+		md_str(b, "\n## Decided by\n\n- no policy decision: refused before the policy, "
+			  "by the reply above\n");
+		return;
+	}
 	md_str(b, "\n## Decided by\n\n- rule ");
 	md_text(b, jstr(d, "rule_id") && *jstr(d, "rule_id") ? jstr(d, "rule_id") : "-");
 	if (jstr(d, "rung")) {
@@ -1021,7 +1029,7 @@ static void md_decided_by(struct cg_buf *b, const json_t *d)
 		md_text(b, jstr(d, "rung"));
 	}
 	const json_t *p = json_object_get(d, "policy");
-	if (p) {
+	if (json_is_object(p)) {
 		md_fmt(b, " (policy generation %lld, sha256 ",
 		       (long long)json_integer_value(json_object_get(p, "generation")));
 		md_text(b, jstr(p, "sha256") ? jstr(p, "sha256") : "-");
