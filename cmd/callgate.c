@@ -24,7 +24,7 @@ static const struct {
 	{ "verdict", cg_cli_evidence, "print a trace's verdict: verdict TRACE_ID [--json]" },
 	{ "log", cg_cli_evidence, "read the journal: log [--since T] [--trace ID] ..." },
 	{ "evidence", cg_cli_evidence,
-	  "evidence rebuild: recreate trace packages from the journal" },
+	  "evidence rebuild|checkpoint|prove|...|ship|verify (ship/verify: PostgreSQL)" },
 	{ "key", cg_cli_evidence, "key show: print the evidence signing public key" },
 	{ "approve", cg_cli_approve, "approve [ID]: the approver (TUI without ID)" },
 	{ "pending", cg_cli_approve, "list calls waiting for approval" },

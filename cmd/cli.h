@@ -133,5 +133,11 @@ int cg_cli_hook(const struct cg_cli *g, int argc, char **argv); /* hook */
  */
 bool cg_cli_proof_handles(const char *verb);
 int cg_cli_proof(const struct cg_cli *g, int argc, char **argv);
+/*
+ * evidence ship | verify (cli_fleet.c, PostgreSQL): handles() says whether a
+ * verb is one of them; cg_cli_fleet runs it with argv[0] the verb.
+ */
+bool cg_cli_fleet_handles(const char *verb);
+int cg_cli_fleet(const struct cg_cli *g, int argc, char **argv);
 
 #endif
