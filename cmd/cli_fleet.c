@@ -577,12 +577,15 @@ static void ship_free(struct ship *s)
 static int ship_broken(struct ship *s)
 {
 	json_t *f = json_array_get(s->ch.fails, 0);
+	uint64_t seq = (uint64_t)json_integer_value(json_object_get(f, "seq"));
+	/* The batch in hand is dropped: it holds events no verified checkpoint signs. */
+	uint64_t from = s->n_bev && s->bev[0].seq < seq ? s->bev[0].seq : seq;
 	fprintf(stderr,
 		"callgate evidence ship: %s: the local evidence does not verify at seq %" PRIu64
-		": %s: %s; nothing from there on was shipped (run callgate replay --all)\n",
-		s->host, (uint64_t)json_integer_value(json_object_get(f, "seq")),
-		json_string_value(json_object_get(f, "check")),
-		json_string_value(json_object_get(f, "detail")));
+		": %s: %s; nothing from seq %" PRIu64
+		" on was shipped (run callgate replay --all)\n",
+		s->host, seq, json_string_value(json_object_get(f, "check")),
+		json_string_value(json_object_get(f, "detail")), from);
 	return EXIT_BREAK;
 }
 

@@ -395,6 +395,63 @@ class Fleet(unittest.TestCase):
         self.assertIn("host %s seq %d" % (h, last), r.stderr)
         self.assertEqual(self.counts(), before)
 
+    def test_a_crash_between_batches_resumes_where_the_database_stops(self):
+        h, s = self.hosts[1], self.states[1]
+        before = self.counts()
+        # What a ship killed after its first batches leaves: a prefix of each table.
+        self.pg.sql("DELETE FROM callgate.events WHERE host = '%s' AND seq > 7; "
+                    "DELETE FROM callgate.checkpoints WHERE host = '%s' AND seq > 7" % (h, h))
+        r = cli("evidence", "ship", "--to", self.pg.url, "--state-dir", s)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertNotIn("shipped 0 events", r.stdout)
+        self.assertEqual(self.counts(), before)
+        v = self.verify("--host", h)
+        self.assertEqual(v.returncode, 0, v.stdout)
+
+    def fresh_db(self, name):
+        self.pg.sql("DROP DATABASE IF EXISTS %s" % name)
+        self.pg.sql("CREATE DATABASE %s" % name)
+        self.addCleanup(self.pg.sql, "DROP DATABASE IF EXISTS %s" % name)
+        return self.pg.url.replace("/postgres?", "/%s?" % name)
+
+    def copy_state(self, i):
+        d = tempfile.mkdtemp(prefix="cg-fleet-", dir="/tmp")
+        self.addCleanup(shutil.rmtree, d, True)
+        shutil.copytree(self.states[i], os.path.join(d, "state"))
+        return os.path.join(d, "state")
+
+    def test_a_journal_in_two_segments_ships_whole(self):
+        s = self.copy_state(0)
+        seg = os.path.join(s, "journal", "0000000000000001.ndjson")
+        lines = journal_lines(s)
+        with open(seg, "wb") as f:
+            f.write(b"".join(lines[:9]))
+        with open(os.path.join(s, "journal", "0000000000000010.ndjson"), "wb") as f:
+            f.write(b"".join(lines[9:]))
+        url = self.fresh_db("split")
+        r = cli("evidence", "ship", "--to", url, "--state-dir", s)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("shipped %d events" % len(lines), r.stdout)
+        v = cli("evidence", "verify", "--from", url)
+        self.assertEqual(v.returncode, 0, v.stdout)
+
+    def test_a_local_journal_that_does_not_verify_is_not_shipped(self):
+        s = self.copy_state(2)
+        seg = os.path.join(s, "journal", "0000000000000001.ndjson")
+        lines = journal_lines(s)
+        bad = 12
+        lines[bad - 1] = lines[bad - 1].replace(b'"tseq":', b'"tseq": ', 1)  # not its spelling
+        with open(seg, "wb") as f:
+            f.write(b"".join(lines))
+        url = self.fresh_db("localbad")
+        r = cli("evidence", "ship", "--to", url, "--state-dir", s)
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertIn("seq %d" % bad, r.stderr)
+        stored = subprocess.run(["psql", "-X", "-At", url, "-c",
+                                 "SELECT coalesce(max(seq), 0) FROM callgate.events"],
+                                capture_output=True, text=True).stdout.strip()
+        self.assertLess(int(stored), bad)
+
     def test_usage_and_unreachable_database(self):
         r = cli("evidence", "ship", "--state-dir", self.states[0])
         self.assertEqual(r.returncode, 64)
