@@ -125,7 +125,16 @@ def origin(state_dir):
 class Fleet(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.pg = Cluster().start()
+        cls.pg, cls.daemons, cls.follow = Cluster(), [], None
+        try:
+            cls._set_up()
+        except BaseException:
+            cls.tearDownClass()  # no cluster or daemon may outlive a failed set-up
+            raise
+
+    @classmethod
+    def _set_up(cls):
+        cls.pg.start()
         cls.daemons = [cgtest.Daemon(flags=["--approval", "--approval-timeout", "15000"])
                        for _ in range(3)]
         # The first host ships while its daemon runs: --follow tails the journal.
@@ -164,7 +173,7 @@ class Fleet(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        if cls.follow.poll() is None:
+        if cls.follow and cls.follow.poll() is None:
             cls.follow.kill()
             cls.follow.wait()
         for d in cls.daemons:

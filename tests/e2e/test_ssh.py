@@ -77,7 +77,10 @@ class Sshd:
         self.ssh = "ssh -F %s/ssh_config" % d
 
     def start(self):
-        os.makedirs("/run/sshd", exist_ok=True)  # sshd's privilege separation directory
+        try:
+            os.makedirs("/run/sshd", exist_ok=True)  # sshd's privilege separation directory
+        except OSError:
+            return False  # not root: sshd cannot run here
         self.log = open(os.path.join(self.dir, "sshd.log"), "w+")
         self.proc = subprocess.Popen([SSHD, "-D", "-e", "-f",
                                       os.path.join(self.dir, "sshd_config")],
@@ -97,6 +100,8 @@ class Sshd:
         if self.proc and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             self.proc.wait(10)
+        if getattr(self, "log", None):
+            self.log.close()
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
@@ -112,21 +117,26 @@ def trace_ids(d):
 class RemoteHost(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.remote = cgtest.Daemon().start()
-        cls.local = cgtest.Daemon().start()
-        cls.sshd = Sshd(cls.remote.socket)
-        if not cls.sshd.start():
-            log = open(os.path.join(cls.sshd.dir, "sshd.log")).read()
-            cls.remote.close()
-            cls.local.close()
-            cls.sshd.close()
+        cls.remote = cls.local = cls.sshd = None
+        try:
+            cls.remote = cgtest.Daemon().start()
+            cls.local = cgtest.Daemon().start()
+            cls.sshd = Sshd(cls.remote.socket)
+            started = cls.sshd.start()
+        except BaseException:
+            cls.tearDownClass()  # no daemon may outlive a failed set-up
+            raise
+        if not started:
+            with open(os.path.join(cls.sshd.dir, "sshd.log")) as f:
+                log = f.read()
+            cls.tearDownClass()
             raise unittest.SkipTest("sshd cannot start here: " + log[-500:])
 
     @classmethod
     def tearDownClass(cls):
-        cls.sshd.close()
-        cls.remote.close()
-        cls.local.close()
+        for x in (cls.sshd, cls.remote, cls.local):
+            if x:
+                x.close()
 
     def cg(self, *args, host="remote", timeout=60, input=None):
         """callgate against the local daemon, with --host when given."""
