@@ -1039,13 +1039,6 @@ static void sleep_ms(long ms)
 
 static int ship_run(struct ship *s, bool follow, long interval_ms)
 {
-	if (follow) {
-		struct sigaction sa = { 0 };
-		sa.sa_handler = on_stop;
-		sigemptyset(&sa.sa_mask);
-		sigaction(SIGINT, &sa, NULL);
-		sigaction(SIGTERM, &sa, NULL);
-	}
 	int rc;
 	uint64_t ev = 0, ck = 0;
 	do {
@@ -1063,6 +1056,30 @@ static int ship_run(struct ship *s, bool follow, long interval_ms)
 			break;
 		sleep_ms(interval_ms);
 	} while (!ship_stop);
+	return rc;
+}
+
+/* One ship from connecting to the end (or, following, to a stop or a failure). */
+static int ship_session(const char *sd, const char *to, bool follow, long interval)
+{
+	struct ship *s = calloc(1, sizeof(*s));
+	if (!s)
+		return CG_EXIT_ERROR;
+	s->state_dir = sd;
+	s->seg.fd = s->ckr.fd = -1;
+	char *pem = NULL;
+	int rc = ship_open_local(s, &pem);
+	if (!rc && !(s->db = db_open("ship", to)))
+		rc = CG_EXIT_UNAVAILABLE;
+	if (!rc && (schema_ensure("ship", s->db) < 0 || ship_prepare(s) < 0))
+		rc = CG_EXIT_ERROR;
+	if (!rc)
+		rc = ship_register(s, pem);
+	if (!rc)
+		rc = ship_run(s, follow, interval);
+	free(pem);
+	ship_free(s);
+	free(s);
 	return rc;
 }
 
@@ -1107,25 +1124,30 @@ static int cmd_ship(const struct cg_cli *g, int argc, char **argv)
 		sd = CG_DEFAULT_STATE_DIR;
 	if (cg_cli_state_dir_check("evidence ship", sd, from) < 0)
 		return CG_EXIT_NOINPUT;
-	struct ship *s = calloc(1, sizeof(*s));
-	if (!s)
-		return CG_EXIT_ERROR;
-	s->state_dir = sd;
-	s->seg.fd = s->ckr.fd = -1;
-	char *pem = NULL;
-	int rc = ship_open_local(s, &pem);
-	if (!rc && !(s->db = db_open("ship", to)))
-		rc = CG_EXIT_UNAVAILABLE;
-	if (!rc && (schema_ensure("ship", s->db) < 0 || ship_prepare(s) < 0))
-		rc = CG_EXIT_ERROR;
-	if (!rc)
-		rc = ship_register(s, pem);
-	if (!rc)
-		rc = ship_run(s, follow, interval);
-	free(pem);
-	ship_free(s);
-	free(s);
-	return rc;
+	if (follow) {
+		struct sigaction sa = { 0 };
+		sa.sa_handler = on_stop;
+		sigemptyset(&sa.sa_mask);
+		sigaction(SIGINT, &sa, NULL);
+		sigaction(SIGTERM, &sa, NULL);
+	}
+	/*
+	 * A follower outlives the database's restarts and the network's
+	 * hiccups: after a failure that may pass (69, 70) it starts over —
+	 * reconnect, ask where the database stops, read the journal again —
+	 * after a pause that grows to 30 s. A break (1) is never retried.
+	 */
+	long pause = 1000;
+	for (;;) {
+		int rc = ship_session(sd, to, follow, interval);
+		if (!follow || ship_stop || (rc != CG_EXIT_ERROR && rc != CG_EXIT_UNAVAILABLE))
+			return rc;
+		fprintf(stderr, "callgate evidence ship: trying again in %ld s\n", pause / 1000);
+		sleep_ms(pause);
+		if (ship_stop)
+			return rc;
+		pause = pause * 2 > 30000 ? 30000 : pause * 2;
+	}
 }
 
 /* ---- evidence verify ----------------------------------------------------------- */

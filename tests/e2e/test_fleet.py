@@ -47,23 +47,31 @@ class Cluster:
         env = dict(os.environ, HOME=self.dir, LC_ALL="C")
         subprocess.run(self._as_owner([pg_bin("initdb"), "-D", self.data, "-U", "fleet",
                                        "--auth=trust", "-E", "UTF8", "--no-sync"]),
-                       check=True, capture_output=True, env=env, cwd=self.dir)
+                       check=True, capture_output=True, env=env, cwd=self.dir, timeout=60)
         opts = "-c listen_addresses='' -k %s -c fsync=off -c full_page_writes=off" % self.dir
         subprocess.run(self._as_owner([pg_bin("pg_ctl"), "-D", self.data, "-l",
                                        os.path.join(self.dir, "log"), "-o", opts, "-w",
                                        "start"]),
-                       check=True, capture_output=True, env=env, cwd=self.dir)
+                       check=True, capture_output=True, env=env, cwd=self.dir, timeout=60)
         return self
+
+    def restart(self):
+        # -l again: without it the new server would keep our pipes open (and us waiting).
+        subprocess.run(self._as_owner([pg_bin("pg_ctl"), "-D", self.data, "-m", "fast", "-l",
+                                       os.path.join(self.dir, "log"), "-w", "restart"]),
+                       check=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, cwd=self.dir, timeout=WAIT,
+                       env=dict(os.environ, HOME=self.dir, LC_ALL="C"))
 
     def stop(self):
         subprocess.run(self._as_owner([pg_bin("pg_ctl"), "-D", self.data, "-m", "immediate",
                                        "-w", "stop"]), capture_output=True, cwd=self.dir)
         shutil.rmtree(self.dir, ignore_errors=True)
 
-    def sql(self, query):
+    def sql(self, query, url=None):
         """Rows of a query as lists of strings (psql -At)."""
         r = subprocess.run(["psql", "-X", "-At", "-F", "\t", "-v", "ON_ERROR_STOP=1",
-                            self.url, "-c", query], capture_output=True, text=True)
+                            url or self.url, "-c", query], capture_output=True, text=True)
         if r.returncode != 0:
             raise AssertionError("psql: %s" % r.stderr)
         return [line.split("\t") for line in r.stdout.splitlines()]
@@ -460,6 +468,43 @@ class Fleet(unittest.TestCase):
                                  "SELECT coalesce(max(seq), 0) FROM callgate.events"],
                                 capture_output=True, text=True).stdout.strip()
         self.assertLess(int(stored), bad)
+
+    def test_a_follower_survives_a_database_restart(self):
+        s = self.copy_state(1)
+        url = self.fresh_db("restarted")
+        f = subprocess.Popen([cgtest.CALLGATE, "evidence", "ship", "--to", url, "--state-dir", s,
+                              "--follow", "--interval", "100"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        d = cgtest.Daemon()
+        d.state_dir = s  # the same log goes on, now with a follower shipping it
+
+        def wait_rows(n):
+            end = time.time() + WAIT
+            while time.time() < end:
+                try:
+                    if int(self.pg.sql("SELECT count(*) FROM callgate.events", url)[0][0]) == n:
+                        return
+                except AssertionError:
+                    pass  # the schema is not there yet, or the server is restarting
+                time.sleep(0.1)
+            raise AssertionError("the follower did not ship %d events; log: %s"
+                                 % (n, f.stderr.read() if f.poll() is not None else ""))
+        try:
+            wait_rows(len(journal_lines(s)))
+            self.pg.restart()
+            d.start()
+            ok = d.request(cgtest.make_request([["true"]], privileged=False))
+            self.assertEqual(ok["status"], "ok", ok)
+            d.stop()
+            wait_rows(len(journal_lines(s)))
+        finally:
+            f.send_signal(signal.SIGTERM)
+            out, err = f.communicate(timeout=WAIT)
+            d.close()
+        self.assertEqual(f.returncode, 0, err)
+        self.assertIn("trying again", err)
+        v = cli("evidence", "verify", "--from", url)
+        self.assertEqual(v.returncode, 0, v.stdout)
 
     def test_usage_and_unreachable_database(self):
         r = cli("evidence", "ship", "--state-dir", self.states[0])
