@@ -9,6 +9,8 @@ is installed the recommended way (docs/fleet.md): `restrict` and a forced
 command shows --remote-socket choosing the socket. Tests judge by effect:
 the file appears in the remote daemon's workspace only, the remote journal
 holds the trace and the local one does not, and both journals replay PASS.
+`Connect` tests `callgate connect` alone (it needs no sshd): one exchange
+relayed with its half-close, and a caller that hangs up cancels the call.
 """
 import json
 import os
@@ -267,6 +269,55 @@ class RemoteHost(unittest.TestCase):
         finally:
             p.kill()
             p.communicate()
+
+
+class Connect(unittest.TestCase):
+    """`callgate connect` on its own (no ssh): what the remote end runs."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.d = cgtest.Daemon().start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.d.close()
+
+    def test_relays_one_exchange_and_passes_the_half_close_on(self):
+        req = cgtest.encode(cgtest.make_request(action="ping"))
+        r = subprocess.run([cgtest.CALLGATE, "connect", "--socket", self.d.socket], input=req,
+                           capture_output=True, timeout=WAIT)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(cgtest.parse_response(r.stdout)["status"], "ok")
+
+    def test_no_daemon_is_69(self):
+        r = subprocess.run([cgtest.CALLGATE, "connect", "--socket", "/nonexistent/cg.sock"],
+                           input=b"", capture_output=True, timeout=WAIT)
+        self.assertEqual(r.returncode, 69)
+        self.assertIn(b"/nonexistent/cg.sock", r.stderr)
+
+    def test_a_caller_that_hangs_up_cancels_the_call(self):
+        p = subprocess.Popen([cgtest.CALLGATE, "connect", "--socket", self.d.socket],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        try:
+            p.stdin.write(cgtest.encode(cgtest.make_request([["sleep", "61.7"]],
+                                                            privileged=False)))
+            p.stdin.close()  # the request is whole: a half-close, not a withdrawal
+            end = time.time() + WAIT
+            while time.time() < end and not cgtest.pids_running("sleep", "61.7"):
+                time.sleep(0.05)
+            self.assertTrue(cgtest.pids_running("sleep", "61.7"), self.d.log)
+            time.sleep(0.3)
+            self.assertIsNone(p.poll(), "the relay ended while the call ran")
+            p.stdout.close()  # the caller goes away
+            end = time.time() + WAIT
+            while time.time() < end and cgtest.pids_running("sleep", "61.7"):
+                time.sleep(0.05)
+            self.assertFalse(cgtest.pids_running("sleep", "61.7"), self.d.log)
+            self.assertEqual(p.wait(WAIT), 0)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
 
 
 if __name__ == "__main__":
