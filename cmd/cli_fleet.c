@@ -830,7 +830,8 @@ static int next_segment(const char *state_dir, const char *cur, char next[32])
 
 /*
  * The next whole event line of the journal, across segments: 1 with the
- * line, 0 when there is none yet, -1 after saying why.
+ * line, 0 when there is none yet, -1 after saying why (-2: the journal is
+ * damaged, which waiting will not mend).
  */
 static int ship_next_line(struct ship *s, const char **line, size_t *len)
 {
@@ -838,10 +839,13 @@ static int ship_next_line(struct ship *s, const char **line, size_t *len)
 		if (s->seg.fd >= 0) {
 			int r = lr_next(&s->seg, line, len);
 			if (r != 0) {
+				bool big = r < 0 && errno == E2BIG;
 				if (r < 0)
 					fprintf(stderr, "callgate evidence ship: journal/%s: %s\n",
-						s->seg_name, strerror(errno));
-				return r;
+						s->seg_name,
+						big ? "a line longer than any the daemon writes"
+						    : strerror(errno));
+				return big ? -2 : r;
 			}
 		}
 		char next[32], path[4200];
@@ -862,7 +866,7 @@ static int ship_next_line(struct ship *s, const char **line, size_t *len)
 			    "callgate evidence ship: %s: journal/%s ends mid-line; nothing from "
 			    "there on was shipped (run callgate replay --all)\n",
 			    s->host, s->seg_name);
-			return -1;
+			return -2;
 		}
 		lr_close(&s->seg);
 		snprintf(s->seg_name, sizeof(s->seg_name), "%s", next);
@@ -922,6 +926,12 @@ static int ship_round(struct ship *s)
 	while ((r = lr_next(&s->ckr, &line, &len)) == 1)
 		if (ship_queue_ckpt(s, line, len) < 0)
 			return EXIT_BREAK;
+	if (r < 0 && errno == E2BIG) {
+		fprintf(stderr,
+			"callgate evidence ship: checkpoints.ndjson: a line longer than any "
+			"the daemon writes (run callgate replay --all)\n");
+		return EXIT_BREAK;
+	}
 	if (r < 0) {
 		fprintf(stderr, "callgate evidence ship: checkpoints.ndjson: %s\n",
 			strerror(errno));
@@ -932,7 +942,7 @@ static int ship_round(struct ship *s)
 	while (!rc && s->ch.seq < target) {
 		r = ship_next_line(s, &line, &len);
 		if (r < 0)
-			return CG_EXIT_ERROR;
+			return r == -2 ? EXIT_BREAK : CG_EXIT_ERROR;
 		if (r == 0) {
 			char a[24], b[24];
 			snprintf(a, sizeof(a), "%" PRIu64, target);
