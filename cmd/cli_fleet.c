@@ -624,35 +624,139 @@ static int ship_prepare(struct ship *s)
 	return 0;
 }
 
-/*
- * Insert one row with statement ins (ON CONFLICT DO NOTHING); when the row
- * was there already, read it back with get and require the same bytes.
- * 0 stored (*added counts it) or already identical, 1 a different row holds
- * that seq (said), -1 a database error (said).
- */
-static int ship_row(struct ship *s, const char *ins, const char *get, const char *const *vals,
-		    const int *lens, const int *fmts, int n, const char *line, size_t len,
-		    const char *what, uint64_t seq, uint64_t *added)
+/* The statement and parameters of row i of the batch (events first, then checkpoints). */
+struct row {
+	const char *ins, *get, *what; /* insert and read-back statements; "event"/"checkpoint" */
+	const char *v[10];
+	int lens[10], fmts[10], n;
+	char seq[24], tseq[24];
+	char *pl; /* owned: the payload as text, or NULL */
+	const char *line;
+	size_t len;
+	uint64_t seqn;
+};
+
+static int row_of(struct ship *s, size_t i, struct row *w)
 {
-	PGresult *r = PQexecPrepared(s->db, ins, n, vals, lens, fmts, 0);
-	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-		pq_err("ship", s->db, r, "cannot store a row", 0);
+	memset(w, 0, sizeof(*w));
+	if (i < s->n_bev) {
+		struct ship_ev *e = &s->bev[i];
+		snprintf(w->seq, sizeof(w->seq), "%" PRIu64, e->seq);
+		snprintf(w->tseq, sizeof(w->tseq), "%" PRIu64, e->tseq);
+		if (e->queryable && !(w->pl = strndup(e->line + e->payload_off, e->payload_len)))
+			return -1;
+		const char *v[10] = { s->host, w->seq,	e->trace, w->tseq, e->type,
+				      e->ts,   e->hash, e->leaf,  e->line, w->pl };
+		memcpy(w->v, v, sizeof(v));
+		w->n = 10;
+		w->lens[8] = (int)e->len;
+		w->fmts[8] = 1; /* the line as bytes: bytea, no escaping */
+		w->ins = "ev_ins";
+		w->get = "ev_get";
+		w->what = "event";
+		w->line = e->line;
+		w->len = e->len;
+		w->seqn = e->seq;
+		return 0;
+	}
+	struct ship_ck *k = &s->bck[i - s->n_bev];
+	snprintf(w->seq, sizeof(w->seq), "%" PRIu64, k->seq);
+	const char *v[5] = { s->host, w->seq, k->ts, k->line, k->note };
+	memcpy(w->v, v, sizeof(v));
+	w->n = 5;
+	w->lens[3] = (int)k->len;
+	w->fmts[3] = 1;
+	w->ins = "ck_ins";
+	w->get = "ck_get";
+	w->what = "checkpoint";
+	w->line = k->line;
+	w->len = k->len;
+	w->seqn = k->seq;
+	return 0;
+}
+
+/*
+ * Read the pipeline's results: each insert's (one result, then NULL) in
+ * order, then the sync. fresh[i] is set when row i was inserted. 0, or -1
+ * (said once).
+ */
+static int pipeline_results(struct ship *s, unsigned char *fresh, size_t sent)
+{
+	int rc = 0;
+	size_t i = 0;
+	for (;;) {
+		PGresult *r = PQgetResult(s->db);
+		if (!r) {
+			/* The end of one statement's results; more ends than statements: lost. */
+			if (++i > sent + 1 || PQstatus(s->db) == CONNECTION_BAD) {
+				pq_err("ship", s->db, NULL, "the connection was lost", 0);
+				return -1;
+			}
+			continue;
+		}
+		ExecStatusType st = PQresultStatus(r);
+		if (st == PGRES_PIPELINE_SYNC) {
+			PQclear(r);
+			return rc;
+		}
+		if (st == PGRES_TUPLES_OK && i < sent)
+			fresh[i] = PQntuples(r) > 0;
+		else if (!rc) {
+			pq_err("ship", s->db, r, "cannot store a row", 0);
+			rc = -1;
+		}
 		PQclear(r);
+	}
+}
+
+/*
+ * Send every row's insert (ON CONFLICT DO NOTHING) in one libpq pipeline,
+ * so a batch costs one round trip, not one per row. The results are small
+ * (a row each), so the server never blocks on us while we send. 0, or -1.
+ */
+static int ship_pipeline(struct ship *s, unsigned char *fresh, size_t n)
+{
+	if (PQenterPipelineMode(s->db) != 1) {
+		pq_err("ship", s->db, NULL, "cannot enter pipeline mode", 0);
 		return -1;
 	}
-	int fresh = PQntuples(r);
-	PQclear(r);
-	*added += (uint64_t)fresh;
-	if (fresh)
-		return 0;
-	r = PQexecPrepared(s->db, get, 2, vals, NULL, NULL, 1);
+	int rc = 0;
+	size_t sent = 0;
+	for (size_t i = 0; i < n && !rc; i++) {
+		struct row w;
+		if (row_of(s, i, &w) < 0 ||
+		    !PQsendQueryPrepared(s->db, w.ins, w.n, w.v, w.lens, w.fmts, 0))
+			rc = -1;
+		else
+			sent++;
+		free(w.pl);
+		(void)PQconsumeInput(s->db);
+	}
+	if (rc)
+		pq_err("ship", s->db, NULL, "cannot send a row", 0);
+	if (PQpipelineSync(s->db) != 1 || pipeline_results(s, fresh, sent) < 0)
+		rc = -1;
+	if (PQexitPipelineMode(s->db) != 1 && !rc) {
+		pq_err("ship", s->db, NULL, "cannot leave pipeline mode", 0);
+		rc = -1;
+	}
+	return rc;
+}
+
+/*
+ * A row that was there already must be byte for byte the one shipped now.
+ * 0 the same, 1 a different row holds that seq (said), -1 a database error.
+ */
+static int ship_compare(struct ship *s, const struct row *w)
+{
+	PGresult *r = PQexecPrepared(s->db, w->get, 2, w->v, NULL, NULL, 1);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
 		pq_err("ship", s->db, r, "cannot read a stored row back", 0);
 		PQclear(r);
 		return -1;
 	}
-	bool same =
-	    (size_t)PQgetlength(r, 0, 0) == len && memcmp(PQgetvalue(r, 0, 0), line, len) == 0;
+	bool same = (size_t)PQgetlength(r, 0, 0) == w->len &&
+		    memcmp(PQgetvalue(r, 0, 0), w->line, w->len) == 0;
 	PQclear(r);
 	if (same)
 		return 0;
@@ -660,42 +764,27 @@ static int ship_row(struct ship *s, const char *ins, const char *get, const char
 		"callgate evidence ship: host %s seq %" PRIu64
 		": the database holds a different %s at this seq; nothing of this batch was "
 		"stored (see docs/fleet.md, \"Conflicts\")\n",
-		s->host, seq, what);
+		s->host, w->seqn, w->what);
 	return 1;
 }
 
+/* Insert the batch's rows; count those added; compare those already there. */
 static int ship_batch_rows(struct ship *s, uint64_t *n_ev, uint64_t *n_ck)
 {
-	for (size_t i = 0; i < s->n_bev; i++) {
-		struct ship_ev *e = &s->bev[i];
-		char seq[24], tseq[24], *pl = NULL;
-		snprintf(seq, sizeof(seq), "%" PRIu64, e->seq);
-		snprintf(tseq, sizeof(tseq), "%" PRIu64, e->tseq);
-		if (e->queryable && !(pl = strndup(e->line + e->payload_off, e->payload_len)))
-			return -1;
-		const char *v[10] = { s->host, seq,	e->trace, tseq,	   e->type,
-				      e->ts,   e->hash, e->leaf,  e->line, pl };
-		int lens[10] = { 0, 0, 0, 0, 0, 0, 0, 0, (int)e->len, 0 };
-		int fmts[10] = { 0, 0, 0, 0, 0, 0, 0, 0, 1, 0 };
-		int rc = ship_row(s, "ev_ins", "ev_get", v, lens, fmts, 10, e->line, e->len,
-				  "event", e->seq, n_ev);
-		free(pl);
-		if (rc)
-			return rc;
+	size_t n = s->n_bev + s->n_bck;
+	unsigned char *fresh = calloc(n ? n : 1, 1);
+	int rc = fresh ? ship_pipeline(s, fresh, n) : -1;
+	for (size_t i = 0; !rc && i < n; i++) {
+		struct row w;
+		if (fresh[i]) {
+			*(i < s->n_bev ? n_ev : n_ck) += 1;
+			continue;
+		}
+		rc = row_of(s, i, &w) < 0 ? -1 : ship_compare(s, &w);
+		free(w.pl);
 	}
-	for (size_t i = 0; i < s->n_bck; i++) {
-		struct ship_ck *k = &s->bck[i];
-		char seq[24];
-		snprintf(seq, sizeof(seq), "%" PRIu64, k->seq);
-		const char *v[5] = { s->host, seq, k->ts, k->line, k->note };
-		int lens[5] = { 0, 0, 0, (int)k->len, 0 };
-		int fmts[5] = { 0, 0, 0, 1, 0 };
-		int rc = ship_row(s, "ck_ins", "ck_get", v, lens, fmts, 5, k->line, k->len,
-				  "checkpoint", k->seq, n_ck);
-		if (rc)
-			return rc;
-	}
-	return 0;
+	free(fresh);
+	return rc;
 }
 
 /*
