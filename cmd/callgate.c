@@ -24,7 +24,7 @@ static const struct {
 	{ "verdict", cg_cli_evidence, "print a trace's verdict: verdict TRACE_ID [--json]" },
 	{ "log", cg_cli_evidence, "read the journal: log [--since T] [--trace ID] ..." },
 	{ "evidence", cg_cli_evidence,
-	  "evidence rebuild: recreate trace packages from the journal" },
+	  "evidence rebuild|checkpoint|prove|...|ship|verify (ship/verify: PostgreSQL)" },
 	{ "key", cg_cli_evidence, "key show: print the evidence signing public key" },
 	{ "approve", cg_cli_approve, "approve [ID]: the approver (TUI without ID)" },
 	{ "pending", cg_cli_approve, "list calls waiting for approval" },
@@ -32,19 +32,29 @@ static const struct {
 	{ "grant", cg_cli_approve, "grant open|list|close" },
 	{ "mcp", cg_cli_mcp, "serve MCP on stdio for an agent" },
 	{ "hook", cg_cli_hook, "agent hook adapters: hook claude-code" },
+	{ "connect", cg_cli_connect,
+	  "relay stdio to the agent socket (what --host runs over ssh)" },
 };
 
 static const struct cg_cli_opt global_opts[] = {
 	{ "--socket", "PATH", "the daemon's agent socket ($CALLGATE_SOCKET)" },
 	{ "--admin-socket", "PATH", "the daemon's admin socket ($CALLGATE_ADMIN_SOCKET)" },
 	{ "--state-dir", "DIR", "the daemon's state directory ($CALLGATE_STATE_DIR)" },
+	{ "--host", "NAME",
+	  "send run/gate/ping/mcp calls to NAME's daemon over ssh ($CALLGATE_HOST)" },
+	{ "--ssh-option", "OPT",
+	  "pass -o OPT to ssh for --host; repeatable ($CALLGATE_SSH: ssh command)" },
+	{ "--remote-socket", "PATH",
+	  "the agent socket on the --host machine ($CALLGATE_REMOTE_SOCKET)" },
 	{ "--version", NULL, "print the version and exit" },
 	{ 0 },
 };
 
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
 
-#define USAGE "callgate [--socket PATH] [--admin-socket PATH] [--state-dir DIR] COMMAND [ARGS]"
+#define USAGE                                                                                      \
+	"callgate [--socket PATH] [--admin-socket PATH] [--state-dir DIR] [--host NAME\n"          \
+	"                [--ssh-option OPT]... [--remote-socket PATH]] COMMAND [ARGS]"
 
 /* The command list and the global options on stdout (--help). */
 static int help(void)
@@ -81,6 +91,10 @@ int main(int argc, char **argv)
 	g.state_dir = getenv("CALLGATE_STATE_DIR");
 	g.state_dir_from = g.state_dir ? "$CALLGATE_STATE_DIR" : NULL;
 	g.admin_socket_path = getenv("CALLGATE_ADMIN_SOCKET");
+	g.host = getenv("CALLGATE_HOST");
+	g.remote_socket = getenv("CALLGATE_REMOTE_SOCKET");
+	const char *ssh_opts[64];
+	g.ssh_opts = ssh_opts;
 	int i = 1;
 	for (; i < argc && argv[i][0] == '-'; i++) {
 		const char *a = argv[i], *v = NULL;
@@ -99,8 +113,18 @@ int main(int argc, char **argv)
 		} else if (strcmp(o->name, "--state-dir") == 0) {
 			g.state_dir = v;
 			g.state_dir_from = "--state-dir";
+		} else if (strcmp(o->name, "--host") == 0) {
+			g.host = v;
+		} else if (strcmp(o->name, "--remote-socket") == 0) {
+			g.remote_socket = v;
+		} else if (strcmp(o->name, "--ssh-option") == 0) {
+			if (g.n_ssh_opts == sizeof(ssh_opts) / sizeof(ssh_opts[0]))
+				return cg_cli_bad_option("", "--ssh-option",
+							 "given too often:", global_opts);
+			ssh_opts[g.n_ssh_opts++] = v;
 		}
 	}
+	cg_client_remote_setup(&g);
 	if (!g.socket_path)
 		g.socket_path = CG_DEFAULT_SOCKET;
 	if (!g.state_dir) {

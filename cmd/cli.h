@@ -41,6 +41,10 @@ struct cg_cli {
 	const char *admin_socket_path; /* --admin-socket, or next to the state dir */
 	const char *state_dir;	       /* --state-dir, $CALLGATE_STATE_DIR, or the default */
 	const char *state_dir_from;    /* which of those three: said when it is missing */
+	const char *host;	       /* --host: run/gate/ping/mcp go to this host's daemon */
+	const char *remote_socket;     /* --remote-socket: the agent socket on a remote host */
+	const char **ssh_opts;	       /* --ssh-option values, each passed to ssh as -o VALUE */
+	size_t n_ssh_opts;
 };
 
 /*
@@ -51,6 +55,37 @@ struct cg_cli {
  */
 int cg_client_call(const char *socket_path, json_t *request, int64_t timeout_ms, json_t **response,
 		   char *err, size_t err_len);
+
+/*
+ * What a caller that waits may ask of cg_client_call_wait: to give up when
+ * cancel_fd becomes readable (the connection is closed, which the daemon
+ * reads as withdrawal and cancels), and a tick every tick_ms while waiting.
+ */
+struct cg_client_wait {
+	int cancel_fd;		 /* -1: none */
+	void (*tick)(void *arg); /* NULL: none */
+	void *tick_arg;
+	int tick_ms;
+};
+
+/*
+ * cg_client_call with w (may be NULL). Returns 0 with *response, 1 when
+ * cancelled, or -1 with errno and err. Safe to call from several threads.
+ * A request whose "host" is another machine's name (cg_client_host_is_remote)
+ * goes to that machine's callgated over ssh instead of socket_path.
+ */
+int cg_client_call_wait(const char *socket_path, json_t *request, int64_t timeout_ms,
+			const struct cg_client_wait *w, json_t **response, char *err,
+			size_t err_len);
+
+/*
+ * Remote calls: take the ssh command ($CALLGATE_SSH, default "ssh"), the
+ * --ssh-option values and the remote socket from g. Called once by main.
+ */
+void cg_client_remote_setup(const struct cg_cli *g);
+
+/* True when host names another machine: not "", "localhost" or this one's name. */
+bool cg_client_host_is_remote(const char *host);
 
 /* Map a response's reply/status to the documented exit code (not for status ok). */
 int cg_client_exit_code(const json_t *response);
@@ -126,6 +161,7 @@ int cg_cli_approve(const struct cg_cli *g, int argc,
 		   char **argv);				/* approve, pending, deny, grant */
 int cg_cli_mcp(const struct cg_cli *g, int argc, char **argv);	/* mcp */
 int cg_cli_hook(const struct cg_cli *g, int argc, char **argv); /* hook */
+int cg_cli_connect(const struct cg_cli *g, int argc, char **argv); /* connect */
 /*
  * evidence prove | consistency | checkpoint | witness-request | witness |
  * witnessed (cli_proof.c): handles() says whether a verb is one of them;
@@ -133,5 +169,11 @@ int cg_cli_hook(const struct cg_cli *g, int argc, char **argv); /* hook */
  */
 bool cg_cli_proof_handles(const char *verb);
 int cg_cli_proof(const struct cg_cli *g, int argc, char **argv);
+/*
+ * evidence ship | verify (cli_fleet.c, PostgreSQL): handles() says whether a
+ * verb is one of them; cg_cli_fleet runs it with argv[0] the verb.
+ */
+bool cg_cli_fleet_handles(const char *verb);
+int cg_cli_fleet(const struct cg_cli *g, int argc, char **argv);
 
 #endif

@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * cli_common — the CLI's socket client and the helpers every subcommand
- * shares: one request, one response line, and the mapping from a response
- * to the documented exit codes (cli.h).
+ * cli_common — the CLI's client and the helpers every subcommand shares:
+ * one request, one response line, and the mapping from a response to the
+ * documented exit codes (cli.h). A request whose "host" names another
+ * machine goes to that machine's callgated over ssh, through `callgate
+ * connect` there (docs/fleet.md); run, gate, ping and the MCP server all
+ * send through cg_client_call_wait, so they route alike.
  *
  * Invariants:
  *  - The client MUST read at most CLIENT_MAX_RESPONSE bytes (every stream at
@@ -12,16 +15,24 @@
  *    read); every wait is a poll() with the time that is left.
  *  - The caller's request object is never modified (time/id are added to a
  *    copy).
+ *  - A host name and a remote socket path reach ssh's argv and the remote
+ *    shell only when they are plain words that cannot start an option;
+ *    ssh runs with BatchMode=yes unless the user says otherwise, so it can
+ *    never stop to prompt on a stream that carries the protocol.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -53,11 +64,15 @@ static int wait_fd(int fd, short events, int64_t deadline_ns)
 	return rc < 0 ? -1 : 0;
 }
 
-/* "<what> <subject>: <strerror>" into err, when the caller wants it. */
+/*
+ * "<what> <subject>: <strerror>" into err, when the caller wants it. The
+ * reentrant strerror: the MCP server calls from several threads.
+ */
 static void set_err(char *err, size_t err_len, const char *what, const char *subject, int e)
 {
+	char b[128];
 	if (err && err_len)
-		snprintf(err, err_len, "%s%s: %s", what, subject, strerror(e));
+		snprintf(err, err_len, "%s%s: %s", what, subject, strerror_r(e, b, sizeof(b)));
 }
 
 /* A copy of request with "time" and "id" filled in when absent. */
@@ -82,49 +97,111 @@ static json_t *complete_request(json_t *request)
 	return req;
 }
 
-int cg_client_call(const char *socket_path, json_t *request, int64_t timeout_ms, json_t **response,
-		   char *err, size_t err_len)
+/* ---- where a call goes: this host's socket, or another host's over ssh ---------- */
+
+/* Set once by main (cg_client_remote_setup) before any call; read-only after. */
+static struct {
+	const char *ssh;	 /* the ssh command: words separated by spaces */
+	const char *const *opts; /* --ssh-option values, each passed as -o VALUE */
+	size_t n_opts;
+	const char *remote_socket; /* the agent socket on the remote host */
+} remote = { "ssh", NULL, 0, CG_DEFAULT_SOCKET };
+
+void cg_client_remote_setup(const struct cg_cli *g)
 {
-	int ret = -1, fd = -1, saved = 0;
-	char *line = NULL, *buf = NULL;
-	size_t len = 0, have = 0, alloc = 0;
-	int64_t deadline = timeout_ms > 0 ? cg_now_mono_ns() + timeout_ms * 1000000 : 0;
+	const char *ssh = getenv("CALLGATE_SSH");
+	remote.ssh = ssh && *ssh ? ssh : "ssh";
+	remote.opts = g->ssh_opts;
+	remote.n_opts = g->n_ssh_opts;
+	remote.remote_socket = g->remote_socket ? g->remote_socket : CG_DEFAULT_SOCKET;
+}
+
+bool cg_client_host_is_remote(const char *host)
+{
+	char me[256];
+	if (!host || !*host || strcmp(host, "localhost") == 0)
+		return false;
+	if (gethostname(me, sizeof(me) - 1) == 0) {
+		me[sizeof(me) - 1] = '\0';
+		size_t n = strcspn(me, ".");
+		if (strcmp(host, me) == 0 || (strlen(host) == n && strncmp(host, me, n) == 0))
+			return false;
+	}
+	return true;
+}
+
+/*
+ * A host name or a remote socket path reaches ssh's command line and the
+ * remote shell: only plain characters, and never a leading '-' (which ssh
+ * would take for an option: CVE-2017-1000117-style option injection).
+ */
+static bool plain_word(const char *s, const char *extra)
+{
+	if (!s || !*s || s[0] == '-' || strlen(s) > 255)
+		return false;
+	for (const char *p = s; *p; p++)
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+		      (*p >= '0' && *p <= '9') || strchr("._-", *p) || strchr(extra, *p)))
+			return false;
+	return true;
+}
+
+/* One exchange's two directions: a socket (both the same fd) or ssh's pipes. */
+struct chan {
+	int wfd, rfd; /* write the request to wfd, read the response from rfd */
+	pid_t pid;    /* the ssh process, or -1 */
+	const char *peer;
+	bool is_socket;
+	int status; /* ssh's wait status once it ended (-1: killed by us, or unknown) */
+};
+
+/*
+ * Close both directions. ssh, when there is one, is given a moment to end
+ * by itself after a whole exchange (graceful), and is ended at once after a
+ * failure or a cancel: closing its session closes the remote `callgate
+ * connect`'s output, which then hangs up on the daemon, which cancels the
+ * call as it would for a local client that went away.
+ */
+static void chan_close(struct chan *c, bool graceful)
+{
+	if (c->wfd >= 0 && c->wfd != c->rfd)
+		close(c->wfd);
+	if (c->rfd >= 0)
+		close(c->rfd);
+	c->wfd = c->rfd = -1;
+	if (c->pid <= 0)
+		return;
+	for (int i = 0; graceful && i < 200; i++) {
+		if (waitpid(c->pid, &c->status, WNOHANG) == c->pid) {
+			c->pid = -1;
+			return;
+		}
+		(void)poll(NULL, 0, 10);
+	}
+	(void)kill(c->pid, SIGTERM);
+	while (waitpid(c->pid, NULL, 0) < 0 && errno == EINTR)
+		;
+	c->status = -1;
+	c->pid = -1;
+}
+
+/*
+ * Connect to the local socket. Non-blocking from the start, so the deadline
+ * covers connect too: a Unix socket whose listen queue is full answers
+ * EAGAIN, retried until the deadline rather than blocking without limit (a
+ * hook must time out and block, not hang). 0, or -1 with errno and err.
+ */
+static int chan_open_local(struct chan *c, const char *path, int64_t deadline, char *err,
+			   size_t err_len)
+{
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-
-	*response = NULL;
-	if (strlen(socket_path) >= sizeof(sa.sun_path)) {
-		saved = ENAMETOOLONG;
-		set_err(err, err_len, "socket path ", socket_path, saved);
-		goto fail;
+	if (strlen(path) >= sizeof(sa.sun_path)) {
+		set_err(err, err_len, "socket path ", path, ENAMETOOLONG);
+		errno = ENAMETOOLONG;
+		return -1;
 	}
-	memcpy(sa.sun_path, socket_path, strlen(socket_path) + 1);
-	json_t *req = complete_request(request);
-	if (req)
-		line = json_dumps(req, JSON_COMPACT);
-	json_decref(req);
-	if (!line) {
-		saved = ENOMEM;
-		set_err(err, err_len, "cannot encode the request", "", saved);
-		goto fail;
-	}
-	len = strlen(line);
-	char *nl = realloc(line, len + 2);
-	if (!nl) {
-		saved = ENOMEM;
-		set_err(err, err_len, "cannot encode the request", "", saved);
-		goto free_line;
-	}
-	line = nl;
-	line[len++] = '\n';
-	line[len] = '\0';
-
-	/*
-	 * Non-blocking from the start, so the deadline covers connect too: a
-	 * Unix socket whose listen queue is full answers EAGAIN, retried until
-	 * the deadline rather than blocking without limit (a hook must time out
-	 * and block, not hang).
-	 */
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	int crc = fd < 0 ? -1 : connect(fd, (struct sockaddr *)&sa, sizeof(sa));
 	while (crc < 0 && fd >= 0 && (errno == EAGAIN || errno == EINTR) &&
 	       ms_left(deadline) != 0) {
@@ -132,108 +209,318 @@ int cg_client_call(const char *socket_path, json_t *request, int64_t timeout_ms,
 		crc = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
 	}
 	if (crc < 0) {
-		saved = errno == EAGAIN ? ETIMEDOUT : errno;
-		set_err(err, err_len, "cannot connect to ", socket_path, saved);
-		goto close_fd;
+		int e = errno == EAGAIN ? ETIMEDOUT : errno;
+		set_err(err, err_len, "cannot connect to ", path, e);
+		if (fd >= 0)
+			close(fd);
+		errno = e;
+		return -1;
 	}
-	/*
-	 * Send the line. A daemon at its connection cap answers "busy" and
-	 * closes without reading, so EPIPE here is not fatal: the answer may
-	 * already be waiting to be read.
-	 */
+	*c = (struct chan){ fd, fd, -1, path, true, -1 };
+	return 0;
+}
+
+/*
+ * The argv of the ssh that reaches host's callgated: the CALLGATE_SSH
+ * words, each --ssh-option as -o VALUE (first: ssh keeps the first value it
+ * is given for an option, so the user's win over ours), BatchMode=yes (never
+ * prompt: stdin is the protocol), the host, and the remote command.
+ * Returns a malloc'd array (strings borrowed from words and remote), or NULL.
+ */
+static char **ssh_argv(char *words, const char *host)
+{
+	size_t n = 0, cap = 16 + 2 * remote.n_opts;
+	char **v = calloc(cap, sizeof(*v)), *save = NULL;
+	if (!v)
+		return NULL;
+	for (char *w = strtok_r(words, " \t", &save); w && n + 1 < cap - 12 - 2 * remote.n_opts;
+	     w = strtok_r(NULL, " \t", &save))
+		v[n++] = w;
+	for (size_t i = 0; i < remote.n_opts; i++) {
+		v[n++] = "-o";
+		v[n++] = (char *)(uintptr_t)remote.opts[i];
+	}
+	const char *tail[] = { "-o",	   "BatchMode=yes", host,	"--",
+			       "callgate", "connect",	    "--socket", remote.remote_socket };
+	for (size_t i = 0; i < sizeof(tail) / sizeof(tail[0]); i++)
+		v[n++] = (char *)(uintptr_t)tail[i];
+	v[n] = NULL;
+	return v;
+}
+
+/*
+ * Start ssh with its stdin and stdout on two pipes; its stderr is ours (its
+ * own errors reach the user). 0, or -1 with errno and err.
+ */
+static int chan_open_remote(struct chan *c, const char *host, char *err, size_t err_len)
+{
+	if (!plain_word(host, "@:") || !plain_word(remote.remote_socket, "/")) {
+		snprintf(err, err_len,
+			 "host '%.100s' or remote socket '%.100s': only letters, digits, '.', "
+			 "'_', '-' (and '@' in a host, '/' in a path), not starting with '-'",
+			 host, remote.remote_socket);
+		errno = EINVAL;
+		return -1;
+	}
+	int in[2] = { -1, -1 }, out[2] = { -1, -1 }, rc = -1, e = 0;
+	char *words = strdup(remote.ssh);
+	char **argv = words ? ssh_argv(words, host) : NULL;
+	posix_spawn_file_actions_t fa;
+	bool fa_ok = false;
+	if (!argv || pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 ||
+	    posix_spawn_file_actions_init(&fa) != 0) {
+		e = errno ? errno : ENOMEM;
+		goto fail;
+	}
+	fa_ok = true;
+	pid_t pid = -1;
+	if ((e = posix_spawn_file_actions_adddup2(&fa, in[0], 0)) ||
+	    (e = posix_spawn_file_actions_adddup2(&fa, out[1], 1)) ||
+	    (e = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ)))
+		goto fail;
+	/* A dead ssh must be EPIPE on write, not a CLI killed by SIGPIPE. */
+	signal(SIGPIPE, SIG_IGN);
+	close(in[0]);
+	close(out[1]);
+	in[0] = out[1] = -1;
+	(void)fcntl(in[1], F_SETFL, O_NONBLOCK);
+	(void)fcntl(out[0], F_SETFL, O_NONBLOCK);
+	*c = (struct chan){ in[1], out[0], pid, host, false, -1 };
+	in[1] = out[0] = -1;
+	rc = 0;
+fail:
+	if (rc < 0)
+		snprintf(err, err_len, "cannot start %s to reach %s: %s", argv ? argv[0] : "ssh",
+			 host, strerror(e));
+	for (int i = 0; i < 2; i++) {
+		if (in[i] >= 0)
+			close(in[i]);
+		if (out[i] >= 0)
+			close(out[i]);
+	}
+	if (fa_ok)
+		posix_spawn_file_actions_destroy(&fa);
+	free(argv);
+	free(words);
+	errno = e;
+	return rc;
+}
+
+/*
+ * Send the whole line. A daemon at its connection cap answers "busy" and
+ * closes without reading, so EPIPE here is not fatal: the answer may
+ * already be waiting to be read. Over ssh the write side is then closed
+ * (the remote `callgate connect` half-closes the daemon's socket, which the
+ * daemon reads as "request complete", not as withdrawal). 0 or -1.
+ */
+static int chan_send(struct chan *c, const char *line, size_t len, int64_t deadline, char *err,
+		     size_t err_len)
+{
 	for (size_t off = 0; off < len;) {
-		ssize_t n = send(fd, line + off, len - off, MSG_NOSIGNAL);
+		ssize_t n = c->is_socket ? send(c->wfd, line + off, len - off, MSG_NOSIGNAL)
+					 : write(c->wfd, line + off, len - off);
 		if (n > 0) {
 			off += (size_t)n;
 			continue;
 		}
+		if (n < 0 && errno == EINTR)
+			continue;
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-			if (wait_fd(fd, POLLOUT, deadline) < 0) {
-				saved = errno;
-				set_err(err, err_len, "sending to ", socket_path, saved);
-				goto close_fd;
-			}
+			if (wait_fd(c->wfd, POLLOUT, deadline) < 0)
+				goto fail;
 			continue;
 		}
 		if (n < 0 && (errno == EPIPE || errno == ECONNRESET))
 			break;
-		saved = errno;
-		set_err(err, err_len, "sending to ", socket_path, saved);
-		goto close_fd;
+		goto fail;
 	}
+	if (!c->is_socket) {
+		close(c->wfd);
+		c->wfd = -1;
+	}
+	return 0;
+fail:;
+	int e = errno;
+	set_err(err, err_len, "sending to ", c->peer, e);
+	errno = e;
+	return -1;
+}
+
+/*
+ * Wait until rfd is readable: 0 ready, 1 cancelled (w's cancel_fd became
+ * readable), -1 with errno (ETIMEDOUT at the deadline). Calls w's tick
+ * every tick_ms while it waits.
+ */
+static int chan_wait(const struct chan *c, int64_t deadline, const struct cg_client_wait *w)
+{
 	for (;;) {
-		if (have == alloc) {
-			if (alloc >= CLIENT_MAX_RESPONSE) {
-				saved = EMSGSIZE;
-				set_err(err, err_len, "response too large from ", socket_path,
-					saved);
-				goto free_buf;
-			}
-			size_t na = alloc ? alloc * 2 : 65536;
-			if (na > CLIENT_MAX_RESPONSE)
-				na = CLIENT_MAX_RESPONSE;
-			char *nb = realloc(buf, na);
-			if (!nb) {
-				saved = ENOMEM;
-				set_err(err, err_len, "reading from ", socket_path, saved);
-				goto free_buf;
-			}
-			buf = nb;
-			alloc = na;
+		struct pollfd p[2] = { { .fd = c->rfd, .events = POLLIN },
+				       { .fd = w ? w->cancel_fd : -1, .events = POLLIN } };
+		int left = ms_left(deadline), t = left;
+		if (w && w->tick && w->tick_ms > 0 && (t < 0 || t > w->tick_ms))
+			t = w->tick_ms;
+		if (left == 0) {
+			errno = ETIMEDOUT;
+			return -1;
 		}
-		ssize_t n = recv(fd, buf + have, alloc - have, 0);
+		int n = poll(p, w && w->cancel_fd >= 0 ? 2 : 1, t);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -1;
+		if (n > 0 && (p[1].revents & (POLLIN | POLLHUP)))
+			return 1;
+		if (n > 0)
+			return 0;
+		if (w && w->tick)
+			w->tick(w->tick_arg);
+	}
+}
+
+/*
+ * Read until the first newline or EOF, at most CLIENT_MAX_RESPONSE bytes,
+ * into *buf (malloc'd; caller frees) and *have. 0, 1 cancelled, or -1 with
+ * errno and err.
+ */
+static int chan_recv(struct chan *c, int64_t deadline, const struct cg_client_wait *w, char **buf,
+		     size_t *have, char *err, size_t err_len)
+{
+	size_t alloc = 0;
+	*buf = NULL;
+	*have = 0;
+	for (;;) {
+		if (*have == alloc) {
+			size_t na = alloc ? alloc * 2 : 65536;
+			if (alloc >= CLIENT_MAX_RESPONSE) {
+				set_err(err, err_len, "response too large from ", c->peer,
+					EMSGSIZE);
+				errno = EMSGSIZE;
+				return -1;
+			}
+			char *nb =
+			    realloc(*buf, na > CLIENT_MAX_RESPONSE ? CLIENT_MAX_RESPONSE : na);
+			if (!nb) {
+				set_err(err, err_len, "reading from ", c->peer, ENOMEM);
+				errno = ENOMEM;
+				return -1;
+			}
+			*buf = nb;
+			alloc = na > CLIENT_MAX_RESPONSE ? CLIENT_MAX_RESPONSE : na;
+		}
+		ssize_t n = read(c->rfd, *buf + *have, alloc - *have);
 		if (n > 0) {
-			have += (size_t)n;
-			if (memchr(buf + have - (size_t)n, '\n', (size_t)n))
-				break;
+			*have += (size_t)n;
+			if (memchr(*buf + *have - (size_t)n, '\n', (size_t)n))
+				return 0;
 			continue;
 		}
 		if (n == 0)
-			break;
-		if (errno == EAGAIN || errno == EWOULDBLOCK) {
-			if (wait_fd(fd, POLLIN, deadline) < 0) {
-				saved = errno;
-				set_err(err, err_len, "waiting for a response from ", socket_path,
-					saved);
-				goto free_buf;
-			}
+			return 0;
+		if (errno == EINTR)
 			continue;
+		int rc = errno == EAGAIN || errno == EWOULDBLOCK ? chan_wait(c, deadline, w) : -1;
+		if (rc == 0)
+			continue;
+		if (rc < 0) {
+			int e = errno;
+			set_err(err, err_len, "waiting for a response from ", c->peer, e);
+			errno = e;
 		}
-		saved = errno;
-		set_err(err, err_len, "reading from ", socket_path, saved);
-		goto free_buf;
+		return rc;
 	}
-	char *end = have ? memchr(buf, '\n', have) : NULL;
-	if (!end) {
-		saved = EPROTO;
-		if (err && err_len)
-			snprintf(err, err_len, "%s closed the connection without a response line",
-				 socket_path);
-		goto free_buf;
+}
+
+/* The request as one line with its newline (malloc'd), or NULL with err. */
+static char *request_line(json_t *request, size_t *len, char *err, size_t err_len)
+{
+	json_t *req = complete_request(request);
+	char *line = req ? json_dumps(req, JSON_COMPACT) : NULL;
+	json_decref(req);
+	char *nl = line ? realloc(line, strlen(line) + 2) : NULL;
+	if (!nl) {
+		free(line);
+		set_err(err, err_len, "cannot encode the request", "", ENOMEM);
+		errno = ENOMEM;
+		return NULL;
 	}
+	*len = strlen(nl);
+	nl[(*len)++] = '\n';
+	nl[*len] = '\0';
+	return nl;
+}
+
+/* The one response line of buf[0..have) as a JSON object, or NULL with EPROTO and err. */
+static json_t *parse_response(const struct chan *c, const char *buf, size_t have, char *err,
+			      size_t err_len)
+{
+	const char *end = have ? memchr(buf, '\n', have) : NULL;
 	json_error_t jerr;
-	*response = json_loadb(buf, (size_t)(end - buf), 0, &jerr);
-	if (!json_is_object(*response)) {
-		json_decref(*response);
-		*response = NULL;
-		saved = EPROTO;
-		if (err && err_len)
+	json_t *r =
+	    end ? json_loadb(buf, (size_t)(end - buf), JSON_REJECT_DUPLICATES, &jerr) : NULL;
+	if (!json_is_object(r) && err && err_len) {
+		if (!end)
+			snprintf(err, err_len, "%s closed the connection without a response line%s",
+				 c->peer, c->is_socket ? "" : " (see ssh's message above)");
+		else
 			snprintf(err, err_len, "%s sent a response that is not a JSON object: %s",
-				 socket_path, jerr.text);
-		goto free_buf;
+				 c->peer, jerr.text);
 	}
-	ret = 0;
-free_buf:
+	if (!json_is_object(r)) {
+		json_decref(r);
+		errno = EPROTO;
+		return NULL;
+	}
+	return r;
+}
+
+int cg_client_call_wait(const char *socket_path, json_t *request, int64_t timeout_ms,
+			const struct cg_client_wait *w, json_t **response, char *err,
+			size_t err_len)
+{
+	int64_t deadline = timeout_ms > 0 ? cg_now_mono_ns() + timeout_ms * 1000000 : 0;
+	const char *host = json_string_value(json_object_get(request, "host"));
+	struct chan c = { -1, -1, -1, socket_path, true, -1 };
+	char *buf = NULL;
+	size_t len = 0, have = 0;
+	int rc = -1, e = 0;
+	*response = NULL;
+	char *line = request_line(request, &len, err, err_len);
+	if (!line)
+		return -1;
+	if (cg_client_host_is_remote(host)
+		? chan_open_remote(&c, host, err, err_len) == 0
+		: chan_open_local(&c, socket_path, deadline, err, err_len) == 0) {
+		rc = chan_send(&c, line, len, deadline, err, err_len);
+		if (rc == 0)
+			rc = chan_recv(&c, deadline, w, &buf, &have, err, err_len);
+		if (rc == 0 && !(*response = parse_response(&c, buf, have, err, err_len)))
+			rc = -1;
+	}
+	e = errno;
+	chan_close(&c, rc == 0 || (rc < 0 && !c.is_socket && have == 0));
+	if (rc < 0 && !c.is_socket && have == 0 && e == EPROTO) {
+		/* Not a word back: ssh or the remote end could not reach a daemon. */
+		char how[48] = "did not end in time";
+		if (c.status >= 0 && WIFEXITED(c.status))
+			snprintf(how, sizeof(how), "exited with %d", WEXITSTATUS(c.status));
+		else if (c.status >= 0)
+			snprintf(how, sizeof(how), "was killed by signal %d", WTERMSIG(c.status));
+		snprintf(err, err_len,
+			 "no answer from %s over ssh (ssh %s; its message, if any, is above)", host,
+			 how);
+		e = EHOSTUNREACH;
+	}
 	free(buf);
-close_fd:
-	if (fd >= 0)
-		close(fd);
-free_line:
 	free(line);
-fail:
-	if (ret < 0)
-		errno = saved;
-	return ret;
+	errno = e;
+	return rc;
+}
+
+int cg_client_call(const char *socket_path, json_t *request, int64_t timeout_ms, json_t **response,
+		   char *err, size_t err_len)
+{
+	/* No cancel fd: never 1. */
+	return cg_client_call_wait(socket_path, request, timeout_ms, NULL, response, err, err_len);
 }
 
 int cg_client_exit_code(const json_t *response)

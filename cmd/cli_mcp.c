@@ -19,8 +19,10 @@
  * actions verdict, replay, log): the socket is all the bridge needs, and it
  * never runs another program.
  *
- * The bridge has its own small socket client rather than cg_client_call
- * because it must wait on the socket and a cancellation descriptor at once.
+ * The bridge sends through the CLI's one client (cg_client_call_wait), which
+ * waits on the answer and a cancellation descriptor at once and routes a
+ * call whose "host" is another machine over ssh (docs/fleet.md), as run
+ * and gate do.
  *
  * Invariants:
  *  - Fail closed: if the daemon cannot be reached or its answer cannot be
@@ -264,130 +266,29 @@ static void progress_tick(struct progress *pr)
 		       pr->n, "message", msg));
 }
 
+static void progress_tick_cb(void *arg)
+{
+	progress_tick(arg);
+}
+
 /*
- * One request/response exchange with the daemon. request is borrowed; "id"
- * and "time" are added when absent. Waits on the socket and cancel_fd (-1:
- * none); deadline_ms 0 means none. Returns CALL_OK with *resp, CALL_CANCELLED
- * (the connection was closed, which cancels the call in the daemon), or
- * CALL_FAILED with a message in err.
+ * One request/response exchange with the daemon, through the CLI's one
+ * client (cg_client_call_wait): the local socket, or over ssh the daemon of
+ * the request's "host" (the server's --host when the request names none).
+ * request is borrowed and may gain "host". Waits on the answer and cancel_fd
+ * (-1: none), with a progress tick every MCP_PROGRESS_MS; deadline_ms 0
+ * means none. Returns CALL_OK with *resp, CALL_CANCELLED (the connection was
+ * closed, which cancels the call in the daemon), or CALL_FAILED with a
+ * message in err.
  */
-static int daemon_call(const char *path, json_t *request, int cancel_fd, int64_t deadline_ms,
+static int daemon_call(const struct cg_cli *g, json_t *request, int cancel_fd, int64_t deadline_ms,
 		       struct progress *pr, json_t **resp, char *err, size_t err_len)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	char *line = NULL, *buf = NULL;
-	size_t len = 0, alloc = 0;
-	int fd = -1, rc = CALL_FAILED;
-	int64_t start = cg_now_mono_ns();
-	json_error_t jerr;
-
-	*resp = NULL;
-	if (!json_object_get(request, "time")) {
-		char t[40];
-		cg_format_time(cg_now_wall_ns(), t, sizeof(t));
-		json_object_set_new(request, "time", json_string(t));
-	}
-	if (!json_object_get(request, "id")) {
-		char id[40];
-		if (cg_uuid4(id, sizeof(id)) == 0)
-			json_object_set_new(request, "id", json_string(id));
-	}
-	if (strlen(path) >= sizeof(sa.sun_path)) {
-		snprintf(err, err_len, "socket path too long");
-		return CALL_FAILED;
-	}
-	memcpy(sa.sun_path, path, strlen(path) + 1);
-	line = json_dumps(request, JSON_COMPACT);
-	if (!line) {
-		snprintf(err, err_len, "out of memory");
-		return CALL_FAILED;
-	}
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		/* cg_errno_name, not strerror: this runs on a call's own thread. */
-		snprintf(err, err_len, "connect: %s", cg_errno_name(errno));
-		goto out_close;
-	}
-	if (cg_write_all(fd, line, strlen(line)) < 0 || cg_write_all(fd, "\n", 1) < 0) {
-		snprintf(err, err_len, "sending the request: %s", cg_errno_name(errno));
-		goto out_close;
-	}
-	for (;;) {
-		struct pollfd p[2] = { { .fd = fd, .events = POLLIN },
-				       { .fd = cancel_fd, .events = POLLIN } };
-		int wait = MCP_PROGRESS_MS;
-		int n;
-
-		if (deadline_ms > 0) {
-			int64_t left = deadline_ms - (cg_now_mono_ns() - start) / 1000000;
-			if (left <= 0) {
-				snprintf(err, err_len, "no answer within %lld ms",
-					 (long long)deadline_ms);
-				goto out_close;
-			}
-			if (left < wait)
-				wait = (int)left;
-		}
-		n = poll(p, cancel_fd >= 0 ? 2 : 1, wait);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			snprintf(err, err_len, "poll: %s", cg_errno_name(errno));
-			goto out_close;
-		}
-		if (n == 0) {
-			progress_tick(pr);
-			continue;
-		}
-		if (cancel_fd >= 0 && (p[1].revents & POLLIN)) {
-			rc = CALL_CANCELLED;
-			goto out_close;
-		}
-		if (len + 65536 > alloc) {
-			size_t na = alloc ? alloc * 2 : 262144;
-			char *nb;
-			if (na > MCP_RESPONSE_MAX) {
-				snprintf(err, err_len, "response larger than %zu bytes",
-					 MCP_RESPONSE_MAX);
-				goto out_close;
-			}
-			nb = realloc(buf, na);
-			if (!nb) {
-				snprintf(err, err_len, "out of memory");
-				goto out_close;
-			}
-			buf = nb;
-			alloc = na;
-		}
-		ssize_t r = cg_read_some(fd, buf + len, alloc - len - 1);
-		if (r < 0) {
-			snprintf(err, err_len, "reading the response: %s", cg_errno_name(errno));
-			goto out_close;
-		}
-		if (r == 0)
-			break;
-		len += (size_t)r;
-		if (memchr(buf + len - (size_t)r, '\n', (size_t)r))
-			break;
-	}
-	if (len == 0) {
-		snprintf(err, err_len, "the daemon closed the connection without answering");
-		goto out_close;
-	}
-	*resp = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
-	if (!json_is_object(*resp)) {
-		json_decref(*resp);
-		*resp = NULL;
-		snprintf(err, err_len, "invalid JSON: %s", jerr.text);
-		goto out_close;
-	}
-	rc = CALL_OK;
-out_close:
-	if (fd >= 0)
-		close(fd);
-	free(buf);
-	free(line);
-	return rc;
+	struct cg_client_wait w = { cancel_fd, pr ? progress_tick_cb : NULL, pr, MCP_PROGRESS_MS };
+	if (g->host && *g->host && !json_object_get(request, "host"))
+		json_object_set_new(request, "host", json_string(g->host));
+	int rc = cg_client_call_wait(g->socket_path, request, deadline_ms, &w, resp, err, err_len);
+	return rc == 0 ? CALL_OK : rc == 1 ? CALL_CANCELLED : CALL_FAILED;
 }
 
 /* ---- argument checking ---------------------------------------------------- */
@@ -499,6 +400,13 @@ static json_t *build_request(struct server *srv, const char *tool, const json_t 
 		}
 		json_object_set(req, "cwd", (json_t *)(uintptr_t)v);
 	}
+	if ((v = json_object_get(args, "host"))) {
+		if (!json_is_string(v)) {
+			*why = "host must be a string";
+			goto fail;
+		}
+		json_object_set(req, "host", (json_t *)(uintptr_t)v);
+	}
 	if (srv->session)
 		json_object_set_new(req, "session", json_string(srv->session));
 	(void)tool;
@@ -550,8 +458,8 @@ static void approval_window(struct server *srv, const json_t *req, int cancel_fd
 		return;
 	json_object_set_new(g, "action", json_string("gate"));
 	json_object_del(g, "id");
-	if (daemon_call(srv->g->socket_path, g, cancel_fd, MCP_QUICK_MS, NULL, &resp, err,
-			sizeof(err)) == CALL_OK) {
+	if (daemon_call(srv->g, g, cancel_fd, MCP_QUICK_MS, NULL, &resp, err, sizeof(err)) ==
+	    CALL_OK) {
 		const json_t *data = json_object_get(json_object_get(resp, "reply"), "data");
 		const json_t *ap = json_object_get(data, "approval");
 		const char *d = json_string_value(json_object_get(data, "decision"));
@@ -584,7 +492,7 @@ static json_t *tool_execute(struct job *j, const json_t *args, bool *cancelled)
 	if (pr.token)
 		approval_window(srv, req, j->cancel_fd, &pr);
 	json_object_set_new(req, "action", json_string("exec"));
-	rc = daemon_call(srv->g->socket_path, req, j->cancel_fd, 0, &pr, &resp, err, sizeof(err));
+	rc = daemon_call(srv->g, req, j->cancel_fd, 0, &pr, &resp, err, sizeof(err));
 	json_decref(req);
 	if (rc == CALL_CANCELLED) {
 		*cancelled = true;
@@ -675,8 +583,7 @@ static json_t *tool_gate(struct job *j, const json_t *args, bool *cancelled)
 	if (!req)
 		return bad_args("gate", why);
 	json_object_set_new(req, "action", json_string("gate"));
-	rc = daemon_call(srv->g->socket_path, req, j->cancel_fd, MCP_QUICK_MS, NULL, &resp, err,
-			 sizeof(err));
+	rc = daemon_call(srv->g, req, j->cancel_fd, MCP_QUICK_MS, NULL, &resp, err, sizeof(err));
 	json_decref(req);
 	if (rc == CALL_CANCELLED) {
 		*cancelled = true;
@@ -723,8 +630,8 @@ static json_t *recent_calls(struct server *srv, int cancel_fd)
 	json_t *req = json_pack("{s:s,s:i}", "action", "log", "limit", 1000);
 	json_t *resp = NULL, *out = json_array(), *actions = json_object();
 	char err[256];
-	if (daemon_call(srv->g->socket_path, req, cancel_fd, MCP_QUICK_MS, NULL, &resp, err,
-			sizeof(err)) == CALL_OK) {
+	if (daemon_call(srv->g, req, cancel_fd, MCP_QUICK_MS, NULL, &resp, err, sizeof(err)) ==
+	    CALL_OK) {
 		const json_t *evs = json_object_get(
 		    json_object_get(json_object_get(resp, "reply"), "data"), "events");
 		for (size_t i = json_array_size(evs);
@@ -769,8 +676,7 @@ static json_t *tool_status(struct job *j, bool *cancelled)
 	char err[256], line[1200];
 	int rc;
 
-	rc = daemon_call(srv->g->socket_path, req, j->cancel_fd, MCP_QUICK_MS, NULL, &resp, err,
-			 sizeof(err));
+	rc = daemon_call(srv->g, req, j->cancel_fd, MCP_QUICK_MS, NULL, &resp, err, sizeof(err));
 	json_decref(req);
 	if (rc == CALL_CANCELLED) {
 		*cancelled = true;
@@ -827,8 +733,8 @@ static json_t *tool_evidence(struct job *j, const char *tool, const json_t *args
 				"trace_id must be a trace id (letters, digits, '.', '_', '-')");
 	json_t *req =
 	    json_pack("{s:s,s:s}", "action", verdict ? "verdict" : "replay", "trace_id", id);
-	int rc = daemon_call(srv->g->socket_path, req, j->cancel_fd, MCP_QUICK_MS, NULL, &resp, err,
-			     sizeof(err));
+	int rc =
+	    daemon_call(srv->g, req, j->cancel_fd, MCP_QUICK_MS, NULL, &resp, err, sizeof(err));
 	json_decref(req);
 	if (rc == CALL_CANCELLED) {
 		*cancelled = true;
@@ -902,7 +808,9 @@ static json_t *tool_evidence(struct job *j, const char *tool, const json_t *args
 	"\"timeout_ms\":{\"type\":\"integer\",\"minimum\":1,\"description\":\"The command's "      \
 	"deadline in milliseconds (capped by policy).\"},"                                         \
 	"\"cwd\":{\"type\":\"string\",\"description\":\"Working directory; must be inside a "      \
-	"configured workspace.\"}"
+	"configured workspace.\"},"                                                                \
+	"\"host\":{\"type\":\"string\",\"description\":\"The machine whose callgate daemon "       \
+	"decides and runs it, reached over SSH (default: the server's --host, else this one).\"}"
 
 static const char tools_json[] =
     "{\"tools\":["

@@ -1285,15 +1285,18 @@ free_all:
 
 bool cg_cli_proof_handles(const char *sub)
 {
-	return sub && (strcmp(sub, "prove") == 0 || strcmp(sub, "consistency") == 0 ||
-		       strcmp(sub, "checkpoint") == 0 || strcmp(sub, "witness") == 0 ||
-		       strcmp(sub, "witness-request") == 0 || strcmp(sub, "witnessed") == 0);
+	return sub && (cg_cli_fleet_handles(sub) || strcmp(sub, "prove") == 0 ||
+		       strcmp(sub, "consistency") == 0 || strcmp(sub, "checkpoint") == 0 ||
+		       strcmp(sub, "witness") == 0 || strcmp(sub, "witness-request") == 0 ||
+		       strcmp(sub, "witnessed") == 0);
 }
 
 int cg_cli_proof(const struct cg_cli *g, int argc, char **argv)
 {
 	const char *sd = g->state_dir ? g->state_dir : CG_DEFAULT_STATE_DIR;
 	const char *from = g->state_dir_from ? g->state_dir_from : "the default";
+	if (cg_cli_fleet_handles(argv[0]))
+		return cg_cli_fleet(g, argc, argv);
 	if (strcmp(argv[0], "prove") == 0)
 		return cmd_prove(sd, from, argc, argv);
 	if (strcmp(argv[0], "consistency") == 0)

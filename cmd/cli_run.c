@@ -107,7 +107,7 @@ static int set_cwd(const char *sub, json_t *req, const char *dir)
 	{ "--reason", "TEXT", "why: shown to the approver and kept in evidence" }, \
 	{ "--session", "NAME", "the agent session the call belongs to" }, \
 	{ "--forward-agent", NULL, "let the call use the daemon's ssh-agent (unprivileged)" }, \
-	{ "--host", "HOST", "the host the call is for (default: this one)" }, \
+	{ "--host", "NAME", "send the call to NAME's daemon over ssh (default: this host)" }, \
 	{ "--id", "ID", "the request id (default: a fresh UUIDv4)" }
 /* clang-format on */
 
@@ -171,8 +171,41 @@ struct req_opts {
 	json_t *req;
 	bool json;
 	const char *actions_file;
+	const char *cwd; /* --cwd as given */
 	int64_t timeout_ms;
 };
+
+/*
+ * The host the call is for (--host of the command, else callgate's global
+ * --host) goes into the request, where the client routes on it. A call for
+ * another machine takes no working directory from this one: it runs where
+ * that daemon's policy puts it, or in --cwd, which must then be absolute
+ * (a path of that machine). 0, or -1 after saying why.
+ */
+static int set_host_and_cwd(const struct cg_cli *g, const char *sub, struct req_opts *o)
+{
+	if (!json_object_get(o->req, "host") && g->host && *g->host) {
+		json_t *s = json_string(g->host);
+		if (!s) {
+			fprintf(stderr, "callgate %s: --host must be UTF-8\n", sub);
+			return -1;
+		}
+		json_object_set_new(o->req, "host", s);
+	}
+	if (!cg_client_host_is_remote(json_string_value(json_object_get(o->req, "host"))))
+		return set_cwd(sub, o->req, o->cwd);
+	if (!o->cwd)
+		return 0;
+	json_t *s = o->cwd[0] == '/' ? json_string(o->cwd) : NULL;
+	if (!s) {
+		fprintf(stderr,
+			"callgate %s: --cwd for another host must be an absolute UTF-8 path\n",
+			sub);
+		return -1;
+	}
+	json_object_set_new(o->req, "cwd", s);
+	return 0;
+}
 
 /*
  * Parse options up to "--" (or the first non-option). Returns the index of
@@ -181,7 +214,8 @@ struct req_opts {
  * work/sub runs in work/sub, as it would in the user's shell (and is refused
  * by the daemon when that is outside every workspace).
  */
-static int parse_opts(int argc, char **argv, struct req_opts *o, const struct cg_cli_opt *opts)
+static int parse_opts(const struct cg_cli *g, int argc, char **argv, struct req_opts *o,
+		      const struct cg_cli_opt *opts)
 {
 	const char *sub = argv[0];
 	json_t *env = NULL;
@@ -214,8 +248,7 @@ static int parse_opts(int argc, char **argv, struct req_opts *o, const struct cg
 			}
 			json_object_set_new(o->req, name + 2, s);
 		} else if (strcmp(name, "--cwd") == 0) {
-			if (set_cwd(sub, o->req, v) < 0)
-				return -1;
+			o->cwd = v;
 		} else if (strcmp(name, "--env") == 0) {
 			const char *eq = strchr(v, '=');
 			if (!eq || eq == v) {
@@ -255,7 +288,7 @@ static int parse_opts(int argc, char **argv, struct req_opts *o, const struct cg
 			o->actions_file = v;
 		}
 	}
-	if (!json_object_get(o->req, "cwd") && set_cwd(sub, o->req, NULL) < 0)
+	if (set_host_and_cwd(g, sub, o) < 0)
 		return -1;
 	return i;
 }
@@ -270,7 +303,7 @@ int cg_cli_run(const struct cg_cli *g, int argc, char **argv)
 	o.req = json_object();
 	if (!o.req)
 		return CG_EXIT_ERROR;
-	int first = parse_opts(argc, argv, &o, run_opts);
+	int first = parse_opts(g, argc, argv, &o, run_opts);
 	if (first < 0)
 		goto usage;
 	json_t *pipe = cg_cli_pipeline(argc - first, argv + first);
@@ -368,6 +401,8 @@ int cg_cli_ping(const struct cg_cli *g, int argc, char **argv)
 	int ret;
 	if (!req)
 		return CG_EXIT_ERROR;
+	if (g->host && *g->host)
+		json_object_set_new(req, "host", json_string(g->host));
 	if (cg_client_call(g->socket_path, req, QUICK_TIMEOUT_MS, &resp, err, sizeof(err)) < 0) {
 		ret = unreachable("ping", err);
 		goto release;
@@ -423,7 +458,7 @@ int cg_cli_gate(const struct cg_cli *g, int argc, char **argv)
 	o.req = json_pack("{s:s}", "action", "gate");
 	if (!o.req)
 		return CG_EXIT_ERROR;
-	int first = parse_opts(argc, argv, &o, gate_opts);
+	int first = parse_opts(g, argc, argv, &o, gate_opts);
 	if (first < 0)
 		goto usage;
 	if (o.actions_file) {

@@ -29,7 +29,8 @@ HOOK_BLOCK = 2
 
 # What `callgate --help` must list, whoever owns it.
 EVERY_SUBCOMMAND = {"run", "ping", "gate", "policy", "sandbox", "replay", "verdict", "log",
-                    "evidence", "key", "approve", "pending", "deny", "grant", "mcp", "hook"}
+                    "evidence", "key", "approve", "pending", "deny", "grant", "mcp", "hook",
+                    "connect"}
 
 TIMEOUT = cgtest.DEFAULT_TIMEOUT
 

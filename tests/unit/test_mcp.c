@@ -36,6 +36,14 @@ int cg_client_call(const char *socket_path, json_t *request, int64_t timeout_ms,
 	return -1;
 }
 
+int cg_client_call_wait(const char *socket_path, json_t *request, int64_t timeout_ms,
+			const struct cg_client_wait *w, json_t **response, char *err,
+			size_t err_len)
+{
+	(void)w;
+	return cg_client_call(socket_path, request, timeout_ms, response, err, err_len);
+}
+
 struct split_case {
 	const char *cmd;
 	const char *want; /* the pipeline as compact JSON, or NULL: opaque */
