@@ -149,6 +149,9 @@ void cg_cli_print_value(FILE *f, json_t *v);
  */
 int cg_cli_state_dir_check(const char *sub, const char *state_dir, const char *from);
 
+/* --since T: RFC 3339 or an age (90s, 15m, 2h, 7d) to wall-clock ns. 0, or -1. */
+int cg_cli_parse_since(const char *s, int64_t *out);
+
 /* Subcommand families; argv[0] is the subcommand name. Return the exit code. */
 int cg_cli_run(const struct cg_cli *g, int argc, char **argv);	   /* run */
 int cg_cli_ping(const struct cg_cli *g, int argc, char **argv);	   /* ping */

@@ -700,3 +700,24 @@ int cg_cli_state_dir_check(const char *sub, const char *state_dir, const char *f
 	}
 	return 0;
 }
+
+/* --since T: RFC 3339, or an age like 90s, 15m, 2h, 7d, as wall-clock ns. */
+int cg_cli_parse_since(const char *s, int64_t *out)
+{
+	if (cg_parse_time(s, out) == 0)
+		return 0;
+	char *end = NULL;
+	errno = 0;
+	long long v = strtoll(s, &end, 10);
+	if (errno || end == s || v < 0 || strlen(end) != 1)
+		return -1;
+	int64_t unit = *end == 's'   ? 1
+		       : *end == 'm' ? 60
+		       : *end == 'h' ? 3600
+		       : *end == 'd' ? 86400
+				     : 0;
+	if (!unit || v > INT64_MAX / unit / 1000000000)
+		return -1;
+	*out = cg_now_wall_ns() - (int64_t)v * unit * 1000000000;
+	return 0;
+}

@@ -293,27 +293,6 @@ static int cmd_verdict(struct state st, int argc, char **argv)
 	return CG_EXIT_OK;
 }
 
-/* --since: RFC 3339, or a age like 90s, 15m, 2h, 7d. */
-static int parse_since(const char *s, int64_t *out)
-{
-	if (cg_parse_time(s, out) == 0)
-		return 0;
-	char *end = NULL;
-	errno = 0;
-	long long v = strtoll(s, &end, 10);
-	if (errno || end == s || v < 0 || strlen(end) != 1)
-		return -1;
-	int64_t unit = *end == 's'   ? 1
-		       : *end == 'm' ? 60
-		       : *end == 'h' ? 3600
-		       : *end == 'd' ? 86400
-				     : 0;
-	if (!unit || v > INT64_MAX / unit / 1000000000)
-		return -1;
-	*out = cg_now_wall_ns() - (int64_t)v * unit * 1000000000;
-	return 0;
-}
-
 /*
  * The text form of a journal payload: key=value pairs, nested keys joined
  * with '.', arrays of plain values joined with ',', strings quoted when they
@@ -474,7 +453,7 @@ static int log_parse(struct state *st, int argc, char **argv, struct log_args *a
 			 ((a->peer = strtoll(v, &end, 10)) < 0 || !*v || *end)) {
 			fprintf(stderr, "callgate log: --peer wants a uid, got '%s'\n", v);
 			return CG_EXIT_USAGE;
-		} else if (strcmp(name, "--since") == 0 && parse_since(v, &a->since) < 0) {
+		} else if (strcmp(name, "--since") == 0 && cg_cli_parse_since(v, &a->since) < 0) {
 			fprintf(stderr,
 				"callgate log: --since wants RFC 3339 or NUMBER[smhd], got "
 				"'%s'\n",
@@ -676,7 +655,9 @@ static int cmd_log(struct state st, int argc, char **argv)
 	"  consistency      prove one checkpoint extends another\n"                                \
 	"  witness-request  write a tlog-witness request for a checkpoint\n"                       \
 	"  witness          cosign another log's checkpoint if it is consistent\n"                 \
-	"  witnessed        keep a checkpoint cosigned by witnesses"
+	"  witnessed        keep a checkpoint cosigned by witnesses\n"                             \
+	"  ship             copy the journal to PostgreSQL: ship --to postgresql://...\n"          \
+	"  verify           re-verify every host's evidence from PostgreSQL: verify --from URL"
 
 static int cmd_evidence(struct state st, int argc, char **argv)
 {
@@ -688,6 +669,8 @@ static int cmd_evidence(struct state st, int argc, char **argv)
 		{ "witness-request", NULL, "a tlog-witness request" },
 		{ "witness", NULL, "cosign a consistent checkpoint" },
 		{ "witnessed", NULL, "keep a cosigned checkpoint" },
+		{ "ship", NULL, "copy the journal to PostgreSQL" },
+		{ "verify", NULL, "verify fleet evidence from PostgreSQL" },
 		{ 0 },
 	};
 	const char *id = NULL;
@@ -697,7 +680,8 @@ static int cmd_evidence(struct state st, int argc, char **argv)
 			return cg_cli_help(EVIDENCE_USAGE, EVIDENCE_ABOUT, NULL);
 		fprintf(stderr,
 			"callgate evidence: give a command: rebuild, checkpoint, prove, "
-			"consistency, witness-request, witness, witnessed (see 'callgate evidence "
+			"consistency, witness-request, witness, witnessed, ship, verify (see "
+			"'callgate evidence "
 			"--help')\n");
 		return CG_EXIT_USAGE;
 	}

@@ -1494,27 +1494,6 @@ struct diff_run {
 	size_t calls, skipped;
 };
 
-/* --since: RFC 3339, or an age like 90s, 15m, 2h, 7d. */
-static int diff_since(const char *s, int64_t *out)
-{
-	if (cg_parse_time(s, out) == 0)
-		return 0;
-	char *end = NULL;
-	errno = 0;
-	long long v = strtoll(s, &end, 10);
-	if (errno || end == s || v < 0 || strlen(end) != 1)
-		return -1;
-	int64_t unit = *end == 's'   ? 1
-		       : *end == 'm' ? 60
-		       : *end == 'h' ? 3600
-		       : *end == 'd' ? 86400
-				     : 0;
-	if (!unit || v > INT64_MAX / unit / 1000000000)
-		return -1;
-	*out = cg_now_wall_ns() - (int64_t)v * unit * 1000000000;
-	return 0;
-}
-
 static int diff_parse(int argc, char **argv, struct diff_args *a)
 {
 	for (int i = 1; i < argc; i++) {
@@ -1539,7 +1518,7 @@ static int diff_parse(int argc, char **argv, struct diff_args *a)
 			a->ws[a->n_ws++] = v;
 		else if (strcmp(o->name, "--workspace") == 0)
 			return usage_error("at most %d --workspace", MAX_WORKSPACES);
-		else if (strcmp(o->name, "--since") == 0 && diff_since(v, &a->since) < 0)
+		else if (strcmp(o->name, "--since") == 0 && cg_cli_parse_since(v, &a->since) < 0)
 			return usage_error("--since wants RFC 3339 or NUMBER[smhd], got '%s'", v);
 	}
 	if (!a->journal)
