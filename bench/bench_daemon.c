@@ -384,9 +384,9 @@ int main(int argc, char **argv)
 		if (strcmp(argv[i], "--json") == 0 && i + 1 < argc)
 			json = argv[++i];
 		else if (strcmp(argv[i], "--requests") == 0 && i + 1 < argc)
-			requests = atol(argv[++i]);
+			requests = strtol(argv[++i], NULL, 10);
 		else if (strcmp(argv[i], "--flood-secs") == 0 && i + 1 < argc)
-			flood_secs = atof(argv[++i]);
+			flood_secs = strtod(argv[++i], NULL);
 		else if (strcmp(argv[i], "--quick") == 0)
 			quick = true;
 		else if (pos == 0 && ++pos)
