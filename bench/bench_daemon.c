@@ -217,7 +217,7 @@ static void *probe_main(void *arg)
 {
 	struct probe *p = arg;
 	usleep(300000); /* let the flood build up first */
-	for (int i = 0; i < p->n && cg_now_mono_ns() < p->until_ns; i++) {
+	for (int i = 0; i < p->n && (i == 0 || cg_now_mono_ns() < p->until_ns); i++) {
 		int64_t dt = round_trip(ALLOWED, "\"exit_code\":0");
 		if (dt < 0)
 			p->failed++;
