@@ -2188,6 +2188,7 @@ int cg_server_run(struct cg_kernel *k, const struct cg_server_config *cfg)
 	       (long long)(s->read_deadline_ns / 1000000),
 	       cfg->has_passed_fd ? " (socket activated)" : "");
 	(void)sd_notifyf(0, "READY=1\nSTATUS=listening on %s", cfg->socket_path);
+	(void)malloc_trim(0); /* start-up's scratch (policy, screen compilation) */
 
 	while (!s->stopping) {
 		int64_t now = cg_now_mono_ns();
