@@ -321,9 +321,13 @@ static struct uidq *ring_pop(struct server *s)
 static void conn_free(struct server *s, struct conn *c)
 {
 	fifo_remove(s, c);
-	/* No EPOLL_CTL_DEL: the fd is never duplicated, so close() removes
-	 * it from the epoll set, one syscall fewer per connection. */
-	c->in_epoll = false;
+	/*
+	 * EPOLL_CTL_DEL before close(): a worker's fork (the runner) holds a
+	 * copy of every descriptor until its child execs, and while any copy
+	 * is open close() does not take the file out of the epoll set, so an
+	 * event would later point at this freed struct.
+	 */
+	drop_events(s, c);
 	if (c->fd >= 0)
 		close(c->fd);
 	if (c->job)
