@@ -58,7 +58,7 @@ static void usage(FILE *f)
 		"$XDG_STATE_HOME/callgate; workspace the current directory;\n"
 		"--max-conns 1024; --read-timeout 10000; --max-conns-per-uid 256;\n"
 		"--write-idle-ms 30000; --max-reply-bytes 268435456; --output-budget\n"
-		"1073741824; --admit-queue 4096; --log journal under systemd\n"
+		"1073741824; --admit-queue 512; --log journal under systemd\n"
 		"($JOURNAL_STREAM or $NOTIFY_SOCKET set), else stderr; --syslog-socket\n"
 		"/dev/log. Sockets passed by systemd (FileDescriptorName=agent, admin)\n"
 		"are served instead of binding. See callgated(8).\n",

@@ -70,7 +70,7 @@
 #define DEFAULT_PER_UID_CONNS 256u
 #define DEFAULT_MAX_REPLY     ((uint64_t)256 << 20)
 #define DEFAULT_OUTPUT_BUDGET ((uint64_t)1 << 30)
-#define DEFAULT_ADMIT_QUEUE   4096u
+#define DEFAULT_ADMIT_QUEUE   512u
 #define ADMIT_BATCH	      64		  /* queued requests admitted per loop turn */
 #define LARGE_REPLY	      ((uint64_t)1 << 20) /* freeing one trims the heap */
 #define ADMIT_RETRY_MS	      2			  /* how soon a held queue is looked at again */

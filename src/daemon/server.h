@@ -57,7 +57,7 @@ struct cg_server_config {
 	int64_t write_idle_ms;	    /* a response not taken for this long is cut; 30000 */
 	uint64_t max_reply_bytes;   /* one response line at most; default 256 MiB */
 	uint64_t output_budget;	    /* response bytes held across the daemon; 1 GiB */
-	unsigned admit_queue;	    /* evidence items queued past which requests wait; 4096 */
+	unsigned admit_queue;	    /* evidence items queued past which requests wait; 512 */
 	/*
 	 * Socket activation: listening sockets passed in (sd_listen_fds) are
 	 * served as they are, not bound, chmod'ed or unlinked (systemd owns
