@@ -10,7 +10,8 @@
  *      evidence, confine, spawn, wait, encode) against a bare posix_spawn +
  *      waitpid of /bin/true, with the ratio.
  *
- * Usage: bench_core [PATH/TO/callgated] [--quick]
+ * Usage: bench_core [PATH/TO/callgated] [--quick] [--json FILE]
+ * With --json, the medians (ns) are also written to FILE as one object.
  * Without a path, callgated is looked for next to this program, then in
  * ../ (a Meson build dir). The daemon runs on a temporary socket and state
  * directory that are removed afterwards.
@@ -317,6 +318,24 @@ static void row(const char *what, struct stats s, const char *unit_note, const c
 	       target, unit_note);
 }
 
+/* The medians, for bench/run (ns; -1 when not measured). */
+static void write_json(const char *path, const struct stats *s)
+{
+	static const char *const keys[] = { "decide_allow_ns",	"decide_deny_ns",   "refused_rt_ns",
+					    "ping_rt_ns",	"admin_ping_rt_ns", "echo_rt_ns",
+					    "governed_true_ns", "bare_spawn_ns" };
+	FILE *f = fopen(path, "w");
+	if (!f) {
+		perror(path);
+		return;
+	}
+	for (size_t i = 0; i < CG_ARRAY_LEN(keys); i++)
+		fprintf(f, "%s\n  \"%s\": %.0f", i ? "," : "{", keys[i],
+			s[i].n ? s[i].median_ns : -1.0);
+	fprintf(f, "\n}\n");
+	fclose(f);
+}
+
 static const char *find_daemon(const char *self, char *buf, size_t len)
 {
 	char dir[PATH_MAX];
@@ -341,11 +360,13 @@ static const char *find_daemon(const char *self, char *buf, size_t len)
 int main(int argc, char **argv)
 {
 	bool quick = false;
-	const char *daemon = NULL;
+	const char *daemon = NULL, *json = NULL;
 	char dbuf[PATH_MAX];
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--quick") == 0)
 			quick = true;
+		else if (strcmp(argv[i], "--json") == 0 && i + 1 < argc)
+			json = argv[++i];
 		else
 			daemon = argv[i];
 	}
@@ -426,6 +447,8 @@ int main(int argc, char **argv)
 		printf("  ratio refused round trip / in-process deny (median): %.0fx\n",
 		       rr.median_ns / sd.median_ns);
 	stop_daemon();
+	if (json)
+		write_json(json, (struct stats[]){ sa, sd, rr, rp, ra, fl, gt, bare });
 
 	cg_gate_fini(&allow.gate);
 	cg_gate_fini(&deny.gate);

@@ -167,6 +167,13 @@ void cg_kernel_admin(struct cg_kernel *k, const char *line, size_t len, const st
  */
 char *cg_kernel_transport_reply(struct cg_kernel *k, const char *which, size_t *resp_len);
 
+/*
+ * Evidence work not yet done, in event-sized units (queued events, plus
+ * waiting trace packages weighted as several events); 0 with evidence off.
+ * The server holds new requests back while this is high (issue 14).
+ */
+size_t cg_kernel_evidence_pending(struct cg_kernel *k);
+
 #ifdef __cplusplus
 }
 #endif

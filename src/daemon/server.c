@@ -29,6 +29,7 @@
 #include "server.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <grp.h>
@@ -64,7 +65,15 @@
 #define READ_CHUNK	      65536
 #define STOP_FLUSH_MS	      5000
 /* A peer that does not take its response for this long is dropped. */
-#define WRITE_DEADLINE_MS 30000
+#define WRITE_IDLE_MS 30000 /* a response not taken for this long is cut (idle, not total) */
+/* Bounds of issue 14; each can be set on the command line. */
+#define DEFAULT_PER_UID_CONNS 256u
+#define DEFAULT_MAX_REPLY     ((uint64_t)256 << 20)
+#define DEFAULT_OUTPUT_BUDGET ((uint64_t)1 << 30)
+#define DEFAULT_ADMIT_QUEUE   512u
+#define ADMIT_BATCH	      64		  /* queued requests admitted per loop turn */
+#define LARGE_REPLY	      ((uint64_t)1 << 20) /* freeing one trims the heap */
+#define ADMIT_RETRY_MS	      2			  /* how soon a held queue is looked at again */
 /* Notifiers running at once; a pending call past this is not pushed (it is still listed). */
 #define MAX_NOTIFIERS 16
 /* Bytes of /proc/<pid>/cgroup (or stat) read; more is treated as unknowable. */
@@ -88,6 +97,21 @@ enum conn_state {
 	CONN_READING, /* collecting the request line */
 	CONN_WAITING, /* submitted; the kernel owes us respond() */
 	CONN_WRITING, /* sending the response line */
+	CONN_QUEUED,  /* a whole line read, waiting in its uid's queue to be admitted */
+};
+
+/*
+ * One uid's share of the agent socket: its connection count (capped) and its
+ * queue of read requests waiting for admission. Requests are admitted round
+ * robin over uids, so one uid's flood cannot hold another uid's call back.
+ */
+struct uidq {
+	uid_t uid;
+	unsigned n_conns;
+	struct conn *head, *tail; /* CONN_QUEUED connections, in arrival order */
+	struct uidq *next;	  /* all uids with a connection */
+	struct uidq *rr_next;	  /* the admission ring */
+	bool in_ring;
 };
 
 struct server;
@@ -121,6 +145,12 @@ struct conn {
 	struct conn *rprev, *rnext; /* FIFO of CONN_READING / CONN_WRITING (deadlines) */
 	struct conn *done_next;	    /* respond() queue, under server.mu */
 	bool in_fifo;
+	struct uidq *uq;    /* agent connections: the peer's uid share */
+	struct conn *qnext; /* the uid queue (CONN_QUEUED) */
+	size_t q_len;	    /* the queued line: its length and how it ended */
+	bool q_newline, q_too_long;
+	bool cut;      /* the response was cut; wbuf holds the error line */
+	uint64_t held; /* response bytes counted in server.out_held */
 };
 
 struct server {
@@ -149,6 +179,13 @@ struct server {
 	char *own_cgroup;		/* the daemon's /proc/self/cgroup, as read at start */
 	struct notifier notifiers[MAX_NOTIFIERS];
 	json_t *notified; /* trace ids of pending calls already pushed to the notifier */
+	/* bounds (issue 14) */
+	struct uidq *uids;		    /* uids with agent connections */
+	struct uidq *ring_head, *ring_tail; /* uids with queued requests */
+	unsigned per_uid, admit_queue;	    /* caps */
+	int64_t write_idle_ns;		    /* idle write deadline */
+	uint64_t max_reply, out_budget;	    /* response bytes: per line, daemon-wide */
+	uint64_t out_held;		    /* response bytes held now */
 };
 
 /* ---- small helpers ----------------------------------------------------- */
@@ -211,12 +248,86 @@ static void fifo_push(struct server *s, struct conn *c, int64_t deadline_ns)
 	c->in_fifo = true;
 }
 
+/* ---- per-uid shares ------------------------------------------------------ */
+
+static struct uidq *uid_get(struct server *s, uid_t uid, bool create)
+{
+	for (struct uidq *u = s->uids; u; u = u->next)
+		if (u->uid == uid)
+			return u;
+	if (!create)
+		return NULL;
+	struct uidq *u = calloc(1, sizeof(*u));
+	if (!u)
+		return NULL;
+	u->uid = uid;
+	u->next = s->uids;
+	s->uids = u;
+	return u;
+}
+
+/* Take c out of its uid's queue (if queued) and count, freeing an idle share. */
+static void uid_release(struct server *s, struct conn *c)
+{
+	struct uidq *u = c->uq;
+	if (!u)
+		return;
+	if (c->state == CONN_QUEUED) {
+		struct conn **pp = &u->head, *prev = NULL;
+		while (*pp && *pp != c) {
+			prev = *pp;
+			pp = &(*pp)->qnext;
+		}
+		if (*pp)
+			*pp = c->qnext;
+		if (u->tail == c)
+			u->tail = prev;
+	}
+	c->uq = NULL;
+	if (--u->n_conns > 0 || u->in_ring)
+		return;
+	for (struct uidq **pp = &s->uids; *pp; pp = &(*pp)->next)
+		if (*pp == u) {
+			*pp = u->next;
+			break;
+		}
+	free(u);
+}
+
+static void ring_push(struct server *s, struct uidq *u)
+{
+	u->rr_next = NULL;
+	u->in_ring = true;
+	if (s->ring_tail)
+		s->ring_tail->rr_next = u;
+	else
+		s->ring_head = u;
+	s->ring_tail = u;
+}
+
+static struct uidq *ring_pop(struct server *s)
+{
+	struct uidq *u = s->ring_head;
+	if (!u)
+		return NULL;
+	s->ring_head = u->rr_next;
+	if (!s->ring_head)
+		s->ring_tail = NULL;
+	u->in_ring = false;
+	u->rr_next = NULL;
+	return u;
+}
+
 static void conn_free(struct server *s, struct conn *c)
 {
 	fifo_remove(s, c);
-	/* No EPOLL_CTL_DEL: the fd is never duplicated, so close() removes
-	 * it from the epoll set, one syscall fewer per connection. */
-	c->in_epoll = false;
+	/*
+	 * EPOLL_CTL_DEL before close(): a worker's fork (the runner) holds a
+	 * copy of every descriptor until its child execs, and while any copy
+	 * is open close() does not take the file out of the epoll set, so an
+	 * event would later point at this freed struct.
+	 */
+	drop_events(s, c);
 	if (c->fd >= 0)
 		close(c->fd);
 	if (c->job)
@@ -231,9 +342,14 @@ static void conn_free(struct server *s, struct conn *c)
 		s->n_admin--;
 	else
 		s->n_conns--;
+	uid_release(s, c);
+	s->out_held -= c->held;
+	bool large = c->held >= LARGE_REPLY;
 	free(c->rbuf);
 	free(c->wbuf);
 	free(c);
+	if (large)
+		(void)malloc_trim(0); /* give a large response's pages back */
 }
 
 /*
@@ -675,6 +791,8 @@ static void conn_try_write(struct server *s, struct conn *c)
 		    send(c->fd, c->wbuf + c->woff, c->wlen - c->woff, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (n > 0) {
 			c->woff += (size_t)n;
+			if (c->woff < c->wlen) /* progress: the idle deadline starts again */
+				fifo_push(s, c, cg_now_mono_ns() + s->write_idle_ns);
 			continue;
 		}
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
@@ -693,8 +811,75 @@ static void conn_try_write(struct server *s, struct conn *c)
 	conn_free(s, c);
 }
 
+/* The value of "key":"..." first found in line (at most max-1 bytes), or "". */
+static void line_string(const char *line, size_t len, const char *key, bool last, char *out,
+			size_t max)
+{
+	char pat[32];
+	int pn = snprintf(pat, sizeof(pat), "\"%s\":\"", key);
+	const char *hit = NULL, *p = line, *end = line + len;
+	while (p < end && (p = memmem(p, (size_t)(end - p), pat, (size_t)pn))) {
+		hit = p;
+		p += pn;
+		if (!last)
+			break;
+	}
+	out[0] = '\0';
+	if (!hit)
+		return;
+	hit += pn;
+	size_t n = 0;
+	while (hit + n < end && hit[n] != '"' && hit[n] != '\\' && n + 1 < max)
+		n++;
+	memcpy(out, hit, n);
+	out[n] = '\0';
+}
+
+/*
+ * The error line that stands for a response which cannot be sent whole: the
+ * request's id and the response's trace id carried over, so the client can
+ * tell which call it was and find its record.
+ */
+static char *stand_in(const char *line, size_t len, struct cg_reply *r, size_t *out_len)
+{
+	char id[160], trace[80];
+	line_string(line, len < 512 ? len : 512, "id", false, id, sizeof(id));
+	line_string(line, len, "trace_id", true, trace, sizeof(trace));
+	if (trace[0])
+		cg_reply_set_trace(r, trace);
+	char *out = reply_line(id, r, out_len);
+	cg_reply_free(r);
+	return out;
+}
+
+/* Past the per-response limit or the daemon-wide budget: the error instead. */
+static char *bound_output(struct server *s, char *line, size_t *len)
+{
+	char trace[80];
+	struct cg_reply *r = NULL;
+	if (*len <= 4096)
+		return line; /* small lines always go: an error line is as large */
+	line_string(line, *len, "trace_id", true, trace, sizeof(trace));
+	if (*len > s->max_reply)
+		r = cg_reply_new(CG_R_REPLY_TOO_LARGE, "{s:I,s:I,s:s}", "bytes", (json_int_t)*len,
+				 "limit", (json_int_t)s->max_reply, "ref", trace);
+	else if (s->out_held + *len > s->out_budget)
+		r = cg_reply_new(CG_R_OUTPUT_BUDGET, "{s:I,s:I,s:I,s:s}", "held",
+				 (json_int_t)s->out_held, "bytes", (json_int_t)*len, "limit",
+				 (json_int_t)s->out_budget, "ref", trace);
+	if (!r)
+		return line;
+	cg_log("warn", trace, "response of %zu bytes not sent (%s)", *len,
+	       cg_reply_def_of(r)->code);
+	char *out = stand_in(line, *len, r, len);
+	free(line);
+	return out;
+}
+
 static void conn_start_write(struct server *s, struct conn *c, char *line, size_t len)
 {
+	if (line && !c->admin)
+		line = bound_output(s, line, &len);
 	if (!line) {
 		/* The kernel could not even build a line (OOM): close rather
 		 * than hang the peer. */
@@ -702,11 +887,60 @@ static void conn_start_write(struct server *s, struct conn *c, char *line, size_
 		return;
 	}
 	free(c->wbuf);
+	s->out_held -= c->held;
 	c->wbuf = line;
 	c->wlen = len;
 	c->woff = 0;
+	c->held = len;
+	s->out_held += len;
 	c->state = CONN_WRITING;
-	fifo_push(s, c, cg_now_mono_ns() + (int64_t)WRITE_DEADLINE_MS * 1000000);
+	fifo_push(s, c, cg_now_mono_ns() + s->write_idle_ns);
+	conn_try_write(s, c);
+}
+
+/*
+ * A reader took nothing for the idle deadline: its response is cut. What was
+ * not sent is replaced by an error line (after a newline, so the cut line is
+ * visibly unfinished), which a reader that resumes gets; one more idle
+ * deadline without progress closes the connection.
+ */
+static void conn_cut(struct server *s, struct conn *c)
+{
+	cg_log("warn", NULL, "peer pid %d uid %u took no bytes for %lld ms (%zu of %zu sent); %s",
+	       (int)c->peer.pid, (unsigned)c->peer.uid, (long long)(s->write_idle_ns / 1000000),
+	       c->woff, c->wlen, c->cut ? "closed" : "response cut");
+	if (c->cut) {
+		conn_free(s, c);
+		return;
+	}
+	size_t len = 0;
+	char trace[80];
+	line_string(c->wbuf, c->wlen, "trace_id", true, trace, sizeof(trace));
+	struct cg_reply *r =
+	    cg_reply_new(CG_R_REPLY_CUT, "{s:I,s:I,s:I,s:s}", "idle_ms",
+			 (json_int_t)(s->write_idle_ns / 1000000), "sent", (json_int_t)c->woff,
+			 "bytes", (json_int_t)c->wlen, "ref", trace);
+	char *err = stand_in(c->wbuf, c->wlen, r, &len);
+	char *line = err ? malloc(len + 1) : NULL;
+	if (!line) {
+		free(err);
+		conn_free(s, c);
+		return;
+	}
+	/* Nothing sent yet: the error replaces the response; else it follows a newline. */
+	size_t off = c->woff ? 1 : 0;
+	line[0] = '\n';
+	memcpy(line + off, err, len);
+	free(err);
+	free(c->wbuf);
+	s->out_held -= c->held;
+	c->wbuf = line;
+	c->wlen = len + off;
+	c->woff = 0;
+	c->held = c->wlen;
+	s->out_held += c->held;
+	c->cut = true;
+	fifo_push(s, c, cg_now_mono_ns() + s->write_idle_ns);
 	conn_try_write(s, c);
 }
 
@@ -776,6 +1010,72 @@ static void conn_submit(struct server *s, struct conn *c, size_t line_len, bool 
 	notify_new_pending(s);
 }
 
+/* May another request go to the kernel now? Not while evidence is behind. */
+static bool admit_open(struct server *s)
+{
+	return cg_kernel_evidence_pending(s->k) < s->admit_queue;
+}
+
+/*
+ * A whole line is here. Admin lines, and agent lines when nobody is waiting
+ * and evidence keeps up, go to the kernel at once; others wait in their
+ * uid's queue, and admit() takes them round robin over uids.
+ */
+static void conn_ready(struct server *s, struct conn *c, size_t line_len, bool had_newline,
+		       bool too_long)
+{
+	struct uidq *u = c->uq;
+	if (c->admin || !u || (!s->ring_head && admit_open(s))) {
+		conn_submit(s, c, line_len, had_newline, too_long);
+		return;
+	}
+	fifo_remove(s, c); /* the wait is the daemon's, not the peer's */
+	if (set_events(s, c, 0) < 0) {
+		conn_free(s, c);
+		return;
+	}
+	c->q_len = line_len;
+	c->q_newline = had_newline;
+	c->q_too_long = too_long;
+	c->state = CONN_QUEUED;
+	c->qnext = NULL;
+	if (u->tail)
+		u->tail->qnext = c;
+	else
+		u->head = c;
+	u->tail = c;
+	if (!u->in_ring)
+		ring_push(s, u);
+}
+
+/* Admit queued requests, one per uid in turn, while evidence keeps up. */
+static void admit(struct server *s)
+{
+	for (int n = 0; n < ADMIT_BATCH && s->ring_head && admit_open(s); n++) {
+		struct uidq *u = ring_pop(s);
+		struct conn *c = u->head;
+		if (!c) {
+			if (u->n_conns == 0) { /* its last connection left while queued */
+				for (struct uidq **pp = &s->uids; *pp; pp = &(*pp)->next)
+					if (*pp == u) {
+						*pp = u->next;
+						break;
+					}
+				free(u);
+			}
+			continue;
+		}
+		u->head = c->qnext;
+		if (!u->head)
+			u->tail = NULL;
+		c->qnext = NULL;
+		if (u->head)
+			ring_push(s, u);
+		c->state = CONN_READING;
+		conn_submit(s, c, c->q_len, c->q_newline, c->q_too_long);
+	}
+}
+
 /*
  * Read what the peer has sent. Returns true while the connection still waits
  * for more bytes (it is then alive and in CONN_READING); false when it moved
@@ -788,7 +1088,7 @@ static bool conn_read(struct server *s, struct conn *c)
 			if (c->ralloc >= CG_WIRE_MAX_LINE) {
 				/* The cap holds no newline: the line is too long.
 				 * Stop reading; answer now. */
-				conn_submit(s, c, c->rlen, false, true);
+				conn_ready(s, c, c->rlen, false, true);
 				return false;
 			}
 			size_t na = c->ralloc ? c->ralloc * 2 : 4096;
@@ -819,7 +1119,7 @@ static bool conn_read(struct server *s, struct conn *c)
 			if (c->rlen == 0)
 				conn_free(s, c);
 			else
-				conn_submit(s, c, c->rlen, false, false);
+				conn_ready(s, c, c->rlen, false, false);
 			return false;
 		}
 		char *nl = memchr(c->rbuf + c->rlen, '\n', (size_t)n);
@@ -827,7 +1127,7 @@ static bool conn_read(struct server *s, struct conn *c)
 		if (nl) {
 			/* Bytes after the newline are ignored: one request per
 			 * connection. */
-			conn_submit(s, c, (size_t)(nl - c->rbuf), true, false);
+			conn_ready(s, c, (size_t)(nl - c->rbuf), true, false);
 			return false;
 		}
 	}
@@ -855,6 +1155,10 @@ static void conn_event(struct server *s, struct conn *c, uint32_t events)
 		if (events & (EPOLLOUT | EPOLLHUP | EPOLLERR))
 			conn_try_write(s, c);
 		return;
+	case CONN_QUEUED:
+		if (events & (EPOLLHUP | EPOLLERR))
+			conn_free(s, c); /* withdrawn before it was admitted */
+		return;
 	}
 }
 
@@ -864,10 +1168,11 @@ static void expire(struct server *s, int64_t now)
 	while (s->fifo_head && s->fifo_head->deadline_ns <= now) {
 		struct conn *c = s->fifo_head;
 		fifo_remove(s, c);
+		if (c->state == CONN_WRITING) {
+			conn_cut(s, c);
+			continue;
+		}
 		if (c->state != CONN_READING) {
-			cg_log("warn", NULL,
-			       "peer pid %d did not take its response in %d ms; dropped",
-			       (int)c->peer.pid, WRITE_DEADLINE_MS);
 			conn_free(s, c);
 			continue;
 		}
@@ -1151,6 +1456,52 @@ static bool peer_is_approver(const struct server *s, int fd, const struct ucred 
 	return false;
 }
 
+/* The bounds of issue 14: --max-conns-per-uid, --write-idle-ms, --max-reply-bytes,
+ * --output-budget, --admit-queue. 1 taken, 0 not one of them, -1 bad value. */
+static int bound_option(struct cg_server_config *cfg, const char *name, const char *value,
+			char *why, size_t why_len)
+{
+	static const struct {
+		const char *name;
+		long long max;
+	} opts[] = { { "--max-conns-per-uid", 1000000 },
+		     { "--write-idle-ms", 3600000 },
+		     { "--max-reply-bytes", (long long)1 << 40 },
+		     { "--output-budget", (long long)1 << 40 },
+		     { "--admit-queue", 1 << 20 } };
+	size_t i = 0;
+	while (i < CG_ARRAY_LEN(opts) && strcmp(name, opts[i].name) != 0)
+		i++;
+	if (i == CG_ARRAY_LEN(opts))
+		return 0;
+	char *end = NULL;
+	errno = 0;
+	long long v = strtoll(value, &end, 10);
+	if (errno || end == value || *end || v < 1 || v > opts[i].max) {
+		(void)snprintf(why, why_len, "%s needs 1..%lld, got '%s'", name, opts[i].max,
+			       value);
+		return -1;
+	}
+	switch (i) {
+	case 0:
+		cfg->max_conns_per_uid = (unsigned)v;
+		break;
+	case 1:
+		cfg->write_idle_ms = v;
+		break;
+	case 2:
+		cfg->max_reply_bytes = (uint64_t)v;
+		break;
+	case 3:
+		cfg->output_budget = (uint64_t)v;
+		break;
+	default:
+		cfg->admit_queue = (unsigned)v;
+		break;
+	}
+	return 1;
+}
+
 int cg_server_option(struct cg_server_config *cfg, const char *name, const char *value, char *why,
 		     size_t why_len)
 {
@@ -1192,6 +1543,9 @@ int cg_server_option(struct cg_server_config *cfg, const char *name, const char 
 		cfg->approver_gids[cfg->n_approver_gids++] = (gid_t)v;
 		return 1;
 	}
+	int b = bound_option(cfg, name, value, why, why_len);
+	if (b != 0)
+		return b;
 	bool prog = strcmp(name, "--approval-notify") == 0;
 	if (prog || strcmp(name, "--approval-notify-arg") == 0) {
 		if (prog && (value[0] != '/' || cfg->n_notify_args)) {
@@ -1322,11 +1676,23 @@ static void accept_all(struct server *s, int lfd, bool admin)
 			close(fd);
 			continue;
 		}
+		struct uidq *u = admin ? NULL : uid_get(s, cred.uid, true);
+		if (!admin && (!u || u->n_conns >= s->per_uid)) {
+			cg_log("warn", NULL, "uid %u is at its %u connections; refused pid %d",
+			       (unsigned)cred.uid, s->per_uid, (int)cred.pid);
+			refuse_and_close(fd, cg_reply_new(CG_R_PEER_CONN_CAP, "{s:I,s:I}", "uid",
+							  (json_int_t)cred.uid, "limit",
+							  (json_int_t)s->per_uid));
+			continue;
+		}
 		struct conn *c = calloc(1, sizeof(*c));
 		if (!c) {
 			close(fd);
 			continue;
 		}
+		c->uq = u;
+		if (u)
+			u->n_conns++;
 		c->src.kind = SRC_CONN;
 		c->srv = s;
 		c->fd = fd;
@@ -1640,6 +2006,8 @@ static int wait_timeout_ms(struct server *s, int64_t now)
 		next = s->fifo_head->deadline_ns;
 	if (s->accept_paused_until_ns && s->accept_paused_until_ns < next)
 		next = s->accept_paused_until_ns;
+	if (s->ring_head && now + ADMIT_RETRY_MS * 1000000 < next)
+		next = now + ADMIT_RETRY_MS * 1000000;
 	if (next == INT64_MAX)
 		return -1;
 	if (next <= now)
@@ -1725,7 +2093,21 @@ int cg_server_run(struct cg_kernel *k, const struct cg_server_config *cfg)
 	s->cfg = cfg;
 	s->ep_fd = s->sig_fd = s->wake_fd = s->listen_fd = s->admin_fd = -1;
 	s->lock_fd = s->admin_lock_fd = s->served_fd = -1;
+	/*
+	 * Memory (issue 14): glibc's per-thread arenas keep freed memory
+	 * resident, and large responses are freed on this thread long after
+	 * a worker made them; two arenas and a low trim threshold let RSS
+	 * return after large calls (conn_free trims after a large response).
+	 */
+	(void)mallopt(M_ARENA_MAX, 2);
+	(void)mallopt(M_TRIM_THRESHOLD, 1 << 20);
+	(void)mallopt(M_MMAP_THRESHOLD, 1 << 20);
 	s->max_conns = cfg->max_conns ? cfg->max_conns : DEFAULT_MAX_CONNS;
+	s->per_uid = cfg->max_conns_per_uid ? cfg->max_conns_per_uid : DEFAULT_PER_UID_CONNS;
+	s->write_idle_ns = (cfg->write_idle_ms ? cfg->write_idle_ms : WRITE_IDLE_MS) * 1000000;
+	s->max_reply = cfg->max_reply_bytes ? cfg->max_reply_bytes : DEFAULT_MAX_REPLY;
+	s->out_budget = cfg->output_budget ? cfg->output_budget : DEFAULT_OUTPUT_BUDGET;
+	s->admit_queue = cfg->admit_queue ? cfg->admit_queue : DEFAULT_ADMIT_QUEUE;
 	s->read_deadline_ns =
 	    (cfg->read_deadline_ms > 0 ? cfg->read_deadline_ms : DEFAULT_READ_DEADLINE) * 1000000;
 	pthread_mutex_init(&s->mu, NULL);
@@ -1810,6 +2192,7 @@ int cg_server_run(struct cg_kernel *k, const struct cg_server_config *cfg)
 	       (long long)(s->read_deadline_ns / 1000000),
 	       cfg->has_passed_fd ? " (socket activated)" : "");
 	(void)sd_notifyf(0, "READY=1\nSTATUS=listening on %s", cfg->socket_path);
+	(void)malloc_trim(0); /* start-up's scratch (policy, screen compilation) */
 
 	while (!s->stopping) {
 		int64_t now = cg_now_mono_ns();
@@ -1852,6 +2235,7 @@ int cg_server_run(struct cg_kernel *k, const struct cg_server_config *cfg)
 			}
 		}
 		drain_done(s);
+		admit(s);
 		now = cg_now_mono_ns();
 		expire(s, now);
 		if (s->accept_paused_until_ns && s->accept_paused_until_ns <= now)
@@ -1869,6 +2253,11 @@ close_fds:
 			notifier_reap(s, &s->notifiers[i], true);
 		}
 	json_decref(s->notified);
+	while (s->uids) {
+		struct uidq *u = s->uids;
+		s->uids = u->next;
+		free(u);
+	}
 	free(s->own_cgroup);
 	stop_listening(s);
 	if (s->lock_fd >= 0)

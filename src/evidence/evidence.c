@@ -55,6 +55,7 @@
 #define DEFAULT_CKPT_MS	      1000
 #define QUEUE_CAP	      (1u << 20) /* pending items; past this appends fail (EAGAIN) */
 #define ADMIT_HIGH_WATER      32768u	 /* pending items past which new calls are turned away */
+#define PKG_WEIGHT	      8u	 /* a waiting trace package, in queued-item units */
 #define SEGMENT_READ_CAP      ((size_t)2 << 30)
 #define PKG_BACKLOG_CAP	      8192u /* packages waiting to be written; past this the writer waits */
 #define HEAL_PROBE_MS	      1000  /* a failed journal tries to reopen this often */
@@ -163,6 +164,9 @@ struct cg_evidence {
 	pthread_cond_t pkg_cv, room_cv;
 	pthread_t pkg_thr;
 	bool pkg_started, pkg_stop;
+	/* Test-only knobs (environment, read at open; see docs/limits.md). */
+	size_t high_water; /* ADMIT_HIGH_WATER, or CALLGATE_TEST_EVIDENCE_HIGH_WATER */
+	int stall_ms;	   /* CALLGATE_TEST_EVIDENCE_STALL_MS: the writer sleeps per batch */
 };
 
 /* ---- small helpers ----------------------------------------------------------- */
@@ -918,6 +922,8 @@ static void *writer_main(void *arg)
 		bool failed = ev->failed != 0;
 		pthread_mutex_unlock(&ev->mu);
 
+		if (ev->stall_ms)
+			usleep((useconds_t)ev->stall_ms * 1000);
 		int rc = failed ? -1 : process(ev, batch, final);
 		int e = errno ? errno : EIO;
 		pthread_mutex_lock(&ev->mu);
@@ -1079,7 +1085,27 @@ bool cg_evidence_backlogged(struct cg_evidence *ev, size_t *pending)
 	pthread_mutex_unlock(&ev->mu);
 	if (pending)
 		*pending = n;
-	return n >= ADMIT_HIGH_WATER;
+	return n >= ev->high_water;
+}
+
+size_t cg_evidence_pending(struct cg_evidence *ev)
+{
+	pthread_mutex_lock(&ev->mu);
+	size_t n = ev->q_len + ev->pb_pending * PKG_WEIGHT;
+	pthread_mutex_unlock(&ev->mu);
+	return n;
+}
+
+/* A positive number from a test-only environment variable, or def. */
+static long test_knob(const char *name, long def)
+{
+	const char *v = getenv(name);
+	char *end = NULL;
+	long n = v ? strtol(v, &end, 10) : 0;
+	if (!v || end == v || *end || n <= 0)
+		return def;
+	cg_log("warn", NULL, "evidence: test-only %s=%ld in force", name, n);
+	return n;
 }
 
 int cg_evidence_flush(struct cg_evidence *ev)
@@ -1438,6 +1464,8 @@ int cg_evidence_open(const struct cg_evidence_config *cfg, struct cg_evidence **
 	if (ev->cfg.checkpoint_ms <= 0)
 		ev->cfg.checkpoint_ms = DEFAULT_CKPT_MS;
 	ev->lock_fd = ev->seg_fd = ev->ckpt_fd = ev->dir_fd = -1;
+	ev->high_water = (size_t)test_knob("CALLGATE_TEST_EVIDENCE_HIGH_WATER", ADMIT_HIGH_WATER);
+	ev->stall_ms = (int)test_knob("CALLGATE_TEST_EVIDENCE_STALL_MS", 0);
 	ev->q_tail = &ev->q_head;
 	memcpy(ev->head, cg_journal_genesis(), 65);
 	pthread_mutex_init(&ev->mu, NULL);

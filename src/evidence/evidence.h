@@ -103,6 +103,13 @@ int cg_evidence_seal(struct cg_evidence *ev, const char *trace_id, json_t *verdi
  */
 bool cg_evidence_backlogged(struct cg_evidence *ev, size_t *pending);
 
+/*
+ * Work not yet done: queued items plus waiting trace packages, each package
+ * counted as PKG_WEIGHT items (writing one costs about as much as that many
+ * journal events). For admission control; no lock held after return.
+ */
+size_t cg_evidence_pending(struct cg_evidence *ev);
+
 int cg_evidence_flush(struct cg_evidence *ev) __attribute__((warn_unused_result));
 
 /*

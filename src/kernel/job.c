@@ -24,43 +24,110 @@
 #include "kernel_priv.h"
 
 /*
- * The per-call log record, read back from the response line about to be
- * sent: it carries every answer's reply, decision and exit code alike,
- * whichever path produced it, so no answering path needs to know about
- * logging. Then the submitter's respond, exactly once.
+ * Where "key": stands as a member name in [from, to) of an encoded line: the
+ * quote must follow '{' or ',', which no string content can (inside a JSON
+ * string a quote is always escaped). last: the last such place, else the
+ * first. Returns the byte after the colon, or NULL.
+ */
+static const char *member(const char *from, const char *to, const char *key, bool last)
+{
+	char pat[32];
+	int n = snprintf(pat, sizeof(pat), "\"%s\":", key);
+	const char *hit = NULL;
+	for (const char *p = from; p < to;) {
+		const char *q = memmem(p, (size_t)(to - p), pat, (size_t)n);
+		if (!q)
+			break;
+		if (q > from && (q[-1] == '{' || q[-1] == ',')) {
+			hit = q + n;
+			if (!last)
+				break;
+		}
+		p = q + 1;
+	}
+	return hit;
+}
+
+/* A short plain string value at p (no escapes: codes, names, rule ids) into out. */
+static const char *short_string(const char *p, const char *to, char *out, size_t cap)
+{
+	if (!p || p >= to || *p != '"')
+		return NULL;
+	size_t i = 0;
+	for (p++; p < to && *p != '"' && *p != '\\' && i + 1 < cap; p++)
+		out[i++] = *p;
+	if (p >= to || *p != '"')
+		return NULL;
+	out[i] = '\0';
+	return out;
+}
+
+/*
+ * What the per-call record needs, read from the encoded response without
+ * parsing it (a response may be hundreds of megabytes): the reply is the
+ * line's last member, its type and code come first, the decision and rule
+ * sit in its data, and the last stage's exit code precedes it.
+ */
+struct line_facts {
+	char type[4], code[24], decision[24], rule[160];
+	const char *decision_p, *rule_p;
+	bool ran;
+	int exit_code;
+};
+
+static void read_facts(const char *line, size_t len, struct line_facts *f)
+{
+	const char *end = line + len;
+	const char *reply = member(line, end, "reply", true);
+	if (!reply)
+		return;
+	if (!short_string(member(reply, end, "type", false), end, f->type, sizeof(f->type)))
+		f->type[0] = '\0';
+	if (!short_string(member(reply, end, "code", false), end, f->code, sizeof(f->code)))
+		f->code[0] = '\0';
+	const char *data = member(reply, end, "data", false);
+	if (data) {
+		f->decision_p = short_string(member(data, end, "decision", false), end, f->decision,
+					     sizeof(f->decision));
+		f->rule_p = short_string(member(data, end, "rule_id", false), end, f->rule,
+					 sizeof(f->rule));
+	}
+	const char *stages = member(line, reply, "stages", false);
+	const char *ec = stages ? member(stages, reply, "exit_code", true) : NULL;
+	if (ec && (*ec == '-' || (*ec >= '0' && *ec <= '9'))) {
+		f->ran = true;
+		f->exit_code = (int)strtol(ec, NULL, 10);
+	}
+}
+
+/*
+ * Every answer passes here on its way out: the per-call record is taken
+ * from the line, whichever path produced it, so no answering path needs to
+ * know about logging. Then the submitter's respond, exactly once.
  */
 static void log_respond(void *cookie, char *line, size_t len)
 {
 	struct cg_job *j = cookie;
 	struct cg_kernel *k = j->k;
-	json_t *o = line ? json_loadb(line, len, 0, NULL) : NULL;
-	json_t *reply = json_object_get(o, "reply");
-	json_t *data = json_object_get(reply, "data");
-	const char *type = json_string_value(json_object_get(reply, "type"));
-	const char *decision = json_string_value(json_object_get(data, "decision"));
-	const char *rule = json_string_value(json_object_get(data, "rule_id"));
-	const char *code = json_string_value(json_object_get(reply, "code"));
-	json_t *stages = json_object_get(o, "stages");
-	size_t n_stages = json_array_size(stages);
-	json_t *exit_code =
-	    n_stages ? json_object_get(json_array_get(stages, n_stages - 1), "exit_code") : NULL;
-	char rtype = type && type[0] ? type[0] : 'E';
+	struct line_facts f = { .type = "" };
+	if (line)
+		read_facts(line, len, &f);
+	char rtype = f.type[0] ? f.type[0] : 'E';
 	struct cg_call_record rec = {
 		.trace_id = j->trace_id,
 		.peer_pid = j->peer.pid,
 		.peer_uid = j->peer.uid,
 		.host = j->gate.req && j->gate.req->host ? j->gate.req->host : "",
-		.decision = decision	   ? decision
+		.decision = f.decision_p   ? f.decision_p
 			    : rtype == 'S' ? "ALLOW"
 					   : "BLOCK",
-		.rule_id = rule ? rule : "",
+		.rule_id = f.rule_p ? f.rule_p : "",
 		.reply_type = rtype,
-		.reply_code = code ? code : cg_reply_registry[CG_R_SYS_CRASH].code,
-		.ran = json_is_integer(exit_code),
-		.exit_code = (int)json_integer_value(exit_code),
+		.reply_code = f.code[0] ? f.code : cg_reply_registry[CG_R_SYS_CRASH].code,
+		.ran = f.ran,
+		.exit_code = f.exit_code,
 	};
 	k->on_call(k->on_call_arg, &rec);
-	json_decref(o);
 	j->user_respond(j->user_cookie, line, len);
 }
 

@@ -247,3 +247,8 @@ void cg_kernel_free(struct cg_kernel *k)
 	pthread_cond_destroy(&k->cond);
 	free(k);
 }
+
+size_t cg_kernel_evidence_pending(struct cg_kernel *k)
+{
+	return k->ev ? cg_evidence_pending(k->ev) : 0;
+}

@@ -1,0 +1,542 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * bench_daemon — issue 14's figures that need a running callgated under
+ * load, measured in one run and written as one JSON object:
+ *
+ *   rss_idle_kib          daemon RSS after start-up (VmRSS)
+ *   allowed_idle_*_ms     governed /bin/true, one caller, idle daemon
+ *   allowed_flood_*_ms    the same while 64 callers flood refused calls
+ *   refused_per_s         refused calls answered per second (64 callers)
+ *   allowed_per_s         durable governed /bin/true per second (64 callers)
+ *   journal_bytes_per_refused, trace_bytes_per_refused (disk, st_blocks)
+ *   rss_warm_kib, rss_after_kib, rss_settled_kib  around N mixed requests
+ *   startup_empty_ms                             start-up on an empty state
+ *   startup_ms, journal_bytes                    restart on the grown state
+ *   replay_all_s, sha256_s                       over the same segment bytes
+ *
+ * Usage: bench_daemon CALLGATED CALLGATE --json FILE [--requests N]
+ *                     [--flood-secs S] [--quick]
+ * Nothing here judges a figure; bench/run prints them beside their targets.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <ftw.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "callgate.h"
+#include "journal.h"
+#include "util.h"
+
+extern char **environ;
+
+static char tmpdir[] = "/tmp/cg-bench-d-XXXXXX";
+static char sock_path[PATH_MAX], state_dir[PATH_MAX], log_path[PATH_MAX];
+static char *daemon_exe, *cli_exe;
+static pid_t daemon_pid = -1;
+
+static const char *REFUSED = "\"pipeline\":[[\"rm\",\"-rf\",\"/\"]]}";
+static const char *ALLOWED = "\"privileged\":false,\"pipeline\":[[\"true\"]]}";
+static const char *PING = "\"action\":\"ping\"}";
+
+static int cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+static double pct_ms(int64_t *v, size_t n, int pct)
+{
+	if (n == 0)
+		return -1;
+	qsort(v, n, sizeof(*v), cmp_i64);
+	size_t i = (n * (size_t)pct) / 100;
+	return (double)v[i < n ? i : n - 1] / 1e6;
+}
+
+/* ---- the daemon ----------------------------------------------------------- */
+
+static int try_connect(void)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	memcpy(sa.sun_path, sock_path, strlen(sock_path) + 1);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* Start callgated on the bench's state; returns ms until its socket answered, or -1. */
+static double start_daemon(void)
+{
+	char ws[PATH_MAX * 2];
+	snprintf(ws, sizeof(ws), "%s", tmpdir);
+	/* The probe runs as another uid (nobody) when we are root: let it in. */
+	char *argv[] = { daemon_exe, "--socket",       sock_path, "--state-dir",
+			 state_dir,  "--workspace",    ws,	  "--admin-socket",
+			 NULL,	     "--socket-group", "65534",	  NULL };
+	if (getuid() != 0)
+		argv[9] = NULL;
+	char admin[PATH_MAX * 2];
+	snprintf(admin, sizeof(admin), "%s/admin.sock", tmpdir);
+	argv[8] = admin;
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 2, log_path, O_WRONLY | O_CREAT | O_APPEND, 0600);
+	int64_t t0 = cg_now_mono_ns();
+	int rc = posix_spawn(&daemon_pid, daemon_exe, &fa, NULL, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	if (rc != 0)
+		return -1;
+	for (int i = 0; i < 60000; i++) {
+		int fd = try_connect();
+		if (fd >= 0) {
+			double ms = (double)(cg_now_mono_ns() - t0) / 1e6;
+			close(fd);
+			return ms;
+		}
+		if (waitpid(daemon_pid, NULL, WNOHANG) == daemon_pid) {
+			daemon_pid = -1;
+			fprintf(stderr, "bench_daemon: callgated exited; see %s\n", log_path);
+			return -1;
+		}
+		usleep(500);
+	}
+	return -1;
+}
+
+static void stop_daemon(void)
+{
+	if (daemon_pid > 0) {
+		kill(daemon_pid, SIGTERM);
+		waitpid(daemon_pid, NULL, 0);
+	}
+	daemon_pid = -1;
+}
+
+static long rss_kib(void)
+{
+	char p[64], line[256];
+	snprintf(p, sizeof(p), "/proc/%d/status", (int)daemon_pid);
+	FILE *f = fopen(p, "r");
+	long v = -1;
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %ld", &v) == 1)
+			break;
+	fclose(f);
+	return v;
+}
+
+/* One request; elapsed ns, or -1 when it failed or the answer lacked want. */
+static int64_t round_trip(const char *body, const char *want)
+{
+	char ts[40], id[40], line[1024], buf[1 << 14];
+	cg_format_time(cg_now_wall_ns(), ts, sizeof(ts));
+	if (cg_uuid4(id, sizeof(id)) != 0)
+		return -1;
+	int n = snprintf(line, sizeof(line), "{\"id\":\"%s\",\"time\":\"%s\",%s\n", id, ts, body);
+	int64_t t0 = cg_now_mono_ns();
+	int fd = try_connect();
+	if (fd < 0)
+		return -1;
+	if (cg_write_all(fd, line, (size_t)n) < 0) {
+		close(fd);
+		return -1;
+	}
+	size_t have = 0;
+	for (;;) {
+		ssize_t r = cg_read_some(fd, buf + have, sizeof(buf) - 1 - have);
+		if (r <= 0)
+			break;
+		have += (size_t)r;
+		if (memchr(buf, '\n', have) || have == sizeof(buf) - 1)
+			break;
+	}
+	int64_t dt = cg_now_mono_ns() - t0;
+	close(fd);
+	buf[have] = '\0';
+	return strstr(buf, want) ? dt : -1;
+}
+
+/* ---- load -------------------------------------------------------------------- */
+
+struct load {
+	const char *body, *want;
+	atomic_bool stop;
+	atomic_long ok, bad;
+	long limit; /* stop after this many in total (0: until stop) */
+	int mix;    /* 1: refused/ping/allowed mixed */
+};
+
+static void *load_main(void *arg)
+{
+	struct load *l = arg;
+	unsigned seed = (unsigned)(uintptr_t)&seed ^ (unsigned)cg_now_mono_ns();
+	while (!atomic_load(&l->stop)) {
+		const char *body = l->body, *want = l->want;
+		if (l->mix) {
+			int r = (int)(rand_r(&seed) % 10);
+			body = r < 7 ? REFUSED : r < 9 ? PING : ALLOWED;
+			want = r < 7   ? "\"status\":\"denied\""
+			       : r < 9 ? "\"status\":\"ok\""
+				       : "\"exit_code\":0";
+		}
+		if (round_trip(body, want) >= 0) {
+			atomic_fetch_add(&l->ok, 1);
+		} else {
+			atomic_fetch_add(&l->bad, 1);
+			usleep(1000); /* turned away (back-pressure): a client backs off */
+		}
+		if (l->limit && atomic_load(&l->ok) + atomic_load(&l->bad) >= l->limit)
+			break;
+	}
+	return NULL;
+}
+
+struct probe {
+	int n;
+	int64_t *v;
+	size_t k;
+	long failed;
+	int64_t until_ns; /* give up probing past this (a starved daemon) */
+	atomic_bool done;
+};
+
+static void probe_calls(struct probe *p)
+{
+	for (int i = 0; i < p->n && (i == 0 || cg_now_mono_ns() < p->until_ns); i++) {
+		int64_t dt = round_trip(ALLOWED, "\"exit_code\":0");
+		if (dt < 0)
+			p->failed++;
+		else
+			p->v[p->k++] = dt;
+	}
+}
+
+/*
+ * n sequential allowed calls from the caller that is not flooding: as
+ * another uid (nobody, in a child) when we are root, since fairness is
+ * between peers; else from this process.
+ */
+static void *probe_main(void *arg)
+{
+	struct probe *p = arg;
+	usleep(300000); /* let the flood build up first */
+	int fds[2];
+	pid_t pid = getuid() == 0 && pipe(fds) == 0 ? fork() : -2;
+	if (pid == 0) {
+		close(fds[0]);
+		if (setgroups(0, NULL) != 0 || setgid(65534) != 0 || setuid(65534) != 0)
+			_exit(1);
+		probe_calls(p);
+		(void)!write(fds[1], p, sizeof(*p));
+		(void)!write(fds[1], p->v, p->k * sizeof(int64_t));
+		_exit(0);
+	}
+	if (pid > 0) {
+		close(fds[1]);
+		struct probe got;
+		int64_t *v = p->v;
+		if (read(fds[0], &got, sizeof(got)) == (ssize_t)sizeof(got)) {
+			p->k = got.k;
+			p->failed = got.failed;
+			ssize_t want = (ssize_t)(got.k * sizeof(int64_t)), have = 0;
+			while (have < want) {
+				ssize_t r = read(fds[0], (char *)v + have, (size_t)(want - have));
+				if (r <= 0)
+					break;
+				have += r;
+			}
+			if (have < want)
+				p->k = (size_t)have / sizeof(int64_t);
+		} else {
+			p->failed = p->n;
+		}
+		close(fds[0]);
+		waitpid(pid, NULL, 0);
+	} else {
+		probe_calls(p);
+	}
+	atomic_store(&p->done, true);
+	return NULL;
+}
+
+/*
+ * Run n callers; with secs > 0 for that long (and, with a probe, until the
+ * probe is done), else until l->limit requests.
+ */
+static double run_load(struct load *l, int n, double secs, struct probe *p)
+{
+	pthread_t th[64], pt;
+	atomic_store(&l->stop, false);
+	int64_t t0 = cg_now_mono_ns();
+	for (int i = 0; i < n; i++)
+		pthread_create(&th[i], NULL, load_main, l);
+	if (p)
+		pthread_create(&pt, NULL, probe_main, p);
+	if (secs > 0) {
+		while ((double)(cg_now_mono_ns() - t0) / 1e9 < secs ||
+		       (p && !atomic_load(&p->done)))
+			usleep(20000);
+		atomic_store(&l->stop, true);
+	}
+	double dt = (double)(cg_now_mono_ns() - t0) / 1e9; /* the flood's span */
+	for (int i = 0; i < n; i++)
+		pthread_join(th[i], NULL);
+	if (secs <= 0)
+		dt = (double)(cg_now_mono_ns() - t0) / 1e9;
+	if (p)
+		pthread_join(pt, NULL);
+	return dt;
+}
+
+/* ---- disk ------------------------------------------------------------------------ */
+
+static uint64_t du_bytes;
+static int du_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)path;
+	(void)ftw;
+	if (flag == FTW_F)
+		du_bytes += (uint64_t)st->st_blocks * 512;
+	return 0;
+}
+
+static uint64_t du(const char *sub)
+{
+	char p[PATH_MAX * 2];
+	snprintf(p, sizeof(p), "%s/%s", state_dir, sub);
+	du_bytes = 0;
+	(void)nftw(p, du_entry, 32, FTW_PHYS);
+	return du_bytes;
+}
+
+static uint64_t journal_size(void)
+{
+	char **names = NULL;
+	size_t n = 0;
+	uint64_t bytes = 0;
+	if (cg_journal_segments(state_dir, &names, &n) != 0)
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		char f[PATH_MAX * 2];
+		struct stat st;
+		snprintf(f, sizeof(f), "%s/journal/%s", state_dir, names[i]);
+		if (stat(f, &st) == 0)
+			bytes += (uint64_t)st.st_size;
+		free(names[i]);
+	}
+	free(names);
+	return bytes;
+}
+
+/* Wait until the journal stops growing (the writer and package thread caught up). */
+static void settle(void)
+{
+	uint64_t last = 0;
+	for (int i = 0; i < 600; i++) {
+		usleep(250000);
+		uint64_t now = du("traces") + journal_size();
+		if (i > 2 && now == last)
+			return;
+		last = now;
+	}
+}
+
+static double run_timed(char *const argv[])
+{
+	pid_t pid;
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+	posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+	int64_t t0 = cg_now_mono_ns();
+	int rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	int st = 0;
+	if (rc != 0 || waitpid(pid, &st, 0) != pid)
+		return -1;
+	double s = (double)(cg_now_mono_ns() - t0) / 1e9;
+	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? s : -s;
+}
+
+/* sha256sum over the segment files, and callgate replay --all over the same state. */
+static void replay_vs_sha(double *t_replay, double *t_sha)
+{
+	char **names = NULL;
+	size_t nn = 0;
+	char *argv[4096] = { "sha256sum" };
+	size_t n = 1;
+	if (cg_journal_segments(state_dir, &names, &nn) != 0)
+		nn = 0;
+	for (size_t i = 0; i < nn; i++) {
+		if (n < 4094) {
+			char *p = malloc(PATH_MAX * 2);
+			snprintf(p, PATH_MAX * 2, "%s/journal/%s", state_dir, names[i]);
+			argv[n++] = p;
+		}
+		free(names[i]);
+	}
+	free(names);
+	argv[n] = NULL;
+	*t_sha = run_timed(argv);
+	char *rargv[] = {
+		cli_exe, "replay", "--all", "--no-write", "--state-dir", state_dir, NULL
+	};
+	*t_replay = run_timed(rargv);
+	for (size_t i = 1; i < n; i++)
+		free(argv[i]);
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	(void)remove(path);
+	return 0;
+}
+
+/* ---- main ------------------------------------------------------------------------- */
+
+static FILE *out;
+static bool first = true;
+static void kv(const char *k, double v)
+{
+	fprintf(out, "%s\n  \"%s\": %.6g", first ? "{" : ",", k, v);
+	first = false;
+	fprintf(stderr, "  %-28s %.6g\n", k, v);
+}
+
+int main(int argc, char **argv)
+{
+	const char *json = NULL;
+	long requests = 20000;
+	double flood_secs = 8;
+	bool quick = false;
+	int pos = 0;
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--json") == 0 && i + 1 < argc)
+			json = argv[++i];
+		else if (strcmp(argv[i], "--requests") == 0 && i + 1 < argc)
+			requests = strtol(argv[++i], NULL, 10);
+		else if (strcmp(argv[i], "--flood-secs") == 0 && i + 1 < argc)
+			flood_secs = strtod(argv[++i], NULL);
+		else if (strcmp(argv[i], "--quick") == 0)
+			quick = true;
+		else if (pos == 0 && ++pos)
+			daemon_exe = argv[i];
+		else if (pos == 1 && ++pos)
+			cli_exe = argv[i];
+	}
+	if (!daemon_exe || !cli_exe || !json) {
+		fprintf(stderr, "usage: bench_daemon CALLGATED CALLGATE --json FILE [--requests N] "
+				"[--flood-secs S] [--quick]\n");
+		return 2;
+	}
+	if (quick) {
+		requests = requests > 300 ? 300 : requests;
+		flood_secs = 1;
+	}
+	out = fopen(json, "w");
+	if (!out || !mkdtemp(tmpdir))
+		return 1;
+	snprintf(sock_path, sizeof(sock_path), "%s/cg.sock", tmpdir);
+	snprintf(state_dir, sizeof(state_dir), "%s/state", tmpdir);
+	snprintf(log_path, sizeof(log_path), "%s/daemon.log", tmpdir);
+	(void)chmod(tmpdir, 0755); /* the probe's uid works in it */
+	int rc = 1;
+	double empty_ms = start_daemon();
+	if (empty_ms < 0)
+		goto done;
+	usleep(200000);
+	kv("rss_idle_kib", (double)rss_kib());
+	kv("startup_empty_ms", empty_ms);
+
+	/* Allowed calls, idle. */
+	int pn = quick ? 5 : 40;
+	struct probe idle = { pn, calloc((size_t)pn, sizeof(int64_t)), 0, 0, INT64_MAX, false };
+	(void)probe_main(&idle);
+	kv("allowed_idle_median_ms", pct_ms(idle.v, idle.k, 50));
+
+	/* A 64-caller refused flood, with a probe of allowed calls in it. */
+	uint64_t j0 = journal_size(), t0 = du("traces");
+	struct load fl = { .body = REFUSED, .want = "\"status\":\"denied\"" };
+	struct probe busy = { pn,
+			      calloc((size_t)pn, sizeof(int64_t)),
+			      0,
+			      0,
+			      cg_now_mono_ns() + (int64_t)(flood_secs * 4e9),
+			      false };
+	double dt = run_load(&fl, 64, flood_secs, &busy);
+	kv("refused_per_s", (double)atomic_load(&fl.ok) / dt);
+	kv("refused_turned_away", (double)atomic_load(&fl.bad));
+	kv("allowed_flood_median_ms", pct_ms(busy.v, busy.k, 50));
+	kv("allowed_flood_p99_ms", pct_ms(busy.v, busy.k, 99));
+	kv("allowed_flood_failed", (double)busy.failed);
+	settle();
+	long refused = atomic_load(&fl.ok);
+	if (refused > 0) {
+		kv("journal_bytes_per_refused", (double)(journal_size() - j0) / (double)refused);
+		kv("trace_bytes_per_refused", (double)(du("traces") - t0) / (double)refused);
+	}
+
+	/* Durable allowed calls with 64 callers. */
+	struct load al = { .body = ALLOWED, .want = "\"exit_code\":0" };
+	dt = run_load(&al, 64, quick ? 1 : 5, NULL);
+	kv("allowed_per_s", (double)atomic_load(&al.ok) / dt);
+	kv("allowed_failed", (double)atomic_load(&al.bad));
+
+	/* Memory around N mixed requests (70% refused, 20% ping, 10% allowed). */
+	settle();
+	struct load warm = { .mix = 1, .limit = requests / 10 + 1 };
+	run_load(&warm, 16, 0, NULL);
+	settle();
+	kv("rss_warm_kib", (double)rss_kib());
+	struct load mix = { .mix = 1, .limit = requests };
+	dt = run_load(&mix, 16, 0, NULL);
+	kv("mixed_requests", (double)(atomic_load(&mix.ok) + atomic_load(&mix.bad)));
+	kv("mixed_failed", (double)atomic_load(&mix.bad));
+	kv("mixed_secs", dt);
+	kv("rss_after_kib", (double)rss_kib());
+	settle();
+	kv("rss_settled_kib", (double)rss_kib());
+
+	/* Restart on the grown journal; then full replay against sha256sum. */
+	stop_daemon();
+	kv("journal_bytes", (double)journal_size());
+	kv("startup_ms", start_daemon());
+	stop_daemon();
+	double tr = 0, ts = 0;
+	replay_vs_sha(&tr, &ts);
+	kv("replay_all_s", tr);
+	kv("sha256_s", ts);
+	rc = 0;
+done:
+	stop_daemon();
+	fprintf(out, "%s}\n", first ? "{" : "\n");
+	fclose(out);
+	if (getenv("CG_BENCH_KEEP"))
+		fprintf(stderr, "kept %s\n", tmpdir);
+	else
+		(void)nftw(tmpdir, rm_entry, 32, FTW_DEPTH | FTW_PHYS);
+	return rc;
+}

@@ -1,0 +1,207 @@
+# SPDX-License-Identifier: MIT
+"""Bounds and fairness (issue 14), judged by effect: counts, never times.
+
+Per-uid connection caps, the per-response and daemon-wide output limits, the
+idle (not total) write deadline with a cut the client can see, one uid's
+flood not holding another uid's call, and evidence back-pressure that turns
+calls away instead of dropping events (with the test-only knobs of
+docs/limits.md).
+"""
+import base64
+import grp
+import json
+import os
+import socket
+import subprocess
+import threading
+import time
+import unittest
+
+import cgtest
+
+NOBODY = 65534
+BIG = [["seq", "1", "150000"]]  # about 1.3 MB of response
+
+
+def line(req):
+    return cgtest.encode(req)
+
+
+def code_of(resp):
+    return resp.get("reply", {}).get("code")
+
+
+def nobody_flags():
+    return ["--socket-group", grp.getgrgid(NOBODY).gr_name]
+
+
+class ConnectionCaps(unittest.TestCase):
+    def test_uid_over_its_cap_gets_the_code_and_another_uid_connects(self):
+        with cgtest.Daemon(flags=["--max-conns-per-uid", "3"] + nobody_flags()) as d:
+            held = [d.connect() for _ in range(3)]
+            try:
+                time.sleep(0.2)  # the daemon has accepted them
+                raw = d.raw(line(cgtest.make_request(action="ping")))
+                self.assertEqual(code_of(cgtest.parse_response(raw)), "MCP-IO-E-020")
+                ping = line(cgtest.make_request(action="ping"))
+                got = cgtest.as_uid(NOBODY, lambda: cgtest.send_recv(d.socket, ping).decode())
+                self.assertEqual(cgtest.parse_response(got.encode())["status"], "ok")
+            finally:
+                for s in held:
+                    s.close()
+            # The share is given back: the uid connects again.
+            for _ in range(50):
+                resp = d.request(cgtest.make_request(action="ping"))
+                if resp["status"] == "ok":
+                    break
+                time.sleep(0.1)
+            self.assertEqual(resp["status"], "ok", resp)
+
+
+class OutputBounds(unittest.TestCase):
+    def test_response_over_the_limit_is_replaced_by_the_error(self):
+        with cgtest.Daemon(flags=["--max-reply-bytes", "100000"]) as d:
+            resp = d.request(cgtest.make_request(BIG, privileged=False))
+            self.assertEqual(code_of(resp), "MCP-IO-E-021", resp)
+            self.assertTrue(resp["reply"].get("trace_id"))
+            small = d.request(cgtest.make_request([["seq", "1", "100"]], privileged=False))
+            self.assertEqual(small["status"], "ok", small)
+
+    def test_daemon_wide_budget(self):
+        with cgtest.Daemon(flags=["--output-budget", "2000000"]) as d:
+            # One slow reader holds a large response; the next does not fit.
+            first = d.connect()
+            try:
+                first.sendall(line(cgtest.make_request(BIG, privileged=False)))
+                time.sleep(2)  # its call has run; the response waits for its reader
+                deadline = time.monotonic() + 30
+                resp = None
+                while time.monotonic() < deadline:
+                    resp = d.request(cgtest.make_request(BIG, privileged=False))
+                    if code_of(resp) == "MCP-IO-E-022":
+                        break
+                    time.sleep(0.2)
+                self.assertEqual(code_of(resp), "MCP-IO-E-022", resp)
+                data = cgtest.recv_all(first)
+                self.assertEqual(cgtest.parse_response(data)["status"], "ok")
+            finally:
+                first.close()
+
+
+class IdleWriteDeadline(unittest.TestCase):
+    def test_slow_steady_reader_gets_the_whole_response(self):
+        # Idle deadline 1 s; the reader takes ~4 s in total, never idle for 1 s.
+        with cgtest.Daemon(flags=["--write-idle-ms", "1000"]) as d:
+            s = d.connect(timeout=60)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
+            s.sendall(line(cgtest.make_request(BIG, privileged=False)))
+            data = b""
+            while True:
+                chunk = s.recv(16384)
+                if not chunk:
+                    break
+                data += chunk
+                time.sleep(0.05)
+            s.close()
+            self.assertTrue(data.endswith(b"\n"))
+            resp = cgtest.parse_response(data)
+            self.assertEqual(resp["status"], "ok", str(resp)[:300])
+            out = base64.b64decode(resp["stdout"])
+            self.assertEqual(out.count(b"\n"), 150000)
+            self.assertTrue(out.endswith(b"150000\n"))
+
+    def test_stalled_reader_is_cut_with_an_error_line_and_others_are_served(self):
+        with cgtest.Daemon(flags=["--write-idle-ms", "1500"]) as d:
+            s = d.connect(timeout=60)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
+            s.sendall(line(cgtest.make_request(BIG, privileged=False)))
+            # While it stalls, others are served.
+            self.assertEqual(d.request(cgtest.make_request(action="ping"))["status"], "ok")
+            d.wait_log("response cut", timeout=60)
+            data = cgtest.recv_all(s)
+            s.close()
+            lines = data.split(b"\n")
+            self.assertGreaterEqual(len(lines), 2)
+            with self.assertRaises(ValueError):
+                json.loads(lines[0])  # the cut line is visibly unfinished
+            last = json.loads([x for x in lines if x.strip()][-1])
+            self.assertEqual(code_of(last), "MCP-IO-E-023", last)
+            self.assertIsNone(d.proc.poll())
+            self.assertEqual(d.request(cgtest.make_request(action="ping"))["status"], "ok")
+
+    def test_reader_that_never_reads_is_closed(self):
+        with cgtest.Daemon(flags=["--write-idle-ms", "500"]) as d:
+            s = d.connect(timeout=60)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
+            s.sendall(line(cgtest.make_request(BIG, privileged=False)))
+            d.wait_log("closed", timeout=60)
+            self.assertEqual(d.request(cgtest.make_request(action="ping"))["status"], "ok")
+            s.close()
+
+
+class Fairness(unittest.TestCase):
+    def test_allowed_call_of_another_uid_completes_during_a_flood(self):
+        env = {"CALLGATE_TEST_EVIDENCE_STALL_MS": "20"}
+        with cgtest.Daemon(flags=nobody_flags() + ["--admit-queue", "64"], env=env) as d:
+            os.chmod(d.workspace, 0o777)
+            stop = threading.Event()
+            answered = []
+
+            def flood():
+                while not stop.is_set():
+                    try:
+                        r = d.request(cgtest.make_request([["rm", "-rf", "/"]]), timeout=60)
+                        answered.append(r["status"])
+                    except (OSError, ValueError):
+                        pass
+            threads = [threading.Thread(target=flood) for _ in range(16)]
+            for t in threads:
+                t.start()
+            try:
+                time.sleep(1.0)
+                req = line(cgtest.make_request([["true"]], privileged=False))
+                got = cgtest.as_uid(NOBODY,
+                                    lambda: cgtest.send_recv(d.socket, req, 30).decode())
+                resp = cgtest.parse_response(got.encode())
+            finally:
+                stop.set()
+                for t in threads:
+                    t.join()
+            self.assertEqual(resp["status"], "ok", resp)
+            self.assertGreater(len(answered), 16)  # the flood was being served meanwhile
+            self.assertIn("denied", answered)
+
+
+class BackPressure(unittest.TestCase):
+    def test_backlog_turns_calls_away_and_drops_no_event(self):
+        env = {"CALLGATE_TEST_EVIDENCE_HIGH_WATER": "16",
+               "CALLGATE_TEST_EVIDENCE_STALL_MS": "300"}
+        with cgtest.Daemon(flags=["--admit-queue", "1000000"], env=env) as d:
+            results = []
+
+            def one():
+                r = d.request(cgtest.make_request([["rm", "-rf", "/"]]), timeout=60)
+                results.append(r)
+            threads = [threading.Thread(target=one) for _ in range(40)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            self.assertEqual(len(results), 40)  # every request was answered
+            codes = [code_of(r) for r in results]
+            self.assertIn("MCP-LOG-E-005", codes)
+            denied = [r["reply"]["trace_id"] for r in results if r["status"] == "denied"]
+            self.assertGreater(len(denied), 0)
+            d.stop()
+            # Every refusal that was answered is whole in the journal.
+            for trace in denied:
+                p = subprocess.run([cgtest.CALLGATE, "replay", "--no-write", "--state-dir",
+                                    d.state_dir, trace], capture_output=True, text=True)
+                self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            p = subprocess.run([cgtest.CALLGATE, "replay", "--all", "--no-write",
+                                "--state-dir", d.state_dir], capture_output=True, text=True)
+            self.assertEqual(p.returncode, 0, p.stdout[-2000:] + p.stderr[-2000:])
+
+
+if __name__ == "__main__":
+    unittest.main()
