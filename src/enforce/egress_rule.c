@@ -108,16 +108,21 @@ static bool name_matches(const char *pattern, const char *host)
 	return lh > ls && strcmp(host + lh - ls, suffix) == 0;
 }
 
-static bool entry_matches(const struct cg_host_entry *e, const char *host, uint16_t port)
+/*
+ * An allow entry without a port allows the default ports 80 and 443; a deny
+ * entry without one denies every port (a name denied is denied everywhere).
+ */
+static bool entry_matches(const struct cg_host_entry *e, const char *host, uint16_t port, bool deny)
 {
-	bool port_ok = e->port ? e->port == port : (port == 80 || port == 443);
+	bool port_ok = e->port ? e->port == port : (deny || port == 80 || port == 443);
 	return port_ok && name_matches(e->name, host);
 }
 
-static bool list_matches(const struct cg_host_entry *v, size_t n, const char *host, uint16_t port)
+static bool list_matches(const struct cg_host_entry *v, size_t n, const char *host, uint16_t port,
+			 bool deny)
 {
 	for (size_t i = 0; i < n; i++)
-		if (entry_matches(&v[i], host, port))
+		if (entry_matches(&v[i], host, port, deny))
 			return true;
 	return false;
 }
@@ -128,7 +133,7 @@ struct cg_reply *cg_egress_judge_name(const struct cg_constraints *const *sets, 
 	const char *rule = rule_id ? rule_id : "(none)";
 	for (size_t i = 0; i < n; i++)
 		if (sets[i]->net == CG_NET_HOSTS &&
-		    list_matches(sets[i]->deny_hosts, sets[i]->n_deny_hosts, host, port))
+		    list_matches(sets[i]->deny_hosts, sets[i]->n_deny_hosts, host, port, true))
 			return cg_reply_new(CG_R_EGRESS_DENIED, "{s:s,s:i,s:s}", "host", host,
 					    "port", (int)port, "rule_id", rule);
 	bool any = false;
@@ -136,7 +141,7 @@ struct cg_reply *cg_egress_judge_name(const struct cg_constraints *const *sets, 
 		if (sets[i]->net != CG_NET_HOSTS)
 			continue;
 		any = true;
-		if (!list_matches(sets[i]->allow_hosts, sets[i]->n_allow_hosts, host, port))
+		if (!list_matches(sets[i]->allow_hosts, sets[i]->n_allow_hosts, host, port, false))
 			return cg_reply_new(CG_R_EGRESS_NOT_LISTED, "{s:s,s:i,s:s}", "host", host,
 					    "port", (int)port, "rule_id", rule);
 	}

@@ -6,7 +6,8 @@
  * answers on.
  *
  * Invariants:
- *  - Deny wins: a name on any deny list is refused whatever allows it.
+ *  - Deny wins: a name on any deny list is refused whatever allows it; a
+ *    deny entry without a port denies every port.
  *  - With several constraint sets (a pipeline, or a rule and a grant) a name
  *    MUST be on an allow list of every set that has one (intersection).
  *  - An address that is not public (loopback, private, link-local, CGNAT,
