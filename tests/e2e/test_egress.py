@@ -260,5 +260,55 @@ class Egress(unittest.TestCase):
         self.assertEqual(r["stdout"].split(), ["http://127.0.0.1:3128"] * 2, r)
 
 
+@unittest.skipUnless(os.path.exists("/usr/bin/curl"), "needs curl")
+class SandboxEgress(unittest.TestCase):
+    """callgate sandbox --allow-host runs anything with the same proxy."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.http = Server()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.http.close()
+
+    def sandbox(self, *args):
+        return subprocess.run([cgtest.CALLGATE, "sandbox", *args], capture_output=True,
+                              text=True, timeout=60)
+
+    def test_allowed_and_pinned(self):
+        before = self.http.accepted
+        p = self.sandbox("--allow-host", "site.test:%d" % self.http.port, "--resolve",
+                         "site.test:127.0.0.1", "--", "curl", "-sS", "--max-time", "20",
+                         "http://site.test:%d/" % self.http.port)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("hello from the test server", p.stdout)
+        self.assertEqual(self.http.accepted, before + 1)
+        self.assertIn("site.test:%d (127.0.0.1) allowed" % self.http.port, p.stderr)
+
+    def test_unpinned_loopback_and_bypass_refused(self):
+        before = self.http.accepted
+        # The name resolves (via the pin's absence, to nothing on the list): refused.
+        p = self.sandbox("--allow-host", "site.test:%d" % self.http.port, "--", "curl", "-sS",
+                         "--max-time", "20", "http://127.0.0.1:%d/" % self.http.port)
+        self.assertIn("EN-NET-D-001", p.stdout + p.stderr)
+        p = self.sandbox("--allow-host", "localhost:%d" % self.http.port, "--", "curl", "-sS",
+                         "--max-time", "20", "http://localhost:%d/" % self.http.port)
+        self.assertIn("EN-NET-D-003", p.stdout + p.stderr)
+        p = self.sandbox("--allow-host", "site.test:%d" % self.http.port, "--resolve",
+                         "site.test:127.0.0.1", "--", "curl", "-sS", "--noproxy", "*",
+                         "--max-time", "5", "http://127.0.0.1:%d/" % self.http.port)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertEqual(self.http.accepted, before)
+
+    def test_bad_options(self):
+        for args in (["--deny-host", "x.test"], ["--allow-host", "bad host"],
+                     ["--allow-host", "x.test:99999"], ["--allow-host", "x.test", "--resolve",
+                                                         "x.test:not-an-ip"],
+                     ["--allow-host", "x.test", "--net", "none"]):
+            p = self.sandbox(*args, "--", "true")
+            self.assertEqual(p.returncode, 64, (args, p.stderr))
+
+
 if __name__ == "__main__":
     unittest.main()
