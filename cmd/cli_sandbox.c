@@ -37,6 +37,8 @@
 
 #include "cli.h"
 #include "confine.h"
+#include "egress.h"
+#include "egress_rule.h"
 #include "util.h"
 
 #define SANDBOX_MAX_PATHS 64
@@ -52,6 +54,10 @@ static const struct cg_cli_opt sandbox_opts[] = {
 	{ "--exec", "P", "allow executing files under P (default: the system's program dirs)" },
 	{ "--net", "none|loopback|tcp:PORT[,PORT]...",
 	  "network: none, loopback only, or TCP ports" },
+	{ "--allow-host", "HOST[:PORT]",
+	  "network only through the gate's proxy, to HOST (*.suffix too; default ports 80, 443)" },
+	{ "--deny-host", "HOST[:PORT]", "never HOST, whatever --allow-host says (no port: any)" },
+	{ "--resolve", "HOST:ADDR", "the proxy connects HOST to ADDR (and may: it is named)" },
 	{ "--limit", "NAME=V", "cpu=S as=BYTES nproc=N fsize=BYTES nofile=N timeout=MS" },
 	{ "--timeout", "MS", "kill the whole tree after MS milliseconds (exit 124)" },
 	{ "--best-effort", NULL, "run even if the kernel cannot enforce a constraint" },
@@ -78,6 +84,8 @@ static void usage(FILE *f)
 {
 	fputs("usage: callgate sandbox [--read P]... [--write P]... [--exec P]...\n"
 	      "                        [--net none|loopback|tcp:PORT[,PORT]...]\n"
+	      "                        [--allow-host H[:P]]... [--deny-host H[:P]]...\n"
+	      "                        [--resolve HOST:ADDR]...\n"
 	      "                        [--limit NAME=V]... [--timeout MS] [--best-effort]\n"
 	      "                        [--hide P]... [--protect P]... [--tmp private|shared]\n"
 	      "                        [--no-view] [--no-landlock]\n"
@@ -239,6 +247,106 @@ static int supervise(pid_t pid, struct cg_tree *tree, int64_t timeout_ms, int si
 	return status;
 }
 
+/* The host options: entries and pins with their own name storage. */
+struct sandbox_hosts {
+	struct cg_host_entry allow[SANDBOX_MAX_PATHS], deny[SANDBOX_MAX_PATHS];
+	struct cg_host_pin pins[SANDBOX_MAX_PATHS];
+	char names[3][SANDBOX_MAX_PATHS][CG_HOST_NAME_MAX + 1];
+	char addrs[SANDBOX_MAX_PATHS][64];
+	size_t n_allow, n_deny, n_pins;
+};
+
+/* --allow-host, --deny-host, --resolve. 0, or -1 after saying why. */
+static int sandbox_host_option(struct sandbox_hosts *h, const char *opt, const char *v)
+{
+	const char *why = "too many";
+	int kind = opt[2] == 'a' ? 0 : opt[2] == 'd' ? 1 : 2;
+	size_t *n = kind == 0 ? &h->n_allow : kind == 1 ? &h->n_deny : &h->n_pins;
+	char *name = h->names[kind][*n];
+	if (*n >= SANDBOX_MAX_PATHS)
+		goto bad;
+	if (kind < 2) {
+		struct cg_host_entry *e = kind == 0 ? &h->allow[*n] : &h->deny[*n];
+		if (cg_host_entry_parse(v, name, CG_HOST_NAME_MAX + 1, &e->port, &why) != 0)
+			goto bad;
+		e->name = name;
+	} else {
+		const char *colon = strchr(v, ':');
+		uint16_t port = 0;
+		char host[CG_HOST_NAME_MAX + 1];
+		why = "HOST:ADDR with a plain host name and an IP address";
+		if (!colon || (size_t)(colon - v) > CG_HOST_NAME_MAX ||
+		    strlen(colon + 1) >= sizeof(h->addrs[0]) || !cg_host_is_address(colon + 1))
+			goto bad;
+		snprintf(host, sizeof(host), "%.*s", (int)(colon - v), v);
+		if (cg_host_entry_parse(host, name, CG_HOST_NAME_MAX + 1, &port, &why) != 0 ||
+		    strchr(name, '*'))
+			goto bad;
+		snprintf(h->addrs[*n], sizeof(h->addrs[0]), "%s", colon + 1);
+		h->pins[*n] = (struct cg_host_pin){ name, h->addrs[*n] };
+	}
+	(*n)++;
+	return 0;
+bad:
+	fprintf(stderr, "callgate sandbox: bad %s '%s': %s\n", opt, v, why);
+	return -1;
+}
+
+/* The command's environment: ours, with the proxy's variables in place of any others. */
+static char **proxy_environ(void)
+{
+	size_t n = 0, k = 0;
+	while (environ[n])
+		n++;
+	char **env = calloc(n + 16, sizeof(*env));
+	if (!env)
+		return NULL;
+	for (size_t i = 0; i < n; i++) {
+		bool ours = false;
+		for (size_t j = 0; cg_egress_env[j]; j++) {
+			size_t len = (size_t)(strchr(cg_egress_env[j], '=') - cg_egress_env[j]) + 1;
+			ours |= strncmp(environ[i], cg_egress_env[j], len) == 0;
+		}
+		if (!ours)
+			env[k++] = environ[i];
+	}
+	for (size_t j = 0; cg_egress_env[j]; j++)
+		if (!(env[k++] = strdup(cg_egress_env[j])))
+			return NULL; /* the process is about to fail: not worth freeing */
+	return env;
+}
+
+/* Free what proxy_environ made (its own strings, not environ's). */
+static void proxy_environ_free(char **env)
+{
+	for (size_t i = 0; env[i]; i++) {
+		bool inherited = false;
+		for (size_t j = 0; environ[j] && !inherited; j++)
+			inherited = environ[j] == env[i];
+		if (!inherited)
+			free(env[i]);
+	}
+	free(env);
+}
+
+/* One line per connection the proxy carried, on stderr. */
+static void print_connections(json_t *records)
+{
+	size_t i;
+	json_t *r;
+	json_array_foreach(records, i, r)
+	{
+		fprintf(stderr, "callgate sandbox: net: %s:%d (%s) %s %s\n",
+			json_string_value(json_object_get(r, "host")),
+			(int)json_integer_value(json_object_get(r, "port")),
+			json_is_string(json_object_get(r, "address"))
+			    ? json_string_value(json_object_get(r, "address"))
+			    : "-",
+			json_is_true(json_object_get(r, "allowed")) ? "allowed" : "refused",
+			json_string_value(json_object_get(r, "code")));
+	}
+}
+
 int cg_cli_sandbox(const struct cg_cli *g, int argc, char **argv)
 {
 	const char *reads[SANDBOX_MAX_PATHS], *writes[SANDBOX_MAX_PATHS], *execs[SANDBOX_MAX_PATHS];
@@ -251,6 +359,7 @@ int cg_cli_sandbox(const struct cg_cli *g, int argc, char **argv)
 				       CG_LIMIT_UNSET, CG_LIMIT_UNSET };
 	c.timeout_ms = CG_LIMIT_UNSET;
 	const char *report_path = NULL, *user = NULL;
+	static struct sandbox_hosts hosts;
 	int i;
 	for (i = 1; i < argc; i++) {
 		const char *a = argv[i];
@@ -315,6 +424,10 @@ int cg_cli_sandbox(const struct cg_cli *g, int argc, char **argv)
 				return CG_EXIT_USAGE;
 			}
 			c.net = want;
+		} else if (strcmp(a, "--allow-host") == 0 || strcmp(a, "--deny-host") == 0 ||
+			   strcmp(a, "--resolve") == 0) {
+			if (sandbox_host_option(&hosts, a, v) != 0)
+				return CG_EXIT_USAGE;
 		} else if (strcmp(a, "--limit") == 0) {
 			if (parse_limit(v, &c.limits, &c.timeout_ms) != 0) {
 				fprintf(stderr, "callgate sandbox: bad --limit '%s'\n", v);
@@ -338,6 +451,20 @@ int cg_cli_sandbox(const struct cg_cli *g, int argc, char **argv)
 		return CG_EXIT_USAGE;
 	}
 	char **cmd = argv + i;
+	if (hosts.n_allow || hosts.n_deny || hosts.n_pins) {
+		if (!hosts.n_allow || c.net != CG_NET_UNSET) {
+			fprintf(stderr, "callgate sandbox: --deny-host and --resolve need "
+					"--allow-host, which does not go with --net\n");
+			return CG_EXIT_USAGE;
+		}
+		c.net = CG_NET_HOSTS;
+		c.allow_hosts = hosts.allow;
+		c.n_allow_hosts = hosts.n_allow;
+		c.deny_hosts = hosts.deny;
+		c.n_deny_hosts = hosts.n_deny;
+		c.pins = hosts.pins;
+		c.n_pins = hosts.n_pins;
+	}
 	if (c.fs) {
 		c.read = n_read ? reads : default_read;
 		c.n_read = n_read ? n_read : CG_ARRAY_LEN(default_read);
@@ -421,6 +548,17 @@ int cg_cli_sandbox(const struct cg_cli *g, int argc, char **argv)
 		goto free_plan;
 	}
 
+	struct cg_egress *egress = NULL;
+	char **env = environ;
+	if (cg_egress_start(plan, "sandbox", &egress, &err) != 0 ||
+	    (egress && !(env = proxy_environ()))) {
+		fprintf(stderr, "callgate sandbox: the egress proxy could not start\n");
+		cg_reply_free(err);
+		json_decref(cg_egress_stop(egress));
+		cg_tree_free(tree);
+		goto free_plan;
+	}
+
 	/* Signals to sandbox go to the tree, not to us (a ^C kills the command). */
 	sigset_t mask, old;
 	sigemptyset(&mask);
@@ -451,7 +589,7 @@ int cg_cli_sandbox(const struct cg_cli *g, int argc, char **argv)
 			child_fail(pfd[1], 0, e);
 		(void)sigprocmask(SIG_SETMASK, &old, NULL);
 		int step;
-		e = cg_confine_exec(plan, exe, cmd, environ, &step);
+		e = cg_confine_exec(plan, exe, cmd, env, &step);
 		child_fail(pfd[1], step == CG_CONFINE_STEP_EXEC ? 2 : 1, e);
 	}
 	cg_tree_add(tree, pid);
@@ -488,6 +626,12 @@ int cg_cli_sandbox(const struct cg_cli *g, int argc, char **argv)
 		rc = 128 + WTERMSIG(status);
 	}
 restore_mask:
+	if (egress) {
+		json_t *records = cg_egress_stop(egress);
+		print_connections(records);
+		json_decref(records);
+		proxy_environ_free(env);
+	}
 	if (sig_fd >= 0)
 		(void)close(sig_fd);
 	(void)sigprocmask(SIG_SETMASK, &old, NULL);

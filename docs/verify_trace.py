@@ -30,7 +30,7 @@ TAIL = 76  # ,"hash":"<64 hex>"}\n
 KEYS = ["seq", "trace", "tseq", "type", "ts", "prev", "tprev", "payload", "hash"]
 TYPES = {"request", "resolved", "rung", "decision", "approval.requested",
          "approval.answered", "permit", "exec.started", "exec.finished", "screening",
-         "verdict", "replay", "seal", "incomplete", "recovery"}
+         "verdict", "replay", "seal", "incomplete", "recovery", "net.connection"}
 HEX = set("0123456789abcdef")
 
 

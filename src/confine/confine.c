@@ -79,6 +79,10 @@ struct cg_confine_plan {
 	uint16_t *ports; /* all sets' ports; sets point into it */
 	bool netns;
 	bool netns_userns;
+	/* net: a host list: the sets to judge by, and where the child sends its listener. */
+	size_t n_egress;
+	const struct cg_constraints *egress[CG_VERDICT_MAX_CONS];
+	int egress_fd; /* the child's end of the proxy's socketpair, or -1 */
 	uid_t outer_uid;
 	gid_t outer_gid;
 	struct cg_limits limits;
@@ -913,6 +917,7 @@ static int prepare_plan(const struct cg_constraints *const *cons, size_t n,
 	if (!p || !downs || !skipped || !paths_j || !notes)
 		goto oom;
 	p->abi = cg_landlock_abi();
+	p->egress_fd = -1;
 	p->limits = (struct cg_limits){ CG_LIMIT_UNSET, CG_LIMIT_UNSET, CG_LIMIT_UNSET,
 					CG_LIMIT_UNSET, CG_LIMIT_UNSET };
 	p->timeout_ms = CG_LIMIT_UNSET;
@@ -985,6 +990,26 @@ static int prepare_plan(const struct cg_constraints *const *cons, size_t n,
 		}
 		p->timeout_ms = limit_min(p->timeout_ms, c->timeout_ms);
 
+		/*
+		 * A host list: a fresh namespace whose only way out is the gate's
+		 * proxy. Never downgraded: the host's network would be more than
+		 * the list, so best_effort does not apply.
+		 */
+		if (c->net == CG_NET_HOSTS) {
+			bool userns = false;
+			if (!cg_netns_possible(&userns) || p->n_egress >= CG_VERDICT_MAX_CONS) {
+				*err =
+				    cg_reply_new(CG_R_CONSTRAINT_UNENFORCEABLE, "{s:s,s:s}",
+						 "constraint", "net", "detail",
+						 "a host list needs a network namespace of its own "
+						 "(root, or user namespaces enabled)");
+				goto fail;
+			}
+			p->netns = true;
+			p->netns_userns = userns;
+			p->egress[p->n_egress++] = c;
+			net_mode = "hosts";
+		}
 		/* Network: a fresh namespace for none/loopback. */
 		if (c->net == CG_NET_NONE || c->net == CG_NET_LOOPBACK) {
 			bool userns = false;
@@ -1271,6 +1296,9 @@ static int confine_head(const struct cg_confine_plan *plan)
 	if (plan->netns && (rc = cg_netns_enter(plan->netns_userns && !plan->view, plan->outer_uid,
 						plan->outer_gid)) != 0)
 		return rc;
+	/* A host list: hand the proxy a listener made inside the new namespace. */
+	if (plan->n_egress && (rc = cg_netns_send_listener(plan->egress_fd)) != 0)
+		return rc;
 	if (!plan->nproc_cgroup)
 		return 0;
 	if (!joined_tree || !joined_tree->pids_max[0])
@@ -1503,4 +1531,24 @@ const struct cg_confine_plan *cg_confine_stage_plan(const struct cg_confine_plan
 	if (!plan || plan->n_stage_plans == 0)
 		return plan;
 	return plan->stage_plans[i < plan->n_stage_plans ? i : plan->n_stage_plans - 1];
+}
+
+size_t cg_confine_egress_sets(const struct cg_confine_plan *plan, const struct cg_constraints **out,
+			      size_t max)
+{
+	size_t n = 0;
+	for (size_t i = 0; plan && i < plan->n_egress && n < max; i++)
+		out[n++] = plan->egress[i];
+	for (size_t i = 0; plan && i < plan->n_stage_plans; i++)
+		n += cg_confine_egress_sets(plan->stage_plans[i], out + n, max - n);
+	return n;
+}
+
+void cg_confine_set_egress_fd(struct cg_confine_plan *plan, int fd)
+{
+	if (!plan)
+		return;
+	plan->egress_fd = fd;
+	for (size_t i = 0; i < plan->n_stage_plans; i++)
+		cg_confine_set_egress_fd(plan->stage_plans[i], fd);
 }

@@ -101,6 +101,20 @@ int64_t cg_confine_timeout_ms(const struct cg_confine_plan *plan);
 
 void cg_confine_plan_free(struct cg_confine_plan *plan);
 
+/*
+ * The constraint sets with a host list (net: {allow: …}) of the plan and its
+ * stage plans, at most max of them, into out. 0: the call needs no proxy.
+ */
+size_t cg_confine_egress_sets(const struct cg_confine_plan *plan, const struct cg_constraints **out,
+			      size_t max);
+
+/*
+ * Where a child of a host-list plan sends the listener it makes inside its
+ * network namespace (an AF_UNIX socket, SCM_RIGHTS; see src/egress/). Set
+ * before the pipeline starts; the plan does not own the fd.
+ */
+void cg_confine_set_egress_fd(struct cg_confine_plan *plan, int fd);
+
 /* The process tree of one call. */
 struct cg_tree;
 

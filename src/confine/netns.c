@@ -9,7 +9,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <arpa/inet.h>
 #include <net/if.h>
+#include <netinet/in.h>
 #include <sched.h>
 #include <stddef.h>
 #include <string.h>
@@ -88,6 +90,47 @@ int cg_netns_enter(bool with_userns, uid_t outer_uid, gid_t outer_gid)
 		rc = errno;
 close_sock:
 	(void)close(sock);
+	return rc;
+}
+
+int cg_netns_send_listener(int ctl_fd)
+{
+	if (ctl_fd < 0)
+		return EBADF;
+	int ls = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (ls < 0)
+		return errno;
+	struct sockaddr_in a;
+	memset(&a, 0, sizeof(a));
+	a.sin_family = AF_INET;
+	a.sin_port = htons(CG_NETNS_PROXY_PORT);
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	int one = 1, rc = 0;
+	if (setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
+	    bind(ls, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(ls, 64) != 0) {
+		rc = errno;
+		(void)close(ls);
+		return rc;
+	}
+	char byte = 'L';
+	struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	memset(&u, 0, sizeof(u));
+	struct msghdr m = { .msg_iov = &iov,
+			    .msg_iovlen = 1,
+			    .msg_control = u.buf,
+			    .msg_controllen = sizeof(u.buf) };
+	struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &ls, sizeof(int));
+	if (sendmsg(ctl_fd, &m, MSG_NOSIGNAL) != 1)
+		rc = errno ? errno : EIO;
+	(void)close(ls);
 	return rc;
 }
 

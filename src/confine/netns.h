@@ -32,6 +32,15 @@ int cg_netns_enter(bool with_userns, uid_t outer_uid, gid_t outer_gid);
  */
 int cg_userns_map_self(uid_t outer_uid, gid_t outer_gid);
 
+/*
+ * In the child, inside its new network namespace: listen on 127.0.0.1:3128
+ * (CG_NETNS_PROXY_PORT) and send that socket over ctl_fd with SCM_RIGHTS, then
+ * close it. The gate's proxy accepts on it from outside the namespace.
+ * Async-signal-safe. 0, or an errno value.
+ */
+#define CG_NETNS_PROXY_PORT 3128
+int cg_netns_send_listener(int ctl_fd);
+
 /* Can this process create a network namespace (root, or user namespaces allowed)? */
 bool cg_netns_possible(bool *with_userns);
 

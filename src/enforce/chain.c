@@ -12,6 +12,7 @@
  */
 #include "chain.h"
 
+#include <stdio.h>
 #include <string.h>
 
 const char *cg_decision_name(enum cg_decision d)
@@ -135,6 +136,20 @@ static json_t *str_array(const char *const *v, size_t n)
 	return a;
 }
 
+json_t *cg_host_entries_json(const struct cg_host_entry *e, size_t n)
+{
+	json_t *a = json_array();
+	for (size_t i = 0; a && i < n; i++) {
+		char buf[300];
+		if (e[i].port)
+			snprintf(buf, sizeof(buf), "%s:%u", e[i].name, (unsigned)e[i].port);
+		else
+			snprintf(buf, sizeof(buf), "%s", e[i].name);
+		json_array_append_new(a, json_string(buf));
+	}
+	return a;
+}
+
 static const char *net_name(enum cg_net n)
 {
 	switch (n) {
@@ -144,6 +159,8 @@ static const char *net_name(enum cg_net n)
 		return "loopback";
 	case CG_NET_TCP:
 		return "tcp";
+	case CG_NET_HOSTS:
+		return "hosts";
 	default:
 		return "unset";
 	}
@@ -175,6 +192,17 @@ json_t *cg_constraints_to_json(const struct cg_constraints *c)
 			for (size_t i = 0; ports && i < c->n_ports; i++)
 				json_array_append_new(ports, json_integer(c->ports[i]));
 			json_object_set_new(o, "ports", ports);
+		}
+		if (c->net == CG_NET_HOSTS) {
+			json_object_set_new(o, "allow_hosts",
+					    cg_host_entries_json(c->allow_hosts, c->n_allow_hosts));
+			json_object_set_new(o, "deny_hosts",
+					    cg_host_entries_json(c->deny_hosts, c->n_deny_hosts));
+			json_t *pins = json_object();
+			for (size_t i = 0; pins && i < c->n_pins; i++)
+				json_object_set_new(pins, c->pins[i].name,
+						    json_string(c->pins[i].address));
+			json_object_set_new(o, "resolve", pins);
 		}
 	}
 	json_t *lim = json_object();

@@ -49,6 +49,19 @@ enum cg_net {
 	CG_NET_NONE,	  /* a fresh network namespace: no route to any outside socket */
 	CG_NET_LOOPBACK,  /* loopback only */
 	CG_NET_TCP,	  /* TCP connect/bind only to ports[] (Landlock net, ABI >= 4) */
+	CG_NET_HOSTS,	  /* a fresh namespace whose only way out is the gate's proxy */
+};
+
+/* One entry of a host list: "name", "*.suffix" or an address, and a port. */
+struct cg_host_entry {
+	const char *name; /* lower case; "*.example.org" matches below example.org */
+	uint16_t port;	  /* 0: the default ports 80 and 443 */
+};
+
+/* A name pinned to an address (policy resolve:, sandbox --resolve). */
+struct cg_host_pin {
+	const char *name;    /* lower case */
+	const char *address; /* an IPv4 or IPv6 literal */
 };
 
 #define CG_LIMIT_UNSET (-1LL)
@@ -76,6 +89,11 @@ struct cg_constraints {
 	enum cg_net net;
 	size_t n_ports;
 	const uint16_t *ports; /* for CG_NET_TCP */
+	/* CG_NET_HOSTS (docs/egress.md): deny wins over allow. */
+	size_t n_allow_hosts, n_deny_hosts, n_pins;
+	const struct cg_host_entry *allow_hosts;
+	const struct cg_host_entry *deny_hosts;
+	const struct cg_host_pin *pins;
 	struct cg_limits limits;
 	int64_t timeout_ms; /* CG_LIMIT_UNSET: policy default */
 	bool best_effort;   /* run even if the kernel cannot enforce all of it */
@@ -148,6 +166,9 @@ struct cg_folded {
 
 /* A constraint set as JSON (for replies, evidence, explain). New reference or NULL. */
 json_t *cg_constraints_to_json(const struct cg_constraints *c);
+
+/* A host list as ["name", "name:port", …]. */
+json_t *cg_host_entries_json(const struct cg_host_entry *e, size_t n);
 
 /* The folded decision as JSON: decision, rule_id, reason code, rungs, constraints. */
 json_t *cg_folded_to_json(const struct cg_folded *f);

@@ -44,7 +44,8 @@
 	X(REPLAY, "replay")                                                                        \
 	X(SEAL, "seal")		    /* event count and head: the trace is complete */              \
 	X(INCOMPLETE, "incomplete") /* recovery: the trace was cut short by a crash */             \
-	X(RECOVERY, "recovery")	    /* trace "journal": a torn tail was set aside at open */
+	X(RECOVERY, "recovery")	    /* trace "journal": a torn tail was set aside at open */       \
+	X(NET_CONNECTION, "net.connection") /* one connection through the egress proxy */
 
 enum cg_event_type {
 #define CG_EVENT_ENUM(e, s) CG_EV_##e,

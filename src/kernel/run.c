@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "confine.h"
+#include "egress.h"
 #include "kernel_priv.h"
 #include "util.h"
 
@@ -33,8 +34,10 @@ struct run {
 	json_t *confinement; /* the plan's report, rendered once (owned) */
 	struct cg_exec_result res;
 	bool ran;
-	json_t *screening; /* the screen's findings (owned), or NULL */
-	int screen_errno;  /* non-zero: screening failed and the output was withheld */
+	json_t *screening;	  /* the screen's findings (owned), or NULL */
+	int screen_errno;	  /* non-zero: screening failed and the output was withheld */
+	struct cg_egress *egress; /* the call's proxy (net: a host list), or NULL */
+	json_t *connections;	  /* its records, once stopped */
 };
 
 /* Append NAME=value to a malloc'd envp. 0, or -1 on OOM (envp unchanged). */
@@ -152,8 +155,47 @@ static int write_permit(struct cg_kernel *k, struct cg_job *j, const struct run 
 }
 
 /* Run the pipeline. 0 when it ran (r->res filled), or -1 with *reply. */
+/* A host list: start the call's proxy and point the stages at it. 0, or -1 with *reply. */
+static int start_egress(struct cg_job *j, struct run *r, struct cg_reply **reply)
+{
+	if (cg_egress_start(r->plan, j->gate.folded.rule_id, &r->egress, reply) != 0)
+		return -1;
+	for (size_t i = 0; r->egress && cg_egress_env[i]; i++) {
+		char name[32];
+		const char *eq = strchr(cg_egress_env[i], '=');
+		snprintf(name, sizeof(name), "%.*s", (int)(eq - cg_egress_env[i]),
+			 cg_egress_env[i]);
+		if (add_env(&r->envp, name, eq + 1) != 0) {
+			*reply = cg_reply_new(CG_R_OUT_OF_MEMORY, "{s:s}", "doing",
+					      "setting the proxy variables");
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* Stop the proxy; every connection it carried becomes an event of the trace. */
+static void stop_egress(struct cg_kernel *k, struct cg_job *j, struct run *r)
+{
+	if (!r->egress)
+		return;
+	r->connections = cg_egress_stop(r->egress);
+	r->egress = NULL;
+	size_t i;
+	json_t *rec;
+	json_array_foreach(r->connections, i, rec)
+	    ev_note(k, j->trace_id, CG_EV_NET_CONNECTION, json_incref(rec));
+}
+
 static int execute(struct cg_kernel *k, struct cg_job *j, struct run *r, struct cg_reply **reply)
 {
+	if (start_egress(j, r, reply) != 0) {
+		ev_note(
+		    k, j->trace_id, CG_EV_EXEC_END,
+		    json_pack("{s:b,s:s}", "started", 0, "code", cg_reply_def_of(*reply)->code));
+		stop_egress(k, j, r);
+		return -1;
+	}
 	struct cg_exec_spec spec = { .call = &j->gate.call,
 				     .envp = r->envp,
 				     .timeout_ms = j->gate.timeout_ms,
@@ -164,7 +206,9 @@ static int execute(struct cg_kernel *k, struct cg_job *j, struct run *r, struct 
 	ev_note(k, j->trace_id, CG_EV_EXEC_START,
 		json_pack("{s:I,s:I}", "stages", (json_int_t)j->gate.call.n_stages, "timeout_ms",
 			  (json_int_t)j->gate.timeout_ms));
-	if (cg_exec_run(&spec, &r->res, reply) != 0) {
+	int rc = cg_exec_run(&spec, &r->res, reply);
+	stop_egress(k, j, r);
+	if (rc != 0) {
 		ev_note(
 		    k, j->trace_id, CG_EV_EXEC_END,
 		    json_pack("{s:b,s:s}", "started", 0, "code", cg_reply_def_of(*reply)->code));
@@ -264,6 +308,8 @@ static json_t *run_data(const struct cg_job *j, const struct run *r)
 		json_object_set(data, "screening", r->screening);
 	if (r->confinement)
 		json_object_set(data, "confinement", r->confinement);
+	if (r->connections)
+		json_object_set(data, "connections", r->connections);
 	if (r->ran && r->res.tree_escapees_killed)
 		json_object_set_new(data, "escapees_killed", json_true());
 	if (j->n_approved)
@@ -307,6 +353,7 @@ static void answer_run(struct cg_kernel *k, struct cg_job *j, struct cg_reply *r
 		cg_exec_result_fini(&r->res);
 	json_decref(r->screening);
 	json_decref(r->confinement);
+	json_decref(r->connections);
 	cg_confine_plan_free(r->plan);
 	cg_envp_free(r->envp);
 	sudo_unwrap(j);

@@ -34,6 +34,7 @@
 
 #include <yaml.h>
 
+#include "egress_rule.h"
 #include "util.h"
 #include "wire.h"
 
@@ -1042,6 +1043,78 @@ static int get_pathlist(struct ld *l, yaml_node_t *n, const char *what, size_t *
 	return 0;
 }
 
+/* One host list (net.allow, net.deny): "name[:port]", "*.suffix[:port]", addresses. */
+static int get_hostlist(struct ld *l, yaml_node_t *n, const char *what, size_t *count,
+			const struct cg_host_entry **out)
+{
+	struct strs s = { 0 };
+	if (get_strs(l, n, what, &s) != 0)
+		return -1;
+	struct cg_host_entry *v = ar_alloc(&l->p->ar, (s.n + 1) * sizeof(*v));
+	if (!v)
+		return oom(l);
+	for (size_t i = 0; i < s.n; i++) {
+		char name[CG_HOST_NAME_MAX + 1];
+		const char *why = NULL;
+		if (cg_host_entry_parse(s.v[i], name, sizeof(name), &v[i].port, &why) != 0)
+			return fail(l, seq_item(l, n, i), "%s: '%s': %s", what, s.v[i], why);
+		if (!(v[i].name = ar_strdup(&l->p->ar, name)))
+			return oom(l);
+	}
+	*count = s.n;
+	*out = v;
+	return 0;
+}
+
+/* net: {allow: [...], deny: [...], resolve: {name: address}} (docs/egress.md). */
+static int load_net_hosts(struct ld *l, yaml_node_t *n, struct cg_constraints *c)
+{
+	static const char *const keys[] = { "allow", "deny", "resolve", NULL };
+	if (check_keys(l, n, "constraints.net", keys) != 0)
+		return -1;
+	c->net = CG_NET_HOSTS;
+	yaml_node_t *v;
+	if (!(v = get(l, n, "allow")))
+		return fail(l, n, "constraints.net needs an allow list (use net: none for none)");
+	if (get_hostlist(l, v, "constraints.net.allow", &c->n_allow_hosts, &c->allow_hosts) != 0)
+		return -1;
+	if ((v = get(l, n, "deny")) &&
+	    get_hostlist(l, v, "constraints.net.deny", &c->n_deny_hosts, &c->deny_hosts) != 0)
+		return -1;
+	if (!(v = get(l, n, "resolve")))
+		return 0;
+	if (v->type != YAML_MAPPING_NODE)
+		return fail(l, v, "constraints.net.resolve must be a mapping of name to address");
+	size_t cnt = (size_t)(v->data.mapping.pairs.top - v->data.mapping.pairs.start);
+	struct cg_host_pin *pins = ar_alloc(&l->p->ar, (cnt + 1) * sizeof(*pins));
+	if (!pins)
+		return oom(l);
+	for (size_t i = 0; i < cnt; i++) {
+		yaml_node_pair_t *pr = &v->data.mapping.pairs.start[i];
+		yaml_node_t *k = node_at(l, pr->key), *a = node_at(l, pr->value);
+		const char *name = nonempty(l, k, "a name in constraints.net.resolve");
+		const char *addr = name ? nonempty(l, a, "an address") : NULL;
+		if (!addr)
+			return -1;
+		char norm[CG_HOST_NAME_MAX + 1];
+		uint16_t port = 0;
+		const char *why = NULL;
+		if (cg_host_entry_parse(name, norm, sizeof(norm), &port, &why) != 0 || port ||
+		    strchr(norm, '*'))
+			return fail(l, k, "constraints.net.resolve: '%s' must be a plain host name",
+				    name);
+		if (!cg_host_is_address(addr))
+			return fail(l, a, "constraints.net.resolve.%s: '%s' is not an IP address",
+				    name, addr);
+		if (!(pins[i].name = ar_strdup(&l->p->ar, norm)) ||
+		    !(pins[i].address = ar_strdup(&l->p->ar, addr)))
+			return oom(l);
+	}
+	c->pins = pins;
+	c->n_pins = cnt;
+	return 0;
+}
+
 /*
  * The view's keys: hide (absolute paths or globs with nothing there),
  * protect (read-only inside write trees; a relative path applies in each
@@ -1126,7 +1199,10 @@ static int load_constraints(struct ld *l, yaml_node_t *n, const char *rid,
 		if (!c->exec)
 			c->exec = none;
 	}
-	if ((v = get(l, n, "net"))) {
+	if ((v = get(l, n, "net")) && v->type == YAML_MAPPING_NODE) {
+		if (load_net_hosts(l, v, c) != 0)
+			return -1;
+	} else if (v) {
 		const char *s = scalar(l, v, "constraints.net");
 		if (!s)
 			return -1;
@@ -1137,7 +1213,9 @@ static int load_constraints(struct ld *l, yaml_node_t *n, const char *rid,
 		else if (strcmp(s, "tcp") == 0)
 			c->net = CG_NET_TCP;
 		else
-			return fail(l, v, "constraints.net must be none, loopback or tcp, not '%s'",
+			return fail(l, v,
+				    "constraints.net must be none, loopback, tcp or a mapping of "
+				    "allow/deny host lists, not '%s'",
 				    s);
 	}
 	yaml_node_t *ports = get(l, n, "ports");

@@ -1,0 +1,314 @@
+# SPDX-License-Identifier: MIT
+"""Network by name: a call with a host list reaches the world only through
+the gate's proxy (docs/egress.md).
+
+Judged by effect: loopback test servers count the connections they accept;
+a refused attempt must leave the count unchanged. Names are pinned to the
+loopback servers with the policy's `resolve:` (which also counts as naming
+the loopback address explicitly); a name that resolves to loopback without a
+pin must be refused.
+"""
+import base64
+import http.server
+import json
+import os
+import socket
+import ssl
+import subprocess
+import tempfile
+import threading
+import unittest
+
+import cgtest
+
+
+class CountingHTTP(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.server.hosts.append(self.headers.get("Host"))
+        body = b"hello from the test server\n"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *a):
+        pass
+
+
+class Server:
+    """A loopback HTTP (or HTTPS) server that counts accepted connections."""
+
+    def __init__(self, tls_ctx=None):
+        outer = self
+
+        class S(http.server.ThreadingHTTPServer):
+            daemon_threads = True
+
+            def get_request(self):
+                sock, addr = super().get_request()
+                outer.accepted += 1
+                if tls_ctx:
+                    sock = tls_ctx.wrap_socket(sock, server_side=True)
+                return sock, addr
+
+        self.accepted = 0
+        self.httpd = S(("127.0.0.1", 0), CountingHTTP)
+        self.httpd.hosts = []
+        self.port = self.httpd.server_address[1]
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def policy(port, tls_port, extra_allow=""):
+    return f"""
+version: 1
+rules:
+  - id: fetch-allowed
+    decision: degrade
+    why: the egress tests
+    match:
+      exe: [curl, python3]
+    constraints:
+      read: ["/"]
+      write: ["${{workspace}}"]
+      net:
+        allow: ["allowed.test:{port}", "*.wild.test:{port}", "allowed.test:{tls_port}",
+                "unpinned.test:{port}", "localhost:{port}", "denied.test:{port}"{extra_allow}]
+        deny: ["denied.test"]
+        resolve:
+          allowed.test: 127.0.0.1
+          a.wild.test: 127.0.0.1
+          denied.test: 127.0.0.1
+"""
+
+
+@unittest.skipUnless(os.path.exists("/usr/bin/curl"), "needs curl")
+class Egress(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="cg-egress-")
+        key, crt = os.path.join(cls.tmp, "k.pem"), os.path.join(cls.tmp, "c.pem")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                        "ec_paramgen_curve:P-256", "-nodes", "-keyout", key, "-out", crt,
+                        "-days", "2", "-subj", "/CN=allowed.test", "-addext",
+                        "subjectAltName=DNS:allowed.test,DNS:other.test"],
+                       check=True, capture_output=True)
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(crt, key)
+        cls.crt = crt
+        cls.http = Server()
+        cls.https = Server(ctx)
+        cls.d = cgtest.Daemon(policy_text=policy(cls.http.port, cls.https.port)).start()
+        # The certificate must be readable in the call's view.
+        cls.ca = os.path.join(cls.d.workspace, "ca.pem")
+        with open(crt, "rb") as f, open(cls.ca, "wb") as g:
+            g.write(f.read())
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.d.close()
+        cls.http.close()
+        cls.https.close()
+
+    def call(self, argv):
+        r = self.d.request(cgtest.make_request([argv], privileged=False))
+        r["stdout"] = base64.b64decode(r.get("stdout", "")).decode(errors="replace")
+        r["stderr"] = "".join(base64.b64decode(s.get("stderr", "")).decode(errors="replace")
+                              for s in r.get("stages", []))
+        return r
+
+    def curl(self, url, *extra):
+        return self.call(["curl", "-sS", "--max-time", "20", "-o", "-", "-w",
+                          "\\n%{http_code}", *extra, url])
+
+    def assert_refused_by_effect(self, server, r, code=None):
+        before = server.accepted
+        self.assertEqual(server.accepted, before)
+        self.assertNotIn("hello from the test server", r.get("stdout", ""), r)
+        conns = r["reply"]["data"].get("connections", [])
+        self.assertTrue(conns, r)
+        self.assertFalse(conns[-1]["allowed"], conns)
+        self.assertTrue(conns[-1]["code"].startswith("EN-NET-D-"), conns)
+        if code:
+            self.assertEqual(conns[-1]["code"], code, conns)
+        return conns[-1]
+
+    def events(self, trace):
+        out = []
+        import glob
+        for seg in sorted(glob.glob(os.path.join(self.d.state_dir, "journal", "*.ndjson"))):
+            with open(seg) as f:
+                for line in f:
+                    ev = json.loads(line)
+                    if ev.get("trace") == trace or ev.get("trace_id") == trace:
+                        out.append(ev)
+        return out
+
+    def test_allowed_name_http(self):
+        before = self.http.accepted
+        r = self.curl(f"http://allowed.test:{self.http.port}/x")
+        self.assertEqual(r["status"], "ok", r)
+        self.assertIn("hello from the test server", r["stdout"])
+        self.assertEqual(self.http.accepted, before + 1)
+        c = r["reply"]["data"]["connections"]
+        self.assertEqual(len(c), 1, c)
+        self.assertTrue(c[0]["allowed"])
+        self.assertEqual(c[0]["host"], "allowed.test")
+        self.assertEqual(c[0]["address"], "127.0.0.1")
+        self.assertEqual(c[0]["rule"], "fetch-allowed")
+        self.assertGreater(c[0]["bytes_in"], 0)
+        # The connection is evidence in the call's trace.
+        trace = r["reply"]["trace_id"]
+        evs = [e for e in self.events(trace) if e["type"] == "net.connection"]
+        self.assertEqual(len(evs), 1, self.events(trace))
+        self.assertEqual(evs[0]["payload"]["host"], "allowed.test")
+        p = subprocess.run([cgtest.CALLGATE, "--state-dir", self.d.state_dir, "replay", trace],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+
+    def test_wildcard_name(self):
+        before = self.http.accepted
+        r = self.curl(f"http://a.wild.test:{self.http.port}/")
+        self.assertEqual(r["status"], "ok", r)
+        self.assertIn("hello from the test server", r["stdout"])
+        self.assertEqual(self.http.accepted, before + 1)
+
+    def test_https_through_connect(self):
+        before = self.https.accepted
+        r = self.curl(f"https://allowed.test:{self.https.port}/", "--cacert", self.ca)
+        self.assertEqual(r["status"], "ok", r)
+        self.assertIn("hello from the test server", r["stdout"])
+        self.assertEqual(self.https.accepted, before + 1)
+        c = r["reply"]["data"]["connections"][0]
+        self.assertEqual(c["sni"], "allowed.test")
+
+    def test_name_not_on_the_list(self):
+        before = self.http.accepted
+        r = self.curl(f"http://other.test:{self.http.port}/")
+        self.assertEqual(self.http.accepted, before)
+        self.assertIn("EN-NET-D-001", r["stdout"])
+        self.assert_refused_by_effect(self.http, r, "EN-NET-D-001")
+
+    def test_denied_name(self):
+        before = self.http.accepted
+        r = self.curl(f"http://denied.test:{self.http.port}/")
+        self.assertEqual(self.http.accepted, before)
+        self.assert_refused_by_effect(self.http, r, "EN-NET-D-002")
+
+    def test_port_not_on_the_list(self):
+        before = self.http.accepted
+        r = self.curl(f"http://allowed.test:{self.http.port + 1}/")
+        self.assertEqual(self.http.accepted, before)
+        self.assert_refused_by_effect(self.http, r, "EN-NET-D-001")
+
+    def test_direct_ip(self):
+        before = self.http.accepted
+        r = self.curl(f"http://127.0.0.1:{self.http.port}/")
+        self.assertEqual(self.http.accepted, before)
+        self.assert_refused_by_effect(self.http, r, "EN-NET-D-001")
+
+    def test_allowed_name_resolving_to_loopback_unpinned(self):
+        # localhost is on the allow list but resolves to loopback, which no pin names.
+        before = self.http.accepted
+        r = self.curl(f"http://localhost:{self.http.port}/")
+        self.assertEqual(self.http.accepted, before)
+        c = self.assert_refused_by_effect(self.http, r, "EN-NET-D-003")
+        self.assertIn("loopback", c["reason"])
+
+    def test_host_header_mismatch(self):
+        before = self.http.accepted
+        r = self.curl(f"http://allowed.test:{self.http.port}/", "-H", "Host: other.test")
+        self.assertEqual(self.http.accepted, before)
+        self.assert_refused_by_effect(self.http, r, "EN-NET-D-004")
+
+    def test_sni_mismatch(self):
+        # CONNECT to allowed.test, then a TLS hello for other.test.
+        before = self.https.accepted
+        r = self.curl(f"https://other.test:{self.https.port}/", "--cacert", self.ca,
+                      "--connect-to", f"other.test:{self.https.port}:allowed.test:"
+                      f"{self.https.port}", "--proxytunnel")
+        self.assertEqual(self.https.accepted, before)
+        # curl asks the proxy for allowed.test (connect-to) and says other.test in SNI.
+        c = r["reply"]["data"]["connections"]
+        self.assertTrue(c and not c[-1]["allowed"], r)
+        self.assertEqual(c[-1]["code"], "EN-NET-D-004", c)
+        self.assertEqual(c[-1]["sni"], "other.test")
+
+    def test_program_ignoring_the_proxy_reaches_nothing(self):
+        before = self.http.accepted
+        code = ("import socket,sys; "
+                "[print(a, 'CONNECTED' if socket.socket().connect_ex((a, %d)) == 0 "
+                "else 'refused') for a in ('127.0.0.1', '10.0.2.2', '1.1.1.1')]"
+                % self.http.port)
+        r = self.call(["python3", "-c", code])
+        self.assertEqual(r["status"], "ok", r)
+        self.assertNotIn("CONNECTED", r["stdout"])
+        self.assertEqual(self.http.accepted, before)
+
+    def test_no_dns_inside(self):
+        code = ("exec('import socket\\ntry: print(socket.getaddrinfo(\\'deb.debian.org\\', 80))"
+                "\\nexcept OSError as e: print(\\'no-dns\\', e)')")
+        r = self.call(["python3", "-c", code])
+        self.assertIn("no-dns", r["stdout"], r)
+
+    def test_proxy_variables_are_set(self):
+        r = self.call(["python3", "-c", "import os; print(os.environ.get('HTTPS_PROXY'),"
+                       " os.environ.get('http_proxy'))"])
+        self.assertEqual(r["stdout"].split(), ["http://127.0.0.1:3128"] * 2, r)
+
+
+@unittest.skipUnless(os.path.exists("/usr/bin/curl"), "needs curl")
+class SandboxEgress(unittest.TestCase):
+    """callgate sandbox --allow-host runs anything with the same proxy."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.http = Server()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.http.close()
+
+    def sandbox(self, *args):
+        return subprocess.run([cgtest.CALLGATE, "sandbox", *args], capture_output=True,
+                              text=True, timeout=60)
+
+    def test_allowed_and_pinned(self):
+        before = self.http.accepted
+        p = self.sandbox("--allow-host", "site.test:%d" % self.http.port, "--resolve",
+                         "site.test:127.0.0.1", "--", "curl", "-sS", "--max-time", "20",
+                         "http://site.test:%d/" % self.http.port)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("hello from the test server", p.stdout)
+        self.assertEqual(self.http.accepted, before + 1)
+        self.assertIn("site.test:%d (127.0.0.1) allowed" % self.http.port, p.stderr)
+
+    def test_unpinned_loopback_and_bypass_refused(self):
+        before = self.http.accepted
+        # The name resolves (via the pin's absence, to nothing on the list): refused.
+        p = self.sandbox("--allow-host", "site.test:%d" % self.http.port, "--", "curl", "-sS",
+                         "--max-time", "20", "http://127.0.0.1:%d/" % self.http.port)
+        self.assertIn("EN-NET-D-001", p.stdout + p.stderr)
+        p = self.sandbox("--allow-host", "localhost:%d" % self.http.port, "--", "curl", "-sS",
+                         "--max-time", "20", "http://localhost:%d/" % self.http.port)
+        self.assertIn("EN-NET-D-003", p.stdout + p.stderr)
+        p = self.sandbox("--allow-host", "site.test:%d" % self.http.port, "--resolve",
+                         "site.test:127.0.0.1", "--", "curl", "-sS", "--noproxy", "*",
+                         "--max-time", "5", "http://127.0.0.1:%d/" % self.http.port)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertEqual(self.http.accepted, before)
+
+    def test_bad_options(self):
+        for args in (["--deny-host", "x.test"], ["--allow-host", "bad host"],
+                     ["--allow-host", "x.test:99999"], ["--allow-host", "x.test", "--resolve",
+                                                         "x.test:not-an-ip"],
+                     ["--allow-host", "x.test", "--net", "none"]):
+            p = self.sandbox(*args, "--", "true")
+            self.assertEqual(p.returncode, 64, (args, p.stderr))
+
+
+if __name__ == "__main__":
+    unittest.main()
