@@ -61,7 +61,7 @@ int cg_host_entry_parse(const char *text, char *name, size_t name_len, uint16_t 
 		*why = "empty or longer than a host name may be";
 		return -1;
 	}
-	strcpy(buf, text);
+	memcpy(buf, text, strlen(text) + 1);
 	char *host = buf, *colon = NULL;
 	if (buf[0] == '[') {
 		char *close = strchr(buf, ']');
