@@ -109,7 +109,7 @@ class Sshd:
 
 def trace_ids(d):
     """Every trace id of a daemon's journal."""
-    r = d.cli("log", "--json")
+    r = d.cli("log", "--events", "--json")
     assert r.returncode == 0, r.stderr
     return {json.loads(l)["trace"] for l in r.stdout.decode().splitlines() if l.strip()}
 
@@ -162,7 +162,7 @@ class RemoteHost(unittest.TestCase):
         self.assertIn(tid, trace_ids(self.remote))
         self.assertNotIn(tid, trace_ids(self.local))
         # The remote daemon saw the ssh login's uid, and the host the call was sent to.
-        req = [json.loads(l) for l in self.remote.cli("log", "--json", "--trace", tid)
+        req = [json.loads(l) for l in self.remote.cli("log", "--events", "--json", "--trace", tid)
                .stdout.decode().splitlines() if '"type":"request"' in l][0]
         self.assertEqual(req["payload"]["peer"]["uid"], os.getuid())
         self.assertEqual(req["payload"]["request"]["host"], "remote")
