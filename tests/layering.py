@@ -27,6 +27,10 @@ CASES = [
     ("src/kernel/admin.c", "server.h", "grant_admin.h", "CG_R_GRANT_CLOSED", "CG_R_PONG"),
     ("src/enforce/refusal.c", "grant.h", "chain.h", "CG_R_OUT_OF_MEMORY", "CG_R_NEEDS_HUMAN"),
     ("src/contract/grant_admin.c", "exec.h", "grant.h", "CG_R_NEEDS_HUMAN", "CG_R_GRANT_LIST"),
+    ("src/egress/proxy.c", "evidence.h", "egress_rule.h", "CG_R_EGRESS_DENIED",
+     "CG_R_EGRESS_UPSTREAM_FAILED"),
+    ("src/enforce/egress_rule.c", "confine.h", "chain.h", "CG_R_EGRESS_UPSTREAM_FAILED",
+     "CG_R_EGRESS_NOT_LISTED"),
 ]
 
 def command_for(src):
