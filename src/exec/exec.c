@@ -197,6 +197,7 @@ struct run {
 	size_t n;
 	struct proc *procs;	/* n */
 	struct stream *streams; /* n + 1: stdout of the last stage, then each stderr */
+	size_t budget;		/* bytes the call's streams may still keep, all together */
 	int *child_fds;		/* fds only children use: closed by the parent after forking */
 	size_t n_child_fds;
 	int dir_fd;
@@ -288,16 +289,27 @@ static void abort_started(struct run *r)
 		try_reap(r, i, true);
 }
 
-/* Read what one stream has now; EOF closes it. Bytes past the cap are dropped. */
-static void drain(struct stream *s)
+/*
+ * Read what one stream has now; EOF closes it. Bytes past the stream's cap,
+ * or past the call's total (*budget, shared by every stream), are dropped
+ * and counted; the stream is then marked cut.
+ */
+static void drain(struct stream *s, size_t *budget)
 {
 	unsigned char chunk[EXEC_READ_CHUNK];
 	for (int k = 0; k < EXEC_READS_PER_ROUND && s->fd >= 0; k++) {
 		ssize_t got = cg_read_some(s->fd, chunk, sizeof(chunk));
 		if (got > 0) {
+			size_t keep = (size_t)got < *budget ? (size_t)got : *budget;
+			size_t before = s->buf->len;
 			/* Out of memory keeps draining; the output is then marked cut. */
-			if (cg_buf_add(s->buf, chunk, (size_t)got) != 0)
+			if (cg_buf_add(s->buf, chunk, keep) != 0)
 				s->buf->truncated = true;
+			*budget -= s->buf->len - before;
+			if (keep < (size_t)got) {
+				s->buf->seen += (uint64_t)got - keep;
+				s->buf->truncated = true;
+			}
 			continue;
 		}
 		if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -611,7 +623,7 @@ static void supervise(struct run *r)
 		}
 		for (size_t j = 0; ready > 0 && j < first_proc; j++)
 			if (pfd[j].revents)
-				drain(&r->streams[owner[j]]);
+				drain(&r->streams[owner[j]], &r->budget);
 		for (size_t j = first_proc; ready > 0 && j < k; j++) {
 			if (j == cancel_slot) {
 				if (pfd[j].revents) {
@@ -660,6 +672,7 @@ int cg_exec_run(const struct cg_exec_spec *spec, struct cg_exec_result *res, str
 	r.n = call->n_stages;
 	res->n_stages = r.n;
 	cg_buf_init(&res->out, cap);
+	r.budget = spec->total_cap ? spec->total_cap : CG_EXEC_TOTAL_CAP;
 	r.streams[0] = (struct stream){ .fd = -1, .buf = &res->out };
 	for (size_t i = 0; i < r.n; i++) {
 		cg_buf_init(&res->stages[i].err, cap);

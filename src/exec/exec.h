@@ -5,7 +5,8 @@
  * Runs the resolved stages of a call joined by pipes, never through a shell:
  * stdin /dev/null, stdout of stage i into stdin of stage i+1, the last
  * stage's stdout and every stage's stderr captured with a hard cap (16 MiB
- * by default) and drained past it so that no child blocks; one process group
+ * by default per stream, 64 MiB for all of a call's streams together) and
+ * drained past it so that no child blocks; one process group
  * (and the confinement tree) per call; a deadline that kills the whole tree,
  * TERM then KILL; per-stage exit code or 128+signal.
  *
@@ -30,6 +31,7 @@
 #include "world.h"
 
 #define CG_EXEC_OUTPUT_CAP    (16u * 1024 * 1024)
+#define CG_EXEC_TOTAL_CAP     (64u * 1024 * 1024) /* all streams of one call together */
 #define CG_EXEC_KILL_GRACE_MS 200
 
 struct cg_exec_spec {
@@ -37,6 +39,7 @@ struct cg_exec_spec {
 	char *const *envp;		    /* the command environment */
 	int64_t timeout_ms;		    /* deadline for the whole pipeline */
 	size_t cap;			    /* per stream; 0 -> CG_EXEC_OUTPUT_CAP */
+	size_t total_cap;		    /* all streams together; 0 -> CG_EXEC_TOTAL_CAP */
 	const struct cg_confine_plan *plan; /* applied in every child; NULL: none */
 	int cancel_fd;			    /* readable -> cancel (eventfd), or -1 */
 	const char *trace_id;

@@ -35,6 +35,39 @@ def nobody_flags():
     return ["--socket-group", grp.getgrgid(NOBODY).gr_name]
 
 
+PY_POLICY = """
+version: 1
+rules:
+  - id: py
+    decision: degrade
+    why: the output-total test
+    match:
+      exe: [python3]
+    constraints:
+      read: [/]
+      write: ["${workspace}"]
+"""
+
+
+class CallOutputTotal(unittest.TestCase):
+    def test_all_streams_of_a_call_together_stay_under_the_total(self):
+        # Five stages each write 16 MiB to stderr: 80 MiB offered, the call keeps 64 MiB.
+        stage = ["python3", "-c", "import sys; sys.stderr.write('x' * (16 << 20))"]
+        with cgtest.Daemon(policy_text=PY_POLICY) as d:
+            sock = d.connect(timeout=120)
+            try:
+                sock.sendall(line(cgtest.make_request([stage] * 5, privileged=False)))
+                resp = cgtest.parse_response(cgtest.recv_all(sock, limit=200 << 20))
+            finally:
+                sock.close()
+            self.assertEqual(resp["status"], "ok", str(resp)[:2000])
+            kept = sum(len(base64.b64decode(s.get("stderr", ""))) for s in resp["stages"])
+            self.assertLessEqual(kept, 64 << 20)
+            self.assertGreaterEqual(kept, 48 << 20)
+            self.assertTrue(any(s.get("stderr_truncated") for s in resp["stages"]), resp["stages"])
+            self.assertTrue(d.proc.poll() is None)
+
+
 class ConnectionCaps(unittest.TestCase):
     def test_uid_over_its_cap_gets_the_code_and_another_uid_connects(self):
         with cgtest.Daemon(flags=["--max-conns-per-uid", "3"] + nobody_flags()) as d:
