@@ -356,24 +356,25 @@ static int connect_upstream(struct conn *c, const struct sockaddr_storage *sa, s
 /* Copy both ways until both sides are done, the call ends, or it idles. */
 static void relay(struct conn *c)
 {
-	static _Thread_local char buf[RELAY_BUF];
-	bool up_open = true, down_open = true; /* client->server, server->client */
+	char *buf = malloc(RELAY_BUF);
+	bool up_open = buf != NULL, down_open = buf != NULL; /* client->server, server->client */
 	while (up_open || down_open) {
-		struct pollfd p[3] = { { c->client, up_open ? POLLIN : 0, 0 },
-				       { c->upstream, down_open ? POLLIN : 0, 0 },
+		/* A side that is done is left out (a negative fd), so a hang-up cannot spin. */
+		struct pollfd p[3] = { { up_open ? c->client : -1, POLLIN, 0 },
+				       { down_open ? c->upstream : -1, POLLIN, 0 },
 				       { c->e->stop_fd, POLLIN, 0 } };
 		int r = poll(p, 3, IDLE_MS);
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r <= 0 || p[2].revents)
-			return;
+			break;
 		for (int side = 0; side < 2; side++) {
 			bool *open = side == 0 ? &up_open : &down_open;
 			if (!*open || !(p[side].revents & (POLLIN | POLLHUP | POLLERR)))
 				continue;
 			int from = side == 0 ? c->client : c->upstream;
 			int to = side == 0 ? c->upstream : c->client;
-			ssize_t n = recv(from, buf, sizeof(buf), 0);
+			ssize_t n = recv(from, buf, RELAY_BUF, 0);
 			if (n < 0 && (errno == EAGAIN || errno == EINTR))
 				continue;
 			if (n <= 0) {
@@ -381,11 +382,14 @@ static void relay(struct conn *c)
 				(void)shutdown(to, SHUT_WR);
 				continue;
 			}
-			if (write_all(c->e, to, buf, (size_t)n) != 0)
-				return;
+			if (write_all(c->e, to, buf, (size_t)n) != 0) {
+				up_open = down_open = false;
+				break;
+			}
 			*(side == 0 ? &c->bytes_out : &c->bytes_in) += (uint64_t)n;
 		}
 	}
+	free(buf);
 }
 
 /* Split "host:port" (CONNECT) or an absolute URI's authority. */
