@@ -199,24 +199,6 @@ static int chain_skip(struct chain *c, uint64_t seq, const char *trace, uint64_t
 	return 0;
 }
 
-static int unhex32(const char *hex, unsigned char out[CG_MERKLE_HASH_LEN])
-{
-	for (int i = 0; i < CG_MERKLE_HASH_LEN; i++) {
-		unsigned v = 0;
-		for (int j = 0; j < 2; j++) {
-			char ch = hex[2 * i + j];
-			unsigned d = ch >= '0' && ch <= '9'   ? (unsigned)(ch - '0')
-				     : ch >= 'a' && ch <= 'f' ? (unsigned)(ch - 'a' + 10)
-							      : 16;
-			if (d == 16)
-				return -1;
-			v = v << 4 | d;
-		}
-		out[i] = (unsigned char)v;
-	}
-	return 0;
-}
-
 /*
  * The checkpoint's C2SP note, rebuilt from its line and the log's origin,
  * into *note (malloc'd; NULL for a line older than notes). 0 when it
@@ -229,7 +211,7 @@ static int chain_note(struct chain *c, const struct cg_ckpt *ck, char **note, si
 	*note = NULL;
 	if (!ck->root[0] || !ck->note_sig_len)
 		return 0;
-	int tn = unhex32(ck->root, root) < 0
+	int tn = cg_hex_decode(ck->root, root, CG_MERKLE_HASH_LEN) < 0
 		     ? -1
 		     : cg_note_checkpoint_text(text, sizeof(text), c->origin, ck->seq, root);
 	if (tn < 0) {

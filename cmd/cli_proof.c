@@ -197,24 +197,6 @@ static int ctx_open(const char *state_dir, const char *pubkey, struct proof_ctx 
 	return 0;
 }
 
-static int unhex32(const char *hex, unsigned char out[CG_MERKLE_HASH_LEN])
-{
-	for (int i = 0; i < CG_MERKLE_HASH_LEN; i++) {
-		unsigned v = 0;
-		for (int j = 0; j < 2; j++) {
-			char ch = hex[2 * i + j];
-			unsigned d = ch >= '0' && ch <= '9'   ? (unsigned)(ch - '0')
-				     : ch >= 'a' && ch <= 'f' ? (unsigned)(ch - 'a' + 10)
-							      : 16;
-			if (d == 16)
-				return -1;
-			v = v << 4 | d;
-		}
-		out[i] = (unsigned char)v;
-	}
-	return 0;
-}
-
 /*
  * The note of checkpoint line ck, rebuilt from checkpoints.ndjson, after
  * checking that the journal gives its root and that its signature verifies.
@@ -225,7 +207,8 @@ static char *ckpt_note(const struct proof_ctx *c, const struct cg_ckpt *ck, size
 {
 	unsigned char root[CG_MERKLE_HASH_LEN], mine[CG_MERKLE_HASH_LEN];
 	char text[CG_NOTE_NAME_MAX + 128];
-	if (!ck->root[0] || !ck->note_sig_len || unhex32(ck->root, root) < 0) {
+	if (!ck->root[0] || !ck->note_sig_len ||
+	    cg_hex_decode(ck->root, root, CG_MERKLE_HASH_LEN) < 0) {
 		snprintf(why, why_len,
 			 "the checkpoint at size %" PRIu64 " predates the Merkle tree (no root)",
 			 ck->seq);

@@ -219,6 +219,24 @@ static void sha256_fetch(void)
 	}
 }
 
+int cg_hex_decode(const char *hex, unsigned char *out, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		unsigned v = 0;
+		for (int j = 0; j < 2; j++) {
+			char ch = hex[2 * i + j];
+			unsigned d = ch >= '0' && ch <= '9'   ? (unsigned)(ch - '0')
+				     : ch >= 'a' && ch <= 'f' ? (unsigned)(ch - 'a' + 10)
+							      : 16;
+			if (d == 16)
+				return -1; /* also stops at the NUL of a short string */
+			v = v << 4 | d;
+		}
+		out[i] = (unsigned char)v;
+	}
+	return 0;
+}
+
 void cg_sha256_hex(const void *p, size_t n, char hex[65])
 {
 	unsigned char md[SHA256_DIGEST_LENGTH];

@@ -49,6 +49,9 @@ unsigned char *cg_base64_decode(const char *s, size_t len, size_t *out_len);
 /* SHA-256 of p[0..n) as 64 lower-case hex chars plus NUL into hex (>= 65). */
 void cg_sha256_hex(const void *p, size_t n, char hex[65]);
 
+/* Decode 2n lower-case hex digits into n bytes. 0, or -1 on any other character. */
+int cg_hex_decode(const char *hex, unsigned char *out, size_t n);
+
 /* A byte buffer with a hard cap; bytes past the cap are dropped and counted. */
 struct cg_buf {
 	unsigned char *p;

@@ -261,6 +261,16 @@ static void refuse(struct conn *c, struct cg_reply *r)
 	answer(c, 403, "Forbidden");
 }
 
+/* The name and port asked for, judged; a refusal is answered here. */
+static bool name_refused(struct conn *c)
+{
+	struct cg_reply *r =
+	    cg_egress_judge_name(c->e->sets, c->e->n_sets, c->host, c->port, c->e->rule_id);
+	if (r)
+		refuse(c, r);
+	return r != NULL;
+}
+
 /* Fill addr/port for one candidate; its judgment, NULL when it may be reached. */
 static struct cg_reply *judge_candidate(struct conn *c, const struct sockaddr *sa)
 {
@@ -475,12 +485,8 @@ static void serve_forward(struct conn *c, const char *method, size_t ml, const c
 						c->e->rule_id));
 		return;
 	}
-	struct cg_reply *r =
-	    cg_egress_judge_name(c->e->sets, c->e->n_sets, c->host, c->port, c->e->rule_id);
-	if (r) {
-		refuse(c, r);
+	if (name_refused(c))
 		return;
-	}
 	size_t hl = 0;
 	const char *hv = header(c, "Host", &hl);
 	struct conn probe;
@@ -559,13 +565,8 @@ static void serve(struct conn *c)
 			refuse(c, cg_egress_bad_request("CONNECT needs HOST:PORT", c->e->rule_id));
 			return;
 		}
-		struct cg_reply *r =
-		    cg_egress_judge_name(c->e->sets, c->e->n_sets, c->host, c->port, c->e->rule_id);
-		if (r) {
-			refuse(c, r);
-			return;
-		}
-		serve_connect(c);
+		if (!name_refused(c))
+			serve_connect(c);
 	} else if (tl > 7 && strncasecmp(t, "http://", 7) == 0) {
 		serve_forward(c, m, ml, t, tl, v, vl);
 	} else {
