@@ -1552,3 +1552,8 @@ void cg_confine_set_egress_fd(struct cg_confine_plan *plan, int fd)
 	for (size_t i = 0; i < plan->n_stage_plans; i++)
 		cg_confine_set_egress_fd(plan->stage_plans[i], fd);
 }
+
+int cg_confine_egress_fd(const struct cg_confine_plan *plan)
+{
+	return plan && plan->n_egress ? plan->egress_fd : -1;
+}

@@ -115,6 +115,9 @@ size_t cg_confine_egress_sets(const struct cg_confine_plan *plan, const struct c
  */
 void cg_confine_set_egress_fd(struct cg_confine_plan *plan, int fd);
 
+/* The fd a child sends its listener over, or -1 (for benchmarks and tests). */
+int cg_confine_egress_fd(const struct cg_confine_plan *plan);
+
 /* The process tree of one call. */
 struct cg_tree;
 

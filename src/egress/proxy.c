@@ -8,6 +8,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <ifaddrs.h>
 #include <netdb.h>
 #include <poll.h>
@@ -28,9 +29,9 @@
 #define MAX_SETS      64
 #define MAX_LISTENERS 64
 #define HEAD_MAX      16384
-#define STEP_MS	      10000  /* reading a head, connecting, a TLS hello */
-#define IDLE_MS	      300000 /* a relayed connection with no traffic */
-#define RELAY_BUF     65536
+#define STEP_MS	      10000	    /* reading a head, connecting, a TLS hello */
+#define IDLE_MS	      300000	    /* a relayed connection with no traffic */
+#define RELAY_CHUNK   (1024 * 1024) /* bytes per splice, and the pipes' size */
 
 #define PROXY_URL "http://127.0.0.1:3128"
 const char *const cg_egress_env[] = {
@@ -363,11 +364,43 @@ static int connect_upstream(struct conn *c, const struct sockaddr_storage *sa, s
 	return -1;
 }
 
+/*
+ * Move what one side has now to the other, through a pipe with splice(2)
+ * (no copy through user space). Returns bytes moved, 0 at end of stream, -1
+ * on an error (or a peer that stopped taking bytes).
+ */
+static ssize_t move(const struct cg_egress *e, int from, int to, int pipe_fds[2])
+{
+	ssize_t n =
+	    splice(from, NULL, pipe_fds[1], NULL, RELAY_CHUNK, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return -2; /* nothing after all: not an end */
+	if (n <= 0)
+		return n;
+	for (ssize_t left = n; left > 0;) {
+		ssize_t m = splice(pipe_fds[0], NULL, to, NULL, (size_t)left,
+				   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+		if (m > 0)
+			left -= m;
+		else if (m < 0 && (errno == EAGAIN || errno == EINTR)) {
+			if (wait_fd(e, to, POLLOUT, STEP_MS) != 1)
+				return -1;
+		} else {
+			return -1;
+		}
+	}
+	return n;
+}
+
 /* Copy both ways until both sides are done, the call ends, or it idles. */
 static void relay(struct conn *c)
 {
-	char *buf = malloc(RELAY_BUF);
-	bool up_open = buf != NULL, down_open = buf != NULL; /* client->server, server->client */
+	int pipes[2][2] = { { -1, -1 }, { -1, -1 } };
+	bool up_open = pipe2(pipes[0], O_CLOEXEC | O_NONBLOCK) == 0 &&
+		       pipe2(pipes[1], O_CLOEXEC | O_NONBLOCK) == 0;
+	bool down_open = up_open; /* client->server, server->client */
+	for (int i = 0; up_open && i < 2; i++)
+		(void)fcntl(pipes[i][1], F_SETPIPE_SZ, RELAY_CHUNK);
 	while (up_open || down_open) {
 		/* A side that is done is left out (a negative fd), so a hang-up cannot spin. */
 		struct pollfd p[3] = { { up_open ? c->client : -1, POLLIN, 0 },
@@ -384,22 +417,25 @@ static void relay(struct conn *c)
 				continue;
 			int from = side == 0 ? c->client : c->upstream;
 			int to = side == 0 ? c->upstream : c->client;
-			ssize_t n = recv(from, buf, RELAY_BUF, 0);
-			if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			ssize_t n = move(c->e, from, to, pipes[side]);
+			if (n == -2)
 				continue;
-			if (n <= 0) {
+			if (n == 0) {
 				*open = false;
 				(void)shutdown(to, SHUT_WR);
 				continue;
 			}
-			if (write_all(c->e, to, buf, (size_t)n) != 0) {
+			if (n < 0) {
 				up_open = down_open = false;
 				break;
 			}
 			*(side == 0 ? &c->bytes_out : &c->bytes_in) += (uint64_t)n;
 		}
 	}
-	free(buf);
+	for (int i = 0; i < 2; i++)
+		for (int k = 0; k < 2; k++)
+			if (pipes[i][k] >= 0)
+				(void)close(pipes[i][k]);
 }
 
 /* Split "host:port" (CONNECT) or an absolute URI's authority. */

@@ -12,6 +12,7 @@ import base64
 import http.server
 import json
 import os
+import shutil
 import socket
 import ssl
 import subprocess
@@ -112,6 +113,7 @@ class Egress(unittest.TestCase):
         cls.d.close()
         cls.http.close()
         cls.https.close()
+        shutil.rmtree(cls.tmp, ignore_errors=True)
 
     def call(self, argv):
         r = self.d.request(cgtest.make_request([argv], privileged=False))
