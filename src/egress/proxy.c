@@ -143,29 +143,52 @@ static int read_head(struct conn *c, const char **why)
 	return -1;
 }
 
-/* The value of header name in the head (after the request line), or NULL. */
-static const char *header(const struct conn *c, const char *name, size_t *len)
+/*
+ * How many times header name appears in the head (after the request line);
+ * *val and *len get the first one's value.
+ */
+static int header(const struct conn *c, const char *name, const char **val, size_t *len)
 {
 	size_t nl = strlen(name);
+	int count = 0;
 	const char *p = strstr(c->head, "\r\n");
 	while (p && p + 2 < c->head + c->head_len - 2) {
 		p += 2;
 		const char *eol = strstr(p, "\r\n");
 		if (!eol)
 			break;
-		if ((size_t)(eol - p) > nl && strncasecmp(p, name, nl) == 0 && p[nl] == ':') {
+		if ((size_t)(eol - p) > nl && strncasecmp(p, name, nl) == 0 && p[nl] == ':' &&
+		    count++ == 0) {
 			const char *v = p + nl + 1;
 			while (v < eol && (*v == ' ' || *v == '\t'))
 				v++;
 			const char *ve = eol;
 			while (ve > v && (ve[-1] == ' ' || ve[-1] == '\t'))
 				ve--;
+			*val = v;
 			*len = (size_t)(ve - v);
-			return v;
 		}
 		p = eol;
 	}
-	return NULL;
+	return count;
+}
+
+/*
+ * A head the proxy can judge the same way as the server: every line ends in
+ * CRLF (no bare LF or CR) and none is folded onto the one before (a line
+ * starting with a space or tab), so no header hides from header().
+ */
+static bool head_plain(const struct conn *c)
+{
+	for (size_t i = 0; i + 2 < c->head_len; i++) {
+		char ch = c->head[i];
+		if ((ch == '\n' && (i == 0 || c->head[i - 1] != '\r')) ||
+		    (ch == '\r' && c->head[i + 1] != '\n'))
+			return false;
+		if (ch == '\n' && (c->head[i + 1] == ' ' || c->head[i + 1] == '\t'))
+			return false;
+	}
+	return true;
 }
 
 /* The class of an address the policy must name to reach, or NULL (public). */
@@ -524,7 +547,20 @@ static void serve_forward(struct conn *c, const char *method, size_t ml, const c
 	if (name_refused(c))
 		return;
 	size_t hl = 0;
-	const char *hv = header(c, "Host", &hl);
+	const char *hv = NULL;
+	const char *xv = NULL;
+	size_t xl = 0;
+	int n_te = header(c, "Transfer-Encoding", &xv, &xl);
+	int n_cl = header(c, "Content-Length", &xv, &xl);
+	/* What the server might read as a second request is never forwarded. */
+	if (!head_plain(c) || header(c, "Host", &hv, &hl) > 1 || n_cl > 1 || (n_te && n_cl)) {
+		refuse(c,
+		       cg_egress_bad_request(
+			   "a folded line, a bare LF or CR, more than one Host or Content-Length, "
+			   "or Content-Length with Transfer-Encoding",
+			   c->e->rule_id));
+		return;
+	}
 	struct conn probe;
 	probe.e = c->e;
 	if (hv && (parse_authority(&probe, hv, hl, 80) != 0 || strcmp(probe.host, c->host) != 0 ||

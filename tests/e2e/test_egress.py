@@ -171,6 +171,26 @@ class Egress(unittest.TestCase):
                            capture_output=True, text=True, timeout=60)
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
 
+    def raw_proxy_request(self, head):
+        """Send one raw request head to the proxy from inside a call; print the status line."""
+        code = ("import socket; s = socket.create_connection(('127.0.0.1', 3128)); "
+                "s.sendall(bytes.fromhex('%s')); print(s.recv(4096).split(b'\\r\\n')[0])"
+                % head.encode().hex())
+        return self.call(["python3", "-c", code])
+
+    def test_ambiguous_heads_are_refused(self):
+        before = self.http.accepted
+        url = "http://allowed.test:%d/" % self.http.port
+        host = "allowed.test:%d" % self.http.port
+        for head in ("GET %s HTTP/1.1\r\nHost: %s\r\nHost: other.test\r\n\r\n" % (url, host),
+                     "GET %s HTTP/1.1\r\nHost: %s\r\n X-Fold: other.test\r\n\r\n" % (url, host),
+                     "GET %s HTTP/1.1\r\nHost: %s\nX: y\r\n\r\n" % (url, host),
+                     "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Length: 5\r\n"
+                     "Transfer-Encoding: chunked\r\n\r\n" % (url, host)):
+            r = self.raw_proxy_request(head)
+            self.assertIn("403", r["stdout"], (head, r))
+        self.assertEqual(self.http.accepted, before)
+
     def test_wildcard_name(self):
         before = self.http.accepted
         r = self.curl(f"http://a.wild.test:{self.http.port}/")
