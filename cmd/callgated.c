@@ -45,6 +45,7 @@ static void usage(FILE *f)
 		"                 [--state-dir DIR] [--policy FILE] [--policy-pubkey FILE]\n"
 		"                 [--workspace DIR]... [--max-conns N] [--read-timeout MS]\n"
 		"                 [--approval] [--approval-timeout MS] [--admin-group GROUP]\n"
+		"                 [--verify-journal]\n"
 		"                 [--approver-uid UID]... [--approver-group GROUP]...\n"
 		"                 [--approval-notify PROGRAM [--approval-notify-arg ARG]...]\n"
 		"                 [--max-conns-per-uid N] [--write-idle-ms MS]\n"
@@ -61,7 +62,9 @@ static void usage(FILE *f)
 		"1073741824; --admit-queue 512; --log journal under systemd\n"
 		"($JOURNAL_STREAM or $NOTIFY_SOCKET set), else stderr; --syslog-socket\n"
 		"/dev/log. Sockets passed by systemd (FileDescriptorName=agent, admin)\n"
-		"are served instead of binding. See callgated(8).\n",
+		"are served instead of binding. A start verifies the events after the\n"
+		"last signed checkpoint; --verify-journal verifies the whole journal.\n"
+		"See callgated(8).\n",
 		CG_DEFAULT_SOCKET, CG_DEFAULT_ADMIN_SOCKET_NAME, CG_DEFAULT_STATE_DIR);
 }
 
@@ -193,7 +196,7 @@ int main(int argc, char **argv)
 	const char *workspaces[MAX_WORKSPACES];
 	size_t n_ws = 0;
 	long long max_conns = 0, read_ms = 0, approval_ms = 0;
-	bool approval = false;
+	bool approval = false, verify_journal = false;
 	bool root = geteuid() == 0;
 	static struct cg_server_config sc; /* the server's own options fill it as they come */
 	static char passed_buf[PATH_MAX], passed_admin_buf[PATH_MAX];
@@ -208,6 +211,10 @@ int main(int argc, char **argv)
 		}
 		if (strcmp(a, "--approval") == 0) {
 			approval = true;
+			continue;
+		}
+		if (strcmp(a, "--verify-journal") == 0) {
+			verify_journal = true;
 			continue;
 		}
 		if (strcmp(a, "--version") == 0) {
@@ -383,6 +390,7 @@ int main(int argc, char **argv)
 	kc.n_workspaces = n_ws;
 	kc.policy_pubkey_file = pubkey;
 	kc.approval = approval;
+	kc.verify_journal = verify_journal;
 	kc.approval_timeout_ms = approval_ms;
 	const char *own[] = { socket_path, admin_path }; /* hidden from every call */
 	kc.own_paths = own;

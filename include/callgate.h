@@ -80,6 +80,8 @@ struct cg_kernel_config {
 	const char *policy_pubkey_file; /* require policies signed by this key; NULL: don't */
 	unsigned n_workers;		/* execution threads; 0: default */
 	bool approval;			/* UNKNOWN waits for a human (admin socket); else refused */
+	bool verify_journal;		/* start-up verifies the whole journal, not from the
+					   last signed checkpoint */
 	int64_t approval_timeout_ms;	/* 0: the policy's (default 60 s) */
 	const char *const *own_paths;	/* the caller's own files every call's view hides */
 	size_t n_own_paths;		/* (its sockets); state_dir is hidden anyway */

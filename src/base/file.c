@@ -44,12 +44,26 @@ int cg_file_open_regular(int dir_fd, const char *path, off_t *size)
 
 int cg_file_read(const char *path, size_t cap, char **out, size_t *out_len)
 {
+	return cg_file_read_from(path, 0, cap, out, out_len);
+}
+
+int cg_file_read_from(const char *path, uint64_t from, size_t cap, char **out, size_t *out_len)
+{
 	off_t size = 0;
 	int fd = cg_file_open_regular(AT_FDCWD, path, &size);
 	if (fd < 0)
 		return -1;
 	char *p = NULL;
 	int saved = 0;
+	if ((uint64_t)size < from) {
+		saved = ERANGE; /* the file is shorter than the caller knew it */
+		goto close_fd;
+	}
+	size -= (off_t)from;
+	if (from && lseek(fd, (off_t)from, SEEK_SET) < 0) {
+		saved = errno;
+		goto close_fd;
+	}
 	if ((uint64_t)size > cap) {
 		saved = EFBIG;
 		goto close_fd;

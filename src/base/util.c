@@ -219,6 +219,15 @@ static void sha256_fetch(void)
 	}
 }
 
+void cg_hex_encode(const unsigned char *b, size_t n, char *out)
+{
+	for (size_t i = 0; i < n; i++) {
+		out[2 * i] = hexd[b[i] >> 4];
+		out[2 * i + 1] = hexd[b[i] & 15];
+	}
+	out[2 * n] = '\0';
+}
+
 int cg_hex_decode(const char *hex, unsigned char *out, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {

@@ -49,6 +49,8 @@ unsigned char *cg_base64_decode(const char *s, size_t len, size_t *out_len);
 /* SHA-256 of p[0..n) as 64 lower-case hex chars plus NUL into hex (>= 65). */
 void cg_sha256_hex(const void *p, size_t n, char hex[65]);
 
+/* Encode n bytes as 2n lower-case hex digits plus NUL into out (>= 2n + 1). */
+void cg_hex_encode(const unsigned char *b, size_t n, char *out);
 /* Decode 2n lower-case hex digits into n bytes. 0, or -1 on any other character. */
 int cg_hex_decode(const char *hex, unsigned char *out, size_t n);
 
@@ -94,6 +96,8 @@ int cg_file_open_regular(int dir_fd, const char *path, off_t *size);
  * *len, or -1 with errno.
  */
 int cg_file_read(const char *path, size_t cap, char **p, size_t *len);
+/* The same from byte offset from on (ERANGE when the file is shorter than from). */
+int cg_file_read_from(const char *path, uint64_t from, size_t cap, char **p, size_t *len);
 
 /*
  * Write path atomically: the bytes go to a temporary file created 0600 (so

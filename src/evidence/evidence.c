@@ -48,6 +48,7 @@
 #include "key.h"
 #include "merkle.h"
 #include "note.h"
+#include "resume.h"
 #include "util.h"
 
 #define DEFAULT_SEGMENT_BYTES (64ull << 20)
@@ -57,6 +58,7 @@
 #define ADMIT_HIGH_WATER      32768u	 /* pending items past which new calls are turned away */
 #define PKG_WEIGHT	      8u	 /* a waiting trace package, in queued-item units */
 #define SEGMENT_READ_CAP      ((size_t)2 << 30)
+#define RESUME_READ_CAP	      ((size_t)256 << 20)
 #define PKG_BACKLOG_CAP	      8192u /* packages waiting to be written; past this the writer waits */
 #define HEAL_PROBE_MS	      1000  /* a failed journal tries to reopen this often */
 
@@ -123,6 +125,8 @@ struct pkg_batch {
 	size_t n;
 	uint64_t last; /* the batch's last ticket: done once these are written */
 	bool write;    /* false when the batch failed: free, do not write */
+	char *resume;  /* a resume point to write after the packages, or NULL */
+	size_t resume_len;
 };
 
 struct cg_evidence {
@@ -130,6 +134,7 @@ struct cg_evidence {
 	struct cg_evidence_config cfg;
 	int lock_fd, seg_fd, ckpt_fd, dir_fd;
 	uint64_t seg_bytes;
+	char seg_name[32]; /* the current segment's file name */
 	/* writer-only */
 	uint64_t seq;
 	char head[65];
@@ -139,7 +144,13 @@ struct cg_evidence {
 	char origin[CG_NOTE_NAME_MAX + 1]; /* the log's name in its checkpoint notes */
 	struct cg_merkle_range mr;	   /* the Merkle tree over events 1..seq */
 	uint64_t since_ckpt, ckpt_seq;
+	uint64_t last_line_len; /* the length of event seq's line */
+	uint64_t ckpt_line_off; /* where the last checkpoint line starts */
+	bool ckpt_line_valid;	/* … and it was written by this run */
 	int64_t last_ckpt_ns;
+	int64_t last_resume_ns; /* when a resume point was last made */
+	char *resume;		/* the newest resume point, not yet handed on */
+	size_t resume_len;
 	int64_t last_note_ns; /* when checkpoint.note was last replaced */
 	char *batch;
 	size_t batch_len, batch_cap;
@@ -289,6 +300,7 @@ static int segment_open(struct cg_evidence *ev, uint64_t first_seq)
 		close(ev->seg_fd);
 	ev->seg_fd = fd;
 	ev->seg_bytes = 0;
+	snprintf(ev->seg_name, sizeof(ev->seg_name), "%016" PRIu64 ".ndjson", first_seq);
 	return 0;
 }
 
@@ -354,6 +366,7 @@ static int emit(struct cg_evidence *ev, const char *trace, int type, const char 
 		return -1;
 	}
 	ev->batch_len += len;
+	ev->last_line_len = len;
 	ev->seq++;
 	t->tseq++;
 	memcpy(ev->head, h, 65);
@@ -513,17 +526,12 @@ static int checkpoint(struct cg_evidence *ev, bool final)
 {
 	char ts[40], msg[600], rhex[65], text[CG_NOTE_NAME_MAX + 128];
 	unsigned char root[CG_MERKLE_HASH_LEN], sig[64], idsig[CG_NOTE_IDSIG_LEN];
-	static const char hexd[] = "0123456789abcdef";
 	if (ev->mr.size != ev->seq) {
 		errno = EIO; /* the tree lost track of the journal: sign nothing */
 		return -1;
 	}
 	cg_merkle_range_root(&ev->mr, root);
-	for (int i = 0; i < CG_MERKLE_HASH_LEN; i++) {
-		rhex[2 * i] = hexd[root[i] >> 4];
-		rhex[2 * i + 1] = hexd[root[i] & 15];
-	}
-	rhex[64] = '\0';
+	cg_hex_encode(root, sizeof(root), rhex);
 	cg_format_time(cg_now_wall_ns(), ts, sizeof(ts));
 	int m = cg_ckpt_format_msg(msg, sizeof(msg), ev->seq, ev->head, rhex, ts, ev->key_fp);
 	int tn = cg_note_checkpoint_text(text, sizeof(text), ev->origin, ev->seq, root);
@@ -542,7 +550,8 @@ static int checkpoint(struct cg_evidence *ev, bool final)
 			   : -1;
 	free(b64);
 	free(n64);
-	if (n < 0 || (size_t)n >= sizeof(line) || !note ||
+	off_t at = lseek(ev->ckpt_fd, 0, SEEK_END);
+	if (n < 0 || (size_t)n >= sizeof(line) || !note || at < 0 ||
 	    cg_write_all(ev->ckpt_fd, line, (size_t)n) < 0) {
 		int e = errno ? errno : ENOMEM;
 		free(note);
@@ -555,10 +564,98 @@ static int checkpoint(struct cg_evidence *ev, bool final)
 		ev->last_note_ns = now;
 	}
 	free(note);
+	ev->ckpt_line_off = (uint64_t)at;
+	ev->ckpt_line_valid = true;
 	ev->since_ckpt = 0;
 	ev->ckpt_seq = ev->seq;
 	ev->last_ckpt_ns = cg_now_mono_ns();
 	return 0;
+}
+
+/* ---- the resume point ----------------------------------------------------------- */
+
+struct resume_build {
+	char *buf;
+	size_t len, n_lines;
+	uint64_t journal_tseq;
+	char journal_hash[65];
+};
+
+static void resume_size(const char *key, void *value, void *arg)
+{
+	struct resume_build *b = arg;
+	const struct tstate *t = value;
+	(void)key;
+	if (!t->keep) {
+		b->journal_tseq = t->tseq;
+		memcpy(b->journal_hash, t->hash, 65);
+		return;
+	}
+	b->len += t->len;
+	b->n_lines += t->n;
+}
+
+static void resume_copy(const char *key, void *value, void *arg)
+{
+	struct resume_build *b = arg;
+	const struct tstate *t = value;
+	(void)key;
+	if (!t->keep)
+		return;
+	memcpy(b->buf + b->len, t->buf, t->len);
+	b->len += t->len;
+}
+
+/*
+ * Writer thread, right after a checkpoint: the state a start needs to go on
+ * from it (resume.h), kept in ev->resume until the batch's packages are
+ * handed on. Best effort: without one, the next start verifies everything.
+ */
+static void resume_make(struct cg_evidence *ev)
+{
+	struct cg_resume r = { .seq = ev->seq,
+			       .ckpt_off = ev->ckpt_line_off,
+			       .end = ev->seg_bytes,
+			       .line_len = ev->last_line_len,
+			       .mr = ev->mr };
+	struct resume_build b = { .journal_hash = "" };
+	memcpy(b.journal_hash, cg_journal_genesis(), 65);
+	cg_smap_each(ev->traces, resume_size, &b);
+	unsigned char root[CG_MERKLE_HASH_LEN];
+	memcpy(r.head, ev->head, 65);
+	cg_merkle_range_root(&ev->mr, root);
+	cg_hex_encode(root, sizeof(root), r.root);
+	snprintf(r.segment, sizeof(r.segment), "%s", ev->seg_name);
+	r.journal_tseq = b.journal_tseq;
+	memcpy(r.journal_hash, b.journal_hash, 65);
+	r.n_lines = b.n_lines;
+	size_t hl = 0, body = b.len;
+	char *buf = r.line_len ? cg_resume_header(&r, body, &hl) : NULL;
+	if (!buf)
+		return;
+	b.buf = buf + hl;
+	b.len = 0;
+	cg_smap_each(ev->traces, resume_copy, &b);
+	free(ev->resume);
+	ev->resume = buf;
+	ev->resume_len = hl + b.len;
+	ev->last_resume_ns = cg_now_mono_ns();
+}
+
+/* Package thread (or the writer, with no package thread): replace the file. */
+static void resume_write(struct cg_evidence *ev, const char *buf, size_t len)
+{
+	char tmp[4300], dst[4300];
+	snprintf(tmp, sizeof(tmp), "%s/%s.tmp", ev->state_dir, CG_RESUME_FILE);
+	snprintf(dst, sizeof(dst), "%s/%s", ev->state_dir, CG_RESUME_FILE);
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	bool ok = fd >= 0 && cg_write_all(fd, buf, len) == 0;
+	if (fd >= 0)
+		close(fd);
+	if (!ok || rename(tmp, dst) != 0) {
+		(void)unlink(tmp);
+		cg_log("warn", NULL, "evidence: resume point not written: %s", strerror(errno));
+	}
 }
 
 static size_t write_packages(struct cg_evidence *ev, struct package *pk, bool write)
@@ -597,6 +694,10 @@ static void *package_main(void *arg)
 			ev->pb_tail = &ev->pb_head;
 		pthread_mutex_unlock(&ev->mu);
 		(void)write_packages(ev, pb->pkgs, pb->write);
+		/* After the packages it vouches for: see resume.h. */
+		if (pb->resume && pb->write)
+			resume_write(ev, pb->resume, pb->resume_len);
+		free(pb->resume);
 		pthread_mutex_lock(&ev->mu);
 		ev->pb_pending -= pb->n;
 		if (pb->last > ev->done_ticket)
@@ -614,7 +715,10 @@ static void hand_packages(struct cg_evidence *ev, uint64_t last, bool write)
 {
 	struct pkg_batch *pb = calloc(1, sizeof(*pb));
 	struct package *list = ev->pkgs;
+	char *resume = ev->resume;
+	size_t resume_len = ev->resume_len;
 	ev->pkgs = NULL;
+	ev->resume = NULL;
 	if (!pb || !ev->pkg_started) {
 		/* No memory for the hand-off: wait for the queue to drain, write here. */
 		free(pb);
@@ -622,6 +726,9 @@ static void hand_packages(struct cg_evidence *ev, uint64_t last, bool write)
 			pthread_cond_wait(&ev->done_cv, &ev->mu);
 		pthread_mutex_unlock(&ev->mu);
 		(void)write_packages(ev, list, write);
+		if (resume && write)
+			resume_write(ev, resume, resume_len);
+		free(resume);
 		pthread_mutex_lock(&ev->mu);
 		if (last > ev->done_ticket)
 			ev->done_ticket = last;
@@ -633,6 +740,8 @@ static void hand_packages(struct cg_evidence *ev, uint64_t last, bool write)
 	pb->pkgs = list;
 	pb->last = last;
 	pb->write = write;
+	pb->resume = resume;
+	pb->resume_len = resume_len;
 	while (ev->pb_pending > PKG_BACKLOG_CAP)
 		pthread_cond_wait(&ev->room_cv, &ev->mu);
 	*ev->pb_tail = pb;
@@ -720,6 +829,13 @@ static int process(struct cg_evidence *ev, struct item *batch, bool final)
 		return -1;
 	if (want_ckpt && checkpoint(ev, final) < 0)
 		return -1;
+	/*
+	 * A resume point names a checkpoint of this run at the head: at most one
+	 * per checkpoint interval, and one at close.
+	 */
+	if (ev->ckpt_line_valid && ev->ckpt_seq == ev->seq &&
+	    (final || cg_now_mono_ns() - ev->last_resume_ns >= ev->cfg.checkpoint_ms * 1000000))
+		resume_make(ev);
 	if (final && fdatasync(ev->ckpt_fd) != 0)
 		return -1;
 	return 0;
@@ -1190,8 +1306,9 @@ static int set_aside(struct cg_evidence *ev, const char *path, const char *what,
 	return 0;
 }
 
-static int load_checkpoints(struct cg_evidence *ev, struct ckpt_pos **out, size_t *n_out,
-			    json_t *torn, char *why, size_t why_len)
+/* The checkpoint lines from byte offset from on (a resume point's checkpoint, or 0). */
+static int load_checkpoints(struct cg_evidence *ev, uint64_t from, struct ckpt_pos **out,
+			    size_t *n_out, json_t *torn, char *why, size_t why_len)
 {
 	char path[4200];
 	snprintf(path, sizeof(path), "%s/checkpoints.ndjson", ev->state_dir);
@@ -1200,8 +1317,8 @@ static int load_checkpoints(struct cg_evidence *ev, struct ckpt_pos **out, size_
 	struct ckpt_pos *v = NULL;
 	*out = NULL;
 	*n_out = 0;
-	if (cg_file_read(path, SEGMENT_READ_CAP, &buf, &len) < 0) {
-		if (errno == ENOENT)
+	if (cg_file_read_from(path, from, SEGMENT_READ_CAP, &buf, &len) < 0) {
+		if (errno == ENOENT && from == 0)
 			return 0;
 		snprintf(why, why_len, "cannot read %.300s: %s", path, strerror(errno));
 		return -1;
@@ -1212,8 +1329,8 @@ static int load_checkpoints(struct cg_evidence *ev, struct ckpt_pos **out, size_
 		char *nl = memchr(buf + pos, '\n', len - pos);
 		if (!nl) {
 			uint64_t next = n ? v[n - 1].seq + 1 : 1;
-			if (set_aside(ev, path, "checkpoints", next, buf + pos, len - pos, pos,
-				      torn) < 0) {
+			if (set_aside(ev, path, "checkpoints", next, buf + pos, len - pos,
+				      from + pos, torn) < 0) {
 				snprintf(why, why_len, "cannot set aside the torn checkpoint: %s",
 					 strerror(errno));
 				goto free_buf;
@@ -1260,47 +1377,163 @@ static bool trace_dir_exists(const char *state_dir, const char *trace)
 /* True when the range's root is hex (64 lower-case hex digits). */
 static bool root_is(const struct cg_merkle_range *r, const char *hex)
 {
-	static const char hexd[] = "0123456789abcdef";
 	unsigned char root[CG_MERKLE_HASH_LEN];
+	char mine[2 * CG_MERKLE_HASH_LEN + 1];
 	cg_merkle_range_root(r, root);
-	for (int i = 0; i < CG_MERKLE_HASH_LEN; i++)
-		if (hex[2 * i] != hexd[root[i] >> 4] || hex[2 * i + 1] != hexd[root[i] & 15])
-			return false;
-	return true;
+	cg_hex_encode(root, sizeof(root), mine);
+	return strcmp(mine, hex) == 0;
+}
+
+/* Forget what a start rebuilt: the writer's state of an empty journal. */
+static int state_reset(struct cg_evidence *ev)
+{
+	struct cg_smap *fresh = cg_smap_new();
+	if (!fresh)
+		return -1;
+	cg_smap_free(ev->traces, tstate_free);
+	ev->traces = fresh;
+	ev->seq = 0;
+	memcpy(ev->head, cg_journal_genesis(), 65);
+	cg_merkle_range_init(&ev->mr);
+	return 0;
+}
+
+/* Re-hash and re-link the open traces' lines of a resume point into ev->traces. */
+static int resume_traces(struct cg_evidence *ev, const struct cg_resume *r, char *why,
+			 size_t why_len)
+{
+	struct tstate *jt = tstate_get(ev, CG_JOURNAL_TRACE, true);
+	if (!jt) {
+		snprintf(why, why_len, "out of memory");
+		return -1;
+	}
+	if (r->journal_tseq == 0 && strcmp(r->journal_hash, cg_journal_genesis()) != 0) {
+		snprintf(why, why_len, "the journal trace's head is not the genesis");
+		return -1;
+	}
+	jt->tseq = r->journal_tseq;
+	memcpy(jt->hash, r->journal_hash, 65);
+	const char *p = r->lines, *end = r->lines + r->lines_len;
+	for (size_t i = 1; p < end; i++) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		size_t ll = (size_t)(nl - p) + 1;
+		struct cg_evline o;
+		const char *check;
+		char w[200];
+		struct tstate *t = NULL;
+		if (cg_evline_parse(p, ll, &o, &check, w, sizeof(w)) < 0 || !o.hash_ok ||
+		    o.seq > r->seq || !(t = tstate_get(ev, o.trace, true)) || !t->keep ||
+		    o.tseq != t->tseq + 1 || strcmp(o.tprev, t->hash) != 0) {
+			snprintf(why, why_len, "open-trace line %zu does not check out", i);
+			return -1;
+		}
+		t->tseq = o.tseq;
+		memcpy(t->hash, o.hash, 65);
+		if (tstate_add_line(t, p, ll, o.seq, o.type, o.decision[0] ? o.decision : NULL) <
+		    0) {
+			snprintf(why, why_len, "out of memory");
+			return -1;
+		}
+		p += ll;
+	}
+	return 0;
 }
 
 /*
- * Read the whole journal, verifying it as it goes (the daemon appends only
- * to a journal it has verified), and rebuild the writer's state: chain
- * heads, the traces still open, and packages lost to a crash.
+ * Take up the writer's state at the resume point when it checks out against
+ * the signed checkpoint and the journal (resume.h). Then a start reads only
+ * what follows it: names[*seg] from byte *off on, checkpoints from *ckpt_off.
+ * 0, or -1 with why and the state as it was (empty).
+ */
+static int resume_from(struct cg_evidence *ev, char **names, size_t n_names, size_t *seg,
+		       uint64_t *off, uint64_t *ckpt_off, char *why, size_t why_len)
+{
+	char path[4300];
+	char *buf = NULL;
+	size_t len = 0, s = 0;
+	struct cg_resume r;
+	snprintf(path, sizeof(path), "%s/%s", ev->state_dir, CG_RESUME_FILE);
+	if (cg_file_read(path, RESUME_READ_CAP, &buf, &len) < 0) {
+		snprintf(why, why_len, "%s", errno == ENOENT ? "there is none" : strerror(errno));
+		return -1;
+	}
+	int rc = -1;
+	if (cg_resume_parse(buf, len, &r, why, why_len) < 0 ||
+	    cg_resume_check(ev->state_dir, &r, ev->key, ev->key_fp, why, why_len) < 0)
+		goto out;
+	while (s < n_names && strcmp(names[s], r.segment) != 0)
+		s++;
+	if (s == n_names) {
+		snprintf(why, why_len, "its segment is not in the journal");
+		goto out;
+	}
+	if (resume_traces(ev, &r, why, why_len) < 0)
+		goto out;
+	ev->mr = r.mr;
+	ev->seq = r.seq;
+	memcpy(ev->head, r.head, 65);
+	ev->last_line_len = r.line_len;
+	*seg = s;
+	*off = r.end;
+	*ckpt_off = r.ckpt_off;
+	rc = 0;
+out:
+	free(buf);
+	return rc;
+}
+
+/*
+ * Rebuild the writer's state from the files, verifying as it reads (the
+ * daemon appends only to a journal it has verified): chain heads, the
+ * Merkle frontier, the traces still open, and packages lost to a crash.
+ * From a resume point that checks out, only the events after its signed
+ * checkpoint are read; otherwise (or with cfg.verify_all) the whole journal.
  */
 static int recover(struct cg_evidence *ev, json_t *torn, char *why, size_t why_len)
 {
 	char **names = NULL;
-	size_t n_names = 0, n_ck = 0, ci = 0;
+	size_t n_names = 0, n_ck = 0, ci = 0, s0 = 0;
+	uint64_t off0 = 0, ckpt_off = 0;
 	struct ckpt_pos *ck = NULL;
 	char *buf = NULL;
 	int rc = -1;
 	cg_merkle_range_init(&ev->mr);
-	if (load_checkpoints(ev, &ck, &n_ck, torn, why, why_len) < 0)
-		return -1;
 	if (cg_journal_segments(ev->state_dir, &names, &n_names) < 0) {
 		snprintf(why, why_len, "cannot list the journal: %s", strerror(errno));
+		return -1;
+	}
+	char rwhy[300] = "";
+	bool resumed = false;
+	if (ev->cfg.verify_all)
+		snprintf(rwhy, sizeof(rwhy), "a full verification was asked for");
+	else if (n_names &&
+		 resume_from(ev, names, n_names, &s0, &off0, &ckpt_off, rwhy, sizeof(rwhy)) == 0)
+		resumed = true;
+	else if (state_reset(ev) < 0) {
+		snprintf(why, why_len, "out of memory");
 		goto free_all;
 	}
+	uint64_t resumed_at = ev->seq;
+	if (n_names && !resumed)
+		cg_log("info", NULL, "evidence: verifying the whole journal (resume point: %s)",
+		       rwhy);
+	if (load_checkpoints(ev, ckpt_off, &ck, &n_ck, torn, why, why_len) < 0)
+		goto free_all;
 	char path[4300];
-	for (size_t s = 0; s < n_names; s++) {
+	for (size_t s = s0; s < n_names; s++) {
 		snprintf(path, sizeof(path), "%s/journal/%s", ev->state_dir, names[s]);
-		size_t len = 0, pos = 0, lineno = 0;
+		uint64_t base = s == s0 ? off0 : 0;
+		size_t len = 0, pos = 0;
 		free(buf);
 		buf = NULL;
-		if (cg_file_read(path, SEGMENT_READ_CAP, &buf, &len) < 0) {
-			snprintf(why, why_len, "cannot read %.300s: %s", path, strerror(errno));
+		if (cg_file_read_from(path, base, SEGMENT_READ_CAP, &buf, &len) < 0) {
+			snprintf(why, why_len, "cannot read %.300s: %s", path,
+				 errno == ERANGE ? "shorter than its resume point"
+						 : strerror(errno));
 			goto free_all;
 		}
 		while (pos < len) {
 			char *nl = memchr(buf + pos, '\n', len - pos);
-			lineno++;
 			if (!nl) {
 				if (s + 1 != n_names) {
 					snprintf(why, why_len,
@@ -1310,7 +1543,7 @@ static int recover(struct cg_evidence *ev, json_t *torn, char *why, size_t why_l
 					goto free_all;
 				}
 				if (set_aside(ev, path, "journal", ev->seq + 1, buf + pos,
-					      len - pos, pos, torn) < 0) {
+					      len - pos, base + pos, torn) < 0) {
 					snprintf(why, why_len, "cannot set aside the torn tail: %s",
 						 strerror(errno));
 					goto free_all;
@@ -1322,8 +1555,8 @@ static int recover(struct cg_evidence *ev, json_t *torn, char *why, size_t why_l
 			const char *check;
 			char w[200];
 			if (cg_evline_parse(buf + pos, ll, &o, &check, w, sizeof(w)) < 0) {
-				snprintf(why, why_len, "%s line %zu: %s: %s", names[s], lineno,
-					 check, w);
+				snprintf(why, why_len, "%s byte %" PRIu64 ": %s: %s", names[s],
+					 base + pos, check, w);
 				goto free_all;
 			}
 			struct tstate *t = tstate_get(ev, o.trace, true);
@@ -1338,8 +1571,8 @@ static int recover(struct cg_evidence *ev, json_t *torn, char *why, size_t why_l
 					      ? "trace_link"
 					      : NULL;
 			if (bad) {
-				snprintf(why, why_len, "%s line %zu (seq %" PRIu64 "): %s",
-					 names[s], lineno, o.seq, bad);
+				snprintf(why, why_len, "%s byte %" PRIu64 " (seq %" PRIu64 "): %s",
+					 names[s], base + pos, o.seq, bad);
 				goto free_all;
 			}
 			unsigned char leaf[CG_MERKLE_HASH_LEN];
@@ -1395,7 +1628,14 @@ static int recover(struct cg_evidence *ev, json_t *torn, char *why, size_t why_l
 		goto free_all;
 	}
 	ev->ckpt_seq = n_ck ? ck[n_ck - 1].seq : 0;
+	ev->ckpt_line_valid = false; /* a resume point waits for this run's first checkpoint */
 	ev->since_ckpt = ev->seq - ev->ckpt_seq;
+	if (resumed)
+		cg_log("info", NULL,
+		       "evidence: resumed at the signed checkpoint of seq %" PRIu64
+		       "; verified the %" PRIu64 " events after it (`callgate replay --all` "
+		       "verifies everything)",
+		       resumed_at, ev->seq - resumed_at);
 	if (n_names) {
 		snprintf(path, sizeof(path), "%s/journal/%s", ev->state_dir, names[n_names - 1]);
 		ev->seg_fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
@@ -1405,6 +1645,7 @@ static int recover(struct cg_evidence *ev, json_t *torn, char *why, size_t why_l
 			goto free_all;
 		}
 		ev->seg_bytes = (uint64_t)st.st_size;
+		snprintf(ev->seg_name, sizeof(ev->seg_name), "%s", names[n_names - 1]);
 	} else if (segment_open(ev, 1) < 0) {
 		snprintf(why, why_len, "cannot create the first segment: %s", strerror(errno));
 		goto free_all;
@@ -1627,6 +1868,7 @@ void cg_evidence_close(struct cg_evidence *ev)
 	cg_smap_free(ev->cut, NULL);
 	json_decref(ev->cut_pending);
 	free(ev->batch);
+	free(ev->resume);
 	free(ev->state_dir);
 	pthread_cond_destroy(&ev->work_cv);
 	pthread_cond_destroy(&ev->done_cv);

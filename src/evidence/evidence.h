@@ -62,6 +62,7 @@ struct cg_evidence_config {
 	uint32_t checkpoint_every; /* sign a checkpoint every N events; 0: default */
 	int64_t checkpoint_ms;	   /* … or every T ms; 0: default */
 	bool write_traces;	   /* write traces/<id>/ packages at seal */
+	bool verify_all; /* start-up verifies the whole journal, not from the resume point */
 };
 
 struct cg_evidence;

@@ -157,7 +157,8 @@ int cg_kernel_new(const struct cg_kernel_config *cfg, struct cg_kernel **out, st
 		goto fail_gen;
 	if (cfg->state_dir) {
 		struct cg_evidence_config ec = { .state_dir = cfg->state_dir,
-						 .write_traces = true };
+						 .write_traces = true,
+						 .verify_all = cfg->verify_journal };
 		if (cg_evidence_open(&ec, &k->ev, &err) != 0)
 			goto fail_replay;
 	}

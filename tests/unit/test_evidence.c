@@ -655,9 +655,19 @@ Test(evidence, corrupt_journal_refuses_to_open)
 	p[5] = 'X';
 	spit("journal/0000000000000001.ndjson", b, len);
 	free(b);
-	struct cg_evidence_config c = { .state_dir = state };
+	/* The changed event is before the last checkpoint: a full verification finds it… */
+	struct cg_evidence_config c = { .state_dir = state, .verify_all = true };
 	struct cg_evidence *ev = NULL;
 	struct cg_reply *err = NULL;
+	cr_assert_eq(cg_evidence_open(&c, &ev, &err), -1);
+	cr_assert_eq(err->id, CG_R_EVIDENCE_JOURNAL_CORRUPT);
+	cg_reply_free(err);
+	/* … and so does a start with no resume point to go on from. */
+	char p2[512];
+	snprintf(p2, sizeof(p2), "%s/journal.resume", state);
+	cr_assert_eq(unlink(p2), 0);
+	c.verify_all = false;
+	err = NULL;
 	cr_assert_eq(cg_evidence_open(&c, &ev, &err), -1);
 	cr_assert_eq(err->id, CG_R_EVIDENCE_JOURNAL_CORRUPT);
 	cg_reply_free(err);
