@@ -27,6 +27,7 @@
 #include "evidence.h"
 #include "journal.h"
 #include "replay.h"
+#include "retention.h"
 #include "key.h"
 #include "util.h"
 #include "verdict.h"
@@ -273,12 +274,11 @@ static int cmd_verdict(struct state st, int argc, char **argv)
 	if (cg_cli_state_dir_check("verdict", st.dir, st.from) < 0)
 		return CG_EXIT_NOINPUT;
 	const char *state_dir = st.dir;
-	char path[4300];
-	snprintf(path, sizeof(path), "%s/traces/%s/%s", state_dir, id,
-		 json ? "verdict.json" : "verdict.md");
 	char *p = NULL;
 	size_t n = 0;
-	if (cg_file_read(path, 16u << 20, &p, &n) < 0) {
+	/* From traces/ID/, or from the archive retention packed it into. */
+	if (cg_package_read(state_dir, id, json ? "verdict.json" : "verdict.md", 16u << 20, &p,
+			    &n) < 0) {
 		fprintf(stderr,
 			"callgate verdict: no verdict for trace %s (%s); if the journal holds it, "
 			"`callgate evidence rebuild %s` recreates the package\n",

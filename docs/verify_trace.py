@@ -9,6 +9,8 @@ library only, so that evidence can be checked without trusting callgate.
     verify_trace.py STATE_DIR TRACE_ID        the package against the journal
     verify_trace.py STATE_DIR --all           the journal, checkpoints, every package
 
+Packages that retention packed into traces/archive/*.tar are read from there.
+
 Checks: every line's hash over its exact bytes, both chains from the genesis,
 contiguous sequence numbers, the closed set of event types, the structure of
 each trace (request first, no execution without a permit or after BLOCK or
@@ -24,6 +26,7 @@ import hashlib
 import json
 import os
 import sys
+import tarfile
 
 GENESIS = hashlib.sha256(b"callgate-genesis-v1").hexdigest()
 TAIL = 76  # ,"hash":"<64 hex>"}\n
@@ -39,10 +42,11 @@ class Problems(list):
         self.append("%s: %s" % (where, what))
 
 
-def read_lines(path, probs):
+def read_lines(path, probs, data=None):
     """Lines with their newline; a last line without one is reported."""
-    with open(path, "rb") as f:
-        data = f.read()
+    if data is None:
+        with open(path, "rb") as f:
+            data = f.read()
     lines = data.split(b"\n")
     if lines[-1]:
         probs.add(path, "truncated: the file ends mid-line")
@@ -215,13 +219,43 @@ def check_verdict(v, events, where, probs):
         probs.add(where, "verdict_mismatch: blocked lists something for a call that ran")
 
 
-def check_package(dirpath, probs):
+def check_package(dirpath, probs, files=None):
+    """files: the package's {name: bytes} (from an archive); else read dirpath."""
     path = os.path.join(dirpath, "events.ndjson")
-    lines = read_lines(path, probs)
+    lines = read_lines(path, probs, None if files is None else files.get("events.ndjson", b""))
     events = [parse(l, "%s line %d" % (path, i), probs) for i, l in enumerate(lines, 1)]
     events = [e for e in events if e]
     check_trace(events, path, probs)
     return lines
+
+
+def archived(state):
+    """Packages that retention packed (docs/evidence.md, "Retention"): for each
+    trace id, its tar's path. The .idx beside each tar only speeds lookups;
+    here every tar is read whole."""
+    adir = os.path.join(state, "traces", "archive")
+    out = {}
+    if not os.path.isdir(adir):
+        return out
+    for name in sorted(os.listdir(adir)):
+        if not name.endswith(".tar") or name.startswith("."):
+            continue
+        with tarfile.open(os.path.join(adir, name), "r:") as tf:
+            for m in tf.getmembers():
+                tid = m.name.split("/", 1)[0]
+                out.setdefault(tid, os.path.join(adir, name))
+    return out
+
+
+def archive_files(tar, tid):
+    """{file name: bytes} of trace tid's members in tar."""
+    files = {}
+    with tarfile.open(tar, "r:") as tf:
+        for m in tf.getmembers():
+            top, _, rest = m.name.partition("/")
+            if top == tid and m.isfile() and "/" not in rest:
+                files[rest] = tf.extractfile(m).read()
+    return files
 
 
 def load_journal(state, probs):
@@ -280,6 +314,7 @@ def main(argv):
         for e, line in journal:
             by_trace.setdefault(e["trace"], []).append((e, line))
         ids = sorted(t for t in by_trace if t != "journal") if which == "--all" else [which]
+        packed = archived(state)
         for tid in ids:
             tdir = os.path.join(state, "traces", tid)
             evs = by_trace.get(tid)
@@ -287,19 +322,29 @@ def main(argv):
                 probs.add(tid, "trace_unknown: the journal holds no event of it")
                 continue
             end = check_trace([e for e, _ in evs], "journal trace " + tid, probs)
-            if not os.path.isdir(tdir):
+            content = None
+            if os.path.isdir(tdir):
+                files = sorted(f for f in os.listdir(tdir) if not f.startswith("."))
+            elif tid in packed:
+                content = archive_files(packed[tid], tid)
+                tdir = "%s:%s" % (packed[tid], tid)
+                files = sorted(content)
+            else:
                 probs.add(tdir, "trace_dir_missing")
                 continue
-            files = sorted(f for f in os.listdir(tdir) if not f.startswith("."))
             if files != sorted(["events.ndjson", "verdict.json", "verdict.md",
                                 "replay.json", "diff.json"]):
                 probs.add(tdir, "package_files: %s" % files)
-            lines = check_package(tdir, probs)
+            lines = check_package(tdir, probs, content)
             if lines != [l for _, l in evs]:
                 probs.add(tdir, "trace_line_mismatch: events.ndjson is not the journal's lines")
             if end == "seal":
-                with open(os.path.join(tdir, "verdict.json")) as f:
-                    check_verdict(json.load(f), [e for e, _ in evs], tdir, probs)
+                if content is None:
+                    with open(os.path.join(tdir, "verdict.json"), "rb") as f:
+                        vbytes = f.read()
+                else:
+                    vbytes = content.get("verdict.json", b"null")
+                check_verdict(json.loads(vbytes), [e for e, _ in evs], tdir, probs)
         checked = "%d trace(s), %d journal events" % (len(ids), len(journal))
     else:
         sys.stderr.write(__doc__)

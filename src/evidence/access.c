@@ -22,6 +22,7 @@
 #include "evidence.h"
 #include "journal.h"
 #include "replay.h"
+#include "retention.h"
 #include "util.h"
 
 #define PACKAGE_MAX (64u << 20) /* events.ndjson of one trace */
@@ -47,19 +48,14 @@ static int payload_uid(const char *p, size_t n, uid_t *uid)
 
 int cg_trace_owner(const char *state_dir, const char *trace_id, uid_t *uid)
 {
-	char path[PATH_MAX];
 	char *buf = NULL;
 	size_t len = 0;
 	if (!cg_trace_id_valid(trace_id)) {
 		errno = EINVAL;
 		return -1;
 	}
-	if (snprintf(path, sizeof(path), "%s/traces/%s/events.ndjson", state_dir, trace_id) >=
-	    (int)sizeof(path)) {
-		errno = ENAMETOOLONG;
-		return -1;
-	}
-	if (cg_file_read(path, PACKAGE_MAX, &buf, &len) < 0)
+	/* The package's directory, or the archive retention packed it into. */
+	if (cg_package_read(state_dir, trace_id, "events.ndjson", PACKAGE_MAX, &buf, &len) < 0)
 		return -1;
 	int rc = -1;
 	errno = ENOENT;
@@ -95,18 +91,12 @@ int cg_trace_readable(const char *state_dir, const char *trace_id, const struct 
 int cg_trace_verdict_read(const char *state_dir, const char *trace_id,
 			  const struct cg_reader *reader, json_t **verdict)
 {
-	char path[PATH_MAX];
 	char *buf = NULL;
 	size_t len = 0;
 	*verdict = NULL;
 	if (cg_trace_readable(state_dir, trace_id, reader) != 0)
 		return -1;
-	if (snprintf(path, sizeof(path), "%s/traces/%s/verdict.json", state_dir, trace_id) >=
-	    (int)sizeof(path)) {
-		errno = ENAMETOOLONG;
-		return -1;
-	}
-	if (cg_file_read(path, VERDICT_MAX, &buf, &len) < 0)
+	if (cg_package_read(state_dir, trace_id, "verdict.json", VERDICT_MAX, &buf, &len) < 0)
 		return -1;
 	*verdict = json_loadb(buf, len, JSON_REJECT_DUPLICATES, NULL);
 	free(buf);

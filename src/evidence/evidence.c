@@ -49,6 +49,7 @@
 #include "merkle.h"
 #include "note.h"
 #include "resume.h"
+#include "retention.h"
 #include "util.h"
 
 #define DEFAULT_SEGMENT_BYTES (64ull << 20)
@@ -61,6 +62,7 @@
 #define RESUME_READ_CAP	      ((size_t)256 << 20)
 #define PKG_BACKLOG_CAP	      8192u /* packages waiting to be written; past this the writer waits */
 #define HEAL_PROBE_MS	      1000  /* a failed journal tries to reopen this often */
+#define RETENTION_TICK_MS     60000 /* with retention on, old segments are looked at this often */
 
 static const char *const ev_names[] = {
 #define CG_EVENT_NAME(e, s) s,
@@ -175,9 +177,12 @@ struct cg_evidence {
 	pthread_cond_t pkg_cv, room_cv;
 	pthread_t pkg_thr;
 	bool pkg_started, pkg_stop;
+	int64_t retention_s;  /* pack packages of segments older than this; 0: never */
+	int64_t last_pack_ns; /* package thread: when retention last looked */
 	/* Test-only knobs (environment, read at open; see docs/limits.md). */
 	size_t high_water; /* ADMIT_HIGH_WATER, or CALLGATE_TEST_EVIDENCE_HIGH_WATER */
 	int stall_ms;	   /* CALLGATE_TEST_EVIDENCE_STALL_MS: the writer sleeps per batch */
+	int pack_tick_ms;  /* RETENTION_TICK_MS, or CALLGATE_TEST_RETENTION_TICK_MS */
 };
 
 /* ---- small helpers ----------------------------------------------------------- */
@@ -679,13 +684,78 @@ static size_t write_packages(struct cg_evidence *ev, struct package *pk, bool wr
 	return n;
 }
 
+/*
+ * Package thread, mu NOT held: pack the packages of every journal segment
+ * (never the one being written) last written to more than keep_s ago into
+ * one archive each (retention.h), oldest first.
+ */
+static void retention_run(struct cg_evidence *ev, int64_t keep_s)
+{
+	char **names = NULL;
+	size_t n = 0;
+	if (cg_journal_segments(ev->state_dir, &names, &n) < 0)
+		return;
+	time_t now = time(NULL);
+	for (size_t i = 0; i + 1 < n; i++) {
+		char path[4300], why[300];
+		struct stat st;
+		snprintf(path, sizeof(path), "%s/journal/%s", ev->state_dir, names[i]);
+		if (cg_archive_exists(ev->state_dir, names[i]))
+			continue;
+		if (stat(path, &st) != 0 || (int64_t)(now - st.st_mtime) < keep_s)
+			break; /* later segments are newer */
+		size_t packed = 0;
+		if (cg_archive_pack_segment(ev->state_dir, names[i], &packed, why, sizeof(why)) <
+		    0) {
+			cg_log("warn", NULL, "evidence: retention: %s not packed: %s", names[i],
+			       why);
+			break;
+		}
+		cg_log("info", NULL,
+		       "evidence: retention: packed %zu trace packages of segment %s into %s/",
+		       packed, names[i], CG_ARCHIVE_DIR);
+	}
+	cg_strv_free(names, n);
+}
+
+static bool retention_due(const struct cg_evidence *ev)
+{
+	return ev->retention_s > 0 &&
+	       cg_now_mono_ns() - ev->last_pack_ns >= (int64_t)ev->pack_tick_ms * 1000000;
+}
+
+/* Package thread, mu held: sleep until a batch comes, stop, or retention is due. */
+static void package_wait(struct cg_evidence *ev)
+{
+	if (ev->retention_s <= 0) {
+		pthread_cond_wait(&ev->pkg_cv, &ev->mu);
+		return;
+	}
+	int64_t left = ev->last_pack_ns + (int64_t)ev->pack_tick_ms * 1000000 - cg_now_mono_ns();
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	int64_t at = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec + (left > 0 ? left : 0);
+	ts.tv_sec = (time_t)(at / 1000000000);
+	ts.tv_nsec = (long)(at % 1000000000);
+	(void)pthread_cond_timedwait(&ev->pkg_cv, &ev->mu, &ts);
+}
+
 static void *package_main(void *arg)
 {
 	struct cg_evidence *ev = arg;
 	pthread_mutex_lock(&ev->mu);
 	for (;;) {
-		while (!ev->pb_head && !ev->pkg_stop)
-			pthread_cond_wait(&ev->pkg_cv, &ev->mu);
+		while (!ev->pb_head && !ev->pkg_stop && !retention_due(ev))
+			package_wait(ev);
+		if (!ev->pb_head && !ev->pkg_stop) {
+			/* Between batches: every package handed on so far is written. */
+			int64_t keep = ev->retention_s;
+			pthread_mutex_unlock(&ev->mu);
+			retention_run(ev, keep);
+			pthread_mutex_lock(&ev->mu);
+			ev->last_pack_ns = cg_now_mono_ns();
+			continue;
+		}
 		struct pkg_batch *pb = ev->pb_head;
 		if (!pb)
 			break;
@@ -1224,6 +1294,16 @@ static long test_knob(const char *name, long def)
 	return n;
 }
 
+void cg_evidence_set_retention(struct cg_evidence *ev, int64_t keep_s)
+{
+	if (!ev)
+		return;
+	pthread_mutex_lock(&ev->mu);
+	ev->retention_s = keep_s > 0 ? keep_s : 0;
+	pthread_cond_signal(&ev->pkg_cv);
+	pthread_mutex_unlock(&ev->mu);
+}
+
 int cg_evidence_flush(struct cg_evidence *ev)
 {
 	if (!ev) {
@@ -1612,6 +1692,7 @@ static int recover(struct cg_evidence *ev, json_t *torn, char *why, size_t why_l
 				/* A crash between the seal and its package: rebuild the view. */
 				if (ev->cfg.write_traces &&
 				    !trace_dir_exists(ev->state_dir, o.trace) &&
+				    !cg_archive_exists(ev->state_dir, names[s]) &&
 				    cg_trace_rebuild_package(ev->state_dir, o.trace, t->buf,
 							     t->len) < 0)
 					cg_log("warn", o.trace, "evidence: package not rebuilt: %s",
@@ -1699,7 +1780,8 @@ int cg_evidence_open(const struct cg_evidence_config *cfg, struct cg_evidence **
 	}
 	ev->cfg = *cfg;
 	if (!ev->cfg.segment_bytes)
-		ev->cfg.segment_bytes = DEFAULT_SEGMENT_BYTES;
+		ev->cfg.segment_bytes =
+		    (uint64_t)test_knob("CALLGATE_TEST_SEGMENT_BYTES", (long)DEFAULT_SEGMENT_BYTES);
 	if (!ev->cfg.checkpoint_every)
 		ev->cfg.checkpoint_every = DEFAULT_CKPT_EVERY;
 	if (ev->cfg.checkpoint_ms <= 0)
@@ -1707,6 +1789,9 @@ int cg_evidence_open(const struct cg_evidence_config *cfg, struct cg_evidence **
 	ev->lock_fd = ev->seg_fd = ev->ckpt_fd = ev->dir_fd = -1;
 	ev->high_water = (size_t)test_knob("CALLGATE_TEST_EVIDENCE_HIGH_WATER", ADMIT_HIGH_WATER);
 	ev->stall_ms = (int)test_knob("CALLGATE_TEST_EVIDENCE_STALL_MS", 0);
+	ev->pack_tick_ms = (int)test_knob("CALLGATE_TEST_RETENTION_TICK_MS", RETENTION_TICK_MS);
+	ev->retention_s = cfg->retention_s;
+	ev->last_pack_ns = cg_now_mono_ns();
 	ev->q_tail = &ev->q_head;
 	memcpy(ev->head, cg_journal_genesis(), 65);
 	pthread_mutex_init(&ev->mu, NULL);

@@ -62,7 +62,8 @@ struct cg_evidence_config {
 	uint32_t checkpoint_every; /* sign a checkpoint every N events; 0: default */
 	int64_t checkpoint_ms;	   /* … or every T ms; 0: default */
 	bool write_traces;	   /* write traces/<id>/ packages at seal */
-	bool verify_all; /* start-up verifies the whole journal, not from the resume point */
+	bool verify_all;     /* start-up verifies the whole journal, not from the resume point */
+	int64_t retention_s; /* pack packages of segments older than this (s); 0: never */
 };
 
 struct cg_evidence;
@@ -70,6 +71,13 @@ struct cg_evidence;
 /* Open (creating the state dir, key and journal as needed). 0 or -1 with *err. */
 int cg_evidence_open(const struct cg_evidence_config *cfg, struct cg_evidence **out,
 		     struct cg_reply **err) __attribute__((warn_unused_result));
+
+/*
+ * Retention (policy evidence.retention): the packages of every journal
+ * segment last written more than keep_s seconds ago are packed into one
+ * archive per segment by the package thread (retention.h). 0: never.
+ */
+void cg_evidence_set_retention(struct cg_evidence *ev, int64_t keep_s);
 
 /* Final checkpoint, flush, close. Safe on NULL. */
 void cg_evidence_close(struct cg_evidence *ev);

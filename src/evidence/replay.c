@@ -33,6 +33,7 @@
 #include "merkle.h"
 #include "note.h"
 #include "util.h"
+#include "retention.h"
 #include "verdict.h"
 
 #define JOURNAL_CAP ((size_t)16 << 30)
@@ -581,16 +582,12 @@ static json_t *trace_verdict(const json_t *sealed, const struct cg_journal_view 
 	return v;
 }
 
-/* Is the file at path exactly the rendering of verdict v? */
-static bool md_is(const char *path, const json_t *v)
+/* Are the bytes fmd[0..fl) exactly the rendering of verdict v? */
+static bool md_is(const char *fmd, size_t fl, const json_t *v)
 {
 	char *md = v ? cg_verdict_render_md(v) : NULL;
-	char *fmd = NULL;
-	size_t fl = 0;
-	bool same = md && cg_file_read(path, PACKAGE_CAP, &fmd, &fl) == 0 && fl == strlen(md) &&
-		    memcmp(fmd, md, fl) == 0;
+	bool same = md && fmd && fl == strlen(md) && memcmp(fmd, md, fl) == 0;
 	free(md);
-	free(fmd);
 	return same;
 }
 
@@ -600,21 +597,24 @@ static bool md_is(const char *path, const json_t *v)
  * verdicts read the events — the seal's verdict exactly. Either is the
  * sealed truth; anything else is a mismatch.
  */
-static void check_package_verdict(const char *dir, const struct cg_evline *seal,
+static void check_package_verdict(const struct cg_package_files *pf, const struct cg_evline *seal,
 				  const struct cg_journal_view *jv, const struct tidx *t,
 				  const bool seen[], json_t *diff)
 {
-	char path[4400];
+	char path[400];
 	json_t *pl = json_loadb(seal->line + seal->payload_off, seal->payload_len, 0, NULL);
 	json_t *sealed = json_object_get(pl, "verdict");
 	json_t *sv = trace_verdict(sealed, jv, t);
-	snprintf(path, sizeof(path), "%s/verdict.json", dir);
-	json_t *fv = json_load_file(path, 0, NULL);
+	size_t fl = 0;
+	const char *fb = cg_package_file(pf, "verdict.json", &fl);
+	json_t *fv = fb ? json_loadb(fb, fl, 0, NULL) : NULL;
+	snprintf(path, sizeof(path), "%s/verdict.json", pf->where);
 	if (seen[1] && !json_equal(sv, fv) && !(sealed && json_equal(sealed, fv)))
 		cg_diff_add(diff, "verdict_mismatch", path, 0, seal->seq, NULL, NULL,
 			    "verdict.json is not the verdict the seal recorded");
-	snprintf(path, sizeof(path), "%s/verdict.md", dir);
-	if (seen[2] && !md_is(path, sv) && !md_is(path, sealed))
+	snprintf(path, sizeof(path), "%s/verdict.md", pf->where);
+	fb = cg_package_file(pf, "verdict.md", &fl);
+	if (seen[2] && !md_is(fb, fl, sv) && !md_is(fb, fl, sealed))
 		cg_diff_add(diff, "verdict_mismatch", path, 0, seal->seq, NULL, NULL,
 			    "verdict.md is not the rendering of the sealed verdict");
 	json_decref(fv);
@@ -623,14 +623,16 @@ static void check_package_verdict(const char *dir, const struct cg_evline *seal,
 }
 
 static void check_package(const struct cg_replay_opts *o, const struct cg_journal_view *jv,
-			  const char *id, const struct tidx *t, enum cg_trace_state st,
-			  json_t *diff)
+			  const struct cg_archive_index *ix, const char *id, const struct tidx *t,
+			  enum cg_trace_state st, json_t *diff)
 {
-	char dir[4300], path[4400], file[200];
+	char dir[4300], file[400];
+	struct cg_package_files pf;
 	snprintf(dir, sizeof(dir), "%s/traces/%s", o->state_dir, id);
-	snprintf(file, sizeof(file), "traces/%s/events.ndjson", id);
-	DIR *d = opendir(dir);
-	if (!d && errno == ENOENT && jv->live) {
+	int lrc = cg_package_load(o->state_dir, ix, id, &pf);
+	if (lrc < 0 && errno == ENOENT && ix) /* packed since the index was read */
+		lrc = cg_package_load(o->state_dir, NULL, id, &pf);
+	if (lrc < 0 && errno == ENOENT && jv->live) {
 		/*
 		 * A live daemon writes a package after the trace is sealed in the
 		 * journal, from its own thread: a sealed trace may not have one yet.
@@ -638,35 +640,37 @@ static void check_package(const struct cg_replay_opts *o, const struct cg_journa
 		 */
 		return;
 	}
-	if (!d) {
-		cg_diff_add(diff, "trace_dir_missing", dir, 0, 0, "a trace directory", "none",
-			    "the journal holds this trace but its package is gone");
+	if (lrc < 0) {
+		cg_diff_add(diff, "trace_dir_missing", dir, 0, 0, "a trace directory or archive",
+			    "none",
+			    errno == ENOENT ? "the journal holds this trace but its package is gone"
+					    : "the trace's package cannot be read");
 		return;
 	}
+	snprintf(file, sizeof(file), "%s/events.ndjson", pf.where);
 	bool seen[CG_ARRAY_LEN(package_files)] = { false };
-	struct dirent *e;
-	while ((e = readdir(d))) {
-		if (e->d_name[0] == '.')
-			continue;
-		if (!package_file_known(e->d_name))
-			cg_diff_add(diff, "package_files", dir, 0, 0, NULL, e->d_name,
+	for (size_t k = 0; k < pf.n; k++) {
+		if (!package_file_known(pf.name[k]))
+			cg_diff_add(diff, "package_files", pf.where, 0, 0, NULL, pf.name[k],
 				    "a file that is not part of a trace package");
 		for (size_t i = 0; i < CG_ARRAY_LEN(package_files); i++)
-			if (strcmp(e->d_name, package_files[i]) == 0)
+			if (strcmp(pf.name[k], package_files[i]) == 0)
 				seen[i] = true;
 	}
-	closedir(d);
+	if (pf.extra)
+		cg_diff_add(diff, "package_files", pf.where, 0, 0, NULL, "more files",
+			    "more files than a trace package has");
 	for (size_t i = 0; i < CG_ARRAY_LEN(package_files); i++)
 		if (!seen[i])
-			cg_diff_add(diff, "package_files", dir, 0, 0, package_files[i], "missing",
-				    "the package lacks one of its five files");
-	snprintf(path, sizeof(path), "%s/events.ndjson", dir);
-	char *buf = NULL;
+			cg_diff_add(diff, "package_files", pf.where, 0, 0, package_files[i],
+				    "missing", "the package lacks one of its five files");
 	size_t len = 0, n = 0, cap = 0, lineno = 0;
 	struct cg_evline *v = NULL;
-	if (cg_file_read(path, PACKAGE_CAP, &buf, &len) < 0) {
+	const char *buf = cg_package_file(&pf, "events.ndjson", &len);
+	if (!buf || len > PACKAGE_CAP) {
 		if (seen[0])
-			cg_diff_add(diff, "package_files", file, 0, 0, NULL, NULL, strerror(errno));
+			cg_diff_add(diff, "package_files", file, 0, 0, NULL, NULL,
+				    "events.ndjson cannot be read");
 		goto verdict;
 	}
 	if (parse_lines(buf, len, file, false, &v, &n, &cap, &lineno, diff) < 0)
@@ -707,9 +711,9 @@ verdict:;
 	/* verdict.json and verdict.md must say what the seal says. */
 	const struct cg_evline *seal = t->n ? &jv->v[t->ix[t->n - 1]] : NULL;
 	if (st == CG_TRACE_SEALED && seal && seal->type == CG_EV_SEAL)
-		check_package_verdict(dir, seal, jv, t, seen, diff);
+		check_package_verdict(&pf, seal, jv, t, seen, diff);
 	free(v);
-	free(buf);
+	cg_package_files_free(&pf);
 }
 
 static const char *state_name(enum cg_trace_state st)
@@ -718,7 +722,8 @@ static const char *state_name(enum cg_trace_state st)
 }
 
 static json_t *verify_trace(const struct cg_replay_opts *o, const struct cg_journal_view *jv,
-			    const char *id, const struct tidx *t, const json_t *jdiff)
+			    const struct cg_archive_index *ix, const char *id, const struct tidx *t,
+			    const json_t *jdiff)
 {
 	json_t *diff = json_array();
 	add_relevant(diff, jdiff, jv, t);
@@ -750,7 +755,7 @@ static json_t *verify_trace(const struct cg_replay_opts *o, const struct cg_jour
 			free(tv);
 		}
 		if (st != CG_TRACE_OPEN || !jv->live)
-			check_package(o, jv, id, t, st, diff);
+			check_package(o, jv, ix, id, t, st, diff);
 	}
 	const char *status = json_array_size(diff)	 ? "FAIL"
 			     : st == CG_TRACE_INCOMPLETE ? "INCOMPLETE"
@@ -793,6 +798,7 @@ static json_t *verify_trace(const struct cg_replay_opts *o, const struct cg_jour
 struct all_ctx {
 	const struct cg_replay_opts *o;
 	const struct cg_journal_view *jv;
+	const struct cg_archive_index *ix;
 	const json_t *jdiff;
 	json_t *traces;
 };
@@ -802,7 +808,7 @@ static void verify_each(const char *key, void *value, void *arg)
 	struct all_ctx *c = arg;
 	if (strcmp(key, CG_JOURNAL_TRACE) == 0)
 		return;
-	json_array_append_new(c->traces, verify_trace(c->o, c->jv, key, value, c->jdiff));
+	json_array_append_new(c->traces, verify_trace(c->o, c->jv, c->ix, key, value, c->jdiff));
 }
 
 struct orphan_ctx {
@@ -832,6 +838,7 @@ int cg_replay_run(const struct cg_replay_opts *o, json_t **report)
 	json_t *traces = json_array();
 	struct cg_smap *m = cg_smap_new();
 	struct cg_smap *dirs = NULL;
+	struct cg_archive_index *ix = NULL;
 	int rc = -1;
 	if (!jdiff || !rep || !jrep || !traces || !m) {
 		errno = ENOMEM;
@@ -853,10 +860,16 @@ int cg_replay_run(const struct cg_replay_opts *o, json_t **report)
 		DIR *d = opendir(dir);
 		struct dirent *e;
 		while (dirs && d && (e = readdir(d)))
-			if (e->d_name[0] != '.' && cg_smap_put(dirs, e->d_name, (void *)1) < 0)
+			if (e->d_name[0] != '.' && strcmp(e->d_name, "archive") != 0 &&
+			    cg_smap_put(dirs, e->d_name, (void *)1) < 0)
 				break;
 		if (d)
 			closedir(d);
+	}
+	/* The archives' indexes too, before the journal (packed traces are sealed ones). */
+	if (!(ix = cg_archive_index_load(o->state_dir))) {
+		errno = ENOMEM;
+		goto free_all;
 	}
 	if (cg_journal_load(o->state_dir, &jv, jdiff) < 0) {
 		cg_diff_add(jdiff, "journal_unreadable", "journal/", 0, 0, NULL, NULL,
@@ -880,7 +893,7 @@ int cg_replay_run(const struct cg_replay_opts *o, json_t **report)
 	}
 	json_t *failures = json_array();
 	if (o->all) {
-		struct all_ctx c = { o, &jv, jdiff, traces };
+		struct all_ctx c = { o, &jv, ix, jdiff, traces };
 		cg_smap_each(m, verify_each, &c);
 		/* A trace directory the journal knows nothing of was not written by the daemon. */
 		struct orphan_ctx oc = { m, jdiff };
@@ -888,8 +901,8 @@ int cg_replay_run(const struct cg_replay_opts *o, json_t **report)
 			cg_smap_each(dirs, report_orphan, &oc);
 		json_array_extend(failures, jdiff);
 	} else {
-		json_array_append_new(
-		    traces, verify_trace(o, &jv, o->trace_id, cg_smap_get(m, o->trace_id), jdiff));
+		json_array_append_new(traces, verify_trace(o, &jv, ix, o->trace_id,
+							   cg_smap_get(m, o->trace_id), jdiff));
 	}
 	size_t i, n_pass = 0, n_fail = 0, n_incomplete = 0, n_open = 0;
 	json_t *t;
@@ -934,6 +947,7 @@ int cg_replay_run(const struct cg_replay_opts *o, json_t **report)
 free_view:
 	cg_journal_view_free(&jv);
 free_all:
+	cg_archive_index_free(ix);
 	cg_smap_free(m, tidx_free);
 	cg_smap_free(dirs, NULL);
 	json_decref(traces);

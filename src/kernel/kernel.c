@@ -156,9 +156,12 @@ int cg_kernel_new(const struct cg_kernel_config *cfg, struct cg_kernel **out, st
 	if (open_replay_window(k, &err) != 0)
 		goto fail_gen;
 	if (cfg->state_dir) {
-		struct cg_evidence_config ec = { .state_dir = cfg->state_dir,
-						 .write_traces = true,
-						 .verify_all = cfg->verify_journal };
+		struct cg_evidence_config ec = {
+			.state_dir = cfg->state_dir,
+			.write_traces = true,
+			.verify_all = cfg->verify_journal,
+			.retention_s = cg_policy_defaults(k->gen->policy)->evidence_retention_s
+		};
 		if (cg_evidence_open(&ec, &k->ev, &err) != 0)
 			goto fail_replay;
 	}

@@ -708,6 +708,49 @@ static int load_defaults(struct ld *l, yaml_node_t *n)
 	return 0;
 }
 
+/* ---- evidence ---- */
+
+/*
+ * evidence.retention: how long trace packages stay as directories before
+ * the daemon packs them into one archive per journal segment. A number of
+ * seconds, or a number followed by s, m, h or d; 0 or "never": never.
+ */
+static int load_evidence(struct ld *l, yaml_node_t *n)
+{
+	static const char *const keys[] = { "retention", NULL };
+	if (!n)
+		return 0;
+	if (check_keys(l, n, "evidence", keys) != 0)
+		return -1;
+	yaml_node_t *v = get(l, n, "retention");
+	if (!v)
+		return 0;
+	const char *s = nonempty(l, v, "evidence.retention");
+	if (!s)
+		return -1;
+	if (strcmp(s, "never") == 0) {
+		l->p->defaults.evidence_retention_s = 0;
+		return 0;
+	}
+	char *end = NULL;
+	errno = 0;
+	long long x = strtoll(s, &end, 10);
+	int64_t unit = !end || !*end	       ? 1
+		       : strcmp(end, "s") == 0 ? 1
+		       : strcmp(end, "m") == 0 ? 60
+		       : strcmp(end, "h") == 0 ? 3600
+		       : strcmp(end, "d") == 0 ? 86400
+					       : -1;
+	if (errno || end == s || !(s[0] >= '0' && s[0] <= '9') || x < 0 || unit < 0 ||
+	    x > INT64_C(3650) * 86400 / unit)
+		return fail(l, v,
+			    "evidence.retention: '%s' is not a duration (a number of seconds, "
+			    "or a number followed by s, m, h or d, at most 3650d; or never)",
+			    s);
+	l->p->defaults.evidence_retention_s = (int64_t)x * unit;
+	return 0;
+}
+
 /* ---- rate limits ---- */
 
 static int load_rate(struct ld *l, yaml_node_t *n, const char *what, bool peer, struct rate *r)
@@ -1918,9 +1961,9 @@ static int load_doc(struct ld *l)
 	yaml_node_t *root = yaml_document_get_root_node(&l->doc);
 	if (!root)
 		return fail(l, NULL, "the policy is empty (it needs at least 'version: 1')");
-	static const char *const keys[] = {
-		"version", "defaults", "commands", "opaque_launchers", "rules", "rate_limits", NULL
-	};
+	static const char *const keys[] = { "version",		"defaults", "commands",
+					    "opaque_launchers", "rules",    "rate_limits",
+					    "evidence",		NULL };
 	if (check_keys(l, root, "the policy", keys) != 0)
 		return -1;
 	yaml_node_t *v = get(l, root, "version");
@@ -1932,6 +1975,8 @@ static int load_doc(struct ld *l)
 	if (load_defaults(l, get(l, root, "defaults")) != 0)
 		return -1;
 	if (load_rate_limits(l, get(l, root, "rate_limits")) != 0)
+		return -1;
+	if (load_evidence(l, get(l, root, "evidence")) != 0)
 		return -1;
 	if (load_commands(l, get(l, root, "commands")) != 0)
 		return -1;

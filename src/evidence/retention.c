@@ -1,0 +1,485 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * retention — packed trace packages (see retention.h). The tar is written and
+ * read with libarchive; the index is ours.
+ */
+#include "retention.h"
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "evidence.h"
+#include "journal.h"
+#include "util.h"
+
+#define SEGMENT_CAP ((size_t)2 << 30)
+#define INDEX_CAP   ((size_t)256 << 20)
+
+void cg_package_files_free(struct cg_package_files *pf)
+{
+	for (size_t i = 0; i < pf->n; i++)
+		free(pf->data[i]);
+	memset(pf, 0, sizeof(*pf));
+}
+
+const char *cg_package_file(const struct cg_package_files *pf, const char *name, size_t *len)
+{
+	for (size_t i = 0; i < pf->n; i++)
+		if (strcmp(pf->name[i], name) == 0) {
+			*len = pf->len[i];
+			return pf->data[i];
+		}
+	*len = 0;
+	return NULL;
+}
+
+/* Add one member; the name must fit (package files have short names). */
+static int pf_add(struct cg_package_files *pf, const char *name, char *data, size_t len)
+{
+	if (pf->n == CG_PACKAGE_FILES || strlen(name) >= sizeof(pf->name[0])) {
+		pf->extra++;
+		free(data);
+		return 0;
+	}
+	snprintf(pf->name[pf->n], sizeof(pf->name[0]), "%s", name);
+	pf->data[pf->n] = data;
+	pf->len[pf->n] = len;
+	pf->n++;
+	return 0;
+}
+
+/* traces/<id>/, every non-hidden file. 0, or -1 with errno (ENOENT: no directory). */
+static int load_dir(const char *state_dir, const char *trace_id, struct cg_package_files *pf)
+{
+	char dir[4300], path[4300 + 260];
+	snprintf(dir, sizeof(dir), "%s/traces/%s", state_dir, trace_id);
+	DIR *d = opendir(dir);
+	if (!d)
+		return -1;
+	snprintf(pf->where, sizeof(pf->where), "traces/%s", trace_id);
+	struct dirent *e;
+	int rc = 0;
+	while (rc == 0 && (e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		char *p = NULL;
+		size_t len = 0;
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		if (cg_file_read(path, CG_PACKAGE_FILE_CAP, &p, &len) < 0)
+			p = NULL; /* unreadable: present by name, without bytes */
+		rc = pf_add(pf, e->d_name, p, len);
+	}
+	closedir(d);
+	return rc;
+}
+
+/* ---- the index -------------------------------------------------------------------- */
+
+struct ix_entry {
+	char archive[40]; /* the tar's file name */
+	uint64_t off;
+};
+
+struct cg_archive_index {
+	struct cg_smap *by_trace;
+};
+
+static bool archive_name(const char *s, const char *ext)
+{
+	size_t n = strlen(s), e = strlen(ext);
+	return n > e && n < 40 && strcmp(s + n - e, ext) == 0 && s[0] != '.';
+}
+
+static int index_add_file(struct cg_archive_index *ix, const char *dir, const char *name)
+{
+	char path[4400], tar[40];
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	snprintf(tar, sizeof(tar), "%.*s.tar", (int)(strlen(name) - 4), name);
+	char *buf = NULL;
+	size_t len = 0;
+	if (cg_file_read(path, INDEX_CAP, &buf, &len) < 0)
+		return errno == ENOENT ? 0 : -1;
+	int rc = 0;
+	for (char *line = buf, *nl; rc == 0 && line < buf + len; line = nl + 1) {
+		nl = memchr(line, '\n', (size_t)(buf + len - line));
+		if (!nl)
+			break;
+		*nl = '\0';
+		char *sp = strchr(line, ' ');
+		if (!sp)
+			continue;
+		*sp = '\0';
+		char *end = NULL;
+		errno = 0;
+		unsigned long long off = strtoull(sp + 1, &end, 10);
+		if (!cg_trace_id_valid(line) || errno || !end || *end ||
+		    cg_smap_get(ix->by_trace, line))
+			continue; /* a lie or a repeat hides a package; it never passes one */
+		struct ix_entry *x = calloc(1, sizeof(*x));
+		if (!x) {
+			rc = -1;
+			break;
+		}
+		snprintf(x->archive, sizeof(x->archive), "%s", tar);
+		x->off = off;
+		if (cg_smap_put(ix->by_trace, line, x) < 0) {
+			free(x);
+			rc = -1;
+		}
+	}
+	free(buf);
+	return rc;
+}
+
+struct cg_archive_index *cg_archive_index_load(const char *state_dir)
+{
+	struct cg_archive_index *ix = calloc(1, sizeof(*ix));
+	if (!ix || !(ix->by_trace = cg_smap_new())) {
+		free(ix);
+		errno = ENOMEM;
+		return NULL;
+	}
+	char dir[4300];
+	snprintf(dir, sizeof(dir), "%s/%s", state_dir, CG_ARCHIVE_DIR);
+	DIR *d = opendir(dir);
+	if (!d)
+		return ix;
+	struct dirent *e;
+	int rc = 0;
+	while (rc == 0 && (e = readdir(d)))
+		if (archive_name(e->d_name, ".idx"))
+			rc = index_add_file(ix, dir, e->d_name);
+	closedir(d);
+	if (rc < 0) {
+		cg_archive_index_free(ix);
+		errno = ENOMEM;
+		return NULL;
+	}
+	return ix;
+}
+
+void cg_archive_index_free(struct cg_archive_index *ix)
+{
+	if (!ix)
+		return;
+	cg_smap_free(ix->by_trace, free);
+	free(ix);
+}
+
+/* ---- reading a trace's members ---------------------------------------------------- */
+
+static int load_archived(const char *state_dir, const struct ix_entry *x, const char *trace_id,
+			 struct cg_package_files *pf)
+{
+	char path[4400], prefix[CG_TRACE_ID_MAX + 2];
+	snprintf(path, sizeof(path), "%s/%s/%s", state_dir, CG_ARCHIVE_DIR, x->archive);
+	snprintf(prefix, sizeof(prefix), "%s/", trace_id);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	if (lseek(fd, (off_t)x->off, SEEK_SET) < 0) {
+		close(fd);
+		return -1;
+	}
+	struct archive *a = archive_read_new();
+	if (!a || archive_read_support_format_tar(a) != ARCHIVE_OK ||
+	    archive_read_open_fd(a, fd, 10240) != ARCHIVE_OK) {
+		archive_read_free(a);
+		close(fd);
+		errno = EIO;
+		return -1;
+	}
+	snprintf(pf->where, sizeof(pf->where), "%s/%s:%s", CG_ARCHIVE_DIR, x->archive, trace_id);
+	struct archive_entry *en;
+	int rc = 0;
+	size_t members = 0;
+	while (archive_read_next_header(a, &en) == ARCHIVE_OK) {
+		const char *name = archive_entry_pathname(en);
+		if (!name || strncmp(name, prefix, strlen(prefix)) != 0)
+			break; /* the next trace's members */
+		members++;
+		la_int64_t size = archive_entry_size(en);
+		if (size < 0 || (uint64_t)size > CG_PACKAGE_FILE_CAP) {
+			(void)pf_add(pf, name + strlen(prefix), NULL, 0);
+			continue;
+		}
+		char *p = malloc((size_t)size + 1);
+		la_ssize_t got = p ? archive_read_data(a, p, (size_t)size) : -1;
+		if (got != (la_ssize_t)size) {
+			free(p);
+			p = NULL;
+			size = 0;
+		} else {
+			p[size] = '\0';
+		}
+		rc = pf_add(pf, name + strlen(prefix), p, (size_t)size);
+	}
+	archive_read_free(a);
+	close(fd);
+	if (rc == 0 && members == 0) {
+		errno = ENOENT; /* the index points at another trace */
+		return -1;
+	}
+	return rc;
+}
+
+int cg_package_load(const char *state_dir, const struct cg_archive_index *ix, const char *trace_id,
+		    struct cg_package_files *pf)
+{
+	memset(pf, 0, sizeof(*pf));
+	if (!cg_trace_id_valid(trace_id)) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (load_dir(state_dir, trace_id, pf) == 0)
+		return 0;
+	if (errno != ENOENT)
+		return -1;
+	struct cg_archive_index *own = ix ? NULL : cg_archive_index_load(state_dir);
+	const struct cg_archive_index *use = ix ? ix : own;
+	const struct ix_entry *x = use ? cg_smap_get(use->by_trace, trace_id) : NULL;
+	int rc = -1;
+	if (!use)
+		errno = ENOMEM;
+	else if (!x)
+		errno = ENOENT;
+	else
+		rc = load_archived(state_dir, x, trace_id, pf);
+	int e = errno;
+	cg_archive_index_free(own);
+	if (rc < 0)
+		cg_package_files_free(pf);
+	errno = e;
+	return rc;
+}
+
+int cg_package_read(const char *state_dir, const char *trace_id, const char *file, size_t cap,
+		    char **p, size_t *len)
+{
+	struct cg_package_files pf;
+	if (cg_package_load(state_dir, NULL, trace_id, &pf) < 0)
+		return -1;
+	size_t n = 0;
+	const char *d = cg_package_file(&pf, file, &n);
+	int rc = -1;
+	if (!d)
+		errno = ENOENT;
+	else if (n > cap)
+		errno = EFBIG;
+	else if (!(*p = malloc(n + 1)))
+		errno = ENOMEM;
+	else {
+		memcpy(*p, d, n);
+		(*p)[n] = '\0';
+		*len = n;
+		rc = 0;
+	}
+	int e = errno;
+	cg_package_files_free(&pf);
+	errno = e;
+	return rc;
+}
+
+bool cg_archive_exists(const char *state_dir, const char *segment)
+{
+	char path[4400];
+	size_t n = strlen(segment);
+	const char *dot = strrchr(segment, '.');
+	snprintf(path, sizeof(path), "%s/%s/%.*s.idx", state_dir, CG_ARCHIVE_DIR,
+		 (int)(dot ? (size_t)(dot - segment) : n), segment);
+	struct stat st;
+	return stat(path, &st) == 0;
+}
+
+/* ---- packing ---------------------------------------------------------------------- */
+
+struct counter {
+	int fd;
+	uint64_t bytes;
+};
+
+static la_ssize_t count_write(struct archive *a, void *arg, const void *buf, size_t n)
+{
+	struct counter *c = arg;
+	(void)a;
+	if (cg_write_all(c->fd, buf, n) < 0)
+		return -1;
+	c->bytes += n;
+	return (la_ssize_t)n;
+}
+
+/* The traces whose seal or incomplete marker is in the segment, in order. */
+static char **sealed_in(const char *buf, size_t len, size_t *n_out)
+{
+	size_t n = 0, cap = 0;
+	char **v = NULL;
+	for (size_t pos = 0; pos < len;) {
+		const char *nl = memchr(buf + pos, '\n', len - pos);
+		size_t ll = nl ? (size_t)(nl - (buf + pos)) + 1 : len - pos;
+		struct cg_evline o;
+		const char *check;
+		char w[200];
+		if (nl && cg_evline_parse(buf + pos, ll, &o, &check, w, sizeof(w)) == 0 &&
+		    (o.type == CG_EV_SEAL || o.type == CG_EV_INCOMPLETE) &&
+		    strcmp(o.trace, CG_JOURNAL_TRACE) != 0) {
+			if (n == cap) {
+				cap = cap ? 2 * cap : 256;
+				char **q = realloc(v, cap * sizeof(*q));
+				if (!q)
+					goto oom;
+				v = q;
+			}
+			if (!(v[n] = strdup(o.trace)))
+				goto oom;
+			n++;
+		}
+		pos += ll;
+	}
+	*n_out = n;
+	return v ? v : calloc(1, sizeof(char *));
+oom:
+	cg_strv_free(v, n);
+	errno = ENOMEM;
+	return NULL;
+}
+
+static int write_trace(struct archive *a, const struct cg_package_files *pf, const char *trace,
+		       time_t now)
+{
+	for (size_t i = 0; i < pf->n; i++) {
+		if (!pf->data[i])
+			continue;
+		char name[CG_TRACE_ID_MAX + 80];
+		snprintf(name, sizeof(name), "%s/%s", trace, pf->name[i]);
+		struct archive_entry *en = archive_entry_new();
+		if (!en)
+			return -1;
+		archive_entry_set_pathname(en, name);
+		archive_entry_set_filetype(en, AE_IFREG);
+		archive_entry_set_perm(en, 0644);
+		archive_entry_set_size(en, (la_int64_t)pf->len[i]);
+		archive_entry_set_mtime(en, now, 0);
+		int rc = archive_write_header(a, en);
+		archive_entry_free(en);
+		if (rc != ARCHIVE_OK ||
+		    archive_write_data(a, pf->data[i], pf->len[i]) != (la_ssize_t)pf->len[i])
+			return -1;
+	}
+	return 0;
+}
+
+int cg_archive_pack_segment(const char *state_dir, const char *segment, size_t *packed, char *why,
+			    size_t why_len)
+{
+	char seg[4400], dir[4300], tar_tmp[4400], idx_tmp[4400], tar[4400], idx[4400];
+	const char *dot = strrchr(segment, '.');
+	int base = (int)(dot ? (size_t)(dot - segment) : strlen(segment));
+	*packed = 0;
+	snprintf(seg, sizeof(seg), "%s/journal/%s", state_dir, segment);
+	snprintf(dir, sizeof(dir), "%s/%s", state_dir, CG_ARCHIVE_DIR);
+	snprintf(tar, sizeof(tar), "%s/%.*s.tar", dir, base, segment);
+	snprintf(idx, sizeof(idx), "%s/%.*s.idx", dir, base, segment);
+	snprintf(tar_tmp, sizeof(tar_tmp), "%s/.%.*s.tar.tmp", dir, base, segment);
+	snprintf(idx_tmp, sizeof(idx_tmp), "%s/.%.*s.idx.tmp", dir, base, segment);
+	if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+		snprintf(why, why_len, "cannot create %s: %s", CG_ARCHIVE_DIR, strerror(errno));
+		return -1;
+	}
+	char *buf = NULL;
+	size_t len = 0, n = 0;
+	if (cg_file_read(seg, SEGMENT_CAP, &buf, &len) < 0) {
+		snprintf(why, why_len, "cannot read %s: %s", segment, strerror(errno));
+		return -1;
+	}
+	char **ids = sealed_in(buf, len, &n);
+	free(buf);
+	if (!ids) {
+		snprintf(why, why_len, "out of memory");
+		return -1;
+	}
+	struct counter c = { open(tar_tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644), 0 };
+	FILE *ixf = fopen(idx_tmp, "we");
+	struct archive *a = archive_write_new();
+	bool *done = calloc(n ? n : 1, sizeof(bool));
+	int rc = -1;
+	if (c.fd < 0 || !ixf || !a || !done || archive_write_set_format_ustar(a) != ARCHIVE_OK ||
+	    archive_write_set_bytes_per_block(a, 0) != ARCHIVE_OK ||
+	    archive_write_open(a, &c, NULL, count_write, NULL) != ARCHIVE_OK) {
+		snprintf(why, why_len, "cannot start the archive: %s",
+			 a && archive_error_string(a) ? archive_error_string(a) : strerror(errno));
+		goto out;
+	}
+	time_t now = time(NULL);
+	for (size_t i = 0; i < n; i++) {
+		struct cg_package_files pf;
+		memset(&pf, 0, sizeof(pf));
+		if (load_dir(state_dir, ids[i], &pf) < 0)
+			continue; /* no directory: nothing to pack (replay reports it) */
+		/* The last entry's padding is written with the next header: round up. */
+		fprintf(ixf, "%s %" PRIu64 "\n", ids[i], (c.bytes + 511) & ~(uint64_t)511);
+		int w = write_trace(a, &pf, ids[i], now);
+		cg_package_files_free(&pf);
+		if (w < 0) {
+			snprintf(why, why_len, "cannot write %s: %s", ids[i],
+				 archive_error_string(a) ? archive_error_string(a) : "?");
+			goto out;
+		}
+		done[i] = true;
+		(*packed)++;
+	}
+	if (archive_write_close(a) != ARCHIVE_OK || fsync(c.fd) != 0 || fflush(ixf) != 0 ||
+	    fsync(fileno(ixf)) != 0) {
+		snprintf(why, why_len, "cannot finish the archive: %s", strerror(errno));
+		goto out;
+	}
+	/* The tar first, then its index: an index never names a tar that is not there. */
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0 || rename(tar_tmp, tar) != 0 || rename(idx_tmp, idx) != 0 || fsync(dfd) != 0) {
+		snprintf(why, why_len, "cannot put the archive in place: %s", strerror(errno));
+		if (dfd >= 0)
+			close(dfd);
+		goto out;
+	}
+	close(dfd);
+	rc = 0;
+	/* Only now that the archive is durable do the directories go. */
+	for (size_t i = 0; i < n; i++) {
+		if (!done[i])
+			continue;
+		char td[4400];
+		snprintf(td, sizeof(td), "%s/traces/%s", state_dir, ids[i]);
+		DIR *d = opendir(td);
+		struct dirent *e;
+		while (d && (e = readdir(d)))
+			if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+				(void)unlinkat(dirfd(d), e->d_name, 0);
+		if (d)
+			closedir(d);
+		(void)rmdir(td);
+	}
+out:
+	if (a)
+		archive_write_free(a);
+	if (c.fd >= 0)
+		close(c.fd);
+	if (ixf)
+		fclose(ixf);
+	if (rc < 0) {
+		(void)unlink(tar_tmp);
+		(void)unlink(idx_tmp);
+		*packed = 0;
+	}
+	free(done);
+	cg_strv_free(ids, n);
+	return rc;
+}
