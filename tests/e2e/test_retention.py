@@ -1,0 +1,228 @@
+# SPDX-License-Identifier: MIT
+"""Evidence retention (issue 14, item 5), through a real daemon.
+
+With `evidence: {retention: 1s}` in the policy and small journal segments
+(test-only knobs), the daemon packs the packages of every old segment into
+traces/archive/<segment>.tar and removes their directories. These tests judge
+by effect: the directories are gone (no more five inodes per call), every
+packed package is still read by `callgate verdict`, the socket's verdict
+action, `callgate replay` and the independent docs/verify_trace.py; and a
+changed byte inside an archive, or an index that hides a trace, fails replay.
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+import unittest
+
+import cgtest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+VERIFIER = os.path.join(ROOT, "docs", "verify_trace.py")
+with open(os.path.join(ROOT, "etc", "callgate", "policy.yaml")) as f:
+    POLICY = f.read() + "\nevidence:\n  retention: 1s\n"
+KNOBS = {"CALLGATE_TEST_SEGMENT_BYTES": "20000", "CALLGATE_TEST_RETENTION_TICK_MS": "300"}
+
+
+def cli(*args, timeout=120):
+    return subprocess.run([cgtest.CALLGATE] + list(args), capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def verifier(*args):
+    return subprocess.run([sys.executable, VERIFIER] + list(args), capture_output=True,
+                          text=True, timeout=120)
+
+
+def packed_ids(state):
+    adir = os.path.join(state, "traces", "archive")
+    out = {}
+    for name in sorted(os.listdir(adir)) if os.path.isdir(adir) else []:
+        if name.endswith(".idx"):
+            with open(os.path.join(adir, name)) as f:
+                for line in f:
+                    out[line.split()[0]] = os.path.join(adir, name[:-4] + ".tar")
+    return out
+
+
+def wait_packed(state, n, timeout=30):
+    end = time.time() + timeout
+    while time.time() < end:
+        p = packed_ids(state)
+        if len(p) >= n:
+            return p
+        time.sleep(0.2)
+    raise AssertionError("fewer than %d packed traces" % n)
+
+
+def rewrite_member(tar, member, fn):
+    """Replace member's bytes with fn(bytes) (same length), in place."""
+    with tarfile.open(tar, "r:") as tf:
+        m = tf.getmember(member)
+        off, size = m.offset_data, m.size
+    with open(tar, "r+b") as f:
+        f.seek(off)
+        data = f.read(size)
+        new = fn(data)
+        assert len(new) == len(data)
+        f.seek(off)
+        f.write(new)
+
+
+class Retention(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.d = cgtest.Daemon(policy_text=POLICY, env=KNOBS).start()
+        cls.traces = []
+        for i in range(30):
+            r = cls.d.request(cgtest.make_request([["rm", "-rf", "/"]]))
+            cls.traces.append(r["reply"]["trace_id"])
+        for i in range(3):
+            r = cls.d.request(cgtest.make_request([["/bin/true"]], privileged=False))
+            assert r["status"] == "ok", r
+            cls.traces.append(r["reply"]["trace_id"])
+        # More calls so that the segments holding the ones above are not the last.
+        for i in range(12):
+            cls.d.request(cgtest.make_request([["rm", "-rf", "/"]]))
+        cls.packed = wait_packed(cls.d.state_dir, 25)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.d.close()
+
+    def test_packed_directories_are_gone(self):
+        traces = os.path.join(self.d.state_dir, "traces")
+        for tid in self.packed:
+            self.assertFalse(os.path.exists(os.path.join(traces, tid)), tid)
+        # Each archive is a plain tar of the five files per trace.
+        for tar in set(self.packed.values()):
+            with tarfile.open(tar, "r:") as tf:
+                names = tf.getnames()
+            self.assertEqual(len(names) % 5, 0, names)
+        self.assertIn("retention: packed", self.d.log)
+
+    def test_verdict_reads_packed_packages(self):
+        tid = next(iter(self.packed))
+        p = cli("--state-dir", self.d.state_dir, "verdict", tid, "--json")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(json.loads(p.stdout)["trace_id"], tid)
+        p = cli("--state-dir", self.d.state_dir, "verdict", tid)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn(tid, p.stdout)
+        r = self.d.request({"action": "verdict", "trace_id": tid})
+        self.assertEqual(r["reply"]["data"]["verdict"]["trace_id"], tid, r)
+
+    def test_replay_of_a_packed_trace(self):
+        tid = next(iter(self.packed))
+        p = cli("--state-dir", self.d.state_dir, "replay", tid)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertIn("PASS", p.stdout)
+        p = verifier(self.d.state_dir, tid)
+        self.assertEqual(p.returncode, 0, p.stdout)
+
+
+class RetentionTamper(unittest.TestCase):
+    """A stopped daemon's state, packed; then changed."""
+
+    def setUp(self):
+        self.d = cgtest.Daemon(policy_text=POLICY, env=KNOBS).start()
+        for i in range(40):
+            self.d.request(cgtest.make_request([["rm", "-rf", "/"]]))
+        self.packed = wait_packed(self.d.state_dir, 20)
+        self.d.stop()
+        self.state = self.d.state_dir
+
+    def tearDown(self):
+        self.d.close()
+
+    def replay_all(self):
+        return cli("replay", "--all", "--json", "--state-dir", self.state)
+
+    def test_untouched_passes_everywhere(self):
+        p = self.replay_all()
+        self.assertEqual(p.returncode, 0, p.stdout[-2000:])
+        self.assertEqual(json.loads(p.stdout)["summary"]["fail"], 0)
+        p = verifier(self.state, "--all")
+        self.assertEqual(p.returncode, 0, p.stdout[-2000:])
+
+    def test_changed_verdict_in_an_archive_fails(self):
+        tid, tar = next(iter(self.packed.items()))
+        rewrite_member(tar, tid + "/verdict.json",
+                       lambda b: b.replace(b"BLOCK", b"ALLOW", 1))
+        p = self.replay_all()
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("verdict_mismatch", p.stdout)
+        self.assertNotEqual(verifier(self.state, "--all").returncode, 0)
+
+    def test_changed_event_in_an_archive_fails(self):
+        tid, tar = next(iter(self.packed.items()))
+        rewrite_member(tar, tid + "/events.ndjson",
+                       lambda b: b.replace(b"rm-recursive", b"rm-RECURSIVE", 1))
+        p = self.replay_all()
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("trace_line_mismatch", p.stdout)
+        self.assertNotEqual(verifier(self.state, "--all").returncode, 0)
+
+    def test_an_index_that_hides_a_trace_fails(self):
+        tid, tar = next(iter(self.packed.items()))
+        idx = tar[:-4] + ".idx"
+        with open(idx) as f:
+            lines = [l for l in f if not l.startswith(tid)]
+        with open(idx, "w") as f:
+            f.writelines(lines)
+        p = self.replay_all()
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("trace_dir_missing", p.stdout)
+
+    def test_an_index_pointing_elsewhere_fails(self):
+        tid, tar = next(iter(self.packed.items()))
+        idx = tar[:-4] + ".idx"
+        with open(idx) as f:
+            lines = [l.split() for l in f]
+        other = [off for t, off in lines if t != tid][0]
+        with open(idx, "w") as f:
+            f.writelines("%s %s\n" % (t, other if t == tid else off) for t, off in lines)
+        p = self.replay_all()
+        self.assertNotEqual(p.returncode, 0)
+
+    def test_a_full_start_does_not_unpack(self):
+        """Recovery rebuilds lost packages, but not packed ones."""
+        self.d.extra_flags = ["--verify-journal"]
+        self.d._logf.close()
+        self.d._logf = None
+        self.d.start()
+        self.d.stop()
+        traces = os.path.join(self.state, "traces")
+        for tid in self.packed:
+            self.assertFalse(os.path.exists(os.path.join(traces, tid)), tid)
+        p = self.replay_all()
+        self.assertEqual(p.returncode, 0, p.stdout[-2000:])
+
+
+class RetentionPolicy(unittest.TestCase):
+    def test_bad_durations_are_refused(self):
+        with open(os.path.join(ROOT, "etc", "callgate", "policy.yaml")) as f:
+            base = f.read()
+        tmp = cgtest.Daemon(admin=False)
+        try:
+            for bad in ("soon", "-1d", "1w", "99999d", "1.5h", "\"\""):
+                path = os.path.join(tmp.tmp, "p.yaml")
+                with open(path, "w") as f:
+                    f.write(base + "\nevidence:\n  retention: %s\n" % bad)
+                p = cli("policy", "check", path)
+                self.assertNotEqual(p.returncode, 0, bad)
+                self.assertIn("evidence.retention", p.stdout + p.stderr, bad)
+            for good in ("0", "never", "30d", "12h", "90m", "3600", "45s"):
+                with open(path, "w") as f:
+                    f.write(base + "\nevidence:\n  retention: %s\n" % good)
+                p = cli("policy", "check", path)
+                self.assertEqual(p.returncode, 0, (good, p.stdout + p.stderr))
+        finally:
+            tmp.close()
+
+
+if __name__ == "__main__":
+    unittest.main()
