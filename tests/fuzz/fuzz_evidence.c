@@ -2,8 +2,9 @@
 /*
  * fuzz_evidence — libFuzzer target for the evidence parsers that read
  * untrusted bytes (a journal or trace file anyone may have edited): the
- * event-line parser, the allocation-free JSON validator, the checkpoint
- * parser, and the chain and structure checks over whatever lines parse.
+ * event-line parser, the allocation-free JSON validator, the checkpoint and
+ * resume-point parsers, and the chain and structure checks over whatever
+ * lines parse.
  * They must never crash, leak, read out of bounds or hang.
  *
  * Build and run:
@@ -18,6 +19,7 @@
 #include <string.h>
 
 #include "journal.h"
+#include "resume.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -28,6 +30,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct cg_ckpt c;
 	char why[200];
 	(void)cg_ckpt_parse(p, size, &c, why, sizeof(why));
+	/* The resume point's file (state_dir/journal.resume) is read at every start. */
+	struct cg_resume r;
+	if (cg_resume_parse(p, size, &r, why, sizeof(why)) == 0 &&
+	    (r.lines < p || r.lines + r.lines_len != p + size || r.mr.n > 64))
+		__builtin_trap(); /* the open lines are exactly the rest of the input */
 	/* Split into lines as replay does; check whatever parses. */
 	struct cg_evline *v = calloc(size / 2 + 1, sizeof(*v));
 	if (!v)
