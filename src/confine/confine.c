@@ -42,14 +42,17 @@
 #include <limits.h>
 #include <linux/magic.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/mman.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -124,11 +127,20 @@ static struct {
 static pthread_once_t cgs_once = PTHREAD_ONCE_INIT;
 static atomic_ulong tree_counter;
 
+/*
+ * Child-side state, per thread: a child that shares the daemon's memory
+ * (cg_confine_spawn) runs on its suspended parent thread's TLS, so these
+ * never cross between concurrent calls. Every child path assigns them.
+ */
 /* Set in the child by cg_tree_child_join so cg_confine_child finds pids.max. */
-static const struct cg_tree *joined_tree;
+static __thread const struct cg_tree *joined_tree;
 /* Set in the child by cg_tree_fork when clone3 already put it in the cgroup. */
-static const struct cg_tree *born_in;
+static __thread const struct cg_tree *born_in;
+/* Set in the child: it shares the daemon's memory until it execs. */
+static __thread bool shared_child;
 static atomic_bool clone3_unusable;
+/* callgate-init, opened once (cg_confine_init_open), or -1: pid 1 stays a copy. */
+static _Atomic int init_fd = -1;
 
 /* The path of this process's cgroup in the hierarchy whose line matches key. */
 static int own_cgroup(const char *key, char *out, size_t len)
@@ -316,6 +328,7 @@ int cg_tree_child_join(const struct cg_tree *t, pid_t leader_pgid)
 	 * may still move it), and killing it ends its namespace, so every
 	 * kill path still reaches the whole stage.
 	 */
+	joined_tree = NULL;
 	if (setpgid(0, leader_pgid) != 0 && !(getpid() == 1 && setpgid(0, 0) == 0))
 		return errno;
 	if (!t)
@@ -360,6 +373,7 @@ static pid_t tree_fork_flags(struct cg_tree *t, unsigned long ns_flags)
 		long r = syscall(SYS_clone3, &args, sizeof(args));
 		if (r == 0) {
 			born_in = t;
+			shared_child = false;
 			return 0;
 		}
 		if (r > 0)
@@ -369,10 +383,15 @@ static pid_t tree_fork_flags(struct cg_tree *t, unsigned long ns_flags)
 		if (ns_flags == 0) /* with namespaces, EPERM/EINVAL may be theirs */
 			atomic_store(&clone3_unusable, true); /* old kernel or filtered */
 	}
-	if (ns_flags == 0)
-		return fork();
-	/* Raw clone without a stack: fork semantics, in new namespaces. */
-	return (pid_t)syscall(SYS_clone, ns_flags | SIGCHLD, NULL, NULL, NULL, 0);
+	/* Raw clone without a stack: fork semantics, in new namespaces if any. */
+	pid_t pid = ns_flags == 0
+			? fork()
+			: (pid_t)syscall(SYS_clone, ns_flags | SIGCHLD, NULL, NULL, NULL, 0);
+	if (pid == 0) {
+		born_in = NULL;
+		shared_child = false;
+	}
+	return pid;
 }
 
 pid_t cg_tree_fork(struct cg_tree *t)
@@ -383,6 +402,159 @@ pid_t cg_tree_fork(struct cg_tree *t)
 pid_t cg_confine_fork(struct cg_tree *t, const struct cg_confine_plan *plan)
 {
 	return tree_fork_flags(t, plan ? cg_view_clone_flags(plan->view) : 0);
+}
+
+/* ---- pid 1 without a copy of the daemon ---------------------------------- */
+
+/* Is fd (O_PATH) a program only its owner, root or we, could have put there? */
+static bool init_trusted(int fd)
+{
+	struct stat st;
+	return fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & S_IXUSR) &&
+	       !(st.st_mode & (S_IWGRP | S_IWOTH)) && (st.st_uid == 0 || st.st_uid == geteuid());
+}
+
+int cg_confine_init_open(char *where, size_t len)
+{
+	char self[PATH_MAX], cand[2][PATH_MAX + 32];
+	size_t n = 0;
+	ssize_t l = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (l > 0) {
+		self[l] = '\0';
+		char *slash = strrchr(self, '/');
+		if (slash) {
+			*slash = '\0';
+			snprintf(cand[n++], sizeof(cand[0]), "%s/callgate-init", self);
+		}
+	}
+	snprintf(cand[n++], sizeof(cand[0]), "%s/callgate/callgate-init", CG_LIBEXECDIR);
+	for (size_t i = 0; i < n; i++) {
+		int fd = open(cand[i], O_PATH | O_CLOEXEC | O_NOFOLLOW);
+		if (fd < 0)
+			continue;
+		if (!init_trusted(fd)) {
+			close(fd);
+			continue;
+		}
+		int old = atomic_exchange(&init_fd, fd);
+		if (old >= 0)
+			close(old);
+		snprintf(where, len, "%s", cand[i]);
+		return 0;
+	}
+	snprintf(where, len, "no trusted callgate-init beside the program or in %s/callgate",
+		 CG_LIBEXECDIR);
+	errno = ENOENT;
+	return -1;
+}
+
+#if defined(__x86_64__)
+/*
+ * clone3 with a stack of our own: the child starts on it with no frame to
+ * return to, so it calls fn(arg) and exits in the same instructions (what
+ * libc's clone() does for clone(2); glibc 2.36 exports no clone3 wrapper).
+ * Returns like clone3: the child's pid, or -1 with errno.
+ */
+static long clone3_call(struct cg_clone_args *args, int (*fn)(void *), void *arg)
+{
+	long ret;
+	register uintptr_t fn_reg __asm__("r12") = (uintptr_t)fn;
+	register void *arg_reg __asm__("r13") = arg;
+	__asm__ volatile("syscall\n\t"
+			 "testq %%rax, %%rax\n\t"
+			 "jnz 1f\n\t"
+			 "xorl %%ebp, %%ebp\n\t" /* the child: outermost frame */
+			 "movq %%r13, %%rdi\n\t"
+			 "callq *%%r12\n\t"
+			 "movl %%eax, %%edi\n\t"
+			 "movl %[sys_exit], %%eax\n\t"
+			 "syscall\n\t"
+			 "hlt\n\t"
+			 "1:\n\t"
+			 : "=a"(ret)
+			 : "0"((long)SYS_clone3), "D"(args), "S"(sizeof(*args)), "r"(fn_reg),
+			   "r"(arg_reg), [sys_exit] "i"(SYS_exit)
+			 : "rcx", "r11", "memory", "cc");
+	if (ret < 0) {
+		errno = (int)-ret;
+		return -1;
+	}
+	return ret;
+}
+
+#define SHARED_STACK (256 * 1024)
+
+struct shared_start {
+	const struct cg_tree *t;
+	int (*fn)(void *);
+	void *arg;
+};
+
+static int shared_main(void *p)
+{
+	const struct shared_start *s = p;
+	born_in = s->t;
+	shared_child = true;
+	(void)s->fn(s->arg);
+	_exit(127);
+}
+
+/*
+ * CLONE_VM | CLONE_VFORK into the tree's cgroup and the view's namespaces:
+ * no copy of the daemon's page tables, and none of the copy-on-write faults
+ * that a fork costs both sides afterwards. This thread is suspended until
+ * the child execs (pid 1 execs callgate-init once the command runs) or
+ * exits; the child runs on its own stack, with a guard page below it.
+ */
+static pid_t spawn_shared(struct cg_tree *t, unsigned long ns_flags, int (*fn)(void *), void *arg)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	size_t guard = page > 0 ? (size_t)page : 4096;
+	char *map = mmap(NULL, SHARED_STACK + guard, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+	if (map == MAP_FAILED)
+		return -1;
+	if (mprotect(map, guard, PROT_NONE) != 0) {
+		int e = errno;
+		(void)munmap(map, SHARED_STACK + guard);
+		errno = e;
+		return -1;
+	}
+	struct shared_start s = { t, fn, arg };
+	struct cg_clone_args args = {
+		.flags = CLONE_VM | CLONE_VFORK | CLONE_INTO_CGROUP | ns_flags,
+		.exit_signal = SIGCHLD,
+		.stack = (uint64_t)(uintptr_t)(map + guard),
+		.stack_size = SHARED_STACK,
+		.cgroup = (uint64_t)t->cg_fd,
+	};
+	long r = clone3_call(&args, shared_main, &s);
+	int e = errno;
+	(void)munmap(map, SHARED_STACK + guard);
+	errno = e;
+	return (pid_t)r;
+}
+#endif
+
+pid_t cg_confine_spawn(struct cg_tree *t, const struct cg_confine_plan *plan, int (*fn)(void *),
+		       void *arg)
+{
+#if defined(__x86_64__)
+	if (plan && plan->view && atomic_load(&init_fd) >= 0 && t && t->cg_fd >= 0 &&
+	    !atomic_load(&clone3_unusable)) {
+		pid_t pid = spawn_shared(t, cg_view_clone_flags(plan->view), fn, arg);
+		if (pid > 0 ||
+		    (errno != ENOSYS && errno != E2BIG && errno != EINVAL && errno != EPERM))
+			return pid;
+		/* Refused (a filter, an old kernel): the copying way below. */
+	}
+#endif
+	pid_t pid = cg_confine_fork(t, plan);
+	if (pid == 0) {
+		(void)fn(arg);
+		_exit(127);
+	}
+	return pid;
 }
 
 void cg_tree_add(struct cg_tree *t, pid_t pid)
@@ -1422,7 +1594,8 @@ int cg_confine_exec(const struct cg_confine_plan *plan, const char *exe, char *c
 	}
 	if ((rc = cg_view_enter(plan->view)) != 0)
 		return rc;
-	rc = cg_view_spawn(plan->view, confine_and_exec, &a); /* returns on failure only */
+	/* Returns on failure only. */
+	rc = cg_view_spawn(plan->view, confine_and_exec, &a, atomic_load(&init_fd), shared_child);
 	*step = a.step;
 	return rc;
 }

@@ -146,6 +146,25 @@ pid_t cg_tree_fork(struct cg_tree *t);
  * namespaces. Same contract as cg_tree_fork.
  */
 pid_t cg_confine_fork(struct cg_tree *t, const struct cg_confine_plan *plan);
+/*
+ * Parent: start a stage of this tree under plan (may be NULL): fn(arg) runs
+ * in the child (async-signal-safe calls only; it execs or _exits, and a
+ * return _exits 127). With a view, callgate-init at hand
+ * (cg_confine_init_open) and the kernel willing, the child shares this
+ * process's memory (clone3 CLONE_VM|CLONE_VFORK into the tree's cgroup):
+ * this thread is suspended until the stage's pid 1 has started the command
+ * and exec'd callgate-init, or failed. Otherwise cg_confine_fork. Returns
+ * the child's pid, or -1 with errno.
+ */
+pid_t cg_confine_spawn(struct cg_tree *t, const struct cg_confine_plan *plan, int (*fn)(void *),
+		       void *arg);
+/*
+ * Find and open callgate-init, for every later view: beside this program,
+ * else in LIBEXECDIR/callgate; a regular executable file owned by root or
+ * by us, writable by no one else. 0 and where (its path), or -1 and where
+ * (why not): views then keep a forked pid 1 as their init.
+ */
+int cg_confine_init_open(char *where, size_t len);
 /* Parent: record a started child (its pid) so kill can reach it. */
 void cg_tree_add(struct cg_tree *t, pid_t pid);
 /* Signal every process of the tree, descendants that escaped included. */

@@ -31,13 +31,20 @@
  * ignores every signal it has no handler for (SIGPIPE on `yes | head -1`,
  * SIGTERM at the deadline), so the command runs as pid 2 while pid 1
  * waits, forwards signals and exits with the command's status; when it
- * exits the kernel kills whatever is left in the namespace.
+ * exits the kernel kills whatever is left in the namespace. Pid 1 does
+ * that as callgate-init (cmd/callgate_init.c), exec'd once the command
+ * runs, so that nothing of the daemon's memory stays behind in the call:
+ * pid 1 either shares the daemon's memory until then (cg_confine_spawn,
+ * no page tables copied) or is a fork of it. Without callgate-init, a
+ * forked pid 1 stays as the init, non-dumpable.
  *
  * Invariants:
  *  - The child side (cg_view_enter, cg_view_spawn, cg_caps_drop_all) MUST
  *    only make async-signal-safe calls: raw syscalls on prepared data.
  *  - Every step MUST fail closed: an error is returned, nothing execs.
- *  - Pid 1 MUST be non-dumpable: it is a copy of the daemon's memory.
+ *  - A forked pid 1 MUST be non-dumpable: it is a copy of the daemon's
+ *    memory. A pid 1 that shares the daemon's memory MUST NOT write to any
+ *    of it but its own stack, the command's, and the command's start record.
  *  - Host state MUST NOT change, except that a missing `.git/hooks` under an
  *    existing `.git` of a write tree is created empty (what `git init`
  *    creates) so that it can be covered read-only.
@@ -50,6 +57,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <linux/capability.h>
+#include <linux/close_range.h>
 #include <linux/mount.h>
 #include <linux/openat2.h>
 #include <linux/securebits.h>
@@ -413,19 +421,57 @@ int cg_view_enter(const struct cg_view *v)
 
 /* ---- child: pid 1 and the command --------------------------------------- */
 
-static volatile pid_t cmd_pid; /* pid 1's copy: whom to forward signals to */
-static volatile int cmd_err;   /* written by the command's process before exec fails */
-static int (*cmd_fn)(void *);  /* shared with the command's process (CLONE_VM) */
-static void *cmd_arg;
+/* The command's process until it execs; it shares pid 1's memory (CLONE_VM). */
+struct cmd_start {
+	int (*fn)(void *);
+	void *arg;
+	volatile int err; /* written by the command's process when fn fails */
+};
 
-static int cmd_main(void *unused)
+static int cmd_main(void *p)
 {
-	(void)unused;
-	cmd_err = cmd_fn(cmd_arg);
-	if (cmd_err == 0)
-		cmd_err = EIO; /* fn only returns on failure */
+	struct cmd_start *c = p;
+	int e = c->fn(c->arg);
+	c->err = e != 0 ? e : EIO; /* fn only returns on failure */
 	_exit(127);
 }
+
+/* Decimal of v into buf (async-signal-safe). */
+static void fmt_pid(char *buf, pid_t v)
+{
+	char tmp[16];
+	size_t n = 0, len = 0;
+	unsigned u = v > 0 ? (unsigned)v : 0;
+	do {
+		tmp[n++] = (char)('0' + u % 10);
+		u /= 10;
+	} while (u && n < sizeof(tmp));
+	while (n)
+		buf[len++] = tmp[--n];
+	buf[len] = '\0';
+}
+
+/*
+ * Pid 1 becomes callgate-init (cmd/callgate_init.c). Every fd is marked
+ * close-on-exec first, the command's pipes on 0..2 included: the daemon
+ * sees EOF when the command closes them, and until the exec succeeds the
+ * caller's error pipe still works. Returns only on failure, after killing
+ * the command: a pid 1 that cannot become the init does not stay behind.
+ */
+static int exec_init(int init_fd, pid_t cmd)
+{
+	char name[] = "callgate-init", num[16];
+	fmt_pid(num, cmd);
+	char *const argv[] = { name, num, NULL };
+	char *const envp[] = { NULL };
+	(void)syscall(SYS_close_range, 0U, ~0U, CLOSE_RANGE_CLOEXEC);
+	(void)syscall(SYS_execveat, init_fd, "", argv, envp, AT_EMPTY_PATH);
+	int e = errno;
+	(void)kill(cmd, SIGKILL);
+	return e;
+}
+
+static volatile pid_t cmd_pid; /* pid 1's copy (no callgate-init): whom to forward to */
 
 static void forward(int sig)
 {
@@ -433,27 +479,33 @@ static void forward(int sig)
 		(void)kill(cmd_pid, sig);
 }
 
-int cg_view_spawn(const struct cg_view *v, int (*fn)(void *), void *arg)
+int cg_view_spawn(const struct cg_view *v, int (*fn)(void *), void *arg, int init_fd, bool shared)
 {
-	/* Pid 1 is a copy of the daemon's memory: no ptrace, no /proc/1/mem. */
-	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
-		return errno;
-	cmd_fn = fn;
-	cmd_arg = arg;
-	cmd_err = 0;
 	/*
-	 * CLONE_VM|CLONE_VFORK: no copy of the daemon's page tables, and we
+	 * A forked pid 1 is a copy of the daemon's memory: no ptrace, no
+	 * /proc/1/mem. A shared one is the daemon itself until it execs
+	 * callgate-init, which makes itself non-dumpable.
+	 */
+	if (!shared && prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
+		return errno;
+	if (shared && init_fd < 0)
+		return ENOEXEC; /* cg_confine_spawn shares only with the init at hand */
+	struct cmd_start c = { fn, arg, 0 };
+	/*
+	 * CLONE_VM|CLONE_VFORK: no copy of pid 1's page tables, and we
 	 * resume only once the command has exec'd or failed.
 	 */
 	pid_t pid =
-	    clone(cmd_main, (char *)v->stack + VIEW_STACK, CLONE_VM | CLONE_VFORK | SIGCHLD, NULL);
+	    clone(cmd_main, (char *)v->stack + VIEW_STACK, CLONE_VM | CLONE_VFORK | SIGCHLD, &c);
 	if (pid < 0)
 		return errno;
-	if (cmd_err != 0) {
-		int e = cmd_err;
+	if (c.err != 0) {
 		(void)waitpid(pid, NULL, 0);
-		return e;
+		return c.err;
 	}
+	if (init_fd >= 0)
+		return exec_init(init_fd, pid);
+	/* No callgate-init: pid 1 stays, a copy of the daemon, as the init. */
 	cmd_pid = pid;
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));

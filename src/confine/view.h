@@ -79,12 +79,15 @@ int cg_view_enter(const struct cg_view *v);
 
 /*
  * Child, after cg_view_enter: split pid 1 from the command. fn(arg) runs in
- * a new process (pid 2) that shares memory until it execs; pid 1 stays
- * behind as the namespace's init (forwards TERM/INT/HUP/QUIT, reaps,
- * exits with the command's status, or 128+signal). Returns only when fn
- * failed before exec: fn's non-zero result. Never returns otherwise.
+ * a new process (pid 2) that shares memory until it execs; pid 1 then
+ * becomes the namespace's init (forwards TERM/INT/HUP/QUIT/USR1/USR2,
+ * reaps, exits with the command's status, or 128+signal): by exec'ing
+ * init_fd (callgate-init) when it is >= 0, else as itself. shared: pid 1
+ * shares the daemon's memory (then init_fd is required). Returns only on
+ * failure (fn's non-zero result, or why the init could not be exec'd, the
+ * command killed); never otherwise.
  */
-int cg_view_spawn(const struct cg_view *v, int (*fn)(void *), void *arg);
+int cg_view_spawn(const struct cg_view *v, int (*fn)(void *), void *arg, int init_fd, bool shared);
 
 /* What the view holds, for the report. New reference. */
 json_t *cg_view_report(const struct cg_view *v);

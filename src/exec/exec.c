@@ -7,7 +7,8 @@
  *
  * Shape of one run: the parent opens every pipe (O_CLOEXEC), pins the
  * working directory with an O_PATH fd checked against the resolved path,
- * creates the call's process tree, then forks one child per stage. Each
+ * creates the call's process tree, then starts one child per stage (a fork,
+ * or for a view a child that shares memory until it execs). Each
  * child joins the tree, restores default signal handling, wires its stdio,
  * marks every other fd close-on-exec, enters the cwd, applies confinement
  * and execs; a failure on the way is reported through a close-on-exec error
@@ -22,6 +23,8 @@
  *    journal fd would be the agent's to write.
  *  - Between fork and exec the child MUST only make async-signal-safe calls:
  *    the daemon is multi-threaded and another thread may hold malloc's lock.
+ *    A stage in a view may share the daemon's memory until it execs
+ *    (cg_confine_spawn): it writes to nothing but its own stack.
  *  - Children MUST start with default dispositions and an empty signal mask
  *    (the daemon blocks signals for signalfd and ignores SIGPIPE); otherwise
  *    `yes | head -1` never ends and TERM could be blocked.
@@ -176,6 +179,11 @@ __attribute__((noreturn)) static void child_run(const struct child_args *a)
 	int step;
 	e = cg_confine_exec(a->plan, a->exe, a->argv, a->envp, &step);
 	child_fail(report_fd, step == CG_CONFINE_STEP_EXEC ? STEP_EXEC : STEP_CONFINE, e);
+}
+
+static int child_main(void *arg)
+{
+	child_run(arg);
 }
 
 /* Per-run bookkeeping of the parent. */
@@ -435,9 +443,7 @@ static int spawn_all(struct run *r, struct cg_reply **err)
 			goto pipe_failed;
 		a.report_fd = report[1];
 		/* Born inside the call's cgroup where possible, in the view's namespaces. */
-		pid_t pid = cg_confine_fork(r->tree, a.plan);
-		if (pid == 0)
-			child_run(&a);
+		pid_t pid = cg_confine_spawn(r->tree, a.plan, child_main, &a);
 		int fork_errno = errno;
 		(void)close(report[1]);
 		if (pid < 0) {

@@ -12,6 +12,7 @@
  *    (SHUTTING_DOWN), running ones cancelled (children killed), and it
  *    returns only once every thread has been joined.
  */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -167,6 +168,11 @@ int cg_kernel_new(const struct cg_kernel_config *cfg, struct cg_kernel **out, st
 	}
 	if (cg_screen_new(&k->screen, &err) != 0)
 		goto fail_evidence;
+	char init[PATH_MAX + 64];
+	if (cg_confine_init_open(init, sizeof(init)) == 0)
+		cg_log("info", NULL, "views: pid 1 becomes %s once the command runs", init);
+	else
+		cg_log("warn", NULL, "views: %s; pid 1 stays a copy of the daemon", init);
 	if (start_threads(k, cfg->n_workers, &err) != 0)
 		goto fail_threads;
 	*out = k;

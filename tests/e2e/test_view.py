@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 import cgtest
@@ -170,6 +171,52 @@ class ViewThroughDaemon(unittest.TestCase):
             self.assertEqual(res, {"environ": "ENOENT", "kill": "ESRCH", "prlimit": "ESRCH",
                                    "control": "OK"})
         self.assertTrue(cgtest.pid_alive(pid))
+
+    def test_no_copy_of_the_daemon_runs_in_a_call(self):
+        """Pid 1 of a call's view is callgate-init, not a fork of the daemon:
+        while the command runs, no process of the call is the daemon's
+        program, and pid 1 is small."""
+        import threading
+        marker = os.path.join(self.d.workspace, f"pid1-{os.getpid()}")
+        box = {}
+        req = cgtest.make_request([["sh", "-c", f"touch {marker}; sleep 3"]], privileged=False)
+        t = threading.Thread(target=lambda: box.update(resp=self.d.request(req, timeout=60)))
+        t.start()
+        try:
+            for _ in range(200):
+                if os.path.exists(marker):
+                    break
+                time.sleep(0.02)
+            daemon_exe = os.readlink(f"/proc/{self.d.proc.pid}/exe")
+            children = []
+            for p in os.listdir("/proc"):
+                if not p.isdigit():
+                    continue
+                try:
+                    with open(f"/proc/{p}/stat") as f:
+                        ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+                    if ppid == self.d.proc.pid:
+                        children.append((int(p), os.readlink(f"/proc/{p}/exe"),
+                                         open(f"/proc/{p}/status").read()))
+                except (OSError, ValueError, IndexError):
+                    continue
+            self.assertTrue(children, "the call's pid 1 was not found")
+            for pid, exe, status in children:
+                self.assertNotEqual(exe, daemon_exe, f"pid {pid} is a copy of the daemon")
+                self.assertEqual(os.path.basename(exe), "callgate-init", status)
+                rss = int(status.split("VmRSS:")[1].split()[0])
+                self.assertLess(rss, 4096, status)
+        finally:
+            t.join()
+            if os.path.exists(marker):
+                os.unlink(marker)
+        self.assertEqual(box["resp"]["status"], "ok", box["resp"])
+
+    def test_command_sees_itself_under_an_init(self):
+        _, out, err = self.call([["sh", "-c", "echo $$; tr '\\0' ' ' < /proc/1/cmdline"]])
+        pid, init = out.splitlines()
+        self.assertEqual(pid, "2", err)
+        self.assertEqual(init.split()[0], "callgate-init", out)
 
     # -- shared /tmp -----------------------------------------------------------
 
