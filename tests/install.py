@@ -72,7 +72,8 @@ with tempfile.TemporaryDirectory() as d:
     srcdir = os.environ["CG_SRCDIR"]
     pages = ["share/man/man%s/%s" % (p.rsplit(".", 1)[1], p)
              for p in sorted(os.listdir(os.path.join(srcdir, "man")))]
-    for want in ["bin/callgate", "sbin/callgated", "include/callgate.h"] + pages:
+    for want in ["bin/callgate", "sbin/callgated", "include/callgate.h",
+                 "callgate/callgate-init"] + pages:
         if not glob.glob(dest + "/**/" + want, recursive=True):
             print(f"FAIL: {want} was not installed"); sys.exit(1)
     # pkg-config with the DESTDIR as sysroot: the .pc file's paths point into it.

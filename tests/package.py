@@ -98,7 +98,8 @@ def check_contents(deb, work):
     for w in want:
         if w not in paths:
             fail("%s is not in the package:\n%s" % (w, listing))
-    for pattern in ["/usr/lib/*/pkgconfig/callgate.pc", "/usr/lib/*/libcallgate.so.0"]:
+    for pattern in ["/usr/lib/*/pkgconfig/callgate.pc", "/usr/lib/*/libcallgate.so.0",
+                    "/usr/*/callgate/callgate-init"]:
         if not [p for p in paths if glob.fnmatch.fnmatch(p, pattern)]:
             fail("nothing matches %s in the package" % pattern)
     ctl = os.path.join(work, "control")

@@ -528,8 +528,10 @@ static pid_t spawn_shared(struct cg_tree *t, unsigned long ns_flags, int (*fn)(v
 		.stack_size = SHARED_STACK,
 		.cgroup = (uint64_t)t->cg_fd,
 	};
+	cg_stack_unpoison(map + guard, SHARED_STACK);
 	long r = clone3_call(&args, shared_main, &s);
 	int e = errno;
+	cg_stack_unpoison(map + guard, SHARED_STACK);
 	(void)munmap(map, SHARED_STACK + guard);
 	errno = e;
 	return (pid_t)r;

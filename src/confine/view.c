@@ -491,6 +491,7 @@ int cg_view_spawn(const struct cg_view *v, int (*fn)(void *), void *arg, int ini
 	if (shared && init_fd < 0)
 		return ENOEXEC; /* cg_confine_spawn shares only with the init at hand */
 	struct cmd_start c = { fn, arg, 0 };
+	cg_stack_unpoison(v->stack, VIEW_STACK); /* a stage before this one ran on it */
 	/*
 	 * CLONE_VM|CLONE_VFORK: no copy of pid 1's page tables, and we
 	 * resume only once the command has exec'd or failed.

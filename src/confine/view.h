@@ -27,6 +27,32 @@
 #include "chain.h"
 #include "reply.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+#define CG_VIEW_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define CG_VIEW_ASAN 1
+#endif
+#endif
+#ifdef CG_VIEW_ASAN
+#include <sanitizer/asan_interface.h>
+#endif
+
+/*
+ * A stack a child of ours ran on while sharing our memory: under ASan its
+ * frames' redzones stay poisoned in our shadow when the child execs or
+ * exits without returning; clear them before the memory is used again.
+ */
+static inline void cg_stack_unpoison(void *p, size_t n)
+{
+#ifdef CG_VIEW_ASAN
+	__asan_unpoison_memory_region(p, n);
+#else
+	(void)p;
+	(void)n;
+#endif
+}
+
 struct cg_view;
 
 /* What the view is built from (all strings are borrowed for the call). */

@@ -201,11 +201,14 @@ class ViewThroughDaemon(unittest.TestCase):
                 except (OSError, ValueError, IndexError):
                     continue
             self.assertTrue(children, "the call's pid 1 was not found")
+            with open(f"/proc/{self.d.proc.pid}/status") as f:
+                daemon_rss = int(f.read().split("VmRSS:")[1].split()[0])
             for pid, exe, status in children:
                 self.assertNotEqual(exe, daemon_exe, f"pid {pid} is a copy of the daemon")
                 self.assertEqual(os.path.basename(exe), "callgate-init", status)
                 rss = int(status.split("VmRSS:")[1].split()[0])
-                self.assertLess(rss, 4096, status)
+                # A static program of a few pages (more under a sanitizer's runtime).
+                self.assertLess(rss, max(4096, daemon_rss // 4), status)
         finally:
             t.join()
             if os.path.exists(marker):
