@@ -35,6 +35,8 @@ int main(int argc, char **argv)
 {
 	/* Nothing here is worth a debugger's attention; keep it that way. */
 	(void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	/* Started: the call lives on if the daemon dies, as a forked one does. */
+	(void)prctl(PR_SET_PDEATHSIG, 0, 0, 0, 0);
 	if (argc != 2)
 		return 127;
 	char *end = NULL;

@@ -219,6 +219,19 @@ static void sha256_fetch(void)
 	}
 }
 
+size_t cg_fmt_u64(char *buf, uint64_t v)
+{
+	char tmp[20];
+	size_t n = 0, len = 0;
+	do {
+		tmp[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	while (n)
+		buf[len++] = tmp[--n];
+	return len;
+}
+
 void cg_hex_encode(const unsigned char *b, size_t n, char *out)
 {
 	for (size_t i = 0; i < n; i++) {

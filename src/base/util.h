@@ -51,6 +51,11 @@ void cg_sha256_hex(const void *p, size_t n, char hex[65]);
 
 /* Encode n bytes as 2n lower-case hex digits plus NUL into out (>= 2n + 1). */
 void cg_hex_encode(const unsigned char *b, size_t n, char *out);
+/*
+ * The decimal digits of v into buf (at least 20 bytes; no NUL written), for
+ * children between fork and exec: async-signal-safe. Returns the length.
+ */
+size_t cg_fmt_u64(char *buf, uint64_t v);
 /* Decode 2n lower-case hex digits into n bytes. 0, or -1 on any other character. */
 int cg_hex_decode(const char *hex, unsigned char *out, size_t n);
 

@@ -495,6 +495,13 @@ static int shared_main(void *p)
 	const struct shared_start *s = p;
 	born_in = s->t;
 	shared_child = true;
+	/*
+	 * If the thread that started us dies (the daemon is killed) before we
+	 * become callgate-init, so do we: half a start must not go on alone
+	 * in memory whose owner is gone. callgate-init clears it again.
+	 */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0)
+		_exit(127);
 	(void)s->fn(s->arg);
 	_exit(127);
 }
@@ -1433,21 +1440,6 @@ fail:
 
 /* ---- applying it (child) ---------------------------------------------- */
 
-/* Decimal of v into buf (no stdio between fork and exec). Returns the length. */
-static size_t fmt_i64(char *buf, int64_t v)
-{
-	char tmp[24];
-	size_t n = 0, len = 0;
-	uint64_t u = v < 0 ? 0 : (uint64_t)v;
-	do {
-		tmp[n++] = (char)('0' + u % 10);
-		u /= 10;
-	} while (u && n < sizeof(tmp));
-	while (n)
-		buf[len++] = tmp[--n];
-	return len;
-}
-
 static int set_rlimit(int resource, int64_t v)
 {
 	if (v == CG_LIMIT_UNSET)
@@ -1487,7 +1479,7 @@ static int confine_head(const struct cg_confine_plan *plan)
 			return rc;
 	}
 	char num[24];
-	size_t len = fmt_i64(num, plan->limits.nproc);
+	size_t len = cg_fmt_u64(num, plan->limits.nproc < 0 ? 0 : (uint64_t)plan->limits.nproc);
 	int fd = open(joined_tree->pids_max, O_WRONLY | O_CLOEXEC);
 	if (fd < 0)
 		return errno;

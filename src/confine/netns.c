@@ -21,20 +21,6 @@
 
 #include "util.h"
 
-/* Decimal of v into buf (no stdio between fork and exec). Returns the length. */
-static size_t fmt_u(char *buf, unsigned long v)
-{
-	char tmp[24];
-	size_t n = 0, len = 0;
-	do {
-		tmp[n++] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v && n < sizeof(tmp));
-	while (n)
-		buf[len++] = tmp[--n];
-	return len;
-}
-
 static int write_file(const char *path, const char *s, size_t len)
 {
 	int fd = open(path, O_WRONLY | O_CLOEXEC);
@@ -49,9 +35,9 @@ static int write_file(const char *path, const char *s, size_t len)
 static int write_map(const char *path, unsigned long id)
 {
 	char line[64];
-	size_t n = fmt_u(line, id);
+	size_t n = cg_fmt_u64(line, id);
 	line[n++] = ' ';
-	n += fmt_u(line + n, id);
+	n += cg_fmt_u64(line + n, id);
 	memcpy(line + n, " 1\n", 3);
 	return write_file(path, line, n + 3);
 }

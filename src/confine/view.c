@@ -436,21 +436,6 @@ static int cmd_main(void *p)
 	_exit(127);
 }
 
-/* Decimal of v into buf (async-signal-safe). */
-static void fmt_pid(char *buf, pid_t v)
-{
-	char tmp[16];
-	size_t n = 0, len = 0;
-	unsigned u = v > 0 ? (unsigned)v : 0;
-	do {
-		tmp[n++] = (char)('0' + u % 10);
-		u /= 10;
-	} while (u && n < sizeof(tmp));
-	while (n)
-		buf[len++] = tmp[--n];
-	buf[len] = '\0';
-}
-
 /*
  * Pid 1 becomes callgate-init (cmd/callgate_init.c). Every fd is marked
  * close-on-exec first, the command's pipes on 0..2 included: the daemon
@@ -460,8 +445,8 @@ static void fmt_pid(char *buf, pid_t v)
  */
 static int exec_init(int init_fd, pid_t cmd)
 {
-	char name[] = "callgate-init", num[16];
-	fmt_pid(num, cmd);
+	char name[] = "callgate-init", num[24];
+	num[cg_fmt_u64(num, cmd > 0 ? (uint64_t)cmd : 0)] = '\0';
 	char *const argv[] = { name, num, NULL };
 	char *const envp[] = { NULL };
 	(void)syscall(SYS_close_range, 0U, ~0U, CLOSE_RANGE_CLOEXEC);
