@@ -6,11 +6,15 @@
 #include "util.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -230,6 +234,32 @@ size_t cg_fmt_u64(char *buf, uint64_t v)
 	while (n)
 		buf[len++] = tmp[--n];
 	return len;
+}
+
+void cg_gate_open(_Atomic uint32_t *g, uint32_t to)
+{
+	atomic_store(g, to);
+	(void)syscall(SYS_futex, g, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
+int cg_gate_wait(_Atomic uint32_t *g, int64_t timeout_ms)
+{
+	int64_t waited_ms = 0;
+	for (;;) {
+		uint32_t v = atomic_load(g);
+		if (v == CG_GATE_GO)
+			return 0;
+		if (v != CG_GATE_PENDING)
+			return EIO;
+		if (timeout_ms >= 0 && waited_ms >= timeout_ms)
+			return ETIMEDOUT;
+		/* A second at most: the limit is counted in whole waits. */
+		struct timespec one = { 1, 0 };
+		if (syscall(SYS_futex, g, FUTEX_WAIT_PRIVATE, CG_GATE_PENDING, &one, NULL, 0) !=
+			0 &&
+		    errno == ETIMEDOUT)
+			waited_ms += 1000;
+	}
 }
 
 void cg_hex_encode(const unsigned char *b, size_t n, char *out)

@@ -56,6 +56,20 @@ void cg_hex_encode(const unsigned char *b, size_t n, char *out);
  * children between fork and exec: async-signal-safe. Returns the length.
  */
 size_t cg_fmt_u64(char *buf, uint64_t v);
+/*
+ * A one-shot gate between threads, or processes that share memory
+ * (CLONE_VM): a word that starts CG_GATE_PENDING and is opened once, to GO
+ * or REFUSED, by cg_gate_open, which wakes every waiter.
+ */
+#define CG_GATE_PENDING 0u
+#define CG_GATE_GO	1u
+#define CG_GATE_REFUSED 2u
+void cg_gate_open(_Atomic uint32_t *g, uint32_t to);
+/*
+ * Wait until g is opened: 0 for GO, EIO for REFUSED, ETIMEDOUT after
+ * timeout_ms (< 0: no limit). Async-signal-safe: atomics and futex(2).
+ */
+int cg_gate_wait(_Atomic uint32_t *g, int64_t timeout_ms);
 /* Decode 2n lower-case hex digits into n bytes. 0, or -1 on any other character. */
 int cg_hex_decode(const char *hex, unsigned char *out, size_t n);
 

@@ -70,6 +70,8 @@ const char *const cg_confine_default_exec[9] = { "/usr",    "/bin",   "/sbin",
 						 "/lib",    "/lib32", "/lib64",
 						 "/libx32", "/opt",   "/usr/local" };
 #define CONFINE_UMASK 077
+/* How long a stage's command waits for its permit before it gives up (EIO, ETIMEDOUT). */
+#define CONFINE_GATE_WAIT_MS 60000
 
 struct cg_confine_plan {
 	bool confined; /* any constraint set: no_new_privs + seccomp */
@@ -85,7 +87,8 @@ struct cg_confine_plan {
 	/* net: a host list: the sets to judge by, and where the child sends its listener. */
 	size_t n_egress;
 	const struct cg_constraints *egress[CG_VERDICT_MAX_CONS];
-	int egress_fd; /* the child's end of the proxy's socketpair, or -1 */
+	int egress_fd;		/* the child's end of the proxy's socketpair, or -1 */
+	_Atomic uint32_t *gate; /* the command execs only once it is GO, or NULL */
 	uid_t outer_uid;
 	gid_t outer_gid;
 	struct cg_limits limits;
@@ -558,6 +561,9 @@ pid_t cg_confine_spawn(struct cg_tree *t, const struct cg_confine_plan *plan, in
 		/* Refused (a filter, an old kernel): the copying way below. */
 	}
 #endif
+	/* A copy of our memory would never see the gate open: it must be open first. */
+	if (plan && plan->gate)
+		(void)cg_gate_wait(plan->gate, -1);
 	pid_t pid = cg_confine_fork(t, plan);
 	if (pid == 0) {
 		(void)fn(arg);
@@ -1563,6 +1569,9 @@ static int confine_and_exec(void *arg)
 	int rc = confine_tail(a->plan);
 	if (rc != 0)
 		return rc;
+	/* Write-ahead: everything is ready; the command itself waits for its permit. */
+	if (a->plan->gate && (rc = cg_gate_wait(a->plan->gate, CONFINE_GATE_WAIT_MS)) != 0)
+		return rc;
 	a->step = CG_CONFINE_STEP_EXEC;
 	execve(a->exe, a->argv, a->envp);
 	return errno;
@@ -1718,6 +1727,15 @@ void cg_confine_set_egress_fd(struct cg_confine_plan *plan, int fd)
 	plan->egress_fd = fd;
 	for (size_t i = 0; i < plan->n_stage_plans; i++)
 		cg_confine_set_egress_fd(plan->stage_plans[i], fd);
+}
+
+void cg_confine_set_gate(struct cg_confine_plan *plan, _Atomic uint32_t *gate)
+{
+	if (!plan)
+		return;
+	plan->gate = gate;
+	for (size_t i = 0; i < plan->n_stage_plans; i++)
+		cg_confine_set_gate(plan->stage_plans[i], gate);
 }
 
 int cg_confine_egress_fd(const struct cg_confine_plan *plan)

@@ -115,6 +115,15 @@ size_t cg_confine_egress_sets(const struct cg_confine_plan *plan, const struct c
  */
 void cg_confine_set_egress_fd(struct cg_confine_plan *plan, int fd);
 
+/*
+ * Write-ahead across the spawn: every stage's command, fully confined,
+ * waits right before execve until gate is GO (REFUSED or a minute without
+ * an answer: it does not run, and the stage fails). A stage started by
+ * copying memory (cg_confine_fork's way) is started only once the gate is
+ * open. The plan does not own the gate; it must outlive the run. NULL: none.
+ */
+void cg_confine_set_gate(struct cg_confine_plan *plan, _Atomic uint32_t *gate);
+
 /* The fd a child sends its listener over, or -1 (for benchmarks and tests). */
 int cg_confine_egress_fd(const struct cg_confine_plan *plan);
 

@@ -84,6 +84,7 @@ struct item {
 	enum item_kind kind;
 	int type;
 	bool durable;
+	_Atomic uint32_t *gate; /* opened once the batch is on disk, or cannot be */
 	uint64_t ticket;
 	char trace[CG_TRACE_ID_MAX + 1];
 	char ts[40];
@@ -1129,6 +1130,8 @@ static void *writer_main(void *arg)
 
 		while (batch) {
 			struct item *nx = batch->next;
+			if (batch->gate)
+				cg_gate_open(batch->gate, rc == 0 ? CG_GATE_GO : CG_GATE_REFUSED);
 			item_free(batch);
 			batch = nx;
 		}
@@ -1173,7 +1176,7 @@ static int enqueue(struct cg_evidence *ev, struct item *it)
 		if (ev->q_len++ == 0)
 			pthread_cond_signal(&ev->work_cv);
 		uint64_t t = it->ticket;
-		bool durable = it->durable;
+		bool durable = it->durable && !it->gate; /* a gated item is waited for elsewhere */
 		it = NULL;
 		while (durable && ev->synced_ticket < t && !ev->failed)
 			pthread_cond_wait(&ev->done_cv, &ev->mu);
@@ -1215,14 +1218,20 @@ static struct item *item_event(const char *trace_id, int type, json_t *payload, 
 	return it;
 }
 
+/* May a caller append this event? The replay, seal, incomplete and recovery events are ours. */
+static bool caller_event_ok(const char *trace_id, enum cg_event_type type, const json_t *payload)
+{
+	return cg_trace_id_valid(trace_id) && strcmp(trace_id, CG_JOURNAL_TRACE) != 0 &&
+	       (int)type >= 0 && type < CG_EV__COUNT && type != CG_EV_REPLAY &&
+	       type != CG_EV_SEAL && type != CG_EV_INCOMPLETE && type != CG_EV_RECOVERY &&
+	       json_is_object(payload);
+}
+
 int cg_evidence_append(struct cg_evidence *ev, const char *trace_id, enum cg_event_type type,
 		       json_t *payload, bool durable)
 {
 	int saved = 0;
-	/* The replay, seal, incomplete and recovery events are this module's alone. */
-	if (!ev || !cg_trace_id_valid(trace_id) || strcmp(trace_id, CG_JOURNAL_TRACE) == 0 ||
-	    (int)type < 0 || type >= CG_EV__COUNT || type == CG_EV_REPLAY || type == CG_EV_SEAL ||
-	    type == CG_EV_INCOMPLETE || type == CG_EV_RECOVERY || !json_is_object(payload)) {
+	if (!ev || !caller_event_ok(trace_id, type, payload)) {
 		saved = EINVAL;
 		goto free_payload;
 	}
@@ -1237,6 +1246,24 @@ free_payload:
 	json_decref(payload);
 	errno = saved;
 	return -1;
+}
+
+int cg_evidence_append_gated(struct cg_evidence *ev, const char *trace_id, enum cg_event_type type,
+			     json_t *payload, _Atomic uint32_t *gate)
+{
+	if (!ev || !gate || !caller_event_ok(trace_id, type, payload)) {
+		json_decref(payload);
+		errno = EINVAL;
+		return -1;
+	}
+	struct item *it = item_event(trace_id, (int)type, payload, true);
+	json_decref(payload);
+	if (!it) {
+		errno = ENOMEM;
+		return -1;
+	}
+	it->gate = gate;
+	return enqueue(ev, it);
 }
 
 int cg_evidence_seal(struct cg_evidence *ev, const char *trace_id, json_t *verdict)
@@ -1937,6 +1964,8 @@ void cg_evidence_close(struct cg_evidence *ev)
 	while (ev->q_head) {
 		struct item *it = ev->q_head;
 		ev->q_head = it->next;
+		if (it->gate) /* never on disk: whoever waits learns it */
+			cg_gate_open(it->gate, CG_GATE_REFUSED);
 		item_free(it);
 	}
 	(void)write_packages(ev, ev->pkgs, false);

@@ -89,6 +89,15 @@ void cg_evidence_close(struct cg_evidence *ev);
  */
 int cg_evidence_append(struct cg_evidence *ev, const char *trace_id, enum cg_event_type type,
 		       json_t *payload, bool durable) __attribute__((warn_unused_result));
+/*
+ * Append one durable event without waiting for it: gate (CG_GATE_PENDING)
+ * is opened GO once the event is on disk, or REFUSED if it cannot be. The
+ * gate MUST outlive that: wait for it (cg_gate_wait) before freeing it.
+ * Returns 0 (the gate will be opened), or -1 with errno (the event was not
+ * queued; the gate is left pending).
+ */
+int cg_evidence_append_gated(struct cg_evidence *ev, const char *trace_id, enum cg_event_type type,
+			     json_t *payload, _Atomic uint32_t *gate);
 
 /*
  * Seal trace_id: verify it (the call's own replay step), append the replay

@@ -5,9 +5,10 @@
  * screening, and the one answer.
  *
  * Invariants:
- *  - Nothing MUST start unless the confinement was prepared and, with
- *    evidence on, the permit is durable (write-ahead); a failure of either
- *    is answered and nothing runs.
+ *  - No command MUST exec unless the confinement was prepared and, with
+ *    evidence on, the permit is durable (write-ahead): the stages may be
+ *    prepared while it syncs, but each command waits at the permit's gate
+ *    right before execve. A failure of either is answered and nothing runs.
  *  - Unscreened output MUST NOT pass: if screening fails, the streams are
  *    withheld and the call answers an E.
  *  - run_job answers exactly once on every path and leaves the job's
@@ -38,6 +39,9 @@ struct run {
 	int screen_errno;	  /* non-zero: screening failed and the output was withheld */
 	struct cg_egress *egress; /* the call's proxy (net: a host list), or NULL */
 	json_t *connections;	  /* its records, once stopped */
+	/* The permit's gate (write-ahead across the spawn); gated: it was queued with it. */
+	_Atomic uint32_t permit;
+	bool gated;
 };
 
 /* Append NAME=value to a malloc'd envp. 0, or -1 on OOM (envp unchanged). */
@@ -126,8 +130,14 @@ static json_t *approvers_json(const struct cg_job *j)
 	return by;
 }
 
-/* Write-ahead: the permit is durable before anything starts, or nothing starts. */
-static int write_permit(struct cg_kernel *k, struct cg_job *j, const struct run *r,
+/*
+ * Write-ahead: the permit is durable before anything starts, or nothing
+ * starts. With a plan, the permit is queued with a gate and the stages are
+ * prepared meanwhile: each command waits for the gate right before execve
+ * (cg_confine_set_gate), so the view is built while the disk syncs.
+ * Without one, this waits for the sync.
+ */
+static int write_permit(struct cg_kernel *k, struct cg_job *j, struct run *r,
 			struct cg_reply **reply)
 {
 	if (!k->ev)
@@ -144,7 +154,18 @@ static int write_permit(struct cg_kernel *k, struct cg_job *j, const struct run 
 	    "request_sha256", hex, "timeout_ms", (json_int_t)j->gate.timeout_ms, "run_uid",
 	    (int)r->uid, "run_gid", (int)r->gid, "confinement", r->confinement, "approved_by",
 	    approvers_json(j), "approval_sha256", j->request_sha256, "grant_id", j->grant_id);
-	if (cg_evidence_append(k->ev, j->trace_id, CG_EV_PERMIT, permit, true) != 0) {
+	int rc;
+	if (r->plan) {
+		atomic_store(&r->permit, CG_GATE_PENDING);
+		rc = cg_evidence_append_gated(k->ev, j->trace_id, CG_EV_PERMIT, permit, &r->permit);
+		if (rc == 0) {
+			r->gated = true;
+			cg_confine_set_gate(r->plan, &r->permit);
+		}
+	} else {
+		rc = cg_evidence_append(k->ev, j->trace_id, CG_EV_PERMIT, permit, true);
+	}
+	if (rc != 0) {
 		int e = errno;
 		cg_log("error", j->trace_id, "permit not durable: %s", cg_errno_name(e));
 		*reply = cg_reply_new(CG_R_EVIDENCE_WRITE_FAILED, "{s:s}", "errno_name",
@@ -208,6 +229,15 @@ static int execute(struct cg_kernel *k, struct cg_job *j, struct run *r, struct 
 			  (json_int_t)j->gate.timeout_ms));
 	int rc = cg_exec_run(&spec, &r->res, reply);
 	stop_egress(k, j, r);
+	if (r->gated && cg_gate_wait(&r->permit, -1) != 0) {
+		/* Refused at the gate: nothing exec'd; say why, not how the stage failed. */
+		cg_log("error", j->trace_id, "permit not durable; nothing ran");
+		if (rc == 0) /* cannot happen: every command waits for the gate */
+			cg_exec_result_fini(&r->res);
+		cg_reply_free(*reply);
+		*reply = cg_reply_new(CG_R_EVIDENCE_WRITE_FAILED, "{s:s}", "errno_name", "EIO");
+		rc = -1;
+	}
 	if (rc != 0) {
 		ev_note(
 		    k, j->trace_id, CG_EV_EXEC_END,
@@ -322,6 +352,9 @@ static json_t *run_data(const struct cg_job *j, const struct run *r)
 /* Answer (streams included when it ran), seal, release the run. Consumes reply. */
 static void answer_run(struct cg_kernel *k, struct cg_job *j, struct cg_reply *reply, struct run *r)
 {
+	/* The writer opens the permit's gate, which lives in r: not before that. */
+	if (r->gated)
+		(void)cg_gate_wait(&r->permit, -1);
 	cg_reply_set_data(reply, run_data(j, r));
 	cg_reply_set_trace(reply, j->trace_id);
 	const struct cg_exec_result *res = &r->res;

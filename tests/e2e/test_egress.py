@@ -18,6 +18,7 @@ import ssl
 import subprocess
 import tempfile
 import threading
+import time
 import unittest
 
 import cgtest
@@ -139,15 +140,22 @@ class Egress(unittest.TestCase):
         return conns[-1]
 
     def events(self, trace):
-        out = []
+        """The trace's events once its seal is written: the reply goes out
+        before the writer thread has written the call's last events."""
         import glob
-        for seg in sorted(glob.glob(os.path.join(self.d.state_dir, "journal", "*.ndjson"))):
-            with open(seg) as f:
-                for line in f:
-                    ev = json.loads(line)
-                    if ev.get("trace") == trace or ev.get("trace_id") == trace:
-                        out.append(ev)
-        return out
+        deadline = time.monotonic() + 10
+        while True:
+            out = []
+            for seg in sorted(glob.glob(os.path.join(self.d.state_dir, "journal",
+                                                     "*.ndjson"))):
+                with open(seg) as f:
+                    for line in f:
+                        ev = json.loads(line)
+                        if ev.get("trace") == trace or ev.get("trace_id") == trace:
+                            out.append(ev)
+            if any(e["type"] == "seal" for e in out) or time.monotonic() > deadline:
+                return out
+            time.sleep(0.05)
 
     def test_allowed_name_http(self):
         before = self.http.accepted

@@ -261,6 +261,29 @@ def restart(d):
     d.start()
 
 
+class WriteAheadAcrossTheSpawn(unittest.TestCase):
+    """The view is built while the permit syncs, but the command itself waits
+    for it: with the evidence writer stalled 1.5 s per batch, the command's
+    first instruction comes at least that long after the request, although
+    its view was ready long before."""
+
+    def test_command_starts_only_after_its_permit_is_written(self):
+        env = {"CALLGATE_TEST_EVIDENCE_STALL_MS": "1500"}
+        with cgtest.Daemon(env=env) as d:
+            marker = os.path.join(d.workspace, "started")
+            t0 = time.time()
+            r = d.request(cgtest.make_request([["sh", "-c", f"date +%s.%N > {marker}"]],
+                                              privileged=False), timeout=60)
+            self.assertEqual(r["status"], "ok", r)
+            with open(marker) as f:
+                started = float(f.read())
+            self.assertGreaterEqual(started - t0, 1.4, "the command ran before its permit")
+            types = [json.loads(l)["type"] for l in
+                     cli(d.state_dir, "log", "--events", "--json").stdout.splitlines()
+                     if json.loads(l)["trace"] == r["reply"]["trace_id"]]
+            self.assertLess(types.index("permit"), types.index("exec.started"), types)
+
+
 class EvidenceCrash(unittest.TestCase):
     """SIGKILL at random moments during governed calls; restart; verify."""
 

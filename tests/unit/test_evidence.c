@@ -6,6 +6,7 @@
  */
 #include <criterion/criterion.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <sys/resource.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -849,5 +850,49 @@ Test(evidence, durable_append_fails_when_the_journal_cannot_be_written)
 	cr_assert_neq(rc, 0, "a durable append that was not written reported success");
 	rc = cg_evidence_append(ev, "wf", CG_EV_PERMIT, json_object(), true);
 	cr_assert_neq(rc, 0, "later durable appends fail too (the journal is failed)");
+	cg_evidence_close(ev);
+}
+
+/* A gated append does not wait; its gate opens GO once the event is on disk. */
+Test(evidence, gated_append_opens_its_gate_once_on_disk)
+{
+	struct cg_evidence *ev = open_ev(0);
+	_Atomic uint32_t gate = CG_GATE_PENDING;
+	cr_assert_eq(
+	    cg_evidence_append(ev, "g1", CG_EV_REQUEST, json_pack("{s:s}", "x", "y"), false), 0);
+	cr_assert_eq(cg_evidence_append_gated(ev, "g1", CG_EV_PERMIT,
+					      json_pack("{s:s}", "decision", "ALLOW"), &gate),
+		     0);
+	cr_assert_eq(cg_gate_wait(&gate, 10000), 0);
+	/* On disk when GO: a reader of the journal finds the permit now. */
+	size_t n;
+	char *j = slurp("journal/0000000000000001.ndjson", &n);
+	cr_assert(strstr(j, "\"type\":\"permit\""), "no permit in the journal");
+	free(j);
+	/* Refused at once (the writer's event types are not a caller's): the gate stays shut. */
+	_Atomic uint32_t bad = CG_GATE_PENDING;
+	cr_assert_eq(cg_evidence_append_gated(ev, "g1", CG_EV_SEAL, json_object(), &bad), -1);
+	cr_assert_eq(errno, EINVAL);
+	cr_assert_eq(atomic_load(&bad), CG_GATE_PENDING);
+	cg_evidence_close(ev);
+}
+
+/* A journal that cannot write opens the gate REFUSED: the waiter never hears GO. */
+Test(evidence, gated_append_on_a_failed_journal_is_refused)
+{
+	struct cg_evidence *ev = open_ev(0);
+	/* No file may grow (RLIMIT_FSIZE 0, SIGXFSZ ignored): the next batch fails. */
+	_Atomic uint32_t gate = CG_GATE_PENDING;
+	struct rlimit old;
+	cr_assert_eq(getrlimit(RLIMIT_FSIZE, &old), 0);
+	struct rlimit small = { 0, old.rlim_max };
+	signal(SIGXFSZ, SIG_IGN);
+	cr_assert_eq(setrlimit(RLIMIT_FSIZE, &small), 0);
+	int rc = cg_evidence_append_gated(ev, "g2", CG_EV_PERMIT,
+					  json_pack("{s:s}", "decision", "ALLOW"), &gate);
+	int waited = rc == 0 ? cg_gate_wait(&gate, 10000) : -1;
+	cr_assert_eq(setrlimit(RLIMIT_FSIZE, &old), 0);
+	cr_assert_eq(rc, 0);
+	cr_assert_eq(waited, EIO, "the gate opened %u", (unsigned)atomic_load(&gate));
 	cg_evidence_close(ev);
 }
