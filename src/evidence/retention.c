@@ -2,15 +2,22 @@
 /*
  * retention — packed trace packages (see retention.h). The tar is written and
  * read with libarchive; the index is ours.
+ *
+ * libarchive is loaded the first time an archive is read or written, not at
+ * start-up: with the libraries it pulls in (ICU, libxml2, nettle, bzip2, zlib)
+ * it is 1.4 MiB of resident pages that a daemon which never packs or reads an
+ * archive would carry for nothing.
  */
 #include "retention.h"
 
 #include <archive.h>
 #include <archive_entry.h>
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +31,72 @@
 
 #define SEGMENT_CAP ((size_t)2 << 30)
 #define INDEX_CAP   ((size_t)256 << 20)
+
+/* The library's ABI name in Debian since 2012 (libarchive13). */
+#define LIBARCHIVE_SONAME "libarchive.so.13"
+#define LA_FUNCS(X)                                                                                \
+	X(archive_entry_free)                                                                      \
+	X(archive_entry_new)                                                                       \
+	X(archive_entry_pathname)                                                                  \
+	X(archive_entry_set_filetype)                                                              \
+	X(archive_entry_set_mtime)                                                                 \
+	X(archive_entry_set_pathname)                                                              \
+	X(archive_entry_set_perm)                                                                  \
+	X(archive_entry_set_size)                                                                  \
+	X(archive_entry_size)                                                                      \
+	X(archive_error_string)                                                                    \
+	X(archive_read_data)                                                                       \
+	X(archive_read_free)                                                                       \
+	X(archive_read_new)                                                                        \
+	X(archive_read_next_header)                                                                \
+	X(archive_read_open_fd)                                                                    \
+	X(archive_read_support_format_tar)                                                         \
+	X(archive_write_close)                                                                     \
+	X(archive_write_data)                                                                      \
+	X(archive_write_free)                                                                      \
+	X(archive_write_header)                                                                    \
+	X(archive_write_new)                                                                       \
+	X(archive_write_open)                                                                      \
+	X(archive_write_set_bytes_per_block)                                                       \
+	X(archive_write_set_format_ustar)
+
+static struct {
+#define LA_MEMBER(f) __typeof__(f) *f;
+	LA_FUNCS(LA_MEMBER)
+#undef LA_MEMBER
+} la;
+static pthread_once_t la_once = PTHREAD_ONCE_INIT;
+static char la_error[256] = "not loaded";
+
+static void la_load(void)
+{
+	void *h = dlopen(LIBARCHIVE_SONAME, RTLD_NOW | RTLD_LOCAL);
+	if (!h) {
+		const char *e = dlerror();
+		snprintf(la_error, sizeof(la_error), "%s", e ? e : "dlopen failed");
+		return;
+	}
+	void *p;
+#define LA_RESOLVE(f)                                                                              \
+	if (!(p = dlsym(h, #f))) {                                                                 \
+		snprintf(la_error, sizeof(la_error), "%s lacks %s", LIBARCHIVE_SONAME, #f);        \
+		return;                                                                            \
+	}                                                                                          \
+	memcpy(&la.f, &p, sizeof(p));
+	LA_FUNCS(LA_RESOLVE)
+#undef LA_RESOLVE
+	la_error[0] = '\0';
+}
+
+/* libarchive, loaded once; false (errno ENOSYS, la_error says why) when it cannot be. */
+static bool la_ready(void)
+{
+	(void)pthread_once(&la_once, la_load);
+	if (la_error[0] == '\0')
+		return true;
+	errno = ENOSYS;
+	return false;
+}
 
 void cg_package_files_free(struct cg_package_files *pf)
 {
@@ -184,6 +257,8 @@ static int load_archived(const char *state_dir, const struct ix_entry *x, const 
 	char path[4400], prefix[CG_TRACE_ID_MAX + 2];
 	snprintf(path, sizeof(path), "%s/%s/%s", state_dir, CG_ARCHIVE_DIR, x->archive);
 	snprintf(prefix, sizeof(prefix), "%s/", trace_id);
+	if (!la_ready())
+		return -1;
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
@@ -191,10 +266,10 @@ static int load_archived(const char *state_dir, const struct ix_entry *x, const 
 		close(fd);
 		return -1;
 	}
-	struct archive *a = archive_read_new();
-	if (!a || archive_read_support_format_tar(a) != ARCHIVE_OK ||
-	    archive_read_open_fd(a, fd, 10240) != ARCHIVE_OK) {
-		archive_read_free(a);
+	struct archive *a = la.archive_read_new();
+	if (!a || la.archive_read_support_format_tar(a) != ARCHIVE_OK ||
+	    la.archive_read_open_fd(a, fd, 10240) != ARCHIVE_OK) {
+		la.archive_read_free(a);
 		close(fd);
 		errno = EIO;
 		return -1;
@@ -203,18 +278,18 @@ static int load_archived(const char *state_dir, const struct ix_entry *x, const 
 	struct archive_entry *en;
 	int rc = 0;
 	size_t members = 0;
-	while (archive_read_next_header(a, &en) == ARCHIVE_OK) {
-		const char *name = archive_entry_pathname(en);
+	while (la.archive_read_next_header(a, &en) == ARCHIVE_OK) {
+		const char *name = la.archive_entry_pathname(en);
 		if (!name || strncmp(name, prefix, strlen(prefix)) != 0)
 			break; /* the next trace's members */
 		members++;
-		la_int64_t size = archive_entry_size(en);
+		la_int64_t size = la.archive_entry_size(en);
 		if (size < 0 || (uint64_t)size > CG_PACKAGE_FILE_CAP) {
 			(void)pf_add(pf, name + strlen(prefix), NULL, 0);
 			continue;
 		}
 		char *p = malloc((size_t)size + 1);
-		la_ssize_t got = p ? archive_read_data(a, p, (size_t)size) : -1;
+		la_ssize_t got = p ? la.archive_read_data(a, p, (size_t)size) : -1;
 		if (got != (la_ssize_t)size) {
 			free(p);
 			p = NULL;
@@ -224,7 +299,7 @@ static int load_archived(const char *state_dir, const struct ix_entry *x, const 
 		}
 		rc = pf_add(pf, name + strlen(prefix), p, (size_t)size);
 	}
-	archive_read_free(a);
+	la.archive_read_free(a);
 	close(fd);
 	if (rc == 0 && members == 0) {
 		errno = ENOENT; /* the index points at another trace */
@@ -361,18 +436,18 @@ static int write_trace(struct archive *a, const struct cg_package_files *pf, con
 			continue;
 		char name[CG_TRACE_ID_MAX + 80];
 		snprintf(name, sizeof(name), "%s/%s", trace, pf->name[i]);
-		struct archive_entry *en = archive_entry_new();
+		struct archive_entry *en = la.archive_entry_new();
 		if (!en)
 			return -1;
-		archive_entry_set_pathname(en, name);
-		archive_entry_set_filetype(en, AE_IFREG);
-		archive_entry_set_perm(en, 0644);
-		archive_entry_set_size(en, (la_int64_t)pf->len[i]);
-		archive_entry_set_mtime(en, now, 0);
-		int rc = archive_write_header(a, en);
-		archive_entry_free(en);
+		la.archive_entry_set_pathname(en, name);
+		la.archive_entry_set_filetype(en, AE_IFREG);
+		la.archive_entry_set_perm(en, 0644);
+		la.archive_entry_set_size(en, (la_int64_t)pf->len[i]);
+		la.archive_entry_set_mtime(en, now, 0);
+		int rc = la.archive_write_header(a, en);
+		la.archive_entry_free(en);
 		if (rc != ARCHIVE_OK ||
-		    archive_write_data(a, pf->data[i], pf->len[i]) != (la_ssize_t)pf->len[i])
+		    la.archive_write_data(a, pf->data[i], pf->len[i]) != (la_ssize_t)pf->len[i])
 			return -1;
 	}
 	return 0;
@@ -391,6 +466,10 @@ int cg_archive_pack_segment(const char *state_dir, const char *segment, size_t *
 	snprintf(idx, sizeof(idx), "%s/%.*s.idx", dir, base, segment);
 	snprintf(tar_tmp, sizeof(tar_tmp), "%s/.%.*s.tar.tmp", dir, base, segment);
 	snprintf(idx_tmp, sizeof(idx_tmp), "%s/.%.*s.idx.tmp", dir, base, segment);
+	if (!la_ready()) {
+		snprintf(why, why_len, "cannot load libarchive: %s", la_error);
+		return -1;
+	}
 	if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
 		snprintf(why, why_len, "cannot create %s: %s", CG_ARCHIVE_DIR, strerror(errno));
 		return -1;
@@ -409,14 +488,15 @@ int cg_archive_pack_segment(const char *state_dir, const char *segment, size_t *
 	}
 	struct counter c = { open(tar_tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644), 0 };
 	FILE *ixf = fopen(idx_tmp, "we");
-	struct archive *a = archive_write_new();
+	struct archive *a = la.archive_write_new();
 	bool *done = calloc(n ? n : 1, sizeof(bool));
 	int rc = -1;
-	if (c.fd < 0 || !ixf || !a || !done || archive_write_set_format_ustar(a) != ARCHIVE_OK ||
-	    archive_write_set_bytes_per_block(a, 0) != ARCHIVE_OK ||
-	    archive_write_open(a, &c, NULL, count_write, NULL) != ARCHIVE_OK) {
+	if (c.fd < 0 || !ixf || !a || !done || la.archive_write_set_format_ustar(a) != ARCHIVE_OK ||
+	    la.archive_write_set_bytes_per_block(a, 0) != ARCHIVE_OK ||
+	    la.archive_write_open(a, &c, NULL, count_write, NULL) != ARCHIVE_OK) {
 		snprintf(why, why_len, "cannot start the archive: %s",
-			 a && archive_error_string(a) ? archive_error_string(a) : strerror(errno));
+			 a && la.archive_error_string(a) ? la.archive_error_string(a)
+							 : strerror(errno));
 		goto out;
 	}
 	time_t now = time(NULL);
@@ -431,13 +511,13 @@ int cg_archive_pack_segment(const char *state_dir, const char *segment, size_t *
 		cg_package_files_free(&pf);
 		if (w < 0) {
 			snprintf(why, why_len, "cannot write %s: %s", ids[i],
-				 archive_error_string(a) ? archive_error_string(a) : "?");
+				 la.archive_error_string(a) ? la.archive_error_string(a) : "?");
 			goto out;
 		}
 		done[i] = true;
 		(*packed)++;
 	}
-	if (archive_write_close(a) != ARCHIVE_OK || fsync(c.fd) != 0 || fflush(ixf) != 0 ||
+	if (la.archive_write_close(a) != ARCHIVE_OK || fsync(c.fd) != 0 || fflush(ixf) != 0 ||
 	    fsync(fileno(ixf)) != 0) {
 		snprintf(why, why_len, "cannot finish the archive: %s", strerror(errno));
 		goto out;
@@ -469,7 +549,7 @@ int cg_archive_pack_segment(const char *state_dir, const char *segment, size_t *
 	}
 out:
 	if (a)
-		archive_write_free(a);
+		la.archive_write_free(a);
 	if (c.fd >= 0)
 		close(c.fd);
 	if (ixf)

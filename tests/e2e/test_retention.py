@@ -11,10 +11,12 @@ changed byte inside an archive, or an index that hides a trace, fails replay.
 """
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import tarfile
+import tempfile
 import time
 import unittest
 
@@ -200,6 +202,38 @@ class RetentionTamper(unittest.TestCase):
             self.assertFalse(os.path.exists(os.path.join(traces, tid)), tid)
         p = self.replay_all()
         self.assertEqual(p.returncode, 0, p.stdout[-2000:])
+
+
+class RetentionWithoutLibarchive(unittest.TestCase):
+    """libarchive is loaded on first use; when it cannot be, nothing is lost."""
+
+    def test_a_broken_libarchive_keeps_every_package(self):
+        libdir = tempfile.mkdtemp(prefix="cg-nolibarchive-")
+        self.addCleanup(shutil.rmtree, libdir, True)
+        src = os.path.join(libdir, "empty.c")
+        with open(src, "w") as f:
+            f.write("int callgate_not_libarchive;\n")
+        subprocess.run(["cc", "-shared", "-fPIC", "-o", os.path.join(libdir, "libarchive.so.13"),
+                        src], check=True)
+        env = dict(KNOBS, LD_LIBRARY_PATH=libdir)
+        d = cgtest.Daemon(policy_text=POLICY, env=env).start()
+        try:
+            ids = [d.request(cgtest.make_request([["rm", "-rf", "/"]]))["reply"]["trace_id"]
+                   for _ in range(40)]
+            end = time.time() + 30
+            while "not packed" not in d.log and time.time() < end:
+                time.sleep(0.2)
+            self.assertIn("cannot load libarchive", d.log)
+            self.assertIn("lacks archive_", d.log)
+            self.assertEqual(packed_ids(d.state_dir), {})
+            traces = os.path.join(d.state_dir, "traces")
+            for tid in ids:
+                self.assertTrue(os.path.isdir(os.path.join(traces, tid)), tid)
+            self.assertEqual(d.request({"action": "ping"})["status"], "ok")
+            p = cli("--state-dir", d.state_dir, "replay", "--all", "--no-write")
+            self.assertEqual(p.returncode, 0, p.stdout[-2000:] + p.stderr[-2000:])
+        finally:
+            d.close()
 
 
 class RetentionPolicy(unittest.TestCase):
