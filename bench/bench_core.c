@@ -118,7 +118,7 @@ static struct stats time_decide(const struct cg_chain *ch, struct decide_case *c
 
 /* ---- 2/3. the daemon ------------------------------------------------------ */
 
-static char tmpdir[] = "/tmp/cg-bench-XXXXXX";
+static char tmpdir[200]; /* under $TMPDIR (default /tmp); sockets must fit sun_path */
 static char sock_path[PATH_MAX], admin_path[PATH_MAX];
 static const char *target_path = sock_path; /* where round_trip() connects */
 static pid_t daemon_pid = -1;
@@ -128,6 +128,8 @@ static int start_daemon(const char *callgated)
 	char state[PATH_MAX], exe[PATH_MAX];
 	char *admin = admin_path;
 	snprintf(exe, sizeof(exe), "%s", callgated);
+	const char *tmp = getenv("TMPDIR");
+	snprintf(tmpdir, sizeof(tmpdir), "%s/cg-bench-XXXXXX", tmp && *tmp ? tmp : "/tmp");
 	if (!mkdtemp(tmpdir))
 		return -1;
 	snprintf(sock_path, sizeof(sock_path), "%s/cg.sock", tmpdir);

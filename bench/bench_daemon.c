@@ -13,9 +13,15 @@
  *   startup_empty_ms                             start-up on an empty state
  *   startup_ms, journal_bytes                    restart on the grown state
  *   replay_all_s, sha256_s                       over the same segment bytes
+ *   fs_package_dirs_per_s  the filesystem's own floor for trace packages:
+ *                          mkdir + five small files + rename per second, in
+ *                          the same directory as the daemon's state
  *
  * Usage: bench_daemon CALLGATED CALLGATE --json FILE [--requests N]
  *                     [--flood-secs S] [--quick]
+ * The state goes under $TMPDIR (default /tmp). On ext4, a directory where
+ * many files were deleted in the last minutes allocates inodes slowly (it
+ * skips recently deleted ones); fs_package_dirs_per_s shows it.
  * Nothing here judges a figure; bench/run prints them beside their targets.
  */
 #include <errno.h>
@@ -42,7 +48,7 @@
 
 extern char **environ;
 
-static char tmpdir[] = "/tmp/cg-bench-d-XXXXXX";
+static char tmpdir[200]; /* socket paths must fit sun_path */
 static char sock_path[PATH_MAX], state_dir[PATH_MAX], log_path[PATH_MAX];
 static char *daemon_exe, *cli_exe;
 static pid_t daemon_pid = -1;
@@ -406,6 +412,51 @@ static void replay_vs_sha(double *t_replay, double *t_sha)
 		free(argv[i]);
 }
 
+/*
+ * What the filesystem alone allows: package-shaped writes (a directory, five
+ * files of a package's typical sizes, a rename) per second for secs, in
+ * tmpdir beside the state. Nothing is deleted until the run ends.
+ */
+static double fs_package_dirs(double secs)
+{
+	static const size_t sizes[5] = { 4096, 6144, 2048, 512, 128 };
+	static const char *const names[5] = { "events.ndjson", "verdict.json", "verdict.md",
+					      "replay.json", "diff.json" };
+	char buf[6144], base[PATH_MAX + 16];
+	memset(buf, 'x', sizeof(buf));
+	snprintf(base, sizeof(base), "%s/fs-floor", tmpdir);
+	if (mkdir(base, 0755) != 0)
+		return -1;
+	double t0 = (double)cg_now_mono_ns() / 1e9, t = t0;
+	long n = 0;
+	while (t - t0 < secs) {
+		char tmp[PATH_MAX + 64], dst[PATH_MAX + 64];
+		snprintf(tmp, sizeof(tmp), "%s/.%ld.tmp", base, n);
+		snprintf(dst, sizeof(dst), "%s/%ld", base, n);
+		int dfd =
+		    mkdir(tmp, 0755) == 0 ? open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+		if (dfd < 0)
+			return -1;
+		for (int i = 0; i < 5; i++) {
+			int fd =
+			    openat(dfd, names[i], O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+			if (fd < 0 || write(fd, buf, sizes[i]) != (ssize_t)sizes[i]) {
+				if (fd >= 0)
+					close(fd);
+				close(dfd);
+				return -1;
+			}
+			close(fd);
+		}
+		close(dfd);
+		if (rename(tmp, dst) != 0)
+			return -1;
+		n++;
+		t = (double)cg_now_mono_ns() / 1e9;
+	}
+	return (double)n / (t - t0);
+}
+
 static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
 	(void)st;
@@ -456,6 +507,8 @@ int main(int argc, char **argv)
 		requests = requests > 300 ? 300 : requests;
 		flood_secs = 1;
 	}
+	const char *tmp = getenv("TMPDIR");
+	snprintf(tmpdir, sizeof(tmpdir), "%s/cg-bench-d-XXXXXX", tmp && *tmp ? tmp : "/tmp");
 	out = fopen(json, "w");
 	if (!out || !mkdtemp(tmpdir))
 		return 1;
@@ -529,6 +582,7 @@ int main(int argc, char **argv)
 	replay_vs_sha(&tr, &ts);
 	kv("replay_all_s", tr);
 	kv("sha256_s", ts);
+	kv("fs_package_dirs_per_s", fs_package_dirs(quick ? 0.3 : 3));
 	rc = 0;
 done:
 	stop_daemon();

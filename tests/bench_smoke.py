@@ -28,8 +28,12 @@ def main():
             print("bench/run failed", file=sys.stderr)
             return 1
         with open(out) as f:
-            figures = json.load(f)["figures"]
+            result = json.load(f)
+        figures = result["figures"]
     bad = [k for k in KEYS if not isinstance(figures.get(k, {}).get("value"), (int, float))]
+    fs = result["raw"]["bench_daemon"].get("fs_package_dirs_per_s")
+    if not isinstance(fs, (int, float)) or fs <= 0:
+        bad.append("raw bench_daemon fs_package_dirs_per_s")
     if bad:
         print("missing figures: " + ", ".join(bad), file=sys.stderr)
         return 1
