@@ -176,6 +176,14 @@ char *cg_kernel_transport_reply(struct cg_kernel *k, const char *which, size_t *
  */
 size_t cg_kernel_evidence_pending(struct cg_kernel *k);
 
+/*
+ * Write 1 (a uint64_t) to the eventfd fd once the evidence work pending is
+ * below level (at once if it already is; fd -1 cancels). With evidence off
+ * nothing is pending and nothing is written. The server waits on it instead
+ * of polling.
+ */
+void cg_kernel_evidence_wake_below(struct cg_kernel *k, size_t level, int fd);
+
 #ifdef __cplusplus
 }
 #endif

@@ -73,7 +73,9 @@
 #define DEFAULT_ADMIT_QUEUE   512u
 #define ADMIT_BATCH	      64		  /* queued requests admitted per loop turn */
 #define LARGE_REPLY	      ((uint64_t)1 << 20) /* freeing one trims the heap */
-#define ADMIT_RETRY_MS	      2			  /* how soon a held queue is looked at again */
+/* A held queue is looked at again when evidence says it caught up (the wake
+ * eventfd); this timer is only the safety net. */
+#define ADMIT_RETRY_MS 20
 /* Notifiers running at once; a pending call past this is not pushed (it is still listed). */
 #define MAX_NOTIFIERS 16
 /* Bytes of /proc/<pid>/cgroup (or stat) read; more is treated as unknowable. */
@@ -1074,6 +1076,9 @@ static void admit(struct server *s)
 		c->state = CONN_READING;
 		conn_submit(s, c, c->q_len, c->q_newline, c->q_too_long);
 	}
+	/* Held back: evidence writes the wake eventfd once it is below the mark. */
+	if (s->ring_head && !admit_open(s))
+		cg_kernel_evidence_wake_below(s->k, s->admit_queue, s->wake_fd);
 }
 
 /*
@@ -2264,8 +2269,10 @@ close_fds:
 		close(s->lock_fd);
 	if (s->admin_lock_fd >= 0)
 		close(s->admin_lock_fd);
-	if (s->wake_fd >= 0)
+	if (s->wake_fd >= 0) {
+		cg_kernel_evidence_wake_below(s->k, 0, -1); /* evidence outlives this fd */
 		close(s->wake_fd);
+	}
 	if (s->sig_fd >= 0)
 		close(s->sig_fd);
 	if (s->ep_fd >= 0)

@@ -163,6 +163,7 @@ struct cg_evidence {
 	pthread_cond_t work_cv, done_cv;
 	struct item *q_head, **q_tail;
 	size_t q_len;
+	size_t inflight; /* items of the batch the writer holds, until its packages are handed on */
 	uint64_t next_ticket, synced_ticket, done_ticket;
 	int failed;	      /* errno of the failure that stopped the journal, or 0 */
 	int64_t failed_at_ns; /* wall clock of that failure */
@@ -175,6 +176,9 @@ struct cg_evidence {
 	/* the package thread (files under traces/ never delay the journal) */
 	struct pkg_batch *pb_head, **pb_tail;
 	size_t pb_pending;
+	/* cg_evidence_wake_below: eventfd to write once pending < wake_level, or -1 */
+	int wake_fd;
+	size_t wake_level;
 	pthread_cond_t pkg_cv, room_cv;
 	pthread_t pkg_thr;
 	bool pkg_started, pkg_stop;
@@ -664,7 +668,29 @@ static void resume_write(struct cg_evidence *ev, const char *buf, size_t len)
 	}
 }
 
-static size_t write_packages(struct cg_evidence *ev, struct package *pk, bool write)
+/* mu held: evidence work not yet done, in event-sized units. */
+static size_t pending_locked(const struct cg_evidence *ev)
+{
+	return ev->q_len + ev->inflight + ev->pb_pending * PKG_WEIGHT;
+}
+
+/* mu held: once pending is below the level asked for, write the eventfd (once). */
+static void wake_if_below(struct cg_evidence *ev)
+{
+	if (ev->wake_fd < 0 || pending_locked(ev) >= ev->wake_level)
+		return;
+	uint64_t one = 1;
+	(void)!write(ev->wake_fd, &one, sizeof(one));
+	ev->wake_fd = -1;
+}
+
+/*
+ * Write (or, with !write, drop) a list of packages. With counted (the
+ * package thread's batches), each one leaves pb_pending as soon as it is
+ * written: admission reopens package by package, not after a whole batch,
+ * so a call held back behind a flood waits for one package, not a batch.
+ */
+static size_t write_packages(struct cg_evidence *ev, struct package *pk, bool write, bool counted)
 {
 	size_t n = 0;
 	while (pk) {
@@ -681,6 +707,13 @@ static size_t write_packages(struct cg_evidence *ev, struct package *pk, bool wr
 		free(pk);
 		pk = nx;
 		n++;
+		if (counted) {
+			pthread_mutex_lock(&ev->mu);
+			ev->pb_pending--;
+			wake_if_below(ev);
+			pthread_cond_signal(&ev->room_cv);
+			pthread_mutex_unlock(&ev->mu);
+		}
 	}
 	return n;
 }
@@ -764,13 +797,12 @@ static void *package_main(void *arg)
 		if (!ev->pb_head)
 			ev->pb_tail = &ev->pb_head;
 		pthread_mutex_unlock(&ev->mu);
-		(void)write_packages(ev, pb->pkgs, pb->write);
+		(void)write_packages(ev, pb->pkgs, pb->write, true);
 		/* After the packages it vouches for: see resume.h. */
 		if (pb->resume && pb->write)
 			resume_write(ev, pb->resume, pb->resume_len);
 		free(pb->resume);
 		pthread_mutex_lock(&ev->mu);
-		ev->pb_pending -= pb->n;
 		if (pb->last > ev->done_ticket)
 			ev->done_ticket = pb->last;
 		pthread_cond_broadcast(&ev->done_cv);
@@ -796,7 +828,7 @@ static void hand_packages(struct cg_evidence *ev, uint64_t last, bool write)
 		while (ev->pb_head)
 			pthread_cond_wait(&ev->done_cv, &ev->mu);
 		pthread_mutex_unlock(&ev->mu);
-		(void)write_packages(ev, list, write);
+		(void)write_packages(ev, list, write, false);
 		if (resume && write)
 			resume_write(ev, resume, resume_len);
 		free(resume);
@@ -1104,6 +1136,7 @@ static void *writer_main(void *arg)
 		struct item *batch = ev->q_head;
 		ev->q_head = NULL;
 		ev->q_tail = &ev->q_head;
+		ev->inflight = ev->q_len;
 		ev->q_len = 0;
 		uint64_t last = ev->next_ticket;
 		bool failed = ev->failed != 0;
@@ -1137,6 +1170,8 @@ static void *writer_main(void *arg)
 		}
 		pthread_mutex_lock(&ev->mu);
 		hand_packages(ev, last, rc == 0);
+		ev->inflight = 0; /* its packages are counted now */
+		wake_if_below(ev);
 		if (final)
 			break;
 	}
@@ -1304,9 +1339,18 @@ bool cg_evidence_backlogged(struct cg_evidence *ev, size_t *pending)
 size_t cg_evidence_pending(struct cg_evidence *ev)
 {
 	pthread_mutex_lock(&ev->mu);
-	size_t n = ev->q_len + ev->pb_pending * PKG_WEIGHT;
+	size_t n = pending_locked(ev);
 	pthread_mutex_unlock(&ev->mu);
 	return n;
+}
+
+void cg_evidence_wake_below(struct cg_evidence *ev, size_t level, int fd)
+{
+	pthread_mutex_lock(&ev->mu);
+	ev->wake_level = level;
+	ev->wake_fd = fd;
+	wake_if_below(ev);
+	pthread_mutex_unlock(&ev->mu);
 }
 
 /* A positive number from a test-only environment variable, or def. */
@@ -1814,6 +1858,7 @@ int cg_evidence_open(const struct cg_evidence_config *cfg, struct cg_evidence **
 	if (ev->cfg.checkpoint_ms <= 0)
 		ev->cfg.checkpoint_ms = DEFAULT_CKPT_MS;
 	ev->lock_fd = ev->seg_fd = ev->ckpt_fd = ev->dir_fd = -1;
+	ev->wake_fd = -1;
 	ev->high_water = (size_t)test_knob("CALLGATE_TEST_EVIDENCE_HIGH_WATER", ADMIT_HIGH_WATER);
 	ev->stall_ms = (int)test_knob("CALLGATE_TEST_EVIDENCE_STALL_MS", 0);
 	ev->pack_tick_ms = (int)test_knob("CALLGATE_TEST_RETENTION_TICK_MS", RETENTION_TICK_MS);
@@ -1968,7 +2013,7 @@ void cg_evidence_close(struct cg_evidence *ev)
 			cg_gate_open(it->gate, CG_GATE_REFUSED);
 		item_free(it);
 	}
-	(void)write_packages(ev, ev->pkgs, false);
+	(void)write_packages(ev, ev->pkgs, false, false);
 	if (ev->seg_fd >= 0)
 		close(ev->seg_fd);
 	if (ev->ckpt_fd >= 0)

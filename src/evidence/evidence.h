@@ -129,6 +129,13 @@ bool cg_evidence_backlogged(struct cg_evidence *ev, size_t *pending);
  */
 size_t cg_evidence_pending(struct cg_evidence *ev);
 
+/*
+ * Write 1 (a uint64_t) to the eventfd fd once cg_evidence_pending() is below
+ * level: at once if it already is, else from the thread whose work brings it
+ * there. One request at a time; a new one replaces the last (fd -1 cancels).
+ */
+void cg_evidence_wake_below(struct cg_evidence *ev, size_t level, int fd);
+
 int cg_evidence_flush(struct cg_evidence *ev) __attribute__((warn_unused_result));
 
 /*

@@ -262,3 +262,9 @@ size_t cg_kernel_evidence_pending(struct cg_kernel *k)
 {
 	return k->ev ? cg_evidence_pending(k->ev) : 0;
 }
+
+void cg_kernel_evidence_wake_below(struct cg_kernel *k, size_t level, int fd)
+{
+	if (k->ev)
+		cg_evidence_wake_below(k->ev, level, fd);
+}

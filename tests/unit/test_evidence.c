@@ -8,6 +8,8 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <sys/resource.h>
+#include <poll.h>
+#include <sys/eventfd.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -895,4 +897,60 @@ Test(evidence, gated_append_on_a_failed_journal_is_refused)
 	cr_assert_eq(rc, 0);
 	cr_assert_eq(waited, EIO, "the gate opened %u", (unsigned)atomic_load(&gate));
 	cg_evidence_close(ev);
+}
+
+/*
+ * cg_evidence_wake_below (the server's admission waits on it): written at
+ * once when evidence is already below the level, written by the evidence
+ * threads once their work brings it there, never while it is not below, and
+ * never again after a cancel.
+ */
+Test(evidence, wake_below_writes_the_eventfd_only_below_the_level)
+{
+	struct cg_evidence *ev = open_ev(0);
+	int efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	cr_assert_geq(efd, 0);
+	uint64_t v = 0;
+	/* Idle: below any positive level, so at once. */
+	cg_evidence_wake_below(ev, 1, efd);
+	cr_assert_eq(read(efd, &v, sizeof(v)), (ssize_t)sizeof(v));
+	/* Once only: more work and its completion write nothing more. */
+	for (int i = 0; i < 20; i++) {
+		char id[16];
+		snprintf(id, sizeof(id), "w%d", i);
+		emit_call(ev, id, "BLOCK", false, false);
+	}
+	cr_assert_eq(cg_evidence_flush(ev), 0);
+	cr_assert_eq(read(efd, &v, sizeof(v)), -1);
+	cr_assert_eq(errno, EAGAIN);
+	/* Level 0: pending is never below it, whatever the threads do. */
+	cg_evidence_wake_below(ev, 0, efd);
+	for (int i = 0; i < 200; i++) {
+		char id[16];
+		snprintf(id, sizeof(id), "x%d", i);
+		emit_call(ev, id, "BLOCK", false, false);
+	}
+	cr_assert_eq(cg_evidence_flush(ev), 0);
+	cr_assert_eq(read(efd, &v, sizeof(v)), -1);
+	cr_assert_eq(cg_evidence_pending(ev), 0);
+	cg_evidence_close(ev);
+	/* Asked while work is pending (the writer sleeps 300 ms per batch): not
+	 * yet, then written once that work is done. */
+	setenv("CALLGATE_TEST_EVIDENCE_STALL_MS", "300", 1);
+	ev = open_ev(0);
+	unsetenv("CALLGATE_TEST_EVIDENCE_STALL_MS");
+	emit_call(ev, "z1", "BLOCK", false, false);
+	cg_evidence_wake_below(ev, 1, efd);
+	cr_assert_eq(read(efd, &v, sizeof(v)), -1, "woken while %zu was pending",
+		     cg_evidence_pending(ev));
+	struct pollfd pf = { .fd = efd, .events = POLLIN };
+	cr_assert_eq(poll(&pf, 1, 20000), 1, "never woken");
+	cr_assert_eq(read(efd, &v, sizeof(v)), (ssize_t)sizeof(v));
+	cr_assert_eq(cg_evidence_pending(ev), 0);
+	/* Cancelled: work done afterwards writes nothing. */
+	cg_evidence_wake_below(ev, 1000000, -1);
+	emit_call(ev, "y1", "BLOCK", false, false);
+	cg_evidence_close(ev);
+	cr_assert_eq(read(efd, &v, sizeof(v)), -1);
+	close(efd);
 }
