@@ -899,6 +899,16 @@ Test(evidence, gated_append_on_a_failed_journal_is_refused)
 	cg_evidence_close(ev);
 }
 
+/* n refused calls, traces PREFIX0 .. PREFIX(n-1). */
+static void emit_refusals(struct cg_evidence *ev, const char *prefix, int n)
+{
+	for (int i = 0; i < n; i++) {
+		char id[16];
+		snprintf(id, sizeof(id), "%s%d", prefix, i);
+		emit_call(ev, id, "BLOCK", false, false);
+	}
+}
+
 /*
  * cg_evidence_wake_below (the server's admission waits on it): written at
  * once when evidence is already below the level, written by the evidence
@@ -915,21 +925,13 @@ Test(evidence, wake_below_writes_the_eventfd_only_below_the_level)
 	cg_evidence_wake_below(ev, 1, efd);
 	cr_assert_eq(read(efd, &v, sizeof(v)), (ssize_t)sizeof(v));
 	/* Once only: more work and its completion write nothing more. */
-	for (int i = 0; i < 20; i++) {
-		char id[16];
-		snprintf(id, sizeof(id), "w%d", i);
-		emit_call(ev, id, "BLOCK", false, false);
-	}
+	emit_refusals(ev, "w", 20);
 	cr_assert_eq(cg_evidence_flush(ev), 0);
 	cr_assert_eq(read(efd, &v, sizeof(v)), -1);
 	cr_assert_eq(errno, EAGAIN);
 	/* Level 0: pending is never below it, whatever the threads do. */
 	cg_evidence_wake_below(ev, 0, efd);
-	for (int i = 0; i < 200; i++) {
-		char id[16];
-		snprintf(id, sizeof(id), "x%d", i);
-		emit_call(ev, id, "BLOCK", false, false);
-	}
+	emit_refusals(ev, "x", 200);
 	cr_assert_eq(cg_evidence_flush(ev), 0);
 	cr_assert_eq(read(efd, &v, sizeof(v)), -1);
 	cr_assert_eq(cg_evidence_pending(ev), 0);
@@ -947,10 +949,12 @@ Test(evidence, wake_below_writes_the_eventfd_only_below_the_level)
 	cr_assert_eq(poll(&pf, 1, 20000), 1, "never woken");
 	cr_assert_eq(read(efd, &v, sizeof(v)), (ssize_t)sizeof(v));
 	cr_assert_eq(cg_evidence_pending(ev), 0);
-	/* Cancelled: work done afterwards writes nothing. */
-	cg_evidence_wake_below(ev, 1000000, -1);
+	/* Armed while work is pending, then cancelled: its completion writes nothing. */
 	emit_call(ev, "y1", "BLOCK", false, false);
-	cg_evidence_close(ev);
+	cg_evidence_wake_below(ev, 1, efd);
+	cg_evidence_wake_below(ev, 1, -1);
+	cr_assert_eq(cg_evidence_flush(ev), 0);
 	cr_assert_eq(read(efd, &v, sizeof(v)), -1);
+	cg_evidence_close(ev);
 	close(efd);
 }
