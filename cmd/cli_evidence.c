@@ -564,10 +564,10 @@ static int log_events(const struct log_args *a, struct cg_journal_view *jv)
 		match = cg_smap_new();
 		for (size_t i = 0; match && dec && ses && i < jv->n; i++) {
 			const struct cg_evline *o = &jv->v[i];
-			if (decision && o->type == CG_EV_DECISION &&
+			if (decision && (o->type == CG_EV_DECISION || o->type == CG_EV_REFUSAL) &&
 			    strcasecmp(o->decision, decision) == 0)
 				(void)cg_smap_put(dec, o->trace, &yes);
-			if (session && o->type == CG_EV_REQUEST) {
+			if (session && (o->type == CG_EV_REQUEST || o->type == CG_EV_REFUSAL)) {
 				json_t *pl =
 				    json_loadb(o->line + o->payload_off, o->payload_len, 0, NULL);
 				json_t *rq = json_object_get(pl, "request");

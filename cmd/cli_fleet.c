@@ -132,8 +132,8 @@ static int chain_trace(struct chain *c, const struct cg_evline *o)
 			   "the event does not follow its trace's previous event");
 	t->tseq = o->tseq;
 	memcpy(t->hash, o->hash, 65);
-	/* Nothing may follow a seal or an incomplete marker: forget the trace. */
-	if (strcmp(o->type_name, "seal") == 0 || strcmp(o->type_name, "incomplete") == 0)
+	/* Nothing may follow a seal, refusal or incomplete marker: forget the trace. */
+	if (cg_event_ends_trace(o->type))
 		free(cg_smap_del(c->traces, o->trace));
 	return 0;
 }

@@ -53,14 +53,16 @@ CREATE TABLE IF NOT EXISTS callgate.checkpoints (
 
 -- Denials by rule, per host and per day (UTC): every call whose reply was a
 -- refusal (type D: denied by policy, refused by an approver, approval timed out).
+-- A call refused at once is one 'refusal' event, its rule in its decision.
 CREATE OR REPLACE VIEW callgate.denials_by_rule AS
 SELECT host,
        (ts AT TIME ZONE 'UTC')::date AS day,
-       payload->>'rule_id'           AS rule_id,
+       COALESCE(payload->>'rule_id',
+                payload->'decision'->>'rule_id') AS rule_id,
        payload->'reply'->>'code'     AS code,
        count(*)                      AS denials
   FROM callgate.events
- WHERE type = 'verdict' AND payload->'reply'->>'type' = 'D'
+ WHERE type IN ('verdict', 'refusal') AND payload->'reply'->>'type' = 'D'
  GROUP BY 1, 2, 3, 4;
 
 -- Who approved what: every answer to a call that waited for a human or a

@@ -14,7 +14,8 @@ Packages that retention packed into traces/archive/*.tar are read from there.
 Checks: every line's hash over its exact bytes, both chains from the genesis,
 contiguous sequence numbers, the closed set of event types, the structure of
 each trace (request first, no execution without a permit or after BLOCK or
-UNKNOWN, verdict, replay, seal with the right count and head), that a
+UNKNOWN, verdict, replay, seal with the right count and head; or one refusal
+event alone), that a
 package's events are byte-for-byte the journal's, and that every checkpoint's
 head is the journal's event at that seq. Ed25519 signatures are NOT checked
 (the standard library has no Ed25519): use `callgate replay` or the
@@ -33,7 +34,8 @@ TAIL = 76  # ,"hash":"<64 hex>"}\n
 KEYS = ["seq", "trace", "tseq", "type", "ts", "prev", "tprev", "payload", "hash"]
 TYPES = {"request", "resolved", "rung", "decision", "approval.requested",
          "approval.answered", "permit", "exec.started", "exec.finished", "screening",
-         "verdict", "replay", "seal", "incomplete", "recovery", "net.connection"}
+         "verdict", "replay", "seal", "incomplete", "recovery", "net.connection",
+         "refusal"}
 HEX = set("0123456789abcdef")
 
 
@@ -103,7 +105,7 @@ def check_trace(events, where, probs):
         prev, t = e["hash"], e["type"]
         if end:
             probs.add(at, "event_after_seal: %s after %s" % (t, end))
-        if n == 1 and t != "request":
+        if n == 1 and t not in ("request", "refusal"):
             probs.add(at, "structure: a trace begins with its request")
         if t == "decision":
             decision = e["payload"].get("decision")
@@ -134,7 +136,7 @@ def check_trace(events, where, probs):
             probs.add(at, "structure: exec.finished without exec.started")
         if t == "verdict":
             verdicts += 1
-        elif verdicts and t not in ("replay", "seal", "incomplete"):
+        elif verdicts and t not in ("replay", "seal", "incomplete", "refusal"):
             probs.add(at, "structure: %s after the verdict" % t)
         if t == "seal":
             if last != "replay":
@@ -144,6 +146,11 @@ def check_trace(events, where, probs):
             end = "seal"
         if t == "incomplete":
             end = "incomplete"
+        if t == "refusal":  # request, decision and verdict in one: the whole trace
+            if n != 1:
+                probs.add(at, "structure: a refusal is a whole trace: it comes alone")
+            verdicts += 1
+            end = "refusal"
         last = t
     if not end:
         probs.add(where, "not_sealed: no seal and no incomplete marker")
@@ -158,27 +165,51 @@ FROM_EVENTS = {"outcome", "executed", "decided_by", "call", "run", "exit_codes",
                "timed_out", "duration_ms", "screening", "connections", "blocked", "next_steps"}
 
 
+def refusal_parts(p):
+    """A refusal's payload as the request, resolved and decision events it stands for,
+    and what its seal would have said (docs/evidence.md, "Refusals")."""
+    parts = {"request": [{k: p[k] for k in ("request", "raw", "peer") if k in p}]}
+    for k in ("resolved", "decision"):
+        if k in p:
+            parts[k] = [p[k]]
+    d, r = p.get("decision") or {}, p.get("reply") or {}
+    pol = (d if "decision" in p else p).get("policy") or {}
+    sealed = {"decision": d.get("decision") or ("ALLOW" if r.get("type") == "S" else "BLOCK"),
+              "reply": {"type": r.get("type"), "code": r.get("code"),
+                        "message": r.get("message")},
+              "constrained": d.get("constraints") or [], "executed": False,
+              "policy": {"sha256": pol.get("sha256", ""), "generation": pol.get("generation", 0)}}
+    return parts, sealed
+
+
 def check_verdict(v, events, where, probs):
     """verdict.json says what the seal says, and what it adds agrees with the events."""
-    sealed = events[-1]["payload"].get("verdict") or {}
     if not isinstance(v, dict):
         probs.add(where, "verdict_mismatch: verdict.json is not an object")
         return
-    if v == sealed:
-        return  # a package written before verdicts read the events: the seal's, exactly
     by_type = {}
+    if events[-1]["type"] == "refusal":
+        by_type, sealed = refusal_parts(events[-1]["payload"])
+        for k in sealed:
+            if v.get(k) != sealed[k]:
+                probs.add(where, "verdict_mismatch: %s differs from the refusal" % k)
+        sealed = None  # what else it says is checked against the events below
+    else:
+        sealed = events[-1]["payload"].get("verdict") or {}
+        if v == sealed:
+            return  # a package written before verdicts read the events: the seal's, exactly
     for e in events:
         by_type.setdefault(e["type"], []).append(e["payload"])
     # A compact seal leaves the summary (the reply's message) and why[] (the
     # decision's rungs) to the package; anything else must be the seal's.
     rungs = ((by_type.get("decision") or [{}])[-1]).get("rungs") or []
     rebuilt = {
-        "summary": (sealed.get("reply") or {}).get("message"),
+        "summary": ((sealed or {}).get("reply") or {}).get("message"),
         "why": [{"rung": r.get("rung"), "decision": r.get("decision"),
                  "rule_id": r.get("rule_id"), "layer": str(r.get("reason")).split("-")[0],
                  "code": r.get("reason"), "why": r.get("why")} for r in rungs],
     }
-    for k in set(sealed) | set(v):
+    for k in (set(sealed) | set(v)) if sealed is not None else ():
         want = sealed[k] if k in sealed else rebuilt.get(k)
         if k not in FROM_EVENTS and want != v.get(k):
             probs.add(where, "verdict_mismatch: %s differs from the sealed verdict" % k)
@@ -338,7 +369,7 @@ def main(argv):
             lines = check_package(tdir, probs, content)
             if lines != [l for _, l in evs]:
                 probs.add(tdir, "trace_line_mismatch: events.ndjson is not the journal's lines")
-            if end == "seal":
+            if end in ("seal", "refusal"):
                 if content is None:
                     with open(os.path.join(tdir, "verdict.json"), "rb") as f:
                         vbytes = f.read()

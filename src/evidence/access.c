@@ -66,7 +66,8 @@ int cg_trace_owner(const char *state_dir, const char *trace_id, uid_t *uid)
 		const char *check = NULL;
 		char why[128];
 		if (cg_evline_parse(buf + off, n, &ev, &check, why, sizeof(why)) == 0 &&
-		    ev.type == CG_EV_REQUEST && strcmp(ev.trace, trace_id) == 0) {
+		    (ev.type == CG_EV_REQUEST || ev.type == CG_EV_REFUSAL) &&
+		    strcmp(ev.trace, trace_id) == 0) {
 			rc = payload_uid(ev.line + ev.payload_off, ev.payload_len, uid);
 			break;
 		}
@@ -131,11 +132,12 @@ int cg_journal_query(const char *state_dir, const struct cg_reader *reader,
 		errno = ENOMEM;
 		goto release;
 	}
-	/* First pass: each trace's owner, from its request event. */
+	/* First pass: each trace's owner, from its request (or refusal) event. */
 	for (size_t i = 0; i < jv.n; i++) {
 		const struct cg_evline *o = &jv.v[i];
 		uid_t uid;
-		if (o->type != CG_EV_REQUEST || cg_smap_get(owners, o->trace) ||
+		if ((o->type != CG_EV_REQUEST && o->type != CG_EV_REFUSAL) ||
+		    cg_smap_get(owners, o->trace) ||
 		    payload_uid(o->line + o->payload_off, o->payload_len, &uid) != 0)
 			continue;
 		if (cg_smap_put(owners, o->trace, uid_value(uid)) != 0) {

@@ -77,7 +77,7 @@ const char *cg_event_name(enum cg_event_type t)
 	return ev_names[t];
 }
 
-enum item_kind { IT_EVENT, IT_SEAL, IT_INCOMPLETE, IT_FLUSH };
+enum item_kind { IT_EVENT, IT_SEAL, IT_REFUSAL, IT_INCOMPLETE, IT_FLUSH };
 
 struct item {
 	struct item *next;
@@ -404,9 +404,50 @@ static int emit_json(struct cg_evidence *ev, const char *trace, int type, json_t
 }
 
 /*
- * The call's own replay step, then the replay and seal events. The trace's
- * state moves to a package written after the batch is on disk.
+ * The call's own replay step over the trace's events so far: chain and
+ * structure. presealed: its replay and seal events are still to come. The
+ * failures found (new reference, an array) or NULL on OOM.
  */
+static json_t *self_check(const struct tstate *t, bool presealed)
+{
+	json_t *diff = json_array();
+	struct cg_evline *v = diff ? tstate_evlines(t, diff) : NULL;
+	if (!v) {
+		json_decref(diff);
+		errno = ENOMEM;
+		return NULL;
+	}
+	cg_evlines_check_chain(v, t->n, false, "events.ndjson", diff);
+	(void)cg_trace_check_structure(v, t->n, presealed, "events.ndjson", diff);
+	free(v);
+	return diff;
+}
+
+/*
+ * The sealed trace leaves the open set: its package is written by the
+ * package thread after the batch is on disk. verdict NULL: the trace is one
+ * refusal, whose verdict the package thread derives from the event.
+ */
+static int queue_package(struct cg_evidence *ev, const char *trace, const json_t *verdict,
+			 json_t *diff)
+{
+	struct package *pk = calloc(1, sizeof(*pk));
+	if (!pk) {
+		errno = ENOMEM;
+		return -1;
+	}
+	const char *status = json_array_size(diff) == 0 ? "PASS" : "FAIL";
+	memcpy(pk->trace, trace, strlen(trace) + 1);
+	pk->t = cg_smap_del(ev->traces, trace);
+	pk->verdict = verdict ? json_incref((json_t *)(uintptr_t)verdict) : NULL;
+	pk->replay = cg_replay_doc(trace, status, pk->t->n, diff, "trace (sealing)");
+	pk->diff = json_incref(diff);
+	pk->next = ev->pkgs;
+	ev->pkgs = pk;
+	return 0;
+}
+
+/* The call's own replay step, then the replay and seal events, then its package. */
 static int do_seal(struct cg_evidence *ev, struct item *it)
 {
 	struct tstate *t = tstate_get(ev, it->trace, false);
@@ -414,16 +455,9 @@ static int do_seal(struct cg_evidence *ev, struct item *it)
 		cg_log("warn", it->trace, "evidence: seal of a trace with no open events");
 		return 0;
 	}
-	json_t *diff = json_array();
-	struct cg_evline *v = diff ? tstate_evlines(t, diff) : NULL;
-	if (!v) {
-		json_decref(diff);
-		errno = ENOMEM;
+	json_t *diff = self_check(t, true);
+	if (!diff)
 		return -1;
-	}
-	cg_evlines_check_chain(v, t->n, false, "events.ndjson", diff);
-	(void)cg_trace_check_structure(v, t->n, true, "events.ndjson", diff);
-	free(v);
 	const char *status = json_array_size(diff) == 0 ? "PASS" : "FAIL";
 	json_t *rp = json_pack("{s:s, s:I, s:[sssss], s:O}", "status", status, "events",
 			       (json_int_t)t->n, "checks", "schema", "hash", "link", "sequence",
@@ -438,21 +472,23 @@ static int do_seal(struct cg_evidence *ev, struct item *it)
 		goto free_docs;
 	}
 	json_decref(sp);
-	struct package *pk = calloc(1, sizeof(*pk));
-	if (!pk) {
-		errno = ENOMEM;
-		goto free_docs;
-	}
-	memcpy(pk->trace, it->trace, sizeof(pk->trace));
-	pk->t = cg_smap_del(ev->traces, it->trace);
-	pk->verdict = json_incref(it->verdict);
-	pk->replay = cg_replay_doc(it->trace, status, pk->t->n, diff, "trace (sealing)");
-	pk->diff = json_incref(diff);
-	pk->next = ev->pkgs;
-	ev->pkgs = pk;
-	rc = 0;
+	rc = queue_package(ev, it->trace, it->verdict, diff);
 free_docs:
 	json_decref(rp);
+	json_decref(diff);
+	return rc;
+}
+
+/* A refusal: its one event is the whole trace and seals it (no replay or seal event). */
+static int do_refusal(struct cg_evidence *ev, struct item *it)
+{
+	if (emit(ev, it->trace, CG_EV_REFUSAL, it->ts, it->payload, it->payload_len, NULL) < 0)
+		return -1;
+	struct tstate *t = tstate_get(ev, it->trace, false);
+	json_t *diff = t ? self_check(t, false) : NULL;
+	if (!diff)
+		return -1;
+	int rc = queue_package(ev, it->trace, NULL, diff);
 	json_decref(diff);
 	return rc;
 }
@@ -695,11 +731,14 @@ static size_t write_packages(struct cg_evidence *ev, struct package *pk, bool wr
 	size_t n = 0;
 	while (pk) {
 		struct package *nx = pk->next;
+		if (write && ev->cfg.write_traces && !pk->verdict)
+			pk->verdict = cg_trace_sealed_verdict(pk->trace, pk->t->buf, pk->t->len);
 		if (write && ev->cfg.write_traces &&
-		    cg_trace_write_package(ev->state_dir, pk->trace, pk->t->buf, pk->t->len,
-					   pk->verdict, pk->replay, pk->diff) < 0)
+		    (!pk->verdict ||
+		     cg_trace_write_package(ev->state_dir, pk->trace, pk->t->buf, pk->t->len,
+					    pk->verdict, pk->replay, pk->diff) < 0))
 			cg_log("error", pk->trace, "evidence: trace package not written: %s",
-			       strerror(errno));
+			       pk->verdict ? strerror(errno) : "no verdict in its last event");
 		tstate_free(pk->t);
 		json_decref(pk->verdict);
 		json_decref(pk->replay);
@@ -905,6 +944,10 @@ static int process(struct cg_evidence *ev, struct item *batch, bool final)
 			break;
 		case IT_SEAL:
 			rc = do_seal(ev, it);
+			sealed = true;
+			break;
+		case IT_REFUSAL:
+			rc = do_refusal(ev, it);
 			sealed = true;
 			break;
 		case IT_INCOMPLETE:
@@ -1196,8 +1239,8 @@ static int enqueue(struct cg_evidence *ev, struct item *it)
 		 * and the writer marks it incomplete, naming why.
 		 */
 		saved = EAGAIN;
-		if (it->kind == IT_EVENT && strcmp(it->trace, CG_JOURNAL_TRACE) != 0 &&
-		    !cg_smap_get(ev->cut, it->trace) &&
+		if ((it->kind == IT_EVENT || it->kind == IT_REFUSAL) &&
+		    strcmp(it->trace, CG_JOURNAL_TRACE) != 0 && !cg_smap_get(ev->cut, it->trace) &&
 		    (cg_smap_put(ev->cut, it->trace, (void *)1) != 0 ||
 		     json_array_append_new(ev->cut_pending, json_string(it->trace)) != 0))
 			cg_log("error", it->trace,
@@ -1259,7 +1302,7 @@ static bool caller_event_ok(const char *trace_id, enum cg_event_type type, const
 	return cg_trace_id_valid(trace_id) && strcmp(trace_id, CG_JOURNAL_TRACE) != 0 &&
 	       (int)type >= 0 && type < CG_EV__COUNT && type != CG_EV_REPLAY &&
 	       type != CG_EV_SEAL && type != CG_EV_INCOMPLETE && type != CG_EV_RECOVERY &&
-	       json_is_object(payload);
+	       type != CG_EV_REFUSAL && json_is_object(payload);
 }
 
 int cg_evidence_append(struct cg_evidence *ev, const char *trace_id, enum cg_event_type type,
@@ -1298,6 +1341,24 @@ int cg_evidence_append_gated(struct cg_evidence *ev, const char *trace_id, enum 
 		return -1;
 	}
 	it->gate = gate;
+	return enqueue(ev, it);
+}
+
+int cg_evidence_refuse(struct cg_evidence *ev, const char *trace_id, json_t *payload)
+{
+	if (!ev || !cg_trace_id_valid(trace_id) || strcmp(trace_id, CG_JOURNAL_TRACE) == 0 ||
+	    !json_is_object(payload) || !json_is_object(json_object_get(payload, "reply"))) {
+		json_decref(payload);
+		errno = EINVAL;
+		return -1;
+	}
+	struct item *it = item_event(trace_id, CG_EV_REFUSAL, payload, false);
+	json_decref(payload);
+	if (!it) {
+		errno = ENOMEM;
+		return -1;
+	}
+	it->kind = IT_REFUSAL;
 	return enqueue(ev, it);
 }
 
@@ -1758,7 +1819,7 @@ static int recover(struct cg_evidence *ev, json_t *torn, char *why, size_t why_l
 				snprintf(why, why_len, "out of memory");
 				goto free_all;
 			}
-			if (t->keep && (o.type == CG_EV_SEAL || o.type == CG_EV_INCOMPLETE)) {
+			if (t->keep && cg_event_ends_trace(o.type)) {
 				t = cg_smap_del(ev->traces, o.trace);
 				/* A crash between the seal and its package: rebuild the view. */
 				if (ev->cfg.write_traces &&

@@ -45,7 +45,8 @@
 	X(SEAL, "seal")		    /* event count and head: the trace is complete */              \
 	X(INCOMPLETE, "incomplete") /* recovery: the trace was cut short by a crash */             \
 	X(RECOVERY, "recovery")	    /* trace "journal": a torn tail was set aside at open */       \
-	X(NET_CONNECTION, "net.connection") /* one connection through the egress proxy */
+	X(NET_CONNECTION, "net.connection") /* one connection through the egress proxy */          \
+	X(REFUSAL, "refusal") /* a call refused before anything ran: the whole trace, sealed */
 
 enum cg_event_type {
 #define CG_EVENT_ENUM(e, s) CG_EV_##e,
@@ -139,6 +140,25 @@ void cg_evidence_wake_below(struct cg_evidence *ev, size_t level, int fd);
 int cg_evidence_flush(struct cg_evidence *ev) __attribute__((warn_unused_result));
 
 /*
+ * Record a call refused before anything ran as one event that is its whole
+ * trace: a "refusal" (tseq 1) whose payload (stolen) holds what the request,
+ * resolved, decision and verdict events would (request or raw, peer,
+ * resolved, decision, reply {type, code, message_key, message}). It seals
+ * the trace: no replay or seal event follows, and the package's verdict is
+ * cg_refusal_verdict of the payload. Non-blocking. 0, or -1 with errno.
+ */
+int cg_evidence_refuse(struct cg_evidence *ev, const char *trace_id, json_t *payload)
+    __attribute__((warn_unused_result));
+
+/*
+ * The sealed verdict of a refusal event, from its payload (borrowed): what a
+ * seal event would have recorded for the same call. The writer, replay, a
+ * rebuild and `verdict` all use this one function. New reference, or NULL
+ * when the payload lacks its reply (or on OOM).
+ */
+json_t *cg_refusal_verdict(const json_t *payload, const char *trace_id);
+
+/*
  * Normalise a caller's verdict (borrowed) into the verdict.json shape of
  * docs/evidence.md: decision, summary, why[], constrained[], blocked[],
  * next_steps[], confidence, reply{type,code,message}. Never NULL except on
@@ -195,10 +215,17 @@ int cg_trace_write_package(const char *state_dir, const char *trace_id, const ch
 			   const json_t *diff);
 
 /*
+ * The sealed verdict of a trace from its events (one per line): its seal
+ * event's verdict, or cg_refusal_verdict of its refusal event. New
+ * reference, or NULL when the events end neither way.
+ */
+json_t *cg_trace_sealed_verdict(const char *trace_id, const char *events, size_t events_len);
+
+/*
  * Rebuild traces/<trace_id>/ from the trace's journal lines (events, the
  * exact bytes): verdict from the seal, replay.json and diff.json from the
- * replay event, or the incomplete view. 0 or -1 with errno (EINVAL: the
- * trace is neither sealed nor marked incomplete).
+ * replay event (for a refusal: checked anew), or the incomplete view. 0 or
+ * -1 with errno (EINVAL: the trace is neither sealed nor marked incomplete).
  */
 int cg_trace_rebuild_package(const char *state_dir, const char *trace_id, const char *events,
 			     size_t events_len);

@@ -313,10 +313,11 @@ static bool is_hex64(const char *s)
 	return bad == 0;
 }
 
-/* Decision and seal payloads carry what the structure check needs. */
+/* Decision, refusal and seal payloads carry what the structure check (and log) need. */
 static int parse_payload_fields(struct cg_evline *o, const char *p, size_t n)
 {
-	if (o->type != CG_EV_DECISION && o->type != CG_EV_SEAL && o->type != CG_EV_APPROVAL_ANS)
+	if (o->type != CG_EV_DECISION && o->type != CG_EV_SEAL && o->type != CG_EV_APPROVAL_ANS &&
+	    o->type != CG_EV_REFUSAL)
 		return 0;
 	json_t *pl = json_loadb(p, n, JSON_REJECT_DUPLICATES, NULL);
 	if (!pl)
@@ -333,12 +334,16 @@ static int parse_payload_fields(struct cg_evline *o, const char *p, size_t n)
 				      (strcmp(out, "approved") == 0 && json_is_integer(have) &&
 				       json_is_integer(need) &&
 				       json_integer_value(have) >= json_integer_value(need)));
-	} else if (o->type == CG_EV_DECISION) {
-		const char *d = json_string_value(json_object_get(pl, "decision"));
-		if (!d || strlen(d) >= sizeof(o->decision))
+	} else if (o->type == CG_EV_DECISION || o->type == CG_EV_REFUSAL) {
+		/* A refusal before the chain has no decision: it is left empty. */
+		const json_t *dj = o->type == CG_EV_DECISION ? pl : json_object_get(pl, "decision");
+		const char *d = json_string_value(json_object_get(dj, "decision"));
+		if ((dj || o->type == CG_EV_DECISION) && (!d || strlen(d) >= sizeof(o->decision)))
 			rc = -1;
-		else
+		else if (d)
 			memcpy(o->decision, d, strlen(d) + 1);
+		if (o->type == CG_EV_REFUSAL && !json_is_object(json_object_get(pl, "reply")))
+			rc = -1; /* a refusal says what was answered */
 	} else {
 		json_t *e = json_object_get(pl, "events");
 		const char *h = json_string_value(json_object_get(pl, "head"));
@@ -618,6 +623,11 @@ static bool may_run_unknown(const struct cg_evline *decision, bool human_ok)
 	return human_ok && strcmp(decision->decision, "UNKNOWN") == 0;
 }
 
+bool cg_event_ends_trace(int type)
+{
+	return type == CG_EV_SEAL || type == CG_EV_INCOMPLETE || type == CG_EV_REFUSAL;
+}
+
 enum cg_trace_state cg_trace_check_structure(const struct cg_evline *v, size_t n, bool presealed,
 					     const char *file, json_t *diff)
 {
@@ -631,9 +641,9 @@ enum cg_trace_state cg_trace_check_structure(const struct cg_evline *v, size_t n
 	size_t verdicts = 0;
 	int last = -1;
 	enum cg_trace_state st = CG_TRACE_OPEN;
-	if (v[0].type != CG_EV_REQUEST)
+	if (v[0].type != CG_EV_REQUEST && v[0].type != CG_EV_REFUSAL)
 		cg_diff_add(diff, "structure", file, v[0].lineno, v[0].seq, "request",
-			    v[0].type_name, "a trace begins with its request");
+			    v[0].type_name, "a trace begins with its request (or is one refusal)");
 	for (size_t i = 0; i < n; i++) {
 		const struct cg_evline *o = &v[i];
 		if (st != CG_TRACE_OPEN) {
@@ -721,6 +731,15 @@ enum cg_trace_state cg_trace_check_structure(const struct cg_evline *v, size_t n
 		case CG_EV_INCOMPLETE:
 			st = CG_TRACE_INCOMPLETE;
 			break;
+		case CG_EV_REFUSAL:
+			/* Request, decision and verdict in one: nothing else in its trace. */
+			if (i > 0)
+				cg_diff_add(diff, "structure", file, o->lineno, o->seq, NULL,
+					    "refusal",
+					    "a refusal is a whole trace: it comes alone");
+			verdicts++;
+			st = CG_TRACE_SEALED;
+			break;
 		case CG_EV_RECOVERY:
 			cg_diff_add(diff, "structure", file, o->lineno, o->seq, NULL, "recovery",
 				    "recovery events belong to the journal trace");
@@ -729,7 +748,8 @@ enum cg_trace_state cg_trace_check_structure(const struct cg_evline *v, size_t n
 			break;
 		}
 		if (verdicts > 0 && o->type != CG_EV_VERDICT && o->type != CG_EV_REPLAY &&
-		    o->type != CG_EV_SEAL && o->type != CG_EV_INCOMPLETE)
+		    o->type != CG_EV_SEAL && o->type != CG_EV_INCOMPLETE &&
+		    o->type != CG_EV_REFUSAL)
 			cg_diff_add(diff, "structure", file, o->lineno, o->seq,
 				    "replay, seal or incomplete", o->type_name,
 				    "only replay and seal follow the verdict");

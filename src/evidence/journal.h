@@ -103,9 +103,13 @@ enum cg_trace_state { CG_TRACE_OPEN, CG_TRACE_SEALED, CG_TRACE_INCOMPLETE };
  * before any permit, a permit before any exec.started (else the critical
  * "exec_without_permit"), no execution after BLOCK/UNKNOWN
  * ("exec_despite_block"), one verdict, then replay and seal last; or an
- * "incomplete" marker after a crash. presealed: the replay/seal pair is not
- * yet expected (the call's own replay step). Returns the state found.
+ * "incomplete" marker after a crash; or a single "refusal" event, which is
+ * the whole trace and seals it. presealed: the replay/seal pair is not yet
+ * expected (the call's own replay step). Returns the state found.
  */
+/* Does an event of this type end its trace (seal, incomplete, refusal)? */
+bool cg_event_ends_trace(int type);
+
 enum cg_trace_state cg_trace_check_structure(const struct cg_evline *v, size_t n, bool presealed,
 					     const char *file, json_t *diff);
 

@@ -126,44 +126,97 @@ int cg_trace_write_package(const char *state_dir, const char *trace_id, const ch
 	return rc;
 }
 
+/* Each line of events[0..len) as an evline (parse failures in diff); *n gets the count. */
+static struct cg_evline *parse_events(const char *events, size_t len, size_t *n, json_t *diff)
+{
+	size_t cap = 8;
+	struct cg_evline *v = malloc(cap * sizeof(*v));
+	*n = 0;
+	for (size_t pos = 0; v && pos < len;) {
+		const char *nl = memchr(events + pos, '\n', len - pos);
+		size_t ll = nl ? (size_t)(nl - (events + pos)) + 1 : len - pos;
+		if (*n == cap) {
+			struct cg_evline *q = realloc(v, 2 * cap * sizeof(*v));
+			if (!q) {
+				free(v);
+				return NULL;
+			}
+			v = q;
+			cap *= 2;
+		}
+		const char *check;
+		char why[200];
+		if (cg_evline_parse(events + pos, ll, &v[*n], &check, why, sizeof(why)) < 0) {
+			cg_diff_add(diff, check, "events.ndjson", *n + 1, v[*n].seq, NULL, NULL,
+				    why);
+			v[*n].type = -1; /* read as nothing below */
+		}
+		v[*n].lineno = *n + 1;
+		(*n)++;
+		pos += ll;
+	}
+	return v;
+}
+
+json_t *cg_trace_sealed_verdict(const char *trace_id, const char *events, size_t events_len)
+{
+	json_t *diff = json_array();
+	size_t n = 0;
+	struct cg_evline *v = diff ? parse_events(events, events_len, &n, diff) : NULL;
+	json_t *verdict = NULL;
+	const struct cg_evline *last = v && n ? &v[n - 1] : NULL;
+	if (last && (last->type == CG_EV_SEAL || last->type == CG_EV_REFUSAL)) {
+		json_t *pl = json_loadb(last->line + last->payload_off, last->payload_len, 0, NULL);
+		verdict = last->type == CG_EV_SEAL ? json_incref(json_object_get(pl, "verdict"))
+						   : cg_refusal_verdict(pl, trace_id);
+		json_decref(pl);
+	}
+	free(v);
+	json_decref(diff);
+	return verdict;
+}
+
 int cg_trace_rebuild_package(const char *state_dir, const char *trace_id, const char *events,
 			     size_t events_len)
 {
-	/* The view comes from the trace's last events: seal (verdict, replay) or incomplete. */
+	/*
+	 * The view comes from the trace's last events: seal (verdict, replay),
+	 * refusal (its verdict; checked here, as it has no replay event) or
+	 * incomplete.
+	 */
 	json_t *verdict = NULL, *replay = NULL, *diff = NULL, *rp = NULL;
 	const char *status = NULL;
-	const char *decision = "UNKNOWN";
-	size_t pos = 0, n = 0;
+	size_t n = 0;
 	int rc = -1;
 	char rts[40] = "";
-	while (pos < events_len) {
-		const char *nl = memchr(events + pos, '\n', events_len - pos);
-		size_t ll = nl ? (size_t)(nl - (events + pos)) + 1 : events_len - pos;
-		struct cg_evline o;
-		const char *check;
-		char why[200];
-		if (cg_evline_parse(events + pos, ll, &o, &check, why, sizeof(why)) == 0) {
-			n++;
-			json_t *pl =
-			    json_loadb(events + pos + o.payload_off, o.payload_len, 0, NULL);
-			if (o.type == CG_EV_DECISION && o.decision[0])
-				decision = o.type == CG_EV_DECISION ? "" : decision;
-			if (o.type == CG_EV_REPLAY) {
-				json_decref(rp);
-				rp = json_incref(pl);
-				memcpy(rts, o.ts, sizeof(rts));
-			} else if (o.type == CG_EV_SEAL) {
-				json_decref(verdict);
-				verdict = json_incref(json_object_get(pl, "verdict"));
-				status = "sealed";
-			} else if (o.type == CG_EV_INCOMPLETE) {
-				status = "incomplete";
-			}
-			json_decref(pl);
-		}
-		pos += ll;
+	json_t *parse_diff = json_array();
+	struct cg_evline *v = parse_diff ? parse_events(events, events_len, &n, parse_diff) : NULL;
+	if (!v) {
+		errno = ENOMEM;
+		goto free_docs;
 	}
-	(void)decision;
+	for (size_t i = 0; i < n; i++) {
+		const struct cg_evline *o = &v[i];
+		if (o->type < 0)
+			continue; /* did not parse */
+		json_t *pl = json_loadb(o->line + o->payload_off, o->payload_len, 0, NULL);
+		if (o->type == CG_EV_REPLAY) {
+			json_decref(rp);
+			rp = json_incref(pl);
+			memcpy(rts, o->ts, sizeof(rts));
+		} else if (o->type == CG_EV_SEAL) {
+			json_decref(verdict);
+			verdict = json_incref(json_object_get(pl, "verdict"));
+			status = "sealed";
+		} else if (o->type == CG_EV_REFUSAL) {
+			json_decref(verdict);
+			verdict = cg_refusal_verdict(pl, trace_id);
+			status = "refusal";
+		} else if (o->type == CG_EV_INCOMPLETE) {
+			status = "incomplete";
+		}
+		json_decref(pl);
+	}
 	if (!status) {
 		errno = EINVAL;
 		goto free_docs;
@@ -174,6 +227,12 @@ int cg_trace_rebuild_package(const char *state_dir, const char *trace_id, const 
 						trace_id);
 		diff = json_array();
 		replay = cg_replay_doc(trace_id, "INCOMPLETE", n, diff, "trace (rebuilt)");
+	} else if (strcmp(status, "refusal") == 0) {
+		diff = json_incref(parse_diff);
+		cg_evlines_check_chain(v, n, false, "events.ndjson", diff);
+		(void)cg_trace_check_structure(v, n, false, "events.ndjson", diff);
+		replay = cg_replay_doc(trace_id, json_array_size(diff) ? "FAIL" : "PASS", n, diff,
+				       "trace (rebuilt)");
 	} else {
 		json_t *f = json_object_get(rp, "failures");
 		diff = json_is_array(f) ? json_deep_copy(f) : json_array();
@@ -188,6 +247,8 @@ int cg_trace_rebuild_package(const char *state_dir, const char *trace_id, const 
 	}
 	rc = cg_trace_write_package(state_dir, trace_id, events, events_len, verdict, replay, diff);
 free_docs:
+	free(v);
+	json_decref(parse_diff);
 	json_decref(rp);
 	json_decref(verdict);
 	json_decref(replay);

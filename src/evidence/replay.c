@@ -602,8 +602,7 @@ static void check_package_verdict(const struct cg_package_files *pf, const struc
 				  const bool seen[], json_t *diff)
 {
 	char path[400];
-	json_t *pl = json_loadb(seal->line + seal->payload_off, seal->payload_len, 0, NULL);
-	json_t *sealed = json_object_get(pl, "verdict");
+	json_t *sealed = cg_trace_sealed_verdict(seal->trace, seal->line, seal->line_len);
 	json_t *sv = trace_verdict(sealed, jv, t);
 	size_t fl = 0;
 	const char *fb = cg_package_file(pf, "verdict.json", &fl);
@@ -619,7 +618,7 @@ static void check_package_verdict(const struct cg_package_files *pf, const struc
 			    "verdict.md is not the rendering of the sealed verdict");
 	json_decref(fv);
 	json_decref(sv);
-	json_decref(pl);
+	json_decref(sealed);
 }
 
 static void check_package(const struct cg_replay_opts *o, const struct cg_journal_view *jv,
@@ -710,7 +709,8 @@ static void check_package(const struct cg_replay_opts *o, const struct cg_journa
 verdict:;
 	/* verdict.json and verdict.md must say what the seal says. */
 	const struct cg_evline *seal = t->n ? &jv->v[t->ix[t->n - 1]] : NULL;
-	if (st == CG_TRACE_SEALED && seal && seal->type == CG_EV_SEAL)
+	if (st == CG_TRACE_SEALED && seal &&
+	    (seal->type == CG_EV_SEAL || seal->type == CG_EV_REFUSAL))
 		check_package_verdict(&pf, seal, jv, t, seen, diff);
 	free(v);
 	cg_package_files_free(&pf);

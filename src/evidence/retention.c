@@ -393,7 +393,7 @@ static la_ssize_t count_write(struct archive *a, void *arg, const void *buf, siz
 	return (la_ssize_t)n;
 }
 
-/* The traces whose seal or incomplete marker is in the segment, in order. */
+/* The traces whose seal, refusal or incomplete marker is in the segment, in order. */
 static char **sealed_in(const char *buf, size_t len, size_t *n_out)
 {
 	size_t n = 0, cap = 0;
@@ -405,8 +405,7 @@ static char **sealed_in(const char *buf, size_t len, size_t *n_out)
 		const char *check;
 		char w[200];
 		if (nl && cg_evline_parse(buf + pos, ll, &o, &check, w, sizeof(w)) == 0 &&
-		    (o.type == CG_EV_SEAL || o.type == CG_EV_INCOMPLETE) &&
-		    strcmp(o.trace, CG_JOURNAL_TRACE) != 0) {
+		    cg_event_ends_trace(o.type) && strcmp(o.trace, CG_JOURNAL_TRACE) != 0) {
 			if (n == cap) {
 				cap = cap ? 2 * cap : 256;
 				char **q = realloc(v, cap * sizeof(*q));

@@ -443,6 +443,75 @@ static const char *jstr(const json_t *o, const char *key)
 	return json_string_value(json_object_get(o, key));
 }
 
+json_t *cg_refusal_verdict(const json_t *p, const char *trace_id)
+{
+	const json_t *reply = json_object_get(p, "reply");
+	const json_t *d = json_object_get(p, "decision");
+	const char *type = jstr(reply, "type"), *code = jstr(reply, "code");
+	if (!type || !code)
+		return NULL;
+	const struct cg_reply_def *def = cg_reply_find_code(code);
+	/* The kernel's seal of the same call (record.c ev_seal), from the one event. */
+	const json_t *pol = d ? json_object_get(d, "policy") : json_object_get(p, "policy");
+	json_t *why =
+	    d ? json_array()
+	      : json_pack("[{s:s,s:s,s:s}]", "rung", "wire", "layer", layer_of(code), "code", code);
+	json_t *extra = json_pack("{s:{s:s,s:I},s:b,s:b,s:b}", "policy", "sha256",
+				  jstr(pol, "sha256") ? jstr(pol, "sha256") : "", "generation",
+				  json_integer_value(json_object_get(pol, "generation")),
+				  "executed", 0, "compact", 1, "why_in_decision", d != NULL);
+	const json_t *cons = json_object_get(d, "constraints");
+	const char *msg = jstr(reply, "message");
+	struct cg_verdict_facts f = {
+		.decision = d		     ? jstr(d, "decision")
+			    : type[0] == 'S' ? "ALLOW"
+					     : "BLOCK",
+		.rule_id = d && jstr(d, "rule_id") ? jstr(d, "rule_id") : "",
+		.summary = msg ? msg : jstr(reply, "message_key"),
+		.reply_type = type[0],
+		.reply_code = code,
+		.layer = def ? def->layer : CG_LAYER_MCP,
+		.message = msg ? msg : "",
+		.why = why,
+		.constrained = (json_t *)(uintptr_t)cons,
+		.confidence = 1.0,
+		.extra = extra,
+	};
+	json_t *v = why && extra ? cg_verdict_render(&f, trace_id) : NULL;
+	json_decref(why);
+	json_decref(extra);
+	return v;
+}
+
+static void facts_add(json_t *f, const char *t, const char *ts, json_t *p);
+
+/* A refusal holds the request, resolved, decision and verdict events' facts, and the seal's. */
+static void facts_add_refusal(json_t *f, const char *trace, const char *ts, json_t *p)
+{
+	json_t *rq = json_pack("{s:O?,s:O?,s:O?}", "request", json_object_get(p, "request"), "raw",
+			       json_object_get(p, "raw"), "peer", json_object_get(p, "peer"));
+	if (rq)
+		facts_add(f, "request", ts, rq);
+	json_decref(rq);
+	if (json_object_get(p, "resolved"))
+		facts_add(f, "resolved", ts, json_object_get(p, "resolved"));
+	const json_t *d = json_object_get(p, "decision");
+	if (d)
+		facts_add(f, "decision", ts, (json_t *)(uintptr_t)d);
+	json_t *sealed = cg_refusal_verdict(p, trace ? trace : "");
+	json_t *reply = json_object_get(p, "reply");
+	json_t *ve = json_pack(
+	    "{s:O?,s:s,s:{s:O?,s:O?,s:O?}}", "decision", json_object_get(sealed, "decision"),
+	    "rule_id", d && jstr(d, "rule_id") ? jstr(d, "rule_id") : "", "reply", "type",
+	    json_object_get(reply, "type"), "code", json_object_get(reply, "code"), "message_key",
+	    json_object_get(reply, "message_key"));
+	if (ve)
+		facts_add(f, "verdict", ts, ve);
+	json_decref(ve);
+	if (sealed)
+		json_object_set_new(f, "sealed", sealed);
+}
+
 /* Keep payload p of an event of type t in facts f (p borrowed). */
 static void facts_add(json_t *f, const char *t, const char *ts, json_t *p)
 {
@@ -482,6 +551,15 @@ static void facts_add(json_t *f, const char *t, const char *ts, json_t *p)
 		json_object_set_new(f, "incomplete", json_true());
 }
 
+/* Keep event (trace, type t, ts, payload p borrowed) in facts f: one event may stand for several. */
+static void facts_take(json_t *f, const char *trace, const char *t, const char *ts, json_t *p)
+{
+	if (strcmp(t, "refusal") == 0)
+		facts_add_refusal(f, trace, ts, p);
+	else
+		facts_add(f, t, ts, p);
+}
+
 json_t *cg_trace_facts(const char *events, size_t len)
 {
 	json_t *f = json_pack("{s:b, s:[], s:[], s:[]}", "started", 0, "approvals", "screening",
@@ -494,7 +572,7 @@ json_t *cg_trace_facts(const char *events, size_t len)
 		const char *t = jstr(e, "type");
 		json_t *p = json_object_get(e, "payload");
 		if (t && json_is_object(p))
-			facts_add(f, t, jstr(e, "ts"), p);
+			facts_take(f, jstr(e, "trace"), t, jstr(e, "ts"), p);
 		json_decref(e);
 		pos += ll;
 	}
@@ -712,8 +790,10 @@ static json_t *call_of(const json_t *f)
 	json_array_foreach(json_object_get(rq, "pipeline"), i, argv)
 	{
 		const json_t *r = json_array_get(json_object_get(rs, "stages"), i);
+		/* "found" is left out of the event when it is exe itself. */
+		const char *found = jstr(r, "found") ? jstr(r, "found") : jstr(r, "exe");
 		json_array_append_new(stages, json_pack("{s:O, s:s?, s:s?}", "argv", argv, "exe",
-							jstr(r, "exe"), "found", jstr(r, "found")));
+							jstr(r, "exe"), "found", found));
 	}
 	return json_pack("{s:s?, s:O?, s:s?, s:s?, s:s?, s:s?, s:O?, s:s?, s:o}", "action",
 			 jstr(rq, "action"), "peer", json_object_get(f, "peer"), "host",
@@ -1300,7 +1380,7 @@ json_t *cg_calls_from_events(const json_t *events)
 				continue;
 			json_array_append_new(order, json_string(tr));
 		}
-		facts_add(f, t, jstr(e, "ts"), p);
+		facts_take(f, tr, t, jstr(e, "ts"), p);
 	}
 	json_array_foreach(order, i, e)
 	{

@@ -39,21 +39,24 @@ struct admit {
 	struct cg_kernel *k;
 	const struct cg_peer *peer;
 	const char *trace;
-	bool redact;  /* screen secrets out of the recorded request */
-	bool claimed; /* the request's id was claimed in the replay window */
+	bool redact;	 /* screen secrets out of the recorded request */
+	bool claimed;	 /* the request's id was claimed in the replay window */
+	json_t *request; /* the request event's payload, held (owned) until the outcome */
 };
 
 /*
- * The gate's admit step: record the request, then (for anything but ping)
- * claim its id. A captured request can never be accepted twice, whatever
- * its timestamp: check and remember in one step.
+ * The gate's admit step: render the request for the evidence (held until
+ * the outcome is known: a refusal records it in its one event), then (for
+ * anything but ping) claim its id. A captured request can never be accepted
+ * twice, whatever its timestamp: check and remember in one step.
  */
 static int admit_request(void *arg, const struct cg_request *req, int64_t now_ns,
 			 struct cg_reply **refusal)
 {
 	struct admit *a = arg;
 	struct cg_kernel *k = a->k;
-	ev_note(k, a->trace, CG_EV_REQUEST, ev_request_json(k, req, a->peer, a->redact));
+	if (k->ev && !a->request)
+		a->request = ev_request_json(k, req, a->peer, a->redact);
 	if (req->action == CG_ACTION_PING || !req->id_given)
 		return 0;
 	pthread_mutex_lock(&k->replay_lock);
@@ -85,20 +88,21 @@ static void answer_refused(struct cg_kernel *k, struct cg_job *j, const struct a
 {
 	const struct cg_peer *peer = a->peer;
 	const char *id = j->gate.req ? j->gate.req->id : j->gate.id;
-	if (j->gate.step == CG_GATE_DECODE) {
+	if (k->ev && !j->ev_request && j->gate.step == CG_GATE_DECODE) {
 		/* Not decoded: record only the line's size and hash. */
 		char hex[65];
 		cg_sha256_hex(line, len, hex);
-		ev_note(k, j->trace_id, CG_EV_REQUEST,
-			json_pack("{s:{s:I,s:s,s:b},s:{s:i,s:i,s:i}}", "raw", "bytes",
-				  (json_int_t)len, "sha256", hex, "newline", had_newline, "peer",
-				  "pid", (int)peer->pid, "uid", (int)peer->uid, "gid",
-				  (int)peer->gid));
+		j->ev_request =
+		    json_pack("{s:{s:I,s:s,s:b},s:{s:i,s:i,s:i}}", "raw", "bytes", (json_int_t)len,
+			      "sha256", hex, "newline", had_newline, "peer", "pid", (int)peer->pid,
+			      "uid", (int)peer->uid, "gid", (int)peer->gid);
 	}
 	if (a->claimed)
 		release_claim(k, j->gate.req->id); /* refused as invalid: not consumed */
-	answer_sealed(k, j->respond, j->cookie, id, j->trace_id, take_refusal(j), NULL, NULL,
-		      j->gen);
+	json_t *request = j->ev_request;
+	j->ev_request = NULL;
+	answer_refusal(k, j->respond, j->cookie, id, j->trace_id, take_refusal(j), request, NULL,
+		       NULL, j->gen);
 }
 
 static void answer_ping(struct cg_kernel *k, struct cg_job *j)
@@ -128,13 +132,23 @@ static void answer_gate(struct cg_kernel *k, struct cg_job *j)
 		      j->gen);
 }
 
-/* The fold did not permit and no one will be asked: its EN refusal. */
+/*
+ * The fold did not permit and no one will be asked: its EN refusal. While
+ * the request is still held nothing else of the call was recorded, and the
+ * refusal is its one event; else (no approver for an UNKNOWN) it is sealed.
+ */
 static void answer_denied(struct cg_kernel *k, struct cg_job *j)
 {
 	struct cg_reply *r = take_refusal(j);
 	cg_reply_set_data(r, decision_data(j));
-	answer_sealed(k, j->respond, j->cookie, j->gate.req->id, j->trace_id, r, &j->gate.folded,
-		      j->decision, j->gen);
+	json_t *request = j->ev_request;
+	j->ev_request = NULL;
+	if (request || !k->ev)
+		answer_refusal(k, j->respond, j->cookie, j->gate.req->id, j->trace_id, r, request,
+			       &j->gate, j->decision, j->gen);
+	else
+		answer_sealed(k, j->respond, j->cookie, j->gate.req->id, j->trace_id, r,
+			      &j->gate.folded, j->decision, j->gen);
 }
 
 /* Make the job cancellable before it leaves the dispatch; answers when it cannot. */
@@ -172,7 +186,11 @@ static void decided(struct cg_kernel *k, struct cg_job *j, bool claimed, struct 
 {
 	const struct cg_folded *f = &j->gate.folded;
 	j->decision = decision_json(f, j->gen);
-	ev_note_decided(k, j->trace_id, &j->gate, j->decision);
+	/* A BLOCK is refused at once: one refusal event (answer_denied) is its trace. */
+	if (j->gate.req->action == CG_ACTION_GATE || f->decision != CG_BLOCK) {
+		ev_note_request(k, j);
+		ev_note_decided(k, j->trace_id, &j->gate, j->decision);
+	}
 	if (j->gate.req->action == CG_ACTION_GATE) {
 		answer_gate(k, j);
 	} else if (f->decision == CG_BLOCK) {
@@ -237,8 +255,14 @@ static void dispatch(struct cg_kernel *k, const char *line, size_t len, bool had
 			   .trace = j->trace_id,
 			   .redact = cg_policy_defaults(g->policy)->screen_secrets };
 	struct cg_gate_ctx ctx = gen_gate_ctx(k, g);
-	if (cg_gate_decide(&ctx, line, len, had_newline, too_long, peer, admit_request, &a,
-			   &j->gate) != 0) {
+	int refused = cg_gate_decide(&ctx, line, len, had_newline, too_long, peer, admit_request,
+				     &a, &j->gate);
+	j->ev_request = a.request; /* noted, or recorded in the refusal, from here on */
+	/* Only a refusal on the request path is one event; other actions note the request now. */
+	if (refused == 0 && j->gate.req->action != CG_ACTION_EXEC &&
+	    j->gate.req->action != CG_ACTION_GATE)
+		ev_note_request(k, j);
+	if (refused != 0) {
 		answer_refused(k, j, &a, line, len, had_newline);
 	} else if (j->gate.req->action == CG_ACTION_PING) {
 		answer_ping(k, j);

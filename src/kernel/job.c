@@ -171,6 +171,7 @@ void job_put(struct cg_job *j)
 	cg_reply_free(j->final);
 	cg_pending_free(j->pending);
 	json_decref(j->decision);
+	json_decref(j->ev_request);
 	cg_gate_fini(&j->gate);
 	gen_put(j->gen);
 	if (j->cancel_fd >= 0)

@@ -105,6 +105,12 @@ struct cg_job {
 	struct gen *gen;
 	struct cg_gate gate; /* the request, its resolved call and the fold */
 	json_t *decision;    /* the fold as JSON, rendered once (owned), or NULL */
+	/*
+	 * The request event's payload, held (owned) until the call's outcome is
+	 * known: a refusal records it in its one event, anything else notes it
+	 * first (ev_note_request). NULL once noted, or with evidence off.
+	 */
+	json_t *ev_request;
 	struct cg_peer peer;
 	char trace_id[40];
 	cg_respond_fn respond;
@@ -158,6 +164,16 @@ void ev_note(struct cg_kernel *k, const char *trace, enum cg_event_type t, json_
 /* The decoded request, redacted (env hashed, secrets screened), with its peer. */
 json_t *ev_request_json(const struct cg_kernel *k, const struct cg_request *req,
 			const struct cg_peer *peer, bool redact);
+/* Note the held request event (j->ev_request), if any: the call is not a one-event refusal. */
+void ev_note_request(struct cg_kernel *k, struct cg_job *j);
+/*
+ * Record a call refused before anything else of it was recorded as one
+ * "refusal" event, its whole trace (docs/evidence.md "Refusals"): request
+ * (stolen, the held request payload, or NULL), the resolution when g is
+ * given, decision (borrowed, or NULL before the chain) and the reply.
+ */
+void ev_refuse(struct cg_kernel *k, const char *trace, json_t *request, const struct cg_gate *g,
+	       json_t *decision, const struct cg_reply *reply, const struct gen *gen);
 /* Note RESOLVED, one RUNG per rung and DECISION (decision borrowed) for a decided gate. */
 void ev_note_decided(struct cg_kernel *k, const char *trace, const struct cg_gate *g,
 		     json_t *decision);
@@ -186,6 +202,11 @@ void answer_reply(cg_respond_fn respond, void *cookie, const char *id, const cha
 void answer_sealed(struct cg_kernel *k, cg_respond_fn respond, void *cookie, const char *id,
 		   const char *trace, struct cg_reply *reply, const struct cg_folded *folded,
 		   json_t *decision, const struct gen *g);
+
+/* The same for a refusal recorded as one event (ev_refuse; request stolen). */
+void answer_refusal(struct cg_kernel *k, cg_respond_fn respond, void *cookie, const char *id,
+		    const char *trace, struct cg_reply *reply, json_t *request,
+		    const struct cg_gate *g, json_t *decision, const struct gen *gen);
 
 /* ---- job.c ---- */
 

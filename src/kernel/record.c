@@ -2,7 +2,8 @@
 /*
  * record — what the kernel writes to the evidence journal about a call: the
  * request (redacted), its resolution, each rung's verdict, the decision, and
- * the sealed verdict.
+ * the sealed verdict; or, for a call refused before anything else of it was
+ * recorded, all of that in one "refusal" event that is its whole trace.
  *
  * The decision is rendered to JSON once per call (decision_json) and that
  * one object is shared by the DECISION event, the gate reply's data and the
@@ -14,7 +15,7 @@
  *    hashed, argv and reason pass the secret screen (withheld if screening
  *    fails).
  *  - Every trace MUST be sealed exactly once, refusals included, so that
- *    replay finds a complete structure.
+ *    replay finds a complete structure (a refusal event seals its trace).
  *  - Evidence off (no state dir) is not an error; a failed append is logged,
  *    never turned into a permit (the durable permit is run.c's).
  */
@@ -105,16 +106,23 @@ json_t *ev_request_json(const struct cg_kernel *k, const struct cg_request *req,
 		json_decref(env);
 		return NULL;
 	}
+	/* Members at their protocol default (empty, false) are left out: a smaller journal. */
 	json_object_set_new(o, "id", json_string(req->id));
 	json_object_set_new(o, "action", json_string(actions[req->action]));
-	json_object_set_new(o, "host", json_string(req->host));
-	json_object_set_new(o, "session", json_string(req->session));
+	if (req->host && *req->host)
+		json_object_set_new(o, "host", json_string(req->host));
+	if (req->session && *req->session)
+		json_object_set_new(o, "session", json_string(req->session));
 	json_object_set_new(o, "time", json_string(req->time_str ? req->time_str : ""));
-	json_object_set_new(o, "reason", screened_string(k->screen, redact, req->reason));
+	if (req->reason && *req->reason)
+		json_object_set_new(o, "reason", screened_string(k->screen, redact, req->reason));
 	json_object_set_new(o, "privileged", json_boolean(req->privileged));
-	json_object_set_new(o, "forward_agent", json_boolean(req->forward_agent));
+	if (req->forward_agent)
+		json_object_set_new(o, "forward_agent", json_true());
 	json_object_set_new(o, "pipeline", pipeline);
-	json_object_set_new(o, "env", env);
+	if (json_object_size(env))
+		json_object_set(o, "env", env);
+	json_decref(env);
 	if (req->timeout_ms >= 0)
 		json_object_set_new(o, "timeout_ms", json_integer(req->timeout_ms));
 	if (req->cwd)
@@ -133,8 +141,13 @@ static json_t *resolved_json(const struct cg_call *call)
 	json_t *stages = json_array();
 	for (size_t i = 0; stages && i < call->n_stages; i++) {
 		const struct cg_resolved_stage *s = &call->stages[i];
-		json_array_append_new(stages, json_pack("{s:s,s:s,s:b}", "exe", s->exe, "found",
-							s->found, "via_symlink", s->via_symlink));
+		/* "found" only when it differs from exe, "via_symlink" only when true. */
+		json_t *st = json_pack("{s:s}", "exe", s->exe);
+		if (st && s->found && strcmp(s->found, s->exe) != 0)
+			json_object_set_new(st, "found", json_string(s->found));
+		if (st && s->via_symlink)
+			json_object_set_new(st, "via_symlink", json_true());
+		json_array_append_new(stages, st);
 	}
 	return json_pack("{s:o?,s:s?,s:s?}", "stages", stages, "cwd", call->cwd, "workspace",
 			 call->workspace);
@@ -152,6 +165,43 @@ json_t *decision_json(const struct cg_folded *f, const struct gen *g)
 		if (f->rungs[i].rc != 0)
 			json_object_set_new(json_array_get(rungs, i), "failed", json_true());
 	return dj;
+}
+
+void ev_note_request(struct cg_kernel *k, struct cg_job *j)
+{
+	if (j->ev_request)
+		ev_note(k, j->trace_id, CG_EV_REQUEST, j->ev_request);
+	j->ev_request = NULL;
+}
+
+void ev_refuse(struct cg_kernel *k, const char *trace, json_t *request, const struct cg_gate *g,
+	       json_t *decision, const struct cg_reply *reply, const struct gen *gen)
+{
+	if (!k->ev) {
+		json_decref(request);
+		return;
+	}
+	const struct cg_reply_def *d = cg_reply_def_of(reply);
+	char type[2] = { cg_rtype_char(d->type), 0 };
+	char *msg = cg_reply_message(reply);
+	json_t *p = request ? request : json_object();
+	if (p && g)
+		json_object_set_new(p, "resolved", resolved_json(&g->call));
+	if (p && decision)
+		json_object_set(p, "decision", decision);
+	else if (p) /* before the chain: the policy in force, as a seal would name it */
+		json_object_set_new(p, "policy",
+				    json_pack("{s:s,s:I}", "sha256",
+					      gen ? cg_policy_sha256(gen->policy) : "",
+					      "generation", (json_int_t)(gen ? gen->number : 0)));
+	if (p)
+		json_object_set_new(p, "reply",
+				    json_pack("{s:s,s:s,s:s,s:s}", "type", type, "code", d->code,
+					      "message_key", d->key, "message", msg ? msg : ""));
+	free(msg);
+	if (!p || cg_evidence_refuse(k->ev, trace, p) != 0)
+		cg_log("error", trace, "evidence: refusal not recorded: %s",
+		       cg_errno_name(p ? errno : ENOMEM));
 }
 
 void ev_note_decided(struct cg_kernel *k, const char *trace, const struct cg_gate *g,

@@ -69,6 +69,15 @@ void answer_sealed(struct cg_kernel *k, cg_respond_fn respond, void *cookie, con
 	answer_reply(respond, cookie, id, trace, reply);
 }
 
+void answer_refusal(struct cg_kernel *k, cg_respond_fn respond, void *cookie, const char *id,
+		    const char *trace, struct cg_reply *reply, json_t *request,
+		    const struct cg_gate *g, json_t *decision, const struct gen *gen)
+{
+	cg_reply_set_trace(reply, trace);
+	ev_refuse(k, trace, request, g, decision, reply, gen);
+	answer_reply(respond, cookie, id, trace, reply);
+}
+
 char *cg_kernel_transport_reply(struct cg_kernel *k, const char *which, size_t *resp_len)
 {
 	char trace[40] = "";

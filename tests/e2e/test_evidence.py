@@ -81,13 +81,26 @@ class EvidenceTools(unittest.TestCase):
             self.assertIn(k, v)
         self.assertEqual(cli(self.state, "verdict", "no-such-trace").returncode, 1)
 
-    def test_denied_call_has_no_permit_and_verdict_blocks(self):
+    def test_denied_call_is_one_refusal_event(self):
+        # A call refused at once is one event holding request, resolution,
+        # decision and reply (docs/evidence.md "Refusals"); nothing was permitted.
         with open(os.path.join(self.state, "traces", self.denied, "events.ndjson")) as f:
-            types = [json.loads(l)["type"] for l in f]
-        self.assertNotIn("permit", types)
-        self.assertNotIn("exec.started", types)
-        self.assertEqual(types[0], "request")
-        self.assertEqual(types[-2:], ["replay", "seal"])
+            events = [json.loads(l) for l in f]
+        self.assertEqual([e["type"] for e in events], ["refusal"])
+        p = events[0]["payload"]
+        self.assertEqual(p["request"]["pipeline"], [["/bin/rm", "-rf", "/"]])
+        self.assertEqual(p["request"]["session"], "sess-b")
+        self.assertEqual(p["peer"]["uid"], os.getuid())
+        self.assertEqual(p["resolved"]["stages"][0]["exe"], os.path.realpath("/bin/rm"))
+        self.assertEqual(p["decision"]["decision"], "BLOCK")
+        self.assertEqual(p["decision"]["rule_id"], "rm-recursive-elsewhere")
+        self.assertEqual((p["reply"]["type"], p["reply"]["code"]), ("D", "EN-EXEC-D-001"))
+        self.assertEqual(len(p["decision"]["policy"]["sha256"]), 64)
+        with open(os.path.join(self.state, "traces", self.denied, "verdict.json")) as f:
+            v = json.load(f)
+        self.assertEqual((v["decision"], v["outcome"], v["executed"]),
+                         ("BLOCK", "blocked", False))
+        self.assertEqual(v["reply"]["message"], p["reply"]["message"])
 
     def test_replay_passes_and_writes_replay_json(self):
         p = cli(self.state, "replay", self.allowed)

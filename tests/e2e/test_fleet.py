@@ -208,7 +208,8 @@ class Fleet(unittest.TestCase):
 
     def denied_verdict(self, host):
         return int(self.pg.sql("SELECT seq FROM callgate.events WHERE host = '%s' AND "
-                               "type = 'verdict' AND payload->'reply'->>'type' = 'D'"
+                               "type IN ('verdict', 'refusal') AND "
+                               "payload->'reply'->>'type' = 'D'"
                                % host)[0][0])
 
     # -- the round trip ---------------------------------------------------------

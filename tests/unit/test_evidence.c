@@ -958,3 +958,113 @@ Test(evidence, wake_below_writes_the_eventfd_only_below_the_level)
 	cg_evidence_close(ev);
 	close(efd);
 }
+
+/* A refusal as the kernel records it: the request, resolution, decision and reply in one. */
+static json_t *refusal_payload(const char *decision, const char *message)
+{
+	return json_pack("{s:{s:s,s:s,s:[[sss]]}, s:{s:i,s:i,s:i}, s:{s:[{s:s}],s:s,s:s},"
+			 " s:{s:s,s:s,s:s,s:[{s:s,s:s,s:s,s:s,s:s}],s:[],s:{s:s,s:i}},"
+			 " s:{s:s,s:s,s:s,s:s}}",
+			 "request", "id", "r1", "action", "exec", "pipeline", "rm", "-rf", "/",
+			 "peer", "pid", 1, "uid", 1000, "gid", 1000, "resolved", "stages", "exe",
+			 "/usr/bin/rm", "cwd", "/w", "workspace", "/w", "decision", "decision",
+			 decision, "rule_id", "rm-rf", "rung", "policy", "rungs", "rung", "policy",
+			 "decision", decision, "rule_id", "rm-rf", "reason", "EN-EXEC-D-001", "why",
+			 "no recursive delete", "constraints", "policy", "sha256",
+			 "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+			 "generation", 3, "reply", "type", "D", "code", "EN-EXEC-D-001",
+			 "message_key", "DENIED_BY_RULE", "message", message);
+}
+
+/*
+ * A refusal is one event that seals its trace: nothing else is written for
+ * it, its package verifies, its verdict is what the event says, and a
+ * changed verdict.json, an event after it or one before it fails replay.
+ */
+Test(evidence, refusal_is_one_event_that_seals_its_trace)
+{
+	struct cg_evidence *ev = open_ev(0);
+	cr_assert_eq(cg_evidence_refuse(ev, "r1", refusal_payload("BLOCK", "Denied by rm-rf.")), 0);
+	emit_call(ev, "t1", "ALLOW", true, true);
+	cg_evidence_close(ev);
+	size_t len = 0;
+	char *b = slurp("traces/r1/events.ndjson", &len);
+	cr_assert_eq(memchr(b, '\n', len), b + len - 1, "one line: %.*s", (int)len, b);
+	cr_assert_not_null(strstr(b, "\"tseq\":1,\"type\":\"refusal\""));
+	free(b);
+	ASSERT_PASSES(NULL);
+	char p[512];
+	path_of(p, sizeof(p), "traces/r1/verdict.json");
+	json_t *v = json_load_file(p, 0, NULL);
+	cr_assert_str_eq(json_string_value(json_object_get(v, "decision")), "BLOCK");
+	cr_assert_str_eq(json_string_value(json_object_get(v, "outcome")), "blocked");
+	cr_assert(json_is_false(json_object_get(v, "executed")));
+	cr_assert_str_eq(json_string_value(json_object_get(json_object_get(v, "reply"), "message")),
+			 "Denied by rm-rf.");
+	cr_assert_str_eq(
+	    json_string_value(json_object_get(
+		json_object_get(json_object_get(v, "decided_by"), "policy"), "sha256")),
+	    "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
+	/* The package may not say more than the event: a changed message is named. */
+	json_object_set_new(json_object_get(v, "reply"), "message", json_string("fine"));
+	json_dump_file(v, p, 0);
+	json_decref(v);
+	ASSERT_FAILS_WITH("r1", "verdict_mismatch");
+}
+
+Test(evidence, events_around_a_refusal_fail_its_structure)
+{
+	struct cg_evidence *ev = open_ev(0);
+	/* After it: the trace was already sealed. */
+	cr_assert_eq(cg_evidence_refuse(ev, "r2", refusal_payload("BLOCK", "no")), 0);
+	cr_assert_eq(cg_evidence_append(ev, "r2", CG_EV_EXEC_START, json_object(), false), 0);
+	/* Before it: a refusal is the whole trace. */
+	cr_assert_eq(cg_evidence_append(ev, "r3", CG_EV_REQUEST, json_object(), false), 0);
+	cr_assert_eq(cg_evidence_refuse(ev, "r3", refusal_payload("BLOCK", "no")), 0);
+	cg_evidence_close(ev);
+	ASSERT_FAILS_WITH("r2", "event_after_seal");
+	ASSERT_FAILS_WITH("r3", "structure");
+}
+
+Test(evidence, refusal_appends_refuse_bad_input)
+{
+	struct cg_evidence *ev = open_ev(0);
+	/* A refusal without its reply says nothing: refused, never written. */
+	errno = 0;
+	cr_assert_eq(cg_evidence_refuse(ev, "r4", json_pack("{s:{}}", "request")), -1);
+	cr_assert_eq(errno, EINVAL);
+	cr_assert_eq(cg_evidence_refuse(ev, "journal", refusal_payload("BLOCK", "no")), -1);
+	/* Nor can a caller append one as a plain event (it would seal without the check). */
+	cr_assert_eq(
+	    cg_evidence_append(ev, "r4", CG_EV_REFUSAL, refusal_payload("BLOCK", "no"), false), -1);
+	cg_evidence_close(ev);
+	char p[512];
+	path_of(p, sizeof(p), "traces/r4");
+	cr_assert_neq(access(p, F_OK), 0, "nothing was written for r4");
+}
+
+/* The package of a refusal is rebuilt from the journal alone, verdict and replay included. */
+Test(evidence, refusal_package_is_rebuilt_from_the_journal)
+{
+	struct cg_evidence *ev = open_ev(0);
+	cr_assert_eq(cg_evidence_refuse(ev, "r5", refusal_payload("BLOCK", "Denied.")), 0);
+	cg_evidence_close(ev);
+	size_t len = 0, vlen = 0;
+	char *events = slurp("traces/r5/events.ndjson", &len);
+	char *before = slurp("traces/r5/verdict.json", &vlen);
+	char p[512];
+	path_of(p, sizeof(p), "traces/r5");
+	rmrf(p);
+	cr_assert_eq(cg_trace_rebuild_package(state, "r5", events, len), 0);
+	size_t alen = 0;
+	char *after = slurp("traces/r5/verdict.json", &alen);
+	cr_assert_eq(alen, vlen);
+	cr_assert_eq(memcmp(before, after, vlen), 0, "the same verdict.json");
+	free(after);
+	char *rp = slurp("traces/r5/replay.json", &alen);
+	cr_assert_not_null(strstr(rp, "\"PASS\""), "%s", rp);
+	free(rp);
+	free(before);
+	free(events);
+	ASSERT_PASSES("r5");
+}
