@@ -18,7 +18,10 @@
  *                          the same directory as the daemon's state
  *
  * Usage: bench_daemon CALLGATED CALLGATE --json FILE [--requests N]
- *                     [--flood-secs S] [--quick]
+ *                     [--flood-secs S] [--quick] [--policy FILE] [--flood-only]
+ * --policy: the daemon's policy (default: its embedded one); --flood-only:
+ * only the idle and flood figures, disk per refusal and replay (bench/run's
+ * second run, with evidence.packages: archive).
  * The state goes under $TMPDIR (default /tmp). On ext4, a directory where
  * many files were deleted in the last minutes allocates inodes slowly (it
  * skips recently deleted ones); fs_package_dirs_per_s shows it.
@@ -50,7 +53,7 @@ extern char **environ;
 
 static char tmpdir[200]; /* socket paths must fit sun_path */
 static char sock_path[PATH_MAX], state_dir[PATH_MAX], log_path[PATH_MAX];
-static char *daemon_exe, *cli_exe;
+static char *daemon_exe, *cli_exe, *policy_file;
 static pid_t daemon_pid = -1;
 
 static const char *REFUSED = "\"pipeline\":[[\"rm\",\"-rf\",\"/\"]]}";
@@ -94,11 +97,19 @@ static double start_daemon(void)
 	char ws[PATH_MAX * 2];
 	snprintf(ws, sizeof(ws), "%s", tmpdir);
 	/* The probe runs as another uid (nobody) when we are root: let it in. */
-	char *argv[] = { daemon_exe, "--socket",       sock_path, "--state-dir",
-			 state_dir,  "--workspace",    ws,	  "--admin-socket",
-			 NULL,	     "--socket-group", "65534",	  NULL };
-	if (getuid() != 0)
-		argv[9] = NULL;
+	char *argv[] = { daemon_exe, "--socket",
+			 sock_path,  "--state-dir",
+			 state_dir,  "--workspace",
+			 ws,	     "--admin-socket",
+			 NULL,	     "--socket-group",
+			 "65534",    NULL,
+			 NULL,	     NULL };
+	size_t at = getuid() != 0 ? 9 : 11; /* the probe runs as nobody only when we are root */
+	if (policy_file) {
+		argv[at++] = "--policy";
+		argv[at++] = policy_file;
+	}
+	argv[at] = NULL;
 	char admin[PATH_MAX * 2];
 	snprintf(admin, sizeof(admin), "%s/admin.sock", tmpdir);
 	argv[8] = admin;
@@ -482,7 +493,7 @@ int main(int argc, char **argv)
 	const char *json = NULL;
 	long requests = 20000;
 	double flood_secs = 8;
-	bool quick = false;
+	bool quick = false, flood_only = false;
 	int pos = 0;
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--json") == 0 && i + 1 < argc)
@@ -493,6 +504,10 @@ int main(int argc, char **argv)
 			flood_secs = strtod(argv[++i], NULL);
 		else if (strcmp(argv[i], "--quick") == 0)
 			quick = true;
+		else if (strcmp(argv[i], "--policy") == 0 && i + 1 < argc)
+			policy_file = argv[++i];
+		else if (strcmp(argv[i], "--flood-only") == 0)
+			flood_only = true;
 		else if (pos == 0 && ++pos)
 			daemon_exe = argv[i];
 		else if (pos == 1 && ++pos)
@@ -500,7 +515,7 @@ int main(int argc, char **argv)
 	}
 	if (!daemon_exe || !cli_exe || !json) {
 		fprintf(stderr, "usage: bench_daemon CALLGATED CALLGATE --json FILE [--requests N] "
-				"[--flood-secs S] [--quick]\n");
+				"[--flood-secs S] [--quick] [--policy FILE] [--flood-only]\n");
 		return 2;
 	}
 	if (quick) {
@@ -552,6 +567,9 @@ int main(int argc, char **argv)
 		kv("trace_bytes_per_refused", (double)(du("traces") - t0) / (double)refused);
 	}
 
+	if (flood_only)
+		goto replay;
+
 	/* Durable allowed calls with 64 callers. */
 	struct load al = { .body = ALLOWED, .want = "\"exit_code\":0" };
 	dt = run_load(&al, 64, quick ? 1 : 5, NULL);
@@ -577,12 +595,14 @@ int main(int argc, char **argv)
 	stop_daemon();
 	kv("journal_bytes", (double)journal_size());
 	kv("startup_ms", start_daemon());
+replay:
 	stop_daemon();
 	double tr = 0, ts = 0;
 	replay_vs_sha(&tr, &ts);
 	kv("replay_all_s", tr);
 	kv("sha256_s", ts);
-	kv("fs_package_dirs_per_s", fs_package_dirs(quick ? 0.3 : 3));
+	if (!flood_only)
+		kv("fs_package_dirs_per_s", fs_package_dirs(quick ? 0.3 : 3));
 	rc = 0;
 done:
 	stop_daemon();

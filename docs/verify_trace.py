@@ -261,9 +261,10 @@ def check_package(dirpath, probs, files=None):
 
 
 def archived(state):
-    """Packages that retention packed (docs/evidence.md, "Retention"): for each
-    trace id, its tar's path. The .idx beside each tar only speeds lookups;
-    here every tar is read whole."""
+    """Packages packed into traces/archive/*.tar (docs/evidence.md, "Retention"
+    and "Packages as archives"): for each trace id, its tar's path and its
+    members as (name, data offset, size). The .idx beside each tar only speeds
+    lookups; here every tar is read whole, once."""
     adir = os.path.join(state, "traces", "archive")
     out = {}
     if not os.path.isdir(adir):
@@ -271,21 +272,24 @@ def archived(state):
     for name in sorted(os.listdir(adir)):
         if not name.endswith(".tar") or name.startswith("."):
             continue
-        with tarfile.open(os.path.join(adir, name), "r:") as tf:
+        path = os.path.join(adir, name)
+        with tarfile.open(path, "r:") as tf:
             for m in tf.getmembers():
-                tid = m.name.split("/", 1)[0]
-                out.setdefault(tid, os.path.join(adir, name))
+                top, _, rest = m.name.partition("/")
+                where = out.setdefault(top, (path, []))
+                if where[0] == path and m.isfile() and "/" not in rest:
+                    where[1].append((rest, m.offset_data, m.size))
     return out
 
 
-def archive_files(tar, tid):
-    """{file name: bytes} of trace tid's members in tar."""
+def archive_files(packed):
+    """{file name: bytes} of one trace's members, from archived()."""
+    path, members = packed
     files = {}
-    with tarfile.open(tar, "r:") as tf:
-        for m in tf.getmembers():
-            top, _, rest = m.name.partition("/")
-            if top == tid and m.isfile() and "/" not in rest:
-                files[rest] = tf.extractfile(m).read()
+    with open(path, "rb") as f:
+        for name, off, size in members:
+            f.seek(off)
+            files[name] = f.read(size)
     return files
 
 
@@ -357,8 +361,8 @@ def main(argv):
             if os.path.isdir(tdir):
                 files = sorted(f for f in os.listdir(tdir) if not f.startswith("."))
             elif tid in packed:
-                content = archive_files(packed[tid], tid)
-                tdir = "%s:%s" % (packed[tid], tid)
+                content = archive_files(packed[tid])
+                tdir = "%s:%s" % (packed[tid][0], tid)
                 files = sorted(content)
             else:
                 probs.add(tdir, "trace_dir_missing")

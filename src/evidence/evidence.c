@@ -34,6 +34,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -117,6 +118,8 @@ struct tstate {
 struct package {
 	struct package *next;
 	char trace[CG_TRACE_ID_MAX + 1];
+	char seg[40]; /* the journal segment its trace was sealed in */
+	bool archive; /* appended to that segment's archive, not written as a directory */
 	struct tstate *t;
 	json_t *verdict, *replay, *diff;
 };
@@ -183,7 +186,10 @@ struct cg_evidence {
 	pthread_t pkg_thr;
 	bool pkg_started, pkg_stop;
 	int64_t retention_s;  /* pack packages of segments older than this; 0: never */
-	int64_t last_pack_ns; /* package thread: when retention last looked */
+	_Atomic bool archive; /* evidence.packages: archive (packages packed as they are sealed) */
+	pthread_mutex_t live_mu;     /* guards live: whoever writes packages appends there */
+	struct cg_live_archive live; /* the segment archive packages are appended to */
+	int64_t last_pack_ns;	     /* package thread: when retention last looked */
 	/* Test-only knobs (environment, read at open; see docs/limits.md). */
 	size_t high_water; /* ADMIT_HIGH_WATER, or CALLGATE_TEST_EVIDENCE_HIGH_WATER */
 	int stall_ms;	   /* CALLGATE_TEST_EVIDENCE_STALL_MS: the writer sleeps per batch */
@@ -438,6 +444,8 @@ static int queue_package(struct cg_evidence *ev, const char *trace, const json_t
 	}
 	const char *status = json_array_size(diff) == 0 ? "PASS" : "FAIL";
 	memcpy(pk->trace, trace, strlen(trace) + 1);
+	memcpy(pk->seg, ev->seg_name, sizeof(pk->seg));
+	pk->archive = atomic_load(&ev->archive);
 	pk->t = cg_smap_del(ev->traces, trace);
 	pk->verdict = verdict ? json_incref((json_t *)(uintptr_t)verdict) : NULL;
 	pk->replay = cg_replay_doc(trace, status, pk->t->n, diff, "trace (sealing)");
@@ -720,6 +728,24 @@ static void wake_if_below(struct cg_evidence *ev)
 	ev->wake_fd = -1;
 }
 
+/* One package: a directory under traces/, or members of its segment's archive. */
+static int write_package(struct cg_evidence *ev, const struct package *pk)
+{
+	if (!pk->archive)
+		return cg_trace_write_package(ev->state_dir, pk->trace, pk->t->buf, pk->t->len,
+					      pk->verdict, pk->replay, pk->diff);
+	struct cg_package r;
+	if (cg_package_render(pk->t->buf, pk->t->len, pk->verdict, pk->replay, pk->diff, &r) < 0)
+		return -1;
+	pthread_mutex_lock(&ev->live_mu);
+	int rc = cg_live_archive_append(&ev->live, ev->state_dir, pk->seg, pk->trace, &r);
+	int e = errno;
+	pthread_mutex_unlock(&ev->live_mu);
+	cg_package_free(&r);
+	errno = e;
+	return rc;
+}
+
 /*
  * Write (or, with !write, drop) a list of packages. With counted (the
  * package thread's batches), each one leaves pb_pending as soon as it is
@@ -733,10 +759,7 @@ static size_t write_packages(struct cg_evidence *ev, struct package *pk, bool wr
 		struct package *nx = pk->next;
 		if (write && ev->cfg.write_traces && !pk->verdict)
 			pk->verdict = cg_trace_sealed_verdict(pk->trace, pk->t->buf, pk->t->len);
-		if (write && ev->cfg.write_traces &&
-		    (!pk->verdict ||
-		     cg_trace_write_package(ev->state_dir, pk->trace, pk->t->buf, pk->t->len,
-					    pk->verdict, pk->replay, pk->diff) < 0))
+		if (write && ev->cfg.write_traces && (!pk->verdict || write_package(ev, pk) < 0))
 			cg_log("error", pk->trace, "evidence: trace package not written: %s",
 			       pk->verdict ? strerror(errno) : "no verdict in its last event");
 		tstate_free(pk->t);
@@ -1426,6 +1449,12 @@ static long test_knob(const char *name, long def)
 	return n;
 }
 
+void cg_evidence_set_packages(struct cg_evidence *ev, bool archive)
+{
+	if (ev)
+		atomic_store(&ev->archive, archive);
+}
+
 void cg_evidence_set_retention(struct cg_evidence *ev, int64_t keep_s)
 {
 	if (!ev)
@@ -1709,6 +1738,8 @@ static int recover(struct cg_evidence *ev, json_t *torn, char *why, size_t why_l
 	struct ckpt_pos *ck = NULL;
 	char *buf = NULL;
 	int rc = -1;
+	struct cg_archive_index *ix = NULL; /* loaded the first time a package is missing */
+	bool ix_loaded = false;
 	cg_merkle_range_init(&ev->mr);
 	if (cg_journal_segments(ev->state_dir, &names, &n_names) < 0) {
 		snprintf(why, why_len, "cannot list the journal: %s", strerror(errno));
@@ -1731,6 +1762,15 @@ static int recover(struct cg_evidence *ev, json_t *torn, char *why, size_t why_l
 		       rwhy);
 	if (load_checkpoints(ev, ckpt_off, &ck, &n_ck, torn, why, why_len) < 0)
 		goto free_all;
+	/*
+	 * Archives packages were appended to after the resume point may end in a
+	 * torn package (a crash mid-append): cut it off before looking for the
+	 * packages the scan below expects.
+	 */
+	for (size_t s = s0; s < n_names; s++)
+		if (cg_live_archive_repair(ev->state_dir, names[s]) < 0)
+			cg_log("warn", NULL, "evidence: the archive of %s was not repaired: %s",
+			       names[s], strerror(errno));
 	char path[4300];
 	for (size_t s = s0; s < n_names; s++) {
 		snprintf(path, sizeof(path), "%s/journal/%s", ev->state_dir, names[s]);
@@ -1822,9 +1862,13 @@ static int recover(struct cg_evidence *ev, json_t *torn, char *why, size_t why_l
 			if (t->keep && cg_event_ends_trace(o.type)) {
 				t = cg_smap_del(ev->traces, o.trace);
 				/* A crash between the seal and its package: rebuild the view. */
-				if (ev->cfg.write_traces &&
-				    !trace_dir_exists(ev->state_dir, o.trace) &&
-				    !cg_archive_exists(ev->state_dir, names[s]) &&
+				bool missing = ev->cfg.write_traces &&
+					       !trace_dir_exists(ev->state_dir, o.trace);
+				if (missing && !ix_loaded) {
+					ix = cg_archive_index_load(ev->state_dir);
+					ix_loaded = true;
+				}
+				if (missing && !cg_archive_index_has(ix, o.trace) &&
 				    cg_trace_rebuild_package(ev->state_dir, o.trace, t->buf,
 							     t->len) < 0)
 					cg_log("warn", o.trace, "evidence: package not rebuilt: %s",
@@ -1865,6 +1909,7 @@ static int recover(struct cg_evidence *ev, json_t *torn, char *why, size_t why_l
 	}
 	rc = 0;
 free_all:
+	cg_archive_index_free(ix);
 	free(buf);
 	cg_strv_free(names, n_names);
 	free(ck);
@@ -1924,6 +1969,9 @@ int cg_evidence_open(const struct cg_evidence_config *cfg, struct cg_evidence **
 	ev->stall_ms = (int)test_knob("CALLGATE_TEST_EVIDENCE_STALL_MS", 0);
 	ev->pack_tick_ms = (int)test_knob("CALLGATE_TEST_RETENTION_TICK_MS", RETENTION_TICK_MS);
 	ev->retention_s = cfg->retention_s;
+	atomic_store(&ev->archive, cfg->archive);
+	ev->live = (struct cg_live_archive)CG_LIVE_ARCHIVE_INIT;
+	pthread_mutex_init(&ev->live_mu, NULL);
 	ev->last_pack_ns = cg_now_mono_ns();
 	ev->q_tail = &ev->q_head;
 	memcpy(ev->head, cg_journal_genesis(), 65);
@@ -2075,6 +2123,7 @@ void cg_evidence_close(struct cg_evidence *ev)
 		item_free(it);
 	}
 	(void)write_packages(ev, ev->pkgs, false, false);
+	cg_live_archive_close(&ev->live);
 	if (ev->seg_fd >= 0)
 		close(ev->seg_fd);
 	if (ev->ckpt_fd >= 0)
@@ -2095,6 +2144,7 @@ void cg_evidence_close(struct cg_evidence *ev)
 	pthread_cond_destroy(&ev->pkg_cv);
 	pthread_cond_destroy(&ev->room_cv);
 	pthread_mutex_destroy(&ev->mu);
+	pthread_mutex_destroy(&ev->live_mu);
 	free(ev);
 }
 

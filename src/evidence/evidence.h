@@ -65,6 +65,7 @@ struct cg_evidence_config {
 	bool write_traces;	   /* write traces/<id>/ packages at seal */
 	bool verify_all;     /* start-up verifies the whole journal, not from the resume point */
 	int64_t retention_s; /* pack packages of segments older than this (s); 0: never */
+	bool archive;	     /* packages go to their segment's archive as they are sealed */
 };
 
 struct cg_evidence;
@@ -79,6 +80,14 @@ int cg_evidence_open(const struct cg_evidence_config *cfg, struct cg_evidence **
  * archive per segment by the package thread (retention.h). 0: never.
  */
 void cg_evidence_set_retention(struct cg_evidence *ev, int64_t keep_s);
+
+/*
+ * Packages (policy evidence.packages): false, a directory traces/<id>/ per
+ * trace; true, appended to the archive of the journal segment the trace was
+ * sealed in as it is sealed (retention.h, cg_live_archive_append). Applies
+ * to traces sealed from now on.
+ */
+void cg_evidence_set_packages(struct cg_evidence *ev, bool archive);
 
 /* Final checkpoint, flush, close. Safe on NULL. */
 void cg_evidence_close(struct cg_evidence *ev);
@@ -204,6 +213,23 @@ int cg_evidence_seal_facts(struct cg_evidence *ev, const char *trace_id,
 
 /* Render a normalised verdict for a terminal (verdict.md). Caller frees. */
 char *cg_verdict_render_md(const json_t *verdict);
+
+/* A trace package's five files, rendered (cg_package_names, in that order). */
+#define CG_PACKAGE_N 5
+extern const char *const cg_package_names[CG_PACKAGE_N];
+struct cg_package {
+	char *data[CG_PACKAGE_N];
+	size_t len[CG_PACKAGE_N];
+};
+
+/*
+ * Render a package: events.ndjson (the given bytes), verdict.json (verdict
+ * with what the events show), verdict.md, replay.json, diff.json. 0, or -1
+ * with errno; free with cg_package_free.
+ */
+int cg_package_render(const char *events, size_t events_len, const json_t *verdict,
+		      const json_t *replay, const json_t *diff, struct cg_package *out);
+void cg_package_free(struct cg_package *p);
 
 /*
  * Write traces/<trace_id>/ under state_dir atomically (a temporary

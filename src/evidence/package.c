@@ -50,18 +50,53 @@ static int write_file_at(int dfd, const char *name, const char *p, size_t n)
 	return rc;
 }
 
-static int write_json_at(int dfd, const char *name, const json_t *j)
+/* j as package.c writes JSON files: indented, with a final newline. Caller frees; NULL on OOM. */
+static char *json_file(const json_t *j, size_t *len)
 {
 	char *s = json_dumps(j, JSON_INDENT(2) | JSON_ENCODE_ANY);
-	if (!s) {
-		errno = ENOMEM;
-		return -1;
+	if (!s)
+		return NULL;
+	*len = strlen(s);
+	s[*len] = '\n'; /* replaces the NUL; the length is kept apart */
+	(*len)++;
+	return s;
+}
+
+const char *const cg_package_names[CG_PACKAGE_N] = { "events.ndjson", "verdict.json", "verdict.md",
+						     "replay.json", "diff.json" };
+
+int cg_package_render(const char *events, size_t events_len, const json_t *verdict,
+		      const json_t *replay, const json_t *diff, struct cg_package *out)
+{
+	memset(out, 0, sizeof(*out));
+	/* verdict.json: the sealed verdict with what the trace's events show. */
+	json_t *full = cg_verdict_with_events(verdict, events, events_len);
+	char *md = full ? cg_verdict_render_md(full) : NULL;
+	out->data[0] = malloc(events_len ? events_len : 1);
+	if (out->data[0])
+		memcpy(out->data[0], events, events_len);
+	out->len[0] = events_len;
+	out->data[1] = full ? json_file(full, &out->len[1]) : NULL;
+	out->data[2] = md;
+	out->len[2] = md ? strlen(md) : 0;
+	out->data[3] = json_file(replay, &out->len[3]);
+	out->data[4] = json_file(diff, &out->len[4]);
+	json_decref(full);
+	for (size_t i = 0; i < CG_PACKAGE_N; i++)
+		if (!out->data[i]) {
+			cg_package_free(out);
+			errno = ENOMEM;
+			return -1;
+		}
+	return 0;
+}
+
+void cg_package_free(struct cg_package *p)
+{
+	for (size_t i = 0; i < CG_PACKAGE_N; i++) {
+		free(p->data[i]);
+		p->data[i] = NULL;
 	}
-	size_t n = strlen(s);
-	s[n] = '\n'; /* replaces the NUL; length passed explicitly */
-	int rc = write_file_at(dfd, name, s, n + 1);
-	free(s);
-	return rc;
 }
 
 static int rm_tree_flat(const char *dir)
@@ -95,19 +130,12 @@ int cg_trace_write_package(const char *state_dir, const char *trace_id, const ch
 	int dfd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0)
 		return -1;
-	/* verdict.json: the sealed verdict with what the trace's events show. */
-	json_t *full = cg_verdict_with_events(verdict, events, events_len);
-	char *md = full ? cg_verdict_render_md(full) : NULL;
-	int rc = -1;
-	if (md && write_file_at(dfd, "events.ndjson", events, events_len) == 0 &&
-	    write_json_at(dfd, "verdict.json", full) == 0 &&
-	    write_file_at(dfd, "verdict.md", md, strlen(md)) == 0 &&
-	    write_json_at(dfd, "replay.json", replay) == 0 &&
-	    write_json_at(dfd, "diff.json", diff) == 0)
-		rc = 0;
-	int e = md ? errno : ENOMEM;
-	free(md);
-	json_decref(full);
+	struct cg_package pk;
+	int rc = cg_package_render(events, events_len, verdict, replay, diff, &pk);
+	for (size_t i = 0; rc == 0 && i < CG_PACKAGE_N; i++)
+		rc = write_file_at(dfd, cg_package_names[i], pk.data[i], pk.len[i]);
+	int e = errno;
+	cg_package_free(&pk);
 	close(dfd);
 	if (rc == 0) {
 		/* Readers see the old package or the new one, never half of one. */

@@ -241,6 +241,11 @@ struct cg_archive_index *cg_archive_index_load(const char *state_dir)
 	return ix;
 }
 
+bool cg_archive_index_has(const struct cg_archive_index *ix, const char *trace_id)
+{
+	return ix && cg_smap_get(ix->by_trace, trace_id) != NULL;
+}
+
 void cg_archive_index_free(struct cg_archive_index *ix)
 {
 	if (!ix)

@@ -73,4 +73,44 @@ bool cg_archive_exists(const char *state_dir, const char *segment);
 int cg_archive_pack_segment(const char *state_dir, const char *segment, size_t *packed, char *why,
 			    size_t why_len);
 
+/*
+ * Packages appended to their segment's archive as they are sealed (policy
+ * evidence.packages: archive; docs/evidence.md "Packages as archives"): the
+ * same tar and index as above, written by the package thread, one trace's
+ * five members at a time (hand-written ustar headers, no libarchive), then
+ * its index line. A live archive has no end-of-archive blocks (tar and
+ * Python's tarfile read it as it is); a reader finds a package only once
+ * its index line is there, and the line comes after the members.
+ */
+struct cg_live_archive {
+	int tar_fd, idx_fd;
+	char segment[40]; /* the journal segment whose archive is open, or "" */
+	uint64_t end;	  /* where the next member goes */
+};
+#define CG_LIVE_ARCHIVE_INIT                                                                       \
+	{                                                                                          \
+		-1, -1, "", 0                                                                      \
+	}
+
+/*
+ * Append trace_id's package (pk, rendered) to the archive of journal
+ * segment `segment` (its file name), opening it (and repairing a torn
+ * tail) when the segment differs from the open one. 0, or -1 with errno.
+ */
+struct cg_package;
+int cg_live_archive_append(struct cg_live_archive *la, const char *state_dir, const char *segment,
+			   const char *trace_id, const struct cg_package *pk);
+void cg_live_archive_close(struct cg_live_archive *la);
+
+/*
+ * Cut a torn tail off segment's archive (a crash while appending): index
+ * lines without a newline, an indexed trace whose five members are not all
+ * there, and any bytes after the last complete one. 0 (also when there is
+ * no archive), or -1 with errno.
+ */
+int cg_live_archive_repair(const char *state_dir, const char *segment);
+
+/* Does the index ix hold trace_id? */
+bool cg_archive_index_has(const struct cg_archive_index *ix, const char *trace_id);
+
 #endif

@@ -125,6 +125,7 @@ struct cg_reply *gen_reload(struct cg_kernel *k, bool *ok)
 	k->gen = g;
 	pthread_mutex_unlock(&k->gen_lock);
 	cg_evidence_set_retention(k->ev, cg_policy_defaults(g->policy)->evidence_retention_s);
+	cg_evidence_set_packages(k->ev, cg_policy_defaults(g->policy)->evidence_archive);
 	/* In-flight calls hold their own references; this drops only ours. */
 	gen_put(old);
 	*ok = true;

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import threading
 import time
 import unittest
 
@@ -234,6 +235,96 @@ class RetentionWithoutLibarchive(unittest.TestCase):
             self.assertEqual(p.returncode, 0, p.stdout[-2000:] + p.stderr[-2000:])
         finally:
             d.close()
+
+
+class ArchivePackages(unittest.TestCase):
+    """evidence.packages: archive: packages are appended to their segment's
+    archive as they are sealed (docs/evidence.md, "Packages as archives")."""
+
+    POLICY = POLICY.replace("retention: 1s", "packages: archive")
+
+    def flood(self, d, n):
+        out = []
+        for _ in range(n):
+            try:
+                out.append(d.request(cgtest.make_request([["rm", "-rf", "/"]]), timeout=10))
+            except (OSError, ValueError, cgtest.DaemonError):
+                break
+        return out
+
+    def test_no_directory_per_call_and_every_reader_reads_the_archive(self):
+        with cgtest.Daemon(policy_text=self.POLICY) as d:
+            ok = d.request(cgtest.make_request([["/bin/true"]], privileged=False))
+            self.assertEqual(ok["status"], "ok", ok)
+            no = self.flood(d, 20)[-1]
+            self.assertEqual(no["status"], "denied", no)
+            tids = [ok["reply"]["trace_id"], no["reply"]["trace_id"]]
+            packed = {}
+            end = time.time() + 30
+            while time.time() < end and not all(t in packed for t in tids):
+                packed = packed_ids(d.state_dir)
+                time.sleep(0.1)
+            self.assertTrue(all(t in packed for t in tids), packed)
+            traces = os.path.join(d.state_dir, "traces")
+            self.assertEqual(sorted(os.listdir(traces)), ["archive"])
+            for tid in tids:
+                r = d.request({"action": "verdict", "trace_id": tid})
+                self.assertEqual(r["reply"]["data"]["verdict"]["trace_id"], tid, r)
+            v = json.loads(cli("--state-dir", d.state_dir, "verdict", tids[1], "--json").stdout)
+            self.assertEqual((v["decision"], v["executed"]), ("BLOCK", False))
+            state = d.state_dir
+            d.stop()
+            p = cli("--state-dir", state, "replay", "--all")
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            self.assertIn(" pass, 0 fail, 0 incomplete, 0 open", p.stdout)
+            p = verifier(state, "--all")
+            self.assertEqual(p.returncode, 0, p.stdout)
+            # A changed byte of a package in the archive is named.
+            rewrite_member(packed[tids[1]], tids[1] + "/verdict.json",
+                           lambda b: b.replace(b'"BLOCK"', b'"ALLOW"'))
+            p = cli("--state-dir", state, "replay", "--all")
+            self.assertEqual(p.returncode, 1, p.stdout)
+            self.assertIn("verdict_mismatch", p.stdout)
+            self.assertEqual(verifier(state, "--all").returncode, 1)
+
+    def test_killed_mid_flood_the_archive_is_whole_after_restart(self):
+        d = cgtest.Daemon(policy_text=self.POLICY)
+        try:
+            d.start()
+            threads = [threading.Thread(target=self.flood, args=(d, 400)) for _ in range(4)]
+            for t in threads:
+                t.start()
+            time.sleep(1.0)
+            d.stop(signal.SIGKILL)
+            for t in threads:
+                t.join(60)
+            d.start()
+            self.assertEqual(d.request(cgtest.make_request([["rm", "-rf", "/"]]))["status"],
+                             "denied")
+            d.stop()
+            p = cli("--state-dir", d.state_dir, "replay", "--all")
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            p = verifier(d.state_dir, "--all")
+            self.assertEqual(p.returncode, 0, p.stdout)
+        finally:
+            d.close()
+
+    def test_bad_values_are_refused(self):
+        with open(os.path.join(ROOT, "etc", "callgate", "policy.yaml")) as f:
+            base = f.read()
+        tmp = cgtest.Daemon(admin=False)
+        try:
+            path = os.path.join(tmp.tmp, "p.yaml")
+            for value, ok in (("archive", True), ("directories", True), ("zip", False),
+                              ("\"\"", False), ("[archive]", False)):
+                with open(path, "w") as f:
+                    f.write(base + "\nevidence:\n  packages: %s\n" % value)
+                p = cli("policy", "check", path)
+                self.assertEqual(p.returncode == 0, ok, (value, p.stdout + p.stderr))
+                if not ok:
+                    self.assertIn("evidence.packages", p.stdout + p.stderr, value)
+        finally:
+            tmp.close()
 
 
 class RetentionPolicy(unittest.TestCase):

@@ -23,6 +23,7 @@
 #include "evidence.h"
 #include "journal.h"
 #include "replay.h"
+#include "retention.h"
 #include "util.h"
 
 static char state[256];
@@ -1067,4 +1068,106 @@ Test(evidence, refusal_package_is_rebuilt_from_the_journal)
 	free(before);
 	free(events);
 	ASSERT_PASSES("r5");
+}
+
+static struct cg_evidence *open_ev_archive(void)
+{
+	struct cg_evidence_config c = { .state_dir = state, .write_traces = true, .archive = true };
+	struct cg_evidence *ev = NULL;
+	struct cg_reply *err = NULL;
+	cr_assert_eq(cg_evidence_open(&c, &ev, &err), 0, "open failed");
+	return ev;
+}
+
+static off_t file_size(const char *rel)
+{
+	char p[512];
+	struct stat st;
+	path_of(p, sizeof(p), rel);
+	return stat(p, &st) == 0 ? st.st_size : -1;
+}
+
+#define LIVE_TAR "traces/archive/0000000000000001.tar"
+#define LIVE_IDX "traces/archive/0000000000000001.idx"
+
+/*
+ * evidence.packages: archive. Packages are appended to the segment's archive
+ * as they are sealed: no directory per trace, every package readable and
+ * verified from the archive, and a changed byte in it is named.
+ */
+Test(evidence, archive_packages_are_appended_as_they_are_sealed)
+{
+	struct cg_evidence *ev = open_ev_archive();
+	emit_call(ev, "t1", "ALLOW", true, true);
+	cr_assert_eq(cg_evidence_refuse(ev, "r1", refusal_payload("BLOCK", "Denied.")), 0);
+	emit_call(ev, "t2", "BLOCK", false, false);
+	cg_evidence_close(ev);
+	char p[512];
+	path_of(p, sizeof(p), "traces/t1");
+	cr_assert_neq(access(p, F_OK), 0, "no directory for t1");
+	path_of(p, sizeof(p), "traces/r1");
+	cr_assert_neq(access(p, F_OK), 0, "no directory for r1");
+	size_t len = 0;
+	char *idx = slurp(LIVE_IDX, &len);
+	for (const char *const *id = (const char *const[]){ "t1", "r1", "t2", NULL }; *id; id++) {
+		char line[16];
+		snprintf(line, sizeof(line), "%s ", *id);
+		cr_assert(strncmp(idx, line, strlen(line)) == 0 ||
+			      (snprintf(line, sizeof(line), "\n%s ", *id), strstr(idx, line)),
+			  "%s is not in the index: %s", *id, idx);
+	}
+	free(idx);
+	cr_assert_eq(file_size(LIVE_TAR) % 512, 0);
+	char *v = NULL;
+	size_t vlen = 0;
+	cr_assert_eq(cg_package_read(state, "r1", "verdict.json", 1 << 20, &v, &vlen), 0);
+	cr_assert_not_null(strstr(v, "\"BLOCK\""), "%s", v);
+	free(v);
+	ASSERT_PASSES(NULL);
+	/* A byte of r1's events.ndjson member changed in the archive: named. */
+	size_t tlen = 0;
+	char *tar = slurp(LIVE_TAR, &tlen);
+	char *at = memmem(tar, tlen, "Denied.", 7); /* events.ndjson comes first */
+	cr_assert_not_null(at);
+	at[0] = 'd';
+	spit(LIVE_TAR, tar, tlen);
+	free(tar);
+	ASSERT_FAILS_WITH("r1", "hash");
+}
+
+/*
+ * A crash mid-append tears the archive's tail: half a package in the tar and
+ * half a line in the index. The next start cuts both off, the packages
+ * written after it land whole, and everything verifies.
+ */
+Test(evidence, a_torn_archive_tail_is_cut_off_at_the_next_start)
+{
+	struct cg_evidence *ev = open_ev_archive();
+	emit_call(ev, "t1", "ALLOW", true, true);
+	cg_evidence_close(ev);
+	off_t whole = file_size(LIVE_TAR);
+	size_t len = 0;
+	char *tar = slurp(LIVE_TAR, &len);
+	/* t1's first member again, cut short, as if a second package had been torn. */
+	char *torn = malloc(len + 700);
+	memcpy(torn, tar, len);
+	memcpy(torn + len, tar, 700);
+	spit(LIVE_TAR, torn, len + 700);
+	free(torn);
+	free(tar);
+	char p[512];
+	path_of(p, sizeof(p), LIVE_IDX);
+	FILE *f = fopen(p, "ae");
+	fputs("t9 10", f); /* no newline: the line was never finished */
+	fclose(f);
+	ev = open_ev_archive();
+	cr_assert_eq(file_size(LIVE_TAR), whole, "the torn tail was cut off");
+	emit_call(ev, "t2", "BLOCK", false, false);
+	cg_evidence_close(ev);
+	char *idx = slurp(LIVE_IDX, &len);
+	char want[64];
+	snprintf(want, sizeof(want), "t1 0\nt2 %lld\n", (long long)whole);
+	cr_assert_str_eq(idx, want);
+	free(idx);
+	ASSERT_PASSES(NULL);
 }

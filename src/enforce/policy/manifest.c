@@ -711,16 +711,34 @@ static int load_defaults(struct ld *l, yaml_node_t *n)
 /* ---- evidence ---- */
 
 /*
+ * evidence.packages: "directories" (traces/ID/, the default) or "archive"
+ * (each package appended to its journal segment's archive as it is sealed).
+ */
+static int load_packages(struct ld *l, yaml_node_t *v)
+{
+	const char *s = nonempty(l, v, "evidence.packages");
+	if (!s)
+		return -1;
+	if (strcmp(s, "directories") != 0 && strcmp(s, "archive") != 0)
+		return fail(l, v, "evidence.packages: '%s' is neither directories nor archive", s);
+	l->p->defaults.evidence_archive = strcmp(s, "archive") == 0;
+	return 0;
+}
+
+/*
  * evidence.retention: how long trace packages stay as directories before
  * the daemon packs them into one archive per journal segment. A number of
  * seconds, or a number followed by s, m, h or d; 0 or "never": never.
  */
 static int load_evidence(struct ld *l, yaml_node_t *n)
 {
-	static const char *const keys[] = { "retention", NULL };
+	static const char *const keys[] = { "retention", "packages", NULL };
 	if (!n)
 		return 0;
 	if (check_keys(l, n, "evidence", keys) != 0)
+		return -1;
+	yaml_node_t *pk = get(l, n, "packages");
+	if (pk && load_packages(l, pk) != 0)
 		return -1;
 	yaml_node_t *v = get(l, n, "retention");
 	if (!v)

@@ -43,6 +43,7 @@ struct cg_policy_defaults {
 	bool screen_injection;	      /* flag injection-shaped output as quarantined */
 	bool evidence_keep_output;    /* keep command output itself in evidence */
 	int64_t evidence_retention_s; /* evidence.retention: pack older packages; 0: never */
+	bool evidence_archive;	      /* evidence.packages: archive (packed as they are sealed) */
 	/*
 	 * defaults.cwd: the cwd of a request that names none, as written — an
 	 * absolute path, or "${workspace}" optionally followed by "/sub/dir"

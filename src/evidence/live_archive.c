@@ -1,0 +1,252 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * live_archive — trace packages appended to their journal segment's archive
+ * as they are sealed (retention.h, "Packages appended ..."; policy
+ * evidence.packages: archive). No directory and no inode per call: a
+ * package is five tar members and one index line.
+ *
+ * The members are POSIX ustar, written by hand: a 512-byte header (name,
+ * mode, size, mtime, checksum, magic) and the file's bytes padded to 512.
+ * That is the whole format this needs; libarchive (used to read archives
+ * and by retention) stays unloaded.
+ *
+ * Invariants:
+ *  - A trace's index line is written only after all five of its members:
+ *    a reader that finds the line finds the package whole.
+ *  - A failed append leaves nothing behind: the tar is cut back to where the
+ *    package began, so a later append writes over it.
+ *  - An archive is repaired before it is appended to again (a crash may
+ *    have torn its tail): see cg_live_archive_repair.
+ */
+#include "retention.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "evidence.h"
+#include "journal.h"
+#include "util.h"
+
+#define BLOCK	  512u
+#define INDEX_CAP ((size_t)256 << 20)
+
+static uint64_t padded(uint64_t n)
+{
+	return (n + BLOCK - 1) / BLOCK * BLOCK;
+}
+
+/* Paths of segment's tar and index ("0000000000000001.ndjson" -> 0000000000000001.tar). */
+static void archive_paths(const char *state_dir, const char *segment, char *tar, char *idx,
+			  size_t cap)
+{
+	const char *dot = strrchr(segment, '.');
+	int base = (int)(dot ? (size_t)(dot - segment) : strlen(segment));
+	snprintf(tar, cap, "%s/%s/%.*s.tar", state_dir, CG_ARCHIVE_DIR, base, segment);
+	snprintf(idx, cap, "%s/%s/%.*s.idx", state_dir, CG_ARCHIVE_DIR, base, segment);
+}
+
+/* One ustar header for a regular file: name (< 100 bytes), size, mtime. */
+static void ustar_header(unsigned char h[BLOCK], const char *name, uint64_t size, int64_t mtime)
+{
+	memset(h, 0, BLOCK);
+	memcpy(h, name, strnlen(name, 99)); /* names here are at most 78 bytes */
+	snprintf((char *)h + 100, 8, "%07o", 0644u);
+	snprintf((char *)h + 108, 8, "%07o", 0u);
+	snprintf((char *)h + 116, 8, "%07o", 0u);
+	snprintf((char *)h + 124, 12, "%011" PRIo64, size);
+	snprintf((char *)h + 136, 12, "%011" PRIo64, (uint64_t)mtime);
+	h[156] = '0'; /* a regular file */
+	memcpy(h + 257, "ustar", 6);
+	memcpy(h + 263, "00", 2);
+	memset(h + 148, ' ', 8); /* the checksum counts its own field as spaces */
+	unsigned sum = 0;
+	for (size_t i = 0; i < BLOCK; i++)
+		sum += h[i];
+	snprintf((char *)h + 148, 8, "%06o", sum);
+	h[155] = ' ';
+}
+
+/* The member at pos: its name into name (cap bytes) and where the next begins. 0, or -1. */
+static int ustar_next(int fd, uint64_t pos, uint64_t file_size, char *name, size_t cap,
+		      uint64_t *next)
+{
+	unsigned char h[BLOCK];
+	if (pos + BLOCK > file_size || pread(fd, h, BLOCK, (off_t)pos) != (ssize_t)BLOCK ||
+	    memcmp(h + 257, "ustar", 5) != 0)
+		return -1;
+	char size_field[13];
+	memcpy(size_field, h + 124, 12);
+	size_field[12] = '\0';
+	char *end = NULL;
+	unsigned long long size = strtoull(size_field, &end, 8);
+	if (end == size_field)
+		return -1;
+	snprintf(name, cap, "%.100s", (const char *)h);
+	*next = pos + BLOCK + padded(size);
+	return *next <= file_size ? 0 : -1;
+}
+
+int cg_live_archive_repair(const char *state_dir, const char *segment)
+{
+	char tar[4400], idx[4400];
+	archive_paths(state_dir, segment, tar, idx, sizeof(tar));
+	int tfd = open(tar, O_RDWR | O_CLOEXEC);
+	if (tfd < 0)
+		return errno == ENOENT ? 0 : -1;
+	char *buf = NULL;
+	size_t len = 0;
+	if (cg_file_read(idx, INDEX_CAP, &buf, &len) < 0 && errno != ENOENT) {
+		close(tfd);
+		return -1;
+	}
+	/* Whole lines only; the last one names the trace appended last. */
+	while (len > 0 && buf[len - 1] != '\n')
+		len--;
+	size_t last = len > 0 ? len - 1 : 0;
+	while (last > 0 && buf[last - 1] != '\n')
+		last--;
+	uint64_t end = 0;
+	struct stat st;
+	int rc = fstat(tfd, &st);
+	if (rc == 0 && len > 0) {
+		char trace[CG_TRACE_ID_MAX + 2] = "", prefix[CG_TRACE_ID_MAX + 3];
+		unsigned long long off = 0;
+		if (sscanf(buf + last, "%65s %llu", trace, &off) != 2)
+			off = (unsigned long long)st.st_size + 1; /* unreadable: drop it */
+		snprintf(prefix, sizeof(prefix), "%s/", trace);
+		uint64_t pos = off, next = 0;
+		size_t members = 0;
+		char name[128];
+		while (members < CG_PACKAGE_N &&
+		       ustar_next(tfd, pos, (uint64_t)st.st_size, name, sizeof(name), &next) == 0 &&
+		       strncmp(name, prefix, strlen(prefix)) == 0) {
+			members++;
+			pos = next;
+		}
+		if (members == CG_PACKAGE_N) {
+			end = pos;
+		} else {
+			/* The last package is not whole: its line goes, and its bytes. */
+			end = off <= (unsigned long long)st.st_size ? off : (uint64_t)st.st_size;
+			len = last;
+		}
+	}
+	if (rc == 0 && (uint64_t)st.st_size > end)
+		rc = ftruncate(tfd, (off_t)end);
+	if (rc == 0)
+		rc = fsync(tfd);
+	int e = errno;
+	close(tfd);
+	if (rc == 0 && buf) {
+		int ifd = open(idx, O_WRONLY | O_CLOEXEC);
+		rc = ifd < 0 || ftruncate(ifd, (off_t)len) != 0 || fsync(ifd) != 0 ? -1 : 0;
+		e = errno;
+		if (ifd >= 0)
+			close(ifd);
+	}
+	free(buf);
+	errno = e;
+	return rc;
+}
+
+void cg_live_archive_close(struct cg_live_archive *la)
+{
+	if (la->tar_fd >= 0)
+		close(la->tar_fd);
+	if (la->idx_fd >= 0)
+		close(la->idx_fd);
+	la->tar_fd = la->idx_fd = -1;
+	la->segment[0] = '\0';
+	la->end = 0;
+}
+
+static int live_open(struct cg_live_archive *la, const char *state_dir, const char *segment)
+{
+	char tar[4400], idx[4400], dir[4300];
+	cg_live_archive_close(la);
+	snprintf(dir, sizeof(dir), "%s/%s", state_dir, CG_ARCHIVE_DIR);
+	if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+		return -1;
+	if (cg_live_archive_repair(state_dir, segment) < 0)
+		return -1;
+	archive_paths(state_dir, segment, tar, idx, sizeof(tar));
+	la->tar_fd = open(tar, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	la->idx_fd = open(idx, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+	off_t end = la->tar_fd >= 0 ? lseek(la->tar_fd, 0, SEEK_END) : -1;
+	if (la->idx_fd < 0 || end < 0) {
+		int e = errno;
+		cg_live_archive_close(la);
+		errno = e;
+		return -1;
+	}
+	la->end = (uint64_t)end;
+	snprintf(la->segment, sizeof(la->segment), "%s", segment);
+	return 0;
+}
+
+static int pwrite_all(int fd, const unsigned char *p, size_t n, uint64_t at)
+{
+	while (n > 0) {
+		ssize_t w = pwrite(fd, p, n, (off_t)at);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		p += w;
+		n -= (size_t)w;
+		at += (uint64_t)w;
+	}
+	return 0;
+}
+
+int cg_live_archive_append(struct cg_live_archive *la, const char *state_dir, const char *segment,
+			   const char *trace_id, const struct cg_package *pk)
+{
+	if (!cg_trace_id_valid(trace_id) || strlen(segment) >= sizeof(la->segment)) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (strcmp(la->segment, segment) != 0 && live_open(la, state_dir, segment) < 0)
+		return -1;
+	size_t total = 0;
+	for (size_t i = 0; i < CG_PACKAGE_N; i++)
+		total += BLOCK + padded(pk->len[i]);
+	unsigned char *buf = calloc(1, total);
+	if (!buf) {
+		errno = ENOMEM;
+		return -1;
+	}
+	int64_t now = (int64_t)time(NULL);
+	size_t at = 0;
+	for (size_t i = 0; i < CG_PACKAGE_N; i++) {
+		char name[128];
+		snprintf(name, sizeof(name), "%s/%s", trace_id, cg_package_names[i]);
+		ustar_header(buf + at, name, pk->len[i], now);
+		memcpy(buf + at + BLOCK, pk->data[i], pk->len[i]);
+		at += BLOCK + padded(pk->len[i]);
+	}
+	char line[CG_TRACE_ID_MAX + 32];
+	int ln = snprintf(line, sizeof(line), "%s %" PRIu64 "\n", trace_id, la->end);
+	int rc = pwrite_all(la->tar_fd, buf, total, la->end) == 0 &&
+			 cg_write_all(la->idx_fd, line, (size_t)ln) == 0
+		     ? 0
+		     : -1;
+	int e = errno;
+	free(buf);
+	if (rc == 0) {
+		la->end += total;
+		return 0;
+	}
+	/* Nothing half-written stays: the next package is written over it. */
+	(void)!ftruncate(la->tar_fd, (off_t)la->end);
+	cg_live_archive_close(la); /* reopened (and repaired) by the next append */
+	errno = e;
+	return -1;
+}
