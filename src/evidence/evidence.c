@@ -757,11 +757,10 @@ static size_t write_packages(struct cg_evidence *ev, struct package *pk, bool wr
 	size_t n = 0;
 	while (pk) {
 		struct package *nx = pk->next;
-		if (write && ev->cfg.write_traces && !pk->verdict)
-			pk->verdict = cg_trace_sealed_verdict(pk->trace, pk->t->buf, pk->t->len);
-		if (write && ev->cfg.write_traces && (!pk->verdict || write_package(ev, pk) < 0))
+		/* A refusal's verdict (pk->verdict NULL) is derived from its event while rendering. */
+		if (write && ev->cfg.write_traces && write_package(ev, pk) < 0)
 			cg_log("error", pk->trace, "evidence: trace package not written: %s",
-			       pk->verdict ? strerror(errno) : "no verdict in its last event");
+			       strerror(errno));
 		tstate_free(pk->t);
 		json_decref(pk->verdict);
 		json_decref(pk->replay);

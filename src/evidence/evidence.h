@@ -224,8 +224,9 @@ struct cg_package {
 
 /*
  * Render a package: events.ndjson (the given bytes), verdict.json (verdict
- * with what the events show), verdict.md, replay.json, diff.json. 0, or -1
- * with errno; free with cg_package_free.
+ * with what the events show; verdict NULL: the one the events seal with, a
+ * refusal's), verdict.md, replay.json, diff.json. 0, or -1 with errno; free
+ * with cg_package_free.
  */
 int cg_package_render(const char *events, size_t events_len, const json_t *verdict,
 		      const json_t *replay, const json_t *diff, struct cg_package *out);

@@ -72,11 +72,16 @@ int cg_package_render(const char *events, size_t events_len, const json_t *verdi
 	/* verdict.json: the sealed verdict with what the trace's events show. */
 	json_t *full = cg_verdict_with_events(verdict, events, events_len);
 	char *md = full ? cg_verdict_render_md(full) : NULL;
+	if (!full) {
+		free(md);
+		errno = EINVAL; /* nothing seals the events (or no memory) */
+		return -1;
+	}
 	out->data[0] = malloc(events_len ? events_len : 1);
 	if (out->data[0])
 		memcpy(out->data[0], events, events_len);
 	out->len[0] = events_len;
-	out->data[1] = full ? json_file(full, &out->len[1]) : NULL;
+	out->data[1] = json_file(full, &out->len[1]);
 	out->data[2] = md;
 	out->len[2] = md ? strlen(md) : 0;
 	out->data[3] = json_file(replay, &out->len[3]);

@@ -905,7 +905,9 @@ json_t *cg_verdict_with_facts(const json_t *sealed, const json_t *f)
 json_t *cg_verdict_with_events(const json_t *sealed, const char *events, size_t len)
 {
 	json_t *f = cg_trace_facts(events, len);
-	json_t *v = f ? cg_verdict_with_facts(sealed, f) : NULL;
+	if (f && !sealed) /* the one the events hold: a seal's, or a refusal's (one parse) */
+		sealed = json_object_get(f, "sealed");
+	json_t *v = f && sealed ? cg_verdict_with_facts(sealed, f) : NULL;
 	json_decref(f);
 	return v;
 }

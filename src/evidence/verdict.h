@@ -37,7 +37,7 @@ json_t *cg_trace_facts(const char *events, size_t len);
  */
 json_t *cg_verdict_with_facts(const json_t *sealed, const json_t *facts);
 
-/* The same, from the events' bytes. */
+/* The same, from the events' bytes; sealed NULL: the verdict the events seal with. */
 json_t *cg_verdict_with_events(const json_t *sealed, const char *events, size_t len);
 
 /*
