@@ -21,6 +21,7 @@
 #include "retention.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -93,6 +94,28 @@ static int ustar_next(int fd, uint64_t pos, uint64_t file_size, char *name, size
 	return *next <= file_size ? 0 : -1;
 }
 
+/*
+ * Does the index line at p ("TRACE OFFSET\n") name a whole package: five
+ * members of TRACE from OFFSET on, all within the file? *end: where it ends.
+ */
+static bool package_whole(int fd, const char *p, uint64_t file_size, uint64_t *end)
+{
+	char trace[CG_TRACE_ID_MAX + 2] = "", prefix[CG_TRACE_ID_MAX + 3], name[128];
+	unsigned long long off = 0;
+	if (sscanf(p, "%65s %llu", trace, &off) != 2 || off >= file_size)
+		return false;
+	snprintf(prefix, sizeof(prefix), "%s/", trace);
+	uint64_t pos = off, next = 0;
+	for (size_t members = 0; members < CG_PACKAGE_N; members++) {
+		if (ustar_next(fd, pos, file_size, name, sizeof(name), &next) != 0 ||
+		    strncmp(name, prefix, strlen(prefix)) != 0)
+			return false;
+		pos = next;
+	}
+	*end = pos;
+	return true;
+}
+
 int cg_live_archive_repair(const char *state_dir, const char *segment)
 {
 	char tar[4400], idx[4400];
@@ -106,37 +129,25 @@ int cg_live_archive_repair(const char *state_dir, const char *segment)
 		close(tfd);
 		return -1;
 	}
-	/* Whole lines only; the last one names the trace appended last. */
+	/* Whole lines only. */
 	while (len > 0 && buf[len - 1] != '\n')
 		len--;
-	size_t last = len > 0 ? len - 1 : 0;
-	while (last > 0 && buf[last - 1] != '\n')
-		last--;
 	uint64_t end = 0;
 	struct stat st;
 	int rc = fstat(tfd, &st);
-	if (rc == 0 && len > 0) {
-		char trace[CG_TRACE_ID_MAX + 2] = "", prefix[CG_TRACE_ID_MAX + 3];
-		unsigned long long off = 0;
-		if (sscanf(buf + last, "%65s %llu", trace, &off) != 2)
-			off = (unsigned long long)st.st_size + 1; /* unreadable: drop it */
-		snprintf(prefix, sizeof(prefix), "%s/", trace);
-		uint64_t pos = off, next = 0;
-		size_t members = 0;
-		char name[128];
-		while (members < CG_PACKAGE_N &&
-		       ustar_next(tfd, pos, (uint64_t)st.st_size, name, sizeof(name), &next) == 0 &&
-		       strncmp(name, prefix, strlen(prefix)) == 0) {
-			members++;
-			pos = next;
-		}
-		if (members == CG_PACKAGE_N) {
-			end = pos;
-		} else {
-			/* The last package is not whole: its line goes, and its bytes. */
-			end = off <= (unsigned long long)st.st_size ? off : (uint64_t)st.st_size;
-			len = last;
-		}
+	/*
+	 * From the last line back, the first package found whole ends the
+	 * archive: the lines after it go, and every byte after it. (A crash
+	 * tears only the tail; a lost write-back can leave several lines
+	 * naming bytes that never reached the disk.)
+	 */
+	while (rc == 0 && len > 0) {
+		size_t last = len - 1;
+		while (last > 0 && buf[last - 1] != '\n')
+			last--;
+		if (package_whole(tfd, buf + last, (uint64_t)st.st_size, &end))
+			break;
+		len = last;
 	}
 	if (rc == 0 && (uint64_t)st.st_size > end)
 		rc = ftruncate(tfd, (off_t)end);

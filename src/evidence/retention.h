@@ -103,10 +103,10 @@ int cg_live_archive_append(struct cg_live_archive *la, const char *state_dir, co
 void cg_live_archive_close(struct cg_live_archive *la);
 
 /*
- * Cut a torn tail off segment's archive (a crash while appending): index
- * lines without a newline, an indexed trace whose five members are not all
- * there, and any bytes after the last complete one. 0 (also when there is
- * no archive), or -1 with errno.
+ * Cut a torn tail off segment's archive (a crash while appending): an
+ * index line without a newline, from the last line back every line whose
+ * trace's five members are not all there, and any bytes after the last
+ * whole package. 0 (also when there is no archive), or -1 with errno.
  */
 int cg_live_archive_repair(const char *state_dir, const char *segment);
 
