@@ -40,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -838,6 +839,12 @@ static void package_wait(struct cg_evidence *ev)
 static void *package_main(void *arg)
 {
 	struct cg_evidence *ev = arg;
+	/*
+	 * Packages are views written after the fact: on a busy machine they
+	 * yield the CPU to the calls being answered and run (nice 10, this
+	 * thread only). Admission still holds new calls when they fall behind.
+	 */
+	(void)setpriority(PRIO_PROCESS, (id_t)gettid(), 10);
 	pthread_mutex_lock(&ev->mu);
 	for (;;) {
 		while (!ev->pb_head && !ev->pkg_stop && !retention_due(ev))
