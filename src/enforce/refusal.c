@@ -15,9 +15,15 @@ struct cg_reply *cg_en_refusal(const struct cg_folded *f, const char *exe)
 		why = CG_R_NEEDS_HUMAN;
 	if (cg_reply_registry[why].type != CG_RTYPE_D)
 		why = CG_R_DENIED_BY_RULE;
-	return cg_reply_build(why, "{s:s,s:s,s:s,s:s}", "rule_id", f->rule_id ? f->rule_id : "",
-			      "layer", "EN", "why", f->why ? f->why : cg_decision_name(f->decision),
-			      "exe", exe ? exe : "");
+	const char *rule = f->rule_id ? f->rule_id : "";
+	const char *reason = f->why ? f->why : cg_decision_name(f->decision);
+	/* A rung that failed or said nothing is named in its message: {rung}. */
+	if (why == CG_R_RUNG_FAILED || why == CG_R_RUNG_UNDECIDED)
+		return cg_reply_build(why, "{s:s,s:s,s:s,s:s,s:s}", "rule_id", rule, "layer", "EN",
+				      "why", reason, "exe", exe ? exe : "", "rung",
+				      f->deciding_rung ? f->deciding_rung : "");
+	return cg_reply_build(why, "{s:s,s:s,s:s,s:s}", "rule_id", rule, "layer", "EN", "why",
+			      reason, "exe", exe ? exe : "");
 }
 
 struct cg_reply *cg_en_needs_human(const char *rule_id)

@@ -29,7 +29,8 @@
 /*
  * The refusal for a fold that did not permit (BLOCK or UNKNOWN): its D code,
  * with rule_id, layer "EN", why and exe (the first stage's resolved
- * executable, or "") as params. Caller frees.
+ * executable, or "") as params, and rung (the deciding rung) when a rung
+ * failed or said nothing. Caller frees.
  */
 struct cg_reply *cg_en_refusal(const struct cg_folded *f, const char *exe);
 

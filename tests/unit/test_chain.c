@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /* Tests for the adjudicator chain and its fold (seed 003). */
 #include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "chain.h"
+#include "refusal.h"
 
 static int say(void *ctx, const struct cg_call *call, struct cg_verdict *out)
 {
@@ -73,6 +76,22 @@ Test(chain, failing_rung_blocks_even_if_it_said_allow)
 	cr_assert_eq(f.reason, CG_R_RUNG_FAILED);
 	cr_assert_str_eq(f.deciding_rung, "broken");
 	cr_assert_neq(f.rungs[1].rc, 0);
+}
+
+/* The refusal names the rung that failed: its message has no placeholder left. */
+Test(chain, a_failed_rung_is_named_in_the_refusal)
+{
+	struct cg_chain c = { 0 };
+	cr_assert_eq(cg_chain_register(&c, 2, "broken", fail, NULL), 0);
+	struct cg_folded f;
+	cg_chain_decide(&c, NULL, &f);
+	struct cg_reply *r = cg_en_refusal(&f, "/usr/bin/x");
+	char *msg = cg_reply_message(r);
+	cr_assert_not_null(msg);
+	cr_assert_not_null(strstr(msg, "'broken'"), "%s", msg);
+	cr_assert_null(strchr(msg, '{'), "%s", msg);
+	free(msg);
+	cg_reply_free(r);
 }
 
 Test(chain, undecided_rung_blocks)
