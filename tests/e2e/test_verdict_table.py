@@ -275,6 +275,7 @@ class VerdictTable(unittest.TestCase):
     def test_a_changed_verdict_fails_both_verifiers(self):
         d, r = self.rows["approved"]
         tid = r["reply"]["trace_id"]
+        package(d, tid)  # written by the package thread after the reply
         path = os.path.join(d.state_dir, "traces", tid, "verdict.json")
         with open(path) as f:
             orig = f.read()
