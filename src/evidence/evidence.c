@@ -435,8 +435,7 @@ static json_t *self_check(const struct tstate *t, bool presealed)
  * package thread after the batch is on disk. verdict NULL: the trace is one
  * refusal, whose verdict the package thread derives from the event.
  */
-static int queue_package(struct cg_evidence *ev, const char *trace, const json_t *verdict,
-			 json_t *diff)
+static int queue_package(struct cg_evidence *ev, const char *trace, json_t *verdict, json_t *diff)
 {
 	struct package *pk = calloc(1, sizeof(*pk));
 	if (!pk) {
@@ -448,7 +447,7 @@ static int queue_package(struct cg_evidence *ev, const char *trace, const json_t
 	memcpy(pk->seg, ev->seg_name, sizeof(pk->seg));
 	pk->archive = atomic_load(&ev->archive);
 	pk->t = cg_smap_del(ev->traces, trace);
-	pk->verdict = verdict ? json_incref((json_t *)(uintptr_t)verdict) : NULL;
+	pk->verdict = json_incref(verdict); /* NULL stays NULL */
 	pk->replay = cg_replay_doc(trace, status, pk->t->n, diff, "trace (sealing)");
 	pk->diff = json_incref(diff);
 	pk->next = ev->pkgs;

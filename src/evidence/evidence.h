@@ -196,6 +196,16 @@ struct cg_verdict_facts {
 };
 
 /*
+ * The extra members of a compact seal's verdict (facts.extra): policy
+ * {sha256, generation}, executed, and the marks that tell cg_verdict_render
+ * what the trace's events hold instead (compact, why_in_decision). The one
+ * shape the kernel's seals and cg_refusal_verdict share. New reference, or
+ * NULL on OOM.
+ */
+json_t *cg_verdict_seal_extra(const char *policy_sha256, int64_t generation, bool executed,
+			      bool why_in_decision);
+
+/*
  * The verdict.json object of docs/evidence.md, rendered from typed facts:
  * the same shape cg_verdict_normalize gives for the equivalent JSON. New
  * reference, or NULL on OOM.
@@ -240,13 +250,6 @@ void cg_package_free(struct cg_package *p);
 int cg_trace_write_package(const char *state_dir, const char *trace_id, const char *events,
 			   size_t events_len, const json_t *verdict, const json_t *replay,
 			   const json_t *diff);
-
-/*
- * The sealed verdict of a trace from its events (one per line): its seal
- * event's verdict, or cg_refusal_verdict of its refusal event. New
- * reference, or NULL when the events end neither way.
- */
-json_t *cg_trace_sealed_verdict(const char *trace_id, const char *events, size_t events_len);
 
 /*
  * Rebuild traces/<trace_id>/ from the trace's journal lines (events, the

@@ -191,24 +191,6 @@ static struct cg_evline *parse_events(const char *events, size_t len, size_t *n,
 	return v;
 }
 
-json_t *cg_trace_sealed_verdict(const char *trace_id, const char *events, size_t events_len)
-{
-	json_t *diff = json_array();
-	size_t n = 0;
-	struct cg_evline *v = diff ? parse_events(events, events_len, &n, diff) : NULL;
-	json_t *verdict = NULL;
-	const struct cg_evline *last = v && n ? &v[n - 1] : NULL;
-	if (last && (last->type == CG_EV_SEAL || last->type == CG_EV_REFUSAL)) {
-		json_t *pl = json_loadb(last->line + last->payload_off, last->payload_len, 0, NULL);
-		verdict = last->type == CG_EV_SEAL ? json_incref(json_object_get(pl, "verdict"))
-						   : cg_refusal_verdict(pl, trace_id);
-		json_decref(pl);
-	}
-	free(v);
-	json_decref(diff);
-	return verdict;
-}
-
 int cg_trace_rebuild_package(const char *state_dir, const char *trace_id, const char *events,
 			     size_t events_len)
 {

@@ -602,7 +602,11 @@ static void check_package_verdict(const struct cg_package_files *pf, const struc
 				  const bool seen[], json_t *diff)
 {
 	char path[400];
-	json_t *sealed = cg_trace_sealed_verdict(seal->trace, seal->line, seal->line_len);
+	/* What the trace was sealed with: the seal's verdict, or a refusal's derived one. */
+	json_t *pl = json_loadb(seal->line + seal->payload_off, seal->payload_len, 0, NULL);
+	json_t *sealed = seal->type == CG_EV_SEAL ? json_incref(json_object_get(pl, "verdict"))
+						  : cg_refusal_verdict(pl, seal->trace);
+	json_decref(pl);
 	json_t *sv = trace_verdict(sealed, jv, t);
 	size_t fl = 0;
 	const char *fb = cg_package_file(pf, "verdict.json", &fl);

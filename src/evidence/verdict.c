@@ -443,6 +443,14 @@ static const char *jstr(const json_t *o, const char *key)
 	return json_string_value(json_object_get(o, key));
 }
 
+json_t *cg_verdict_seal_extra(const char *policy_sha256, int64_t generation, bool executed,
+			      bool why_in_decision)
+{
+	return json_pack("{s:{s:s,s:I},s:b,s:b,s:b}", "policy", "sha256",
+			 policy_sha256 ? policy_sha256 : "", "generation", (json_int_t)generation,
+			 "executed", executed, "compact", 1, "why_in_decision", why_in_decision);
+}
+
 json_t *cg_refusal_verdict(const json_t *p, const char *trace_id)
 {
 	const json_t *reply = json_object_get(p, "reply");
@@ -456,10 +464,9 @@ json_t *cg_refusal_verdict(const json_t *p, const char *trace_id)
 	json_t *why =
 	    d ? json_array()
 	      : json_pack("[{s:s,s:s,s:s}]", "rung", "wire", "layer", layer_of(code), "code", code);
-	json_t *extra = json_pack("{s:{s:s,s:I},s:b,s:b,s:b}", "policy", "sha256",
-				  jstr(pol, "sha256") ? jstr(pol, "sha256") : "", "generation",
-				  json_integer_value(json_object_get(pol, "generation")),
-				  "executed", 0, "compact", 1, "why_in_decision", d != NULL);
+	json_t *extra = cg_verdict_seal_extra(
+	    jstr(pol, "sha256"), json_integer_value(json_object_get(pol, "generation")), false,
+	    d != NULL);
 	const json_t *cons = json_object_get(d, "constraints");
 	const char *msg = jstr(reply, "message");
 	struct cg_verdict_facts f = {

@@ -300,10 +300,9 @@ void ev_seal(struct cg_kernel *k, const char *trace, const struct cg_reply *repl
 		 * summary (the message) and, after a decision, why[] from the trace's
 		 * events, so the seal does not carry them twice (docs/evidence.md).
 		 */
-		.extra = json_pack("{s:{s:s,s:I},s:b,s:b,s:b}", "policy", "sha256",
-				   g ? cg_policy_sha256(g->policy) : "", "generation",
-				   (json_int_t)(g ? g->number : 0), "executed", reply_says_ran(d),
-				   "compact", 1, "why_in_decision", folded && decision != NULL),
+		.extra = cg_verdict_seal_extra(g ? cg_policy_sha256(g->policy) : "",
+					       g ? (int64_t)g->number : 0, reply_says_ran(d),
+					       folded && decision != NULL),
 	};
 	/*
 	 * The verdict event: the answer given, in brief. Its why, constraints and
