@@ -10,6 +10,9 @@
  *      evidence, confine, spawn, wait, encode) against a bare posix_spawn +
  *      waitpid of /bin/true, with the ratio.
  *
+ * Each daemon phase starts once the daemon is idle (no CPU for 200 ms), so
+ * the trace packages of one phase are not timed in the next.
+ *
  * Usage: bench_core [PATH/TO/callgated] [--quick] [--json FILE]
  * With --json, the medians (ns) are also written to FILE as one object.
  * Without a path, callgated is looked for next to this program, then in
@@ -29,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -226,6 +230,45 @@ static int64_t round_trip(const char *body, const char *want)
 	return dt;
 }
 
+/* The daemon's CPU time so far (utime + stime, clock ticks), or -1. */
+static long daemon_ticks(void)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)daemon_pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = 0;
+	const char *p = strrchr(buf, ')'); /* the name may hold spaces */
+	unsigned long ut = 0, st = 0;
+	if (!p ||
+	    sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
+		return -1;
+	return (long)(ut + st);
+}
+
+/*
+ * Each phase starts with the daemon idle: the previous phase's trace
+ * packages (written after the replies) would otherwise be timed as part
+ * of the next one. Idle = no CPU used for 200 ms; at most 60 s.
+ */
+static void wait_idle(void)
+{
+	long last = daemon_ticks();
+	int quiet = 0;
+	for (int i = 0; i < 1200 && last >= 0 && quiet < 4; i++) {
+		struct timespec ts = { 0, 50000000 };
+		nanosleep(&ts, NULL);
+		long now = daemon_ticks();
+		quiet = now == last ? quiet + 1 : 0;
+		last = now;
+	}
+}
+
 static struct stats time_rt(const char *body, const char *want, size_t n)
 {
 	int64_t *v = calloc(n, sizeof(*v));
@@ -419,13 +462,17 @@ int main(int argc, char **argv)
 	if (!daemon || start_daemon(daemon) != 0) {
 		fprintf(stderr, "bench_core: no callgated to measure against (pass its path)\n");
 	} else {
+		wait_idle();
 		rr = time_rt("\"pipeline\":[[\"ls\"]]}", "\"status\":\"denied\"", rt_n);
+		wait_idle();
 		rp = time_rt("\"action\":\"ping\"}", "\"status\":\"ok\"", rt_n);
 		/* The admin socket's ping writes no evidence: the transport's
 		 * own cost plus a small kernel answer, without journal I/O. */
 		target_path = admin_path;
+		wait_idle();
 		ra = time_rt("\"action\":\"ping\"}", "\"status\":\"ok\"", rt_n);
 		target_path = sock_path;
+		wait_idle();
 		gt = time_rt("\"privileged\":false,\"pipeline\":[[\"true\"]]}", "\"exit_code\":0",
 			     spawn_n);
 	}

@@ -10,7 +10,9 @@
  * makes async-signal-safe calls, in this order, each for a reason:
  *
  *   1. umask          files the command creates are private by default.
- *   2. network ns     needs CAP_SYS_ADMIN, so before any privilege is dropped.
+ *   2. network ns     needs CAP_SYS_ADMIN, so before any privilege is dropped
+ *                     (skipped when the child was born in a pooled one:
+ *                     cg_confine_spawn, netns.c).
  *   3. pids.max       root ignores RLIMIT_NPROC; the cgroup limit is written
  *                     while we still may (root-owned file).
  *   4. rlimits        hard = soft, so an unprivileged command cannot raise them
@@ -141,6 +143,8 @@ static __thread const struct cg_tree *joined_tree;
 static __thread const struct cg_tree *born_in;
 /* Set in the child: it shares the daemon's memory until it execs. */
 static __thread bool shared_child;
+/* Set around the clone: the child is born in a pooled network namespace. */
+static __thread bool netns_given;
 static atomic_bool clone3_unusable;
 /* callgate-init, opened once (cg_confine_init_open), or -1: pid 1 stays a copy. */
 static _Atomic int init_fd = -1;
@@ -548,8 +552,29 @@ static pid_t spawn_shared(struct cg_tree *t, unsigned long ns_flags, int (*fn)(v
 }
 #endif
 
+static pid_t spawn_in(struct cg_tree *t, const struct cg_confine_plan *plan, int (*fn)(void *),
+		      void *arg);
+
+/*
+ * A command without the host's network is born in a namespace the pool
+ * made ahead (the clone inherits this thread's): the child skips making
+ * one. Without a ready one, the child makes its own, as it always could.
+ */
 pid_t cg_confine_spawn(struct cg_tree *t, const struct cg_confine_plan *plan, int (*fn)(void *),
 		       void *arg)
+{
+	netns_given = plan && plan->netns && cg_netns_pool_enter() == 0;
+	pid_t pid = spawn_in(t, plan, fn, arg);
+	int e = errno;
+	if (netns_given)
+		cg_netns_pool_leave();
+	netns_given = false;
+	errno = e;
+	return pid;
+}
+
+static pid_t spawn_in(struct cg_tree *t, const struct cg_confine_plan *plan, int (*fn)(void *),
+		      void *arg)
 {
 #if defined(__x86_64__)
 	if (plan && plan->view && atomic_load(&init_fd) >= 0 && t && t->cg_fd >= 0 &&
@@ -1465,8 +1490,10 @@ static int confine_head(const struct cg_confine_plan *plan)
 	int rc;
 	(void)umask(CONFINE_UMASK);
 	/* In a view with a user namespace, the clone made it: no second one. */
-	if (plan->netns && (rc = cg_netns_enter(plan->netns_userns && !plan->view, plan->outer_uid,
-						plan->outer_gid)) != 0)
+	/* Born in a pooled namespace (cg_confine_spawn): it is already ours alone. */
+	if (plan->netns && !netns_given &&
+	    (rc = cg_netns_enter(plan->netns_userns && !plan->view, plan->outer_uid,
+				 plan->outer_gid)) != 0)
 		return rc;
 	/* A host list: hand the proxy a listener made inside the new namespace. */
 	if (plan->n_egress && (rc = cg_netns_send_listener(plan->egress_fd)) != 0)

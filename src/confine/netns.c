@@ -1,9 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * netns — private network namespace with loopback up (see netns.h).
+ * netns — private network namespace with loopback up (see netns.h), and
+ * the pool of such namespaces a root daemon makes ahead of its calls.
  *
  * Loopback is raised with one SIOCSIFFLAGS ioctl rather than netlink: it is
  * a single async-signal-safe call and needs no buffer management.
+ *
+ * Why a pool: creating a network namespace costs the kernel ~0.4 ms (its
+ * loopback device, its sysctl tables), more than a bare spawn of /bin/true.
+ * A thread at nice 10 makes them while nobody waits; a call's spawning
+ * thread enters one with setns(2) just for its clone, so the child is born
+ * in it. Each namespace is handed out once and never comes back: no state
+ * of one call's network (sockets, abstract Unix names, bound ports) can
+ * reach another's.
  */
 #include "netns.h"
 
@@ -11,6 +20,10 @@
 #include <fcntl.h>
 #include <arpa/inet.h>
 #include <net/if.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <sys/resource.h>
 #include <netinet/in.h>
 #include <sched.h>
 #include <stddef.h>
@@ -19,6 +32,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "reply.h"
 #include "util.h"
 
 static int write_file(const char *path, const char *s, size_t len)
@@ -53,13 +67,10 @@ int cg_userns_map_self(uid_t outer_uid, gid_t outer_gid)
 	return write_map("/proc/self/gid_map", outer_gid);
 }
 
-int cg_netns_enter(bool with_userns, uid_t outer_uid, gid_t outer_gid)
+/* Bring up the loopback of the calling thread's network namespace: 0 or errno. */
+static int loopback_up(void)
 {
 	int rc;
-	if (unshare(CLONE_NEWNET | (with_userns ? CLONE_NEWUSER : 0)) != 0)
-		return errno;
-	if (with_userns && (rc = cg_userns_map_self(outer_uid, outer_gid)) != 0)
-		return rc;
 	int sock = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (sock < 0)
 		return errno;
@@ -77,6 +88,16 @@ int cg_netns_enter(bool with_userns, uid_t outer_uid, gid_t outer_gid)
 close_sock:
 	(void)close(sock);
 	return rc;
+}
+
+int cg_netns_enter(bool with_userns, uid_t outer_uid, gid_t outer_gid)
+{
+	int rc;
+	if (unshare(CLONE_NEWNET | (with_userns ? CLONE_NEWUSER : 0)) != 0)
+		return errno;
+	if (with_userns && (rc = cg_userns_map_self(outer_uid, outer_gid)) != 0)
+		return rc;
+	return loopback_up();
 }
 
 int cg_netns_send_listener(int ctl_fd)
@@ -146,4 +167,144 @@ bool cg_netns_possible(bool *with_userns)
 			return false;
 	}
 	return true;
+}
+
+/* ---- the pool (daemon side) ---------------------------------------------- */
+
+static struct {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	pthread_t thr;
+	int fds[CG_NETNS_POOL_MAX]; /* ready namespaces, each used once */
+	unsigned n, want, users;
+	bool running, stop;
+	int home_fd; /* the daemon's own network namespace */
+} pool = {
+	PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, { 0 }, 0, 0, 0, false, false, -1
+};
+static atomic_bool pool_broken; /* a thread could not return home: no more setns */
+
+/* One fresh namespace with loopback up, entered by this thread: its fd, or -errno. */
+static int make_one(void)
+{
+	if (unshare(CLONE_NEWNET) != 0)
+		return -errno;
+	int rc = loopback_up();
+	if (rc != 0)
+		return -rc;
+	int fd = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+	return fd >= 0 ? fd : -errno;
+}
+
+static void *pool_main(void *arg)
+{
+	(void)arg;
+	/* Made while nobody waits: calls being answered go first. */
+	(void)setpriority(PRIO_PROCESS, (id_t)gettid(), 10);
+	pthread_mutex_lock(&pool.mu);
+	while (!pool.stop) {
+		if (pool.n >= pool.want) {
+			pthread_cond_wait(&pool.cv, &pool.mu);
+			continue;
+		}
+		pthread_mutex_unlock(&pool.mu);
+		int fd = make_one();
+		pthread_mutex_lock(&pool.mu);
+		if (fd < 0) {
+			cg_log("warn", NULL, "network namespace pool: %s; each call makes its own",
+			       cg_errno_name(-fd));
+			pool.want = 0;
+			break;
+		}
+		pool.fds[pool.n++] = fd;
+	}
+	pthread_mutex_unlock(&pool.mu);
+	return NULL;
+}
+
+int cg_netns_pool_start(unsigned size)
+{
+	if (size > CG_NETNS_POOL_MAX)
+		size = CG_NETNS_POOL_MAX;
+	if (geteuid() != 0 || size == 0)
+		return EPERM; /* setns needs CAP_SYS_ADMIN over the namespace */
+	int rc = 0;
+	pthread_mutex_lock(&pool.mu);
+	if (pool.running) {
+		pool.users++;
+		goto out;
+	}
+	pool.home_fd = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+	if (pool.home_fd < 0) {
+		rc = errno;
+		goto out;
+	}
+	pool.want = size;
+	pool.stop = false;
+	/* The thread takes no signal: the daemon's own threads handle them. */
+	sigset_t all, old;
+	(void)sigfillset(&all);
+	(void)pthread_sigmask(SIG_SETMASK, &all, &old);
+	rc = pthread_create(&pool.thr, NULL, pool_main, NULL);
+	(void)pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc != 0) {
+		(void)close(pool.home_fd);
+		pool.home_fd = -1;
+		goto out;
+	}
+	pool.running = true;
+	pool.users = 1;
+out:
+	pthread_mutex_unlock(&pool.mu);
+	return rc;
+}
+
+void cg_netns_pool_stop(void)
+{
+	pthread_mutex_lock(&pool.mu);
+	if (!pool.running || --pool.users > 0) {
+		pthread_mutex_unlock(&pool.mu);
+		return;
+	}
+	pool.stop = true;
+	pthread_cond_signal(&pool.cv);
+	pthread_mutex_unlock(&pool.mu);
+	pthread_join(pool.thr, NULL);
+	pthread_mutex_lock(&pool.mu);
+	while (pool.n)
+		(void)close(pool.fds[--pool.n]);
+	(void)close(pool.home_fd);
+	pool.home_fd = -1;
+	pool.running = false;
+	pthread_mutex_unlock(&pool.mu);
+}
+
+int cg_netns_pool_enter(void)
+{
+	if (atomic_load(&pool_broken))
+		return -1;
+	pthread_mutex_lock(&pool.mu);
+	int fd = pool.running && pool.n ? pool.fds[--pool.n] : -1;
+	if (pool.running)
+		pthread_cond_signal(&pool.cv);
+	pthread_mutex_unlock(&pool.mu);
+	if (fd < 0)
+		return -1;
+	int rc = setns(fd, CLONE_NEWNET);
+	(void)close(fd); /* the thread holds it now; nobody else ever will */
+	return rc == 0 ? 0 : -1;
+}
+
+void cg_netns_pool_leave(void)
+{
+	if (setns(pool.home_fd, CLONE_NEWNET) == 0)
+		return;
+	/*
+	 * Cannot happen with CAP_SYS_ADMIN and an fd held open. If it does,
+	 * this thread stays in a namespace without routes: what it starts
+	 * later fails closed. Stop using the pool, and say so.
+	 */
+	atomic_store(&pool_broken, true);
+	cg_log("error", NULL, "network namespace pool: returning home failed: %s; pool off",
+	       cg_errno_name(errno));
 }

@@ -41,6 +41,28 @@ int cg_userns_map_self(uid_t outer_uid, gid_t outer_gid);
 #define CG_NETNS_PROXY_PORT 3128
 int cg_netns_send_listener(int ctl_fd);
 
+/*
+ * The pool (daemon side, root only): fresh network namespaces with loopback
+ * up, made ahead by a thread at nice 10, each handed out once.
+ *
+ * cg_netns_pool_start keeps up to size (at most CG_NETNS_POOL_MAX) ready;
+ * calls nest (the pool stops at the last cg_netns_pool_stop). It returns 0,
+ * or an errno value (EPERM when not root): then there is no pool and every
+ * child makes its own namespace as before.
+ *
+ * cg_netns_pool_enter moves the calling thread into a pooled namespace and
+ * returns 0, or -1 when none is ready (the caller goes on without). A
+ * child cloned before cg_netns_pool_leave is born in that namespace and
+ * must not make another. cg_netns_pool_leave returns the thread to the
+ * daemon's namespace; the pooled one lives on only through that child.
+ */
+#define CG_NETNS_POOL_MAX  16
+#define CG_NETNS_POOL_SIZE 4
+int cg_netns_pool_start(unsigned size);
+void cg_netns_pool_stop(void);
+int cg_netns_pool_enter(void);
+void cg_netns_pool_leave(void);
+
 /* Can this process create a network namespace (root, or user namespaces allowed)? */
 bool cg_netns_possible(bool *with_userns);
 

@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "kernel_priv.h"
+#include "netns.h"
 
 /* The locks and conditions; the deadline thread's runs on CLOCK_MONOTONIC. */
 static void init_sync(struct cg_kernel *k)
@@ -174,6 +175,8 @@ int cg_kernel_new(const struct cg_kernel_config *cfg, struct cg_kernel **out, st
 		cg_log("info", NULL, "views: pid 1 becomes %s once the command runs", init);
 	else
 		cg_log("warn", NULL, "views: %s; pid 1 stays a copy of the daemon", init);
+	/* Network namespaces made ahead of the calls that need one (root only). */
+	k->netns_pool = cg_netns_pool_start(CG_NETNS_POOL_SIZE) == 0;
 	if (start_threads(k, cfg->n_workers, &err) != 0)
 		goto fail_threads;
 	*out = k;
@@ -182,6 +185,8 @@ int cg_kernel_new(const struct cg_kernel_config *cfg, struct cg_kernel **out, st
 	return 0;
 
 fail_threads:
+	if (k->netns_pool)
+		cg_netns_pool_stop();
 	free(k->threads);
 fail_evidence:
 	cg_screen_free(k->screen);
@@ -238,6 +243,8 @@ void cg_kernel_free(struct cg_kernel *k)
 	if (!k)
 		return;
 	cg_kernel_shutdown(k);
+	if (k->netns_pool)
+		cg_netns_pool_stop();
 	free(k->threads);
 	cg_screen_free(k->screen);
 	cg_evidence_close(k->ev);

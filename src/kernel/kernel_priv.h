@@ -92,6 +92,7 @@ struct cg_kernel {
 	pthread_cond_t timer_cond; /* CLOCK_MONOTONIC; wakes the deadline thread */
 	pthread_t timer;
 	bool timer_started;
+	bool netns_pool;     /* this kernel started the network namespace pool */
 	char *ssh_auth_sock; /* the daemon's own agent socket, for forward_agent */
 
 	/* The operator's per-call log (cg_kernel_config.on_call); NULL: none. */

@@ -21,6 +21,7 @@ import base64
 import errno
 import os
 import socket
+import threading
 import time
 import unittest
 
@@ -85,6 +86,30 @@ try:
     del b
 except MemoryError:
     print("bytearray MemoryError", flush=True)
+"""
+
+# "hold NAME READY DONE": bind the abstract Unix name NAME, create READY,
+# wait for DONE; "try NAME": connect to it. Both print the inode of their
+# network namespace, then "bound OK" / "connect OK" or an errno name.
+ABSTRACT = r"""
+import errno, os, socket, sys, time
+print("netns", os.stat("/proc/self/ns/net").st_ino, flush=True)
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+try:
+    if sys.argv[1] == "hold":
+        s.bind("\0" + sys.argv[2])
+        s.listen(1)
+        open(sys.argv[3], "w").close()
+        print("bound OK", flush=True)
+        for _ in range(400):
+            if os.path.exists(sys.argv[4]):
+                break
+            time.sleep(0.05)
+    else:
+        s.connect("\0" + sys.argv[2])
+        print("connect OK", flush=True)
+except OSError as e:
+    print(sys.argv[1], errno.errorcode.get(e.errno, str(e.errno)), flush=True)
 """
 
 GIB = 1 << 30
@@ -185,7 +210,8 @@ class ConfinedByPolicy(unittest.TestCase):
             raise
         # Arguments may not hold newlines (MCP-VAL-I-012): programs are files.
         cls.scripts = {}
-        for name, text in (("probe", PROBE), ("forker", FORKER), ("hog", HOG)):
+        for name, text in (("probe", PROBE), ("forker", FORKER), ("hog", HOG),
+                           ("abstract", ABSTRACT)):
             path = os.path.join(cls.d.tmp, name + ".py")
             with open(path, "w") as f:
                 f.write(text)
@@ -349,6 +375,49 @@ class ConfinedByPolicy(unittest.TestCase):
         # where this port is allowed) succeeds.
         res = self.probe("tcp", "net-tcp-port", host=connect_expr(self.port))
         self.assertEqual(res, {"host": "OK"})
+
+    def test_net_none_each_call_has_a_namespace_of_its_own(self):
+        # The daemon makes network namespaces ahead of the calls (a pool):
+        # none may be shared. Call A holds an abstract Unix name, which is
+        # scoped by network namespace, while calls B.. try to reach it; more
+        # calls than the pool holds, so both the pooled and the refilled
+        # ones are tried. A control connect from inside A's namespace (a
+        # second stage would get its own) is the "own" probe above.
+        ready = os.path.join(self.inside, "ready")
+        done = os.path.join(self.inside, "done")
+        name = f"cgtest-{os.getpid()}-{time.monotonic_ns()}"
+        held = {}
+
+        def hold():
+            held["out"] = self.run_cmd([PY, self.scripts["abstract"], "hold", name, ready, done],
+                                       "netnone", "net-none")
+
+        t = threading.Thread(target=hold)
+        t.start()
+        try:
+            for _ in range(400):
+                if os.path.exists(ready):
+                    break
+                time.sleep(0.05)
+            self.assertTrue(os.path.exists(ready), "call A never bound its name")
+            seen = []
+            for _ in range(6):
+                _, out, err, _ = self.run_cmd([PY, self.scripts["abstract"], "try", name],
+                                              "netnone", "net-none")
+                lines = dict(line.split(" ", 1) for line in out.splitlines())
+                self.assertEqual(lines.get("try"), "ECONNREFUSED", (out, err))
+                seen.append(lines["netns"])
+        finally:
+            open(done, "w").close()
+            t.join(timeout=60)
+        _, out, err, _ = held["out"]
+        lines = dict(line.split(" ", 1) for line in out.splitlines())
+        self.assertEqual(lines.get("bound"), "OK", (out, err))
+        host = str(os.stat("/proc/self/ns/net").st_ino)
+        daemon = str(os.stat(f"/proc/{self.d.proc.pid}/ns/net").st_ino)
+        self.assertNotIn(lines["netns"], seen + [host, daemon])
+        self.assertNotIn(host, seen)
+        self.assertNotIn(daemon, seen)
 
     def test_tcp_port_allow_list(self):
         res = self.probe("tcp", "net-tcp-port",
