@@ -89,6 +89,26 @@ class SharedDaemon(unittest.TestCase):
         self.assertNotEqual(reply_of(self, resp)["code"], "MCP-IO-I-002", resp)
         self.assertEqual(resp["status"], "ok", resp)
 
+    def test_argument_too_long_to_judge_is_refused_by_name(self):
+        # An argument a rule must judge as a path, longer than the policy's
+        # path buffer: refused with its own code (not "adjudicator failed"),
+        # and nothing runs: the file it would have created is absent.
+        target = os.path.join(self.d.workspace, "made-by-long-arg")
+        for n in (5000, 900000):
+            arg = "a" * n
+            resp = self.d.request(cgtest.make_request(
+                [["touch", target, arg]], privileged=False))
+            r = reply_of(self, resp)
+            self.assertEqual((resp["status"], r["code"]), ("denied", "EN-GATE-D-005"), r)
+            self.assertIn("argument-too-long", r["message"])
+            self.assertNotIn("{", r["message"])
+            self.assertFalse(os.path.exists(target))
+        # Control: the same call with a short argument runs and makes it.
+        resp = self.d.request(cgtest.make_request([["touch", target, "short"]],
+                                                  privileged=False))
+        self.assertEqual(resp["status"], "ok", resp)
+        self.assertTrue(os.path.exists(target))
+
     def test_trickling_peer_hits_read_deadline(self):
         with self.d.connect() as s:
             start = time.monotonic()

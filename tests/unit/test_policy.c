@@ -1252,7 +1252,11 @@ Test(policy, hostile_argv_fails_closed)
 				.workspace = "/ws/proj" };
 	struct cg_verdict v;
 	cr_assert_neq(cg_policy_rung(p, &call, &v), 0);
-	/* a path too long to canonicalise: the rung fails (the chain blocks) */
+	/*
+	 * A path too long to canonicalise is not judged: the rung blocks with
+	 * its own reason (the agent is told why), never "no match". A byte
+	 * less than the buffer is judged as usual.
+	 */
 	size_t big = 64 * 1024;
 	char *longarg = malloc(big + 1);
 	memset(longarg, 'a', big);
@@ -1260,7 +1264,17 @@ Test(policy, hostile_argv_fails_closed)
 	argv[1] = longarg;
 	argv[2] = NULL;
 	st.argc = 2;
-	cr_assert_neq(cg_policy_rung(p, &call, &v), 0);
+	cr_assert_eq(cg_policy_rung(p, &call, &v), 0);
+	cr_assert_eq(v.decision, CG_BLOCK);
+	cr_assert_eq(v.reason, CG_R_ARG_TOO_LONG);
+	cr_assert_str_eq(v.rule_id, "argument-too-long");
+	longarg[4096 - strlen("/ws/proj/") - 1] = '\0';
+	cr_assert_eq(cg_policy_rung(p, &call, &v), 0);
+	cr_assert_neq(v.reason, CG_R_ARG_TOO_LONG, "rule %s", v.rule_id);
+	longarg[4096 - strlen("/ws/proj/") - 1] = 'a';
+	longarg[4096 - strlen("/ws/proj/")] = '\0';
+	cr_assert_eq(cg_policy_rung(p, &call, &v), 0);
+	cr_assert_eq(v.reason, CG_R_ARG_TOO_LONG, "rule %s", v.rule_id);
 	free(longarg);
 	free(argv);
 	cg_policy_unref(p);
@@ -1303,9 +1317,10 @@ Test(policy, uncanonicalisable_path_cannot_dodge_a_deny)
 		.req = &req, .n_stages = 1, .stages = &rs, .cwd = cwd, .workspace = "/ws"
 	};
 	struct cg_verdict v;
-	int rc = cg_policy_rung(p, &call, &v);
-	cr_assert(rc != 0 || v.decision == CG_BLOCK, "rc %d decision %d rule %s", rc, v.decision,
-		  v.rule_id ? v.rule_id : "-");
+	cr_assert_eq(cg_policy_rung(p, &call, &v), 0);
+	cr_assert_eq(v.decision, CG_BLOCK, "decision %d rule %s", v.decision,
+		     v.rule_id ? v.rule_id : "-");
+	cr_assert_eq(v.reason, CG_R_ARG_TOO_LONG);
 	/* The same file named briefly is denied by the path rule. */
 	argv[1] = "/ws/.ssh/id_rsa";
 	cr_assert_eq(cg_policy_rung(p, &call, &v), 0);

@@ -392,7 +392,8 @@ struct sctx {
 	uint64_t *bits; /* n_pos rows of words, when scanned */
 	size_t words;
 	bool scanned;
-	bool failed; /* an internal failure: fail closed */
+	bool failed;   /* an internal failure: fail closed */
+	bool too_long; /* ...because an argument is too long to judge as a path */
 	/*
 	 * The stage's normalised tokens, made once per stage so that the rules
 	 * tried on it do not each re-parse argv; a stage with more tokens than
@@ -591,8 +592,10 @@ static bool argtext_path(struct argtext *a, struct sctx *sc)
 	 * be) must not read as "no match": a deny rule would then miss it. It is
 	 * an internal failure, and the decision fails closed.
 	 */
-	if (!ok)
+	if (!ok) {
 		sc->failed = true;
+		sc->too_long = a->s[0] == '/' || sc->cwd_state > 0;
+	}
 	a->canon = ok ? 1 : -1;
 	a->plen = ok ? len : 0;
 	return ok;
@@ -834,6 +837,14 @@ static unsigned stage_position(size_t i, size_t n)
  * generic ones. *r is NULL for default deny. -1 on an internal failure (the
  * caller fails closed).
  */
+/*
+ * What the deciders return: 0, -1 on an internal failure, or
+ * DECIDE_TOO_LONG when an argument is too long to judge as a path (the
+ * call is refused with its own reply, not as an adjudicator failure).
+ */
+#define DECIDE_TOO_LONG (-2)
+_Static_assert(PATH_BUF == 4096, "cg_policy_rung's refusal names the limit");
+
 static int decide_stage(const struct cg_policy *p, const struct cg_call *call,
 			const struct cg_stage *st, const char *exe, unsigned pos,
 			const struct rule **out, const struct cmdspec **spec_out)
@@ -877,7 +888,7 @@ static int decide_stage(const struct cg_policy *p, const struct cg_call *call,
 				return 0;
 			}
 			if (sc.failed)
-				return -1;
+				return sc.too_long ? DECIDE_TOO_LONG : -1;
 		}
 		return 0;
 	}
@@ -889,7 +900,7 @@ static int decide_stage(const struct cg_policy *p, const struct cg_call *call,
 			return 0;
 		}
 		if (sc.failed)
-			return -1;
+			return sc.too_long ? DECIDE_TOO_LONG : -1;
 	}
 	return 0;
 }
@@ -982,8 +993,9 @@ static int decide_stage_all(const struct cg_policy *p, const struct cg_call *cal
 	for (int depth = 0;; depth++) {
 		const struct rule *r;
 		const struct cmdspec *spec;
-		if (decide_stage(p, call, st, exe, pos, &r, &spec) != 0)
-			return -1;
+		int rc = decide_stage(p, call, st, exe, pos, &r, &spec);
+		if (rc != 0)
+			return rc;
 		/* Stages past 64 share the last bit: they get the union's sets (stricter). */
 		fold_add(f, r, 1ULL << (i < 63 ? i : 63));
 		if (each)
@@ -1061,7 +1073,7 @@ static int decide_action(const struct cg_policy *p, const struct cg_call *call, 
 			return 0;
 		}
 		if (sc.failed)
-			return -1;
+			return sc.too_long ? DECIDE_TOO_LONG : -1;
 	}
 	return 0;
 }
@@ -1110,17 +1122,18 @@ static int decide_all(const struct cg_policy *p, const struct cg_call *call, str
 	if (!call || !call->req || (call->n_stages && !call->stages) ||
 	    call->n_stages != call->req->n_stages)
 		return -1;
+	int rc;
 	for (size_t i = 0; i < call->n_stages; i++)
-		if (decide_stage_all(p, call, i, f, each, arg) != 0)
-			return -1;
+		if ((rc = decide_stage_all(p, call, i, f, each, arg)) != 0)
+			return rc;
 	json_t *acts = call->req->actions;
 	if (acts) {
 		if (!json_is_array(acts))
 			return -1;
 		for (size_t i = 0; i < json_array_size(acts); i++) {
 			const struct rule *r;
-			if (decide_action(p, call, json_array_get(acts, i), &r) != 0)
-				return -1;
+			if ((rc = decide_action(p, call, json_array_get(acts, i), &r)) != 0)
+				return rc;
 			fold_add(f, r, UINT64_MAX); /* an action's terms apply to every stage */
 			if (each)
 				each(r, arg);
@@ -1138,7 +1151,17 @@ int cg_policy_rung(void *ctx, const struct cg_call *call, struct cg_verdict *out
 	const struct cg_policy *p = ctx;
 	*out = (struct cg_verdict){ .decision = CG_DECISION_NONE };
 	struct fold f;
-	if (!p || decide_all(p, call, &f, NULL, NULL) != 0)
+	int rc = p ? decide_all(p, call, &f, NULL, NULL) : -1;
+	if (rc == DECIDE_TOO_LONG) {
+		/* Not judged is not matched: a deny rule might have named it. */
+		*out = (struct cg_verdict){ .decision = CG_BLOCK,
+					    .rule_id = "argument-too-long",
+					    .reason = CG_R_ARG_TOO_LONG,
+					    .why = "longer than 4096 bytes as a path under "
+						   "the working directory" };
+		return 0;
+	}
+	if (rc != 0)
 		return -1;
 	static const enum cg_decision dmap[] = { CG_ALLOW, CG_DEGRADE, CG_UNKNOWN, CG_BLOCK };
 	static const enum cg_reply_id rmap[] = { CG_R_ALLOWED, CG_R_DEGRADED, CG_R_NEEDS_HUMAN,
