@@ -279,6 +279,14 @@ void cg_netns_pool_stop(void)
 	pthread_mutex_unlock(&pool.mu);
 }
 
+unsigned cg_netns_pool_ready(void)
+{
+	pthread_mutex_lock(&pool.mu);
+	unsigned n = pool.running ? pool.n : 0;
+	pthread_mutex_unlock(&pool.mu);
+	return n;
+}
+
 int cg_netns_pool_enter(void)
 {
 	if (atomic_load(&pool_broken))

@@ -61,6 +61,8 @@ int cg_netns_send_listener(int ctl_fd);
 int cg_netns_pool_start(unsigned size);
 void cg_netns_pool_stop(void);
 int cg_netns_pool_enter(void);
+/* How many pooled namespaces are ready now (for tests and benchmarks). */
+unsigned cg_netns_pool_ready(void);
 void cg_netns_pool_leave(void);
 
 /* Can this process create a network namespace (root, or user namespaces allowed)? */

@@ -28,6 +28,7 @@
 
 #include "confine.h"
 #include "landlock.h"
+#include "netns.h"
 
 #define CHILD_CONFINE_FAILED 250
 
@@ -393,6 +394,95 @@ Test(confine, net_none_cannot_reach_host_loopback)
 	struct cg_confine_plan *p = prepare1(&c, NULL);
 	cr_assert_eq(run_child(NULL, NULL, connect_port, &port), 0);
 	cr_assert_eq(run_child(p, NULL, connect_port, &port), ECONNREFUSED);
+	close(s);
+	cg_confine_plan_free(p);
+}
+
+/* In a child of cg_confine_spawn: confine, report the namespace and what it reaches, wait. */
+struct pooled_probe {
+	const struct cg_confine_plan *plan;
+	int report_fd, hold_fd; /* hold_fd: read until EOF, so all are alive at once */
+	int hold_wr;		/* its write end, closed in the child */
+	int host_port;
+};
+
+static int pooled_child(void *arg)
+{
+	struct pooled_probe *a = arg;
+	if (cg_confine_child(a->plan) != 0)
+		_exit(CHILD_CONFINE_FAILED);
+	struct stat st;
+	int own_port = 0, own = listener(&own_port);
+	uint64_t r[3] = { stat("/proc/self/ns/net", &st) == 0 ? (uint64_t)st.st_ino : 0,
+			  (uint64_t)connect_port(&a->host_port),
+			  (uint64_t)connect_port(&own_port) };
+	close(own);
+	if (write(a->report_fd, r, sizeof(r)) != (ssize_t)sizeof(r))
+		_exit(3);
+	close(a->hold_wr);
+	char b;
+	while (read(a->hold_fd, &b, 1) > 0)
+		;
+	_exit(0);
+}
+
+/*
+ * The pool (root): each child of cg_confine_spawn is born in a namespace of
+ * its own, made ahead, with loopback up and no way to the host's loopback;
+ * the spawning thread is back in its own namespace after each spawn. The
+ * children stay alive until all have reported, so a namespace number the
+ * kernel freed cannot come back and be mistaken for sharing.
+ */
+Test(confine, pooled_network_namespaces_are_one_per_child)
+{
+	if (geteuid() != 0)
+		cr_skip_test("the pool needs root");
+	int port, s = listener(&port);
+	struct cg_constraints c = base_cons();
+	c.net = CG_NET_NONE;
+	struct cg_confine_plan *p = prepare1(&c, NULL);
+	cr_assert_eq(cg_netns_pool_start(2), 0);
+	for (int i = 0; i < 500 && cg_netns_pool_ready() < 2; i++)
+		usleep(10000);
+	cr_assert_eq(cg_netns_pool_ready(), 2);
+	struct stat home;
+	cr_assert_eq(stat("/proc/thread-self/ns/net", &home), 0);
+	int hold[2];
+	cr_assert_eq(pipe2(hold, O_CLOEXEC), 0);
+	enum { N = 4 }; /* two from the pool, then refilled or made by the child */
+	uint64_t seen[N];
+	pid_t pids[N];
+	for (int i = 0; i < N; i++) {
+		int fds[2];
+		cr_assert_eq(pipe2(fds, O_CLOEXEC), 0);
+		struct pooled_probe a = { p, fds[1], hold[0], hold[1], port };
+		pids[i] = cg_confine_spawn(NULL, p, pooled_child, &a);
+		cr_assert_gt(pids[i], 0);
+		close(fds[1]);
+		uint64_t r[3];
+		cr_assert_eq(read(fds[0], r, sizeof(r)), (ssize_t)sizeof(r), "child %d", i);
+		close(fds[0]);
+		cr_assert_neq(r[0], (uint64_t)home.st_ino, "child %d shares the host's namespace",
+			      i);
+		cr_assert_eq(r[1], (uint64_t)ECONNREFUSED, "child %d reached the host: %d", i,
+			     (int)r[1]);
+		cr_assert_eq(r[2], 0, "child %d: own loopback %d", i, (int)r[2]);
+		for (int j = 0; j < i; j++)
+			cr_assert_neq(r[0], seen[j], "children %d and %d share a namespace", j, i);
+		seen[i] = r[0];
+		struct stat now;
+		cr_assert_eq(stat("/proc/thread-self/ns/net", &now), 0);
+		cr_assert_eq(now.st_ino, home.st_ino, "the spawning thread did not come home");
+	}
+	close(hold[1]);
+	close(hold[0]);
+	for (int i = 0; i < N; i++) {
+		int st;
+		cr_assert_eq(waitpid(pids[i], &st, 0), pids[i]);
+		cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child %d status %#x", i, st);
+	}
+	cg_netns_pool_stop();
+	cr_assert_eq(cg_netns_pool_ready(), 0);
 	close(s);
 	cg_confine_plan_free(p);
 }
