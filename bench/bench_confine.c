@@ -14,6 +14,10 @@
  * UTS, IPC namespaces built per stage), and bubblewrap building a similar
  * world (--ro-bind / / --dev /dev --proc /proc --tmpfs /tmp --unshare-all).
  *
+ * The last row is net: none as the daemon starts it (cg_confine_spawn): born
+ * in a network namespace the pool made ahead (netns.c), against the row that
+ * makes its own in the child.
+ *
  * Usage: bench_confine [ITERATIONS]   (default 400; run as root)
  * Prints median and p99 in microseconds, and the median's delta and ratio
  * against the unconfined fork+exec.
@@ -29,11 +33,12 @@
 #include <unistd.h>
 
 #include "confine.h"
+#include "netns.h"
 #include "util.h"
 
 extern char **environ;
 
-enum mode { M_PLAIN, M_SECCOMP, M_LANDLOCK, M_NETNS, M_SPAWN, M_TODAY, M_VIEW };
+enum mode { M_PLAIN, M_SECCOMP, M_LANDLOCK, M_NETNS, M_SPAWN, M_TODAY, M_VIEW, M_NETPOOL };
 enum tree { T_NONE, T_JOIN, T_CLONE3 };
 
 struct variant {
@@ -101,6 +106,26 @@ static double prepare_alone(enum mode m, int n)
 	return med;
 }
 
+/* The child of a pooled run (cg_confine_spawn): as once()'s, born in the namespace. */
+struct pool_child_arg {
+	struct cg_tree *tree;
+	const struct cg_confine_plan *plan;
+};
+
+static int pool_child(void *p)
+{
+	const struct pool_child_arg *a = p;
+	char *const argv[] = { "/bin/true", NULL };
+	if (a->tree && cg_tree_child_join(a->tree, 0) != 0)
+		_exit(111);
+	int64_t c0 = cg_now_mono_ns();
+	if (cg_confine_child(a->plan) != 0)
+		_exit(112);
+	*child_ns = cg_now_mono_ns() - c0;
+	execve(argv[0], argv, environ);
+	_exit(113);
+}
+
 /* One iteration; returns elapsed ns, or -1 when the run failed. */
 static int64_t once(const struct variant *v)
 {
@@ -119,7 +144,7 @@ static int64_t once(const struct variant *v)
 		c.net = CG_NET_TCP;
 		c.ports = ports;
 		c.n_ports = 2;
-	} else if (v->mode == M_NETNS) {
+	} else if (v->mode == M_NETNS || v->mode == M_NETPOOL) {
 		c.net = CG_NET_NONE;
 	}
 	if (v->mode == M_TODAY || v->mode == M_VIEW) {
@@ -164,7 +189,10 @@ static int64_t once(const struct variant *v)
 		cg_confine_plan_free(plan);
 		return -1;
 	}
-	pid_t pid = v->tree == T_CLONE3 ? cg_confine_fork(tree, plan) : fork();
+	struct pool_child_arg pa = { tree, plan };
+	pid_t pid = v->mode == M_NETPOOL  ? cg_confine_spawn(tree, plan, pool_child, &pa)
+		    : v->tree == T_CLONE3 ? cg_confine_fork(tree, plan)
+					  : fork();
 	if (pid == 0) {
 		/* 111-113 say which step failed, for the failure line. */
 		char *const argv[] = { "/bin/true", NULL };
@@ -204,6 +232,8 @@ int main(int argc, char **argv)
 	int n = argc > 1 ? (int)strtol(argv[1], NULL, 10) : 400;
 	if (n < 10)
 		n = 10;
+	/* As the daemon does (root): the pooled variant draws on it, the others never. */
+	bool pooled = cg_netns_pool_start(CG_NETNS_POOL_SIZE) == 0;
 	char *bwrap[] = { "/usr/bin/bwrap", "--ro-bind", "/", "/",
 			  "--unshare-net",  "/bin/true", NULL };
 	char *sudo[] = { "/usr/bin/sudo", "-n", "/bin/true", NULL };
@@ -224,6 +254,8 @@ int main(int argc, char **argv)
 		{ "today: Landlock fs + net none + seccomp", M_TODAY, T_CLONE3, NULL },
 		{ "full view + today's confinement", M_VIEW, T_CLONE3, NULL },
 		{ "bwrap ro / dev proc tmpfs unshare-all", M_SPAWN, T_NONE, bwrap_all },
+		/* The daemon's way (cg_confine_spawn): born in a namespace made ahead. */
+		{ "tree + net: none (pooled) + seccomp", M_NETPOOL, T_CLONE3, NULL },
 	};
 	enum { V_BARE = 8, V_TODAY, V_VIEW, V_BWRAP };
 	double meds[16] = { 0 };
@@ -256,6 +288,8 @@ int main(int argc, char **argv)
 			samples[v * (size_t)n + (size_t)n_ok[v]++] = dt;
 		}
 	printf("bench_confine: %d iterations each, /bin/true, times in microseconds\n", n);
+	if (!pooled)
+		printf("(not root: no network namespace pool; the pooled row makes its own)\n");
 	printf("%-36s %10s %10s %12s %8s\n", "variant", "median", "p99", "d median", "ratio");
 	double base = 0;
 	for (size_t v = 0; v < nv; v++) {
