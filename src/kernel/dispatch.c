@@ -186,14 +186,20 @@ static void decided(struct cg_kernel *k, struct cg_job *j, bool claimed, struct 
 {
 	const struct cg_folded *f = &j->gate.folded;
 	j->decision = decision_json(f, j->gen);
-	/* A BLOCK is refused at once: one refusal event (answer_denied) is its trace. */
-	if (j->gate.req->action == CG_ACTION_GATE || f->decision != CG_BLOCK) {
+	/*
+	 * Refused at once (a BLOCK, or an UNKNOWN with nobody to ask): one
+	 * refusal event (answer_denied) is its trace.
+	 */
+	bool gate = j->gate.req->action == CG_ACTION_GATE;
+	bool refuse = !gate && (f->decision == CG_BLOCK ||
+				(f->decision == CG_UNKNOWN && nobody_to_ask(k, j)));
+	if (!refuse) {
 		ev_note_request(k, j);
 		ev_note_decided(k, j->trace_id, &j->gate, j->decision);
 	}
-	if (j->gate.req->action == CG_ACTION_GATE) {
+	if (gate) {
 		answer_gate(k, j);
-	} else if (f->decision == CG_BLOCK) {
+	} else if (refuse) {
 		answer_denied(k, j);
 	} else if (accept_job(k, j, claimed) != 0) {
 		/* answered */

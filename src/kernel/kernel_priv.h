@@ -253,6 +253,12 @@ struct cg_reply *sudo_dead_end(struct cg_job *j);
 int64_t approval_timeout(const struct cg_kernel *k, const struct gen *g);
 /* UNKNOWN: 0 queued or run under a grant, 1 no approver (caller refuses), -1 answered. */
 int defer_to_human(struct cg_kernel *k, struct cg_job *j, struct cg_job **job_out);
+/*
+ * Would defer_to_human refuse j at once for want of anyone to ask: approval
+ * off, no grant open, and no sudo dead end to name? Then the call is a
+ * refusal like a BLOCK (one event). Conservative: false when unsure.
+ */
+bool nobody_to_ask(struct cg_kernel *k, const struct cg_job *j);
 /* An agent's grant request: validated, then queued for a human. Consumes j. */
 void request_grant(struct cg_kernel *k, struct cg_job *j, bool claimed, struct cg_job **job_out);
 /* Let j run under gr (a use consumed and recorded). Caller holds k->lock. */

@@ -352,6 +352,42 @@ class Grants(unittest.TestCase):
         self.assertNotIn("grant_id", resp["reply"].get("data", {}))
 
 
+class GrantWithoutApproval(unittest.TestCase):
+    """Approval off: an UNKNOWN is refused at once (one event) only while no
+    grant could cover it; with a grant open it is looked up, and runs when
+    the grant covers it."""
+
+    def setUp(self):
+        self.d = cgtest.Daemon().start()
+
+    def tearDown(self):
+        self.d.close()
+
+    def events_of(self, tid):
+        path = os.path.join(self.d.state_dir, "traces", tid, "events.ndjson")
+        end = time.time() + WAIT
+        while not os.path.exists(path) and time.time() < end:
+            time.sleep(0.05)
+        with open(path) as f:
+            return [json.loads(line)["type"] for line in f]
+
+    def test_grant_is_found_and_uncovered_calls_are_still_refused(self):
+        no = self.d.request(cgtest.make_request([["id", "-u"]]))
+        self.assertEqual(no["reply"]["code"], "EN-EXEC-D-003", no)
+        self.assertEqual(self.events_of(no["reply"]["trace_id"]), ["refusal"])
+        ok = self.d.admin("grant_open", grant={
+            "pipeline": [{"exe": "/usr/bin/id", "argv": ["id", "-u"]}], "privileged": True,
+            "uses": 1, "ttl_s": 60})
+        self.assertEqual(ok["reply"]["code"], "CT-OPEN-S-001", ok)
+        ran = self.d.request(cgtest.make_request([["id", "-u"]]), timeout=WAIT)
+        self.assertEqual(ran["status"], "ok", ran)
+        self.assertEqual(ran["reply"]["data"]["grant_id"], ok["reply"]["data"]["grant_id"])
+        # The grant is used up, so none is open: refused at once again.
+        again = self.d.request(cgtest.make_request([["id", "-u"]]))
+        self.assertEqual(again["reply"]["code"], "EN-EXEC-D-003", again)
+        self.assertEqual(self.events_of(again["reply"]["trace_id"]), ["refusal"])
+
+
 class AgentAsksForGrant(unittest.TestCase):
     """The agent socket may ask for a grant; only a human opens it."""
 

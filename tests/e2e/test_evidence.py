@@ -102,6 +102,27 @@ class EvidenceTools(unittest.TestCase):
                          ("BLOCK", "blocked", False))
         self.assertEqual(v["reply"]["message"], p["reply"]["message"])
 
+    def test_unknown_with_nobody_to_ask_is_one_refusal_event(self):
+        # Approval off and no grant open: a privileged call (the protocol's
+        # default) cannot reach a person, so it is refused at once, as one
+        # event, with the decision it had: UNKNOWN.
+        no = self.d.request(cgtest.make_request([["/usr/bin/id", "-u"]]))
+        self.assertEqual((no["status"], no["reply"]["code"]), ("denied", "EN-EXEC-D-003"), no)
+        tid = no["reply"]["trace_id"]
+        wait_package(self.state, tid)
+        with open(os.path.join(self.state, "traces", tid, "events.ndjson")) as f:
+            events = [json.loads(l) for l in f]
+        self.assertEqual([e["type"] for e in events], ["refusal"])
+        p = events[0]["payload"]
+        self.assertEqual((p["decision"]["decision"], p["decision"]["rung"]),
+                         ("UNKNOWN", "privilege"))
+        with open(os.path.join(self.state, "traces", tid, "verdict.json")) as f:
+            v = json.load(f)
+        self.assertEqual((v["decision"], v["executed"], v["reply"]["code"]),
+                         ("UNKNOWN", False, "EN-EXEC-D-003"))
+        r = verifier(self.state, tid)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+
     def test_replay_passes_and_writes_replay_json(self):
         p = cli(self.state, "replay", self.allowed)
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
