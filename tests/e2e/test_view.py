@@ -11,6 +11,7 @@ import base64
 import errno
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -595,3 +596,76 @@ class DaemonFilesOutsideTmp(unittest.TestCase):
         finally:
             d.close()
             shutil.rmtree(home, ignore_errors=True)
+
+
+class InitProgram(unittest.TestCase):
+    """callgate-init by effect, run directly: it waits for the command it is
+    given, forwards a supervisor's signals to it, and exits with its status
+    (128 + the signal when a signal ended it); bad arguments exit 127. On
+    x86_64 it is built without a C library, so its system calls are its own."""
+
+    @classmethod
+    def setUpClass(cls):
+        here = [os.path.join(os.path.dirname(cgtest.CALLGATED), "callgate-init"),
+                os.path.join(cgtest.BUILDDIR, "callgate-init")]
+        cls.init = next((p for p in here if os.access(p, os.X_OK)), None)
+        if not cls.init:
+            raise unittest.SkipTest("callgate-init is not next to callgated or in the build")
+
+    def start(self, argv):
+        """Fork a process that starts argv as its child, then execs
+        callgate-init with that child's pid; returns the init's pid."""
+        pid = os.fork()
+        if pid == 0:
+            try:
+                child = os.fork()
+                if child == 0:
+                    os.execvp(argv[0], argv)
+                os.execv(self.init, ["callgate-init", str(child)])
+            finally:
+                os._exit(126)
+        return pid
+
+    def wait_handlers(self, pid):
+        """Until pid is callgate-init with its SIGTERM handler installed."""
+        for _ in range(500):
+            try:
+                with open(f"/proc/{pid}/status") as f:
+                    st = f.read()
+                cgt = int(st.split("SigCgt:")[1].split()[0], 16)
+                if os.readlink(f"/proc/{pid}/exe") == os.path.realpath(self.init) and \
+                        cgt & (1 << (signal.SIGTERM - 1)):
+                    return
+            except (OSError, IndexError, ValueError):
+                pass
+            time.sleep(0.01)
+        self.fail("callgate-init never installed its handlers")
+
+    def status(self, pid):
+        _, st = os.waitpid(pid, 0)
+        return os.waitstatus_to_exitcode(st)
+
+    def test_exits_with_the_commands_status(self):
+        self.assertEqual(self.status(self.start(["sh", "-c", "exit 7"])), 7)
+        self.assertEqual(self.status(self.start(["true"])), 0)
+
+    def test_forwards_a_supervisors_signal(self):
+        start = time.monotonic()
+        pid = self.start(["sleep", "30"])
+        self.wait_handlers(pid)
+        os.kill(pid, signal.SIGTERM)
+        self.assertEqual(self.status(pid), 128 + signal.SIGTERM)
+        self.assertLess(time.monotonic() - start, 20, "the command was not signalled")
+
+    def test_a_command_killed_by_a_signal_is_128_plus_it(self):
+        pid = self.start(["sh", "-c", "kill -USR2 $$"])
+        self.assertEqual(self.status(pid), 128 + signal.SIGUSR2)
+
+    def test_bad_arguments_exit_127(self):
+        for args in ([], ["x"], ["1"], ["-5"], ["12a"], ["4194305"], ["2", "3"],
+                     [str(2 ** 40)]):
+            p = subprocess.run([self.init] + args, timeout=10)
+            self.assertEqual(p.returncode, 127, args)
+        # A pid that is not its child: waiting fails, 127 (never hangs).
+        p = subprocess.run([self.init, "99999"], timeout=10)
+        self.assertEqual(p.returncode, 127)
