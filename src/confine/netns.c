@@ -184,16 +184,23 @@ static struct {
 };
 static atomic_bool pool_broken; /* a thread could not return home: no more setns */
 
-/* One fresh namespace with loopback up, entered by this thread: its fd, or -errno. */
+/*
+ * One fresh namespace with loopback up: its fd, or -errno. This thread
+ * makes it, then goes home, so the fd is all that holds it until a stage.
+ */
 static int make_one(void)
 {
 	if (unshare(CLONE_NEWNET) != 0)
 		return -errno;
 	int rc = loopback_up();
-	if (rc != 0)
-		return -rc;
-	int fd = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
-	return fd >= 0 ? fd : -errno;
+	int fd = rc == 0 ? open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC) : -1;
+	if (rc == 0 && fd < 0)
+		rc = errno;
+	if (setns(pool.home_fd, CLONE_NEWNET) != 0 && rc == 0)
+		rc = errno;
+	if (rc != 0 && fd >= 0)
+		(void)close(fd);
+	return rc != 0 ? -rc : fd;
 }
 
 static void *pool_main(void *arg)

@@ -55,6 +55,7 @@ int cg_netns_send_listener(int ctl_fd);
  * child cloned before cg_netns_pool_leave is born in that namespace and
  * must not make another. cg_netns_pool_leave returns the thread to the
  * daemon's namespace; the pooled one lives on only through that child.
+ * cg_netns_pool_stop MUST NOT run while a thread is between the two.
  */
 #define CG_NETNS_POOL_MAX  16
 #define CG_NETNS_POOL_SIZE 4
