@@ -4,8 +4,9 @@
  *
  *   1. in-process decide latency (ns/op) of the adjudicator chain over the
  *      default policy, for an allowed and a denied call;
- *   2. socket round trip to a real callgated of a refused call and of ping
- *      (median and p99);
+ *   2. socket round trip to a real callgated of a refused call (`ls`,
+ *      privileged by the protocol's default, with no approver configured:
+ *      refused at once) and of ping (median and p99);
  *   3. a governed /bin/true (the whole call: decode, resolve, decide,
  *      evidence, confine, spawn, wait, encode) against a bare posix_spawn +
  *      waitpid of /bin/true, with the ratio.
