@@ -17,7 +17,9 @@
  * probes the CPU with cpuid, which a virtual machine traps, and that cost
  * ~280 us of the ~380 us a static libc program takes to start and exit on
  * the development VM (~100 us without). The few system calls it makes are
- * then made directly; the logic below is the same either way.
+ * then made directly; the logic below is the same either way. It is then
+ * a static PIE that nothing relocates: no pointer may live in static data
+ * (every address below is taken at run time, relative to the code).
  *
  * Usage (by the daemon only): callgate-init PID, PID being the command's
  * pid in the namespace. Exit 127 on a usage error.
