@@ -1333,61 +1333,44 @@ static bool caller_event_ok(const char *trace_id, enum cg_event_type type, const
 	       type != CG_EV_REFUSAL && json_is_object(payload);
 }
 
+/*
+ * Queue one event of a caller's (payload consumed): ok says the caller's
+ * checks passed. kind IT_REFUSAL makes the event seal its trace; a gate
+ * is opened by the writer once the event is durable.
+ */
+static int queue_event(struct cg_evidence *ev, bool ok, const char *trace_id, int type,
+		       json_t *payload, bool durable, enum item_kind kind, _Atomic uint32_t *gate)
+{
+	struct item *it = ev && ok ? item_event(trace_id, type, payload, durable) : NULL;
+	json_decref(payload);
+	if (!it) {
+		errno = ev && ok ? ENOMEM : EINVAL;
+		return -1;
+	}
+	it->kind = kind;
+	it->gate = gate;
+	return enqueue(ev, it);
+}
+
 int cg_evidence_append(struct cg_evidence *ev, const char *trace_id, enum cg_event_type type,
 		       json_t *payload, bool durable)
 {
-	int saved = 0;
-	if (!ev || !caller_event_ok(trace_id, type, payload)) {
-		saved = EINVAL;
-		goto free_payload;
-	}
-	struct item *it = item_event(trace_id, (int)type, payload, durable);
-	if (!it) {
-		saved = ENOMEM;
-		goto free_payload;
-	}
-	json_decref(payload);
-	return enqueue(ev, it);
-free_payload:
-	json_decref(payload);
-	errno = saved;
-	return -1;
+	return queue_event(ev, caller_event_ok(trace_id, type, payload), trace_id, (int)type,
+			   payload, durable, IT_EVENT, NULL);
 }
 
 int cg_evidence_append_gated(struct cg_evidence *ev, const char *trace_id, enum cg_event_type type,
 			     json_t *payload, _Atomic uint32_t *gate)
 {
-	if (!ev || !gate || !caller_event_ok(trace_id, type, payload)) {
-		json_decref(payload);
-		errno = EINVAL;
-		return -1;
-	}
-	struct item *it = item_event(trace_id, (int)type, payload, true);
-	json_decref(payload);
-	if (!it) {
-		errno = ENOMEM;
-		return -1;
-	}
-	it->gate = gate;
-	return enqueue(ev, it);
+	return queue_event(ev, gate && caller_event_ok(trace_id, type, payload), trace_id,
+			   (int)type, payload, true, IT_EVENT, gate);
 }
 
 int cg_evidence_refuse(struct cg_evidence *ev, const char *trace_id, json_t *payload)
 {
-	if (!ev || !cg_trace_id_valid(trace_id) || strcmp(trace_id, CG_JOURNAL_TRACE) == 0 ||
-	    !json_is_object(payload) || !json_is_object(json_object_get(payload, "reply"))) {
-		json_decref(payload);
-		errno = EINVAL;
-		return -1;
-	}
-	struct item *it = item_event(trace_id, CG_EV_REFUSAL, payload, false);
-	json_decref(payload);
-	if (!it) {
-		errno = ENOMEM;
-		return -1;
-	}
-	it->kind = IT_REFUSAL;
-	return enqueue(ev, it);
+	bool ok = cg_trace_id_valid(trace_id) && strcmp(trace_id, CG_JOURNAL_TRACE) != 0 &&
+		  json_is_object(payload) && json_is_object(json_object_get(payload, "reply"));
+	return queue_event(ev, ok, trace_id, CG_EV_REFUSAL, payload, false, IT_REFUSAL, NULL);
 }
 
 int cg_evidence_seal(struct cg_evidence *ev, const char *trace_id, json_t *verdict)

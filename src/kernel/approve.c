@@ -109,9 +109,8 @@ static void refuse_deferred(struct cg_kernel *k, struct cg_job *j, struct cg_rep
 
 bool nobody_to_ask(struct cg_kernel *k, const struct cg_job *j)
 {
-	/* sudo_dead_end has a reply of its own only for a privileged call of a non-root daemon. */
-	if (j->gate.req->privileged && geteuid() != 0)
-		return false;
+	if (sudo_in_play(j))
+		return false; /* sudo_dead_end may have a reply of its own */
 	pthread_mutex_lock(&k->lock);
 	bool none = !k->approval && k->grants.n == 0;
 	pthread_mutex_unlock(&k->lock);

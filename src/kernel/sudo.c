@@ -158,9 +158,14 @@ static bool sudo_would_run(const char *exe, const struct cg_stage *st)
 	return rc >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
+bool sudo_in_play(const struct cg_job *j)
+{
+	return j->gate.req->privileged && geteuid() != 0;
+}
+
 struct cg_reply *sudo_dead_end(struct cg_job *j)
 {
-	if (!j->gate.req->privileged || geteuid() == 0)
+	if (!sudo_in_play(j))
 		return NULL;
 	struct cg_reply *err = NULL;
 	struct cg_confine_plan *plan = NULL;

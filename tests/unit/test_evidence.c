@@ -158,6 +158,16 @@ static void path_of(char *buf, size_t n, const char *rel)
 	snprintf(buf, n, "%s/%s", state, rel);
 }
 
+/* The JSON file at rel under the state dir (asserted to parse). */
+static json_t *load_json(const char *rel)
+{
+	char p[512];
+	path_of(p, sizeof(p), rel);
+	json_t *v = json_load_file(p, 0, NULL);
+	cr_assert_not_null(v, "%s does not parse", rel);
+	return v;
+}
+
 static char *slurp(const char *rel, size_t *len)
 {
 	char p[512];
@@ -218,9 +228,7 @@ Test(evidence, sealed_calls_verify_and_package_has_five_files)
 		size_t n;
 		free(slurp(rel, &n));
 	}
-	char p[512];
-	path_of(p, sizeof(p), "traces/t2/verdict.json");
-	json_t *v = json_load_file(p, 0, NULL);
+	json_t *v = load_json("traces/t2/verdict.json");
 	cr_assert_str_eq(json_string_value(json_object_get(v, "decision")), "BLOCK");
 	cr_assert_eq(json_real_value(json_object_get(v, "confidence")), 1.0);
 	cr_assert_str_eq(json_string_value(json_array_get(json_object_get(v, "blocked"), 0)),
@@ -232,8 +240,7 @@ Test(evidence, sealed_calls_verify_and_package_has_five_files)
 			     json_array_get(json_object_get(v, "why"), 0), "rule_id")),
 			 "r1");
 	json_decref(v);
-	path_of(p, sizeof(p), "traces/t1/replay.json");
-	v = json_load_file(p, 0, NULL);
+	v = load_json("traces/t1/replay.json");
 	cr_assert_str_eq(json_string_value(json_object_get(v, "status")), "PASS");
 	json_decref(v);
 	size_t n;
@@ -504,9 +511,7 @@ Test(evidence, exec_without_permit_is_critical_and_recorded_at_seal)
 	emit_call(ev, "t3", "ALLOW", false, true);
 	cg_evidence_close(ev);
 	ASSERT_FAILS_WITH("t3", "exec_without_permit");
-	char p[512];
-	path_of(p, sizeof(p), "traces/t3/replay.json");
-	json_t *v = json_load_file(p, 0, NULL);
+	json_t *v = load_json("traces/t3/replay.json");
 	cr_assert_str_eq(json_string_value(json_object_get(v, "status")), "FAIL");
 	json_decref(v);
 }
@@ -522,10 +527,10 @@ Test(evidence, exec_after_block_is_critical)
 Test(evidence, tampered_verdict_json_is_named)
 {
 	two_calls();
+	json_t *v = load_json("traces/t2/verdict.json");
+	json_object_set_new(v, "decision", json_string("ALLOW"));
 	char p[512];
 	path_of(p, sizeof(p), "traces/t2/verdict.json");
-	json_t *v = json_load_file(p, 0, NULL);
-	json_object_set_new(v, "decision", json_string("ALLOW"));
 	json_dump_file(v, p, 0);
 	json_decref(v);
 	ASSERT_FAILS_WITH("t2", "verdict_mismatch");
@@ -643,9 +648,7 @@ Test(evidence, crash_leaves_trace_incomplete_not_sealed)
 	cr_assert_str_eq(json_string_value(json_object_get(t, "status")), "INCOMPLETE");
 	json_decref(rep);
 	ASSERT_PASSES(NULL);
-	char p[512];
-	path_of(p, sizeof(p), "traces/t5/verdict.json");
-	json_t *v = json_load_file(p, 0, NULL);
+	json_t *v = load_json("traces/t5/verdict.json");
 	cr_assert_str_eq(json_string_value(json_object_get(v, "status")), "incomplete");
 	json_decref(v);
 }
@@ -994,9 +997,7 @@ Test(evidence, refusal_is_one_event_that_seals_its_trace)
 	cr_assert_not_null(strstr(b, "\"tseq\":1,\"type\":\"refusal\""));
 	free(b);
 	ASSERT_PASSES(NULL);
-	char p[512];
-	path_of(p, sizeof(p), "traces/r1/verdict.json");
-	json_t *v = json_load_file(p, 0, NULL);
+	json_t *v = load_json("traces/r1/verdict.json");
 	cr_assert_str_eq(json_string_value(json_object_get(v, "decision")), "BLOCK");
 	cr_assert_str_eq(json_string_value(json_object_get(v, "outcome")), "blocked");
 	cr_assert(json_is_false(json_object_get(v, "executed")));
@@ -1008,6 +1009,8 @@ Test(evidence, refusal_is_one_event_that_seals_its_trace)
 	    "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
 	/* The package may not say more than the event: a changed message is named. */
 	json_object_set_new(json_object_get(v, "reply"), "message", json_string("fine"));
+	char p[512];
+	path_of(p, sizeof(p), "traces/r1/verdict.json");
 	json_dump_file(v, p, 0);
 	json_decref(v);
 	ASSERT_FAILS_WITH("r1", "verdict_mismatch");
