@@ -106,8 +106,10 @@ class EvidenceTools(unittest.TestCase):
         # Approval off and no grant open: a privileged call (the protocol's
         # default) cannot reach a person, so it is refused at once, as one
         # event, with the decision it had: UNKNOWN.
-        no = self.d.request(cgtest.make_request([["/usr/bin/id", "-u"]]))
+        made = os.path.join(self.d.workspace, "made-without-a-person")
+        no = self.d.request(cgtest.make_request([["touch", made]]))
         self.assertEqual((no["status"], no["reply"]["code"]), ("denied", "EN-EXEC-D-003"), no)
+        self.assertFalse(os.path.exists(made), "the refused call ran")
         tid = no["reply"]["trace_id"]
         wait_package(self.state, tid)
         with open(os.path.join(self.state, "traces", tid, "events.ndjson")) as f:
@@ -122,6 +124,10 @@ class EvidenceTools(unittest.TestCase):
                          ("UNKNOWN", False, "EN-EXEC-D-003"))
         r = verifier(self.state, tid)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        # Control: the same command, not privileged, runs and makes the file.
+        ok = self.d.request(cgtest.make_request([["touch", made]], privileged=False))
+        self.assertEqual(ok["status"], "ok", ok)
+        self.assertTrue(os.path.exists(made))
 
     def test_replay_passes_and_writes_replay_json(self):
         p = cli(self.state, "replay", self.allowed)
