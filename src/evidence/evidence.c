@@ -9,7 +9,8 @@
  * all of it when anyone in the batch asked for durability (group commit).
  * Seals run the call's own replay step on the trace's events in memory,
  * append the replay and seal events and sign a checkpoint on the writer
- * thread; a second thread then writes the trace packages (traces/<id>/), so
+ * thread (at once, or at most SEAL_CKPT_GAP_MS later when one was just
+ * signed); a second thread then writes the trace packages (traces/<id>/), so
  * that slow directory operations never delay a group commit, and the event
  * loop never waits on disk at all.
  *
@@ -57,14 +58,20 @@
 #define DEFAULT_SEGMENT_BYTES (64ull << 20)
 #define DEFAULT_CKPT_EVERY    10000u
 #define DEFAULT_CKPT_MS	      1000
-#define QUEUE_CAP	      (1u << 20) /* pending items; past this appends fail (EAGAIN) */
-#define ADMIT_HIGH_WATER      32768u	 /* pending items past which new calls are turned away */
-#define PKG_WEIGHT	      8u	 /* a waiting trace package, in queued-item units */
-#define SEGMENT_READ_CAP      ((size_t)2 << 30)
-#define RESUME_READ_CAP	      ((size_t)256 << 20)
-#define PKG_BACKLOG_CAP	      8192u /* packages waiting to be written; past this the writer waits */
-#define HEAL_PROBE_MS	      1000  /* a failed journal tries to reopen this often */
-#define RETENTION_TICK_MS     60000 /* with retention on, old segments are looked at this often */
+/*
+ * A batch that seals a trace is signed at once unless a checkpoint was
+ * signed less than this long ago; then the next one, at most this much
+ * later, covers it (a group commit of signatures under a flood).
+ */
+#define SEAL_CKPT_GAP_MS  10
+#define QUEUE_CAP	  (1u << 20) /* pending items; past this appends fail (EAGAIN) */
+#define ADMIT_HIGH_WATER  32768u     /* pending items past which new calls are turned away */
+#define PKG_WEIGHT	  8u	     /* a waiting trace package, in queued-item units */
+#define SEGMENT_READ_CAP  ((size_t)2 << 30)
+#define RESUME_READ_CAP	  ((size_t)256 << 20)
+#define PKG_BACKLOG_CAP	  8192u /* packages waiting to be written; past this the writer waits */
+#define HEAL_PROBE_MS	  1000	/* a failed journal tries to reopen this often */
+#define RETENTION_TICK_MS 60000 /* with retention on, old segments are looked at this often */
 
 static const char *const ev_names[] = {
 #define CG_EVENT_NAME(e, s) s,
@@ -155,6 +162,7 @@ struct cg_evidence {
 	uint64_t ckpt_line_off; /* where the last checkpoint line starts */
 	bool ckpt_line_valid;	/* … and it was written by this run */
 	int64_t last_ckpt_ns;
+	bool seal_unsigned;	/* a sealed trace waits for the next checkpoint */
 	int64_t last_resume_ns; /* when a resume point was last made */
 	char *resume;		/* the newest resume point, not yet handed on */
 	size_t resume_len;
@@ -623,6 +631,7 @@ static int checkpoint(struct cg_evidence *ev, bool final)
 	ev->since_ckpt = 0;
 	ev->ckpt_seq = ev->seq;
 	ev->last_ckpt_ns = cg_now_mono_ns();
+	ev->seal_unsigned = false;
 	return 0;
 }
 
@@ -995,9 +1004,12 @@ static int process(struct cg_evidence *ev, struct item *batch, bool final)
 		return -1;
 	if (batch_write(ev) < 0)
 		return -1;
-	bool want_ckpt = ev->seq > ev->ckpt_seq &&
-			 (sealed || final || ev->since_ckpt >= ev->cfg.checkpoint_every ||
-			  cg_now_mono_ns() - ev->last_ckpt_ns >= ev->cfg.checkpoint_ms * 1000000);
+	int64_t since = cg_now_mono_ns() - ev->last_ckpt_ns;
+	ev->seal_unsigned |= sealed;
+	bool want_ckpt =
+	    ev->seq > ev->ckpt_seq && (final || ev->since_ckpt >= ev->cfg.checkpoint_every ||
+				       since >= ev->cfg.checkpoint_ms * 1000000 ||
+				       (ev->seal_unsigned && since >= SEAL_CKPT_GAP_MS * 1000000));
 	/* A checkpoint may only name a head that is already durable. */
 	if ((need_sync || want_ckpt) && fdatasync(ev->seg_fd) != 0)
 		return -1;
@@ -1196,7 +1208,9 @@ static void *writer_main(void *arg)
 				continue;
 			}
 			/* Events not yet under a checkpoint: wake when the interval is due. */
-			int64_t due = ev->last_ckpt_ns + ev->cfg.checkpoint_ms * 1000000;
+			int64_t due = ev->last_ckpt_ns + (ev->seal_unsigned
+							      ? SEAL_CKPT_GAP_MS * 1000000
+							      : ev->cfg.checkpoint_ms * 1000000);
 			struct timespec ts = { (time_t)(due / 1000000000),
 					       (long)(due % 1000000000) };
 			if (pthread_cond_timedwait(&ev->work_cv, &ev->mu, &ts) == ETIMEDOUT)

@@ -1073,6 +1073,57 @@ Test(evidence, refusal_package_is_rebuilt_from_the_journal)
 	ASSERT_PASSES("r5");
 }
 
+/* The seq of the last line of checkpoints.ndjson, or 0 when there is none. */
+static uint64_t last_checkpoint_seq(void)
+{
+	size_t len = 0;
+	char p[512], *b = NULL;
+	path_of(p, sizeof(p), "checkpoints.ndjson");
+	if (cg_file_read(p, 1 << 24, &b, &len) != 0 || len == 0) {
+		free(b);
+		return 0;
+	}
+	char *last = b + len - 1;
+	while (last > b && last[-1] != '\n')
+		last--;
+	struct cg_ckpt c;
+	char why[200];
+	cr_assert_eq(cg_ckpt_parse(last, (size_t)(b + len - last), &c, why, sizeof(why)), 0, "%s",
+		     why);
+	free(b);
+	return c.seq;
+}
+
+/*
+ * Seals close together share a checkpoint (one is signed at most every
+ * 10 ms for them), and none is left unsigned: with no further work, and
+ * the interval checkpoint a minute away, the writer still signs the last
+ * seal by itself.
+ */
+Test(evidence, every_seal_is_signed_soon_without_more_work)
+{
+	struct cg_evidence_config c = { .state_dir = state,
+					.write_traces = true,
+					.checkpoint_ms = 60000 };
+	struct cg_evidence *ev = NULL;
+	struct cg_reply *err = NULL;
+	cr_assert_eq(cg_evidence_open(&c, &ev, &err), 0);
+	uint64_t base = last_checkpoint_seq();
+	for (int i = 0; i < 40; i++) {
+		char id[16];
+		snprintf(id, sizeof(id), "s%d", i);
+		cr_assert_eq(cg_evidence_refuse(ev, id, refusal_payload("BLOCK", "no")), 0);
+		cr_assert_eq(cg_evidence_flush(ev), 0);
+	}
+	uint64_t seq = 0;
+	for (int i = 0; i < 500 && (seq = last_checkpoint_seq()) < base + 40; i++)
+		usleep(10000);
+	cr_assert_eq(seq, base + 40, "the last seal is still unsigned (checkpoint at %llu)",
+		     (unsigned long long)seq);
+	cg_evidence_close(ev);
+	ASSERT_PASSES(NULL);
+}
+
 static struct cg_evidence *open_ev_archive(void)
 {
 	struct cg_evidence_config c = { .state_dir = state, .write_traces = true, .archive = true };
