@@ -294,12 +294,23 @@ static struct cg_evline *tstate_evlines(const struct tstate *t, json_t *diff)
 	if (!v)
 		return NULL;
 	for (size_t i = 0; i < t->n; i++) {
+		const struct tline *l = &t->lines[i];
 		const char *check;
 		char why[200];
-		if (cg_evline_parse(t->buf + t->lines[i].off, t->lines[i].len, &v[i], &check, why,
-				    sizeof(why)) < 0)
-			cg_diff_add(diff, check, "events.ndjson", i + 1, t->lines[i].seq, NULL,
-				    NULL, why);
+		/*
+		 * A refusal's members were checked when it was queued
+		 * (cg_evidence_refuse) and its decision kept in its line: its
+		 * payload needs no second parse here. Replay parses it in full.
+		 */
+		bool known = l->type == CG_EV_REFUSAL;
+		int rc = known ? cg_evline_parse_chain(t->buf + l->off, l->len, &v[i], &check, why,
+						       sizeof(why))
+			       : cg_evline_parse(t->buf + l->off, l->len, &v[i], &check, why,
+						 sizeof(why));
+		if (rc < 0)
+			cg_diff_add(diff, check, "events.ndjson", i + 1, l->seq, NULL, NULL, why);
+		else if (known)
+			memcpy(v[i].decision, l->decision, sizeof(v[i].decision));
 		v[i].lineno = i + 1;
 	}
 	return v;
@@ -498,7 +509,8 @@ free_docs:
 /* A refusal: its one event is the whole trace and seals it (no replay or seal event). */
 static int do_refusal(struct cg_evidence *ev, struct item *it)
 {
-	if (emit(ev, it->trace, CG_EV_REFUSAL, it->ts, it->payload, it->payload_len, NULL) < 0)
+	if (emit(ev, it->trace, CG_EV_REFUSAL, it->ts, it->payload, it->payload_len, it->decision) <
+	    0)
 		return -1;
 	struct tstate *t = tstate_get(ev, it->trace, false);
 	json_t *diff = t ? self_check(t, false) : NULL;
@@ -1330,8 +1342,10 @@ static struct item *item_event(const char *trace_id, int type, json_t *payload, 
 		return NULL;
 	}
 	it->payload_len = strlen(it->payload);
-	if (type == CG_EV_DECISION) {
-		const char *d = json_string_value(json_object_get(payload, "decision"));
+	if (type == CG_EV_DECISION || type == CG_EV_REFUSAL) {
+		const json_t *dj =
+		    type == CG_EV_DECISION ? payload : json_object_get(payload, "decision");
+		const char *d = json_string_value(json_object_get(dj, "decision"));
 		if (d)
 			snprintf(it->decision, sizeof(it->decision), "%s", d);
 	}
@@ -1382,8 +1396,12 @@ int cg_evidence_append_gated(struct cg_evidence *ev, const char *trace_id, enum 
 
 int cg_evidence_refuse(struct cg_evidence *ev, const char *trace_id, json_t *payload)
 {
+	/* What replay requires of a refusal (journal.c): a reply, and a decision, if any, it can read. */
+	const json_t *dj = json_object_get(payload, "decision");
+	const char *d = json_string_value(json_object_get(dj, "decision"));
 	bool ok = cg_trace_id_valid(trace_id) && strcmp(trace_id, CG_JOURNAL_TRACE) != 0 &&
-		  json_is_object(payload) && json_is_object(json_object_get(payload, "reply"));
+		  json_is_object(payload) && json_is_object(json_object_get(payload, "reply")) &&
+		  (!dj || (d && strlen(d) < sizeof(((struct item *)0)->decision)));
 	return queue_event(ev, ok, trace_id, CG_EV_REFUSAL, payload, false, IT_REFUSAL, NULL);
 }
 

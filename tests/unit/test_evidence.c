@@ -1038,6 +1038,12 @@ Test(evidence, refusal_appends_refuse_bad_input)
 	cr_assert_eq(cg_evidence_refuse(ev, "r4", json_pack("{s:{}}", "request")), -1);
 	cr_assert_eq(errno, EINVAL);
 	cr_assert_eq(cg_evidence_refuse(ev, "journal", refusal_payload("BLOCK", "no")), -1);
+	/* Nor one whose decision replay could not read (the writer's check trusts it). */
+	cr_assert_eq(cg_evidence_refuse(ev, "r4", refusal_payload("BLOCK-AND-THEN-SOME", "no")),
+		     -1);
+	json_t *bad = refusal_payload("BLOCK", "no");
+	json_object_set_new(json_object_get(bad, "decision"), "decision", json_integer(1));
+	cr_assert_eq(cg_evidence_refuse(ev, "r4", bad), -1);
 	/* Nor can a caller append one as a plain event (it would seal without the check). */
 	cr_assert_eq(
 	    cg_evidence_append(ev, "r4", CG_EV_REFUSAL, refusal_payload("BLOCK", "no"), false), -1);
