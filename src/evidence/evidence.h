@@ -242,6 +242,9 @@ int cg_package_render(const char *events, size_t events_len, const json_t *verdi
 		      const json_t *replay, const json_t *diff, struct cg_package *out);
 void cg_package_free(struct cg_package *p);
 
+/* j as a package's JSON files hold it: indented, with a final newline. Caller frees; NULL on OOM. */
+char *cg_package_json(const json_t *j, size_t *len);
+
 /*
  * Write traces/<trace_id>/ under state_dir atomically (a temporary
  * directory renamed into place): events.ndjson (the given bytes),

@@ -50,8 +50,7 @@ static int write_file_at(int dfd, const char *name, const char *p, size_t n)
 	return rc;
 }
 
-/* j as package.c writes JSON files: indented, with a final newline. Caller frees; NULL on OOM. */
-static char *json_file(const json_t *j, size_t *len)
+char *cg_package_json(const json_t *j, size_t *len)
 {
 	char *s = json_dumps(j, JSON_INDENT(2) | JSON_ENCODE_ANY);
 	if (!s)
@@ -81,11 +80,11 @@ int cg_package_render(const char *events, size_t events_len, const json_t *verdi
 	if (out->data[0])
 		memcpy(out->data[0], events, events_len);
 	out->len[0] = events_len;
-	out->data[1] = json_file(full, &out->len[1]);
+	out->data[1] = cg_package_json(full, &out->len[1]);
 	out->data[2] = md;
 	out->len[2] = md ? strlen(md) : 0;
-	out->data[3] = json_file(replay, &out->len[3]);
-	out->data[4] = json_file(diff, &out->len[4]);
+	out->data[3] = cg_package_json(replay, &out->len[3]);
+	out->data[4] = cg_package_json(diff, &out->len[4]);
 	json_decref(full);
 	for (size_t i = 0; i < CG_PACKAGE_N; i++)
 		if (!out->data[i]) {

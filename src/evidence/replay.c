@@ -563,16 +563,14 @@ static bool package_file_known(const char *name)
 	return false;
 }
 
-/* Compare traces/<id>/ with the journal's lines of the trace. */
 /*
- * The verdict a package must show: the sealed one (borrowed) with what the
- * trace's events in the journal add (verdict.h). New reference, or NULL.
+ * The verdict a package must show: the sealed one (borrowed; NULL: the one
+ * the events seal with, a refusal's) with what the trace's events in the
+ * journal add (verdict.h). New reference, or NULL.
  */
 static json_t *trace_verdict(const json_t *sealed, const struct cg_journal_view *jv,
 			     const struct tidx *t)
 {
-	if (!sealed)
-		return NULL;
 	struct cg_buf b;
 	cg_buf_init(&b, PACKAGE_CAP);
 	for (size_t k = 0; k < t->n; k++)
@@ -591,38 +589,68 @@ static bool md_is(const char *fmd, size_t fl, const json_t *v)
 	return same;
 }
 
+/* Is the file fb[0..fl) verdict v, as the package writer spells it, or (parsed) equal to it? */
+static bool json_file_is(const char *fb, size_t fl, const json_t *v)
+{
+	if (!fb || !v)
+		return false;
+	size_t el = 0;
+	char *expect = cg_package_json(v, &el);
+	bool same = expect && el == fl && memcmp(expect, fb, fl) == 0;
+	free(expect);
+	if (!same) { /* spelled otherwise (an older writer): the same JSON still counts */
+		json_t *fv = json_loadb(fb, fl, 0, NULL);
+		same = fv && json_equal(v, fv);
+		json_decref(fv);
+	}
+	return same;
+}
+
+/* What seal recorded, alone: a seal's verdict, or a refusal's derived one. New reference. */
+static json_t *sealed_verdict(const struct cg_evline *seal)
+{
+	json_t *pl = json_loadb(seal->line + seal->payload_off, seal->payload_len, 0, NULL);
+	json_t *v = seal->type == CG_EV_SEAL ? json_incref(json_object_get(pl, "verdict"))
+					     : cg_refusal_verdict(pl, seal->trace);
+	json_decref(pl);
+	return v;
+}
+
 /*
  * verdict.json and verdict.md of a sealed trace: the seal's verdict with what
  * the trace's events add (trace_verdict), or — a package written before
  * verdicts read the events — the seal's verdict exactly. Either is the
- * sealed truth; anything else is a mismatch.
+ * sealed truth; anything else is a mismatch. The first is checked first,
+ * byte for byte; the second only when the first does not match.
  */
 static void check_package_verdict(const struct cg_package_files *pf, const struct cg_evline *seal,
 				  const struct cg_journal_view *jv, const struct tidx *t,
 				  const bool seen[], json_t *diff)
 {
 	char path[400];
-	/* What the trace was sealed with: the seal's verdict, or a refusal's derived one. */
-	json_t *pl = json_loadb(seal->line + seal->payload_off, seal->payload_len, 0, NULL);
-	json_t *sealed = seal->type == CG_EV_SEAL ? json_incref(json_object_get(pl, "verdict"))
-						  : cg_refusal_verdict(pl, seal->trace);
-	json_decref(pl);
-	json_t *sv = trace_verdict(sealed, jv, t);
-	size_t fl = 0;
-	const char *fb = cg_package_file(pf, "verdict.json", &fl);
-	json_t *fv = fb ? json_loadb(fb, fl, 0, NULL) : NULL;
-	snprintf(path, sizeof(path), "%s/verdict.json", pf->where);
-	if (seen[1] && !json_equal(sv, fv) && !(sealed && json_equal(sealed, fv)))
+	/* A refusal's verdict comes from the same parse of its event as the facts. */
+	json_t *sealed = seal->type == CG_EV_SEAL ? sealed_verdict(seal) : NULL;
+	json_t *sv = seal->type == CG_EV_SEAL && !sealed ? NULL : trace_verdict(sealed, jv, t);
+	json_t *alone = sealed;
+	size_t jl = 0, ml = 0;
+	const char *jb = cg_package_file(pf, "verdict.json", &jl);
+	const char *mb = cg_package_file(pf, "verdict.md", &ml);
+	bool json_ok = !seen[1] || json_file_is(jb, jl, sv);
+	bool md_ok = !seen[2] || md_is(mb, ml, sv);
+	if ((!json_ok || !md_ok) && !alone)
+		alone = sealed_verdict(seal);
+	if (!json_ok && !json_file_is(jb, jl, alone)) {
+		snprintf(path, sizeof(path), "%s/verdict.json", pf->where);
 		cg_diff_add(diff, "verdict_mismatch", path, 0, seal->seq, NULL, NULL,
 			    "verdict.json is not the verdict the seal recorded");
-	snprintf(path, sizeof(path), "%s/verdict.md", pf->where);
-	fb = cg_package_file(pf, "verdict.md", &fl);
-	if (seen[2] && !md_is(fb, fl, sv) && !md_is(fb, fl, sealed))
+	}
+	if (!md_ok && !md_is(mb, ml, alone)) {
+		snprintf(path, sizeof(path), "%s/verdict.md", pf->where);
 		cg_diff_add(diff, "verdict_mismatch", path, 0, seal->seq, NULL, NULL,
 			    "verdict.md is not the rendering of the sealed verdict");
-	json_decref(fv);
+	}
 	json_decref(sv);
-	json_decref(sealed);
+	json_decref(alone);
 }
 
 static void check_package(const struct cg_replay_opts *o, const struct cg_journal_view *jv,
