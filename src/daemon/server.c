@@ -15,6 +15,8 @@
  * Invariants:
  *  - The loop MUST NOT block on a peer: every socket is non-blocking, and a
  *    slow peer is cut off by the read deadline.
+ *  - No source MAY hold a loop turn without end: accepts are taken
+ *    ACCEPT_BATCH at a time, so finished calls are answered between them.
  *  - A live socket MUST NOT be clobbered: a lock file, then a connect probe;
  *    only a socket that refuses connections is unlinked as stale.
  *  - The socket MUST NOT be reachable before its mode is set: chmod/chown
@@ -71,8 +73,15 @@
 #define DEFAULT_MAX_REPLY     ((uint64_t)256 << 20)
 #define DEFAULT_OUTPUT_BUDGET ((uint64_t)1 << 30)
 #define DEFAULT_ADMIT_QUEUE   512u
-#define ADMIT_BATCH	      64		  /* queued requests admitted per loop turn */
-#define LARGE_REPLY	      ((uint64_t)1 << 20) /* freeing one trims the heap */
+#define ADMIT_BATCH	      64 /* queued requests admitted per loop turn */
+/*
+ * Connections accepted per loop turn. A listening socket under a flood
+ * never runs dry: accepting until EAGAIN would hold every answer owed to
+ * other peers (and admission's round robin) back for as long as the flood
+ * lasts. The socket stays readable, so the next turn takes the rest.
+ */
+#define ACCEPT_BATCH 64
+#define LARGE_REPLY  ((uint64_t)1 << 20) /* freeing one trims the heap */
 /* A held queue is looked at again when evidence says it caught up (the wake
  * eventfd); this timer is only the safety net. */
 #define ADMIT_RETRY_MS 20
@@ -1626,9 +1635,10 @@ static void refuse_and_close(int fd, struct cg_reply *r)
 	close(fd);
 }
 
-static void accept_all(struct server *s, int lfd, bool admin)
+/* Accept up to ACCEPT_BATCH waiting connections, reading each one's line if it is here. */
+static void accept_batch(struct server *s, int lfd, bool admin)
 {
-	for (;;) {
+	for (int n = 0; n < ACCEPT_BATCH; n++) {
 		int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0) {
 			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
@@ -2211,10 +2221,10 @@ int cg_server_run(struct cg_kernel *k, const struct cg_server_config *cfg)
 			struct src *src = evs[i].data.ptr;
 			switch (src->kind) {
 			case SRC_LISTEN:
-				accept_all(s, s->listen_fd, false);
+				accept_batch(s, s->listen_fd, false);
 				break;
 			case SRC_ADMIN_LISTEN:
-				accept_all(s, s->admin_fd, true);
+				accept_batch(s, s->admin_fd, true);
 				break;
 			case SRC_SIGNAL:
 				handle_signals(s);
