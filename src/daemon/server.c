@@ -80,7 +80,7 @@
  * other peers (and admission's round robin) back for as long as the flood
  * lasts. The socket stays readable, so the next turn takes the rest.
  */
-#define ACCEPT_BATCH 64
+#define ACCEPT_BATCH 16
 #define LARGE_REPLY  ((uint64_t)1 << 20) /* freeing one trims the heap */
 /* A held queue is looked at again when evidence says it caught up (the wake
  * eventfd); this timer is only the safety net. */
@@ -2248,6 +2248,7 @@ int cg_server_run(struct cg_kernel *k, const struct cg_server_config *cfg)
 				conn_event(s, (struct conn *)src, evs[i].events);
 				break;
 			}
+			drain_done(s); /* answers owed wait for one event, not a whole batch */
 		}
 		drain_done(s);
 		admit(s);
