@@ -97,8 +97,8 @@ struct item {
 	uint64_t ticket;
 	char trace[CG_TRACE_ID_MAX + 1];
 	char ts[40];
-	char decision[16]; /* decision events: for the structure check */
-	char *payload;	   /* serialised payload (events) */
+	char decision[CG_DECISION_CAP]; /* decision and refusal events: for the structure check */
+	char *payload;			/* serialised payload (events) */
 	size_t payload_len;
 	json_t *verdict; /* seals: the normalised verdict */
 	const char *why; /* incomplete markers: why the trace was cut (static) */
@@ -109,7 +109,7 @@ struct tline {
 	size_t off, len;
 	uint64_t seq, tseq;
 	int type;
-	char decision[16];
+	char decision[CG_DECISION_CAP];
 };
 
 /* Writer-thread state for one trace that is not yet sealed. */
@@ -1401,7 +1401,7 @@ int cg_evidence_refuse(struct cg_evidence *ev, const char *trace_id, json_t *pay
 	const char *d = json_string_value(json_object_get(dj, "decision"));
 	bool ok = cg_trace_id_valid(trace_id) && strcmp(trace_id, CG_JOURNAL_TRACE) != 0 &&
 		  json_is_object(payload) && json_is_object(json_object_get(payload, "reply")) &&
-		  (!dj || (d && strlen(d) < sizeof(((struct item *)0)->decision)));
+		  (!dj || (d && strlen(d) < CG_DECISION_CAP));
 	return queue_event(ev, ok, trace_id, CG_EV_REFUSAL, payload, false, IT_REFUSAL, NULL);
 }
 

@@ -35,6 +35,9 @@
 #define CG_CKPT_SIG_MARK ",\"sig\":\""
 #define CG_EVIDENCE_LOCK "journal/LOCK"
 
+/* A decision's name (ALLOW, BLOCK, ...) with its NUL fits in this many bytes. */
+#define CG_DECISION_CAP 16
+
 /* One parsed event line. Strings are copies; line points into the caller's buffer. */
 struct cg_evline {
 	uint64_t seq;			    /* journal-wide, from 1 */
@@ -44,7 +47,7 @@ struct cg_evline {
 	char trace[CG_TRACE_ID_MAX + 1];    /* trace id */
 	char ts[40];			    /* timestamp as written */
 	char prev[65], tprev[65], hash[65]; /* hex */
-	char decision[16];		    /* decision events: payload.decision */
+	char decision[CG_DECISION_CAP];	    /* decision events: payload.decision */
 	uint64_t seal_events;		    /* seal events: payload.events */
 	char seal_head[65];		    /* seal events: payload.head */
 	bool lets_run;	  /* approval.answered: a grant, or the last approval needed */
