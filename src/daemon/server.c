@@ -80,8 +80,9 @@
  * other peers (and admission's round robin) back for as long as the flood
  * lasts. The socket stays readable, so the next turn takes the rest.
  */
-#define ACCEPT_BATCH 16
-#define LARGE_REPLY  ((uint64_t)1 << 20) /* freeing one trims the heap */
+#define ACCEPT_BATCH   16
+#define SHARE_DECAY_MS 250 /* a uid's count of recent admissions halves this often */
+#define LARGE_REPLY    ((uint64_t)1 << 20) /* freeing one trims the heap */
 /* A held queue is looked at again when evidence says it caught up (the wake
  * eventfd); this timer is only the safety net. */
 #define ADMIT_RETRY_MS 20
@@ -123,6 +124,7 @@ struct uidq {
 	struct uidq *next;	  /* all uids with a connection */
 	struct uidq *rr_next;	  /* the admission ring */
 	bool in_ring;
+	unsigned recent; /* requests admitted lately (halved every SHARE_DECAY_MS) */
 };
 
 struct server;
@@ -191,9 +193,12 @@ struct server {
 	struct notifier notifiers[MAX_NOTIFIERS];
 	json_t *notified; /* trace ids of pending calls already pushed to the notifier */
 	/* bounds (issue 14) */
-	struct uidq *uids;		    /* uids with agent connections */
+	struct uidq *uids;		    /* uids with agent connections or recent admissions */
 	struct uidq *ring_head, *ring_tail; /* uids with queued requests */
 	unsigned per_uid, admit_queue;	    /* caps */
+	uint64_t recent_total;		    /* the sum of every uid's recent */
+	unsigned n_recent;		    /* uids whose recent is not 0 */
+	int64_t share_decay_ns;		    /* when the recent counts halve next */
 	int64_t write_idle_ns;		    /* idle write deadline */
 	uint64_t max_reply, out_budget;	    /* response bytes: per line, daemon-wide */
 	uint64_t out_held;		    /* response bytes held now */
@@ -277,6 +282,19 @@ static struct uidq *uid_get(struct server *s, uid_t uid, bool create)
 	return u;
 }
 
+/* Free u once it holds no connection, no queued request and no recent admission. */
+static void uid_forget_idle(struct server *s, struct uidq *u)
+{
+	if (u->n_conns > 0 || u->in_ring || u->recent > 0)
+		return;
+	for (struct uidq **pp = &s->uids; *pp; pp = &(*pp)->next)
+		if (*pp == u) {
+			*pp = u->next;
+			break;
+		}
+	free(u);
+}
+
 /* Take c out of its uid's queue (if queued) and count, freeing an idle share. */
 static void uid_release(struct server *s, struct conn *c)
 {
@@ -295,14 +313,40 @@ static void uid_release(struct server *s, struct conn *c)
 			u->tail = prev;
 	}
 	c->uq = NULL;
-	if (--u->n_conns > 0 || u->in_ring)
-		return;
-	for (struct uidq **pp = &s->uids; *pp; pp = &(*pp)->next)
-		if (*pp == u) {
-			*pp = u->next;
-			break;
-		}
-	free(u);
+	u->n_conns--;
+	uid_forget_idle(s, u);
+}
+
+/* Count an admitted agent request against its uid's share. */
+static void share_count(struct server *s, struct uidq *u)
+{
+	if (u->recent++ == 0)
+		s->n_recent++;
+	s->recent_total++;
+}
+
+/*
+ * Below its fair share: u was admitted less often lately than the mean of
+ * the uids that were admitted at all. A uid alone is never below it.
+ */
+static bool share_light(const struct server *s, const struct uidq *u)
+{
+	return (uint64_t)u->recent * s->n_recent < s->recent_total;
+}
+
+/* Halve every uid's recent count, and forget uids with nothing left. */
+static void share_decay(struct server *s, int64_t now)
+{
+	s->share_decay_ns = now + (int64_t)SHARE_DECAY_MS * 1000000;
+	s->recent_total = 0;
+	s->n_recent = 0;
+	for (struct uidq *u = s->uids, *next; u; u = next) {
+		next = u->next;
+		u->recent /= 2;
+		s->recent_total += u->recent;
+		s->n_recent += u->recent != 0;
+		uid_forget_idle(s, u);
+	}
 }
 
 static void ring_push(struct server *s, struct uidq *u)
@@ -982,6 +1026,8 @@ static void conn_submit(struct server *s, struct conn *c, size_t line_len, bool 
 			s->stopping = true;
 		return;
 	}
+	if (c->uq)
+		share_count(s, c->uq);
 	/*
 	 * While the call runs, watch only for a full hang-up (EPOLLHUP is
 	 * always reported). EPOLLRDHUP alone is a half-close, which a client
@@ -1028,15 +1074,27 @@ static bool admit_open(struct server *s)
 }
 
 /*
- * A whole line is here. Admin lines, and agent lines when nobody is waiting
- * and evidence keeps up, go to the kernel at once; others wait in their
- * uid's queue, and admit() takes them round robin over uids.
+ * While evidence is behind, a quarter of --admit-queue more is kept for
+ * uids below their fair share with nothing of their own waiting: the
+ * backlog one uid's flood made holds that uid back, not the others.
+ */
+static bool reserve_open(struct server *s, const struct uidq *u)
+{
+	return !u->head && share_light(s, u) &&
+	       cg_kernel_evidence_pending(s->k) < s->admit_queue + s->admit_queue / 4;
+}
+
+/*
+ * A whole line is here. Admin lines, agent lines when nobody is waiting and
+ * evidence keeps up, and lines of a uid below its share while the reserve
+ * lasts go to the kernel at once; others wait in their uid's queue, and
+ * admit() takes them round robin over uids.
  */
 static void conn_ready(struct server *s, struct conn *c, size_t line_len, bool had_newline,
 		       bool too_long)
 {
 	struct uidq *u = c->uq;
-	if (c->admin || !u || (!s->ring_head && admit_open(s))) {
+	if (c->admin || !u || (!s->ring_head && admit_open(s)) || reserve_open(s, u)) {
 		conn_submit(s, c, line_len, had_newline, too_long);
 		return;
 	}
@@ -1066,14 +1124,7 @@ static void admit(struct server *s)
 		struct uidq *u = ring_pop(s);
 		struct conn *c = u->head;
 		if (!c) {
-			if (u->n_conns == 0) { /* its last connection left while queued */
-				for (struct uidq **pp = &s->uids; *pp; pp = &(*pp)->next)
-					if (*pp == u) {
-						*pp = u->next;
-						break;
-					}
-				free(u);
-			}
+			uid_forget_idle(s, u); /* its last connection left while queued */
 			continue;
 		}
 		u->head = c->qnext;
@@ -2257,6 +2308,8 @@ int cg_server_run(struct cg_kernel *k, const struct cg_server_config *cfg)
 		admit(s);
 		now = cg_now_mono_ns();
 		expire(s, now);
+		if (now >= s->share_decay_ns)
+			share_decay(s, now);
 		if (s->accept_paused_until_ns && s->accept_paused_until_ns <= now)
 			resume_accepts(s);
 	}

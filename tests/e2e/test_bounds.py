@@ -205,6 +205,63 @@ class Fairness(unittest.TestCase):
             self.assertIn("denied", answered)
 
 
+    def test_another_uid_is_not_held_behind_a_backlog_it_did_not_make(self):
+        # The journal writer sleeps 4 s before each batch, so evidence work
+        # piles up: root's refused calls fill --admit-queue (150) and the rest
+        # of root's wait. Nobody, below its share of recent admissions, is
+        # admitted from the reserve kept above the mark: its call is answered
+        # while the journal has not taken a line yet and root's held requests
+        # still wait. (Without the reserve it waits for the writer.)
+        env = {"CALLGATE_TEST_EVIDENCE_STALL_MS": "4000"}
+        with cgtest.Daemon(flags=nobody_flags() + ["--admit-queue", "150"], env=env) as d:
+            lines_before = journal_lines(d.state_dir)
+            socks = []
+            for _ in range(200):
+                s = cgtest.connect(d.socket, 120)
+                s.sendall(line(cgtest.make_request([["rm", "-rf", "/"]])))
+                socks.append(s)
+            answered = []
+
+            def collect(s):
+                try:
+                    answered.append(cgtest.parse_response(cgtest.recv_all(s))["status"])
+                except (OSError, ValueError, cgtest.DaemonError):
+                    pass
+                finally:
+                    s.close()
+            threads = [threading.Thread(target=collect, args=(s,)) for s in socks]
+            for t in threads:
+                t.start()
+            deadline = time.monotonic() + 60
+            while len(answered) < 140 and time.monotonic() < deadline:
+                time.sleep(0.02)
+            req = line(cgtest.make_request(action="ping"))
+            got = cgtest.as_uid(NOBODY, lambda: cgtest.send_recv(d.socket, req, 120).decode())
+            lines_then, answered_then = journal_lines(d.state_dir), len(answered)
+            for t in threads:
+                t.join()
+            resp = cgtest.parse_response(got.encode())
+            self.assertEqual(resp["status"], "ok", resp)
+            self.assertGreaterEqual(answered_then, 140)  # root's share was admitted
+            self.assertLess(answered_then, 200)  # and root's held requests still waited
+            self.assertEqual(lines_then, lines_before, "nobody's call waited for the writer")
+            self.assertEqual(answered, ["denied"] * 200)  # every held request was answered
+            d.stop()
+            p = subprocess.run([cgtest.CALLGATE, "replay", "--all", "--no-write",
+                                "--state-dir", d.state_dir], capture_output=True, text=True)
+            self.assertEqual(p.returncode, 0, p.stdout[-2000:] + p.stderr[-2000:])
+
+
+def journal_lines(state_dir):
+    jdir = os.path.join(state_dir, "journal")
+    n = 0
+    for name in os.listdir(jdir) if os.path.isdir(jdir) else []:
+        if name.endswith(".ndjson"):
+            with open(os.path.join(jdir, name), "rb") as f:
+                n += f.read().count(b"\n")
+    return n
+
+
 class BackPressure(unittest.TestCase):
     def test_backlog_turns_calls_away_and_drops_no_event(self):
         env = {"CALLGATE_TEST_EVIDENCE_HIGH_WATER": "16",
