@@ -389,6 +389,18 @@ def pids_running(argv0, arg=None):
     return out
 
 
+def journal_lines(state_dir):
+    """Every journal line of state_dir, in order, each with its newline (bytes)."""
+    jdir = os.path.join(state_dir, "journal")
+    names = sorted(n for n in os.listdir(jdir) if n.endswith(".ndjson")) \
+        if os.path.isdir(jdir) else []
+    out = []
+    for name in names:
+        with open(os.path.join(jdir, name), "rb") as f:
+            out += f.read().splitlines(keepends=True)
+    return out
+
+
 def as_uid(uid, fn):
     """Run fn() in a forked child after setgid/setuid(uid) (e.g. 65534,
     nobody). Returns what fn returned (must be JSON-serialisable) or raises

@@ -214,7 +214,7 @@ class Fairness(unittest.TestCase):
         # still wait. (Without the reserve it waits for the writer.)
         env = {"CALLGATE_TEST_EVIDENCE_STALL_MS": "4000"}
         with cgtest.Daemon(flags=nobody_flags() + ["--admit-queue", "150"], env=env) as d:
-            lines_before = journal_lines(d.state_dir)
+            lines_before = len(cgtest.journal_lines(d.state_dir))
             socks = []
             for _ in range(200):
                 s = cgtest.connect(d.socket, 120)
@@ -237,7 +237,8 @@ class Fairness(unittest.TestCase):
                 time.sleep(0.02)
             req = line(cgtest.make_request(action="ping"))
             got = cgtest.as_uid(NOBODY, lambda: cgtest.send_recv(d.socket, req, 120).decode())
-            lines_then, answered_then = journal_lines(d.state_dir), len(answered)
+            lines_then = len(cgtest.journal_lines(d.state_dir))
+            answered_then = len(answered)
             for t in threads:
                 t.join()
             resp = cgtest.parse_response(got.encode())
@@ -250,16 +251,6 @@ class Fairness(unittest.TestCase):
             p = subprocess.run([cgtest.CALLGATE, "replay", "--all", "--no-write",
                                 "--state-dir", d.state_dir], capture_output=True, text=True)
             self.assertEqual(p.returncode, 0, p.stdout[-2000:] + p.stderr[-2000:])
-
-
-def journal_lines(state_dir):
-    jdir = os.path.join(state_dir, "journal")
-    n = 0
-    for name in os.listdir(jdir) if os.path.isdir(jdir) else []:
-        if name.endswith(".ndjson"):
-            with open(os.path.join(jdir, name), "rb") as f:
-                n += f.read().count(b"\n")
-    return n
 
 
 class BackPressure(unittest.TestCase):

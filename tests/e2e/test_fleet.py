@@ -115,14 +115,6 @@ def make_calls(d):
     assert yes["status"] == "ok", yes
 
 
-def journal_lines(state_dir):
-    out = []
-    for seg in sorted(glob.glob(os.path.join(state_dir, "journal", "*.ndjson"))):
-        with open(seg, "rb") as f:
-            out += f.read().splitlines(keepends=True)
-    return out
-
-
 def origin(state_dir):
     with open(os.path.join(state_dir, "keys", "evidence.origin")) as f:
         return f.read().strip()
@@ -162,7 +154,7 @@ class Fleet(unittest.TestCase):
         cls.states = [d.state_dir for d in cls.daemons]
         cls.hosts = [origin(s) for s in cls.states]
         # The follower catches up with the stopped daemon's last checkpoint, then stops.
-        n0 = len(journal_lines(cls.states[0]))
+        n0 = len(cgtest.journal_lines(cls.states[0]))
         end = time.time() + WAIT
         while time.time() < end:
             rows = cls.pg.sql("SELECT count(*) FROM callgate.events WHERE host = '%s'"
@@ -222,7 +214,7 @@ class Fleet(unittest.TestCase):
         self.assertEqual(len(set(self.hosts)), 3, "three logs, three names")
         fps = set()
         for s, h in zip(self.states, self.hosts):
-            local = journal_lines(s)
+            local = cgtest.journal_lines(s)
             rows = self.pg.sql("SELECT seq, encode(line, 'hex') FROM callgate.events "
                                "WHERE host = '%s' ORDER BY seq" % h)
             self.assertEqual([int(r[0]) for r in rows], list(range(1, len(local) + 1)))
@@ -274,7 +266,7 @@ class Fleet(unittest.TestCase):
     def test_an_edited_event_is_named_by_host_and_seq(self):
         h = self.hosts[1]
         seq = self.event_seq(h, "decision")
-        line = journal_lines(self.states[1])[seq - 1]
+        line = cgtest.journal_lines(self.states[1])[seq - 1]
         # The first call was allowed; the edit says it was blocked, its hash left as it was.
         edited = line.replace(b'"decision":"ALLOW"', b'"decision":"BLOCK"', 1)
         self.assertNotEqual(edited, line)
@@ -295,14 +287,14 @@ class Fleet(unittest.TestCase):
 
     def _restore_line(self, host, seq):
         idx = self.hosts.index(host)
-        line = journal_lines(self.states[idx])[seq - 1]
+        line = cgtest.journal_lines(self.states[idx])[seq - 1]
         self.pg.sql("UPDATE callgate.events SET line = decode('%s', 'hex') WHERE host = '%s' "
                     "AND seq = %d" % (line.hex(), host, seq))
 
     def test_a_rewritten_event_with_a_fresh_hash_breaks_the_signed_root(self):
         h = self.hosts[2]
         seq = self.denied_verdict(h)
-        line = journal_lines(self.states[2])[seq - 1]
+        line = cgtest.journal_lines(self.states[2])[seq - 1]
         import hashlib
         body = line[:-76].replace(b'"type":"D"', b'"type":"S"')
         self.assertNotEqual(body, line[:-76])
@@ -349,7 +341,7 @@ class Fleet(unittest.TestCase):
         missing signature gives it away, since ship stores only signed events."""
         import hashlib
         h = self.hosts[0]
-        last = journal_lines(self.states[0])[-1]
+        last = cgtest.journal_lines(self.states[0])[-1]
         e = json.loads(last)
         genesis = hashlib.sha256(b"callgate-genesis-v1").hexdigest()
         body = ('{"seq":%d,"trace":"forged","tseq":1,"type":"request","ts":"%s","prev":"%s",'
@@ -443,7 +435,7 @@ class Fleet(unittest.TestCase):
     def test_a_journal_in_two_segments_ships_whole(self):
         s = self.copy_state(0)
         seg = os.path.join(s, "journal", "0000000000000001.ndjson")
-        lines = journal_lines(s)
+        lines = cgtest.journal_lines(s)
         with open(seg, "wb") as f:
             f.write(b"".join(lines[:9]))
         with open(os.path.join(s, "journal", "0000000000000010.ndjson"), "wb") as f:
@@ -458,7 +450,7 @@ class Fleet(unittest.TestCase):
     def test_a_local_journal_that_does_not_verify_is_not_shipped(self):
         s = self.copy_state(2)
         seg = os.path.join(s, "journal", "0000000000000001.ndjson")
-        lines = journal_lines(s)
+        lines = cgtest.journal_lines(s)
         bad = 12
         lines[bad - 1] = lines[bad - 1].replace(b'"tseq":', b'"tseq": ', 1)  # not its spelling
         with open(seg, "wb") as f:
@@ -493,13 +485,13 @@ class Fleet(unittest.TestCase):
             raise AssertionError("the follower did not ship %d events; log: %s"
                                  % (n, f.stderr.read() if f.poll() is not None else ""))
         try:
-            wait_rows(len(journal_lines(s)))
+            wait_rows(len(cgtest.journal_lines(s)))
             self.pg.restart()
             d.start()
             ok = d.request(cgtest.make_request([["true"]], privileged=False))
             self.assertEqual(ok["status"], "ok", ok)
             d.stop()
-            wait_rows(len(journal_lines(s)))
+            wait_rows(len(cgtest.journal_lines(s)))
         finally:
             f.send_signal(signal.SIGTERM)
             out, err = f.communicate(timeout=WAIT)

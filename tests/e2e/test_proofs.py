@@ -65,16 +65,6 @@ def settled_note(state, out, min_size):
         time.sleep(0.1)
 
 
-def journal_events(state):
-    n = 0
-    jdir = os.path.join(state, "journal")
-    for name in sorted(os.listdir(jdir)):
-        if name.endswith(".ndjson"):
-            with open(os.path.join(jdir, name), "rb") as f:
-                n += f.read().count(b"\n")
-    return n
-
-
 def flip_b64(s):
     """Change one byte of base64-encoded data, keeping it valid base64."""
     b = bytearray(base64.b64decode(s))
