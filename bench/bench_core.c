@@ -41,6 +41,7 @@
 #include <unistd.h>
 
 #include "callgate.h"
+#include "floor.h"
 #include "chain.h"
 #include "gate.h"
 #include "policy.h"
@@ -297,30 +298,7 @@ static struct stats time_echo_floor(size_t n)
 	char path[PATH_MAX];
 	struct stats st = { 0 };
 	snprintf(path, sizeof(path), "%s/echo.sock", tmpdir);
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	if (strlen(path) >= sizeof(sa.sun_path))
-		return st;
-	memcpy(sa.sun_path, path, strlen(path) + 1);
-	int l = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (l < 0 || bind(l, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(l, 128) < 0) {
-		if (l >= 0)
-			close(l);
-		return st;
-	}
-	pid_t pid = fork();
-	if (pid == 0) {
-		char b[4096];
-		for (;;) {
-			int c = accept(l, NULL, NULL);
-			if (c < 0)
-				_exit(0);
-			ssize_t r = read(c, b, sizeof(b));
-			if (r > 0)
-				(void)!write(c, b, (size_t)r);
-			close(c);
-		}
-	}
-	close(l);
+	pid_t pid = floor_echo_start(path);
 	if (pid < 0)
 		return st;
 	const char *saved = target_path;
@@ -336,16 +314,11 @@ static struct stats time_bare_spawn(size_t n)
 {
 	int64_t *v = calloc(n, sizeof(*v));
 	size_t k = 0;
-	char *argv[] = { "/bin/true", NULL };
-	for (size_t i = 0; i < n; i++) {
-		int64_t t0 = cg_now_mono_ns();
-		pid_t pid;
-		if (posix_spawn(&pid, "/bin/true", NULL, NULL, argv, environ) != 0)
+	for (size_t i = 0; v && i < n; i++) {
+		int64_t dt = floor_spawn_true();
+		if (dt < 0)
 			break;
-		int st;
-		if (waitpid(pid, &st, 0) != pid)
-			break;
-		v[k++] = cg_now_mono_ns() - t0;
+		v[k++] = dt;
 	}
 	struct stats s = summarize(v, k);
 	free(v);

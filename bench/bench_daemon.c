@@ -6,8 +6,16 @@
  *   rss_idle_kib          daemon RSS after start-up (VmRSS)
  *   allowed_idle_*_ms     governed /bin/true, one caller, idle daemon
  *   allowed_flood_*_ms    the same while 64 callers flood refused calls
+ *   spawn_idle_median_ms, spawn_flood_*_ms  the probe's own posix_spawn of
+ *                         /bin/true after each of its calls: what the load
+ *                         alone does to starting a process (the floor)
  *   refused_per_s         refused calls answered per second (64 callers)
  *   allowed_per_s         durable governed /bin/true per second (64 callers)
+ *   floor_spawn_per_s     bare posix_spawn+wait of /bin/true per second, 64
+ *                         threads: the most allowed calls/s could reach here
+ *   floor_echo_per_s      a trivial echo server (floor.h) under the same
+ *                         64-caller load: the most refused calls/s could
+ *                         reach here
  *   journal_bytes_per_refused, trace_bytes_per_refused (disk, st_blocks)
  *   rss_warm_kib, rss_after_kib, rss_settled_kib  around N mixed requests
  *   startup_empty_ms                             start-up on an empty state
@@ -46,6 +54,7 @@
 #include <unistd.h>
 
 #include "callgate.h"
+#include "floor.h"
 #include "journal.h"
 #include "util.h"
 
@@ -53,6 +62,7 @@ extern char **environ;
 
 static char tmpdir[200]; /* socket paths must fit sun_path */
 static char sock_path[PATH_MAX], state_dir[PATH_MAX], log_path[PATH_MAX];
+static const char *target = sock_path; /* where round_trip() connects */
 static char *daemon_exe, *cli_exe, *policy_file;
 static pid_t daemon_pid = -1;
 
@@ -80,7 +90,7 @@ static double pct_ms(int64_t *v, size_t n, int pct)
 static int try_connect(void)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	memcpy(sa.sun_path, sock_path, strlen(sock_path) + 1);
+	memcpy(sa.sun_path, target, strlen(target) + 1);
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -1;
@@ -201,6 +211,7 @@ struct load {
 	atomic_long ok, bad;
 	long limit; /* stop after this many in total (0: until stop) */
 	int mix;    /* 1: refused/ping/allowed mixed */
+	bool spawn; /* a bare posix_spawn of /bin/true instead of a request */
 };
 
 static void *load_main(void *arg)
@@ -216,7 +227,7 @@ static void *load_main(void *arg)
 			       : r < 9 ? "\"status\":\"ok\""
 				       : "\"exit_code\":0";
 		}
-		if (round_trip(body, want) >= 0) {
+		if ((l->spawn ? floor_spawn_true() : round_trip(body, want)) >= 0) {
 			atomic_fetch_add(&l->ok, 1);
 		} else {
 			atomic_fetch_add(&l->bad, 1);
@@ -228,10 +239,15 @@ static void *load_main(void *arg)
 	return NULL;
 }
 
+/*
+ * Allowed calls, each followed by a bare posix_spawn of /bin/true: the
+ * machine's own latency for starting a process under the same load, the
+ * floor the governed call's ratio is read against.
+ */
 struct probe {
 	int n;
-	int64_t *v;
-	size_t k;
+	int64_t *v, *sv; /* governed calls; bare spawns */
+	size_t k, sk;
 	long failed;
 	int64_t until_ns; /* give up probing past this (a starved daemon) */
 	atomic_bool done;
@@ -245,7 +261,23 @@ static void probe_calls(struct probe *p)
 			p->failed++;
 		else
 			p->v[p->k++] = dt;
+		dt = floor_spawn_true();
+		if (dt >= 0)
+			p->sv[p->sk++] = dt;
 	}
+}
+
+/* Read n bytes, or fewer at EOF; what was read. */
+static size_t read_full(int fd, void *buf, size_t n)
+{
+	size_t have = 0;
+	while (have < n) {
+		ssize_t r = read(fd, (char *)buf + have, n - have);
+		if (r <= 0)
+			break;
+		have += (size_t)r;
+	}
+	return have;
 }
 
 /*
@@ -266,24 +298,19 @@ static void *probe_main(void *arg)
 		probe_calls(p);
 		(void)!write(fds[1], p, sizeof(*p));
 		(void)!write(fds[1], p->v, p->k * sizeof(int64_t));
+		(void)!write(fds[1], p->sv, p->sk * sizeof(int64_t));
 		_exit(0);
 	}
 	if (pid > 0) {
 		close(fds[1]);
 		struct probe got;
-		int64_t *v = p->v;
-		if (read(fds[0], &got, sizeof(got)) == (ssize_t)sizeof(got)) {
-			p->k = got.k;
+		if (read_full(fds[0], &got, sizeof(got)) == sizeof(got) && got.k <= (size_t)p->n &&
+		    got.sk <= (size_t)p->n) {
 			p->failed = got.failed;
-			ssize_t want = (ssize_t)(got.k * sizeof(int64_t)), have = 0;
-			while (have < want) {
-				ssize_t r = read(fds[0], (char *)v + have, (size_t)(want - have));
-				if (r <= 0)
-					break;
-				have += r;
-			}
-			if (have < want)
-				p->k = (size_t)have / sizeof(int64_t);
+			p->k = read_full(fds[0], p->v, got.k * sizeof(int64_t)) / sizeof(int64_t);
+			if (p->k == got.k)
+				p->sk = read_full(fds[0], p->sv, got.sk * sizeof(int64_t)) /
+					sizeof(int64_t);
 		} else {
 			p->failed = p->n;
 		}
@@ -541,25 +568,33 @@ int main(int argc, char **argv)
 
 	/* Allowed calls, idle. */
 	int pn = quick ? 5 : 40;
-	struct probe idle = { pn, calloc((size_t)pn, sizeof(int64_t)), 0, 0, INT64_MAX, false };
+	struct probe idle = { .n = pn,
+			      .v = calloc((size_t)pn, sizeof(int64_t)),
+			      .sv = calloc((size_t)pn, sizeof(int64_t)),
+			      .until_ns = INT64_MAX };
+	if (!idle.v || !idle.sv)
+		goto done;
 	(void)probe_main(&idle);
 	kv("allowed_idle_median_ms", pct_ms(idle.v, idle.k, 50));
+	kv("spawn_idle_median_ms", pct_ms(idle.sv, idle.sk, 50));
 
 	/* A 64-caller refused flood, with a probe of allowed calls in it. */
 	uint64_t j0 = journal_size(), t0 = du("traces");
 	struct load fl = { .body = REFUSED, .want = "\"status\":\"denied\"" };
-	struct probe busy = { pn,
-			      calloc((size_t)pn, sizeof(int64_t)),
-			      0,
-			      0,
-			      cg_now_mono_ns() + (int64_t)(flood_secs * 4e9),
-			      false };
+	struct probe busy = { .n = pn,
+			      .v = calloc((size_t)pn, sizeof(int64_t)),
+			      .sv = calloc((size_t)pn, sizeof(int64_t)),
+			      .until_ns = cg_now_mono_ns() + (int64_t)(flood_secs * 4e9) };
+	if (!busy.v || !busy.sv)
+		goto done;
 	double dt = run_load(&fl, 64, flood_secs, &busy);
 	kv("refused_per_s", (double)atomic_load(&fl.ok) / dt);
 	kv("refused_turned_away", (double)atomic_load(&fl.bad));
 	kv("allowed_flood_median_ms", pct_ms(busy.v, busy.k, 50));
 	kv("allowed_flood_p99_ms", pct_ms(busy.v, busy.k, 99));
 	kv("allowed_flood_failed", (double)busy.failed);
+	kv("spawn_flood_median_ms", pct_ms(busy.sv, busy.sk, 50));
+	kv("spawn_flood_p99_ms", pct_ms(busy.sv, busy.sk, 99));
 	settle();
 	long refused = atomic_load(&fl.ok);
 	if (refused > 0) {
@@ -575,6 +610,23 @@ int main(int argc, char **argv)
 	dt = run_load(&al, 64, quick ? 1 : 5, NULL);
 	kv("allowed_per_s", (double)atomic_load(&al.ok) / dt);
 	kv("allowed_failed", (double)atomic_load(&al.bad));
+
+	/* The machine's floors for the two rates: no callgate in the way. */
+	struct load sp = { .spawn = true };
+	dt = run_load(&sp, 64, quick ? 1 : 3, NULL);
+	kv("floor_spawn_per_s", (double)atomic_load(&sp.ok) / dt);
+	char echo[PATH_MAX + 16];
+	snprintf(echo, sizeof(echo), "%s/echo.sock", tmpdir);
+	pid_t echo_pid = floor_echo_start(echo);
+	if (echo_pid > 0) {
+		struct load el = { .body = REFUSED, .want = "\"rm\"" };
+		target = echo;
+		dt = run_load(&el, 64, quick ? 1 : 3, NULL);
+		target = sock_path;
+		kill(echo_pid, SIGKILL);
+		waitpid(echo_pid, NULL, 0);
+		kv("floor_echo_per_s", (double)atomic_load(&el.ok) / dt);
+	}
 
 	/* Memory around N mixed requests (70% refused, 20% ping, 10% allowed). */
 	settle();
