@@ -54,6 +54,7 @@
 #include "resume.h"
 #include "retention.h"
 #include "util.h"
+#include "verdict.h"
 
 #define DEFAULT_SEGMENT_BYTES (64ull << 20)
 #define DEFAULT_CKPT_EVERY    10000u
@@ -100,6 +101,7 @@ struct item {
 	char decision[CG_DECISION_CAP]; /* decision and refusal events: for the structure check */
 	char *payload;			/* serialised payload (events) */
 	size_t payload_len;
+	json_t *refused; /* refusals: the payload serialised, for the package's facts */
 	json_t *verdict; /* seals: the normalised verdict */
 	const char *why; /* incomplete markers: why the trace was cut (static) */
 };
@@ -130,6 +132,13 @@ struct package {
 	bool archive; /* appended to that segment's archive, not written as a directory */
 	struct tstate *t;
 	json_t *verdict, *replay, *diff;
+	/*
+	 * A refusal's payload as serialised into its one line, and the line's
+	 * ts: its facts are read from these, not by parsing the line again.
+	 * Nobody changes a payload once it is queued.
+	 */
+	json_t *refused;
+	char ts[40];
 };
 
 /* The packages of one journal batch, handed to the package thread in order. */
@@ -222,6 +231,7 @@ static void item_free(struct item *it)
 	if (!it)
 		return;
 	free(it->payload);
+	json_decref(it->refused);
 	json_decref(it->verdict);
 	free(it);
 }
@@ -452,9 +462,11 @@ static json_t *self_check(const struct tstate *t, bool presealed)
 /*
  * The sealed trace leaves the open set: its package is written by the
  * package thread after the batch is on disk. verdict NULL: the trace is one
- * refusal, whose verdict the package thread derives from the event.
+ * refusal (its item it), whose verdict the package thread derives from the
+ * event's payload.
  */
-static int queue_package(struct cg_evidence *ev, const char *trace, json_t *verdict, json_t *diff)
+static int queue_package(struct cg_evidence *ev, const char *trace, json_t *verdict, json_t *diff,
+			 struct item *it)
 {
 	struct package *pk = calloc(1, sizeof(*pk));
 	if (!pk) {
@@ -469,6 +481,11 @@ static int queue_package(struct cg_evidence *ev, const char *trace, json_t *verd
 	pk->verdict = json_incref(verdict); /* NULL stays NULL */
 	pk->replay = cg_replay_doc(trace, status, pk->t->n, diff, "trace (sealing)");
 	pk->diff = json_incref(diff);
+	if (it) {
+		pk->refused = it->refused;
+		it->refused = NULL;
+		memcpy(pk->ts, it->ts, sizeof(pk->ts));
+	}
 	pk->next = ev->pkgs;
 	ev->pkgs = pk;
 	return 0;
@@ -499,7 +516,7 @@ static int do_seal(struct cg_evidence *ev, struct item *it)
 		goto free_docs;
 	}
 	json_decref(sp);
-	rc = queue_package(ev, it->trace, it->verdict, diff);
+	rc = queue_package(ev, it->trace, it->verdict, diff, NULL);
 free_docs:
 	json_decref(rp);
 	json_decref(diff);
@@ -516,7 +533,7 @@ static int do_refusal(struct cg_evidence *ev, struct item *it)
 	json_t *diff = t ? self_check(t, false) : NULL;
 	if (!diff)
 		return -1;
-	int rc = queue_package(ev, it->trace, NULL, diff);
+	int rc = queue_package(ev, it->trace, NULL, diff, it);
 	json_decref(diff);
 	return rc;
 }
@@ -752,14 +769,26 @@ static void wake_if_below(struct cg_evidence *ev)
 /* One package: a directory under traces/, or members of its segment's archive. */
 static int write_package(struct cg_evidence *ev, const struct package *pk)
 {
-	if (!pk->archive)
-		return cg_trace_write_package(ev->state_dir, pk->trace, pk->t->buf, pk->t->len,
-					      pk->verdict, pk->replay, pk->diff);
+	json_t *facts = pk->refused ? cg_refusal_facts(pk->trace, pk->ts, pk->refused) : NULL;
+	if (pk->refused && !facts) {
+		errno = ENOMEM;
+		return -1;
+	}
+	int rc;
+	if (!pk->archive) {
+		rc = cg_trace_write_package(ev->state_dir, pk->trace, pk->t->buf, pk->t->len,
+					    pk->verdict, facts, pk->replay, pk->diff);
+		json_decref(facts);
+		return rc;
+	}
 	struct cg_package r;
-	if (cg_package_render(pk->t->buf, pk->t->len, pk->verdict, pk->replay, pk->diff, &r) < 0)
+	rc =
+	    cg_package_render(pk->t->buf, pk->t->len, pk->verdict, facts, pk->replay, pk->diff, &r);
+	json_decref(facts);
+	if (rc < 0)
 		return -1;
 	pthread_mutex_lock(&ev->live_mu);
-	int rc = cg_live_archive_append(&ev->live, ev->state_dir, pk->seg, pk->trace, &r);
+	rc = cg_live_archive_append(&ev->live, ev->state_dir, pk->seg, pk->trace, &r);
 	int e = errno;
 	pthread_mutex_unlock(&ev->live_mu);
 	cg_package_free(&r);
@@ -786,6 +815,7 @@ static size_t write_packages(struct cg_evidence *ev, struct package *pk, bool wr
 		json_decref(pk->verdict);
 		json_decref(pk->replay);
 		json_decref(pk->diff);
+		json_decref(pk->refused);
 		free(pk);
 		pk = nx;
 		n++;
@@ -1370,6 +1400,8 @@ static int queue_event(struct cg_evidence *ev, bool ok, const char *trace_id, in
 		       json_t *payload, bool durable, enum item_kind kind, _Atomic uint32_t *gate)
 {
 	struct item *it = ev && ok ? item_event(trace_id, type, payload, durable) : NULL;
+	if (it && kind == IT_REFUSAL)
+		it->refused = json_incref(payload); /* the package's facts (struct package) */
 	json_decref(payload);
 	if (!it) {
 		errno = ev && ok ? ENOMEM : EINVAL;

@@ -235,11 +235,14 @@ struct cg_package {
 /*
  * Render a package: events.ndjson (the given bytes), verdict.json (verdict
  * with what the events show; verdict NULL: the one the events seal with, a
- * refusal's), verdict.md, replay.json, diff.json. 0, or -1 with errno; free
- * with cg_package_free.
+ * refusal's), verdict.md, replay.json, diff.json. facts: the events' facts
+ * (cg_refusal_facts of the payload the writer serialised into them), or
+ * NULL to read them from the bytes (cg_trace_facts). 0, or -1 with errno;
+ * free with cg_package_free.
  */
 int cg_package_render(const char *events, size_t events_len, const json_t *verdict,
-		      const json_t *replay, const json_t *diff, struct cg_package *out);
+		      const json_t *facts, const json_t *replay, const json_t *diff,
+		      struct cg_package *out);
 void cg_package_free(struct cg_package *p);
 
 /* j as a package's JSON files hold it: indented, with a final newline. Caller frees; NULL on OOM. */
@@ -248,11 +251,12 @@ char *cg_package_json(const json_t *j, size_t *len);
 /*
  * Write traces/<trace_id>/ under state_dir atomically (a temporary
  * directory renamed into place): events.ndjson (the given bytes),
- * verdict.json, verdict.md, replay.json, diff.json. 0 or -1 with errno.
+ * verdict.json, verdict.md, replay.json, diff.json (facts as for
+ * cg_package_render). 0 or -1 with errno.
  */
 int cg_trace_write_package(const char *state_dir, const char *trace_id, const char *events,
-			   size_t events_len, const json_t *verdict, const json_t *replay,
-			   const json_t *diff);
+			   size_t events_len, const json_t *verdict, const json_t *facts,
+			   const json_t *replay, const json_t *diff);
 
 /*
  * Rebuild traces/<trace_id>/ from the trace's journal lines (events, the

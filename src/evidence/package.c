@@ -65,11 +65,13 @@ const char *const cg_package_names[CG_PACKAGE_N] = { "events.ndjson", "verdict.j
 						     "replay.json", "diff.json" };
 
 int cg_package_render(const char *events, size_t events_len, const json_t *verdict,
-		      const json_t *replay, const json_t *diff, struct cg_package *out)
+		      const json_t *facts, const json_t *replay, const json_t *diff,
+		      struct cg_package *out)
 {
 	memset(out, 0, sizeof(*out));
 	/* verdict.json: the sealed verdict with what the trace's events show. */
-	json_t *full = cg_verdict_with_events(verdict, events, events_len);
+	json_t *full = facts ? cg_verdict_of_facts(verdict, facts)
+			     : cg_verdict_with_events(verdict, events, events_len);
 	char *md = full ? cg_verdict_render_md(full) : NULL;
 	if (!full) {
 		free(md);
@@ -117,8 +119,8 @@ static int rm_tree_flat(const char *dir)
 }
 
 int cg_trace_write_package(const char *state_dir, const char *trace_id, const char *events,
-			   size_t events_len, const json_t *verdict, const json_t *replay,
-			   const json_t *diff)
+			   size_t events_len, const json_t *verdict, const json_t *facts,
+			   const json_t *replay, const json_t *diff)
 {
 	if (!cg_trace_id_valid(trace_id) || strcmp(trace_id, CG_JOURNAL_TRACE) == 0) {
 		errno = EINVAL;
@@ -135,7 +137,7 @@ int cg_trace_write_package(const char *state_dir, const char *trace_id, const ch
 	if (dfd < 0)
 		return -1;
 	struct cg_package pk;
-	int rc = cg_package_render(events, events_len, verdict, replay, diff, &pk);
+	int rc = cg_package_render(events, events_len, verdict, facts, replay, diff, &pk);
 	for (size_t i = 0; rc == 0 && i < CG_PACKAGE_N; i++)
 		rc = write_file_at(dfd, cg_package_names[i], pk.data[i], pk.len[i]);
 	int e = errno;
@@ -259,7 +261,8 @@ int cg_trace_rebuild_package(const char *state_dir, const char *trace_id, const 
 		errno = EINVAL;
 		goto free_docs;
 	}
-	rc = cg_trace_write_package(state_dir, trace_id, events, events_len, verdict, replay, diff);
+	rc = cg_trace_write_package(state_dir, trace_id, events, events_len, verdict, NULL, replay,
+				    diff);
 free_docs:
 	free(v);
 	json_decref(parse_diff);

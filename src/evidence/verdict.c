@@ -567,10 +567,23 @@ static void facts_take(json_t *f, const char *trace, const char *t, const char *
 		facts_add(f, t, ts, p);
 }
 
+static json_t *facts_new(void)
+{
+	return json_pack("{s:b, s:[], s:[], s:[]}", "started", 0, "approvals", "screening",
+			 "connections");
+}
+
+json_t *cg_refusal_facts(const char *trace, const char *ts, json_t *payload)
+{
+	json_t *f = facts_new();
+	if (f && json_is_object(payload))
+		facts_take(f, trace, "refusal", ts, payload);
+	return f;
+}
+
 json_t *cg_trace_facts(const char *events, size_t len)
 {
-	json_t *f = json_pack("{s:b, s:[], s:[], s:[]}", "started", 0, "approvals", "screening",
-			      "connections");
+	json_t *f = facts_new();
 	size_t pos = 0;
 	while (f && events && pos < len) {
 		const char *nl = memchr(events + pos, '\n', len - pos);
@@ -909,12 +922,17 @@ json_t *cg_verdict_with_facts(const json_t *sealed, const json_t *f)
 	return v;
 }
 
+json_t *cg_verdict_of_facts(const json_t *sealed, const json_t *f)
+{
+	if (f && !sealed) /* the one the events hold: a seal's, or a refusal's (one parse) */
+		sealed = json_object_get(f, "sealed");
+	return f && sealed ? cg_verdict_with_facts(sealed, f) : NULL;
+}
+
 json_t *cg_verdict_with_events(const json_t *sealed, const char *events, size_t len)
 {
 	json_t *f = cg_trace_facts(events, len);
-	if (f && !sealed) /* the one the events hold: a seal's, or a refusal's (one parse) */
-		sealed = json_object_get(f, "sealed");
-	json_t *v = f && sealed ? cg_verdict_with_facts(sealed, f) : NULL;
+	json_t *v = cg_verdict_of_facts(sealed, f);
 	json_decref(f);
 	return v;
 }

@@ -29,6 +29,13 @@
 json_t *cg_trace_facts(const char *events, size_t len);
 
 /*
+ * The same for a trace that is one refusal event, from its payload as the
+ * writer serialised it into the line (borrowed), its trace id and ts: what
+ * cg_trace_facts of that line gives, without parsing it again.
+ */
+json_t *cg_refusal_facts(const char *trace, const char *ts, json_t *payload);
+
+/*
  * verdict.json for a trace: the sealed verdict (borrowed) with what the
  * events show added — outcome, decided_by, call, run, exit codes, outputs,
  * screening, connections — and executed, blocked and next_steps made true to
@@ -37,7 +44,10 @@ json_t *cg_trace_facts(const char *events, size_t len);
  */
 json_t *cg_verdict_with_facts(const json_t *sealed, const json_t *facts);
 
-/* The same, from the events' bytes; sealed NULL: the verdict the events seal with. */
+/* The same; sealed NULL: the verdict the facts seal with (a seal's, or a refusal's). */
+json_t *cg_verdict_of_facts(const json_t *sealed, const json_t *facts);
+
+/* The same, from the events' bytes. */
 json_t *cg_verdict_with_events(const json_t *sealed, const char *events, size_t len);
 
 /*

@@ -1019,6 +1019,43 @@ Test(evidence, refusal_is_one_event_that_seals_its_trace)
 	ASSERT_FAILS_WITH("r1", "verdict_mismatch");
 }
 
+/*
+ * A refusal's package is rendered from the payload the writer serialised
+ * into its line, not from the line parsed again: every file must be what
+ * the line's own bytes give, byte for byte, text that needs escaping too.
+ */
+Test(evidence, refusal_package_is_what_its_line_gives)
+{
+	struct cg_evidence *ev = open_ev(0);
+	json_t *p = refusal_payload("BLOCK", "Denied: \"quoted\", a\ttab, \xc3\xa9, \xe2\x80\xa8, "
+					     "\\ and / too.");
+	json_object_set_new(json_object_get(p, "peer"), "pid",
+			    json_integer(INT64_C(9007199254740993)));
+	cr_assert_eq(cg_evidence_refuse(ev, "r9", p), 0);
+	cg_evidence_close(ev);
+	size_t elen = 0;
+	char *events = slurp("traces/r9/events.ndjson", &elen);
+	json_t *rdoc = load_json("traces/r9/replay.json");
+	json_t *diff = load_json("traces/r9/diff.json");
+	struct cg_package want;
+	cr_assert_eq(cg_package_render(events, elen, NULL, NULL, rdoc, diff, &want), 0);
+	for (size_t i = 0; i < CG_PACKAGE_N; i++) {
+		char rel[128];
+		snprintf(rel, sizeof(rel), "traces/r9/%s", cg_package_names[i]);
+		size_t n = 0;
+		char *got = slurp(rel, &n);
+		cr_assert(n == want.len[i] && memcmp(got, want.data[i], n) == 0,
+			  "%s differs from its line's:\n%.*s\n---\n%.*s", cg_package_names[i],
+			  (int)n, got, (int)want.len[i], want.data[i]);
+		free(got);
+	}
+	cg_package_free(&want);
+	json_decref(rdoc);
+	json_decref(diff);
+	free(events);
+	ASSERT_PASSES("r9");
+}
+
 Test(evidence, events_around_a_refusal_fail_its_structure)
 {
 	struct cg_evidence *ev = open_ev(0);
