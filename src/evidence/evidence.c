@@ -64,7 +64,15 @@
  * signed less than this long ago; then the next one, at most this much
  * later, covers it (a group commit of signatures under a flood).
  */
-#define SEAL_CKPT_GAP_MS  10
+#define SEAL_CKPT_GAP_MS 10
+/*
+ * A refusal (never durable, its answer already given) does not wake a
+ * sleeping writer: it is written with the next item that does, once this
+ * many wait, or this long after the first of them, whichever comes first.
+ * One wake-up of the writer and package threads serves many refusals.
+ */
+#define LAZY_WRITE_MS	  2
+#define LAZY_WRITE_ITEMS  64u
 #define QUEUE_CAP	  (1u << 20) /* pending items; past this appends fail (EAGAIN) */
 #define ADMIT_HIGH_WATER  32768u     /* pending items past which new calls are turned away */
 #define PKG_WEIGHT	  8u	     /* a waiting trace package, in queued-item units */
@@ -184,6 +192,8 @@ struct cg_evidence {
 	pthread_cond_t work_cv, done_cv;
 	struct item *q_head, **q_tail;
 	size_t q_len;
+	size_t q_eager;	       /* queued items that wake the writer at once (not refusals) */
+	int64_t lazy_since_ns; /* monotonic: when the oldest queued refusal was queued */
 	size_t inflight; /* items of the batch the writer holds, until its packages are handed on */
 	uint64_t next_ticket, synced_ticket, done_ticket;
 	int failed;	      /* errno of the failure that stopped the journal, or 0 */
@@ -1217,6 +1227,20 @@ static void append_cut_markers(struct cg_evidence *ev)
 	json_array_clear(ev->cut_pending);
 }
 
+/*
+ * mu held: is there work the writer should not sleep on? An eager item,
+ * enough refusals, or refusals that have waited long enough (a clock read
+ * only while nothing else is ready).
+ */
+static bool ready_locked(const struct cg_evidence *ev)
+{
+	if (!ev->q_head)
+		return false;
+	if (ev->q_eager || ev->q_len >= LAZY_WRITE_ITEMS || ev->failed)
+		return true;
+	return cg_now_mono_ns() - ev->lazy_since_ns >= LAZY_WRITE_MS * 1000000;
+}
+
 /* Writer thread, mu held, journal failed: wait a probe interval, then try. */
 static void try_heal(struct cg_evidence *ev)
 {
@@ -1240,19 +1264,26 @@ static void *writer_main(void *arg)
 	struct cg_evidence *ev = arg;
 	pthread_mutex_lock(&ev->mu);
 	for (;;) {
-		while (!ev->q_head && !ev->stop) {
+		while (!ready_locked(ev) && !ev->stop) {
 			if (ev->failed) {
 				try_heal(ev);
 				continue;
 			}
-			if (ev->since_ckpt == 0) {
+			if (ev->since_ckpt == 0 && !ev->q_head) {
 				pthread_cond_wait(&ev->work_cv, &ev->mu);
 				continue;
 			}
-			/* Events not yet under a checkpoint: wake when the interval is due. */
-			int64_t due = ev->last_ckpt_ns + (ev->seal_unsigned
+			/*
+			 * Events not yet under a checkpoint: wake when the interval is
+			 * due; refusals waiting: when the oldest has waited long enough.
+			 */
+			int64_t due = INT64_MAX;
+			if (ev->since_ckpt)
+				due = ev->last_ckpt_ns + (ev->seal_unsigned
 							      ? SEAL_CKPT_GAP_MS * 1000000
 							      : ev->cfg.checkpoint_ms * 1000000);
+			if (ev->q_head && ev->lazy_since_ns + LAZY_WRITE_MS * 1000000 < due)
+				due = ev->lazy_since_ns + LAZY_WRITE_MS * 1000000;
 			struct timespec ts = { (time_t)(due / 1000000000),
 					       (long)(due % 1000000000) };
 			if (pthread_cond_timedwait(&ev->work_cv, &ev->mu, &ts) == ETIMEDOUT)
@@ -1265,6 +1296,7 @@ static void *writer_main(void *arg)
 		ev->q_tail = &ev->q_head;
 		ev->inflight = ev->q_len;
 		ev->q_len = 0;
+		ev->q_eager = 0;
 		uint64_t last = ev->next_ticket;
 		bool failed = ev->failed != 0;
 		pthread_mutex_unlock(&ev->mu);
@@ -1330,12 +1362,24 @@ static int enqueue(struct cg_evidence *ev, struct item *it)
 			cg_log("error", it->trace,
 			       "evidence: cannot remember a trace cut at the cap");
 	} else {
+		/*
+		 * A writer may sleep on an empty queue with no deadline, or until
+		 * its refusals are due: the first item of a queue wakes it (to
+		 * take it, or to set that deadline), and later ones only when they
+		 * make the queue ready (an eager item, or enough refusals).
+		 */
+		bool wake = ev->q_len == 0 ||
+			    (!ready_locked(ev) &&
+			     (it->kind != IT_REFUSAL || ev->q_len + 1 >= LAZY_WRITE_ITEMS));
 		it->ticket = ++ev->next_ticket;
 		it->next = NULL;
 		*ev->q_tail = it;
 		ev->q_tail = &it->next;
-		/* Only an empty queue can have a sleeping writer: one wake-up per batch. */
 		if (ev->q_len++ == 0)
+			ev->lazy_since_ns = cg_now_mono_ns();
+		if (it->kind != IT_REFUSAL)
+			ev->q_eager++;
+		if (wake)
 			pthread_cond_signal(&ev->work_cv);
 		uint64_t t = it->ticket;
 		bool durable = it->durable && !it->gate; /* a gated item is waited for elsewhere */

@@ -582,7 +582,10 @@ class Witnessing(unittest.TestCase):
         """A fork of the log (same key and origin, another history) is refused by a
         witness that has cosigned the original."""
         wdir = os.path.join(self.tmp, "w3")
-        call(self.log, ["/bin/echo", "w3"])
+        tid = call(self.log, ["/bin/echo", "w3"])
+        # Once a checkpoint covers the call's seal, nothing more is signed: the
+        # note read here is the one the witness is asked to cosign just below.
+        prove(self.log.state_dir, tid, os.path.join(self.tmp, "w3.proof"))
         size = settled_note(self.log.state_dir, os.path.join(self.tmp, "w3.note"), 1)
         p = self.witness(self.request(self.log.state_dir, 0, "w3req"), wdir=wdir)
         self.assertEqual(p.returncode, 0, p.stderr)

@@ -1162,6 +1162,41 @@ Test(evidence, every_seal_is_signed_soon_without_more_work)
 	ASSERT_PASSES(NULL);
 }
 
+/*
+ * A refusal does not wake the writer at once (it waits up to 2 ms for
+ * company), but it is never left behind: queued alone to a writer asleep
+ * with nothing due, it still reaches the journal and its package, with no
+ * further work from anyone.
+ */
+Test(evidence, a_lone_refusal_is_written_without_more_work)
+{
+	struct cg_evidence_config c = { .state_dir = state,
+					.write_traces = true,
+					.checkpoint_ms = 50 };
+	struct cg_evidence *ev = NULL;
+	struct cg_reply *err = NULL;
+	cr_assert_eq(cg_evidence_open(&c, &ev, &err), 0);
+	cr_assert_eq(cg_evidence_flush(ev), 0);
+	usleep(300000); /* everything checkpointed: the writer sleeps with nothing due */
+	cr_assert_eq(cg_evidence_refuse(ev, "alone", refusal_payload("BLOCK", "no")), 0);
+	bool seen = false;
+	for (int i = 0; i < 200 && !seen; i++) {
+		usleep(10000);
+		char jp[512], vp[512], *b = NULL, *v = NULL;
+		size_t len = 0;
+		path_of(jp, sizeof(jp), "journal/0000000000000001.ndjson");
+		path_of(vp, sizeof(vp), "traces/alone/verdict.json");
+		seen = cg_file_read(jp, 1u << 30, &b, &len) == 0 &&
+		       cg_file_read(vp, 1u << 30, &v, &len) == 0 &&
+		       strstr(b, "\"trace\":\"alone\"");
+		free(b);
+		free(v);
+	}
+	cr_assert(seen, "the refusal was not written within 2 s");
+	cg_evidence_close(ev);
+	ASSERT_PASSES(NULL);
+}
+
 static struct cg_evidence *open_ev_archive(void)
 {
 	struct cg_evidence_config c = { .state_dir = state, .write_traces = true, .archive = true };
