@@ -71,8 +71,8 @@
  * many wait, or this long after the first of them, whichever comes first.
  * One wake-up of the writer and package threads serves many refusals.
  */
-#define LAZY_WRITE_MS	  2
-#define LAZY_WRITE_ITEMS  64u
+#define LAZY_WRITE_MS	  1
+#define LAZY_WRITE_ITEMS  16u
 #define QUEUE_CAP	  (1u << 20) /* pending items; past this appends fail (EAGAIN) */
 #define ADMIT_HIGH_WATER  32768u     /* pending items past which new calls are turned away */
 #define PKG_WEIGHT	  8u	     /* a waiting trace package, in queued-item units */

@@ -1163,7 +1163,7 @@ Test(evidence, every_seal_is_signed_soon_without_more_work)
 }
 
 /*
- * A refusal does not wake the writer at once (it waits up to 2 ms for
+ * A refusal does not wake the writer at once (it waits up to 1 ms for
  * company), but it is never left behind: queued alone to a writer asleep
  * with nothing due, it still reaches the journal and its package, with no
  * further work from anyone.
