@@ -66,10 +66,11 @@
  */
 #define SEAL_CKPT_GAP_MS 10
 /*
- * A refusal (never durable, its answer already given) does not wake a
- * sleeping writer: it is written with the next item that does, once this
- * many wait, or this long after the first of them, whichever comes first.
- * One wake-up of the writer and package threads serves many refusals.
+ * An item nobody waits for (not durable, no gate: a refusal, a ping's
+ * events, an answered call's seal) does not wake a sleeping writer: it is
+ * written with the next item that does, once this many wait, or this long
+ * after the first of them, whichever comes first. One wake-up of the writer
+ * and package threads serves many of them.
  */
 #define LAZY_WRITE_MS	  1
 #define LAZY_WRITE_ITEMS  16u
@@ -192,8 +193,9 @@ struct cg_evidence {
 	pthread_cond_t work_cv, done_cv;
 	struct item *q_head, **q_tail;
 	size_t q_len;
-	size_t q_eager;	       /* queued items that wake the writer at once (not refusals) */
-	int64_t lazy_since_ns; /* monotonic: when the oldest queued refusal was queued */
+	size_t q_eager;	       /* queued items that wake the writer at once (item_lazy false) */
+	int64_t lazy_since_ns; /* monotonic: when the oldest queued item was queued */
+	unsigned flushers;     /* callers in cg_evidence_flush: take the queue now */
 	size_t inflight; /* items of the batch the writer holds, until its packages are handed on */
 	uint64_t next_ticket, synced_ticket, done_ticket;
 	int failed;	      /* errno of the failure that stopped the journal, or 0 */
@@ -1227,16 +1229,22 @@ static void append_cut_markers(struct cg_evidence *ev)
 	json_array_clear(ev->cut_pending);
 }
 
+/* May this item wait for company before the writer takes it (LAZY_WRITE_MS)? */
+static bool item_lazy(const struct item *it)
+{
+	return !it->durable && !it->gate && it->kind != IT_FLUSH;
+}
+
 /*
- * mu held: is there work the writer should not sleep on? An eager item,
- * enough refusals, or refusals that have waited long enough (a clock read
- * only while nothing else is ready).
+ * mu held: is there work the writer should not sleep on? An eager item, a
+ * flush waiting, enough lazy items, or lazy items that have waited long
+ * enough (a clock read only while nothing else is ready).
  */
 static bool ready_locked(const struct cg_evidence *ev)
 {
 	if (!ev->q_head)
 		return false;
-	if (ev->q_eager || ev->q_len >= LAZY_WRITE_ITEMS || ev->failed)
+	if (ev->q_eager || ev->q_len >= LAZY_WRITE_ITEMS || ev->failed || ev->flushers)
 		return true;
 	return cg_now_mono_ns() - ev->lazy_since_ns >= LAZY_WRITE_MS * 1000000;
 }
@@ -1364,20 +1372,20 @@ static int enqueue(struct cg_evidence *ev, struct item *it)
 	} else {
 		/*
 		 * A writer may sleep on an empty queue with no deadline, or until
-		 * its refusals are due: the first item of a queue wakes it (to
+		 * its lazy items are due: the first item of a queue wakes it (to
 		 * take it, or to set that deadline), and later ones only when they
-		 * make the queue ready (an eager item, or enough refusals).
+		 * make the queue ready (an eager item, or enough lazy ones).
 		 */
-		bool wake = ev->q_len == 0 ||
-			    (!ready_locked(ev) &&
-			     (it->kind != IT_REFUSAL || ev->q_len + 1 >= LAZY_WRITE_ITEMS));
+		bool wake =
+		    ev->q_len == 0 ||
+		    (!ready_locked(ev) && (!item_lazy(it) || ev->q_len + 1 >= LAZY_WRITE_ITEMS));
 		it->ticket = ++ev->next_ticket;
 		it->next = NULL;
 		*ev->q_tail = it;
 		ev->q_tail = &it->next;
 		if (ev->q_len++ == 0)
 			ev->lazy_since_ns = cg_now_mono_ns();
-		if (it->kind != IT_REFUSAL)
+		if (!item_lazy(it))
 			ev->q_eager++;
 		if (wake)
 			pthread_cond_signal(&ev->work_cv);
@@ -1569,8 +1577,11 @@ int cg_evidence_flush(struct cg_evidence *ev)
 	}
 	pthread_mutex_lock(&ev->mu);
 	uint64_t t = ev->next_ticket;
+	if (ev->flushers++ == 0 && ev->q_head)
+		pthread_cond_signal(&ev->work_cv); /* lazy items: take them now */
 	while (ev->done_ticket < t && !ev->failed)
 		pthread_cond_wait(&ev->done_cv, &ev->mu);
+	ev->flushers--;
 	int failed = ev->failed;
 	pthread_mutex_unlock(&ev->mu);
 	if (failed) {

@@ -120,12 +120,6 @@ int cg_evidence_seal(struct cg_evidence *ev, const char *trace_id, json_t *verdi
     __attribute__((warn_unused_result));
 
 /*
- * Block until every event and seal enqueued before this call has been
- * written (and its trace package, if any, is on disk). For callers that
- * answer a client only once `callgate verdict` would find the package.
- * Returns 0, or -1 with errno when the journal has failed.
- */
-/*
  * Is the writer so far behind that new calls should be turned away (back-
  * pressure instead of an unbounded queue)? *pending (when not NULL) gets the
  * number of items waiting. Never blocks on disk.
@@ -146,6 +140,12 @@ size_t cg_evidence_pending(struct cg_evidence *ev);
  */
 void cg_evidence_wake_below(struct cg_evidence *ev, size_t level, int fd);
 
+/*
+ * Block until every event and seal enqueued before this call has been
+ * written (and its trace package, if any, is on disk). For callers that
+ * answer a client only once `callgate verdict` would find the package.
+ * Returns 0, or -1 with errno when the journal has failed.
+ */
 int cg_evidence_flush(struct cg_evidence *ev) __attribute__((warn_unused_result));
 
 /*
