@@ -59,6 +59,7 @@
 #define DEFAULT_SEGMENT_BYTES (64ull << 20)
 #define DEFAULT_CKPT_EVERY    10000u
 #define DEFAULT_CKPT_MS	      1000
+#define CKPT_MS_MAX	      (24 * 3600 * 1000) /* a day */
 /*
  * A batch that seals a trace is signed at once unless a checkpoint was
  * signed less than this long ago; then the next one, at most this much
@@ -1246,7 +1247,7 @@ static bool ready_locked(const struct cg_evidence *ev)
 		return false;
 	if (ev->q_eager || ev->q_len >= LAZY_WRITE_ITEMS || ev->failed || ev->flushers)
 		return true;
-	return cg_now_mono_ns() - ev->lazy_since_ns >= LAZY_WRITE_MS * 1000000;
+	return cg_now_mono_ns() - ev->lazy_since_ns >= (int64_t)LAZY_WRITE_MS * 1000000;
 }
 
 /* Writer thread, mu held, journal failed: wait a probe interval, then try. */
@@ -1290,8 +1291,9 @@ static void *writer_main(void *arg)
 				due = ev->last_ckpt_ns + (ev->seal_unsigned
 							      ? SEAL_CKPT_GAP_MS * 1000000
 							      : ev->cfg.checkpoint_ms * 1000000);
-			if (ev->q_head && ev->lazy_since_ns + LAZY_WRITE_MS * 1000000 < due)
-				due = ev->lazy_since_ns + LAZY_WRITE_MS * 1000000;
+			if (ev->q_head &&
+			    ev->lazy_since_ns + (int64_t)LAZY_WRITE_MS * 1000000 < due)
+				due = ev->lazy_since_ns + (int64_t)LAZY_WRITE_MS * 1000000;
 			struct timespec ts = { (time_t)(due / 1000000000),
 					       (long)(due % 1000000000) };
 			if (pthread_cond_timedwait(&ev->work_cv, &ev->mu, &ts) == ETIMEDOUT)
@@ -2070,6 +2072,8 @@ int cg_evidence_open(const struct cg_evidence_config *cfg, struct cg_evidence **
 		ev->cfg.checkpoint_every = DEFAULT_CKPT_EVERY;
 	if (ev->cfg.checkpoint_ms <= 0)
 		ev->cfg.checkpoint_ms = DEFAULT_CKPT_MS;
+	if (ev->cfg.checkpoint_ms > CKPT_MS_MAX) /* the writer's deadlines stay in range */
+		ev->cfg.checkpoint_ms = CKPT_MS_MAX;
 	ev->lock_fd = ev->seg_fd = ev->ckpt_fd = ev->dir_fd = -1;
 	ev->wake_fd = -1;
 	ev->high_water = (size_t)test_knob("CALLGATE_TEST_EVIDENCE_HIGH_WATER", ADMIT_HIGH_WATER);
