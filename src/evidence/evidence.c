@@ -7,6 +7,8 @@
  * whole queue at once, gives each event its sequence numbers and both chain
  * links, writes the batch with one write(2), and calls fdatasync once for
  * all of it when anyone in the batch asked for durability (group commit).
+ * An event nobody waits for (item_lazy) does not make the writer take the
+ * queue: it waits for company, at most LAZY_WRITE_MS or LAZY_WRITE_ITEMS.
  * Seals run the call's own replay step on the trace's events in memory,
  * append the replay and seal events and sign a checkpoint on the writer
  * thread (at once, or at most SEAL_CKPT_GAP_MS later when one was just
@@ -16,6 +18,8 @@
  *
  * Invariants:
  *  - A durable append MUST NOT return 0 before fdatasync covered its event.
+ *  - A queued item MUST be written without further work from anyone: the
+ *    writer never sleeps without a deadline while the queue holds items.
  *  - Once a write or sync fails, the journal is failed: every later append
  *    returns -1 (fail closed; the daemon must not run commands whose permit
  *    it cannot record) until the writer has healed it: rebuilt its state
