@@ -198,7 +198,7 @@ struct cg_evidence {
 	pthread_cond_t work_cv, done_cv;
 	struct item *q_head, **q_tail;
 	size_t q_len;
-	size_t q_eager;	       /* queued items that wake the writer at once (item_lazy false) */
+	bool q_eager; /* an item that wakes the writer at once (item_lazy false) is queued */
 	int64_t lazy_since_ns; /* monotonic: when the oldest queued item was queued */
 	unsigned flushers;     /* callers in cg_evidence_flush: take the queue now */
 	size_t inflight; /* items of the batch the writer holds, until its packages are handed on */
@@ -792,23 +792,19 @@ static int write_package(struct cg_evidence *ev, const struct package *pk)
 		return -1;
 	}
 	int rc;
+	struct cg_package r;
 	if (!pk->archive) {
 		rc = cg_trace_write_package(ev->state_dir, pk->trace, pk->t->buf, pk->t->len,
 					    pk->verdict, facts, pk->replay, pk->diff);
-		json_decref(facts);
-		return rc;
+	} else if ((rc = cg_package_render(pk->t->buf, pk->t->len, pk->verdict, facts, pk->replay,
+					   pk->diff, &r)) == 0) {
+		pthread_mutex_lock(&ev->live_mu);
+		rc = cg_live_archive_append(&ev->live, ev->state_dir, pk->seg, pk->trace, &r);
+		pthread_mutex_unlock(&ev->live_mu);
+		cg_package_free(&r);
 	}
-	struct cg_package r;
-	rc =
-	    cg_package_render(pk->t->buf, pk->t->len, pk->verdict, facts, pk->replay, pk->diff, &r);
-	json_decref(facts);
-	if (rc < 0)
-		return -1;
-	pthread_mutex_lock(&ev->live_mu);
-	rc = cg_live_archive_append(&ev->live, ev->state_dir, pk->seg, pk->trace, &r);
 	int e = errno;
-	pthread_mutex_unlock(&ev->live_mu);
-	cg_package_free(&r);
+	json_decref(facts);
 	errno = e;
 	return rc;
 }
@@ -1310,7 +1306,7 @@ static void *writer_main(void *arg)
 		ev->q_tail = &ev->q_head;
 		ev->inflight = ev->q_len;
 		ev->q_len = 0;
-		ev->q_eager = 0;
+		ev->q_eager = false;
 		uint64_t last = ev->next_ticket;
 		bool failed = ev->failed != 0;
 		pthread_mutex_unlock(&ev->mu);
@@ -1391,8 +1387,7 @@ static int enqueue(struct cg_evidence *ev, struct item *it)
 		ev->q_tail = &it->next;
 		if (ev->q_len++ == 0)
 			ev->lazy_since_ns = cg_now_mono_ns();
-		if (!item_lazy(it))
-			ev->q_eager++;
+		ev->q_eager |= !item_lazy(it);
 		if (wake)
 			pthread_cond_signal(&ev->work_cv);
 		uint64_t t = it->ticket;

@@ -1138,14 +1138,21 @@ static json_int_t unsigned_tail(void)
  * for the next checkpoint, with no further work and the interval
  * checkpoint a minute away, the writer still signs it by itself.
  */
-Test(evidence, every_seal_is_signed_soon_without_more_work)
+/* Evidence with packages as directories and the interval checkpoint every ms. */
+static struct cg_evidence *open_ev_ckpt(int64_t ms)
 {
 	struct cg_evidence_config c = { .state_dir = state,
 					.write_traces = true,
-					.checkpoint_ms = 60000 };
+					.checkpoint_ms = ms };
 	struct cg_evidence *ev = NULL;
 	struct cg_reply *err = NULL;
-	cr_assert_eq(cg_evidence_open(&c, &ev, &err), 0);
+	cr_assert_eq(cg_evidence_open(&c, &ev, &err), 0, "open failed");
+	return ev;
+}
+
+Test(evidence, every_seal_is_signed_soon_without_more_work)
+{
+	struct cg_evidence *ev = open_ev_ckpt(60000);
 	json_int_t left = 0;
 	for (int i = 0; i < 1000 && left == 0; i++) {
 		char id[16];
@@ -1170,12 +1177,7 @@ Test(evidence, every_seal_is_signed_soon_without_more_work)
  */
 Test(evidence, a_lone_refusal_is_written_without_more_work)
 {
-	struct cg_evidence_config c = { .state_dir = state,
-					.write_traces = true,
-					.checkpoint_ms = 50 };
-	struct cg_evidence *ev = NULL;
-	struct cg_reply *err = NULL;
-	cr_assert_eq(cg_evidence_open(&c, &ev, &err), 0);
+	struct cg_evidence *ev = open_ev_ckpt(50);
 	cr_assert_eq(cg_evidence_flush(ev), 0);
 	usleep(300000); /* everything checkpointed: the writer sleeps with nothing due */
 	cr_assert_eq(cg_evidence_refuse(ev, "alone", refusal_payload("BLOCK", "no")), 0);
