@@ -318,9 +318,17 @@ class WriteAheadAcrossTheSpawn(unittest.TestCase):
             with open(marker) as f:
                 started = float(f.read())
             self.assertGreaterEqual(started - t0, 1.4, "the command ran before its permit")
-            types = [json.loads(l)["type"] for l in
-                     cli(d.state_dir, "log", "--events", "--json").stdout.splitlines()
-                     if json.loads(l)["trace"] == r["reply"]["trace_id"]]
+            # The answer does not wait for the call's last events to reach the
+            # disk (and each batch stalls 1.5 s here): read once it is sealed.
+            deadline = time.monotonic() + cgtest.DEFAULT_TIMEOUT
+            while True:
+                types = [json.loads(l)["type"] for l in
+                         cli(d.state_dir, "log", "--events", "--json").stdout.splitlines()
+                         if json.loads(l)["trace"] == r["reply"]["trace_id"]]
+                if "seal" in types or time.monotonic() > deadline:
+                    break
+                time.sleep(0.1)
+            self.assertIn("seal", types)
             self.assertLess(types.index("permit"), types.index("exec.started"), types)
 
 
