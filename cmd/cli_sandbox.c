@@ -189,11 +189,17 @@ struct child_failure {
 	int err;
 };
 
-static void child_fail(int fd, int step, int err)
+__attribute__((noreturn)) static void child_fail(int fd, int step, int err)
 {
 	struct child_failure f = { step, err };
 	(void)!write(fd, &f, sizeof(f));
 	_exit(step == 2 ? (err == ENOENT ? 127 : 126) : CG_EXIT_ERROR);
+}
+
+/* How cg_confine_exec reports, in our steps. */
+__attribute__((noreturn)) static void confine_failed(int fd, int step, int err)
+{
+	child_fail(fd, step == CG_CONFINE_STEP_EXEC ? 2 : 1, err);
 }
 
 /* Wait for pid with a deadline; signals to the sandbox are forwarded to the tree. */
@@ -588,9 +594,7 @@ int cg_cli_sandbox(const struct cg_cli *g, int argc, char **argv)
 		if (e)
 			child_fail(pfd[1], 0, e);
 		(void)sigprocmask(SIG_SETMASK, &old, NULL);
-		int step;
-		e = cg_confine_exec(plan, exe, cmd, env, &step);
-		child_fail(pfd[1], step == CG_CONFINE_STEP_EXEC ? 2 : 1, e);
+		cg_confine_exec(plan, exe, cmd, env, confine_failed, pfd[1]);
 	}
 	cg_tree_add(tree, pid);
 	(void)close(pfd[1]);

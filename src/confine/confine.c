@@ -42,6 +42,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/futex.h>
 #include <linux/magic.h>
 #include <pthread.h>
 #include <sched.h>
@@ -141,8 +142,11 @@ static atomic_ulong tree_counter;
 static __thread const struct cg_tree *joined_tree;
 /* Set in the child by cg_tree_fork when clone3 already put it in the cgroup. */
 static __thread const struct cg_tree *born_in;
-/* Set in the child: it shares the daemon's memory until it execs. */
-static __thread bool shared_child;
+/*
+ * Set in the child that shares the daemon's memory until it execs: the
+ * word its command's exec clears (struct shared_start), else NULL.
+ */
+static __thread pid_t *shared_exec_word;
 /* Set around the clone: the child is born in a pooled network namespace. */
 static __thread bool netns_given;
 static atomic_bool clone3_unusable;
@@ -380,7 +384,7 @@ static pid_t tree_fork_flags(struct cg_tree *t, unsigned long ns_flags)
 		long r = syscall(SYS_clone3, &args, sizeof(args));
 		if (r == 0) {
 			born_in = t;
-			shared_child = false;
+			shared_exec_word = NULL;
 			return 0;
 		}
 		if (r > 0)
@@ -396,7 +400,7 @@ static pid_t tree_fork_flags(struct cg_tree *t, unsigned long ns_flags)
 			: (pid_t)syscall(SYS_clone, ns_flags | SIGCHLD, NULL, NULL, NULL, 0);
 	if (pid == 0) {
 		born_in = NULL;
-		shared_child = false;
+		shared_exec_word = NULL;
 	}
 	return pid;
 }
@@ -495,13 +499,37 @@ struct shared_start {
 	const struct cg_tree *t;
 	int (*fn)(void *);
 	void *arg;
+	pid_t exec_word; /* the command's pid from its clone until its exec or exit */
 };
+
+/*
+ * Wait until the kernel clears *w (CLONE_CHILD_CLEARTID) when the command
+ * execs or exits. A raw syscall, not syscall(3): until then the command
+ * runs on this thread's TLS, and libc would write errno there under it.
+ */
+static void exec_word_wait(pid_t *w)
+{
+	for (;;) {
+		pid_t v = __atomic_load_n(w, __ATOMIC_ACQUIRE);
+		if (v == 0)
+			return;
+		long ret;
+		register long timeout __asm__("r10") = 0;
+		/* FUTEX_WAIT, not _PRIVATE: the kernel's wake at exec is not private. */
+		__asm__ volatile("syscall"
+				 : "=a"(ret)
+				 : "0"((long)SYS_futex), "D"(w), "S"((long)FUTEX_WAIT),
+				   "d"((long)v), "r"(timeout)
+				 : "rcx", "r11", "memory");
+		(void)ret; /* EAGAIN (it changed) and EINTR: look again */
+	}
+}
 
 static int shared_main(void *p)
 {
-	const struct shared_start *s = p;
+	struct shared_start *s = p;
 	born_in = s->t;
-	shared_child = true;
+	shared_exec_word = &s->exec_word;
 	/*
 	 * If the thread that started us dies (the daemon is killed) before we
 	 * become callgate-init, so do we: half a start must not go on alone
@@ -534,7 +562,7 @@ static pid_t spawn_shared(struct cg_tree *t, unsigned long ns_flags, int (*fn)(v
 		errno = e;
 		return -1;
 	}
-	struct shared_start s = { t, fn, arg };
+	struct shared_start s = { t, fn, arg, 0 };
 	struct cg_clone_args args = {
 		.flags = CLONE_VM | CLONE_VFORK | CLONE_INTO_CGROUP | ns_flags,
 		.exit_signal = SIGCHLD,
@@ -544,6 +572,9 @@ static pid_t spawn_shared(struct cg_tree *t, unsigned long ns_flags, int (*fn)(v
 	};
 	cg_stack_unpoison(map + guard, SHARED_STACK);
 	long r = clone3_call(&args, shared_main, &s);
+	/* Pid 1 exec'd or died; its command, if it has one, may still run on our TLS. */
+	if (r > 0)
+		exec_word_wait(&s.exec_word);
 	int e = errno;
 	cg_stack_unpoison(map + guard, SHARED_STACK);
 	(void)munmap(map, SHARED_STACK + guard);
@@ -1581,53 +1612,57 @@ int cg_confine_child(const struct cg_confine_plan *plan)
 	return confine_tail(plan);
 }
 
-/* What the command's process (pid 2 of a view) runs until execve. */
+/*
+ * What the command's process (pid 2 of a view) runs until execve: a copy
+ * on its own stack (cg_view_spawn), so nothing here may point into pid 1's.
+ */
 struct exec_args {
 	const struct cg_confine_plan *plan;
 	const char *exe;
 	char *const *argv;
 	char *const *envp;
-	int step; /* CG_CONFINE_STEP_* reached when it failed */
+	cg_confine_fail_fn fail;
+	int fail_fd;
 };
 
-static int confine_and_exec(void *arg)
+__attribute__((noreturn)) static void exec_failed(const struct exec_args *a, int step, int err)
 {
-	struct exec_args *a = arg;
-	int rc = confine_tail(a->plan);
-	if (rc != 0)
-		return rc;
-	/* Write-ahead: everything is ready; the command itself waits for its permit. */
-	if (a->plan->gate && (rc = cg_gate_wait(a->plan->gate, CONFINE_GATE_WAIT_MS)) != 0)
-		return rc;
-	a->step = CG_CONFINE_STEP_EXEC;
-	execve(a->exe, a->argv, a->envp);
-	return errno;
+	a->fail(a->fail_fd, step, err);
+	_exit(127); /* a fail that returned */
 }
 
-int cg_confine_exec(const struct cg_confine_plan *plan, const char *exe, char *const *argv,
-		    char *const *envp, int *step)
+__attribute__((noreturn)) static void confine_and_exec(void *arg)
 {
-	struct exec_args a = { plan, exe, argv, envp, CG_CONFINE_STEP_CONFINE };
+	const struct exec_args *a = arg;
+	int rc = confine_tail(a->plan);
+	if (rc != 0)
+		exec_failed(a, CG_CONFINE_STEP_CONFINE, rc);
+	/* Write-ahead: everything is ready; the command itself waits for its permit. */
+	if (a->plan->gate && (rc = cg_gate_wait(a->plan->gate, CONFINE_GATE_WAIT_MS)) != 0)
+		exec_failed(a, CG_CONFINE_STEP_CONFINE, rc);
+	execve(a->exe, a->argv, a->envp);
+	exec_failed(a, CG_CONFINE_STEP_EXEC, errno);
+}
+
+void cg_confine_exec(const struct cg_confine_plan *plan, const char *exe, char *const *argv,
+		     char *const *envp, cg_confine_fail_fn fail, int fail_fd)
+{
+	struct exec_args a = { plan, exe, argv, envp, fail, fail_fd };
 	int rc;
-	*step = CG_CONFINE_STEP_CONFINE;
 	if (!plan) {
-		*step = CG_CONFINE_STEP_EXEC;
 		execve(exe, argv, envp);
-		return errno;
+		exec_failed(&a, CG_CONFINE_STEP_EXEC, errno);
 	}
 	if ((rc = confine_head(plan)) != 0)
-		return rc;
-	if (!plan->view) {
-		rc = confine_and_exec(&a);
-		*step = a.step;
-		return rc;
-	}
+		exec_failed(&a, CG_CONFINE_STEP_CONFINE, rc);
+	if (!plan->view)
+		confine_and_exec(&a);
 	if ((rc = cg_view_enter(plan->view)) != 0)
-		return rc;
-	/* Returns on failure only. */
-	rc = cg_view_spawn(plan->view, confine_and_exec, &a, atomic_load(&init_fd), shared_child);
-	*step = a.step;
-	return rc;
+		exec_failed(&a, CG_CONFINE_STEP_CONFINE, rc);
+	/* Returns on failure only: pid 1 could not start the command or become its init. */
+	rc = cg_view_spawn(plan->view, confine_and_exec, &a, sizeof(a), atomic_load(&init_fd),
+			   shared_exec_word);
+	exec_failed(&a, CG_CONFINE_STEP_CONFINE, rc);
 }
 
 json_t *cg_confine_report(const struct cg_confine_plan *plan)

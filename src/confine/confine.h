@@ -83,15 +83,24 @@ int cg_confine_child(const struct cg_confine_plan *plan);
 #define CG_CONFINE_STEP_EXEC	1
 
 /*
- * In the child made by cg_confine_fork, after fd set-up and fchdir to the
- * call's cwd: apply the plan (the view first, if any) and execve. Returns
- * only on failure: an errno value, and *step says whether confinement or
- * execve failed. plan may be NULL (plain execve). Async-signal-safe.
- * With a view, the process that returns is pid 1 of the call's namespaces
- * and the command ran (or failed) as its child; the caller _exits.
+ * How the child reports a failure: write (step, err) where the parent reads
+ * it, then _exit. Must not return; async-signal-safe. fd is the value given
+ * to cg_confine_exec.
  */
-int cg_confine_exec(const struct cg_confine_plan *plan, const char *exe, char *const *argv,
-		    char *const *envp, int *step);
+typedef void (*cg_confine_fail_fn)(int fd, int step, int err);
+
+/*
+ * In the child made by cg_confine_fork, after fd set-up and fchdir to the
+ * call's cwd: apply the plan (the view first, if any) and execve. Never
+ * returns: on failure, fail(fail_fd, step, errno) is called, step saying
+ * whether confinement or execve failed, in whichever process failed: with
+ * a view, that is pid 1 of the call's namespaces while it builds the view,
+ * and the command's own process (pid 2, its init already running) after.
+ * plan may be NULL (plain execve). Async-signal-safe.
+ */
+__attribute__((noreturn)) void cg_confine_exec(const struct cg_confine_plan *plan, const char *exe,
+					       char *const *argv, char *const *envp,
+					       cg_confine_fail_fn fail, int fail_fd);
 
 /* What was enforced: constraints, Landlock ABI, downgrades. New reference. */
 json_t *cg_confine_report(const struct cg_confine_plan *plan);

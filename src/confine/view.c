@@ -32,11 +32,12 @@
  * SIGTERM at the deadline), so the command runs as pid 2 while pid 1
  * waits, forwards signals and exits with the command's status; when it
  * exits the kernel kills whatever is left in the namespace. Pid 1 does
- * that as callgate-init (cmd/callgate_init.c), exec'd once the command
- * runs, so that nothing of the daemon's memory stays behind in the call:
- * pid 1 either shares the daemon's memory until then (cg_confine_spawn,
- * no page tables copied) or is a fork of it. Without callgate-init, a
- * forked pid 1 stays as the init, non-dumpable.
+ * that as callgate-init (cmd/callgate_init.c), which it execs before the
+ * command does anything at all (the command waits for it on a pipe that
+ * the exec closes), so that nothing of the daemon's memory is ever in
+ * sight of the call: pid 1 either shares the daemon's memory until then
+ * (cg_confine_spawn, no page tables copied) or is a fork of it. Without
+ * callgate-init, a forked pid 1 stays as the init, non-dumpable.
  *
  * Invariants:
  *  - The child side (cg_view_enter, cg_view_spawn, cg_caps_drop_all) MUST
@@ -44,7 +45,9 @@
  *  - Every step MUST fail closed: an error is returned, nothing execs.
  *  - A forked pid 1 MUST be non-dumpable: it is a copy of the daemon's
  *    memory. A pid 1 that shares the daemon's memory MUST NOT write to any
- *    of it but its own stack, the command's, and the command's start record.
+ *    of it but its own stack and the command's (which holds the command's
+ *    start record), and the command MUST NOT run before pid 1 is
+ *    callgate-init.
  *  - Host state MUST NOT change, except that a missing `.git/hooks` under an
  *    existing `.git` of a write tree is created empty (what `git init`
  *    creates) so that it can be covered read-only.
@@ -63,6 +66,8 @@
 #include <linux/securebits.h>
 #include <sched.h>
 #include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -421,27 +426,45 @@ int cg_view_enter(const struct cg_view *v)
 
 /* ---- child: pid 1 and the command --------------------------------------- */
 
-/* The command's process until it execs; it shares pid 1's memory (CLONE_VM). */
+/*
+ * The command's start record. Pid 1 writes it at the top of the command's
+ * own stack, with a copy of fn's argument: when pid 1 shares the daemon's
+ * memory, its own stack is unmapped once it execs callgate-init, and the
+ * command must need nothing from it by then.
+ */
 struct cmd_start {
-	int (*fn)(void *);
-	void *arg;
-	volatile int err; /* written by the command's process when fn fails */
+	void (*fn)(void *);
+	int hold_fd; /* read end: EOF once pid 1 has exec'd callgate-init (or died); -1: none */
+	int hold_wr; /* the write end: only pid 1 may hold it */
+	_Alignas(max_align_t) unsigned char arg[CG_VIEW_ARG_MAX];
 };
 
 static int cmd_main(void *p)
 {
 	struct cmd_start *c = p;
-	int e = c->fn(c->arg);
-	c->err = e != 0 ? e : EIO; /* fn only returns on failure */
+	if (c->hold_fd >= 0) {
+		/*
+		 * Nothing of the command runs until pid 1 is callgate-init: a
+		 * command that looks at /proc/1 at once sees the init, never
+		 * a process that shares the daemon's memory.
+		 */
+		char b;
+		(void)close(c->hold_wr);
+		while (read(c->hold_fd, &b, 1) < 0 && errno == EINTR)
+			;
+		(void)close(c->hold_fd);
+	}
+	c->fn(c->arg); /* execs, or reports its failure and exits */
 	_exit(127);
 }
 
 /*
  * Pid 1 becomes callgate-init (cmd/callgate_init.c). Every fd is marked
  * close-on-exec first, the command's pipes on 0..2 included: the daemon
- * sees EOF when the command closes them, and until the exec succeeds the
- * caller's error pipe still works. Returns only on failure, after killing
- * the command: a pid 1 that cannot become the init does not stay behind.
+ * sees EOF when the command closes them, and the command sees EOF on its
+ * hold pipe once the exec succeeded. Returns only on failure, after
+ * killing the command: a pid 1 that cannot become the init does not stay
+ * behind, and the command never ran.
  */
 static int exec_init(int init_fd, pid_t cmd)
 {
@@ -464,34 +487,9 @@ static void forward(int sig)
 		(void)kill(cmd_pid, sig);
 }
 
-int cg_view_spawn(const struct cg_view *v, int (*fn)(void *), void *arg, int init_fd, bool shared)
+/* Pid 1 without callgate-init: forward signals, reap, exit with the command's status. */
+__attribute__((noreturn)) static void wait_as_init(pid_t pid)
 {
-	/*
-	 * A forked pid 1 is a copy of the daemon's memory: no ptrace, no
-	 * /proc/1/mem. A shared one is the daemon itself until it execs
-	 * callgate-init, which makes itself non-dumpable.
-	 */
-	if (!shared && prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
-		return errno;
-	if (shared && init_fd < 0)
-		return ENOEXEC; /* cg_confine_spawn shares only with the init at hand */
-	struct cmd_start c = { fn, arg, 0 };
-	cg_stack_unpoison(v->stack, VIEW_STACK); /* a stage before this one ran on it */
-	/*
-	 * CLONE_VM|CLONE_VFORK: no copy of pid 1's page tables, and we
-	 * resume only once the command has exec'd or failed.
-	 */
-	pid_t pid =
-	    clone(cmd_main, (char *)v->stack + VIEW_STACK, CLONE_VM | CLONE_VFORK | SIGCHLD, &c);
-	if (pid < 0)
-		return errno;
-	if (c.err != 0) {
-		(void)waitpid(pid, NULL, 0);
-		return c.err;
-	}
-	if (init_fd >= 0)
-		return exec_init(init_fd, pid);
-	/* No callgate-init: pid 1 stays, a copy of the daemon, as the init. */
 	cmd_pid = pid;
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));
@@ -513,6 +511,63 @@ int cg_view_spawn(const struct cg_view *v, int (*fn)(void *), void *arg, int ini
 			break;
 	}
 	_exit(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0));
+}
+
+int cg_view_spawn(const struct cg_view *v, void (*fn)(void *), const void *arg, size_t arg_len,
+		  int init_fd, pid_t *exec_word)
+{
+	/*
+	 * A forked pid 1 is a copy of the daemon's memory: no ptrace, no
+	 * /proc/1/mem. A shared one is the daemon itself until it execs
+	 * callgate-init, which makes itself non-dumpable.
+	 */
+	if (!exec_word && prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
+		return errno;
+	if (exec_word && init_fd < 0)
+		return ENOEXEC; /* cg_confine_spawn shares only with the init at hand */
+	if (arg_len > CG_VIEW_ARG_MAX)
+		return E2BIG;
+	cg_stack_unpoison(v->stack, VIEW_STACK); /* a stage before this one ran on it */
+	struct cmd_start *c = (struct cmd_start *)((char *)v->stack + VIEW_STACK) - 1;
+	c->fn = fn;
+	c->hold_fd = c->hold_wr = -1;
+	memcpy(c->arg, arg, arg_len);
+	int hold[2];
+	if (init_fd >= 0) {
+		if (syscall(SYS_pipe2, hold, O_CLOEXEC) != 0)
+			return errno;
+		c->hold_fd = hold[0];
+		c->hold_wr = hold[1];
+	}
+	/*
+	 * CLONE_VM: no copy of pid 1's page tables. With callgate-init, pid 1
+	 * goes on at once and execs it while the command waits on its hold
+	 * pipe; a daemon's thread whose memory we share waits on exec_word
+	 * (set here by the kernel, cleared by it when the command execs or
+	 * exits), because until then the command runs on that thread's TLS.
+	 * Without it, CLONE_VFORK: pid 1 resumes once the command has exec'd
+	 * or failed, and stays as the init.
+	 */
+	int flags = CLONE_VM | SIGCHLD;
+	if (exec_word)
+		flags |= CLONE_PARENT_SETTID | CLONE_CHILD_CLEARTID;
+	if (init_fd < 0)
+		flags |= CLONE_VFORK;
+	/* The stack below the record, 16-byte aligned as the ABI wants. */
+	char *sp = (char *)((uintptr_t)c & ~(uintptr_t)15);
+	pid_t pid = clone(cmd_main, sp, flags, c, exec_word, NULL, exec_word);
+	int e = errno;
+	if (init_fd >= 0)
+		(void)close(hold[0]);
+	if (pid < 0) {
+		if (init_fd >= 0)
+			(void)close(hold[1]);
+		return e;
+	}
+	if (init_fd >= 0)
+		return exec_init(init_fd, pid);
+	/* No callgate-init: pid 1 stays, a copy of the daemon, as the init. */
+	wait_as_init(pid);
 }
 
 int cg_caps_lock(void)

@@ -103,17 +103,28 @@ bool cg_view_rules_in_child(const struct cg_view *v);
  */
 int cg_view_enter(const struct cg_view *v);
 
+/* The most bytes of fn's argument cg_view_spawn copies for the command. */
+#define CG_VIEW_ARG_MAX 128
+
 /*
- * Child, after cg_view_enter: split pid 1 from the command. fn(arg) runs in
- * a new process (pid 2) that shares memory until it execs; pid 1 then
+ * Child, after cg_view_enter: split pid 1 from the command. fn runs in a
+ * new process (pid 2) that shares pid 1's memory until it execs, on a copy
+ * of arg (arg_len bytes, at most CG_VIEW_ARG_MAX) kept on its own stack;
+ * fn must not return (it execs, or reports its failure and exits). Pid 1
  * becomes the namespace's init (forwards TERM/INT/HUP/QUIT/USR1/USR2,
  * reaps, exits with the command's status, or 128+signal): by exec'ing
- * init_fd (callgate-init) when it is >= 0, else as itself. shared: pid 1
- * shares the daemon's memory (then init_fd is required). Returns only on
- * failure (fn's non-zero result, or why the init could not be exec'd, the
- * command killed); never otherwise.
+ * init_fd (callgate-init) when it is >= 0, before fn starts, else as
+ * itself once fn has exec'd or failed. exec_word, when not NULL: pid 1
+ * shares the daemon's memory (then init_fd is required), and the kernel
+ * sets *exec_word to the command's pid at the clone and clears it (with a
+ * futex wake) when the command execs or exits; the daemon's thread must
+ * wait for that before it runs on, because until then the command runs
+ * on that thread's TLS. Returns only on failure: the command could not be
+ * started, or the init could not be exec'd (the command killed before it
+ * ran anything).
  */
-int cg_view_spawn(const struct cg_view *v, int (*fn)(void *), void *arg, int init_fd, bool shared);
+int cg_view_spawn(const struct cg_view *v, void (*fn)(void *), const void *arg, size_t arg_len,
+		  int init_fd, pid_t *exec_word);
 
 /* What the view holds, for the report. New reference. */
 json_t *cg_view_report(const struct cg_view *v);

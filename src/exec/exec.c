@@ -113,6 +113,12 @@ __attribute__((noreturn)) static void child_fail(int report_fd, int step, int er
 	_exit(127);
 }
 
+/* Child only: how cg_confine_exec reports, in our steps. */
+__attribute__((noreturn)) static void confine_failed(int report_fd, int step, int err)
+{
+	child_fail(report_fd, step == CG_CONFINE_STEP_EXEC ? STEP_EXEC : STEP_CONFINE, err);
+}
+
 /* Child only: dup fd to a number >= 3 so that dup2 onto 0..2 cannot clobber it. */
 static int child_lift(int fd, int report_fd)
 {
@@ -175,10 +181,8 @@ __attribute__((noreturn)) static void child_run(const struct child_args *a)
 
 	if (fchdir(dir_hi) != 0)
 		child_fail(report_fd, STEP_CHDIR, errno);
-	/* Returns only on failure; with a view, in the stage's pid 1. */
-	int step;
-	e = cg_confine_exec(a->plan, a->exe, a->argv, a->envp, &step);
-	child_fail(report_fd, step == CG_CONFINE_STEP_EXEC ? STEP_EXEC : STEP_CONFINE, e);
+	/* Never returns: a failure is reported by whichever process met it. */
+	cg_confine_exec(a->plan, a->exe, a->argv, a->envp, confine_failed, report_fd);
 }
 
 static int child_main(void *arg)

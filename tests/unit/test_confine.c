@@ -32,6 +32,15 @@
 
 #define CHILD_CONFINE_FAILED 250
 
+/* cg_confine_exec's failure report in a child: the exit status says it. */
+__attribute__((noreturn)) static void view_child_failed(int fd, int step, int err)
+{
+	(void)fd;
+	(void)step;
+	(void)err;
+	_exit(CHILD_CONFINE_FAILED);
+}
+
 static const struct cg_limits no_limits = { CG_LIMIT_UNSET, CG_LIMIT_UNSET, CG_LIMIT_UNSET,
 					    CG_LIMIT_UNSET, CG_LIMIT_UNSET };
 
@@ -694,11 +703,9 @@ static int run_in_view(const struct cg_confine_plan *plan, char *const argv[])
 	cr_assert_geq(pid, 0);
 	if (pid == 0) {
 		char *envp[] = { "PATH=/usr/bin:/bin", NULL };
-		int step;
 		if (cg_tree_child_join(tree, 0) != 0 || chdir(inside) != 0)
 			_exit(CHILD_CONFINE_FAILED);
-		(void)cg_confine_exec(plan, argv[0], argv, envp, &step);
-		_exit(CHILD_CONFINE_FAILED);
+		cg_confine_exec(plan, argv[0], argv, envp, view_child_failed, -1);
 	}
 	cg_tree_add(tree, pid);
 	int st;
