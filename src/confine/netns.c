@@ -260,6 +260,7 @@ int cg_netns_pool_start(unsigned size)
 		goto out;
 	}
 	pool.running = true;
+	(void)pthread_setname_np(pool.thr, "cg-netns-pool");
 	pool.users = 1;
 out:
 	pthread_mutex_unlock(&pool.mu);

@@ -819,6 +819,7 @@ int cg_egress_start(struct cg_confine_plan *plan, const char *rule_id, struct cg
 		egress_free(e);
 		return -1;
 	}
+	(void)pthread_setname_np(e->thread, "cg-egress");
 	cg_confine_set_egress_fd(plan, e->ctl[1]);
 	*out = e;
 	return 0;

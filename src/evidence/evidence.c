@@ -2168,11 +2168,13 @@ int cg_evidence_open(const struct cg_evidence_config *cfg, struct cg_evidence **
 		goto fail;
 	}
 	ev->pkg_started = true;
+	(void)pthread_setname_np(ev->pkg_thr, "cg-package");
 	if (pthread_create(&ev->thr, NULL, writer_main, ev) != 0) {
 		snprintf(why, sizeof(why), "cannot start the writer thread");
 		goto fail;
 	}
 	ev->thr_started = true;
+	(void)pthread_setname_np(ev->thr, "cg-writer");
 	/* Record what recovery found, then mark the traces a crash cut short. */
 	struct incomplete_list l = { NULL, &l.head, "the daemon restarted after a crash", NULL,
 				     false };

@@ -125,6 +125,7 @@ static int start_threads(struct cg_kernel *k, unsigned n_workers, struct cg_repl
 			    cg_reply_new(CG_R_OUT_OF_MEMORY, "{s:s}", "doing", "starting workers");
 			return -1;
 		}
+		(void)pthread_setname_np(k->threads[i], "cg-worker");
 	}
 	if (pthread_create(&k->timer, NULL, timer_main, k) != 0) {
 		cg_kernel_shutdown(k);
@@ -133,6 +134,7 @@ static int start_threads(struct cg_kernel *k, unsigned n_workers, struct cg_repl
 		return -1;
 	}
 	k->timer_started = true;
+	(void)pthread_setname_np(k->timer, "cg-deadline");
 	return 0;
 }
 

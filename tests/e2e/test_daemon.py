@@ -240,6 +240,13 @@ class SharedDaemon(unittest.TestCase):
         self.assertRegex(r["data"]["policy"]["sha256"], r"^[0-9a-f]{64}$")
         self.assertGreaterEqual(r["data"]["policy"]["generation"], 1)
 
+    def test_threads_are_named_for_the_operator(self):
+        task = "/proc/%d/task" % self.d.proc.pid
+        names = {open(os.path.join(task, t, "comm")).read().strip()
+                 for t in os.listdir(task)}
+        for want in ("callgated", "cg-worker", "cg-deadline", "cg-writer", "cg-package"):
+            self.assertIn(want, names)
+
     def test_admin_unknown_action_is_invalid(self):
         resp = self.d.admin("frobnicate")
         self.assertEqual(reply_of(self, resp)["code"], "MCP-APPR-I-004", resp)
