@@ -545,8 +545,10 @@ static int shared_main(void *p)
  * CLONE_VM | CLONE_VFORK into the tree's cgroup and the view's namespaces:
  * no copy of the daemon's page tables, and none of the copy-on-write faults
  * that a fork costs both sides afterwards. This thread is suspended until
- * the child execs (pid 1 execs callgate-init once the command runs) or
- * exits; the child runs on its own stack, with a guard page below it.
+ * the child execs (pid 1 execs callgate-init as soon as it has started the
+ * command) or exits, and then waits for the command's own exec or exit
+ * (exec_word_wait); the child runs on its own stack, with a guard page
+ * below it.
  */
 static pid_t spawn_shared(struct cg_tree *t, unsigned long ns_flags, int (*fn)(void *), void *arg)
 {
@@ -576,6 +578,9 @@ static pid_t spawn_shared(struct cg_tree *t, unsigned long ns_flags, int (*fn)(v
 	if (r > 0)
 		exec_word_wait(&s.exec_word);
 	int e = errno;
+	/* The child set them on our TLS; they point into this frame. */
+	born_in = NULL;
+	shared_exec_word = NULL;
 	cg_stack_unpoison(map + guard, SHARED_STACK);
 	(void)munmap(map, SHARED_STACK + guard);
 	errno = e;

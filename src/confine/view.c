@@ -33,9 +33,10 @@
  * waits, forwards signals and exits with the command's status; when it
  * exits the kernel kills whatever is left in the namespace. Pid 1 does
  * that as callgate-init (cmd/callgate_init.c), which it execs before the
- * command does anything at all (the command waits for it on a pipe that
- * the exec closes), so that nothing of the daemon's memory is ever in
- * sight of the call: pid 1 either shares the daemon's memory until then
+ * command does anything at all (the command waits for EOF on a pipe that
+ * the exec closes, after the exec has let go of pid 1's old memory), so
+ * that the call never sees a pid 1 holding the daemon's memory: pid 1
+ * either shares the daemon's memory until then
  * (cg_confine_spawn, no page tables copied) or is a fork of it. Without
  * callgate-init, a forked pid 1 stays as the init, non-dumpable.
  *
@@ -381,7 +382,7 @@ static int place_trees(const struct cg_view *v, const struct view_fds *f)
  * (place_trees, build_dev): a detached filesystem costs an RCU grace period
  * (~0.6 ms measured) when its last fd closes. In a user namespace the holes
  * are made here too (the parent lacks CAP_SYS_ADMIN for them); that fd is
- * closed by pid 1 once the command runs.
+ * close-on-exec, gone with pid 1's and the command's execs.
  */
 static int child_filesystems(const struct cg_view *v, struct view_fds *f)
 {
@@ -444,9 +445,14 @@ static int cmd_main(void *p)
 	struct cmd_start *c = p;
 	if (c->hold_fd >= 0) {
 		/*
-		 * Nothing of the command runs until pid 1 is callgate-init: a
-		 * command that looks at /proc/1 at once sees the init, never
-		 * a process that shares the daemon's memory.
+		 * Nothing of the command runs until pid 1's exec has let go of
+		 * its old memory: a command that looks at /proc/1 at once sees
+		 * callgate-init (or, for an instant, an exec still loading it),
+		 * never a process that shares the daemon's memory. EOF also
+		 * comes if pid 1 dies instead; the kernel then kills the
+		 * namespace, this process with it, as that exit completes, and
+		 * until then the command can reach no further than its
+		 * permit's wait.
 		 */
 		char b;
 		(void)close(c->hold_wr);
