@@ -1636,9 +1636,50 @@ __attribute__((noreturn)) static void exec_failed(const struct exec_args *a, int
 	_exit(127); /* a fail that returned */
 }
 
+#define KEEP_FDS_MAX 32
+
+/*
+ * Close every fd >= 3 but the report's and the Landlock rulesets'. All of
+ * them are close-on-exec already, but this process was started while the
+ * daemon held other calls' pipes, and until its exec (which waits for its
+ * permit) it would hold their write ends too: another call's report or
+ * output would not see EOF before our permit is on disk. More rulesets
+ * than we can list: leave the fds to the exec.
+ */
+static void close_others(const struct exec_args *a)
+{
+	int keep[KEEP_FDS_MAX];
+	size_t n = 0;
+	if (a->fail_fd >= 3)
+		keep[n++] = a->fail_fd;
+	for (size_t i = 0; i < a->plan->n_sets; i++) {
+		int fd = a->plan->sets[i].ruleset_fd;
+		if (fd < 3)
+			continue;
+		if (n == KEEP_FDS_MAX)
+			return;
+		keep[n++] = fd;
+	}
+	for (size_t i = 1; i < n; i++) /* insertion sort: a handful at most */
+		for (size_t j = i; j > 0 && keep[j - 1] > keep[j]; j--) {
+			int t = keep[j];
+			keep[j] = keep[j - 1];
+			keep[j - 1] = t;
+		}
+	unsigned lo = 3;
+	for (size_t i = 0; i < n; i++) {
+		if ((unsigned)keep[i] > lo)
+			(void)syscall(SYS_close_range, lo, (unsigned)keep[i] - 1, 0U);
+		if ((unsigned)keep[i] >= lo)
+			lo = (unsigned)keep[i] + 1;
+	}
+	(void)syscall(SYS_close_range, lo, ~0U, 0U);
+}
+
 __attribute__((noreturn)) static void confine_and_exec(void *arg)
 {
 	const struct exec_args *a = arg;
+	close_others(a);
 	int rc = confine_tail(a->plan);
 	if (rc != 0)
 		exec_failed(a, CG_CONFINE_STEP_CONFINE, rc);

@@ -332,6 +332,34 @@ class WriteAheadAcrossTheSpawn(unittest.TestCase):
             self.assertLess(types.index("permit"), types.index("exec.started"), types)
 
 
+class CallsDoNotWaitForEachOthersPermits(unittest.TestCase):
+    """A call started while another call's command waited for its permit
+    must not wait for that permit too. With the writer stalled 1 s per
+    batch, A's permit is in the first batch and B's, sent 0.3 s later while
+    A's command waits, in the next. B's command was started while the daemon
+    held A's pipes; until it closed them before its own permit's wait, A's
+    answer came only when B's command exec'd, a whole batch later."""
+
+    def test_an_earlier_call_is_answered_before_a_later_permit(self):
+        env = {"CALLGATE_TEST_EVIDENCE_STALL_MS": "1000"}
+        done = {}
+        with cgtest.Daemon(env=env) as d:
+            def call(name, delay):
+                time.sleep(delay)
+                r = d.request(cgtest.make_request([["ls", "/"]], privileged=False), timeout=60)
+                done[name] = (time.monotonic(), r)
+            ts = [threading.Thread(target=call, args=("A", 0)),
+                  threading.Thread(target=call, args=("B", 0.3))]
+            for t in ts:
+                t.start()
+            for t in ts:
+                t.join()
+        for name in "AB":
+            self.assertEqual(done[name][1]["status"], "ok", done[name][1])
+        self.assertLess(done["A"][0], done["B"][0] - 0.5,
+                        "A's answer waited for B's permit")
+
+
 class EvidenceCrash(unittest.TestCase):
     """SIGKILL at random moments during governed calls; restart; verify."""
 
