@@ -335,29 +335,54 @@ class WriteAheadAcrossTheSpawn(unittest.TestCase):
 class CallsDoNotWaitForEachOthersPermits(unittest.TestCase):
     """A call started while another call's command waited for its permit
     must not wait for that permit too. With the writer stalled 1 s per
-    batch, A's permit is in the first batch and B's, sent 0.3 s later while
-    A's command waits, in the next. B's command was started while the daemon
-    held A's pipes; until it closed them before its own permit's wait, A's
-    answer came only when B's command exec'd, a whole batch later."""
+    batch, A's permit goes in one batch and B's, sent while A's command
+    waits, in a later one. B's command was started while the daemon held
+    A's pipes; until it closed them before its own permit's wait, A's answer
+    came only when B's command exec'd, a whole batch after A's own command
+    had run."""
 
     def test_an_earlier_call_is_answered_before_a_later_permit(self):
         env = {"CALLGATE_TEST_EVIDENCE_STALL_MS": "1000"}
-        done = {}
         with cgtest.Daemon(env=env) as d:
-            def call(name, delay):
-                time.sleep(delay)
-                r = d.request(cgtest.make_request([["ls", "/"]], privileged=False), timeout=60)
-                done[name] = (time.monotonic(), r)
-            ts = [threading.Thread(target=call, args=("A", 0)),
-                  threading.Thread(target=call, args=("B", 0.3))]
-            for t in ts:
-                t.start()
-            for t in ts:
-                t.join()
+            # On a loaded machine A's request may be written a batch ahead
+            # of its permit, and a B sent 0.3 s after A then shares A's
+            # permit's batch: send it a batch later then.
+            for attempt, delay in enumerate((0.3, 1.3, 1.3)):
+                sent, started, answered = self.race(d, attempt, delay)
+                # The premise: B came while A's command waited, and its
+                # permit was a batch (1 s) after A's.
+                if sent["B"] < started["A"] - 0.2 and started["B"] - started["A"] >= 0.8:
+                    break
+            else:
+                self.fail("no attempt met the premise: %r %r" % (sent, started))
+        self.assertLess(answered["A"] - started["A"], 0.5,
+                        "A's answer waited for B's permit: %r %r" % (started, answered))
+
+    def race(self, d, attempt, delay):
+        """A, then B delay s later: when each was sent, its command started, it was answered."""
+        sent, answered = {}, {}
+
+        def call(name, after):
+            time.sleep(after)
+            mark = os.path.join(d.workspace, "%s-%d" % (name, attempt))
+            req = cgtest.make_request([["sh", "-c", f"date +%s.%N > {mark}; ls / >/dev/null"]],
+                                      privileged=False)
+            sent[name] = time.time()
+            r = d.request(req, timeout=60)
+            answered[name] = time.time()
+            self.assertEqual(r["status"], "ok", r)
+        time.sleep(1.5)  # whatever came before has left the stalled writer
+        ts = [threading.Thread(target=call, args=("A", 0)),
+              threading.Thread(target=call, args=("B", delay))]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        started = {}
         for name in "AB":
-            self.assertEqual(done[name][1]["status"], "ok", done[name][1])
-        self.assertLess(done["A"][0], done["B"][0] - 0.5,
-                        "A's answer waited for B's permit")
+            with open(os.path.join(d.workspace, "%s-%d" % (name, attempt))) as f:
+                started[name] = float(f.read())
+        return sent, started, answered
 
 
 class EvidenceCrash(unittest.TestCase):
