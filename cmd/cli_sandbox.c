@@ -9,7 +9,8 @@
  * cg_confine_fork, cg_tree_child_join, cg_confine_exec. Like every
  * unprivileged call of the daemon, it runs in a view of its own (mount,
  * pid, UTS, IPC namespaces; see docs/confinement.md) unless --no-view. Stdio is inherited, so the
- * command talks to the terminal; the exit code is the command's (128+N for
+ * command talks to the terminal; no other fd is (cg_confine_exec closes
+ * them: a writable one would get past Landlock); the exit code is the command's (128+N for
  * signal N), 124 at the deadline, CG_EXIT_USAGE for a bad command line,
  * CG_EXIT_ERROR when confinement could not be set up (nothing ran),
  * 126/127 when the command could not be executed (as the shell reports).

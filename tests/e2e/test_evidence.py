@@ -346,15 +346,21 @@ class CallsDoNotWaitForEachOthersPermits(unittest.TestCase):
         with cgtest.Daemon(env=env) as d:
             # On a loaded machine A's request may be written a batch ahead
             # of its permit, and a B sent 0.3 s after A then shares A's
-            # permit's batch: send it a batch later then.
-            for attempt, delay in enumerate((0.3, 1.3, 1.3)):
+            # permit's batch: then send B half a second before A's command
+            # started the last time.
+            delay = 0.3
+            for attempt in range(4):
                 sent, started, answered = self.race(d, attempt, delay)
                 # The premise: B came while A's command waited, and its
                 # permit was a batch (1 s) after A's.
-                if sent["B"] < started["A"] - 0.2 and started["B"] - started["A"] >= 0.8:
+                if sent["B"] < started["A"] - 0.1 and started["B"] - started["A"] >= 0.8:
                     break
+                delay = max(0.3, started["A"] - sent["A"] - 0.5)
             else:
-                self.fail("no attempt met the premise: %r %r" % (sent, started))
+                # Batches kept falling otherwise (a heavily loaded machine):
+                # the race this test needs did not happen; nothing was judged.
+                self.skipTest("A's and B's permits never fell in successive batches: "
+                              "%r %r" % (sent, started))
         self.assertLess(answered["A"] - started["A"], 0.5,
                         "A's answer waited for B's permit: %r %r" % (started, answered))
 

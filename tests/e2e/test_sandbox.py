@@ -169,6 +169,32 @@ class FsTest(unittest.TestCase):
         self.assertEqual(j["downgraded"], [])
 
 
+class InheritedFdsTest(unittest.TestCase):
+    def test_only_stdio_reaches_the_command(self):
+        # An fd the caller left open (here 7, writable, outside the write set)
+        # would get past Landlock: the command must not have it, with or
+        # without a view.
+        outside = tempfile.mkdtemp(prefix="cg-sbx-fd-", dir="/var/tmp")
+        victim = os.path.join(outside, "victim")
+        with open(victim, "w") as f:
+            f.write("keep")
+        fd = os.open(victim, os.O_WRONLY | os.O_APPEND)
+        try:
+            os.dup2(fd, 7, inheritable=True)
+            for flags in (["--no-view"], []):
+                r = subprocess.run([CALLGATE, "sandbox", *flags, "--", "sh", "-c",
+                                    "echo gotcha >&7 && echo wrote"], capture_output=True,
+                                   text=True, timeout=60, pass_fds=(7,))
+                self.assertNotIn("wrote", r.stdout, (flags, r.stderr))
+                self.assertIn("Bad file descriptor", r.stderr, flags)
+            with open(victim) as f:
+                self.assertEqual(f.read(), "keep")
+        finally:
+            os.close(fd)
+            os.close(7)
+            shutil.rmtree(outside)
+
+
 class SeccompTest(unittest.TestCase):
     def test_denied_syscalls_eperm(self):
         res = probe([], unshare_user="os.unshare(os.CLONE_NEWUSER)"
