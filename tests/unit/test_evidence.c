@@ -53,16 +53,23 @@ static void teardown(void)
 
 TestSuite(evidence, .init = setup, .fini = teardown);
 
-static struct cg_evidence *open_ev(uint64_t segment_bytes)
+/* Evidence with packages as directories; 0 for either setting: its default. */
+static struct cg_evidence *open_ev_with(uint64_t segment_bytes, int64_t checkpoint_ms)
 {
 	struct cg_evidence_config c = { .state_dir = state,
 					.segment_bytes = segment_bytes,
-					.write_traces = true };
+					.write_traces = true,
+					.checkpoint_ms = checkpoint_ms };
 	struct cg_evidence *ev = NULL;
 	struct cg_reply *err = NULL;
 	int rc = cg_evidence_open(&c, &ev, &err);
 	cr_assert_eq(rc, 0, "open failed: %s", err ? cg_reply_def_of(err)->key : "(no reply)");
 	return ev;
+}
+
+static struct cg_evidence *open_ev(uint64_t segment_bytes)
+{
+	return open_ev_with(segment_bytes, 0);
 }
 
 /* One governed call's events, the order the kernel emits them. */
@@ -1132,18 +1139,6 @@ static json_int_t unsigned_tail(void)
 	return v;
 }
 
-/* Evidence with packages as directories and the interval checkpoint every ms. */
-static struct cg_evidence *open_ev_ckpt(int64_t ms)
-{
-	struct cg_evidence_config c = { .state_dir = state,
-					.write_traces = true,
-					.checkpoint_ms = ms };
-	struct cg_evidence *ev = NULL;
-	struct cg_reply *err = NULL;
-	cr_assert_eq(cg_evidence_open(&c, &ev, &err), 0, "open failed");
-	return ev;
-}
-
 /* Checkpoints signed so far: one line each in checkpoints.ndjson. */
 static size_t checkpoints_signed(void)
 {
@@ -1167,7 +1162,7 @@ static size_t checkpoints_signed(void)
  */
 Test(evidence, every_seal_is_signed_soon_without_more_work)
 {
-	struct cg_evidence *ev = open_ev_ckpt(60000);
+	struct cg_evidence *ev = open_ev_with(0, 60000);
 	size_t before = 0;
 	bool waited = false;
 	for (int i = 0; i < 500 && !waited; i++) {
@@ -1198,7 +1193,7 @@ Test(evidence, every_seal_is_signed_soon_without_more_work)
  */
 Test(evidence, a_lone_refusal_is_written_without_more_work)
 {
-	struct cg_evidence *ev = open_ev_ckpt(50);
+	struct cg_evidence *ev = open_ev_with(0, 50);
 	cr_assert_eq(cg_evidence_flush(ev), 0);
 	usleep(300000); /* everything checkpointed: the writer sleeps with nothing due */
 	cr_assert_eq(cg_evidence_refuse(ev, "alone", refusal_payload("BLOCK", "no")), 0);
