@@ -42,15 +42,29 @@ int cg_file_open_regular(int dir_fd, const char *path, off_t *size)
 	return fd;
 }
 
+static int read_from(int dir_fd, const char *path, uint64_t from, size_t cap, char **out,
+		     size_t *out_len);
+
 int cg_file_read(const char *path, size_t cap, char **out, size_t *out_len)
 {
-	return cg_file_read_from(path, 0, cap, out, out_len);
+	return read_from(AT_FDCWD, path, 0, cap, out, out_len);
+}
+
+int cg_file_read_at(int dir_fd, const char *path, size_t cap, char **out, size_t *out_len)
+{
+	return read_from(dir_fd, path, 0, cap, out, out_len);
 }
 
 int cg_file_read_from(const char *path, uint64_t from, size_t cap, char **out, size_t *out_len)
 {
+	return read_from(AT_FDCWD, path, from, cap, out, out_len);
+}
+
+static int read_from(int dir_fd, const char *path, uint64_t from, size_t cap, char **out,
+		     size_t *out_len)
+{
 	off_t size = 0;
-	int fd = cg_file_open_regular(AT_FDCWD, path, &size);
+	int fd = cg_file_open_regular(dir_fd, path, &size);
 	if (fd < 0)
 		return -1;
 	char *p = NULL;

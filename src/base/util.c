@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 #include <stdarg.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -377,4 +378,40 @@ void cg_log(const char *level, const char *trace_id, const char *fmt, ...)
 	if (n > 0)
 		(void)cg_write_all(2, line,
 				   (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
+}
+
+/* ---- work spread over CPUs ------------------------------------------------ */
+
+#define PAR_THREADS_MAX 8
+
+struct par {
+	size_t n, next; /* next: the next item to take (atomic) */
+	void (*fn)(size_t i, void *arg);
+	void *arg;
+};
+
+static void *par_run(void *p)
+{
+	struct par *w = p;
+	for (size_t i; (i = __atomic_fetch_add(&w->next, 1, __ATOMIC_RELAXED)) < w->n;)
+		w->fn(i, w->arg);
+	return NULL;
+}
+
+void cg_parallel_for(size_t n, size_t grain, void (*fn)(size_t i, void *arg), void *arg)
+{
+	struct par w = { n, 0, fn, arg };
+	cpu_set_t set;
+	size_t cpus = sched_getaffinity(0, sizeof(set), &set) == 0 ? (size_t)CPU_COUNT(&set) : 1;
+	size_t want = cpus < PAR_THREADS_MAX ? cpus : PAR_THREADS_MAX;
+	size_t by_work = n / (grain ? grain : 1) + 1;
+	if (want > by_work)
+		want = by_work;
+	pthread_t th[PAR_THREADS_MAX];
+	size_t started = 0;
+	while (started + 1 < want && pthread_create(&th[started], NULL, par_run, &w) == 0)
+		started++;
+	(void)par_run(&w);
+	for (size_t i = 0; i < started; i++)
+		(void)pthread_join(th[i], NULL);
 }

@@ -115,6 +115,8 @@ int cg_file_open_regular(int dir_fd, const char *path, off_t *size);
  * *len, or -1 with errno.
  */
 int cg_file_read(const char *path, size_t cap, char **p, size_t *len);
+/* The same with path relative to the directory dir_fd (openat), one path walk per directory. */
+int cg_file_read_at(int dir_fd, const char *path, size_t cap, char **p, size_t *len);
 /* The same from byte offset from on (ERANGE when the file is shorter than from). */
 int cg_file_read_from(const char *path, uint64_t from, size_t cap, char **p, size_t *len);
 
@@ -149,5 +151,15 @@ uint64_t cg_hash_str(const char *s);
 
 /* Free the first n strings of v, then v. */
 void cg_strv_free(char **v, size_t n);
+
+/* ---- work spread over CPUs (util.c) -------------------------------------- */
+
+/*
+ * fn(i, arg) once for each i in [0, n), on one thread per CPU this process
+ * may run on (at most 8) with at least grain items per thread. fn must only
+ * write what item i owns. The calling thread takes items too, so all n run
+ * even when no thread can be started. Returns when every item is done.
+ */
+void cg_parallel_for(size_t n, size_t grain, void (*fn)(size_t i, void *arg), void *arg);
 
 #endif

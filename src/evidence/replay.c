@@ -7,7 +7,10 @@
  * checks both chains and the sequence, verifies each signed checkpoint
  * against the journal, then compares each trace package with the journal
  * lines of its trace. The checks are those of journal.c, shared with the
- * daemon's own per-call replay step.
+ * daemon's own per-call replay step. With --all, the journal's lines are
+ * parsed and the traces checked on every CPU the process may use
+ * (cg_parallel_for); each item writes only its own slot, and the report is
+ * assembled afterwards in the order of a one-thread run.
  *
  * Invariants:
  *  - The journal and checkpoints are opened read-only; only replay.json and
@@ -97,12 +100,97 @@ static int parse_lines(const char *buf, size_t len, const char *file, bool tail_
 	return 0;
 }
 
+/*
+ * The journal's lines are parsed on every CPU this process may use: each
+ * parse writes only its own line's slot. A line that fails is parsed again,
+ * alone and in order, to name its failure exactly as a one-thread parse
+ * would; it is then left out of the view.
+ */
+struct journal_parse {
+	struct cg_evline *v;
+	bool *bad;
+};
+
+static void parse_one(size_t i, void *arg)
+{
+	struct journal_parse *jp = arg;
+	struct cg_evline *o = &jp->v[i];
+	const char *line = o->line, *check;
+	size_t len = o->line_len, lineno = o->lineno;
+	char why[200];
+	jp->bad[i] = cg_evline_parse(line, len, o, &check, why, sizeof(why)) < 0;
+	o->lineno = lineno;
+}
+
+/* Split jv->buf (the segments' seg_len[] bytes, in order) into lines and parse them into jv->v. */
+static int parse_journal(struct cg_journal_view *jv, char *const names[], size_t n_names,
+			 const size_t seg_len[], json_t *diff)
+{
+	size_t n = 0;
+	for (int pass = 0; pass < 2; pass++) { /* count, then place */
+		size_t off = 0, k = 0;
+		for (size_t i = 0; i < n_names; i++) {
+			const char *seg = jv->buf + off;
+			size_t lineno = 0;
+			for (size_t pos = 0; pos < seg_len[i];) {
+				const char *nl = memchr(seg + pos, '\n', seg_len[i] - pos);
+				size_t ll = nl ? (size_t)(nl - (seg + pos)) + 1 : seg_len[i] - pos;
+				if (!nl && i + 1 == n_names && jv->live)
+					break; /* the daemon is writing this line right now */
+				if (pass == 1)
+					jv->v[k] = (struct cg_evline){ .line = seg + pos,
+								       .line_len = ll,
+								       .lineno = ++lineno };
+				k++;
+				pos += ll;
+			}
+			off += seg_len[i];
+		}
+		if (pass == 0) {
+			n = k;
+			jv->v = malloc((n ? n : 1) * sizeof(*jv->v));
+			if (!jv->v) {
+				errno = ENOMEM;
+				return -1;
+			}
+		}
+	}
+	struct journal_parse jp = { jv->v, calloc(n ? n : 1, sizeof(bool)) };
+	if (!jp.bad) {
+		errno = ENOMEM;
+		return -1;
+	}
+	cg_parallel_for(n, 1024, parse_one, &jp);
+	size_t seg = 0, seg_end = n_names ? seg_len[0] : 0, off = 0;
+	for (size_t k = 0; k < n; k++) {
+		if (!jp.bad[k]) {
+			jv->v[jv->n++] = jv->v[k];
+			continue;
+		}
+		size_t at = (size_t)(jv->v[k].line - jv->buf);
+		while (at >= seg_end && seg + 1 < n_names) {
+			off = seg_end;
+			seg_end = off + seg_len[++seg];
+		}
+		struct cg_evline again;
+		const char *check;
+		char why[200], file[64];
+		(void)cg_evline_parse(jv->v[k].line, jv->v[k].line_len, &again, &check, why,
+				      sizeof(why));
+		snprintf(file, sizeof(file), "journal/%s", names[seg]);
+		if (diff)
+			cg_diff_add(diff, check, file, jv->v[k].lineno, 0, NULL, NULL, why);
+	}
+	free(jp.bad);
+	return 0;
+}
+
 int cg_journal_load(const char *state_dir, struct cg_journal_view *jv, json_t *diff)
 {
 	memset(jv, 0, sizeof(*jv));
 	jv->live = journal_live(state_dir);
 	char **names = NULL;
-	size_t n_names = 0, cap = 0, lineno = 0;
+	size_t n_names = 0;
 	if (cg_journal_segments(state_dir, &names, &n_names) < 0)
 		return -1;
 	/* One buffer for all segments, so evlines can point into it. */
@@ -150,17 +238,8 @@ int cg_journal_load(const char *state_dir, struct cg_journal_view *jv, json_t *d
 		seg_len[i] = len;
 		jv->len += len;
 	}
-	size_t off = 0;
-	for (size_t i = 0; i < n_names; i++) {
-		char file[64];
-		snprintf(file, sizeof(file), "journal/%s", names[i]);
-		bool last = i + 1 == n_names;
-		if (parse_lines(jv->buf + off, seg_len[i], file, last && jv->live, &jv->v, &jv->n,
-				&cap, &lineno, diff) < 0)
-			goto free_names;
-		lineno = 0;
-		off += seg_len[i];
-	}
+	if (parse_journal(jv, names, n_names, seg_len, diff) < 0)
+		goto free_names;
 	rc = 0;
 free_names:
 	free(seg_len);
@@ -551,7 +630,8 @@ static void add_relevant(json_t *tdiff, const json_t *jdiff, const struct cg_jou
 		for (size_t k = 0; !mine && t && k < t->n; k++)
 			mine = (json_int_t)jv->v[t->ix[k]].seq == seq;
 		if (mine)
-			json_array_append(tdiff, d);
+			json_array_append_new(tdiff,
+					      json_deep_copy(d)); /* not shared across threads */
 	}
 }
 
@@ -852,20 +932,50 @@ static json_t *verify_trace(const struct cg_replay_opts *o, const struct cg_jour
 	return r;
 }
 
-struct all_ctx {
+/*
+ * replay --all checks the traces on every CPU it may use: each trace's check
+ * reads only the shared journal view, archive index and journal failures, and
+ * writes only its own report (and, on request, its own directory). The
+ * reports keep the order of a one-thread run.
+ */
+struct trace_job {
+	const char *id;
+	const struct tidx *t;
+	json_t *report; /* verify_trace's; NULL only when memory ran out */
+};
+
+struct all_jobs {
 	const struct cg_replay_opts *o;
 	const struct cg_journal_view *jv;
 	const struct cg_archive_index *ix;
 	const json_t *jdiff;
-	json_t *traces;
+	struct trace_job *v;
+	size_t n, cap;
+	bool oom;
 };
 
-static void verify_each(const char *key, void *value, void *arg)
+static void add_job(const char *key, void *value, void *arg)
 {
-	struct all_ctx *c = arg;
-	if (strcmp(key, CG_JOURNAL_TRACE) == 0)
+	struct all_jobs *js = arg;
+	if (strcmp(key, CG_JOURNAL_TRACE) == 0 || js->oom)
 		return;
-	json_array_append_new(c->traces, verify_trace(c->o, c->jv, c->ix, key, value, c->jdiff));
+	if (js->n == js->cap) {
+		size_t nc = js->cap ? js->cap * 2 : 1024;
+		struct trace_job *q = realloc(js->v, nc * sizeof(*q));
+		if (!q) {
+			js->oom = true;
+			return;
+		}
+		js->v = q;
+		js->cap = nc;
+	}
+	js->v[js->n++] = (struct trace_job){ key, value, NULL };
+}
+
+static void run_job(size_t i, void *arg)
+{
+	struct all_jobs *js = arg;
+	js->v[i].report = verify_trace(js->o, js->jv, js->ix, js->v[i].id, js->v[i].t, js->jdiff);
 }
 
 struct orphan_ctx {
@@ -950,8 +1060,22 @@ int cg_replay_run(const struct cg_replay_opts *o, json_t **report)
 	}
 	json_t *failures = json_array();
 	if (o->all) {
-		struct all_ctx c = { o, &jv, ix, jdiff, traces };
-		cg_smap_each(m, verify_each, &c);
+		struct all_jobs js = { .o = o, .jv = &jv, .ix = ix, .jdiff = jdiff };
+		cg_smap_each(m, add_job, &js);
+		if (!js.oom)
+			cg_parallel_for(js.n, 256, run_job, &js);
+		for (size_t k = 0; k < js.n; k++) {
+			if (js.oom)
+				json_decref(js.v[k].report);
+			else /* takes the report, or frees it; NULL fails */
+				js.oom = json_array_append_new(traces, js.v[k].report) != 0;
+		}
+		free(js.v);
+		if (js.oom) { /* a trace left unchecked must not read as a pass */
+			json_decref(failures);
+			errno = ENOMEM;
+			goto free_view;
+		}
 		/* A trace directory the journal knows nothing of was not written by the daemon. */
 		struct orphan_ctx oc = { m, jdiff };
 		if (dirs)

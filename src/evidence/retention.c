@@ -134,7 +134,7 @@ static int pf_add(struct cg_package_files *pf, const char *name, char *data, siz
 /* traces/<id>/, every non-hidden file. 0, or -1 with errno (ENOENT: no directory). */
 static int load_dir(const char *state_dir, const char *trace_id, struct cg_package_files *pf)
 {
-	char dir[4300], path[4300 + 260];
+	char dir[4300];
 	snprintf(dir, sizeof(dir), "%s/traces/%s", state_dir, trace_id);
 	DIR *d = opendir(dir);
 	if (!d)
@@ -147,8 +147,7 @@ static int load_dir(const char *state_dir, const char *trace_id, struct cg_packa
 			continue;
 		char *p = NULL;
 		size_t len = 0;
-		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-		if (cg_file_read(path, CG_PACKAGE_FILE_CAP, &p, &len) < 0)
+		if (cg_file_read_at(dirfd(d), e->d_name, CG_PACKAGE_FILE_CAP, &p, &len) < 0)
 			p = NULL; /* unreadable: present by name, without bytes */
 		rc = pf_add(pf, e->d_name, p, len);
 	}

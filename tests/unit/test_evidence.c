@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -706,6 +707,99 @@ Test(evidence, segments_rotate_and_a_removed_segment_is_named)
 	cr_assert_eq(unlink(p), 0);
 	cg_strv_free(names, n);
 	ASSERT_FAILS_WITH(NULL, "line_deleted");
+}
+
+/* replay --all of the state, with the test pinned to the given CPUs meanwhile. */
+static json_t *replay_all_on(const cpu_set_t *cpus)
+{
+	cpu_set_t was;
+	cr_assert_eq(sched_getaffinity(0, sizeof(was), &was), 0);
+	cr_assert_eq(sched_setaffinity(0, sizeof(*cpus), cpus), 0);
+	struct cg_replay_opts o = { .state_dir = state, .all = true };
+	json_t *rep = NULL;
+	int rc = cg_replay_run(&o, &rep);
+	cr_assert_eq(sched_setaffinity(0, sizeof(was), &was), 0);
+	cr_assert_eq(rc, 1, "the tampered state must not verify");
+	/* When each trace was checked is the one thing two runs may differ in. */
+	size_t i;
+	json_t *t;
+	json_array_foreach(json_object_get(rep, "traces"), i, t) json_object_del(t, "checked_at");
+	return rep;
+}
+
+/*
+ * replay --all parses the journal and checks the traces on every CPU it may
+ * use. Over a journal large enough to be split (thousands of lines, hundreds
+ * of traces, many segments), with a line spoilt in a middle segment, a
+ * package's verdict edited and another package removed, the report must be
+ * the one a single CPU gives, failure for failure and trace for trace, and
+ * must name the spoilt line by its segment and line number.
+ */
+Test(evidence, replay_on_every_cpu_reports_what_one_cpu_does)
+{
+	cpu_set_t all, one;
+	cr_assert_eq(sched_getaffinity(0, sizeof(all), &all), 0);
+	if (CPU_COUNT(&all) < 2)
+		cr_skip_test("one CPU: nothing runs in parallel to compare");
+	CPU_ZERO(&one);
+	for (int c = 0; c < CPU_SETSIZE; c++)
+		if (CPU_ISSET(c, &all)) {
+			CPU_SET(c, &one);
+			break;
+		}
+	struct cg_evidence *ev = open_ev(64 * 1024);
+	char id[16];
+	for (int i = 0; i < 400; i++) {
+		snprintf(id, sizeof(id), "c%d", i);
+		emit_call(ev, id, i % 10 ? "BLOCK" : "ALLOW", i % 10 == 0, i % 10 == 0);
+	}
+	cg_evidence_close(ev);
+	char **names;
+	size_t n;
+	cr_assert_eq(cg_journal_segments(state, &names, &n), 0);
+	cr_assert_gt(n, 6);
+	char rel[128], file[128];
+	snprintf(rel, sizeof(rel), "journal/%s", names[5]);
+	snprintf(file, sizeof(file), "journal/%s", names[5]);
+	cg_strv_free(names, n);
+	size_t len = 0, starts[4096];
+	char *b = slurp(rel, &len);
+	cr_assert_gt(line_starts(b, len, starts, 4096), 8);
+	b[starts[6]] = '['; /* line 7 no longer starts an event */
+	spit(rel, b, len);
+	free(b);
+	spit("traces/c123/verdict.json", "{}\n", 3);
+	char p[512];
+	path_of(p, sizeof(p), "traces/c300");
+	char cmd[600];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", p);
+	cr_assert_eq(system(cmd), 0);
+
+	json_t *many = replay_all_on(&all), *single = replay_all_on(&one);
+	char *a = json_dumps(many, JSON_COMPACT), *s = json_dumps(single, JSON_COMPACT);
+	cr_assert(json_equal(many, single), "on every CPU:\n%.3000s\non one:\n%.3000s", a, s);
+	cr_assert_eq(json_array_size(json_object_get(many, "traces")), 400, "%.2000s", a);
+	bool line = false, verdict = false, gone = false;
+	size_t i;
+	json_t *f;
+	json_array_foreach(json_object_get(many, "failures"), i, f)
+	{
+		const char *check = json_string_value(json_object_get(f, "check"));
+		const char *where = json_string_value(json_object_get(f, "file"));
+		const char *trace = json_string_value(json_object_get(f, "trace_id"));
+		line |= strcmp(check, "schema") == 0 && where && strcmp(where, file) == 0 &&
+			json_integer_value(json_object_get(f, "line")) == 7;
+		verdict |=
+		    strcmp(check, "verdict_mismatch") == 0 && trace && strcmp(trace, "c123") == 0;
+		gone |=
+		    strcmp(check, "trace_dir_missing") == 0 && trace && strcmp(trace, "c300") == 0;
+	}
+	cr_assert(line && verdict && gone, "line %d verdict %d gone %d in %.3000s", line, verdict,
+		  gone, a);
+	free(a);
+	free(s);
+	json_decref(many);
+	json_decref(single);
 }
 
 struct dur_arg {
