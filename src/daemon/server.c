@@ -16,7 +16,11 @@
  *  - The loop MUST NOT block on a peer: every socket is non-blocking, and a
  *    slow peer is cut off by the read deadline.
  *  - No source MAY hold a loop turn without end: accepts are taken
- *    ACCEPT_BATCH at a time, so finished calls are answered between them.
+ *    ACCEPT_BATCH at a time and queued requests admitted ADMIT_BATCH at a
+ *    time, so finished calls are answered between them.
+ *  - Requests that arrive together are decided round robin over uids, never
+ *    in the listening socket's backlog order: one uid's reconnecting flood
+ *    fills the backlog, not the turns.
  *  - A live socket MUST NOT be clobbered: a lock file, then a connect probe;
  *    only a socket that refuses connections is unlinked as stale.
  *  - The socket MUST NOT be reachable before its mode is set: chmod/chown
@@ -73,14 +77,21 @@
 #define DEFAULT_MAX_REPLY     ((uint64_t)256 << 20)
 #define DEFAULT_OUTPUT_BUDGET ((uint64_t)1 << 30)
 #define DEFAULT_ADMIT_QUEUE   512u
-#define ADMIT_BATCH	      64 /* queued requests admitted per loop turn */
+/*
+ * Queued requests admitted per loop turn: a refused one costs about 100 us
+ * of this thread, so a peer arriving meanwhile waits about a millisecond
+ * for the next accept, not the whole queue.
+ */
+#define ADMIT_BATCH 8
 /*
  * Connections accepted per loop turn. A listening socket under a flood
  * never runs dry: accepting until EAGAIN would hold every answer owed to
  * other peers (and admission's round robin) back for as long as the flood
- * lasts. The socket stays readable, so the next turn takes the rest.
+ * lasts. The socket stays readable, so the next turn takes the rest. When
+ * a turn accepts more than one, their lines are only read and queued
+ * (conn_ready); admit() decides them round robin over uids.
  */
-#define ACCEPT_BATCH   16
+#define ACCEPT_BATCH   64
 #define SHARE_DECAY_MS 250 /* a uid's count of recent admissions halves this often */
 #define LARGE_REPLY    ((uint64_t)1 << 20) /* freeing one trims the heap */
 /* A held queue is looked at again when evidence says it caught up (the wake
@@ -202,6 +213,7 @@ struct server {
 	int64_t write_idle_ns;		    /* idle write deadline */
 	uint64_t max_reply, out_budget;	    /* response bytes: per line, daemon-wide */
 	uint64_t out_held;		    /* response bytes held now */
+	bool accepting; /* accept_batch reads lines of several new peers: queue them */
 };
 
 /* ---- small helpers ----------------------------------------------------- */
@@ -1088,13 +1100,17 @@ static bool reserve_open(struct server *s, const struct uidq *u)
  * A whole line is here. Admin lines, agent lines when nobody is waiting and
  * evidence keeps up, and lines of a uid below its share while the reserve
  * lasts go to the kernel at once; others wait in their uid's queue, and
- * admit() takes them round robin over uids.
+ * admit() takes them round robin over uids. Lines read from a batch of new
+ * connections all wait for admit(), except those of a uid below its share
+ * with nothing waiting: the requests that arrived together are decided round
+ * robin over uids, not in the order of the listening socket's backlog.
  */
 static void conn_ready(struct server *s, struct conn *c, size_t line_len, bool had_newline,
 		       bool too_long)
 {
 	struct uidq *u = c->uq;
-	if (c->admin || !u || (!s->ring_head && admit_open(s)) || reserve_open(s, u)) {
+	if (c->admin || !u || reserve_open(s, u) ||
+	    (!s->accepting && !s->ring_head && admit_open(s))) {
 		conn_submit(s, c, line_len, had_newline, too_long);
 		return;
 	}
@@ -1135,6 +1151,7 @@ static void admit(struct server *s)
 			ring_push(s, u);
 		c->state = CONN_READING;
 		conn_submit(s, c, c->q_len, c->q_newline, c->q_too_long);
+		drain_done(s); /* a call that finished meanwhile is not held for the batch */
 	}
 	/* Held back: evidence writes the wake eventfd once it is below the mark. */
 	if (s->ring_head && !admit_open(s))
@@ -1689,6 +1706,8 @@ static void refuse_and_close(int fd, struct cg_reply *r)
 /* Accept up to ACCEPT_BATCH waiting connections, reading each one's line if it is here. */
 static void accept_batch(struct server *s, int lfd, bool admin)
 {
+	struct conn *got[ACCEPT_BATCH];
+	int n_got = 0;
 	for (int n = 0; n < ACCEPT_BATCH; n++) {
 		int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0) {
@@ -1703,7 +1722,7 @@ static void accept_batch(struct server *s, int lfd, bool admin)
 				ev.data.ptr = admin ? &s->admin_src : &s->listen_src;
 				(void)epoll_ctl(s->ep_fd, EPOLL_CTL_MOD, lfd, &ev);
 			}
-			return; /* EAGAIN, or a peer that vanished: nothing to do */
+			break; /* EAGAIN, or a peer that vanished: nothing more to accept */
 		}
 		struct ucred cred = { .pid = 0, .uid = (uid_t)-1, .gid = (gid_t)-1 };
 		socklen_t cl = sizeof(cred);
@@ -1782,14 +1801,20 @@ static void accept_batch(struct server *s, int lfd, bool admin)
 		else
 			s->n_conns++;
 		fifo_push(s, c, cg_now_mono_ns() + s->read_deadline_ns);
-		/*
-		 * Most clients send their line right after connect(), so it is
-		 * often already here: read before registering, which saves the
-		 * epoll_ctl and a loop turn for every such request.
-		 */
-		if (conn_read(s, c) && set_events(s, c, EPOLLIN | EPOLLRDHUP) < 0)
-			conn_free(s, c);
+		got[n_got++] = c;
 	}
+	/*
+	 * Most clients send their line right after connect(), so it is often
+	 * already here: read before registering, which saves the epoll_ctl and
+	 * a loop turn for every such request. When several peers came at once,
+	 * their lines are queued for admit() (conn_ready) rather than decided
+	 * here in backlog order.
+	 */
+	s->accepting = n_got > 1;
+	for (int i = 0; i < n_got; i++)
+		if (conn_read(s, got[i]) && set_events(s, got[i], EPOLLIN | EPOLLRDHUP) < 0)
+			conn_free(s, got[i]);
+	s->accepting = false;
 }
 
 static void resume_accepts(struct server *s)
@@ -2072,7 +2097,9 @@ static int wait_timeout_ms(struct server *s, int64_t now)
 		next = s->fifo_head->deadline_ns;
 	if (s->accept_paused_until_ns && s->accept_paused_until_ns < next)
 		next = s->accept_paused_until_ns;
-	if (s->ring_head && now + ADMIT_RETRY_MS * 1000000 < next)
+	if (s->ring_head && admit_open(s))
+		next = now; /* more to admit: only look for new events first */
+	else if (s->ring_head && now + ADMIT_RETRY_MS * 1000000 < next)
 		next = now + ADMIT_RETRY_MS * 1000000;
 	if (next == INT64_MAX)
 		return -1;

@@ -252,6 +252,56 @@ class Fairness(unittest.TestCase):
                                 "--state-dir", d.state_dir], capture_output=True, text=True)
             self.assertEqual(p.returncode, 0, p.stdout[-2000:] + p.stderr[-2000:])
 
+    def test_requests_that_arrive_together_are_decided_round_robin_over_uids(self):
+        # The daemon is stopped (SIGSTOP) while root connects 40 times, each
+        # with a refused call, and then nobody once: all 41 wait in the
+        # listening socket's backlog. When it resumes, the daemon takes them
+        # in one turn and decides them round robin over uids, so nobody's
+        # refusal is among the first journal lines of the 41, not the last.
+        # (Decided in the backlog's order, it came 41st.) Judged by the
+        # journal's order, not by time.
+        import signal
+        with cgtest.Daemon(flags=nobody_flags()) as d:
+            lines_before = len(cgtest.journal_lines(d.state_dir))
+            def refused():
+                return line(cgtest.make_request([["rm", "-rf", "/"]]))
+            ready_r, ready_w = os.pipe()
+            out = []
+
+            def nobody_call():
+                s = cgtest.connect(d.socket, 60)
+                s.sendall(refused())
+                os.write(ready_w, b"x")  # in the backlog, behind root's 40
+                return cgtest.parse_response(cgtest.recv_all(s))["status"]
+            d.proc.send_signal(signal.SIGSTOP)
+            socks = []
+            try:
+                for _ in range(40):
+                    s = cgtest.connect(d.socket, 60)
+                    s.sendall(refused())
+                    socks.append(s)
+                t = threading.Thread(target=lambda: out.append(cgtest.as_uid(NOBODY, nobody_call)))
+                t.start()
+                self.assertEqual(os.read(ready_r, 1), b"x")
+            finally:
+                d.proc.send_signal(signal.SIGCONT)
+            statuses = []
+            for s in socks:
+                statuses.append(cgtest.parse_response(cgtest.recv_all(s))["status"])
+                s.close()
+            t.join(60)
+            os.close(ready_r)
+            os.close(ready_w)
+            self.assertEqual(statuses, ["denied"] * 40)
+            self.assertEqual(out, ["denied"])
+            d.stop()  # the journal writer has written every line
+            uids = [json.loads(x)["payload"]["peer"]["uid"]
+                    for x in cgtest.journal_lines(d.state_dir)[lines_before:]
+                    if json.loads(x)["type"] == "refusal"]
+            self.assertEqual(len(uids), 41, uids)
+            self.assertIn(NOBODY, uids[:3], "nobody's call was decided in backlog order: %s"
+                          % uids)
+
 
 class BackPressure(unittest.TestCase):
     def test_backlog_turns_calls_away_and_drops_no_event(self):
