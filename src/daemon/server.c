@@ -87,8 +87,8 @@
  * Connections accepted per loop turn. A listening socket under a flood
  * never runs dry: accepting until EAGAIN would hold every answer owed to
  * other peers (and admission's round robin) back for as long as the flood
- * lasts. The socket stays readable, so the next turn takes the rest. When
- * a turn accepts more than one, their lines are only read and queued
+ * lasts. The socket stays readable, so the next turn takes the rest. The
+ * lines of a turn's connections after its first are only read and queued
  * (conn_ready); admit() decides them round robin over uids.
  */
 #define ACCEPT_BATCH   64
@@ -213,7 +213,7 @@ struct server {
 	int64_t write_idle_ns;		    /* idle write deadline */
 	uint64_t max_reply, out_budget;	    /* response bytes: per line, daemon-wide */
 	uint64_t out_held;		    /* response bytes held now */
-	bool accepting; /* accept_batch reads lines of several new peers: queue them */
+	bool accepting; /* accept_batch reads a turn's second or later peer: queue its line */
 };
 
 /* ---- small helpers ----------------------------------------------------- */
@@ -1706,7 +1706,6 @@ static void refuse_and_close(int fd, struct cg_reply *r)
 /* Accept up to ACCEPT_BATCH waiting connections, reading each one's line if it is here. */
 static void accept_batch(struct server *s, int lfd, bool admin)
 {
-	struct conn *got[ACCEPT_BATCH];
 	int n_got = 0;
 	for (int n = 0; n < ACCEPT_BATCH; n++) {
 		int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -1722,7 +1721,7 @@ static void accept_batch(struct server *s, int lfd, bool admin)
 				ev.data.ptr = admin ? &s->admin_src : &s->listen_src;
 				(void)epoll_ctl(s->ep_fd, EPOLL_CTL_MOD, lfd, &ev);
 			}
-			break; /* EAGAIN, or a peer that vanished: nothing more to accept */
+			return; /* EAGAIN, or a peer that vanished: nothing to do */
 		}
 		struct ucred cred = { .pid = 0, .uid = (uid_t)-1, .gid = (gid_t)-1 };
 		socklen_t cl = sizeof(cred);
@@ -1801,20 +1800,19 @@ static void accept_batch(struct server *s, int lfd, bool admin)
 		else
 			s->n_conns++;
 		fifo_push(s, c, cg_now_mono_ns() + s->read_deadline_ns);
-		got[n_got++] = c;
+		/*
+		 * Most clients send their line right after connect(), so it is
+		 * often already here: read before registering, which saves the
+		 * epoll_ctl and a loop turn for every such request. The first
+		 * connection of a turn is decided at once; the lines of those
+		 * that came with it are queued for admit() (conn_ready), so that
+		 * they are decided round robin over uids, not in backlog order.
+		 */
+		s->accepting = n_got++ > 0;
+		if (conn_read(s, c) && set_events(s, c, EPOLLIN | EPOLLRDHUP) < 0)
+			conn_free(s, c);
+		s->accepting = false;
 	}
-	/*
-	 * Most clients send their line right after connect(), so it is often
-	 * already here: read before registering, which saves the epoll_ctl and
-	 * a loop turn for every such request. When several peers came at once,
-	 * their lines are queued for admit() (conn_ready) rather than decided
-	 * here in backlog order.
-	 */
-	s->accepting = n_got > 1;
-	for (int i = 0; i < n_got; i++)
-		if (conn_read(s, got[i]) && set_events(s, got[i], EPOLLIN | EPOLLRDHUP) < 0)
-			conn_free(s, got[i]);
-	s->accepting = false;
 }
 
 static void resume_accepts(struct server *s)
