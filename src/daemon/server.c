@@ -1109,8 +1109,8 @@ static void conn_ready(struct server *s, struct conn *c, size_t line_len, bool h
 		       bool too_long)
 {
 	struct uidq *u = c->uq;
-	if (c->admin || !u || reserve_open(s, u) ||
-	    (!s->accepting && !s->ring_head && admit_open(s))) {
+	if (c->admin || !u || (!s->accepting && !s->ring_head && admit_open(s)) ||
+	    reserve_open(s, u)) {
 		conn_submit(s, c, line_len, had_newline, too_long);
 		return;
 	}
