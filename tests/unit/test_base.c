@@ -5,6 +5,9 @@
  * one string map (insert, replace, delete with back-shifting, growth).
  */
 #include <criterion/criterion.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdbool.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -97,4 +100,79 @@ Test(base, map_put_get_del_and_grow)
 	cr_assert_eq(cg_smap_count(m), 500);
 	cr_assert_null(cg_smap_del(m, "absent"));
 	cg_smap_free(m, NULL);
+}
+
+struct par_count {
+	unsigned *hits;
+	pthread_t *by;
+	pthread_t caller;
+	int other; /* an item ran on another thread (atomic) */
+	bool wait_for_other;
+};
+
+static void par_hit(size_t i, void *arg)
+{
+	struct par_count *c = arg;
+	__atomic_fetch_add(&c->hits[i], 1, __ATOMIC_RELAXED);
+	c->by[i] = pthread_self();
+	if (!pthread_equal(c->by[i], c->caller)) {
+		__atomic_store_n(&c->other, 1, __ATOMIC_RELEASE);
+		return;
+	}
+	/* The caller's first item waits (up to 10 s) for another thread to take one. */
+	for (int ms = 0; c->wait_for_other && ms < 10000; ms++) {
+		if (__atomic_load_n(&c->other, __ATOMIC_ACQUIRE))
+			break;
+		usleep(1000);
+	}
+	c->wait_for_other = false;
+}
+
+/*
+ * cg_parallel_for runs every item exactly once, for counts around its grain
+ * and with no item at all. With more than one CPU, another thread takes items
+ * while the caller's first one waits for it; pinned to one CPU, only the
+ * caller runs them.
+ */
+Test(base, parallel_for_runs_each_item_once)
+{
+	static const size_t counts[] = { 0, 1, 2, 255, 256, 257, 1000, 100000 };
+	for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++) {
+		size_t n = counts[k];
+		struct par_count c = { calloc(n + 1, sizeof(unsigned)),
+				       calloc(n + 1, sizeof(pthread_t)), pthread_self(), 0, false };
+		cr_assert(c.hits && c.by);
+		cg_parallel_for(n, 256, par_hit, &c);
+		for (size_t i = 0; i < n; i++)
+			cr_assert_eq(c.hits[i], 1, "n %zu: item %zu ran %u times", n, i, c.hits[i]);
+		cr_assert_eq(c.hits[n], 0, "n %zu: an item past the end ran", n);
+		free(c.hits);
+		free(c.by);
+	}
+	cpu_set_t all, one;
+	cr_assert_eq(sched_getaffinity(0, sizeof(all), &all), 0);
+	size_t n = 1000;
+	struct par_count c = { calloc(n, sizeof(unsigned)), calloc(n, sizeof(pthread_t)),
+			       pthread_self(), 0, true };
+	cr_assert(c.hits && c.by);
+	if (CPU_COUNT(&all) > 1) {
+		cg_parallel_for(n, 256, par_hit, &c);
+		cr_assert(__atomic_load_n(&c.other, __ATOMIC_ACQUIRE),
+			  "%d CPUs, and no other thread took an item", CPU_COUNT(&all));
+	}
+	CPU_ZERO(&one);
+	for (int cpu = 0; cpu < CPU_SETSIZE; cpu++)
+		if (CPU_ISSET(cpu, &all)) {
+			CPU_SET(cpu, &one);
+			break;
+		}
+	c.other = 0;
+	cr_assert_eq(sched_setaffinity(0, sizeof(one), &one), 0);
+	cg_parallel_for(n, 256, par_hit, &c);
+	cr_assert_eq(sched_setaffinity(0, sizeof(all), &all), 0);
+	for (size_t i = 0; i < n; i++)
+		cr_assert(pthread_equal(c.by[i], pthread_self()),
+			  "pinned to one CPU, item %zu ran on another thread", i);
+	free(c.hits);
+	free(c.by);
 }
