@@ -21,6 +21,9 @@
  *  - Requests that arrive together are decided round robin over uids, never
  *    in the listening socket's backlog order: one uid's reconnecting flood
  *    fills the backlog, not the turns.
+ *  - A connection freed while a batch of events is handled MUST NOT be
+ *    released before the batch ends: answers are handed out between its
+ *    events, and a later event of the batch may point at it (SRC_FREED).
  *  - A live socket MUST NOT be clobbered: a lock file, then a connect probe;
  *    only a socket that refuses connections is unlinked as stale.
  *  - The socket MUST NOT be reachable before its mode is set: chmod/chown
@@ -39,6 +42,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <grp.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
@@ -109,7 +113,15 @@
 
 extern char **environ;
 
-enum src_kind { SRC_LISTEN, SRC_ADMIN_LISTEN, SRC_SIGNAL, SRC_WAKE, SRC_CONN, SRC_NOTIFIER };
+enum src_kind {
+	SRC_LISTEN,
+	SRC_ADMIN_LISTEN,
+	SRC_SIGNAL,
+	SRC_WAKE,
+	SRC_CONN,
+	SRC_NOTIFIER,
+	SRC_FREED, /* a connection freed while a batch of events was being handled */
+};
 
 /* The first member of everything registered with epoll: what it is. */
 struct src {
@@ -173,8 +185,9 @@ struct conn {
 	struct conn *qnext; /* the uid queue (CONN_QUEUED) */
 	size_t q_len;	    /* the queued line: its length and how it ended */
 	bool q_newline, q_too_long;
-	bool cut;      /* the response was cut; wbuf holds the error line */
-	uint64_t held; /* response bytes counted in server.out_held */
+	bool cut;		 /* the response was cut; wbuf holds the error line */
+	struct conn *freed_next; /* freed within a batch: released after it */
+	uint64_t held;		 /* response bytes counted in server.out_held */
 };
 
 struct server {
@@ -213,7 +226,10 @@ struct server {
 	int64_t write_idle_ns;		    /* idle write deadline */
 	uint64_t max_reply, out_budget;	    /* response bytes: per line, daemon-wide */
 	uint64_t out_held;		    /* response bytes held now */
-	bool accepting; /* accept_batch reads a turn's second or later peer: queue its line */
+	bool accepting;	    /* accept_batch reads a turn's second or later peer: queue its line */
+	unsigned n_queued;  /* agent lines waiting in uid queues (CONN_QUEUED) */
+	bool in_batch;	    /* handling one epoll batch: a freed conn is released after it */
+	struct conn *freed; /* connections freed during the batch */
 };
 
 /* ---- small helpers ----------------------------------------------------- */
@@ -307,23 +323,33 @@ static void uid_forget_idle(struct server *s, struct uidq *u)
 	free(u);
 }
 
+/* Take a queued c out of its uid's queue; it is reading again, owed nothing. */
+static void uid_unqueue(struct server *s, struct conn *c)
+{
+	struct uidq *u = c->uq;
+	if (!u || c->state != CONN_QUEUED)
+		return;
+	s->n_queued--;
+	struct conn **pp = &u->head, *prev = NULL;
+	while (*pp && *pp != c) {
+		prev = *pp;
+		pp = &(*pp)->qnext;
+	}
+	if (*pp)
+		*pp = c->qnext;
+	if (u->tail == c)
+		u->tail = prev;
+	c->qnext = NULL;
+	c->state = CONN_READING;
+}
+
 /* Take c out of its uid's queue (if queued) and count, freeing an idle share. */
 static void uid_release(struct server *s, struct conn *c)
 {
 	struct uidq *u = c->uq;
 	if (!u)
 		return;
-	if (c->state == CONN_QUEUED) {
-		struct conn **pp = &u->head, *prev = NULL;
-		while (*pp && *pp != c) {
-			prev = *pp;
-			pp = &(*pp)->qnext;
-		}
-		if (*pp)
-			*pp = c->qnext;
-		if (u->tail == c)
-			u->tail = prev;
-	}
+	uid_unqueue(s, c);
 	c->uq = NULL;
 	u->n_conns--;
 	uid_forget_idle(s, u);
@@ -414,9 +440,31 @@ static void conn_free(struct server *s, struct conn *c)
 	bool large = c->held >= LARGE_REPLY;
 	free(c->rbuf);
 	free(c->wbuf);
-	free(c);
+	if (s->in_batch) {
+		/*
+		 * A later event of the same epoll batch may still point at c
+		 * (answers are handed out between events, and one can free a
+		 * connection whose event is further on): release it after the
+		 * batch, marked so that such an event is skipped.
+		 */
+		c->src.kind = SRC_FREED;
+		c->freed_next = s->freed;
+		s->freed = c;
+	} else {
+		free(c);
+	}
 	if (large)
 		(void)malloc_trim(0); /* give a large response's pages back */
+}
+
+/* Release the connections freed during an epoll batch (see conn_free). */
+static void release_freed(struct server *s)
+{
+	while (s->freed) {
+		struct conn *c = s->freed;
+		s->freed = c->freed_next;
+		free(c);
+	}
 }
 
 /*
@@ -1123,6 +1171,7 @@ static void conn_ready(struct server *s, struct conn *c, size_t line_len, bool h
 	c->q_newline = had_newline;
 	c->q_too_long = too_long;
 	c->state = CONN_QUEUED;
+	s->n_queued++;
 	c->qnext = NULL;
 	if (u->tail)
 		u->tail->qnext = c;
@@ -1131,6 +1180,17 @@ static void conn_ready(struct server *s, struct conn *c, size_t line_len, bool h
 	u->tail = c;
 	if (!u->in_ring)
 		ring_push(s, u);
+}
+
+/*
+ * Has the peer closed its end entirely? A queued request's hang-up may not
+ * have been reported by epoll yet; it is withdrawn all the same, whatever
+ * its place in the queue. (A half-close, POLLRDHUP alone, is not.)
+ */
+static bool peer_hung_up(const struct conn *c)
+{
+	struct pollfd p = { .fd = c->fd, .events = 0 };
+	return poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR));
 }
 
 /* Admit queued requests, one per uid in turn, while evidence keeps up. */
@@ -1150,6 +1210,11 @@ static void admit(struct server *s)
 		if (u->head)
 			ring_push(s, u);
 		c->state = CONN_READING;
+		s->n_queued--;
+		if (peer_hung_up(c)) {
+			conn_free(s, c); /* withdrawn before it was admitted */
+			continue;
+		}
 		conn_submit(s, c, c->q_len, c->q_newline, c->q_too_long);
 		drain_done(s); /* a call that finished meanwhile is not held for the batch */
 	}
@@ -1708,6 +1773,16 @@ static void accept_batch(struct server *s, int lfd, bool admin)
 {
 	int n_got = 0;
 	for (int n = 0; n < ACCEPT_BATCH; n++) {
+		/*
+		 * While admission keeps up, a turn queues no more than
+		 * ACCEPT_BATCH lines: the rest wait in the listening socket's
+		 * backlog, so a burst is not turned away by the connection caps
+		 * while it waits for admit(). (While evidence is behind,
+		 * accepting goes on, so that a uid below its share is still
+		 * seen; the caps then bound the queues.)
+		 */
+		if (!admin && s->n_queued >= ACCEPT_BATCH && admit_open(s))
+			return;
 		int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0) {
 			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
@@ -2134,8 +2209,17 @@ static void stop_cleanly(struct server *s)
 	stop_listening(s);
 	for (struct conn *c = s->conns, *next; c; c = next) {
 		next = c->next;
-		if (c->state == CONN_READING)
+		if (c->state == CONN_READING) {
 			conn_free(s, c);
+		} else if (c->state == CONN_QUEUED) {
+			/* Never admitted: told so, rather than left to the flush's timeout. */
+			uid_unqueue(s, c);
+			struct cg_reply *r = cg_reply_new(CG_R_SHUTTING_DOWN, NULL);
+			size_t len = 0;
+			char *line = reply_line("", r, &len);
+			cg_reply_free(r);
+			conn_start_write(s, c, line, len);
+		}
 	}
 	cg_kernel_shutdown(s->k);
 	drain_done(s);
@@ -2296,9 +2380,12 @@ int cg_server_run(struct cg_kernel *k, const struct cg_server_config *cfg)
 			cg_log("error", NULL, "epoll_wait: %s", strerror(errno));
 			break;
 		}
+		s->in_batch = true;
 		for (int i = 0; i < n; i++) {
 			struct src *src = evs[i].data.ptr;
 			switch (src->kind) {
+			case SRC_FREED:
+				break; /* freed by an earlier event of this batch */
 			case SRC_LISTEN:
 				accept_batch(s, s->listen_fd, false);
 				break;
@@ -2318,17 +2405,13 @@ int cg_server_run(struct cg_kernel *k, const struct cg_server_config *cfg)
 				notifier_reap(s, (struct notifier *)src, false);
 				break;
 			case SRC_CONN:
-				/*
-				 * Within a batch a connection is only ever freed by
-				 * its own event (drain and expire run after the
-				 * batch), so no later event in the batch can point
-				 * at a freed struct.
-				 */
 				conn_event(s, (struct conn *)src, evs[i].events);
 				break;
 			}
 			drain_done(s); /* answers owed wait for one event, not a whole batch */
 		}
+		s->in_batch = false;
+		release_freed(s);
 		drain_done(s);
 		admit(s);
 		now = cg_now_mono_ns();

@@ -617,7 +617,11 @@ static int index_traces(const struct cg_journal_view *jv, struct cg_smap *m)
 	return 0;
 }
 
-/* Journal failures that concern this trace: global ones and those on its events. */
+/*
+ * Journal failures that concern this trace: global ones and those on its
+ * events, by reference (one thread only: references count up). replay --all
+ * gathers them for every trace before the traces are checked in parallel.
+ */
 static void add_relevant(json_t *tdiff, const json_t *jdiff, const struct cg_journal_view *jv,
 			 const struct tidx *t)
 {
@@ -630,8 +634,7 @@ static void add_relevant(json_t *tdiff, const json_t *jdiff, const struct cg_jou
 		for (size_t k = 0; !mine && t && k < t->n; k++)
 			mine = (json_int_t)jv->v[t->ix[k]].seq == seq;
 		if (mine)
-			json_array_append_new(tdiff,
-					      json_deep_copy(d)); /* not shared across threads */
+			json_array_append(tdiff, d);
 	}
 }
 
@@ -858,12 +861,17 @@ static const char *state_name(enum cg_trace_state st)
 	return st == CG_TRACE_SEALED ? "sealed" : st == CG_TRACE_INCOMPLETE ? "incomplete" : "open";
 }
 
+/*
+ * Check one trace. diff (taken) holds the journal's failures that concern it
+ * (add_relevant); the trace's own are appended. Its elements may be shared
+ * with other traces' lists: they are only read here.
+ */
 static json_t *verify_trace(const struct cg_replay_opts *o, const struct cg_journal_view *jv,
 			    const struct cg_archive_index *ix, const char *id, const struct tidx *t,
-			    const json_t *jdiff)
+			    json_t *diff)
 {
-	json_t *diff = json_array();
-	add_relevant(diff, jdiff, jv, t);
+	if (!diff)
+		return NULL;
 	enum cg_trace_state st = CG_TRACE_OPEN;
 	char file[120];
 	snprintf(file, sizeof(file), "journal (trace %s)", id);
@@ -941,14 +949,14 @@ static json_t *verify_trace(const struct cg_replay_opts *o, const struct cg_jour
 struct trace_job {
 	const char *id;
 	const struct tidx *t;
-	json_t *report; /* verify_trace's; NULL only when memory ran out */
+	json_t *relevant; /* the journal's failures that concern it (add_relevant) */
+	json_t *report;	  /* verify_trace's; NULL only when memory ran out */
 };
 
 struct all_jobs {
 	const struct cg_replay_opts *o;
 	const struct cg_journal_view *jv;
 	const struct cg_archive_index *ix;
-	const json_t *jdiff;
 	struct trace_job *v;
 	size_t n, cap;
 	bool oom;
@@ -969,13 +977,14 @@ static void add_job(const char *key, void *value, void *arg)
 		js->v = q;
 		js->cap = nc;
 	}
-	js->v[js->n++] = (struct trace_job){ key, value, NULL };
+	js->v[js->n++] = (struct trace_job){ key, value, NULL, NULL };
 }
 
 static void run_job(size_t i, void *arg)
 {
 	struct all_jobs *js = arg;
-	js->v[i].report = verify_trace(js->o, js->jv, js->ix, js->v[i].id, js->v[i].t, js->jdiff);
+	js->v[i].report =
+	    verify_trace(js->o, js->jv, js->ix, js->v[i].id, js->v[i].t, js->v[i].relevant);
 }
 
 struct orphan_ctx {
@@ -1060,10 +1069,19 @@ int cg_replay_run(const struct cg_replay_opts *o, json_t **report)
 	}
 	json_t *failures = json_array();
 	if (o->all) {
-		struct all_jobs js = { .o = o, .jv = &jv, .ix = ix, .jdiff = jdiff };
+		struct all_jobs js = { .o = o, .jv = &jv, .ix = ix };
 		cg_smap_each(m, add_job, &js);
+		for (size_t k = 0; !js.oom && k < js.n; k++) {
+			js.v[k].relevant = json_array();
+			js.oom = !js.v[k].relevant;
+			if (!js.oom)
+				add_relevant(js.v[k].relevant, jdiff, &jv, js.v[k].t);
+		}
 		if (!js.oom)
 			cg_parallel_for(js.n, 256, run_job, &js);
+		else
+			for (size_t k = 0; k < js.n; k++)
+				json_decref(js.v[k].relevant);
 		for (size_t k = 0; k < js.n; k++) {
 			if (js.oom)
 				json_decref(js.v[k].report);
@@ -1082,8 +1100,11 @@ int cg_replay_run(const struct cg_replay_opts *o, json_t **report)
 			cg_smap_each(dirs, report_orphan, &oc);
 		json_array_extend(failures, jdiff);
 	} else {
-		json_array_append_new(traces, verify_trace(o, &jv, ix, o->trace_id,
-							   cg_smap_get(m, o->trace_id), jdiff));
+		const struct tidx *t = cg_smap_get(m, o->trace_id);
+		json_t *relevant = json_array();
+		if (relevant)
+			add_relevant(relevant, jdiff, &jv, t);
+		json_array_append_new(traces, verify_trace(o, &jv, ix, o->trace_id, t, relevant));
 	}
 	size_t i, n_pass = 0, n_fail = 0, n_incomplete = 0, n_open = 0;
 	json_t *t;
