@@ -2232,12 +2232,24 @@ static void stop_cleanly(struct server *s)
 		int n = epoll_wait(s->ep_fd, evs, 64, (int)((until - now) / 1000000) + 1);
 		for (int i = 0; i < n; i++) {
 			struct src *src = evs[i].data.ptr;
-			if (src->kind == SRC_CONN)
+			/*
+			 * Every readable source is read, or epoll_wait returns at
+			 * once and the flush spins: a signal now (already
+			 * stopping) is dropped, an exited notifier reaped.
+			 */
+			if (src->kind == SRC_CONN) {
 				conn_event(s, (struct conn *)src, evs[i].events);
-			else if (src->kind == SRC_WAKE) {
+			} else if (src->kind == SRC_WAKE) {
 				uint64_t v;
 				ssize_t r = read(s->wake_fd, &v, sizeof(v));
 				(void)r;
+			} else if (src->kind == SRC_SIGNAL) {
+				struct signalfd_siginfo si;
+				while (read(s->sig_fd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+					cg_log("info", NULL, "signal %u ignored: already stopping",
+					       si.ssi_signo);
+			} else if (src->kind == SRC_NOTIFIER) {
+				notifier_reap(s, (struct notifier *)src, false);
 			}
 		}
 		drain_done(s);

@@ -162,6 +162,45 @@ class IdleWriteDeadline(unittest.TestCase):
             self.assertIsNone(d.proc.poll())
             self.assertEqual(d.request(cgtest.make_request(action="ping"))["status"], "ok")
 
+    def test_a_signal_during_the_stop_flush_does_not_spin(self):
+        # A peer that does not read its large reply keeps the stopping
+        # daemon's final flush waiting (up to 5 s). A second signal in that
+        # wait (here SIGHUP) once left the signalfd readable, and the flush
+        # spun at 100% CPU until it timed out. Judged by the daemon's CPU
+        # time over a second of that wait: a spin takes about 100 ticks.
+        import signal
+        with cgtest.Daemon(flags=nobody_flags()) as d:
+            os.chmod(d.workspace, 0o777)
+            req = line(cgtest.make_request([["seq", "1", "300000"]], privileged=False))
+
+            def stall():
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                s.connect(d.socket)
+                s.sendall(req)
+                time.sleep(6)  # never reads
+                s.close()
+                return True
+            t = threading.Thread(target=lambda: cgtest.as_uid(NOBODY, stall))
+            t.start()
+            time.sleep(2)  # the call has run; its reply waits for the reader
+            d.proc.send_signal(signal.SIGTERM)
+            time.sleep(0.3)
+            d.proc.send_signal(signal.SIGHUP)
+            time.sleep(0.2)
+
+            def ticks():
+                with open("/proc/%d/stat" % d.proc.pid) as f:
+                    v = f.read().rsplit(")", 1)[1].split()
+                return int(v[11]) + int(v[12])
+            t0 = ticks()
+            time.sleep(1.0)
+            used = ticks() - t0
+            t.join(30)
+            d.proc.wait(30)
+            self.assertLess(used, 30, "the stopping daemon used %d ticks in 1 s" % used)
+            self.assertIn("ignored: already stopping", d.log)
+
     def test_reader_that_never_reads_is_closed(self):
         with cgtest.Daemon(flags=["--write-idle-ms", "500"]) as d:
             s = d.connect(timeout=60)
