@@ -43,24 +43,6 @@ int cg_file_open_regular(int dir_fd, const char *path, off_t *size)
 }
 
 static int read_from(int dir_fd, const char *path, uint64_t from, size_t cap, char **out,
-		     size_t *out_len);
-
-int cg_file_read(const char *path, size_t cap, char **out, size_t *out_len)
-{
-	return read_from(AT_FDCWD, path, 0, cap, out, out_len);
-}
-
-int cg_file_read_at(int dir_fd, const char *path, size_t cap, char **out, size_t *out_len)
-{
-	return read_from(dir_fd, path, 0, cap, out, out_len);
-}
-
-int cg_file_read_from(const char *path, uint64_t from, size_t cap, char **out, size_t *out_len)
-{
-	return read_from(AT_FDCWD, path, from, cap, out, out_len);
-}
-
-static int read_from(int dir_fd, const char *path, uint64_t from, size_t cap, char **out,
 		     size_t *out_len)
 {
 	off_t size = 0;
@@ -129,6 +111,21 @@ close_fd:
 		return -1;
 	}
 	return 0;
+}
+
+int cg_file_read(const char *path, size_t cap, char **out, size_t *out_len)
+{
+	return read_from(AT_FDCWD, path, 0, cap, out, out_len);
+}
+
+int cg_file_read_at(int dir_fd, const char *path, size_t cap, char **out, size_t *out_len)
+{
+	return read_from(dir_fd, path, 0, cap, out, out_len);
+}
+
+int cg_file_read_from(const char *path, uint64_t from, size_t cap, char **out, size_t *out_len)
+{
+	return read_from(AT_FDCWD, path, from, cap, out, out_len);
 }
 
 int cg_file_write_atomic(const char *path, const void *data, size_t len, mode_t mode,

@@ -1203,14 +1203,9 @@ static void admit(struct server *s)
 			uid_forget_idle(s, u); /* its last connection left while queued */
 			continue;
 		}
-		u->head = c->qnext;
-		if (!u->head)
-			u->tail = NULL;
-		c->qnext = NULL;
+		uid_unqueue(s, c);
 		if (u->head)
 			ring_push(s, u);
-		c->state = CONN_READING;
-		s->n_queued--;
 		if (peer_hung_up(c)) {
 			conn_free(s, c); /* withdrawn before it was admitted */
 			continue;

@@ -65,17 +65,20 @@ void cg_journal_view_free(struct cg_journal_view *jv)
 	memset(jv, 0, sizeof(*jv));
 }
 
-/* Split buf[0..len) into lines and parse each into v (appending). */
-static int parse_lines(const char *buf, size_t len, const char *file, bool tail_in_flight,
-		       struct cg_evline **v, size_t *n, size_t *cap, size_t *lineno, json_t *diff)
+/*
+ * Append the lines of buf[0..len) to *v, unparsed: line, line_len and lineno
+ * (counted on from *lineno). A last line without its newline is left out when
+ * tail_in_flight: the daemon is writing it right now.
+ */
+static int split_lines(const char *buf, size_t len, bool tail_in_flight, struct cg_evline **v,
+		       size_t *n, size_t *cap, size_t *lineno)
 {
-	size_t pos = 0;
-	while (pos < len) {
+	for (size_t pos = 0; pos < len;) {
 		const char *nl = memchr(buf + pos, '\n', len - pos);
 		size_t ll = nl ? (size_t)(nl - (buf + pos)) + 1 : len - pos;
 		(*lineno)++;
 		if (!nl && tail_in_flight)
-			break; /* the daemon is writing this line right now */
+			break;
 		if (*n == *cap) {
 			size_t nc = *cap ? *cap * 2 : 1024;
 			struct cg_evline *q = realloc(*v, nc * sizeof(*q));
@@ -86,103 +89,75 @@ static int parse_lines(const char *buf, size_t len, const char *file, bool tail_
 			*v = q;
 			*cap = nc;
 		}
-		const char *check;
-		char why[200];
-		if (cg_evline_parse(buf + pos, ll, &(*v)[*n], &check, why, sizeof(why)) < 0) {
-			if (diff)
-				cg_diff_add(diff, check, file, *lineno, 0, NULL, NULL, why);
-		} else {
-			(*v)[*n].lineno = *lineno;
-			(*n)++;
-		}
+		(*v)[(*n)++] =
+		    (struct cg_evline){ .line = buf + pos, .line_len = ll, .lineno = *lineno };
 		pos += ll;
 	}
 	return 0;
 }
 
-/*
- * The journal's lines are parsed on every CPU this process may use: each
- * parse writes only its own line's slot. A line that fails is parsed again,
- * alone and in order, to name its failure exactly as a one-thread parse
- * would; it is then left out of the view.
- */
-struct journal_parse {
+struct line_parse {
 	struct cg_evline *v;
 	bool *bad;
 };
 
 static void parse_one(size_t i, void *arg)
 {
-	struct journal_parse *jp = arg;
-	struct cg_evline *o = &jp->v[i];
-	const char *line = o->line, *check;
-	size_t len = o->line_len, lineno = o->lineno;
+	struct line_parse *lp = arg;
+	struct cg_evline *o = &lp->v[i];
+	const char *check;
+	size_t lineno = o->lineno;
 	char why[200];
-	jp->bad[i] = cg_evline_parse(line, len, o, &check, why, sizeof(why)) < 0;
-	o->lineno = lineno;
+	lp->bad[i] = cg_evline_parse(o->line, o->line_len, o, &check, why, sizeof(why)) < 0;
+	o->lineno = lineno; /* the parse starts from a cleared line */
 }
 
-/* Split jv->buf (the segments' seg_len[] bytes, in order) into lines and parse them into jv->v. */
-static int parse_journal(struct cg_journal_view *jv, char *const names[], size_t n_names,
-			 const size_t seg_len[], json_t *diff)
+/*
+ * Parse v[from..*n) in place, on every CPU this process may use when
+ * parallel: each parse writes only its own line's slot. A line that fails is
+ * parsed again, alone and in order, to name its failure in diff exactly as a
+ * one-thread parse would, and is left out of v.
+ */
+static int parse_range(struct cg_evline *v, size_t from, size_t *n, const char *file, bool parallel,
+		       json_t *diff)
 {
-	size_t n = 0;
-	for (int pass = 0; pass < 2; pass++) { /* count, then place */
-		size_t off = 0, k = 0;
-		for (size_t i = 0; i < n_names; i++) {
-			const char *seg = jv->buf + off;
-			size_t lineno = 0;
-			for (size_t pos = 0; pos < seg_len[i];) {
-				const char *nl = memchr(seg + pos, '\n', seg_len[i] - pos);
-				size_t ll = nl ? (size_t)(nl - (seg + pos)) + 1 : seg_len[i] - pos;
-				if (!nl && i + 1 == n_names && jv->live)
-					break; /* the daemon is writing this line right now */
-				if (pass == 1)
-					jv->v[k] = (struct cg_evline){ .line = seg + pos,
-								       .line_len = ll,
-								       .lineno = ++lineno };
-				k++;
-				pos += ll;
-			}
-			off += seg_len[i];
-		}
-		if (pass == 0) {
-			n = k;
-			jv->v = malloc((n ? n : 1) * sizeof(*jv->v));
-			if (!jv->v) {
-				errno = ENOMEM;
-				return -1;
-			}
-		}
-	}
-	struct journal_parse jp = { jv->v, calloc(n ? n : 1, sizeof(bool)) };
-	if (!jp.bad) {
+	size_t count = *n - from;
+	struct line_parse lp = { v + from, calloc(count ? count : 1, sizeof(bool)) };
+	if (!lp.bad) {
 		errno = ENOMEM;
 		return -1;
 	}
-	cg_parallel_for(n, 1024, parse_one, &jp);
-	size_t seg = 0, seg_end = n_names ? seg_len[0] : 0, off = 0;
-	for (size_t k = 0; k < n; k++) {
-		if (!jp.bad[k]) {
-			jv->v[jv->n++] = jv->v[k];
+	if (parallel)
+		cg_parallel_for(count, 1024, parse_one, &lp);
+	else
+		for (size_t i = 0; i < count; i++)
+			parse_one(i, &lp);
+	*n = from;
+	for (size_t k = 0; k < count; k++) {
+		const struct cg_evline *o = &lp.v[k];
+		if (!lp.bad[k]) {
+			v[(*n)++] = *o;
 			continue;
-		}
-		size_t at = (size_t)(jv->v[k].line - jv->buf);
-		while (at >= seg_end && seg + 1 < n_names) {
-			off = seg_end;
-			seg_end = off + seg_len[++seg];
 		}
 		struct cg_evline again;
 		const char *check;
-		char why[200], file[64];
-		(void)cg_evline_parse(jv->v[k].line, jv->v[k].line_len, &again, &check, why,
-				      sizeof(why));
-		snprintf(file, sizeof(file), "journal/%s", names[seg]);
+		char why[200];
+		(void)cg_evline_parse(o->line, o->line_len, &again, &check, why, sizeof(why));
 		if (diff)
-			cg_diff_add(diff, check, file, jv->v[k].lineno, 0, NULL, NULL, why);
+			cg_diff_add(diff, check, file, o->lineno, 0, NULL, NULL, why);
 	}
-	free(jp.bad);
+	free(lp.bad);
 	return 0;
+}
+
+/* Split buf[0..len) into lines and parse each into v (appending), on this thread. */
+static int parse_lines(const char *buf, size_t len, const char *file, bool tail_in_flight,
+		       struct cg_evline **v, size_t *n, size_t *cap, size_t *lineno, json_t *diff)
+{
+	size_t from = *n;
+	if (split_lines(buf, len, tail_in_flight, v, n, cap, lineno) < 0)
+		return -1;
+	return parse_range(*v, from, n, file, false, diff);
 }
 
 int cg_journal_load(const char *state_dir, struct cg_journal_view *jv, json_t *diff)
@@ -238,8 +213,19 @@ int cg_journal_load(const char *state_dir, struct cg_journal_view *jv, json_t *d
 		seg_len[i] = len;
 		jv->len += len;
 	}
-	if (parse_journal(jv, names, n_names, seg_len, diff) < 0)
-		goto free_names;
+	/* Segment by segment, each one's lines parsed on every CPU. */
+	size_t off = 0, cap = 0;
+	for (size_t i = 0; i < n_names; i++) {
+		char file[64];
+		size_t from = jv->n, lineno = 0;
+		snprintf(file, sizeof(file), "journal/%s", names[i]);
+		bool last = i + 1 == n_names;
+		if (split_lines(jv->buf + off, seg_len[i], last && jv->live, &jv->v, &jv->n, &cap,
+				&lineno) < 0 ||
+		    parse_range(jv->v, from, &jv->n, file, true, diff) < 0)
+			goto free_names;
+		off += seg_len[i];
+	}
 	rc = 0;
 free_names:
 	free(seg_len);

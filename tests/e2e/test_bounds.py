@@ -11,6 +11,8 @@ import base64
 import grp
 import json
 import os
+import random
+import signal
 import socket
 import subprocess
 import threading
@@ -33,6 +35,45 @@ def code_of(resp):
 
 def nobody_flags():
     return ["--socket-group", grp.getgrgid(NOBODY).gr_name]
+
+
+def backlog_burst(d, n_root):
+    """With the daemon stopped (SIGSTOP), root connects n_root times and then
+    nobody once, each sending a refused call, so that all of them wait in the
+    listening socket's backlog; then the daemon resumes. Returns root's
+    responses (in connection order) and nobody's, parsed."""
+    ready_r, ready_w = os.pipe()
+    out = []
+
+    def refused():
+        return line(cgtest.make_request([["rm", "-rf", "/"]]))
+
+    def nobody_call():
+        s = cgtest.connect(d.socket, 60)
+        s.sendall(refused())
+        os.write(ready_w, b"x")  # in the backlog, behind root's
+        return cgtest.parse_response(cgtest.recv_all(s))
+    d.proc.send_signal(signal.SIGSTOP)
+    socks = []
+    try:
+        for _ in range(n_root):
+            s = cgtest.connect(d.socket, 60)
+            s.sendall(refused())
+            socks.append(s)
+        t = threading.Thread(target=lambda: out.append(cgtest.as_uid(NOBODY, nobody_call)))
+        t.start()
+        if os.read(ready_r, 1) != b"x":
+            raise cgtest.DaemonError("nobody's call was not sent")
+    finally:
+        d.proc.send_signal(signal.SIGCONT)
+    root = []
+    for s in socks:
+        root.append(cgtest.parse_response(cgtest.recv_all(s)))
+        s.close()
+    t.join(60)
+    os.close(ready_r)
+    os.close(ready_w)
+    return root, out[0] if out else None
 
 
 PY_POLICY = """
@@ -168,7 +209,6 @@ class IdleWriteDeadline(unittest.TestCase):
         # wait (here SIGHUP) once left the signalfd readable, and the flush
         # spun at 100% CPU until it timed out. Judged by the daemon's CPU
         # time over a second of that wait: a spin takes about 100 ticks.
-        import signal
         with cgtest.Daemon(flags=nobody_flags()) as d:
             os.chmod(d.workspace, 0o777)
             req = line(cgtest.make_request([["seq", "1", "300000"]], privileged=False))
@@ -292,47 +332,17 @@ class Fairness(unittest.TestCase):
             self.assertEqual(p.returncode, 0, p.stdout[-2000:] + p.stderr[-2000:])
 
     def test_requests_that_arrive_together_are_decided_round_robin_over_uids(self):
-        # The daemon is stopped (SIGSTOP) while root connects 40 times, each
-        # with a refused call, and then nobody once: all 41 wait in the
-        # listening socket's backlog. When it resumes, the daemon takes them
-        # in one turn and decides them round robin over uids, so nobody's
-        # refusal is among the first journal lines of the 41, not the last.
+        # Root's 40 refused calls and then nobody's one wait in the backlog
+        # (backlog_burst). When the daemon resumes, it takes them in one
+        # turn and decides them round robin over uids, so nobody's refusal
+        # is among the first journal lines of the 41, not the last.
         # (Decided in the backlog's order, it came 41st.) Judged by the
         # journal's order, not by time.
-        import signal
         with cgtest.Daemon(flags=nobody_flags()) as d:
             lines_before = len(cgtest.journal_lines(d.state_dir))
-            def refused():
-                return line(cgtest.make_request([["rm", "-rf", "/"]]))
-            ready_r, ready_w = os.pipe()
-            out = []
-
-            def nobody_call():
-                s = cgtest.connect(d.socket, 60)
-                s.sendall(refused())
-                os.write(ready_w, b"x")  # in the backlog, behind root's 40
-                return cgtest.parse_response(cgtest.recv_all(s))["status"]
-            d.proc.send_signal(signal.SIGSTOP)
-            socks = []
-            try:
-                for _ in range(40):
-                    s = cgtest.connect(d.socket, 60)
-                    s.sendall(refused())
-                    socks.append(s)
-                t = threading.Thread(target=lambda: out.append(cgtest.as_uid(NOBODY, nobody_call)))
-                t.start()
-                self.assertEqual(os.read(ready_r, 1), b"x")
-            finally:
-                d.proc.send_signal(signal.SIGCONT)
-            statuses = []
-            for s in socks:
-                statuses.append(cgtest.parse_response(cgtest.recv_all(s))["status"])
-                s.close()
-            t.join(60)
-            os.close(ready_r)
-            os.close(ready_w)
-            self.assertEqual(statuses, ["denied"] * 40)
-            self.assertEqual(out, ["denied"])
+            root, nobody = backlog_burst(d, 40)
+            self.assertEqual([r["status"] for r in root], ["denied"] * 40)
+            self.assertEqual(nobody["status"], "denied", nobody)
             d.stop()  # the journal writer has written every line
             uids = [json.loads(x)["payload"]["peer"]["uid"]
                     for x in cgtest.journal_lines(d.state_dir)[lines_before:]
@@ -342,46 +352,17 @@ class Fairness(unittest.TestCase):
                           % uids)
 
     def test_a_burst_waiting_for_admission_is_not_turned_away_by_the_caps(self):
-        # 300 refused calls from root wait in the backlog (the daemon is
-        # stopped), then one from nobody, with --max-conns 256: when the
-        # daemon resumes, a turn queues no more than it admits soon, so
-        # every call is decided (denied by the rule), none is answered
-        # SERVER_BUSY or PEER_CONN_CAP. (Accepting 64 a turn while
-        # admitting 8 once turned 11 of root's and nobody's call away.)
-        import signal
+        # 300 refused calls from root wait in the backlog, then one from
+        # nobody (backlog_burst), with --max-conns 256: when the daemon
+        # resumes, a turn queues no more than it admits soon, so every call
+        # is decided (denied by the rule), none is answered SERVER_BUSY or
+        # PEER_CONN_CAP. (Accepting 64 a turn while admitting 8 once turned
+        # 11 of root's and nobody's call away.)
         with cgtest.Daemon(flags=nobody_flags() + ["--max-conns", "256"]) as d:
-            ready_r, ready_w = os.pipe()
-            out = []
-
-            def refused():
-                return line(cgtest.make_request([["rm", "-rf", "/"]]))
-
-            def nobody_call():
-                s = cgtest.connect(d.socket, 60)
-                s.sendall(refused())
-                os.write(ready_w, b"x")
-                return code_of(cgtest.parse_response(cgtest.recv_all(s)))
-            d.proc.send_signal(signal.SIGSTOP)
-            socks = []
-            try:
-                for _ in range(300):
-                    s = cgtest.connect(d.socket, 60)
-                    s.sendall(refused())
-                    socks.append(s)
-                t = threading.Thread(target=lambda: out.append(cgtest.as_uid(NOBODY, nobody_call)))
-                t.start()
-                self.assertEqual(os.read(ready_r, 1), b"x")
-            finally:
-                d.proc.send_signal(signal.SIGCONT)
-            codes = []
-            for s in socks:
-                codes.append(code_of(cgtest.parse_response(cgtest.recv_all(s))))
-                s.close()
-            t.join(60)
-            os.close(ready_r)
-            os.close(ready_w)
-            self.assertEqual(set(codes), {"EN-EXEC-D-001"}, codes)
-            self.assertEqual(out, ["EN-EXEC-D-001"])
+            root, nobody = backlog_burst(d, 300)
+            self.assertEqual({code_of(r) for r in root}, {"EN-EXEC-D-001"},
+                             [code_of(r) for r in root])
+            self.assertEqual(code_of(nobody), "EN-EXEC-D-001", nobody)
 
     def test_peers_leaving_as_their_answers_arrive_do_not_crash_the_daemon(self):
         # Allowed calls whose peers close at random moments around their
@@ -392,7 +373,6 @@ class Fairness(unittest.TestCase):
         # the release build aborted in 2 of 6 runs of 40-60 s). Judged by
         # effect: the daemon still answers, and the sanitizers (in the ASan
         # build) report nothing when it stops.
-        import random
         with cgtest.Daemon() as d:
             end = time.monotonic() + 6
             racers = [0]
