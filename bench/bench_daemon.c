@@ -34,7 +34,7 @@
  *                     [--flood-secs S] [--quick] [--policy FILE] [--flood-only]
  * --policy: the daemon's policy (default: its embedded one); --flood-only:
  * only the idle and flood figures, disk per refusal and replay (bench/run's
- * second run, with evidence.packages: archive).
+ * second run, with evidence.packages: directories).
  * The state goes under $TMPDIR (default /tmp). On ext4, a directory where
  * many files were deleted in the last minutes allocates inodes slowly (it
  * skips recently deleted ones); fs_package_dirs_per_s shows it.

@@ -12,7 +12,7 @@ import tempfile
 KEYS = ["refused_rt_ratio", "ping_rt_ratio", "governed_true_ratio", "flood_p99_ratio",
         "refused_per_s", "allowed_per_s", "rss_idle_mib", "rss_after_ratio",
         "journal_bytes_per_refused", "startup_ms", "replay_vs_sha256",
-        "archive_refused_per_s", "archive_flood_p99_ratio", "archive_replay_vs_sha256",
+        "dirs_refused_per_s", "dirs_flood_p99_ratio", "dirs_replay_vs_sha256",
         "egress_connect_added_us", "egress_throughput_ratio"]
 
 

@@ -39,6 +39,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tarfile
 import tempfile
 import time
 import uuid
@@ -399,6 +400,40 @@ def journal_lines(state_dir):
         with open(os.path.join(jdir, name), "rb") as f:
             out += f.read().splitlines(keepends=True)
     return out
+
+
+def package_file(state_dir, tid, name):
+    """The bytes of one file of trace tid's package, wherever it is: its
+    directory (traces/ID/), or the segment archive it was appended to
+    (evidence.packages: archive, the default; docs/evidence.md). Raises
+    FileNotFoundError when neither holds it."""
+    path = os.path.join(state_dir, "traces", tid, name)
+    if os.path.exists(path):
+        with open(path, "rb") as f:
+            return f.read()
+    adir = os.path.join(state_dir, "traces", "archive")
+    for tar in sorted(os.listdir(adir)) if os.path.isdir(adir) else []:
+        if not tar.endswith(".tar") or tar.startswith("."):
+            continue
+        with tarfile.open(os.path.join(adir, tar), "r:") as tf:
+            try:
+                member = tf.getmember(tid + "/" + name)
+            except KeyError:
+                continue
+            return tf.extractfile(member).read()
+    raise FileNotFoundError("no package file %s of trace %s in %s" % (name, tid, state_dir))
+
+
+def wait_package_file(state_dir, tid, name, timeout=DEFAULT_TIMEOUT):
+    """package_file(), waiting for the package thread to write it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return package_file(state_dir, tid, name)
+        except FileNotFoundError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
 
 
 def as_uid(uid, fn):

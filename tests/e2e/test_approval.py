@@ -98,10 +98,7 @@ class Approval(unittest.TestCase):
         # The approved run's evidence replays PASS, with callgate and with the
         # independent verifier: a permit after UNKNOWN is legitimate once approved.
         tid = resp["reply"]["trace_id"]
-        pkg = os.path.join(self.d.state_dir, "traces", tid, "events.ndjson")
-        end = time.time() + WAIT
-        while time.time() < end and not os.path.exists(pkg):
-            time.sleep(0.05)
+        cgtest.wait_package_file(self.d.state_dir, tid, "events.ndjson", WAIT)
         rp = self.d.cli("replay", tid)
         self.assertEqual(rp.returncode, 0, rp.stdout + rp.stderr)
         vf = subprocess.run([sys.executable, os.path.join(cgtest.SRCDIR, "docs",
@@ -215,12 +212,8 @@ class Approval(unittest.TestCase):
         self.assertEqual(r["reply"]["code"], "MCP-APPR-I-001")
         time.sleep(0.3)
         self.assertFalse(os.path.exists(path))
-        ev = os.path.join(self.d.state_dir, "traces", p["trace_id"], "events.ndjson")
-        end = time.time() + WAIT
-        while time.time() < end and not os.path.exists(ev):
-            time.sleep(0.05)
-        with open(ev) as f:
-            text = f.read()
+        text = cgtest.wait_package_file(self.d.state_dir, p["trace_id"], "events.ndjson",
+                                        WAIT).decode()
         self.assertIn('"withdrawn"', text)
         self.assertNotIn('"permit"', text)
 
@@ -364,12 +357,8 @@ class GrantWithoutApproval(unittest.TestCase):
         self.d.close()
 
     def events_of(self, tid):
-        path = os.path.join(self.d.state_dir, "traces", tid, "events.ndjson")
-        end = time.time() + WAIT
-        while not os.path.exists(path) and time.time() < end:
-            time.sleep(0.05)
-        with open(path) as f:
-            return [json.loads(line)["type"] for line in f]
+        text = cgtest.wait_package_file(self.d.state_dir, tid, "events.ndjson", WAIT)
+        return [json.loads(line)["type"] for line in text.splitlines()]
 
     def test_grant_is_found_and_uncovered_calls_are_still_refused(self):
         no = self.d.request(cgtest.make_request([["id", "-u"]]))

@@ -308,10 +308,7 @@ class TextNotJson(unittest.TestCase):
         r = self.d.cli("run", "--json", "--no-privileged", "--", "touch", "v")
         self.assertEqual(r.returncode, 0, r.stderr)
         tid = json.loads(r.stdout)["reply"]["trace_id"]
-        pkg = os.path.join(self.d.state_dir, "traces", tid, "verdict.md")
-        deadline = time.monotonic() + TIMEOUT
-        while not os.path.exists(pkg) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        cgtest.wait_package_file(self.d.state_dir, tid, "verdict.md", TIMEOUT)
         r = self.d.cli("verdict", tid)
         self.assertEqual(r.returncode, 0, r.stderr)
         out = r.stdout.decode()

@@ -18,6 +18,10 @@ import unittest
 import cgtest
 
 VERIFIER = os.path.join(cgtest.SRCDIR, "docs", "verify_trace.py")
+# These tests read and tamper with packages as directories (traces/ID/); the
+# default, packages appended to archives, is tried in test_retention.py.
+with open(os.path.join(cgtest.SRCDIR, "etc", "callgate", "policy.yaml")) as f:
+    DIRS = f.read() + "\nevidence:\n  packages: directories\n"
 FIVE = ["diff.json", "events.ndjson", "replay.json", "verdict.json", "verdict.md"]
 
 
@@ -45,7 +49,7 @@ def verifier(*args):
 class EvidenceTools(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.d = cgtest.Daemon().start()
+        cls.d = cgtest.Daemon(policy_text=DIRS).start()
         ok = cls.d.request(cgtest.make_request([["/bin/true"]], privileged=False,
                                                session="sess-a"))
         assert ok["status"] == "ok", ok
@@ -218,7 +222,7 @@ class EvidenceTamper(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        with cgtest.Daemon() as d:
+        with cgtest.Daemon(policy_text=DIRS) as d:
             r = d.request(cgtest.make_request([["/bin/true"]], privileged=False))
             cls.tid = r["reply"]["trace_id"]
             wait_package(d.state_dir, cls.tid)
@@ -309,7 +313,7 @@ class WriteAheadAcrossTheSpawn(unittest.TestCase):
 
     def test_command_starts_only_after_its_permit_is_written(self):
         env = {"CALLGATE_TEST_EVIDENCE_STALL_MS": "1500"}
-        with cgtest.Daemon(env=env) as d:
+        with cgtest.Daemon(policy_text=DIRS, env=env) as d:
             marker = os.path.join(d.workspace, "started")
             t0 = time.time()
             r = d.request(cgtest.make_request([["sh", "-c", f"date +%s.%N > {marker}"]],
@@ -343,7 +347,7 @@ class CallsDoNotWaitForEachOthersPermits(unittest.TestCase):
 
     def test_an_earlier_call_is_answered_before_a_later_permit(self):
         env = {"CALLGATE_TEST_EVIDENCE_STALL_MS": "1000"}
-        with cgtest.Daemon(env=env) as d:
+        with cgtest.Daemon(policy_text=DIRS, env=env) as d:
             # On a loaded machine A's request may be written a batch ahead
             # of its permit, and a B sent 0.3 s after A then shares A's
             # permit's batch: then send B half a second before A's command
@@ -398,7 +402,7 @@ class EvidenceCrash(unittest.TestCase):
 
     def test_sigkill_during_governed_calls(self):
         rnd = random.Random(int(os.environ.get("CG_CRASH_SEED", "5")))
-        d = cgtest.Daemon()
+        d = cgtest.Daemon(policy_text=DIRS)
         d.start()
         lock = threading.Lock()
         ran, answered, stop = [], [0], threading.Event()

@@ -70,8 +70,8 @@ class TestOwnTraces(unittest.TestCase):
         self.assertEqual(v["reply"]["data"]["verdict"]["decision"], "ALLOW")
         self.assertEqual(v["reply"]["data"]["verdict"]["trace_id"], trace)
         # verdict.json as sealed, byte for byte the same object.
-        with open(os.path.join(self.d.state_dir, "traces", trace, "verdict.json")) as f:
-            self.assertEqual(v["reply"]["data"]["verdict"], json.load(f))
+        sealed = cgtest.package_file(self.d.state_dir, trace, "verdict.json")
+        self.assertEqual(v["reply"]["data"]["verdict"], json.loads(sealed))
         rp, _ = ask(self.d, {"action": "replay", "trace_id": trace})
         self.assertEqual(rp["reply"]["code"], "MCP-LOG-S-102", rp)
         self.assertEqual(rp["reply"]["params"]["status"], "PASS")

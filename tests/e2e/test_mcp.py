@@ -342,11 +342,8 @@ class TestOtherTools(McpTestBase):
         self.assertEqual(sc["reply"]["data"]["screening"]["redactions"], {"aws_access_key": 1})
         # And the evidence: neither the command line nor the output keeps the key.
         trace = sc["reply"]["trace_id"]
-        pkg = os.path.join(self.d.state_dir, "traces", trace, "events.ndjson")
-        end = time.time() + 30
-        while time.time() < end and not os.path.exists(pkg):
-            time.sleep(0.05)
-        self.assertTrue(os.path.exists(pkg), "the call's trace package was written")
+        # (raises if the call's trace package is not written)
+        cgtest.wait_package_file(self.d.state_dir, trace, "events.ndjson", 30)
         for root, _, files in os.walk(self.d.state_dir):
             for fn in files:
                 with open(os.path.join(root, fn), "rb") as f:

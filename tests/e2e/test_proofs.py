@@ -161,8 +161,8 @@ class Proofs(unittest.TestCase):
         doc = self.load(self.proof)
         self.assertEqual(doc["trace"], self.allowed)
         # Every event of the trace, exactly the journal's bytes.
-        with open(os.path.join(self.state, "traces", self.allowed, "events.ndjson")) as f:
-            self.assertEqual("".join(e["line"] for e in doc["events"]), f.read())
+        events = cgtest.package_file(self.state, self.allowed, "events.ndjson").decode()
+        self.assertEqual("".join(e["line"] for e in doc["events"]), events)
         with open(os.path.join(self.state, "keys", "evidence.origin")) as f:
             origin = f.read().strip()
         p = verify(self.pub, "proof", self.proof, "--origin", origin)

@@ -12,13 +12,15 @@ import json
 import os
 import subprocess
 import sys
-import time
 import unittest
 
 import cgtest
 from test_approval import WAIT, call_async, wait_pending
 
+# Packages as directories: test_a_changed_verdict_fails_both_verifiers edits one.
 POLICY = """version: 1
+evidence:
+  packages: directories
 rules:
   - id: plain-ok
     decision: allow
@@ -38,14 +40,8 @@ rules:
 
 def package(d, tid):
     """(verdict.json, verdict.md) of trace tid, once its package is written."""
-    base = os.path.join(d.state_dir, "traces", tid)
-    end = time.time() + WAIT
-    while time.time() < end and not os.path.exists(os.path.join(base, "verdict.md")):
-        time.sleep(0.05)
-    with open(os.path.join(base, "verdict.json")) as f:
-        v = json.load(f)
-    with open(os.path.join(base, "verdict.md")) as f:
-        return v, f.read()
+    md = cgtest.wait_package_file(d.state_dir, tid, "verdict.md", WAIT).decode()
+    return json.loads(cgtest.package_file(d.state_dir, tid, "verdict.json")), md
 
 
 class VerdictTable(unittest.TestCase):

@@ -711,8 +711,8 @@ static int load_defaults(struct ld *l, yaml_node_t *n)
 /* ---- evidence ---- */
 
 /*
- * evidence.packages: "directories" (traces/ID/, the default) or "archive"
- * (each package appended to its journal segment's archive as it is sealed).
+ * evidence.packages: "archive" (the default: each package appended to its
+ * journal segment's archive as it is sealed) or "directories" (traces/ID/).
  */
 static int load_packages(struct ld *l, yaml_node_t *v)
 {
@@ -2092,6 +2092,7 @@ int cg_policy_load_buffer(const char *source, const char *buf, size_t len, struc
 		.screen_secrets = true,
 		.screen_injection = true,
 		.evidence_keep_output = false,
+		.evidence_archive = true, /* no directory and five inodes per call */
 	};
 	if (memchr(buf, '\0', len)) {
 		fail(&l, NULL, "the policy contains a NUL byte");
