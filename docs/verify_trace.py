@@ -9,7 +9,9 @@ library only, so that evidence can be checked without trusting callgate.
     verify_trace.py STATE_DIR TRACE_ID        the package against the journal
     verify_trace.py STATE_DIR --all           the journal, checkpoints, every package
 
-Packages that retention packed into traces/archive/*.tar are read from there.
+Packages in traces/archive/*.tar (appended as sealed, the default, or packed
+there by retention) are read from there; with --all every tar is read whole
+and must hold only packages of traces the journal holds, each once.
 
 Checks: every line's hash over its exact bytes, both chains from the genesis,
 contiguous sequence numbers, the closed set of event types, the structure of
@@ -260,11 +262,17 @@ def check_package(dirpath, probs, files=None):
     return lines
 
 
-def archived(state):
-    """Packages packed into traces/archive/*.tar (docs/evidence.md, "Retention"
-    and "Packages as archives"): for each trace id, its tar's path and its
+PACKAGE = ["events.ndjson", "verdict.json", "verdict.md", "replay.json", "diff.json"]
+
+
+def archived(state, probs, known=None):
+    """Packages in traces/archive/*.tar (docs/evidence.md, "Packages as
+    archives" and "Retention"): for each trace id, its tar's path and its
     members as (name, data offset, size). The .idx beside each tar only speeds
-    lookups; here every tar is read whole, once."""
+    lookups; here every tar is read whole, once, and must hold packages only:
+    members ID/FILE, FILE one of the five, none twice; one package per trace
+    over all archives; with known (the journal's trace ids), only traces the
+    journal holds; after the last member, nothing but zeros."""
     adir = os.path.join(state, "traces", "archive")
     out = {}
     if not os.path.isdir(adir):
@@ -273,12 +281,47 @@ def archived(state):
         if not name.endswith(".tar") or name.startswith("."):
             continue
         path = os.path.join(adir, name)
-        with tarfile.open(path, "r:") as tf:
-            for m in tf.getmembers():
-                top, _, rest = m.name.partition("/")
-                where = out.setdefault(top, (path, []))
-                if where[0] == path and m.isfile() and "/" not in rest:
-                    where[1].append((rest, m.offset_data, m.size))
+        if os.path.getsize(path) == 0:
+            continue  # made by a daemon stopped before its first package
+        try:
+            with tarfile.open(path, "r:") as tf:
+                members = tf.getmembers()
+        except (tarfile.TarError, OSError) as e:
+            probs.add(path, "archive_unreadable: %s" % e)
+            continue
+        end, last, repeat = 0, None, False
+        for m in members:
+            end = m.offset_data + (m.size + 511) // 512 * 512
+            top, _, rest = m.name.partition("/")
+            where = "%s:%s" % (path, m.name)
+            if not m.isfile() or rest not in PACKAGE:
+                probs.add(where, "package_files: a member that is not part of a trace package")
+                continue
+            if top != last:
+                last, repeat = top, top in out
+                if repeat:
+                    probs.add(where, "package_repeated: a second package of the same trace")
+                    continue
+                out[top] = (path, [])
+                if known is not None and top not in known:
+                    probs.add(where, "trace_not_in_journal: a package with no events in the journal")
+            if repeat:
+                continue
+            if any(n == rest for n, _, _ in out[top][1]):
+                probs.add(where, "package_files: a file that appears twice in the package")
+                continue
+            out[top][1].append((rest, m.offset_data, m.size))
+        # tarfile stops quietly at a header it cannot read: what follows must be zeros.
+        with open(path, "rb") as f:
+            f.seek(end)
+            while True:
+                block = f.read(1 << 16)
+                if not block:
+                    break
+                if block.strip(b"\0"):
+                    probs.add(path, "archive_layout: bytes after the last member that are "
+                              "not an end-of-archive marker")
+                    break
     return out
 
 
@@ -349,7 +392,8 @@ def main(argv):
         for e, line in journal:
             by_trace.setdefault(e["trace"], []).append((e, line))
         ids = sorted(t for t in by_trace if t != "journal") if which == "--all" else [which]
-        packed = archived(state)
+        known = set(by_trace) if which == "--all" else None
+        packed = archived(state, probs, known)
         for tid in ids:
             tdir = os.path.join(state, "traces", tid)
             evs = by_trace.get(tid)
@@ -367,8 +411,7 @@ def main(argv):
             else:
                 probs.add(tdir, "trace_dir_missing")
                 continue
-            if files != sorted(["events.ndjson", "verdict.json", "verdict.md",
-                                "replay.json", "diff.json"]):
+            if files != sorted(PACKAGE):
                 probs.add(tdir, "package_files: %s" % files)
             lines = check_package(tdir, probs, content)
             if lines != [l for _, l in evs]:

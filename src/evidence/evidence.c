@@ -1875,10 +1875,16 @@ static int recover(struct cg_evidence *ev, json_t *torn, char *why, size_t why_l
 	 * torn package (a crash mid-append): cut it off before looking for the
 	 * packages the scan below expects.
 	 */
-	for (size_t s = s0; s < n_names; s++)
-		if (cg_live_archive_repair(ev->state_dir, names[s]) < 0)
+	for (size_t s = s0; s < n_names; s++) {
+		uint64_t cut = 0;
+		if (cg_live_archive_repair(ev->state_dir, names[s], false, &cut) < 0)
 			cg_log("warn", NULL, "evidence: the archive of %s was not repaired: %s",
 			       names[s], strerror(errno));
+		else if (cut)
+			cg_log("warn", NULL,
+			       "evidence: %" PRIu64 " torn byte(s) cut off the end of %s's archive",
+			       cut, names[s]);
+	}
 	char path[4300];
 	for (size_t s = s0; s < n_names; s++) {
 		snprintf(path, sizeof(path), "%s/journal/%s", ev->state_dir, names[s]);

@@ -74,57 +74,108 @@ static void ustar_header(unsigned char h[BLOCK], const char *name, uint64_t size
 	h[155] = ' ';
 }
 
-/* The member at pos: its name into name (cap bytes) and where the next begins. 0, or -1. */
-static int ustar_next(int fd, uint64_t pos, uint64_t file_size, char *name, size_t cap,
-		      uint64_t *next)
+int cg_ustar_member(int fd, uint64_t pos, uint64_t file_size, char *name, size_t cap,
+		    uint64_t *next)
 {
 	unsigned char h[BLOCK];
-	if (pos + BLOCK > file_size || pread(fd, h, BLOCK, (off_t)pos) != (ssize_t)BLOCK ||
-	    memcmp(h + 257, "ustar", 5) != 0)
+	if (pos + BLOCK > file_size)
+		return -2;
+	if (pread(fd, h, BLOCK, (off_t)pos) != (ssize_t)BLOCK)
 		return -1;
-	char size_field[13];
-	memcpy(size_field, h + 124, 12);
-	size_field[12] = '\0';
+	static const unsigned char zero[BLOCK];
+	if (memcmp(h, zero, BLOCK) == 0)
+		return 1;
+	/* ustar, a regular file with no name prefix, and its writer's checksum. */
+	if (memcmp(h + 257, "ustar", 5) != 0 || (h[156] != '0' && h[156] != '\0') || h[345])
+		return -1;
+	char field[13];
+	memcpy(field, h + 148, 8);
+	field[8] = '\0';
 	char *end = NULL;
-	unsigned long long size = strtoull(size_field, &end, 8);
-	if (end == size_field)
+	unsigned long want = strtoul(field, &end, 8);
+	unsigned sum = 0;
+	for (size_t i = 0; i < BLOCK; i++)
+		sum += i >= 148 && i < 156 ? ' ' : h[i];
+	if (end == field || want != sum)
+		return -1;
+	memcpy(field, h + 124, 12);
+	field[12] = '\0';
+	unsigned long long size = strtoull(field, &end, 8);
+	if (end == field)
 		return -1;
 	snprintf(name, cap, "%.100s", (const char *)h);
 	*next = pos + BLOCK + padded(size);
-	return *next <= file_size ? 0 : -1;
+	return *next <= file_size ? 0 : -2;
 }
 
 /*
- * Does the index line at p ("TRACE OFFSET\n") name a whole package: five
- * members of TRACE from OFFSET on, all within the file? *end: where it ends.
+ * The package whose first member is at pos: five members of one trace, all
+ * within the file. Its trace id into id and where it ends into *end: 0; or
+ * what stopped it (cg_ustar_member's 1, -1 or -2; -1 for a member of another
+ * trace or a name that is not ID/FILE).
  */
-static bool package_whole(int fd, const char *p, uint64_t file_size, uint64_t *end)
+static int package_at(int fd, uint64_t pos, uint64_t file_size, char *id, size_t cap, uint64_t *end)
 {
-	char trace[CG_TRACE_ID_MAX + 2] = "", prefix[CG_TRACE_ID_MAX + 3], name[128];
-	unsigned long long off = 0;
-	if (sscanf(p, "%65s %llu", trace, &off) != 2 || off >= file_size)
-		return false;
-	snprintf(prefix, sizeof(prefix), "%s/", trace);
-	uint64_t pos = off, next = 0;
+	char name[128];
+	uint64_t next = 0;
+	size_t idlen = 0;
 	for (size_t members = 0; members < CG_PACKAGE_N; members++) {
-		if (ustar_next(fd, pos, file_size, name, sizeof(name), &next) != 0 ||
-		    strncmp(name, prefix, strlen(prefix)) != 0)
-			return false;
+		int r = cg_ustar_member(fd, pos, file_size, name, sizeof(name), &next);
+		if (r != 0)
+			return r;
+		const char *slash = strchr(name, '/');
+		if (members == 0) {
+			idlen = slash ? (size_t)(slash - name) : 0;
+			if (!idlen || idlen >= cap)
+				return -1;
+			snprintf(id, cap, "%.*s", (int)idlen, name);
+		} else if (!slash || (size_t)(slash - name) != idlen || strncmp(name, id, idlen)) {
+			return -1;
+		}
 		pos = next;
 	}
 	*end = pos;
+	return 0;
+}
+
+/* Does the index line at p ("TRACE OFFSET\n") name a whole package of TRACE? *end: its end. */
+static bool line_whole(int fd, const char *p, uint64_t file_size, uint64_t *end)
+{
+	char trace[CG_TRACE_ID_MAX + 2] = "", id[CG_TRACE_ID_MAX + 2];
+	unsigned long long off = 0;
+	return sscanf(p, "%65s %llu", trace, &off) == 2 && off < file_size &&
+	       package_at(fd, off, file_size, id, sizeof(id), end) == 0 && strcmp(id, trace) == 0;
+}
+
+/* Are the bytes [from, to) of fd all zero? */
+static bool all_zero(int fd, uint64_t from, uint64_t to)
+{
+	unsigned char b[16384];
+	while (from < to) {
+		size_t n = to - from < sizeof(b) ? (size_t)(to - from) : sizeof(b);
+		if (pread(fd, b, n, (off_t)from) != (ssize_t)n)
+			return false;
+		for (size_t i = 0; i < n; i++)
+			if (b[i])
+				return false;
+		from += n;
+	}
 	return true;
 }
 
-int cg_live_archive_repair(const char *state_dir, const char *segment)
+int cg_live_archive_repair(const char *state_dir, const char *segment, bool for_append,
+			   uint64_t *cut)
 {
 	char tar[4400], idx[4400];
+	*cut = 0;
 	archive_paths(state_dir, segment, tar, idx, sizeof(tar));
 	int tfd = open(tar, O_RDWR | O_CLOEXEC);
 	if (tfd < 0)
 		return errno == ENOENT ? 0 : -1;
 	char *buf = NULL;
 	size_t len = 0;
+	struct cg_buf add;
+	cg_buf_init(&add, INDEX_CAP);
 	if (cg_file_read(idx, INDEX_CAP, &buf, &len) < 0 && errno != ENOENT) {
 		close(tfd);
 		return -1;
@@ -135,34 +186,66 @@ int cg_live_archive_repair(const char *state_dir, const char *segment)
 	uint64_t end = 0;
 	struct stat st;
 	int rc = fstat(tfd, &st);
+	uint64_t size = rc == 0 ? (uint64_t)st.st_size : 0;
 	/*
-	 * From the last line back, the first package found whole ends the
-	 * archive: the lines after it go, and every byte after it. (A crash
-	 * tears only the tail; a lost write-back can leave several lines
-	 * naming bytes that never reached the disk.)
+	 * From the last line back, the first package found whole is where the
+	 * index is right up to (a lost write-back can leave several lines
+	 * naming bytes that never reached the disk: they go).
 	 */
 	while (rc == 0 && len > 0) {
 		size_t last = len - 1;
 		while (last > 0 && buf[last - 1] != '\n')
 			last--;
-		if (package_whole(tfd, buf + last, (uint64_t)st.st_size, &end))
+		if (line_whole(tfd, buf + last, size, &end))
 			break;
 		len = last;
 	}
-	if (rc == 0 && (uint64_t)st.st_size > end)
+	/*
+	 * Whole packages after it that no line names (a crash between a
+	 * package and its line, a lost or missing index) get their lines back:
+	 * the index is derived from the tar, and nothing whole is cut.
+	 */
+	int stop = 0;
+	while (rc == 0 && end < size) {
+		char id[CG_TRACE_ID_MAX + 2], line[CG_TRACE_ID_MAX + 32];
+		uint64_t pend = 0;
+		if ((stop = package_at(tfd, end, size, id, sizeof(id), &pend)) != 0)
+			break;
+		int n = snprintf(line, sizeof(line), "%s %" PRIu64 "\n", id, end);
+		if (cg_buf_add(&add, line, (size_t)n) < 0 || add.truncated) {
+			errno = ENOMEM;
+			rc = -1;
+		}
+		end = pend;
+	}
+	/*
+	 * What follows: a torn package (a crash mid-append) goes. Zeros (an
+	 * end-of-archive marker, or write-back lost at a power cut) go only
+	 * before an append, which must not land after them.
+	 */
+	bool zeros = rc == 0 && stop == 1 && all_zero(tfd, end, size);
+	if (rc == 0 && end < size && (!zeros || for_append)) {
+		*cut = size - end;
 		rc = ftruncate(tfd, (off_t)end);
-	if (rc == 0)
+	}
+	if (rc == 0 && (*cut || add.len))
 		rc = fsync(tfd);
 	int e = errno;
 	close(tfd);
-	if (rc == 0 && buf) {
-		int ifd = open(idx, O_WRONLY | O_CLOEXEC);
-		rc = ifd < 0 || ftruncate(ifd, (off_t)len) != 0 || fsync(ifd) != 0 ? -1 : 0;
+	if (rc == 0 && (buf || add.len)) {
+		int ifd = open(idx, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+		rc = ifd < 0 || ftruncate(ifd, (off_t)len) != 0 ||
+			     (add.len &&
+			      pwrite(ifd, add.p, add.len, (off_t)len) != (ssize_t)add.len) ||
+			     fsync(ifd) != 0
+			 ? -1
+			 : 0;
 		e = errno;
 		if (ifd >= 0)
 			close(ifd);
 	}
 	free(buf);
+	cg_buf_free(&add);
 	errno = e;
 	return rc;
 }
@@ -185,8 +268,12 @@ static int live_open(struct cg_live_archive *la, const char *state_dir, const ch
 	snprintf(dir, sizeof(dir), "%s/%s", state_dir, CG_ARCHIVE_DIR);
 	if (mkdir(dir, 0755) != 0 && errno != EEXIST)
 		return -1;
-	if (cg_live_archive_repair(state_dir, segment) < 0)
+	uint64_t cut = 0;
+	if (cg_live_archive_repair(state_dir, segment, true, &cut) < 0)
 		return -1;
+	if (cut)
+		cg_log("warn", NULL, "evidence: %" PRIu64 " torn byte(s) cut off the end of %s",
+		       cut, segment);
 	archive_paths(state_dir, segment, tar, idx, sizeof(tar));
 	la->tar_fd = open(tar, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
 	la->idx_fd = open(idx, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);

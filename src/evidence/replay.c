@@ -774,6 +774,14 @@ static void check_package(const struct cg_replay_opts *o, const struct cg_journa
 	if (pf.extra)
 		cg_diff_add(diff, "package_files", pf.where, 0, 0, NULL, "more files",
 			    "more files than a trace package has");
+	/* An archive can hold a member twice; a reader would take one copy, tar another. */
+	for (size_t k = 0; k < pf.n; k++)
+		for (size_t l = 0; l < k; l++)
+			if (strcmp(pf.name[k], pf.name[l]) == 0) {
+				cg_diff_add(diff, "package_files", pf.where, 0, 0, NULL, pf.name[k],
+					    "a file that appears twice in the package");
+				break;
+			}
 	for (size_t i = 0; i < CG_ARRAY_LEN(package_files); i++)
 		if (!seen[i])
 			cg_diff_add(diff, "package_files", pf.where, 0, 0, package_files[i],
@@ -978,6 +986,11 @@ struct orphan_ctx {
 	json_t *diff;
 };
 
+static bool journal_knows(const char *trace_id, void *journal_traces)
+{
+	return cg_smap_get(journal_traces, trace_id) != NULL;
+}
+
 static void report_orphan(const char *key, void *value, void *arg)
 {
 	struct orphan_ctx *c = arg;
@@ -1084,6 +1097,8 @@ int cg_replay_run(const struct cg_replay_opts *o, json_t **report)
 		struct orphan_ctx oc = { m, jdiff };
 		if (dirs)
 			cg_smap_each(dirs, report_orphan, &oc);
+		/* The archives as wholes: what no index line shows, or no journal knows. */
+		cg_archive_audit(o->state_dir, ix, journal_knows, m, jv.live, jdiff);
 		json_array_extend(failures, jdiff);
 	} else {
 		const struct tidx *t = cg_smap_get(m, o->trace_id);

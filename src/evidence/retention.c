@@ -162,14 +162,42 @@ struct ix_entry {
 	uint64_t off;
 };
 
+/* One archive as the index saw it: its tar's size, taken before its .idx was read. */
+struct ix_archive {
+	char tar[40];
+	int64_t size; /* -1: no tar */
+	bool has_idx;
+};
+
 struct cg_archive_index {
 	struct cg_smap *by_trace;
+	struct ix_archive *archives;
+	size_t n_archives;
+	size_t repeats; /* index lines naming a trace already named */
+	char first_repeat[CG_TRACE_ID_MAX + 1];
 };
 
 static bool archive_name(const char *s, const char *ext)
 {
 	size_t n = strlen(s), e = strlen(ext);
 	return n > e && n < 40 && strcmp(s + n - e, ext) == 0 && s[0] != '.';
+}
+
+/* One index line "ID OFFSET" (NUL-terminated, no newline) into id and *off. */
+static bool index_line(char *line, char **id, uint64_t *off)
+{
+	char *sp = strchr(line, ' ');
+	if (!sp)
+		return false;
+	*sp = '\0';
+	char *end = NULL;
+	errno = 0;
+	unsigned long long v = strtoull(sp + 1, &end, 10);
+	if (!cg_trace_id_valid(line) || errno || !end || *end || sp[1] == '-')
+		return false;
+	*id = line;
+	*off = v;
+	return true;
 }
 
 static int index_add_file(struct cg_archive_index *ix, const char *dir, const char *name)
@@ -187,16 +215,16 @@ static int index_add_file(struct cg_archive_index *ix, const char *dir, const ch
 		if (!nl)
 			break;
 		*nl = '\0';
-		char *sp = strchr(line, ' ');
-		if (!sp)
+		char *id;
+		uint64_t off;
+		if (!index_line(line, &id, &off))
 			continue;
-		*sp = '\0';
-		char *end = NULL;
-		errno = 0;
-		unsigned long long off = strtoull(sp + 1, &end, 10);
-		if (!cg_trace_id_valid(line) || errno || !end || *end ||
-		    cg_smap_get(ix->by_trace, line))
-			continue; /* a lie or a repeat hides a package; it never passes one */
+		if (cg_smap_get(ix->by_trace, id)) {
+			/* A repeat hides a package, never passes one; replay --all reports it. */
+			if (ix->repeats++ == 0)
+				snprintf(ix->first_repeat, sizeof(ix->first_repeat), "%s", id);
+			continue;
+		}
 		struct ix_entry *x = calloc(1, sizeof(*x));
 		if (!x) {
 			rc = -1;
@@ -204,13 +232,34 @@ static int index_add_file(struct cg_archive_index *ix, const char *dir, const ch
 		}
 		snprintf(x->archive, sizeof(x->archive), "%s", tar);
 		x->off = off;
-		if (cg_smap_put(ix->by_trace, line, x) < 0) {
+		if (cg_smap_put(ix->by_trace, id, x) < 0) {
 			free(x);
 			rc = -1;
 		}
 	}
 	free(buf);
 	return rc;
+}
+
+/* Note archive base (a file name without .tar/.idx): its tar's size now, before its index. */
+static int note_archive(struct cg_archive_index *ix, int dfd, const char *base, bool has_idx)
+{
+	for (size_t i = 0; i < ix->n_archives; i++)
+		if (strncmp(ix->archives[i].tar, base, strlen(base)) == 0 &&
+		    strcmp(ix->archives[i].tar + strlen(base), ".tar") == 0) {
+			ix->archives[i].has_idx |= has_idx;
+			return 0;
+		}
+	struct ix_archive *v = realloc(ix->archives, (ix->n_archives + 1) * sizeof(*v));
+	if (!v)
+		return -1;
+	ix->archives = v;
+	struct ix_archive *a = &v[ix->n_archives++];
+	snprintf(a->tar, sizeof(a->tar), "%s.tar", base);
+	struct stat st;
+	a->size = fstatat(dfd, a->tar, &st, 0) == 0 ? (int64_t)st.st_size : -1;
+	a->has_idx = has_idx;
+	return 0;
 }
 
 struct cg_archive_index *cg_archive_index_load(const char *state_dir)
@@ -226,11 +275,29 @@ struct cg_archive_index *cg_archive_index_load(const char *state_dir)
 	DIR *d = opendir(dir);
 	if (!d)
 		return ix;
+	/*
+	 * Every tar's size first, then the indexes: a package is appended
+	 * before its index line, so each line read names bytes within the size
+	 * noted (cg_archive_audit walks that far, no further).
+	 */
 	struct dirent *e;
 	int rc = 0;
-	while (rc == 0 && (e = readdir(d)))
-		if (archive_name(e->d_name, ".idx"))
-			rc = index_add_file(ix, dir, e->d_name);
+	while (rc == 0 && (e = readdir(d))) {
+		bool tar = archive_name(e->d_name, ".tar"), idx = archive_name(e->d_name, ".idx");
+		char base[40];
+		if (tar || idx) {
+			snprintf(base, sizeof(base), "%.*s", (int)(strlen(e->d_name) - 4),
+				 e->d_name);
+			rc = note_archive(ix, dirfd(d), base, idx);
+		}
+	}
+	for (size_t i = 0; rc == 0 && i < ix->n_archives; i++)
+		if (ix->archives[i].has_idx) {
+			char idx[48];
+			snprintf(idx, sizeof(idx), "%.*s.idx",
+				 (int)(strlen(ix->archives[i].tar) - 4), ix->archives[i].tar);
+			rc = index_add_file(ix, dir, idx);
+		}
 	closedir(d);
 	if (rc < 0) {
 		cg_archive_index_free(ix);
@@ -250,7 +317,206 @@ void cg_archive_index_free(struct cg_archive_index *ix)
 	if (!ix)
 		return;
 	cg_smap_free(ix->by_trace, free);
+	free(ix->archives);
 	free(ix);
+}
+
+/*
+ * The first index line naming trace_id, over every index, without loading
+ * them all (a reader of one trace: callgate verdict, the socket's actions):
+ * one index file in memory at a time. 0, or -1 with errno (ENOENT: none).
+ */
+static int index_find(const char *state_dir, const char *trace_id, struct ix_entry *out)
+{
+	char dir[4300];
+	snprintf(dir, sizeof(dir), "%s/%s", state_dir, CG_ARCHIVE_DIR);
+	DIR *d = opendir(dir);
+	if (!d)
+		return -1;
+	struct dirent *e;
+	int rc = -1, saved = ENOENT;
+	size_t idlen = strlen(trace_id);
+	while (rc < 0 && saved == ENOENT && (e = readdir(d))) {
+		if (!archive_name(e->d_name, ".idx"))
+			continue;
+		char *buf = NULL;
+		size_t len = 0;
+		if (cg_file_read_at(dirfd(d), e->d_name, INDEX_CAP, &buf, &len) < 0) {
+			if (errno != ENOENT)
+				saved = errno;
+			continue;
+		}
+		for (char *p = buf; p && p < buf + len;) {
+			char *hit = memmem(p, (size_t)(buf + len - p), trace_id, idlen);
+			if (!hit)
+				break;
+			char *bol = hit, *nl = memchr(hit, '\n', (size_t)(buf + len - hit));
+			p = hit + idlen;
+			if (!nl || (bol > buf && bol[-1] != '\n') || hit[idlen] != ' ')
+				continue; /* not a whole line's id (or the unfinished last line) */
+			*nl = '\0';
+			char *id;
+			uint64_t off;
+			if (index_line(bol, &id, &off) && strcmp(id, trace_id) == 0) {
+				snprintf(out->archive, sizeof(out->archive), "%.*s.tar",
+					 (int)(strlen(e->d_name) - 4), e->d_name);
+				out->off = off;
+				rc = 0;
+				break;
+			}
+			p = nl + 1;
+		}
+		free(buf);
+	}
+	closedir(d);
+	if (rc < 0)
+		errno = saved;
+	return rc;
+}
+
+/* ---- replay --all: each archive as a whole ---------------------------------------- */
+
+/* Is name "ID/FILE", ID a trace id and FILE one of a package's five? The file's index, or -1. */
+static int member_file(const char *name, char *id, size_t cap)
+{
+	const char *slash = strchr(name, '/');
+	if (!slash || (size_t)(slash - name) >= cap)
+		return -1;
+	snprintf(id, cap, "%.*s", (int)(slash - name), name);
+	if (!cg_trace_id_valid(id))
+		return -1;
+	for (int i = 0; i < CG_PACKAGE_N; i++)
+		if (strcmp(slash + 1, cg_package_names[i]) == 0)
+			return i;
+	return -1;
+}
+
+/* Are the bytes [from, to) of fd all zero (an end-of-archive marker and its padding)? */
+static bool zeros_to(int fd, uint64_t from, uint64_t to)
+{
+	unsigned char b[65536];
+	while (from < to) {
+		size_t n = to - from < sizeof(b) ? (size_t)(to - from) : sizeof(b);
+		if (pread(fd, b, n, (off_t)from) != (ssize_t)n)
+			return false;
+		for (size_t i = 0; i < n; i++)
+			if (b[i])
+				return false;
+		from += n;
+	}
+	return true;
+}
+
+struct audit {
+	const struct cg_archive_index *ix;
+	bool (*known)(const char *trace_id, void *arg);
+	void *arg;
+	bool live;
+	json_t *diff;
+	struct cg_smap *seen; /* trace ids with a package in some archive */
+};
+
+static void audit_archive(struct audit *au, const char *state_dir, const struct ix_archive *a)
+{
+	char path[4400], where[120], name[128], id[CG_TRACE_ID_MAX + 1], at[64];
+	snprintf(path, sizeof(path), "%s/%s/%s", state_dir, CG_ARCHIVE_DIR, a->tar);
+	snprintf(where, sizeof(where), "%s/%s", CG_ARCHIVE_DIR, a->tar);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		if (errno != ENOENT || !au->live) /* packed away meanwhile, under a live daemon */
+			cg_diff_add(au->diff, "archive_unreadable", where, 0, 0, NULL,
+				    cg_errno_name(errno), "the archive cannot be opened");
+		return;
+	}
+	uint64_t size = (uint64_t)a->size, pos = 0, next = 0, first_hidden = 0;
+	size_t hidden = 0, pending = 0;
+	uint64_t first_pending = 0;
+	char cur[CG_TRACE_ID_MAX + 1] = "";
+	while (pos < size) {
+		int r = cg_ustar_member(fd, pos, size, name, sizeof(name), &next);
+		snprintf(at, sizeof(at), "offset %" PRIu64, pos);
+		if (r == 1) {
+			if (!zeros_to(fd, pos, size))
+				cg_diff_add(au->diff, "archive_layout", where, 0, 0, "only zeros",
+					    at, "bytes after the archive's end-of-archive blocks");
+			break;
+		}
+		if (r == -2 && au->live)
+			break; /* a package being appended as the size was taken */
+		if (r < 0) {
+			cg_diff_add(au->diff, "archive_layout", where, 0, 0, "a tar member", at,
+				    r == -2
+					? "the archive ends inside a member"
+					: "not a member a package writer makes (ustar, a regular "
+					  "file, its checksum)");
+			break;
+		}
+		int file = member_file(name, id, sizeof(id));
+		if (file < 0) {
+			cg_diff_add(au->diff, "package_files", where, 0, 0, NULL, name,
+				    "a member that is not part of a trace package");
+		} else if (strcmp(id, cur) != 0) { /* a package begins */
+			snprintf(cur, sizeof(cur), "%s", id);
+			if (!au->known(id, au->arg))
+				cg_diff_add(
+				    au->diff, "trace_not_in_journal", where, 0, 0, NULL, id,
+				    "a package in the archive with no events in the journal");
+			if (cg_smap_get(au->seen, id))
+				cg_diff_add(au->diff, "package_repeated", where, 0, 0, NULL, id,
+					    "a second package of the same trace");
+			else if (cg_smap_put(au->seen, id, (void *)1) < 0)
+				cg_diff_add(au->diff, "archive_unreadable", where, 0, 0, NULL,
+					    "ENOMEM", "out of memory while reading the archive");
+			const struct ix_entry *x = cg_smap_get(au->ix->by_trace, id);
+			if (x && strcmp(x->archive, a->tar) == 0 && x->off == pos) {
+				/* Packages before an indexed one were not in progress. */
+				if (pending && !hidden)
+					first_hidden = first_pending;
+				hidden += pending;
+				pending = 0;
+			} else if (pending++ == 0) {
+				first_pending = pos;
+			}
+		}
+		pos = next;
+	}
+	/* Under a live daemon the last packages may be appended before their index lines. */
+	if (pending && !au->live) {
+		if (!hidden)
+			first_hidden = first_pending;
+		hidden += pending;
+	}
+	if (hidden) {
+		char n[80];
+		snprintf(n, sizeof(n), "%zu package(s), the first at offset %" PRIu64, hidden,
+			 first_hidden);
+		cg_diff_add(au->diff, "archive_unindexed", where, 0, 0, "every package indexed", n,
+			    "packages no reader sees (their index lines are missing)");
+	}
+	close(fd);
+}
+
+void cg_archive_audit(const char *state_dir, const struct cg_archive_index *ix,
+		      bool (*known)(const char *trace_id, void *arg), void *arg, bool live,
+		      json_t *diff)
+{
+	struct audit au = { ix, known, arg, live, diff, cg_smap_new() };
+	if (!au.seen) {
+		cg_diff_add(diff, "archive_unreadable", CG_ARCHIVE_DIR, 0, 0, NULL, "ENOMEM",
+			    "out of memory while reading the archives");
+		return;
+	}
+	if (ix->repeats) {
+		char n[120];
+		snprintf(n, sizeof(n), "%zu line(s), the first naming %s", ix->repeats,
+			 ix->first_repeat);
+		cg_diff_add(diff, "archive_index_repeat", CG_ARCHIVE_DIR, 0, 0, NULL, n,
+			    "index lines naming a trace another line already names");
+	}
+	for (size_t i = 0; i < ix->n_archives; i++)
+		if (ix->archives[i].size > 0)
+			audit_archive(&au, state_dir, &ix->archives[i]);
+	cg_smap_free(au.seen, NULL);
 }
 
 /* ---- reading a trace's members ---------------------------------------------------- */
@@ -324,18 +590,17 @@ int cg_package_load(const char *state_dir, const struct cg_archive_index *ix, co
 		return 0;
 	if (errno != ENOENT)
 		return -1;
-	struct cg_archive_index *own = ix ? NULL : cg_archive_index_load(state_dir);
-	const struct cg_archive_index *use = ix ? ix : own;
-	const struct ix_entry *x = use ? cg_smap_get(use->by_trace, trace_id) : NULL;
+	/* One trace's reader looks its line up; replay --all holds every index (ix). */
+	struct ix_entry found;
+	const struct ix_entry *x = ix ? cg_smap_get(ix->by_trace, trace_id) : NULL;
 	int rc = -1;
-	if (!use)
-		errno = ENOMEM;
-	else if (!x)
+	if (!ix && index_find(state_dir, trace_id, &found) == 0)
+		x = &found;
+	if (!x && ix)
 		errno = ENOENT;
-	else
+	else if (x)
 		rc = load_archived(state_dir, x, trace_id, pf);
 	int e = errno;
-	cg_archive_index_free(own);
 	if (rc < 0)
 		cg_package_files_free(pf);
 	errno = e;

@@ -25,6 +25,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #define CG_ARCHIVE_DIR	    "traces/archive"
 #define CG_PACKAGE_FILES    8 /* at most this many members per trace are read */
 #define CG_PACKAGE_FILE_CAP (64u << 20)
@@ -103,14 +105,49 @@ int cg_live_archive_append(struct cg_live_archive *la, const char *state_dir, co
 void cg_live_archive_close(struct cg_live_archive *la);
 
 /*
- * Cut a torn tail off segment's archive (a crash while appending): an
- * index line without a newline, from the last line back every line whose
- * trace's five members are not all there, and any bytes after the last
- * whole package. 0 (also when there is no archive), or -1 with errno.
+ * Repair segment's archive after a crash while appending. The index keeps
+ * its whole lines up to the last one naming a whole package (five members of
+ * its trace); the lines after it go (a torn line, lines naming bytes lost at
+ * a power cut). Whole packages after that package get their lines back (the
+ * index is derived from the tar: a missing or emptied index is rebuilt, and
+ * nothing whole is cut). Then the bytes after the last whole package are cut
+ * off (*cut: how many), unless they are all zeros (an end-of-archive marker)
+ * and the archive is not about to be appended to (for_append). 0 (also when
+ * there is no archive), or -1 with errno.
  */
-int cg_live_archive_repair(const char *state_dir, const char *segment);
+int cg_live_archive_repair(const char *state_dir, const char *segment, bool for_append,
+			   uint64_t *cut);
+
+/*
+ * The tar member whose header is at pos, in a file of file_size bytes: a
+ * ustar header of a regular file with a right checksum, and its data, all
+ * before file_size. Its name (at most 100 bytes) into name (cap bytes), and
+ * where the next header begins into *next. 0; 1 for a block of zeros (an
+ * end-of-archive marker); -2 when the member runs past file_size (a torn
+ * tail); -1 for anything else (not ustar, another type, a name prefix, a
+ * wrong checksum).
+ */
+int cg_ustar_member(int fd, uint64_t pos, uint64_t file_size, char *name, size_t cap,
+		    uint64_t *next);
 
 /* Does the index ix hold trace_id? */
 bool cg_archive_index_has(const struct cg_archive_index *ix, const char *trace_id);
+
+/*
+ * replay --all's check of every archive as a whole (docs/evidence.md,
+ * "Packages as archives"). Each tar, walked member by member up to the size
+ * it had when ix was loaded, must be exactly packages back to back: ustar
+ * members of regular files named ID/FILE (FILE one of the five), each
+ * package's members together and none twice, each trace's package once over
+ * all archives, each trace known to the journal (known), each package named
+ * by its archive's index at its first member, and nothing after but an
+ * end-of-archive marker of zeros. Index lines repeating a trace are
+ * reported too. With live (a daemon holds the journal), a member cut by the
+ * size taken and the last packages without index lines are in progress,
+ * not failures. Failures go to diff (cg_diff_add).
+ */
+void cg_archive_audit(const char *state_dir, const struct cg_archive_index *ix,
+		      bool (*known)(const char *trace_id, void *arg), void *arg, bool live,
+		      json_t *diff);
 
 #endif

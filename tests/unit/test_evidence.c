@@ -1412,6 +1412,75 @@ Test(evidence, a_torn_archive_tail_is_cut_off_at_the_next_start)
 }
 
 /*
+ * The index is derived from the tar: lost, it is rebuilt at the next start
+ * from the packages the tar holds whole, and nothing whole is cut (it used
+ * to cut the whole tar to nothing). No package is rebuilt as a directory.
+ */
+Test(evidence, a_lost_index_is_rebuilt_from_the_archive)
+{
+	struct cg_evidence *ev = open_ev_archive();
+	emit_call(ev, "t1", "ALLOW", true, true);
+	cr_assert_eq(cg_evidence_flush(ev), 0);
+	off_t t1_end = file_size(LIVE_TAR);
+	emit_call(ev, "t2", "BLOCK", false, false);
+	cg_evidence_close(ev);
+	off_t whole = file_size(LIVE_TAR);
+	char p[512];
+	path_of(p, sizeof(p), LIVE_IDX);
+	cr_assert_eq(unlink(p), 0);
+	struct cg_evidence_config c = {
+		.state_dir = state, .write_traces = true, .archive = true, .verify_all = true
+	};
+	struct cg_reply *err = NULL;
+	cr_assert_eq(cg_evidence_open(&c, &ev, &err), 0);
+	cg_evidence_close(ev);
+	cr_assert_eq(file_size(LIVE_TAR), whole, "nothing whole was cut");
+	size_t len = 0;
+	char *idx = slurp(LIVE_IDX, &len);
+	char want[64];
+	snprintf(want, sizeof(want), "t1 0\nt2 %lld\n", (long long)t1_end);
+	cr_assert_str_eq(idx, want);
+	free(idx);
+	path_of(p, sizeof(p), "traces/t2");
+	cr_assert_neq(access(p, F_OK), 0, "t2's package is the archive's, not rebuilt");
+	ASSERT_PASSES(NULL);
+}
+
+/*
+ * Zeros after the last package (an end-of-archive marker, as retention
+ * writes) stay when a start repairs the archive, and go only before the
+ * next append, which must not land after them (tar readers stop there).
+ */
+Test(evidence, end_of_archive_zeros_stay_until_the_next_append)
+{
+	struct cg_evidence *ev = open_ev_archive();
+	emit_call(ev, "t1", "ALLOW", true, true);
+	cg_evidence_close(ev);
+	off_t whole = file_size(LIVE_TAR);
+	char p[512], zeros[1024] = { 0 };
+	path_of(p, sizeof(p), LIVE_TAR);
+	FILE *f = fopen(p, "ae");
+	cr_assert_eq(fwrite(zeros, 1, sizeof(zeros), f), sizeof(zeros));
+	fclose(f);
+	struct cg_evidence_config c = {
+		.state_dir = state, .write_traces = true, .archive = true, .verify_all = true
+	};
+	struct cg_reply *err = NULL;
+	cr_assert_eq(cg_evidence_open(&c, &ev, &err), 0);
+	cr_assert_eq(file_size(LIVE_TAR), whole + 1024, "the start left the marker");
+	ASSERT_PASSES(NULL);
+	emit_call(ev, "t2", "BLOCK", false, false);
+	cg_evidence_close(ev);
+	size_t len = 0;
+	char *idx = slurp(LIVE_IDX, &len);
+	char want[64];
+	snprintf(want, sizeof(want), "t1 0\nt2 %lld\n", (long long)whole);
+	cr_assert_str_eq(idx, want);
+	free(idx);
+	ASSERT_PASSES(NULL);
+}
+
+/*
  * Write-back lost at a power cut: the index names packages whose bytes never
  * reached the disk. The repair drops every such line, not only the last;
  * a full verification at start then rebuilds those packages from the
