@@ -74,14 +74,9 @@ static void ustar_header(unsigned char h[BLOCK], const char *name, uint64_t size
 	h[155] = ' ';
 }
 
-int cg_ustar_member(int fd, uint64_t pos, uint64_t file_size, char *name, size_t cap,
-		    uint64_t *next)
+int cg_ustar_header(const unsigned char h[512], uint64_t pos, uint64_t file_size, char *name,
+		    size_t cap, uint64_t *next)
 {
-	unsigned char h[BLOCK];
-	if (pos + BLOCK > file_size)
-		return -2;
-	if (pread(fd, h, BLOCK, (off_t)pos) != (ssize_t)BLOCK)
-		return -1;
 	static const unsigned char zero[BLOCK];
 	if (memcmp(h, zero, BLOCK) == 0)
 		return 1;
@@ -106,6 +101,17 @@ int cg_ustar_member(int fd, uint64_t pos, uint64_t file_size, char *name, size_t
 	snprintf(name, cap, "%.100s", (const char *)h);
 	*next = pos + BLOCK + padded(size);
 	return *next <= file_size ? 0 : -2;
+}
+
+int cg_ustar_member(int fd, uint64_t pos, uint64_t file_size, char *name, size_t cap,
+		    uint64_t *next)
+{
+	unsigned char h[BLOCK];
+	if (pos + BLOCK > file_size)
+		return -2;
+	if (pread(fd, h, BLOCK, (off_t)pos) != (ssize_t)BLOCK)
+		return -1;
+	return cg_ustar_header(h, pos, file_size, name, cap, next);
 }
 
 /*

@@ -407,6 +407,27 @@ static bool zeros_to(int fd, uint64_t from, uint64_t to)
 	return true;
 }
 
+/* A tar read in windows: the header blocks of a walk cost one read per window, not each. */
+struct window {
+	int fd;
+	uint64_t at;
+	size_t len;
+	unsigned char b[128 * 1024];
+};
+
+/* The 512 bytes at pos (refilling the window when they are not in it), or NULL. */
+static const unsigned char *window_block(struct window *w, uint64_t pos)
+{
+	if (pos < w->at || pos + 512 > w->at + w->len) {
+		ssize_t n = pread(w->fd, w->b, sizeof(w->b), (off_t)pos);
+		if (n < 512)
+			return NULL;
+		w->at = pos;
+		w->len = (size_t)n;
+	}
+	return w->b + (pos - w->at);
+}
+
 struct audit {
 	const struct cg_archive_index *ix;
 	bool (*known)(const char *trace_id, void *arg);
@@ -421,19 +442,27 @@ static void audit_archive(struct audit *au, const char *state_dir, const struct 
 	char path[4400], where[120], name[128], id[CG_TRACE_ID_MAX + 1], at[64];
 	snprintf(path, sizeof(path), "%s/%s/%s", state_dir, CG_ARCHIVE_DIR, a->tar);
 	snprintf(where, sizeof(where), "%s/%s", CG_ARCHIVE_DIR, a->tar);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	struct window *w = malloc(sizeof(*w));
+	int fd = w ? open(path, O_RDONLY | O_CLOEXEC) : -1;
 	if (fd < 0) {
-		if (errno != ENOENT || !au->live) /* packed away meanwhile, under a live daemon */
+		int e = w ? errno : ENOMEM;
+		if (e != ENOENT || !au->live) /* packed away meanwhile, under a live daemon */
 			cg_diff_add(au->diff, "archive_unreadable", where, 0, 0, NULL,
-				    cg_errno_name(errno), "the archive cannot be opened");
+				    cg_errno_name(e), "the archive cannot be opened");
+		free(w);
 		return;
 	}
+	w->fd = fd;
+	w->at = w->len = 0;
 	uint64_t size = (uint64_t)a->size, pos = 0, next = 0, first_hidden = 0;
 	size_t hidden = 0, pending = 0;
 	uint64_t first_pending = 0;
 	char cur[CG_TRACE_ID_MAX + 1] = "";
 	while (pos < size) {
-		int r = cg_ustar_member(fd, pos, size, name, sizeof(name), &next);
+		const unsigned char *h = pos + 512 <= size ? window_block(w, pos) : NULL;
+		int r = pos + 512 > size ? -2
+			: h		 ? cg_ustar_header(h, pos, size, name, sizeof(name), &next)
+					 : -1;
 		snprintf(at, sizeof(at), "offset %" PRIu64, pos);
 		if (r == 1) {
 			if (!zeros_to(fd, pos, size))
@@ -494,6 +523,7 @@ static void audit_archive(struct audit *au, const char *state_dir, const struct 
 			    "packages no reader sees (their index lines are missing)");
 	}
 	close(fd);
+	free(w);
 }
 
 void cg_archive_audit(const char *state_dir, const struct cg_archive_index *ix,

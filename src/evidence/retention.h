@@ -129,6 +129,9 @@ int cg_live_archive_repair(const char *state_dir, const char *segment, bool for_
  */
 int cg_ustar_member(int fd, uint64_t pos, uint64_t file_size, char *name, size_t cap,
 		    uint64_t *next);
+/* The same for a header block h already read from pos. */
+int cg_ustar_header(const unsigned char h[512], uint64_t pos, uint64_t file_size, char *name,
+		    size_t cap, uint64_t *next);
 
 /* Does the index ix hold trace_id? */
 bool cg_archive_index_has(const struct cg_archive_index *ix, const char *trace_id);
