@@ -11,7 +11,9 @@ library only, so that evidence can be checked without trusting callgate.
 
 Packages in traces/archive/*.tar (appended as sealed, the default, or packed
 there by retention) are read from there; with --all every tar is read whole
-and must hold only packages of traces the journal holds, each once.
+and must hold only packages of traces the journal holds, each once. Run it
+on a stopped daemon's state (or a copy): a running daemon appends while it
+reads.
 
 Checks: every line's hash over its exact bytes, both chains from the genesis,
 contiguous sequence numbers, the closed set of event types, the structure of
@@ -19,7 +21,9 @@ each trace (request first, no execution without a permit or after BLOCK or
 UNKNOWN, verdict, replay, seal with the right count and head; or one refusal
 event alone), that a
 package's events are byte-for-byte the journal's, and that every checkpoint's
-head is the journal's event at that seq. Ed25519 signatures are NOT checked
+head is the journal's event at that seq. verdict.json is checked against the
+events; verdict.md is not (that would repeat callgate's renderer: `callgate
+replay` checks it). Ed25519 signatures are NOT checked
 (the standard library has no Ed25519): use `callgate replay` or the
 `openssl pkeyutl -verify` command in docs/evidence.md for those.
 
@@ -265,52 +269,101 @@ def check_package(dirpath, probs, files=None):
 PACKAGE = ["events.ndjson", "verdict.json", "verdict.md", "replay.json", "diff.json"]
 
 
+def octal(field):
+    """A tar number field read strictly: leading spaces, 1 to 11 octal
+    digits, then only NULs and spaces (readers disagree on anything else)."""
+    digits = field.lstrip(b" ")
+    k = 0
+    while k < len(digits) and 0x30 <= digits[k] <= 0x37:
+        k += 1
+    if k == 0 or k > 11 or digits[k:].strip(b" \0"):
+        return None
+    return int(digits[:k], 8)
+
+
+def plain_member(raw, m):
+    """Is the 512-byte header raw, where tarfile found member m, a plain
+    ustar header of a regular file, as callgate's writers make: magic
+    "ustar\\0" version "00", no name prefix, strict numbers that say what
+    tarfile read? (tarfile itself also takes pax and GNU headers, signs and
+    whitespace in numbers, which other readers take differently.)"""
+    name = raw[:100].split(b"\0", 1)[0].decode("ascii", "replace")
+    return (len(raw) == 512 and raw[257:265] == b"ustar\x0000" and raw[156:157] in (b"0", b"\0")
+            and raw[345] == 0 and b"\0" in raw[:100] and octal(raw[124:136]) == m.size
+            and octal(raw[148:156]) is not None and name == m.name)
+
+
 def archived(state, probs, known=None):
     """Packages in traces/archive/*.tar (docs/evidence.md, "Packages as
     archives" and "Retention"): for each trace id, its tar's path and its
     members as (name, data offset, size). The .idx beside each tar only speeds
-    lookups; here every tar is read whole, once, and must hold packages only:
-    members ID/FILE, FILE one of the five, none twice; one package per trace
-    over all archives; with known (the journal's trace ids), only traces the
-    journal holds; after the last member, nothing but zeros."""
+    lookups (with known, each of their lines must name a trace the journal
+    holds); here every tar is read whole, once, and must hold packages only:
+    plain ustar members ID/FILE, FILE one of the five, none twice; one package
+    per trace over all archives; with known (the journal's trace ids), only
+    traces the journal holds; after the last member, nothing but zeros."""
     adir = os.path.join(state, "traces", "archive")
     out = {}
     if not os.path.isdir(adir):
         return out
     for name in sorted(os.listdir(adir)):
+        if name.endswith(".idx") and not name.startswith(".") and known is not None:
+            # callgate's readers find packages through these lines: a line for a
+            # trace the journal does not hold would show them a forged package.
+            with open(os.path.join(adir, name), "rb") as f:
+                for line in f:
+                    tid = line.split(b" ", 1)[0].decode("ascii", "replace")
+                    if line.endswith(b"\n") and tid not in known:
+                        probs.add("%s: %s" % (os.path.join(adir, name), tid),
+                                  "trace_not_in_journal: an index line naming a trace the "
+                                  "journal does not hold")
         if not name.endswith(".tar") or name.startswith("."):
             continue
         path = os.path.join(adir, name)
         if os.path.getsize(path) == 0:
             continue  # made by a daemon stopped before its first package
+        end, last, repeat, bad = 0, None, False, False
         try:
-            with tarfile.open(path, "r:") as tf:
-                members = tf.getmembers()
+            with open(path, "rb") as raw, tarfile.open(path, "r:") as tf:
+                for m in tf:
+                    raw.seek(m.offset)
+                    if not plain_member(raw.read(512), m):
+                        probs.add("%s offset %d" % (path, m.offset), "archive_layout: not a "
+                                  "member a package writer makes (plain ustar, a regular file)")
+                        bad = True
+                        break  # tarfile's view of what follows cannot be trusted
+                    end = m.offset_data + (m.size + 511) // 512 * 512
+                    top, _, rest = m.name.partition("/")
+                    where = "%s:%s" % (path, m.name)
+                    if rest not in PACKAGE:
+                        probs.add(where, "package_files: a member that is not part of a "
+                                  "trace package")
+                        continue
+                    if top != last:
+                        last, repeat = top, top in out
+                        if repeat:
+                            probs.add(where, "package_repeated: a second package of the same "
+                                      "trace")
+                            continue
+                        out[top] = (path, [])
+                        if known is not None and top not in known:
+                            probs.add(where, "trace_not_in_journal: a package with no events "
+                                      "in the journal")
+                    if repeat:
+                        continue
+                    if any(n == rest for n, _, _ in out[top][1]):
+                        probs.add(where, "package_files: a file that appears twice in the "
+                                  "package")
+                        continue
+                    out[top][1].append((rest, m.offset_data, m.size))
         except (tarfile.TarError, OSError) as e:
             probs.add(path, "archive_unreadable: %s" % e)
             continue
-        end, last, repeat = 0, None, False
-        for m in members:
-            end = m.offset_data + (m.size + 511) // 512 * 512
-            top, _, rest = m.name.partition("/")
-            where = "%s:%s" % (path, m.name)
-            if not m.isfile() or rest not in PACKAGE:
-                probs.add(where, "package_files: a member that is not part of a trace package")
-                continue
-            if top != last:
-                last, repeat = top, top in out
-                if repeat:
-                    probs.add(where, "package_repeated: a second package of the same trace")
-                    continue
-                out[top] = (path, [])
-                if known is not None and top not in known:
-                    probs.add(where, "trace_not_in_journal: a package with no events in the journal")
-            if repeat:
-                continue
-            if any(n == rest for n, _, _ in out[top][1]):
-                probs.add(where, "package_files: a file that appears twice in the package")
-                continue
-            out[top][1].append((rest, m.offset_data, m.size))
+        if bad:
+            continue
+        if end > os.path.getsize(path):
+            probs.add(path, "archive_layout: the last member runs past the end of the file")
+            continue
         # tarfile stops quietly at a header it cannot read: what follows must be zeros.
         with open(path, "rb") as f:
             f.seek(end)
@@ -401,28 +454,34 @@ def main(argv):
                 probs.add(tid, "trace_unknown: the journal holds no event of it")
                 continue
             end = check_trace([e for e, _ in evs], "journal trace " + tid, probs)
-            content = None
+            # A directory (callgate evidence rebuild writes one) and an
+            # archived package of the same trace: both must verify.
+            sources = []
             if os.path.isdir(tdir):
-                files = sorted(f for f in os.listdir(tdir) if not f.startswith("."))
-            elif tid in packed:
-                content = archive_files(packed[tid])
-                tdir = "%s:%s" % (packed[tid][0], tid)
-                files = sorted(content)
-            else:
+                sources.append((tdir, None))
+            if tid in packed:
+                sources.append(("%s:%s" % (packed[tid][0], tid), archive_files(packed[tid])))
+            if not sources:
                 probs.add(tdir, "trace_dir_missing")
                 continue
-            if files != sorted(PACKAGE):
-                probs.add(tdir, "package_files: %s" % files)
-            lines = check_package(tdir, probs, content)
-            if lines != [l for _, l in evs]:
-                probs.add(tdir, "trace_line_mismatch: events.ndjson is not the journal's lines")
-            if end in ("seal", "refusal"):
+            for where, content in sources:
                 if content is None:
-                    with open(os.path.join(tdir, "verdict.json"), "rb") as f:
-                        vbytes = f.read()
+                    files = sorted(f for f in os.listdir(where) if not f.startswith("."))
                 else:
-                    vbytes = content.get("verdict.json", b"null")
-                check_verdict(json.loads(vbytes), [e for e, _ in evs], tdir, probs)
+                    files = sorted(content)
+                if files != sorted(PACKAGE):
+                    probs.add(where, "package_files: %s" % files)
+                lines = check_package(where, probs, content)
+                if lines != [l for _, l in evs]:
+                    probs.add(where, "trace_line_mismatch: events.ndjson is not the journal's "
+                              "lines")
+                if end in ("seal", "refusal"):
+                    if content is None:
+                        with open(os.path.join(where, "verdict.json"), "rb") as f:
+                            vbytes = f.read()
+                    else:
+                        vbytes = content.get("verdict.json", b"null")
+                    check_verdict(json.loads(vbytes), [e for e, _ in evs], where, probs)
         checked = "%d trace(s), %d journal events" % (len(ids), len(journal))
     else:
         sys.stderr.write(__doc__)

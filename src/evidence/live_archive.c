@@ -74,32 +74,51 @@ static void ustar_header(unsigned char h[BLOCK], const char *name, uint64_t size
 	h[155] = ' ';
 }
 
+/*
+ * A numeric header field read strictly, as the writers here write it:
+ * leading spaces, 1 to 11 octal digits, then only NULs and spaces. Readers
+ * differ on anything else (a sign, a newline, base-256), so a member whose
+ * size one reader takes one way and another another is not accepted.
+ */
+static bool octal_field(const unsigned char *f, size_t n, uint64_t *out)
+{
+	size_t i = 0, digits = 0;
+	uint64_t v = 0;
+	while (i < n && f[i] == ' ')
+		i++;
+	for (; i < n && f[i] >= '0' && f[i] <= '7'; i++, digits++)
+		v = v * 8 + (uint64_t)(f[i] - '0');
+	if (digits == 0 || digits > 11)
+		return false;
+	for (; i < n; i++)
+		if (f[i] != '\0' && f[i] != ' ')
+			return false;
+	*out = v;
+	return true;
+}
+
 int cg_ustar_header(const unsigned char h[512], uint64_t pos, uint64_t file_size, char *name,
 		    size_t cap, uint64_t *next)
 {
 	static const unsigned char zero[BLOCK];
 	if (memcmp(h, zero, BLOCK) == 0)
 		return 1;
-	/* ustar, a regular file with no name prefix, and its writer's checksum. */
-	if (memcmp(h + 257, "ustar", 5) != 0 || (h[156] != '0' && h[156] != '\0') || h[345])
+	/* POSIX ustar, a regular file, no name prefix, its writer's checksum. */
+	if (memcmp(h + 257,
+		   "ustar\0"
+		   "00",
+		   8) != 0 ||
+	    (h[156] != '0' && h[156] != '\0') || h[345])
 		return -1;
-	char field[13];
-	memcpy(field, h + 148, 8);
-	field[8] = '\0';
-	char *end = NULL;
-	unsigned long want = strtoul(field, &end, 8);
-	unsigned sum = 0;
+	uint64_t want = 0, size = 0;
+	unsigned sum = 8 * ' ';
 	for (size_t i = 0; i < BLOCK; i++)
-		sum += i >= 148 && i < 156 ? ' ' : h[i];
-	if (end == field || want != sum)
+		sum += i >= 148 && i < 156 ? 0 : h[i];
+	if (!octal_field(h + 148, 8, &want) || want != sum || !octal_field(h + 124, 12, &size) ||
+	    !memchr(h, '\0', 100))
 		return -1;
-	memcpy(field, h + 124, 12);
-	field[12] = '\0';
-	unsigned long long size = strtoull(field, &end, 8);
-	if (end == field)
-		return -1;
-	snprintf(name, cap, "%.100s", (const char *)h);
-	*next = pos + BLOCK + padded(size);
+	snprintf(name, cap, "%s", (const char *)h);
+	*next = pos + BLOCK + padded(size); /* size < 8 GiB: no overflow */
 	return *next <= file_size ? 0 : -2;
 }
 
@@ -214,10 +233,21 @@ int cg_live_archive_repair(const char *state_dir, const char *segment, bool for_
 	int stop = 0;
 	while (rc == 0 && end < size) {
 		char id[CG_TRACE_ID_MAX + 2], line[CG_TRACE_ID_MAX + 32];
-		uint64_t pend = 0;
-		if ((stop = package_at(tfd, end, size, id, sizeof(id), &pend)) != 0)
-			break;
-		int n = snprintf(line, sizeof(line), "%s %" PRIu64 "\n", id, end);
+		uint64_t pend = 0, at = end;
+		if ((stop = package_at(tfd, end, size, id, sizeof(id), &pend)) != 0) {
+			/*
+			 * A hole (write-back lost out of order at a power cut) with
+			 * whole packages after it: they stay, indexed; the hole stays
+			 * too, and replay --all reports it. Only a tail with no whole
+			 * package after it is torn.
+			 */
+			for (at = end + BLOCK; at + BLOCK <= size; at += BLOCK)
+				if (package_at(tfd, at, size, id, sizeof(id), &pend) == 0)
+					break;
+			if (at + BLOCK > size)
+				break;
+		}
+		int n = snprintf(line, sizeof(line), "%s %" PRIu64 "\n", id, at);
 		if (cg_buf_add(&add, line, (size_t)n) < 0 || add.truncated) {
 			errno = ENOMEM;
 			rc = -1;

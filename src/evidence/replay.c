@@ -736,59 +736,40 @@ static bool journal_bytes(const char *buf, size_t len, const struct cg_journal_v
 	return at == len;
 }
 
-static void check_package(const struct cg_replay_opts *o, const struct cg_journal_view *jv,
-			  const struct cg_archive_index *ix, const char *id, const struct tidx *t,
-			  enum cg_trace_state st, json_t *diff)
+/* The checks of one loaded package (a directory's, or an archive's members). */
+static void check_files(const struct cg_journal_view *jv, const struct tidx *t,
+			enum cg_trace_state st, const struct cg_package_files *pf, json_t *diff)
 {
-	char dir[4300], file[400];
-	struct cg_package_files pf;
-	snprintf(dir, sizeof(dir), "%s/traces/%s", o->state_dir, id);
-	int lrc = cg_package_load(o->state_dir, ix, id, &pf);
-	if (lrc < 0 && errno == ENOENT && ix) /* packed since the index was read */
-		lrc = cg_package_load(o->state_dir, NULL, id, &pf);
-	if (lrc < 0 && errno == ENOENT && jv->live) {
-		/*
-		 * A live daemon writes a package after the trace is sealed in the
-		 * journal, from its own thread: a sealed trace may not have one yet.
-		 * A replay of the stopped daemon's state checks it.
-		 */
-		return;
-	}
-	if (lrc < 0) {
-		cg_diff_add(diff, "trace_dir_missing", dir, 0, 0, "a trace directory or archive",
-			    "none",
-			    errno == ENOENT ? "the journal holds this trace but its package is gone"
-					    : "the trace's package cannot be read");
-		return;
-	}
-	snprintf(file, sizeof(file), "%s/events.ndjson", pf.where);
+	char file[400];
+	snprintf(file, sizeof(file), "%s/events.ndjson", pf->where);
 	bool seen[CG_ARRAY_LEN(package_files)] = { false };
-	for (size_t k = 0; k < pf.n; k++) {
-		if (!package_file_known(pf.name[k]))
-			cg_diff_add(diff, "package_files", pf.where, 0, 0, NULL, pf.name[k],
+	for (size_t k = 0; k < pf->n; k++) {
+		if (!package_file_known(pf->name[k]))
+			cg_diff_add(diff, "package_files", pf->where, 0, 0, NULL, pf->name[k],
 				    "a file that is not part of a trace package");
 		for (size_t i = 0; i < CG_ARRAY_LEN(package_files); i++)
-			if (strcmp(pf.name[k], package_files[i]) == 0)
+			if (strcmp(pf->name[k], package_files[i]) == 0)
 				seen[i] = true;
 	}
-	if (pf.extra)
-		cg_diff_add(diff, "package_files", pf.where, 0, 0, NULL, "more files",
+	if (pf->extra)
+		cg_diff_add(diff, "package_files", pf->where, 0, 0, NULL, "more files",
 			    "more files than a trace package has");
 	/* An archive can hold a member twice; a reader would take one copy, tar another. */
-	for (size_t k = 0; k < pf.n; k++)
+	for (size_t k = 0; k < pf->n; k++)
 		for (size_t l = 0; l < k; l++)
-			if (strcmp(pf.name[k], pf.name[l]) == 0) {
-				cg_diff_add(diff, "package_files", pf.where, 0, 0, NULL, pf.name[k],
+			if (strcmp(pf->name[k], pf->name[l]) == 0) {
+				cg_diff_add(diff, "package_files", pf->where, 0, 0, NULL,
+					    pf->name[k],
 					    "a file that appears twice in the package");
 				break;
 			}
 	for (size_t i = 0; i < CG_ARRAY_LEN(package_files); i++)
 		if (!seen[i])
-			cg_diff_add(diff, "package_files", pf.where, 0, 0, package_files[i],
+			cg_diff_add(diff, "package_files", pf->where, 0, 0, package_files[i],
 				    "missing", "the package lacks one of its five files");
 	size_t len = 0, n = 0, cap = 0, lineno = 0;
 	struct cg_evline *v = NULL;
-	const char *buf = cg_package_file(&pf, "events.ndjson", &len);
+	const char *buf = cg_package_file(pf, "events.ndjson", &len);
 	if (!buf || len > PACKAGE_CAP) {
 		if (seen[0])
 			cg_diff_add(diff, "package_files", file, 0, 0, NULL, NULL,
@@ -845,9 +826,48 @@ verdict:;
 	const struct cg_evline *seal = t->n ? &jv->v[t->ix[t->n - 1]] : NULL;
 	if (st == CG_TRACE_SEALED && seal &&
 	    (seal->type == CG_EV_SEAL || seal->type == CG_EV_REFUSAL))
-		check_package_verdict(&pf, seal, jv, t, seen, diff);
+		check_package_verdict(pf, seal, jv, t, seen, diff);
 	free(v);
+}
+
+static void check_package(const struct cg_replay_opts *o, const struct cg_journal_view *jv,
+			  const struct cg_archive_index *ix, const char *id, const struct tidx *t,
+			  enum cg_trace_state st, json_t *diff)
+{
+	char dir[4300];
+	struct cg_package_files pf;
+	snprintf(dir, sizeof(dir), "%s/traces/%s", o->state_dir, id);
+	int lrc = cg_package_load(o->state_dir, ix, id, &pf);
+	if (lrc < 0 && errno == ENOENT && ix) /* packed since the index was read */
+		lrc = cg_package_load(o->state_dir, NULL, id, &pf);
+	if (lrc < 0 && errno == ENOENT && jv->live) {
+		/*
+		 * A live daemon writes a package after the trace is sealed in the
+		 * journal, from its own thread: a sealed trace may not have one yet.
+		 * A replay of the stopped daemon's state checks it.
+		 */
+		return;
+	}
+	if (lrc < 0) {
+		cg_diff_add(diff, "trace_dir_missing", dir, 0, 0, "a trace directory or archive",
+			    "none",
+			    errno == ENOENT ? "the journal holds this trace but its package is gone"
+					    : "the trace's package cannot be read");
+		return;
+	}
+	check_files(jv, t, st, &pf, diff);
+	/*
+	 * A directory is read first (callgate evidence rebuild writes one); a
+	 * package in an archive for the same trace is what tar shows: it must
+	 * verify too.
+	 */
+	bool from_dir = strncmp(pf.where, "traces/", 7) == 0 &&
+			strncmp(pf.where, CG_ARCHIVE_DIR, strlen(CG_ARCHIVE_DIR)) != 0;
 	cg_package_files_free(&pf);
+	if (from_dir && ix && cg_package_load_archived(o->state_dir, ix, id, &pf) == 0) {
+		check_files(jv, t, st, &pf, diff);
+		cg_package_files_free(&pf);
+	}
 }
 
 static const char *state_name(enum cg_trace_state st)

@@ -458,6 +458,7 @@ static void audit_archive(struct audit *au, const char *state_dir, const struct 
 	size_t hidden = 0, pending = 0;
 	uint64_t first_pending = 0;
 	char cur[CG_TRACE_ID_MAX + 1] = "";
+	unsigned have = 0; /* the current package's files seen */
 	while (pos < size) {
 		const unsigned char *h = pos + 512 <= size ? window_block(w, pos) : NULL;
 		int r = pos + 512 > size ? -2
@@ -470,8 +471,15 @@ static void audit_archive(struct audit *au, const char *state_dir, const struct 
 					    at, "bytes after the archive's end-of-archive blocks");
 			break;
 		}
-		if (r == -2 && au->live)
-			break; /* a package being appended as the size was taken */
+		if (r == -2 && au->live) {
+			/* Appended as the size was taken? Then it is whole now. */
+			struct stat now;
+			uint64_t whole = 0;
+			if (fstat(fd, &now) == 0 &&
+			    cg_ustar_member(fd, pos, (uint64_t)now.st_size, name, sizeof(name),
+					    &whole) == 0)
+				break;
+		}
 		if (r < 0) {
 			cg_diff_add(au->diff, "archive_layout", where, 0, 0, "a tar member", at,
 				    r == -2
@@ -486,6 +494,7 @@ static void audit_archive(struct audit *au, const char *state_dir, const struct 
 				    "a member that is not part of a trace package");
 		} else if (strcmp(id, cur) != 0) { /* a package begins */
 			snprintf(cur, sizeof(cur), "%s", id);
+			have = 1u << file;
 			if (!au->known(id, au->arg))
 				cg_diff_add(
 				    au->diff, "trace_not_in_journal", where, 0, 0, NULL, id,
@@ -506,6 +515,11 @@ static void audit_archive(struct audit *au, const char *state_dir, const struct 
 			} else if (pending++ == 0) {
 				first_pending = pos;
 			}
+		} else if (have & (1u << file)) {
+			cg_diff_add(au->diff, "package_files", where, 0, 0, NULL, name,
+				    "a member that appears twice in one package of the archive");
+		} else {
+			have |= 1u << file;
 		}
 		pos = next;
 	}
@@ -526,6 +540,20 @@ static void audit_archive(struct audit *au, const char *state_dir, const struct 
 	free(w);
 }
 
+/* An index line whose trace the journal does not hold: a reader would show its package. */
+static void audit_line(const char *trace_id, void *entry, void *arg)
+{
+	struct audit *au = arg;
+	const struct ix_entry *x = entry;
+	if (!au->known(trace_id, au->arg)) {
+		char where[120];
+		snprintf(where, sizeof(where), "%s/%.*s.idx", CG_ARCHIVE_DIR,
+			 (int)(strlen(x->archive) - 4), x->archive);
+		cg_diff_add(au->diff, "trace_not_in_journal", where, 0, 0, NULL, trace_id,
+			    "an index line naming a trace the journal does not hold");
+	}
+}
+
 void cg_archive_audit(const char *state_dir, const struct cg_archive_index *ix,
 		      bool (*known)(const char *trace_id, void *arg), void *arg, bool live,
 		      json_t *diff)
@@ -543,6 +571,7 @@ void cg_archive_audit(const char *state_dir, const struct cg_archive_index *ix,
 		cg_diff_add(diff, "archive_index_repeat", CG_ARCHIVE_DIR, 0, 0, NULL, n,
 			    "index lines naming a trace another line already names");
 	}
+	cg_smap_each(ix->by_trace, audit_line, &au);
 	for (size_t i = 0; i < ix->n_archives; i++)
 		if (ix->archives[i].size > 0)
 			audit_archive(&au, state_dir, &ix->archives[i]);
@@ -634,6 +663,24 @@ int cg_package_load(const char *state_dir, const struct cg_archive_index *ix, co
 	if (rc < 0)
 		cg_package_files_free(pf);
 	errno = e;
+	return rc;
+}
+
+int cg_package_load_archived(const char *state_dir, const struct cg_archive_index *ix,
+			     const char *trace_id, struct cg_package_files *pf)
+{
+	memset(pf, 0, sizeof(*pf));
+	const struct ix_entry *x = ix ? cg_smap_get(ix->by_trace, trace_id) : NULL;
+	if (!x) {
+		errno = ENOENT;
+		return -1;
+	}
+	int rc = load_archived(state_dir, x, trace_id, pf);
+	if (rc < 0) {
+		int e = errno;
+		cg_package_files_free(pf);
+		errno = e;
+	}
 	return rc;
 }
 

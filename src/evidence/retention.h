@@ -60,6 +60,10 @@ int cg_package_load(const char *state_dir, const struct cg_archive_index *ix, co
 		    struct cg_package_files *pf);
 
 /* Read one file of trace_id's package (directory or archive). 0 or -1 with errno. */
+/* The package of trace_id in the archive ix names, even when a directory holds one too. */
+int cg_package_load_archived(const char *state_dir, const struct cg_archive_index *ix,
+			     const char *trace_id, struct cg_package_files *pf);
+
 int cg_package_read(const char *state_dir, const char *trace_id, const char *file, size_t cap,
 		    char **p, size_t *len);
 
@@ -144,8 +148,8 @@ bool cg_archive_index_has(const struct cg_archive_index *ix, const char *trace_i
  * package's members together and none twice, each trace's package once over
  * all archives, each trace known to the journal (known), each package named
  * by its archive's index at its first member, and nothing after but an
- * end-of-archive marker of zeros. Index lines repeating a trace are
- * reported too. With live (a daemon holds the journal), a member cut by the
+ * end-of-archive marker of zeros. Index lines repeating a trace, or naming
+ * one the journal does not hold, are reported too. With live (a daemon holds the journal), a member cut by the
  * size taken and the last packages without index lines are in progress,
  * not failures. Failures go to diff (cg_diff_add).
  */

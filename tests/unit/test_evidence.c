@@ -1447,6 +1447,49 @@ Test(evidence, a_lost_index_is_rebuilt_from_the_archive)
 }
 
 /*
+ * A hole: write-back lost out of order at a power cut zeroed one package's
+ * bytes, and the index lost its lines from there on. The packages after the
+ * hole are whole: they stay and get their lines back (they used to be cut
+ * off); the lost one is rebuilt from the journal, and replay --all names
+ * the hole.
+ */
+Test(evidence, whole_packages_after_a_hole_are_kept)
+{
+	struct cg_evidence *ev = open_ev_archive();
+	emit_call(ev, "t1", "ALLOW", true, true);
+	cr_assert_eq(cg_evidence_flush(ev), 0);
+	off_t t1_end = file_size(LIVE_TAR);
+	emit_call(ev, "t2", "BLOCK", false, false);
+	cr_assert_eq(cg_evidence_flush(ev), 0);
+	off_t t2_end = file_size(LIVE_TAR);
+	emit_call(ev, "t3", "BLOCK", false, false);
+	cg_evidence_close(ev);
+	off_t whole = file_size(LIVE_TAR);
+	size_t len = 0;
+	char *tar = slurp(LIVE_TAR, &len);
+	memset(tar + t1_end, 0, (size_t)(t2_end - t1_end));
+	spit(LIVE_TAR, tar, len);
+	free(tar);
+	spit(LIVE_IDX, "t1 0\n", 5);
+	struct cg_evidence_config c = {
+		.state_dir = state, .write_traces = true, .archive = true, .verify_all = true
+	};
+	struct cg_reply *err = NULL;
+	cr_assert_eq(cg_evidence_open(&c, &ev, &err), 0);
+	cg_evidence_close(ev);
+	cr_assert_eq(file_size(LIVE_TAR), whole, "nothing after the hole was cut");
+	char *idx = slurp(LIVE_IDX, &len);
+	char want[64];
+	snprintf(want, sizeof(want), "t1 0\nt3 %lld\n", (long long)t2_end);
+	cr_assert_str_eq(idx, want);
+	free(idx);
+	char p[512];
+	path_of(p, sizeof(p), "traces/t2/verdict.json");
+	cr_assert_eq(access(p, F_OK), 0, "t2 was rebuilt from the journal");
+	ASSERT_FAILS_WITH(NULL, "archive_layout");
+}
+
+/*
  * Zeros after the last package (an end-of-archive marker, as retention
  * writes) stay when a start repairs the archive, and go only before the
  * next append, which must not land after them (tar readers stop there).
