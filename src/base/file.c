@@ -172,3 +172,18 @@ free_tmp:
 		errno = saved;
 	return rc;
 }
+
+bool cg_file_zeros(int fd, uint64_t from, uint64_t to)
+{
+	unsigned char b[65536];
+	while (from < to) {
+		size_t n = to - from < sizeof(b) ? (size_t)(to - from) : sizeof(b);
+		if (pread(fd, b, n, (off_t)from) != (ssize_t)n)
+			return false;
+		for (size_t i = 0; i < n; i++)
+			if (b[i])
+				return false;
+		from += n;
+	}
+	return true;
+}

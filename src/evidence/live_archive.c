@@ -172,22 +172,6 @@ static bool line_whole(int fd, const char *p, uint64_t file_size, uint64_t *end)
 	       package_at(fd, off, file_size, id, sizeof(id), end) == 0 && strcmp(id, trace) == 0;
 }
 
-/* Are the bytes [from, to) of fd all zero? */
-static bool all_zero(int fd, uint64_t from, uint64_t to)
-{
-	unsigned char b[16384];
-	while (from < to) {
-		size_t n = to - from < sizeof(b) ? (size_t)(to - from) : sizeof(b);
-		if (pread(fd, b, n, (off_t)from) != (ssize_t)n)
-			return false;
-		for (size_t i = 0; i < n; i++)
-			if (b[i])
-				return false;
-		from += n;
-	}
-	return true;
-}
-
 int cg_live_archive_repair(const char *state_dir, const char *segment, bool for_append,
 			   uint64_t *cut)
 {
@@ -259,7 +243,7 @@ int cg_live_archive_repair(const char *state_dir, const char *segment, bool for_
 	 * end-of-archive marker, or write-back lost at a power cut) go only
 	 * before an append, which must not land after them.
 	 */
-	bool zeros = rc == 0 && stop == 1 && all_zero(tfd, end, size);
+	bool zeros = rc == 0 && stop == 1 && cg_file_zeros(tfd, end, size);
 	if (rc == 0 && end < size && (!zeros || for_append)) {
 		*cut = size - end;
 		rc = ftruncate(tfd, (off_t)end);

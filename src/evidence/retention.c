@@ -391,22 +391,6 @@ static int member_file(const char *name, char *id, size_t cap)
 	return -1;
 }
 
-/* Are the bytes [from, to) of fd all zero (an end-of-archive marker and its padding)? */
-static bool zeros_to(int fd, uint64_t from, uint64_t to)
-{
-	unsigned char b[65536];
-	while (from < to) {
-		size_t n = to - from < sizeof(b) ? (size_t)(to - from) : sizeof(b);
-		if (pread(fd, b, n, (off_t)from) != (ssize_t)n)
-			return false;
-		for (size_t i = 0; i < n; i++)
-			if (b[i])
-				return false;
-		from += n;
-	}
-	return true;
-}
-
 /* A tar read in windows: the header blocks of a walk cost one read per window, not each. */
 struct window {
 	int fd;
@@ -466,7 +450,7 @@ static void audit_archive(struct audit *au, const char *state_dir, const struct 
 					 : -1;
 		snprintf(at, sizeof(at), "offset %" PRIu64, pos);
 		if (r == 1) {
-			if (!zeros_to(fd, pos, size))
+			if (!cg_file_zeros(fd, pos, size))
 				cg_diff_add(au->diff, "archive_layout", where, 0, 0, "only zeros",
 					    at, "bytes after the archive's end-of-archive blocks");
 			break;

@@ -176,3 +176,20 @@ Test(base, parallel_for_runs_each_item_once)
 	free(c.hits);
 	free(c.by);
 }
+
+/* cg_file_zeros: zeros across read windows; one byte is enough to say no; past the end is no. */
+Test(base, file_zeros_finds_one_byte_and_the_end)
+{
+	FILE *f = tmpfile();
+	cr_assert_not_null(f);
+	int fd = fileno(f);
+	cr_assert_eq(ftruncate(fd, 200000), 0);
+	cr_assert(cg_file_zeros(fd, 0, 200000));
+	cr_assert(cg_file_zeros(fd, 5, 5), "an empty range");
+	cr_assert_eq(pwrite(fd, "x", 1, 131073), 1);
+	cr_assert_not(cg_file_zeros(fd, 0, 200000));
+	cr_assert_not(cg_file_zeros(fd, 131073, 131074));
+	cr_assert(cg_file_zeros(fd, 131074, 200000));
+	cr_assert_not(cg_file_zeros(fd, 199999, 200001), "bytes past the end");
+	fclose(f);
+}
