@@ -479,6 +479,15 @@ class ArchiveTamper(unittest.TestCase):
             f.write(data.replace(b"BLOCK", b"ALLOW", 1))
         self.both_fail("verdict_mismatch")
 
+    def test_zeros_after_the_last_package_are_not_a_failure(self):
+        """An end-of-archive marker, or less than a block of zeros: both
+        verifiers take them as tar readers do."""
+        for n in (511, 1024, 10240):
+            shutil.rmtree(self.state)
+            shutil.copytree(os.path.join(self.master, "s"), self.state)
+            self.append(b"\0" * n)
+            self.both_pass()
+
     def test_an_empty_archive_is_not_a_failure(self):
         """A daemon killed just after making a segment's archive leaves it empty."""
         for ext in (".tar", ".idx"):
