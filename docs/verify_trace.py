@@ -290,7 +290,9 @@ def plain_member(raw, m):
     name = raw[:100].split(b"\0", 1)[0].decode("ascii", "replace")
     return (len(raw) == 512 and raw[257:265] == b"ustar\x0000" and raw[156:157] in (b"0", b"\0")
             and raw[345] == 0 and b"\0" in raw[:100] and octal(raw[124:136]) == m.size
-            and octal(raw[148:156]) is not None and name == m.name)
+            and all(octal(raw[a:b]) is not None for a, b in ((100, 108), (108, 116),
+                                                              (116, 124), (136, 148), (148, 156)))
+            and name == m.name)
 
 
 def archived(state, probs, known=None):

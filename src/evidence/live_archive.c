@@ -114,7 +114,11 @@ int cg_ustar_header(const unsigned char h[512], uint64_t pos, uint64_t file_size
 	unsigned sum = 8 * ' ';
 	for (size_t i = 0; i < BLOCK; i++)
 		sum += i >= 148 && i < 156 ? 0 : h[i];
+	/* mode, uid, gid and mtime too: tarfile takes a header it cannot read as the end. */
+	uint64_t other = 0;
 	if (!octal_field(h + 148, 8, &want) || want != sum || !octal_field(h + 124, 12, &size) ||
+	    !octal_field(h + 100, 8, &other) || !octal_field(h + 108, 8, &other) ||
+	    !octal_field(h + 116, 8, &other) || !octal_field(h + 136, 12, &other) ||
 	    !memchr(h, '\0', 100))
 		return -1;
 	snprintf(name, cap, "%s", (const char *)h);
@@ -134,8 +138,8 @@ int cg_ustar_member(int fd, uint64_t pos, uint64_t file_size, char *name, size_t
 }
 
 /*
- * The package whose first member is at pos: five members of one trace, all
- * within the file. Its trace id into id and where it ends into *end: 0; or
+ * The package whose first member is at pos: five members of one trace (a
+ * valid trace id, each of the five file names once), all within the file. Its trace id into id and where it ends into *end: 0; or
  * what stopped it (cg_ustar_member's 1, -1 or -2; -1 for a member of another
  * trace or a name that is not ID/FILE).
  */
@@ -144,6 +148,7 @@ static int package_at(int fd, uint64_t pos, uint64_t file_size, char *id, size_t
 	char name[128];
 	uint64_t next = 0;
 	size_t idlen = 0;
+	unsigned have = 0;
 	for (size_t members = 0; members < CG_PACKAGE_N; members++) {
 		int r = cg_ustar_member(fd, pos, file_size, name, sizeof(name), &next);
 		if (r != 0)
@@ -154,9 +159,19 @@ static int package_at(int fd, uint64_t pos, uint64_t file_size, char *id, size_t
 			if (!idlen || idlen >= cap)
 				return -1;
 			snprintf(id, cap, "%.*s", (int)idlen, name);
+			if (!cg_trace_id_valid(id))
+				return -1;
 		} else if (!slash || (size_t)(slash - name) != idlen || strncmp(name, id, idlen)) {
 			return -1;
 		}
+		/* The five files of a package, each once, in any order (retention's is readdir's). */
+		int file = -1;
+		for (int i = 0; i < CG_PACKAGE_N && file < 0; i++)
+			if (strcmp(slash + 1, cg_package_names[i]) == 0)
+				file = i;
+		if (file < 0 || (have & (1u << file)))
+			return -1;
+		have |= 1u << file;
 		pos = next;
 	}
 	*end = pos;
