@@ -145,37 +145,36 @@ int cg_ustar_member(int fd, uint64_t pos, uint64_t file_size, char *name, size_t
  */
 static int package_at(int fd, uint64_t pos, uint64_t file_size, char *id, size_t cap, uint64_t *end)
 {
-	char name[128];
+	char name[128], mid[CG_TRACE_ID_MAX + 2];
 	uint64_t next = 0;
-	size_t idlen = 0;
 	unsigned have = 0;
 	for (size_t members = 0; members < CG_PACKAGE_N; members++) {
 		int r = cg_ustar_member(fd, pos, file_size, name, sizeof(name), &next);
 		if (r != 0)
 			return r;
-		const char *slash = strchr(name, '/');
-		if (members == 0) {
-			idlen = slash ? (size_t)(slash - name) : 0;
-			if (!idlen || idlen >= cap)
-				return -1;
-			snprintf(id, cap, "%.*s", (int)idlen, name);
-			if (!cg_trace_id_valid(id))
-				return -1;
-		} else if (!slash || (size_t)(slash - name) != idlen || strncmp(name, id, idlen)) {
-			return -1;
-		}
-		/* The five files of a package, each once, in any order (retention's is readdir's). */
-		int file = -1;
-		for (int i = 0; i < CG_PACKAGE_N && file < 0; i++)
-			if (strcmp(slash + 1, cg_package_names[i]) == 0)
-				file = i;
-		if (file < 0 || (have & (1u << file)))
+		/* The five files of one trace, each once, in any order (retention's is readdir's). */
+		int file = cg_package_member(name, members ? mid : id, members ? sizeof(mid) : cap);
+		if (file < 0 || (members && strcmp(mid, id) != 0) || (have & (1u << file)))
 			return -1;
 		have |= 1u << file;
 		pos = next;
 	}
 	*end = pos;
 	return 0;
+}
+
+int cg_package_member(const char *name, char *id, size_t cap)
+{
+	const char *slash = strchr(name, '/');
+	if (!slash || (size_t)(slash - name) >= cap)
+		return -1;
+	snprintf(id, cap, "%.*s", (int)(slash - name), name);
+	if (!cg_trace_id_valid(id))
+		return -1;
+	for (int i = 0; i < CG_PACKAGE_N; i++)
+		if (strcmp(slash + 1, cg_package_names[i]) == 0)
+			return i;
+	return -1;
 }
 
 /* Does the index line at p ("TRACE OFFSET\n") name a whole package of TRACE? *end: its end. */
@@ -185,6 +184,58 @@ static bool line_whole(int fd, const char *p, uint64_t file_size, uint64_t *end)
 	unsigned long long off = 0;
 	return sscanf(p, "%65s %llu", trace, &off) == 2 && off < file_size &&
 	       package_at(fd, off, file_size, id, sizeof(id), end) == 0 && strcmp(id, trace) == 0;
+}
+
+/*
+ * From the index's last line back (buf[0..*len), whole lines), the first
+ * naming a whole package is where the index is right up to: *len is cut to
+ * end with it (a lost write-back can leave several lines naming bytes that
+ * never reached the disk: they go). Where that package ends, or 0.
+ */
+static uint64_t index_whole_to(int fd, const char *buf, size_t *len, uint64_t size)
+{
+	uint64_t end = 0;
+	while (*len > 0) {
+		size_t last = *len - 1;
+		while (last > 0 && buf[last - 1] != '\n')
+			last--;
+		if (line_whole(fd, buf + last, size, &end))
+			return end;
+		*len = last;
+	}
+	return 0;
+}
+
+/*
+ * Whole packages from *end on that no line names (a crash between a package
+ * and its line, a lost or missing index) get their lines back into add: the
+ * index is derived from the tar, and nothing whole is cut. After a hole
+ * (write-back lost out of order at a power cut) the whole packages beyond
+ * it are found again; the hole stays, and replay --all reports it. *end:
+ * where the last whole package ends; *stop: what is there (package_at's
+ * code), or 0 at the end of the file. 0, or -1 (ENOMEM).
+ */
+static int reindex_from(int fd, uint64_t *end, uint64_t size, struct cg_buf *add, int *stop)
+{
+	*stop = 0;
+	while (*end < size) {
+		char id[CG_TRACE_ID_MAX + 2], line[CG_TRACE_ID_MAX + 32];
+		uint64_t pend = 0, at = *end;
+		if ((*stop = package_at(fd, at, size, id, sizeof(id), &pend)) != 0) {
+			for (at += BLOCK; at + BLOCK <= size; at += BLOCK)
+				if (package_at(fd, at, size, id, sizeof(id), &pend) == 0)
+					break;
+			if (at + BLOCK > size)
+				return 0; /* no whole package after it: a torn tail */
+		}
+		int n = snprintf(line, sizeof(line), "%s %" PRIu64 "\n", id, at);
+		if (cg_buf_add(add, line, (size_t)n) < 0 || add->truncated) {
+			errno = ENOMEM;
+			return -1;
+		}
+		*end = pend;
+	}
+	return 0;
 }
 
 int cg_live_archive_repair(const char *state_dir, const char *segment, bool for_append,
@@ -207,52 +258,12 @@ int cg_live_archive_repair(const char *state_dir, const char *segment, bool for_
 	/* Whole lines only. */
 	while (len > 0 && buf[len - 1] != '\n')
 		len--;
-	uint64_t end = 0;
 	struct stat st;
-	int rc = fstat(tfd, &st);
+	int rc = fstat(tfd, &st), stop = 0;
 	uint64_t size = rc == 0 ? (uint64_t)st.st_size : 0;
-	/*
-	 * From the last line back, the first package found whole is where the
-	 * index is right up to (a lost write-back can leave several lines
-	 * naming bytes that never reached the disk: they go).
-	 */
-	while (rc == 0 && len > 0) {
-		size_t last = len - 1;
-		while (last > 0 && buf[last - 1] != '\n')
-			last--;
-		if (line_whole(tfd, buf + last, size, &end))
-			break;
-		len = last;
-	}
-	/*
-	 * Whole packages after it that no line names (a crash between a
-	 * package and its line, a lost or missing index) get their lines back:
-	 * the index is derived from the tar, and nothing whole is cut.
-	 */
-	int stop = 0;
-	while (rc == 0 && end < size) {
-		char id[CG_TRACE_ID_MAX + 2], line[CG_TRACE_ID_MAX + 32];
-		uint64_t pend = 0, at = end;
-		if ((stop = package_at(tfd, end, size, id, sizeof(id), &pend)) != 0) {
-			/*
-			 * A hole (write-back lost out of order at a power cut) with
-			 * whole packages after it: they stay, indexed; the hole stays
-			 * too, and replay --all reports it. Only a tail with no whole
-			 * package after it is torn.
-			 */
-			for (at = end + BLOCK; at + BLOCK <= size; at += BLOCK)
-				if (package_at(tfd, at, size, id, sizeof(id), &pend) == 0)
-					break;
-			if (at + BLOCK > size)
-				break;
-		}
-		int n = snprintf(line, sizeof(line), "%s %" PRIu64 "\n", id, at);
-		if (cg_buf_add(&add, line, (size_t)n) < 0 || add.truncated) {
-			errno = ENOMEM;
-			rc = -1;
-		}
-		end = pend;
-	}
+	uint64_t end = rc == 0 ? index_whole_to(tfd, buf, &len, size) : 0;
+	if (rc == 0)
+		rc = reindex_from(tfd, &end, size, &add, &stop);
 	/*
 	 * What follows: a torn package (a crash mid-append) goes. Zeros (an
 	 * end-of-archive marker, or write-back lost at a power cut) go only

@@ -861,13 +861,17 @@ static void check_package(const struct cg_replay_opts *o, const struct cg_journa
 	 * package in an archive for the same trace is what tar shows: it must
 	 * verify too.
 	 */
-	bool from_dir = strncmp(pf.where, "traces/", 7) == 0 &&
-			strncmp(pf.where, CG_ARCHIVE_DIR, strlen(CG_ARCHIVE_DIR)) != 0;
+	bool from_dir = !pf.archived;
 	cg_package_files_free(&pf);
-	if (from_dir && ix && cg_package_load_archived(o->state_dir, ix, id, &pf) == 0) {
-		check_files(jv, t, st, &pf, diff);
-		cg_package_files_free(&pf);
+	if (!from_dir || !cg_archive_index_has(ix, id))
+		return;
+	if (cg_package_load_archived(o->state_dir, ix, id, &pf) < 0) {
+		cg_diff_add(diff, "trace_dir_missing", dir, 0, 0, "its package in the archive",
+			    "none", "the index names a package of this trace the archive lacks");
+		return;
 	}
+	check_files(jv, t, st, &pf, diff);
+	cg_package_files_free(&pf);
 }
 
 static const char *state_name(enum cg_trace_state st)

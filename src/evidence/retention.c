@@ -346,18 +346,18 @@ static int index_find(const char *state_dir, const char *trace_id, struct ix_ent
 				saved = errno;
 			continue;
 		}
-		for (char *p = buf; p && p < buf + len;) {
+		for (char *p = buf; p < buf + len;) {
 			char *hit = memmem(p, (size_t)(buf + len - p), trace_id, idlen);
 			if (!hit)
 				break;
-			char *bol = hit, *nl = memchr(hit, '\n', (size_t)(buf + len - hit));
+			char *nl = memchr(hit, '\n', (size_t)(buf + len - hit));
 			p = hit + idlen;
-			if (!nl || (bol > buf && bol[-1] != '\n') || hit[idlen] != ' ')
+			if (!nl || (hit > buf && hit[-1] != '\n') || hit[idlen] != ' ')
 				continue; /* not a whole line's id (or the unfinished last line) */
 			*nl = '\0';
 			char *id;
 			uint64_t off;
-			if (index_line(bol, &id, &off) && strcmp(id, trace_id) == 0) {
+			if (index_line(hit, &id, &off) && strcmp(id, trace_id) == 0) {
 				snprintf(out->archive, sizeof(out->archive), "%.*s.tar",
 					 (int)(strlen(e->d_name) - 4), e->d_name);
 				out->off = off;
@@ -375,21 +375,6 @@ static int index_find(const char *state_dir, const char *trace_id, struct ix_ent
 }
 
 /* ---- replay --all: each archive as a whole ---------------------------------------- */
-
-/* Is name "ID/FILE", ID a trace id and FILE one of a package's five? The file's index, or -1. */
-static int member_file(const char *name, char *id, size_t cap)
-{
-	const char *slash = strchr(name, '/');
-	if (!slash || (size_t)(slash - name) >= cap)
-		return -1;
-	snprintf(id, cap, "%.*s", (int)(slash - name), name);
-	if (!cg_trace_id_valid(id))
-		return -1;
-	for (int i = 0; i < CG_PACKAGE_N; i++)
-		if (strcmp(slash + 1, cg_package_names[i]) == 0)
-			return i;
-	return -1;
-}
 
 /* A tar read in windows: the header blocks of a walk cost one read per window, not each. */
 struct window {
@@ -421,6 +406,26 @@ struct audit {
 	struct cg_smap *seen; /* trace ids with a package in some archive */
 };
 
+/*
+ * A package of id begins at pos in archive a: the journal must hold id, no
+ * archive may hold a second package of it. Is it indexed there, at pos?
+ */
+static bool package_begins(struct audit *au, const struct ix_archive *a, const char *where,
+			   const char *id, uint64_t pos)
+{
+	if (!au->known(id, au->arg))
+		cg_diff_add(au->diff, "trace_not_in_journal", where, 0, 0, NULL, id,
+			    "a package in the archive with no events in the journal");
+	if (cg_smap_get(au->seen, id))
+		cg_diff_add(au->diff, "package_repeated", where, 0, 0, NULL, id,
+			    "a second package of the same trace");
+	else if (cg_smap_put(au->seen, id, (void *)1) < 0)
+		cg_diff_add(au->diff, "archive_unreadable", where, 0, 0, NULL, "ENOMEM",
+			    "out of memory while reading the archive");
+	const struct ix_entry *x = cg_smap_get(au->ix->by_trace, id);
+	return x && strcmp(x->archive, a->tar) == 0 && x->off == pos;
+}
+
 static void audit_archive(struct audit *au, const char *state_dir, const struct ix_archive *a)
 {
 	char path[4400], where[120], name[128], id[CG_TRACE_ID_MAX + 1], at[64];
@@ -444,13 +449,14 @@ static void audit_archive(struct audit *au, const char *state_dir, const struct 
 	char cur[CG_TRACE_ID_MAX + 1] = "";
 	unsigned have = 0; /* the current package's files seen */
 	while (pos < size) {
-		const unsigned char *h = pos + 512 <= size ? window_block(w, pos) : NULL;
-		int r = pos + 512 > size ? -2
-			: h		 ? cg_ustar_header(h, pos, size, name, sizeof(name), &next)
-					 : -1;
+		int r;
+		if (pos + 512 > size) { /* less than a block: zeros are padding, as to tar */
+			r = cg_file_zeros(fd, pos, size) ? 1 : -2;
+		} else {
+			const unsigned char *h = window_block(w, pos);
+			r = h ? cg_ustar_header(h, pos, size, name, sizeof(name), &next) : -1;
+		}
 		snprintf(at, sizeof(at), "offset %" PRIu64, pos);
-		if (r == -2 && pos + 512 > size && cg_file_zeros(fd, pos, size))
-			r = 1; /* less than a block of zeros: padding, as tar readers take it */
 		if (r == 1) {
 			if (!cg_file_zeros(fd, pos, size))
 				cg_diff_add(au->diff, "archive_layout", where, 0, 0, "only zeros",
@@ -474,25 +480,14 @@ static void audit_archive(struct audit *au, const char *state_dir, const struct 
 					  "file, its checksum)");
 			break;
 		}
-		int file = member_file(name, id, sizeof(id));
+		int file = cg_package_member(name, id, sizeof(id));
 		if (file < 0) {
 			cg_diff_add(au->diff, "package_files", where, 0, 0, NULL, name,
 				    "a member that is not part of a trace package");
 		} else if (strcmp(id, cur) != 0) { /* a package begins */
 			snprintf(cur, sizeof(cur), "%s", id);
 			have = 1u << file;
-			if (!au->known(id, au->arg))
-				cg_diff_add(
-				    au->diff, "trace_not_in_journal", where, 0, 0, NULL, id,
-				    "a package in the archive with no events in the journal");
-			if (cg_smap_get(au->seen, id))
-				cg_diff_add(au->diff, "package_repeated", where, 0, 0, NULL, id,
-					    "a second package of the same trace");
-			else if (cg_smap_put(au->seen, id, (void *)1) < 0)
-				cg_diff_add(au->diff, "archive_unreadable", where, 0, 0, NULL,
-					    "ENOMEM", "out of memory while reading the archive");
-			const struct ix_entry *x = cg_smap_get(au->ix->by_trace, id);
-			if (x && strcmp(x->archive, a->tar) == 0 && x->off == pos) {
+			if (package_begins(au, a, where, id, pos)) {
 				/* Packages before an indexed one were not in progress. */
 				if (pending && !hidden)
 					first_hidden = first_pending;
@@ -590,6 +585,7 @@ static int load_archived(const char *state_dir, const struct ix_entry *x, const 
 		return -1;
 	}
 	snprintf(pf->where, sizeof(pf->where), "%s/%s:%s", CG_ARCHIVE_DIR, x->archive, trace_id);
+	pf->archived = true;
 	struct archive_entry *en;
 	int rc = 0;
 	size_t members = 0;
@@ -623,6 +619,19 @@ static int load_archived(const char *state_dir, const struct ix_entry *x, const 
 	return rc;
 }
 
+/* load_archived, leaving pf empty when it fails. */
+static int load_entry(const char *state_dir, const struct ix_entry *x, const char *trace_id,
+		      struct cg_package_files *pf)
+{
+	int rc = load_archived(state_dir, x, trace_id, pf);
+	if (rc < 0) {
+		int e = errno;
+		cg_package_files_free(pf);
+		errno = e;
+	}
+	return rc;
+}
+
 int cg_package_load(const char *state_dir, const struct cg_archive_index *ix, const char *trace_id,
 		    struct cg_package_files *pf)
 {
@@ -635,21 +644,12 @@ int cg_package_load(const char *state_dir, const struct cg_archive_index *ix, co
 		return 0;
 	if (errno != ENOENT)
 		return -1;
-	/* One trace's reader looks its line up; replay --all holds every index (ix). */
-	struct ix_entry found;
-	const struct ix_entry *x = ix ? cg_smap_get(ix->by_trace, trace_id) : NULL;
-	int rc = -1;
-	if (!ix && index_find(state_dir, trace_id, &found) == 0)
-		x = &found;
-	if (!x && ix)
-		errno = ENOENT;
-	else if (x)
-		rc = load_archived(state_dir, x, trace_id, pf);
-	int e = errno;
-	if (rc < 0)
-		cg_package_files_free(pf);
-	errno = e;
-	return rc;
+	/* replay --all holds every index (ix); one trace's reader looks its line up. */
+	if (ix)
+		return cg_package_load_archived(state_dir, ix, trace_id, pf);
+	struct ix_entry x;
+	return index_find(state_dir, trace_id, &x) < 0 ? -1
+						       : load_entry(state_dir, &x, trace_id, pf);
 }
 
 int cg_package_load_archived(const char *state_dir, const struct cg_archive_index *ix,
@@ -661,13 +661,7 @@ int cg_package_load_archived(const char *state_dir, const struct cg_archive_inde
 		errno = ENOENT;
 		return -1;
 	}
-	int rc = load_archived(state_dir, x, trace_id, pf);
-	if (rc < 0) {
-		int e = errno;
-		cg_package_files_free(pf);
-		errno = e;
-	}
-	return rc;
+	return load_entry(state_dir, x, trace_id, pf);
 }
 
 int cg_package_read(const char *state_dir, const char *trace_id, const char *file, size_t cap,

@@ -39,6 +39,7 @@ struct cg_package_files {
 	size_t len[CG_PACKAGE_FILES];
 	size_t extra;	 /* members beyond CG_PACKAGE_FILES (not read) */
 	char where[300]; /* "traces/ID" or "traces/archive/S.tar:ID", for reports */
+	bool archived;	 /* read from an archive, not a directory */
 };
 
 void cg_package_files_free(struct cg_package_files *pf);
@@ -59,11 +60,11 @@ void cg_archive_index_free(struct cg_archive_index *ix);
 int cg_package_load(const char *state_dir, const struct cg_archive_index *ix, const char *trace_id,
 		    struct cg_package_files *pf);
 
-/* Read one file of trace_id's package (directory or archive). 0 or -1 with errno. */
 /* The package of trace_id in the archive ix names, even when a directory holds one too. */
 int cg_package_load_archived(const char *state_dir, const struct cg_archive_index *ix,
 			     const char *trace_id, struct cg_package_files *pf);
 
+/* Read one file of trace_id's package (directory or archive). 0 or -1 with errno. */
 int cg_package_read(const char *state_dir, const char *trace_id, const char *file, size_t cap,
 		    char **p, size_t *len);
 
@@ -137,6 +138,12 @@ int cg_ustar_member(int fd, uint64_t pos, uint64_t file_size, char *name, size_t
 int cg_ustar_header(const unsigned char h[512], uint64_t pos, uint64_t file_size, char *name,
 		    size_t cap, uint64_t *next);
 
+/*
+ * Is the member name "ID/FILE", ID a valid trace id (into id, cap bytes) and
+ * FILE one of a package's five (cg_package_names)? FILE's index, or -1.
+ */
+int cg_package_member(const char *name, char *id, size_t cap);
+
 /* Does the index ix hold trace_id? */
 bool cg_archive_index_has(const struct cg_archive_index *ix, const char *trace_id);
 
@@ -149,9 +156,10 @@ bool cg_archive_index_has(const struct cg_archive_index *ix, const char *trace_i
  * all archives, each trace known to the journal (known), each package named
  * by its archive's index at its first member, and nothing after but an
  * end-of-archive marker of zeros. Index lines repeating a trace, or naming
- * one the journal does not hold, are reported too. With live (a daemon holds the journal), a member cut by the
- * size taken and the last packages without index lines are in progress,
- * not failures. Failures go to diff (cg_diff_add).
+ * one the journal does not hold, are reported too. With live (a daemon
+ * holds the journal), a member cut by the size taken and the last packages
+ * without index lines are in progress, not failures. Failures go to diff
+ * (cg_diff_add).
  */
 void cg_archive_audit(const char *state_dir, const struct cg_archive_index *ix,
 		      bool (*known)(const char *trace_id, void *arg), void *arg, bool live,

@@ -42,6 +42,7 @@ import subprocess
 import tarfile
 import tempfile
 import time
+import unittest
 import uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -415,12 +416,13 @@ def package_file(state_dir, tid, name):
     for tar in sorted(os.listdir(adir)) if os.path.isdir(adir) else []:
         if not tar.endswith(".tar") or tar.startswith("."):
             continue
-        with tarfile.open(os.path.join(adir, tar), "r:") as tf:
-            try:
-                member = tf.getmember(tid + "/" + name)
-            except KeyError:
-                continue
-            return tf.extractfile(member).read()
+        try:
+            # A running daemon may have just made the tar (empty) or be
+            # appending to it: what cannot be read yet is not there yet.
+            with tarfile.open(os.path.join(adir, tar), "r:") as tf:
+                return tf.extractfile(tf.getmember(tid + "/" + name)).read()
+        except (KeyError, tarfile.ReadError):
+            continue
     raise FileNotFoundError("no package file %s of trace %s in %s" % (name, tid, state_dir))
 
 
@@ -434,6 +436,33 @@ def wait_package_file(state_dir, tid, name, timeout=DEFAULT_TIMEOUT):
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.05)
+
+
+class TamperCase(unittest.TestCase):
+    """Tests that each change their own copy of one stopped daemon's state:
+    setUpClass makes the state and calls keep(state_dir); every test then
+    gets self.state, a fresh copy (fresh_state() makes another)."""
+
+    @classmethod
+    def keep(cls, state_dir):
+        cls.master = tempfile.mkdtemp(prefix="cg-master-")
+        shutil.copytree(state_dir, os.path.join(cls.master, "s"))
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.master, ignore_errors=True)
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="cg-tamper-")
+        self.state = os.path.join(self.tmp, "s")
+        self.fresh_state()
+
+    def fresh_state(self):
+        shutil.rmtree(self.state, ignore_errors=True)
+        shutil.copytree(os.path.join(self.master, "s"), self.state)
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
 
 
 def as_uid(uid, fn):

@@ -217,7 +217,7 @@ class EvidenceTools(unittest.TestCase):
             shutil.rmtree(tmp)
 
 
-class EvidenceTamper(unittest.TestCase):
+class EvidenceTamper(cgtest.TamperCase):
     """Mutations on a copy of a stopped daemon's state: each caught by replay and the verifier."""
 
     @classmethod
@@ -227,21 +227,11 @@ class EvidenceTamper(unittest.TestCase):
             cls.tid = r["reply"]["trace_id"]
             wait_package(d.state_dir, cls.tid)
             d.stop()
-            cls.master = tempfile.mkdtemp(prefix="cg-ev-master-")
-            shutil.copytree(d.state_dir, os.path.join(cls.master, "s"))
-
-    @classmethod
-    def tearDownClass(cls):
-        shutil.rmtree(cls.master, ignore_errors=True)
+            cls.keep(d.state_dir)
 
     def setUp(self):
-        self.tmp = tempfile.mkdtemp(prefix="cg-ev-tamper-")
-        self.state = os.path.join(self.tmp, "s")
-        shutil.copytree(os.path.join(self.master, "s"), self.state)
+        super().setUp()
         self.events = os.path.join(self.state, "traces", self.tid, "events.ndjson")
-
-    def tearDown(self):
-        shutil.rmtree(self.tmp, ignore_errors=True)
 
     def assertCaught(self, check, trace=None):
         p = cli(self.state, "replay", trace or self.tid, "--json")

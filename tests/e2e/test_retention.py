@@ -344,7 +344,7 @@ def member(name, data):
     return ti.tobuf(format=tarfile.USTAR_FORMAT) + data + b"\0" * (-len(data) % 512)
 
 
-class ArchiveTamper(unittest.TestCase):
+class ArchiveTamper(cgtest.TamperCase):
     """The default's archive, the daemon stopped, then changed. Whatever
     shows `tar` or a reader a package the journal does not vouch for fails
     `callgate replay --all` and docs/verify_trace.py --all, by name; nothing
@@ -359,25 +359,15 @@ class ArchiveTamper(unittest.TestCase):
             cls.ids.append(ok["reply"]["trace_id"])
             cgtest.wait_package_file(d.state_dir, cls.ids[-1], "verdict.md")
             d.stop()
-            cls.master = tempfile.mkdtemp(prefix="cg-archive-master-")
-            shutil.copytree(d.state_dir, os.path.join(cls.master, "s"))
-
-    @classmethod
-    def tearDownClass(cls):
-        shutil.rmtree(cls.master, ignore_errors=True)
+            cls.keep(d.state_dir)
 
     def setUp(self):
-        self.tmp = tempfile.mkdtemp(prefix="cg-archive-tamper-")
-        self.state = os.path.join(self.tmp, "s")
-        shutil.copytree(os.path.join(self.master, "s"), self.state)
+        super().setUp()
         adir = os.path.join(self.state, "traces", "archive")
         tars = sorted(n for n in os.listdir(adir) if n.endswith(".tar"))
         self.assertEqual(len(tars), 1, tars)
         self.tar = os.path.join(adir, tars[0])
         self.idx = self.tar[:-4] + ".idx"
-
-    def tearDown(self):
-        shutil.rmtree(self.tmp, ignore_errors=True)
 
     def package(self, tid):
         with tarfile.open(self.tar, "r:") as tf:
@@ -457,8 +447,7 @@ class ArchiveTamper(unittest.TestCase):
         # mode and mtime: tarfile takes a header it cannot read as the end.
         for at, field in ((124, b"\n%010o\0" % len(md)), (124, b"-0000001000\0"),
                           (100, b"00006x4\0"), (136, b"0000000000x\0")):
-            shutil.rmtree(self.state)
-            shutil.copytree(os.path.join(self.master, "s"), self.state)
+            self.fresh_state()
             h = bytearray(member(last + "/verdict.md", md)[:512])
             h[at:at + len(field)] = field
             h[148:156] = b"        "
@@ -482,12 +471,27 @@ class ArchiveTamper(unittest.TestCase):
             f.write(data.replace(b"BLOCK", b"ALLOW", 1))
         self.both_fail("verdict_mismatch")
 
+    def test_an_index_line_behind_a_directory_pointing_elsewhere_fails(self):
+        """The index names another trace's package for a trace a directory
+        also holds: callgate readers would take the directory, but the line
+        is a lie, and replay says so."""
+        tid, other = self.ids[0], self.ids[1]
+        p = cli("evidence", "rebuild", tid, "--state-dir", self.state)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        with open(self.idx) as f:
+            lines = [line.split() for line in f]
+        off = dict(lines)[other]
+        with open(self.idx, "w") as f:
+            f.writelines("%s %s\n" % (t, off if t == tid else o) for t, o in lines)
+        p = cli("replay", "--all", "--json", "--state-dir", self.state)
+        self.assertEqual(p.returncode, 1, p.stdout[-2000:])
+        self.assertIn("trace_dir_missing", {f["check"] for f in json.loads(p.stdout)["failures"]})
+
     def test_zeros_after_the_last_package_are_not_a_failure(self):
         """An end-of-archive marker, or less than a block of zeros: both
         verifiers take them as tar readers do."""
         for n in (511, 1024, 10240):
-            shutil.rmtree(self.state)
-            shutil.copytree(os.path.join(self.master, "s"), self.state)
+            self.fresh_state()
             self.append(b"\0" * n)
             self.both_pass()
 

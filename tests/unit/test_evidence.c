@@ -1318,6 +1318,18 @@ static struct cg_evidence *open_ev_archive(void)
 	return ev;
 }
 
+/* A start that verifies the whole journal, so recovery repairs every segment's archive. */
+static struct cg_evidence *open_ev_archive_verifying_all(void)
+{
+	struct cg_evidence_config c = {
+		.state_dir = state, .write_traces = true, .archive = true, .verify_all = true
+	};
+	struct cg_evidence *ev = NULL;
+	struct cg_reply *err = NULL;
+	cr_assert_eq(cg_evidence_open(&c, &ev, &err), 0, "open failed");
+	return ev;
+}
+
 static off_t file_size(const char *rel)
 {
 	char p[512];
@@ -1328,6 +1340,16 @@ static off_t file_size(const char *rel)
 
 #define LIVE_TAR "traces/archive/0000000000000001.tar"
 #define LIVE_IDX "traces/archive/0000000000000001.idx"
+
+/* The live archive's index is exactly "t1 0\n" and second's line at off. */
+static void assert_index_t1_and(const char *second, off_t off)
+{
+	size_t len = 0;
+	char *idx = slurp(LIVE_IDX, &len), want[64];
+	snprintf(want, sizeof(want), "t1 0\n%s %lld\n", second, (long long)off);
+	cr_assert_str_eq(idx, want);
+	free(idx);
+}
 
 /*
  * evidence.packages: archive. Packages are appended to the segment's archive
@@ -1403,11 +1425,7 @@ Test(evidence, a_torn_archive_tail_is_cut_off_at_the_next_start)
 	cr_assert_eq(file_size(LIVE_TAR), whole, "the torn tail was cut off");
 	emit_call(ev, "t2", "BLOCK", false, false);
 	cg_evidence_close(ev);
-	char *idx = slurp(LIVE_IDX, &len);
-	char want[64];
-	snprintf(want, sizeof(want), "t1 0\nt2 %lld\n", (long long)whole);
-	cr_assert_str_eq(idx, want);
-	free(idx);
+	assert_index_t1_and("t2", whole);
 	ASSERT_PASSES(NULL);
 }
 
@@ -1428,19 +1446,10 @@ Test(evidence, a_lost_index_is_rebuilt_from_the_archive)
 	char p[512];
 	path_of(p, sizeof(p), LIVE_IDX);
 	cr_assert_eq(unlink(p), 0);
-	struct cg_evidence_config c = {
-		.state_dir = state, .write_traces = true, .archive = true, .verify_all = true
-	};
-	struct cg_reply *err = NULL;
-	cr_assert_eq(cg_evidence_open(&c, &ev, &err), 0);
+	ev = open_ev_archive_verifying_all();
 	cg_evidence_close(ev);
 	cr_assert_eq(file_size(LIVE_TAR), whole, "nothing whole was cut");
-	size_t len = 0;
-	char *idx = slurp(LIVE_IDX, &len);
-	char want[64];
-	snprintf(want, sizeof(want), "t1 0\nt2 %lld\n", (long long)t1_end);
-	cr_assert_str_eq(idx, want);
-	free(idx);
+	assert_index_t1_and("t2", t1_end);
 	path_of(p, sizeof(p), "traces/t2");
 	cr_assert_neq(access(p, F_OK), 0, "t2's package is the archive's, not rebuilt");
 	ASSERT_PASSES(NULL);
@@ -1471,18 +1480,10 @@ Test(evidence, whole_packages_after_a_hole_are_kept)
 	spit(LIVE_TAR, tar, len);
 	free(tar);
 	spit(LIVE_IDX, "t1 0\n", 5);
-	struct cg_evidence_config c = {
-		.state_dir = state, .write_traces = true, .archive = true, .verify_all = true
-	};
-	struct cg_reply *err = NULL;
-	cr_assert_eq(cg_evidence_open(&c, &ev, &err), 0);
+	ev = open_ev_archive_verifying_all();
 	cg_evidence_close(ev);
 	cr_assert_eq(file_size(LIVE_TAR), whole, "nothing after the hole was cut");
-	char *idx = slurp(LIVE_IDX, &len);
-	char want[64];
-	snprintf(want, sizeof(want), "t1 0\nt3 %lld\n", (long long)t2_end);
-	cr_assert_str_eq(idx, want);
-	free(idx);
+	assert_index_t1_and("t3", t2_end);
 	char p[512];
 	path_of(p, sizeof(p), "traces/t2/verdict.json");
 	cr_assert_eq(access(p, F_OK), 0, "t2 was rebuilt from the journal");
@@ -1505,21 +1506,12 @@ Test(evidence, end_of_archive_zeros_stay_until_the_next_append)
 	FILE *f = fopen(p, "ae");
 	cr_assert_eq(fwrite(zeros, 1, sizeof(zeros), f), sizeof(zeros));
 	fclose(f);
-	struct cg_evidence_config c = {
-		.state_dir = state, .write_traces = true, .archive = true, .verify_all = true
-	};
-	struct cg_reply *err = NULL;
-	cr_assert_eq(cg_evidence_open(&c, &ev, &err), 0);
+	ev = open_ev_archive_verifying_all();
 	cr_assert_eq(file_size(LIVE_TAR), whole + 1024, "the start left the marker");
 	ASSERT_PASSES(NULL);
 	emit_call(ev, "t2", "BLOCK", false, false);
 	cg_evidence_close(ev);
-	size_t len = 0;
-	char *idx = slurp(LIVE_IDX, &len);
-	char want[64];
-	snprintf(want, sizeof(want), "t1 0\nt2 %lld\n", (long long)whole);
-	cr_assert_str_eq(idx, want);
-	free(idx);
+	assert_index_t1_and("t2", whole);
 	ASSERT_PASSES(NULL);
 }
 
@@ -1541,11 +1533,7 @@ Test(evidence, index_lines_naming_lost_bytes_are_dropped_and_rebuilt)
 	char p[512];
 	path_of(p, sizeof(p), LIVE_TAR);
 	cr_assert_eq(truncate(p, t1_end), 0); /* t2's and r3's members never landed */
-	struct cg_evidence_config c = {
-		.state_dir = state, .write_traces = true, .archive = true, .verify_all = true
-	};
-	struct cg_reply *err = NULL;
-	cr_assert_eq(cg_evidence_open(&c, &ev, &err), 0);
+	ev = open_ev_archive_verifying_all();
 	size_t len = 0;
 	char *idx = slurp(LIVE_IDX, &len);
 	cr_assert_str_eq(idx, "t1 0\n");
