@@ -13,6 +13,10 @@
  *   allowed_per_s         durable governed /bin/true per second (64 callers)
  *   floor_spawn_per_s     bare posix_spawn+wait of /bin/true per second, 64
  *                         threads: the most allowed calls/s could reach here
+ *   floor_netns_cpu_us, floor_netns_per_s  CPU time (all CPUs, until the
+ *                         kernel's teardowns settle) to make and let go of
+ *                         a network namespace, as every call under net: none
+ *                         has one, and the rate all CPUs would allow for it
  *   floor_echo_per_s      a trivial echo server (floor.h) under the same
  *                         64-caller load: the most refused calls/s could
  *                         reach here
@@ -694,6 +698,14 @@ int main(int argc, char **argv)
 	struct load sp = { .spawn = true };
 	dt = run_load(&sp, 64, quick ? 1 : 3, NULL);
 	kv("floor_spawn_per_s", (double)atomic_load(&sp.ok) / dt);
+	/* Each call under net: none (the default view) gets a fresh network
+	 * namespace: what making and tearing one down costs, all CPUs busy. */
+	long made = 0;
+	double ns_us = floor_netns_cpu_us(quick ? 0.3 : 2, 64, &made);
+	if (ns_us > 0) {
+		kv("floor_netns_cpu_us", ns_us);
+		kv("floor_netns_per_s", (double)sysconf(_SC_NPROCESSORS_ONLN) * 1e6 / ns_us);
+	}
 	char echo[PATH_MAX + 16];
 	snprintf(echo, sizeof(echo), "%s/echo.sock", tmpdir);
 	pid_t echo_pid = floor_echo_start(echo);

@@ -35,6 +35,9 @@ def main():
     fs = result["raw"]["bench_daemon"].get("fs_package_dirs_per_s")
     if not isinstance(fs, (int, float)) or fs <= 0:
         bad.append("raw bench_daemon fs_package_dirs_per_s")
+    ns = result["raw"]["bench_daemon"].get("floor_netns_cpu_us")
+    if not isinstance(ns, (int, float)) or ns <= 0:
+        bad.append("raw bench_daemon floor_netns_cpu_us")
     if bad:
         print("missing figures: " + ", ".join(bad), file=sys.stderr)
         return 1
