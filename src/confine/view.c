@@ -587,9 +587,14 @@ int cg_caps_lock(void)
 					 SECBIT_NOROOT_LOCKED | SECBIT_NO_CAP_AMBIENT_RAISE |
 					 SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED) != 0)
 		return errno;
+	/* Capabilities are numbered from 0 without gaps: EINVAL is past the
+	 * kernel's last one, so the rest would be EINVAL too. */
 	for (int c = 0; c <= 63; c++)
-		if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) != 0 && errno != EINVAL)
-			return errno;
+		if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) != 0) {
+			if (errno != EINVAL)
+				return errno;
+			break;
+		}
 	return prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) == 0 ? 0 : errno;
 }
 
