@@ -8,7 +8,7 @@
  * one line (capped at CG_WIRE_MAX_LINE, bounded by a read deadline), submits
  * it to the kernel, writes the one response line non-blocking (EPOLLOUT for
  * large ones), half-closes and closes. signalfd delivers SIGTERM/SIGINT
- * (stop) and SIGHUP (reload); deadlines are the epoll_wait timeout, taken
+ * (stop) and SIGHUP (reload); deadlines are the loop's wait timeout, taken
  * from the head of a FIFO of reading connections (every connection has the
  * same read deadline, so accept order is deadline order).
  *
@@ -21,6 +21,10 @@
  *  - Requests that arrive together are decided round robin over uids, never
  *    in the listening socket's backlog order: one uid's reconnecting flood
  *    fills the backlog, not the turns.
+ *  - While another uid's call runs (one submitted within RUN_SHARE_MS), a uid
+ *    MUST NOT get more than half of the loop: after each of its requests it
+ *    waits as long as that request took (budget_hold). The loop's own timer
+ *    ends the wait; it never waits for an unrelated event.
  *  - A connection freed while a batch of events is handled MUST NOT be
  *    released before the batch ends: answers are handed out between its
  *    events, and a later event of the batch may point at it (SRC_FREED).
@@ -97,6 +101,16 @@
  */
 #define ACCEPT_BATCH   64
 #define SHARE_DECAY_MS 250 /* a uid's count of recent admissions halves this often */
+/*
+ * The loop's budget per uid: while another uid has a call running that
+ * started within RUN_SHARE_MS, a uid is held after each of its requests for
+ * as long as that request took on the loop, so it gets at most half of the
+ * loop (and of what its requests cost the evidence threads and its own
+ * clients), and the other uid's call the CPU it needs. A call running
+ * longer (a build, a wait for a human) stops holding others back.
+ */
+#define RUN_SHARE_MS   1000
+#define HELD_REPORT_MS 10000 /* a spell of holds is logged at its end, or this often */
 #define LARGE_REPLY    ((uint64_t)1 << 20) /* freeing one trims the heap */
 /* A held queue is looked at again when evidence says it caught up (the wake
  * eventfd); this timer is only the safety net. */
@@ -147,7 +161,12 @@ struct uidq {
 	struct uidq *next;	  /* all uids with a connection */
 	struct uidq *rr_next;	  /* the admission ring */
 	bool in_ring;
-	unsigned recent; /* requests admitted lately (halved every SHARE_DECAY_MS) */
+	unsigned recent;       /* requests admitted lately (halved every SHARE_DECAY_MS) */
+	unsigned running;      /* its calls submitted and not answered yet (run, wait) */
+	int64_t run_start_ns;  /* when the newest of them was submitted */
+	int64_t held_until_ns; /* the loop's budget: not admitted before this */
+	unsigned held;	       /* requests held since held_since_ns (logged when it ends) */
+	int64_t held_since_ns;
 };
 
 struct server;
@@ -188,6 +207,7 @@ struct conn {
 	bool cut;		 /* the response was cut; wbuf holds the error line */
 	struct conn *freed_next; /* freed within a batch: released after it */
 	uint64_t held;		 /* response bytes counted in server.out_held */
+	bool running;		 /* counted in its uid's running (conn_submit) */
 };
 
 struct server {
@@ -226,10 +246,11 @@ struct server {
 	int64_t write_idle_ns;		    /* idle write deadline */
 	uint64_t max_reply, out_budget;	    /* response bytes: per line, daemon-wide */
 	uint64_t out_held;		    /* response bytes held now */
-	bool accepting;	    /* accept_batch reads a turn's second or later peer: queue its line */
-	unsigned n_queued;  /* agent lines waiting in uid queues (CONN_QUEUED) */
-	bool in_batch;	    /* handling one epoll batch: a freed conn is released after it */
-	struct conn *freed; /* connections freed during the batch */
+	bool accepting;	      /* accept_batch reads a turn's second or later peer: queue its line */
+	unsigned n_queued;    /* agent lines waiting in uid queues (CONN_QUEUED) */
+	bool in_batch;	      /* handling one epoll batch: a freed conn is released after it */
+	struct conn *freed;   /* connections freed during the batch */
+	int64_t hold_wake_ns; /* admit() left only held uids queued: look again then */
 };
 
 /* ---- small helpers ----------------------------------------------------- */
@@ -310,11 +331,24 @@ static struct uidq *uid_get(struct server *s, uid_t uid, bool create)
 	return u;
 }
 
+/* A spell of u's requests held by the loop's budget is over: say so, once. */
+static void budget_report(struct uidq *u, int64_t now)
+{
+	if (u->held == 0)
+		return;
+	cg_log("info", NULL,
+	       "uid %u: held to half of the loop for %lld ms (%u request(s)) while other uids' "
+	       "calls ran (the loop's budget; docs/limits.md)",
+	       (unsigned)u->uid, (long long)((now - u->held_since_ns) / 1000000), u->held);
+	u->held = 0;
+}
+
 /* Free u once it holds no connection, no queued request and no recent admission. */
 static void uid_forget_idle(struct server *s, struct uidq *u)
 {
-	if (u->n_conns > 0 || u->in_ring || u->recent > 0)
+	if (u->n_conns > 0 || u->in_ring || u->recent > 0 || u->running > 0)
 		return;
+	budget_report(u, cg_now_mono_ns());
 	for (struct uidq **pp = &s->uids; *pp; pp = &(*pp)->next)
 		if (*pp == u) {
 			*pp = u->next;
@@ -387,6 +421,58 @@ static void share_decay(struct server *s, int64_t now)
 	}
 }
 
+/* Has a uid other than u a call running that started within RUN_SHARE_MS? */
+static bool others_running(const struct server *s, const struct uidq *u, int64_t now)
+{
+	for (const struct uidq *o = s->uids; o; o = o->next)
+		if (o != u && o->running > 0 &&
+		    now - o->run_start_ns < (int64_t)RUN_SHARE_MS * 1000000)
+			return true;
+	return false;
+}
+
+static bool budget_held(const struct uidq *u, int64_t now)
+{
+	return u->held_until_ns > now;
+}
+
+/* c's request went to the kernel and was not answered there and then: its call runs. */
+static void run_begin(struct conn *c, int64_t now)
+{
+	c->running = true;
+	c->uq->running++;
+	c->uq->run_start_ns = now;
+}
+
+/*
+ * u's request took the loop from t0 until now (deciding it, and writing an
+ * answer given at once): while others' calls run, u waits as long again.
+ */
+static void budget_hold(struct server *s, struct uidq *u, int64_t t0)
+{
+	int64_t now = cg_now_mono_ns();
+	if (!others_running(s, u, now)) {
+		u->held_until_ns = 0;
+		budget_report(u, now);
+		return;
+	}
+	u->held_until_ns = now + (now - t0);
+	if (u->held > 0 && now - u->held_since_ns >= (int64_t)HELD_REPORT_MS * 1000000)
+		budget_report(u, now); /* a long spell is logged as it goes */
+	if (u->held++ == 0)
+		u->held_since_ns = now;
+}
+
+/* c's call was answered (or c is going): it no longer runs. */
+static void run_end(struct conn *c)
+{
+	if (!c->running)
+		return;
+	c->running = false;
+	if (c->uq)
+		c->uq->running--;
+}
+
 static void ring_push(struct server *s, struct uidq *u)
 {
 	u->rr_next = NULL;
@@ -435,6 +521,7 @@ static void conn_free(struct server *s, struct conn *c)
 		s->n_admin--;
 	else
 		s->n_conns--;
+	run_end(c);
 	uid_release(s, c);
 	s->out_held -= c->held;
 	bool large = c->held >= LARGE_REPLY;
@@ -545,6 +632,7 @@ static void drain_done(struct server *s)
 		size_t len = c->wlen;
 		c->wbuf = NULL;
 		c->wlen = 0;
+		run_end(c);
 		if (c->job) {
 			cg_job_release(c->job);
 			c->job = NULL;
@@ -1086,8 +1174,11 @@ static void conn_submit(struct server *s, struct conn *c, size_t line_len, bool 
 			s->stopping = true;
 		return;
 	}
-	if (c->uq)
-		share_count(s, c->uq);
+	/* Not freed before this returns, even if c is: its recent count is not 0. */
+	struct uidq *u = c->uq;
+	int64_t t0 = cg_now_mono_ns();
+	if (u)
+		share_count(s, u);
 	/*
 	 * While the call runs, watch only for a full hang-up (EPOLLHUP is
 	 * always reported). EPOLLRDHUP alone is a half-close, which a client
@@ -1103,6 +1194,8 @@ static void conn_submit(struct server *s, struct conn *c, size_t line_len, bool 
 			 &job);
 	s->submitting = NULL;
 	c->job = job;
+	if (u && job && !c->answered_inline)
+		run_begin(c, cg_now_mono_ns());
 	free(c->rbuf);
 	c->rbuf = NULL;
 	c->rlen = c->ralloc = 0;
@@ -1120,11 +1213,15 @@ static void conn_submit(struct server *s, struct conn *c, size_t line_len, bool 
 		/* Still registered for EPOLLIN: harmless, because the write
 		 * either completes now or switches the events to EPOLLOUT. */
 		conn_start_write(s, c, line, len);
+		if (u)
+			budget_hold(s, u, t0);
 		return;
 	}
 	if (set_events(s, c, 0) < 0)
 		drop_events(s, c);
 	notify_new_pending(s);
+	if (u)
+		budget_hold(s, u, t0);
 }
 
 /* May another request go to the kernel now? Not while evidence is behind. */
@@ -1157,8 +1254,9 @@ static void conn_ready(struct server *s, struct conn *c, size_t line_len, bool h
 		       bool too_long)
 {
 	struct uidq *u = c->uq;
-	if (c->admin || !u || (!s->accepting && !s->ring_head && admit_open(s)) ||
-	    reserve_open(s, u)) {
+	if (c->admin || !u ||
+	    (!budget_held(u, cg_now_mono_ns()) &&
+	     ((!s->accepting && !s->ring_head && admit_open(s)) || reserve_open(s, u)))) {
 		conn_submit(s, c, line_len, had_newline, too_long);
 		return;
 	}
@@ -1193,16 +1291,39 @@ static bool peer_hung_up(const struct conn *c)
 	return poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR));
 }
 
-/* Admit queued requests, one per uid in turn, while evidence keeps up. */
+/*
+ * Admit queued requests, one per uid in turn, while evidence keeps up. A
+ * uid held by its budget keeps its place in the ring; when only held uids
+ * are left, hold_wake_ns says when to look again.
+ */
 static void admit(struct server *s)
 {
-	for (int n = 0; n < ADMIT_BATCH && s->ring_head && admit_open(s); n++) {
+	int64_t now = cg_now_mono_ns();
+	struct uidq *first_held = NULL;
+	s->hold_wake_ns = 0;
+	for (int n = 0; n < ADMIT_BATCH && s->ring_head && admit_open(s);) {
 		struct uidq *u = ring_pop(s);
 		struct conn *c = u->head;
 		if (!c) {
 			uid_forget_idle(s, u); /* its last connection left while queued */
+			n++;
 			continue;
 		}
+		if (budget_held(u, now)) {
+			ring_push(s, u);
+			if (u == first_held) { /* round the ring: every uid in it is held */
+				s->hold_wake_ns = first_held->held_until_ns;
+				for (struct uidq *h = s->ring_head; h; h = h->rr_next)
+					if (h->held_until_ns < s->hold_wake_ns)
+						s->hold_wake_ns = h->held_until_ns;
+				break;
+			}
+			if (!first_held)
+				first_held = u;
+			continue;
+		}
+		first_held = NULL;
+		n++;
 		uid_unqueue(s, c);
 		if (u->head)
 			ring_push(s, u);
@@ -2158,23 +2279,25 @@ static int add_src(struct server *s, int fd, struct src *src, enum src_kind kind
 	return epoll_ctl(s->ep_fd, EPOLL_CTL_ADD, fd, &ev);
 }
 
-static int wait_timeout_ms(struct server *s, int64_t now)
+/* How long the loop may wait for events, in ns; -1: until one comes. */
+static int64_t wait_timeout_ns(struct server *s, int64_t now)
 {
 	int64_t next = INT64_MAX;
 	if (s->fifo_head)
 		next = s->fifo_head->deadline_ns;
 	if (s->accept_paused_until_ns && s->accept_paused_until_ns < next)
 		next = s->accept_paused_until_ns;
-	if (s->ring_head && admit_open(s))
+	if (s->ring_head && admit_open(s) && s->hold_wake_ns) {
+		if (s->hold_wake_ns < next) /* only held uids wait: until the first is free */
+			next = s->hold_wake_ns;
+	} else if (s->ring_head && admit_open(s)) {
 		next = now; /* more to admit: only look for new events first */
-	else if (s->ring_head && now + ADMIT_RETRY_MS * 1000000 < next)
+	} else if (s->ring_head && now + ADMIT_RETRY_MS * 1000000 < next) {
 		next = now + ADMIT_RETRY_MS * 1000000;
+	}
 	if (next == INT64_MAX)
 		return -1;
-	if (next <= now)
-		return 0;
-	int64_t ms = (next - now + 999999) / 1000000;
-	return ms > INT32_MAX ? INT32_MAX : (int)ms;
+	return next <= now ? 0 : next - now;
 }
 
 static void stop_listening(struct server *s)
@@ -2382,9 +2505,11 @@ int cg_server_run(struct cg_kernel *k, const struct cg_server_config *cfg)
 	while (!s->stopping) {
 		int64_t now = cg_now_mono_ns();
 		struct epoll_event evs[128];
-		int n = epoll_wait(s->ep_fd, evs, 128, wait_timeout_ms(s, now));
+		int64_t wait = wait_timeout_ns(s, now);
+		struct timespec ts = { .tv_sec = wait / 1000000000, .tv_nsec = wait % 1000000000 };
+		int n = epoll_pwait2(s->ep_fd, evs, 128, wait < 0 ? NULL : &ts, NULL);
 		if (n < 0 && errno != EINTR) {
-			cg_log("error", NULL, "epoll_wait: %s", strerror(errno));
+			cg_log("error", NULL, "epoll_pwait2: %s", strerror(errno));
 			break;
 		}
 		s->in_batch = true;

@@ -12,6 +12,7 @@ import grp
 import json
 import os
 import random
+import re
 import signal
 import socket
 import subprocess
@@ -407,6 +408,52 @@ class Fairness(unittest.TestCase):
             resp = d.request(cgtest.make_request(action="ping"))
             self.assertEqual(resp["status"], "ok", resp)
 
+
+
+class LoopBudget(unittest.TestCase):
+    """While another uid's call runs, a uid gets at most half of the event
+    loop (docs/limits.md, "The loop's budget"). Judged by order and by the
+    daemon's own count, never by time."""
+
+    REFUSED = [["rm", "-rf", "/"]]
+
+    def refuse(self, d):
+        resp = d.request(cgtest.make_request(self.REFUSED))
+        self.assertEqual(code_of(resp), "EN-EXEC-D-001", resp)
+
+    def test_a_uid_alone_is_never_held(self):
+        with cgtest.Daemon(flags=nobody_flags()) as d:
+            for _ in range(60):
+                self.refuse(d)
+            self.assertNotIn("the loop's budget", d.log)
+
+    def test_a_held_uid_is_answered_while_another_uids_call_runs(self):
+        # root refuses one call at a time while nobody's `sleep 3` runs: each
+        # refusal holds root for as long as it took, and only the loop's timer
+        # ends that hold (nothing else happens meanwhile). All of root's
+        # answers must come while the sleep still runs; a hold that waited
+        # for another event would wait for the sleep's end.
+        with cgtest.Daemon(flags=nobody_flags()) as d:
+            os.chmod(d.workspace, 0o777)
+            req = line(cgtest.make_request([["sleep", "3"]], privileged=False))
+            out = []
+            t = threading.Thread(target=lambda: out.append(cgtest.as_uid(
+                NOBODY, lambda: cgtest.send_recv(d.socket, req, 60).decode())))
+            t.start()
+            deadline = time.monotonic() + 30
+            while not any(b'"type":"exec.started"' in x for x in cgtest.journal_lines(d.state_dir)):
+                self.assertLess(time.monotonic(), deadline, "nobody's call did not start")
+                time.sleep(0.02)
+            for _ in range(40):
+                self.refuse(d)
+            self.assertTrue(t.is_alive(), "root's refusals were answered only after the sleep")
+            t.join(60)
+            self.assertEqual(cgtest.parse_response(out[0].encode())["status"], "ok", out)
+            self.refuse(d)  # nobody's call is over: the spell ends and is logged
+            m = re.search(r"uid 0: held to half of the loop for \d+ ms \((\d+) request", d.log)
+            self.assertIsNotNone(m, d.log[-3000:])
+            self.assertGreaterEqual(int(m.group(1)), 30)
+            self.assertIsNone(d.proc.poll())
 
 class BackPressure(unittest.TestCase):
     def test_backlog_turns_calls_away_and_drops_no_event(self):
