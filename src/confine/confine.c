@@ -152,6 +152,8 @@ static __thread bool netns_given;
 static atomic_bool clone3_unusable;
 /* callgate-init, opened once (cg_confine_init_open), or -1: pid 1 stays a copy. */
 static _Atomic int init_fd = -1;
+/* CALLGATE_TEST_VIEW_STALL_MS (tests only): pid 1 sleeps this long before building its view. */
+static int view_stall_ms;
 
 /* The path of this process's cgroup in the hierarchy whose line matches key. */
 static int own_cgroup(const char *key, char *out, size_t len)
@@ -427,6 +429,14 @@ static bool init_trusted(int fd)
 
 int cg_confine_init_open(char *where, size_t len)
 {
+	const char *stall = getenv("CALLGATE_TEST_VIEW_STALL_MS");
+	char *end = NULL;
+	long ms = stall ? strtol(stall, &end, 10) : 0;
+	if (stall && end != stall && !*end && ms > 0 && ms <= 60000) {
+		view_stall_ms = (int)ms;
+		cg_log("warn", NULL, "confine: test-only CALLGATE_TEST_VIEW_STALL_MS=%ld in force",
+		       ms);
+	}
 	char self[PATH_MAX], cand[2][PATH_MAX + 32];
 	size_t n = 0;
 	ssize_t l = readlink("/proc/self/exe", self, sizeof(self) - 1);
@@ -1639,19 +1649,23 @@ __attribute__((noreturn)) static void exec_failed(const struct exec_args *a, int
 #define KEEP_FDS_MAX 32
 
 /*
- * Close every fd >= 3 but the report's and the Landlock rulesets'. All of
- * them are close-on-exec already, but this process was started while the
- * daemon held other calls' pipes, and until its exec (which waits for its
- * permit) it would hold their write ends too: another call's report or
- * output would not see EOF before our permit is on disk. More rulesets
- * than we can list: leave the fds to the exec.
+ * Close every fd >= 3 but the report's, the Landlock rulesets' and `also`
+ * (n_also of them; -1s are skipped). All of them are close-on-exec already,
+ * but this process was started while the daemon held other calls' pipes,
+ * and until its exec (which waits for its permit) it would hold their write
+ * ends too: another call's report or output would not see EOF before our
+ * permit is on disk. More rulesets than we can list: leave the fds to the
+ * exec.
  */
-static void close_others(const struct exec_args *a)
+static void close_others(const struct exec_args *a, const int *also, size_t n_also)
 {
 	int keep[KEEP_FDS_MAX];
 	size_t n = 0;
 	if (a->fail_fd >= 3)
 		keep[n++] = a->fail_fd;
+	for (size_t i = 0; i < n_also; i++)
+		if (also[i] >= 3)
+			keep[n++] = also[i];
 	for (size_t i = 0; i < a->plan->n_sets; i++) {
 		int fd = a->plan->sets[i].ruleset_fd;
 		if (fd < 3)
@@ -1679,7 +1693,7 @@ static void close_others(const struct exec_args *a)
 __attribute__((noreturn)) static void confine_and_exec(void *arg)
 {
 	const struct exec_args *a = arg;
-	close_others(a);
+	close_others(a, NULL, 0);
 	int rc = confine_tail(a->plan);
 	if (rc != 0)
 		exec_failed(a, CG_CONFINE_STEP_CONFINE, rc);
@@ -1703,6 +1717,19 @@ void cg_confine_exec(const struct cg_confine_plan *plan, const char *exe, char *
 		exec_failed(&a, CG_CONFINE_STEP_CONFINE, rc);
 	if (!plan->view)
 		confine_and_exec(&a);
+	/*
+	 * Pid 1 builds the view for about a millisecond before it execs
+	 * callgate-init: it lets go of other calls' pipes first, keeping only
+	 * what the view, the init and the command need.
+	 */
+	const int also[] = { cg_view_fd(plan->view), atomic_load(&init_fd) };
+	close_others(&a, also, CG_ARRAY_LEN(also));
+	if (view_stall_ms > 0) {
+		struct timespec ts = { view_stall_ms / 1000,
+				       (long)(view_stall_ms % 1000) * 1000000 };
+		while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+			;
+	}
 	if ((rc = cg_view_enter(plan->view)) != 0)
 		exec_failed(&a, CG_CONFINE_STEP_CONFINE, rc);
 	/* Returns on failure only: pid 1 could not start the command or become its init. */

@@ -392,6 +392,11 @@ static int child_filesystems(const struct cg_view *v, struct view_fds *f)
 	return 0;
 }
 
+int cg_view_fd(const struct cg_view *v)
+{
+	return v->empty_fd;
+}
+
 int cg_view_enter(const struct cg_view *v)
 {
 	const char *cwd = v->cwd;

@@ -103,6 +103,9 @@ bool cg_view_rules_in_child(const struct cg_view *v);
  */
 int cg_view_enter(const struct cg_view *v);
 
+/* The one descriptor cg_view_enter needs of the parent's (the tmpfs of holes), or -1. */
+int cg_view_fd(const struct cg_view *v);
+
 /* The most bytes of fn's argument cg_view_spawn copies for the command. */
 #define CG_VIEW_ARG_MAX 128
 

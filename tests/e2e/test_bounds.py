@@ -410,6 +410,59 @@ class Fairness(unittest.TestCase):
 
 
 
+class ViewsHoldNoOtherCallsSockets(unittest.TestCase):
+    """A call's pid 1 builds its view before it execs callgate-init; it lets
+    go of the daemon's other descriptors first (docs/confinement.md). Judged
+    by a peer's EOF while another call's pid 1 is still building its view
+    (a test-only stall keeps it there)."""
+
+    def children(self, pid):
+        out = []
+        for task in os.listdir("/proc/%d/task" % pid):
+            try:
+                with open("/proc/%d/task/%s/children" % (pid, task)) as f:
+                    out += [int(x) for x in f.read().split()]
+            except OSError:
+                pass
+        return out
+
+    def comm(self, pid):
+        try:
+            with open("/proc/%d/comm" % pid) as f:
+                return f.read().strip()
+        except OSError:
+            return None
+
+    def test_a_peer_gets_eof_while_another_calls_view_is_built(self):
+        env = {"CALLGATE_TEST_VIEW_STALL_MS": "4000"}
+        with cgtest.Daemon(env=env) as d:
+            ping = line(cgtest.make_request(action="ping"))
+            a = d.connect(timeout=60)
+            a.sendall(ping[:10])  # half a line: the daemon holds a's socket
+            time.sleep(0.3)
+            out = []
+            req = line(cgtest.make_request([["true"]], privileged=False))
+            t = threading.Thread(target=lambda: out.append(cgtest.send_recv(d.socket, req, 60)))
+            t.start()
+            # b's pid 1: a child of the daemon that has not exec'd callgate-init yet.
+            deadline = time.monotonic() + 10
+            pid1 = None
+            while pid1 is None:
+                self.assertLess(time.monotonic(), deadline, "no pid 1 for b's call")
+                pid1 = next((c for c in self.children(d.proc.pid)
+                             if self.comm(c) not in (None, "callgate-init")), None)
+                time.sleep(0.02)
+            time.sleep(0.3)  # cloned with a's socket in the daemon's table
+            a.sendall(ping[10:])
+            got = cgtest.recv_all(a)  # the answer, then EOF once nobody holds the socket
+            a.close()
+            self.assertEqual(cgtest.parse_response(got)["status"], "ok")
+            self.assertNotIn(self.comm(pid1), (None, "callgate-init"),
+                             "a's EOF came only once b's pid 1 let go of its descriptors")
+            t.join(60)
+            self.assertEqual(cgtest.parse_response(out[0])["status"], "ok", out)
+
+
 class LoopBudget(unittest.TestCase):
     """While another uid's call runs, a uid gets at most half of the event
     loop (docs/limits.md, "The loop's budget"). Judged by order and by the
