@@ -161,12 +161,12 @@ struct uidq {
 	struct uidq *next;	  /* all uids with a connection */
 	struct uidq *rr_next;	  /* the admission ring */
 	bool in_ring;
-	unsigned recent;       /* requests admitted lately (halved every SHARE_DECAY_MS) */
-	unsigned running;      /* its calls submitted and not answered yet (run, wait) */
-	int64_t run_start_ns;  /* when the newest of them was submitted */
+	unsigned recent; /* requests admitted lately (halved every SHARE_DECAY_MS) */
+	/* Its calls submitted and not answered yet (run, wait), oldest first. */
+	struct conn *run_head, *run_tail;
 	int64_t held_until_ns; /* the loop's budget: not admitted before this */
-	unsigned held;	       /* requests held since held_since_ns (logged when it ends) */
-	int64_t held_since_ns;
+	unsigned held;	       /* requests followed by a hold in this spell (budget_report) */
+	int64_t held_since_ns, held_last_ns; /* the spell: its first hold, its last one's end */
 };
 
 struct server;
@@ -207,7 +207,9 @@ struct conn {
 	bool cut;		 /* the response was cut; wbuf holds the error line */
 	struct conn *freed_next; /* freed within a batch: released after it */
 	uint64_t held;		 /* response bytes counted in server.out_held */
-	bool running;		 /* counted in its uid's running (conn_submit) */
+	bool running;		 /* in its uid's run list (run_begin) */
+	struct conn *run_prev, *run_next;
+	int64_t run_start_ns; /* when its call was submitted */
 };
 
 struct server {
@@ -251,6 +253,7 @@ struct server {
 	bool in_batch;	      /* handling one epoll batch: a freed conn is released after it */
 	struct conn *freed;   /* connections freed during the batch */
 	int64_t hold_wake_ns; /* admit() left only held uids queued: look again then */
+	bool no_pwait2;	      /* epoll_pwait2 is missing or filtered: loop_wait uses epoll_wait */
 };
 
 /* ---- small helpers ----------------------------------------------------- */
@@ -332,23 +335,24 @@ static struct uidq *uid_get(struct server *s, uid_t uid, bool create)
 }
 
 /* A spell of u's requests held by the loop's budget is over: say so, once. */
-static void budget_report(struct uidq *u, int64_t now)
+static void budget_report(struct uidq *u)
 {
 	if (u->held == 0)
 		return;
 	cg_log("info", NULL,
-	       "uid %u: held to half of the loop for %lld ms (%u request(s)) while other uids' "
-	       "calls ran (the loop's budget; docs/limits.md)",
-	       (unsigned)u->uid, (long long)((now - u->held_since_ns) / 1000000), u->held);
+	       "uid %u: held to half of the loop for %lld ms (%u request(s), each followed by a "
+	       "wait) while other uids' calls ran (the loop's budget; docs/limits.md)",
+	       (unsigned)u->uid, (long long)((u->held_last_ns - u->held_since_ns) / 1000000),
+	       u->held);
 	u->held = 0;
 }
 
 /* Free u once it holds no connection, no queued request and no recent admission. */
 static void uid_forget_idle(struct server *s, struct uidq *u)
 {
-	if (u->n_conns > 0 || u->in_ring || u->recent > 0 || u->running > 0)
+	if (u->n_conns > 0 || u->in_ring || u->recent > 0 || u->run_head)
 		return;
-	budget_report(u, cg_now_mono_ns());
+	budget_report(u);
 	for (struct uidq **pp = &s->uids; *pp; pp = &(*pp)->next)
 		if (*pp == u) {
 			*pp = u->next;
@@ -421,12 +425,16 @@ static void share_decay(struct server *s, int64_t now)
 	}
 }
 
-/* Has a uid other than u a call running that started within RUN_SHARE_MS? */
+/*
+ * Has a uid other than u a call running that was submitted within
+ * RUN_SHARE_MS? Each uid's run list is in submission order: its tail is the
+ * newest call still running.
+ */
 static bool others_running(const struct server *s, const struct uidq *u, int64_t now)
 {
 	for (const struct uidq *o = s->uids; o; o = o->next)
-		if (o != u && o->running > 0 &&
-		    now - o->run_start_ns < (int64_t)RUN_SHARE_MS * 1000000)
+		if (o != u && o->run_tail &&
+		    now - o->run_tail->run_start_ns < (int64_t)RUN_SHARE_MS * 1000000)
 			return true;
 	return false;
 }
@@ -439,9 +447,16 @@ static bool budget_held(const struct uidq *u, int64_t now)
 /* c's request went to the kernel and was not answered there and then: its call runs. */
 static void run_begin(struct conn *c, int64_t now)
 {
+	struct uidq *u = c->uq;
 	c->running = true;
-	c->uq->running++;
-	c->uq->run_start_ns = now;
+	c->run_start_ns = now;
+	c->run_next = NULL;
+	c->run_prev = u->run_tail;
+	if (u->run_tail)
+		u->run_tail->run_next = c;
+	else
+		u->run_head = c;
+	u->run_tail = c;
 }
 
 /*
@@ -453,14 +468,15 @@ static void budget_hold(struct server *s, struct uidq *u, int64_t t0)
 	int64_t now = cg_now_mono_ns();
 	if (!others_running(s, u, now)) {
 		u->held_until_ns = 0;
-		budget_report(u, now);
+		budget_report(u);
 		return;
 	}
 	u->held_until_ns = now + (now - t0);
 	if (u->held > 0 && now - u->held_since_ns >= (int64_t)HELD_REPORT_MS * 1000000)
-		budget_report(u, now); /* a long spell is logged as it goes */
+		budget_report(u); /* a long spell is logged as it goes */
 	if (u->held++ == 0)
 		u->held_since_ns = now;
+	u->held_last_ns = u->held_until_ns;
 }
 
 /* c's call was answered (or c is going): it no longer runs. */
@@ -469,8 +485,18 @@ static void run_end(struct conn *c)
 	if (!c->running)
 		return;
 	c->running = false;
-	if (c->uq)
-		c->uq->running--;
+	struct uidq *u = c->uq;
+	if (!u)
+		return;
+	if (c->run_prev)
+		c->run_prev->run_next = c->run_next;
+	else
+		u->run_head = c->run_next;
+	if (c->run_next)
+		c->run_next->run_prev = c->run_prev;
+	else
+		u->run_tail = c->run_prev;
+	c->run_prev = c->run_next = NULL;
 }
 
 static void ring_push(struct server *s, struct uidq *u)
@@ -1293,7 +1319,7 @@ static bool peer_hung_up(const struct conn *c)
 
 /*
  * Admit queued requests, one per uid in turn, while evidence keeps up. A
- * uid held by its budget keeps its place in the ring; when only held uids
+ * uid held by its budget goes to the back of the ring; when only held uids
  * are left, hold_wake_ns says when to look again.
  */
 static void admit(struct server *s)
@@ -2279,6 +2305,30 @@ static int add_src(struct server *s, int fd, struct src *src, enum src_kind kind
 	return epoll_ctl(s->ep_fd, EPOLL_CTL_ADD, fd, &ev);
 }
 
+/*
+ * Wait for events for at most wait_ns (-1: until one comes). epoll_pwait2
+ * (Linux 5.11) takes nanoseconds, which the loop's budget needs; where it is
+ * missing or filtered (ENOSYS, EPERM), epoll_wait with the wait rounded up
+ * to whole milliseconds, from then on.
+ */
+static int loop_wait(struct server *s, struct epoll_event *evs, int max, int64_t wait_ns)
+{
+	if (!s->no_pwait2) {
+		struct timespec ts = { .tv_sec = wait_ns / 1000000000,
+				       .tv_nsec = wait_ns % 1000000000 };
+		int n = epoll_pwait2(s->ep_fd, evs, max, wait_ns < 0 ? NULL : &ts, NULL);
+		if (n >= 0 || (errno != ENOSYS && errno != EPERM))
+			return n;
+		s->no_pwait2 = true;
+		cg_log("warn", NULL,
+		       "epoll_pwait2: %s; waiting in whole milliseconds (the loop's budget holds "
+		       "a uid up to 1 ms longer)",
+		       strerror(errno));
+	}
+	int64_t ms = wait_ns < 0 ? -1 : (wait_ns + 999999) / 1000000;
+	return epoll_wait(s->ep_fd, evs, max, ms > INT32_MAX ? INT32_MAX : (int)ms);
+}
+
 /* How long the loop may wait for events, in ns; -1: until one comes. */
 static int64_t wait_timeout_ns(struct server *s, int64_t now)
 {
@@ -2389,6 +2439,7 @@ static void stop_cleanly(struct server *s)
 int cg_server_run(struct cg_kernel *k, const struct cg_server_config *cfg)
 {
 	int ret = -1;
+	bool loop_failed = false;
 	struct server *s = calloc(1, sizeof(*s));
 	if (!s) {
 		cg_log("error", NULL, "out of memory");
@@ -2505,11 +2556,10 @@ int cg_server_run(struct cg_kernel *k, const struct cg_server_config *cfg)
 	while (!s->stopping) {
 		int64_t now = cg_now_mono_ns();
 		struct epoll_event evs[128];
-		int64_t wait = wait_timeout_ns(s, now);
-		struct timespec ts = { .tv_sec = wait / 1000000000, .tv_nsec = wait % 1000000000 };
-		int n = epoll_pwait2(s->ep_fd, evs, 128, wait < 0 ? NULL : &ts, NULL);
+		int n = loop_wait(s, evs, 128, wait_timeout_ns(s, now));
 		if (n < 0 && errno != EINTR) {
-			cg_log("error", NULL, "epoll_pwait2: %s", strerror(errno));
+			cg_log("error", NULL, "waiting for events: %s", strerror(errno));
+			loop_failed = true;
 			break;
 		}
 		s->in_batch = true;
@@ -2556,7 +2606,7 @@ int cg_server_run(struct cg_kernel *k, const struct cg_server_config *cfg)
 	(void)sd_notify(0, "STOPPING=1");
 	stop_cleanly(s);
 	cg_log("info", NULL, "stopped");
-	ret = 0;
+	ret = loop_failed ? -1 : 0; /* a loop that broke is a failure: systemd restarts it */
 close_fds:
 	for (size_t i = 0; i < MAX_NOTIFIERS; i++)
 		if (s->notifiers[i].pid) {

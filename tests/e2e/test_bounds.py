@@ -474,11 +474,17 @@ class LoopBudget(unittest.TestCase):
         resp = d.request(cgtest.make_request(self.REFUSED))
         self.assertEqual(code_of(resp), "EN-EXEC-D-001", resp)
 
+    def log_after(self, d):
+        """The log once the loop is past every request made so far: a spell
+        is logged after its request's answer, but before the next one's."""
+        self.assertEqual(d.request(cgtest.make_request(action="ping"))["status"], "ok")
+        return d.log
+
     def test_a_uid_alone_is_never_held(self):
         with cgtest.Daemon(flags=nobody_flags()) as d:
             for _ in range(60):
                 self.refuse(d)
-            self.assertNotIn("the loop's budget", d.log)
+            self.assertNotIn("the loop's budget", self.log_after(d))
 
     def test_a_held_uid_is_answered_while_another_uids_call_runs(self):
         # root refuses one call at a time while nobody's `sleep 3` runs: each
@@ -503,10 +509,33 @@ class LoopBudget(unittest.TestCase):
             t.join(60)
             self.assertEqual(cgtest.parse_response(out[0].encode())["status"], "ok", out)
             self.refuse(d)  # nobody's call is over: the spell ends and is logged
-            m = re.search(r"uid 0: held to half of the loop for \d+ ms \((\d+) request", d.log)
-            self.assertIsNotNone(m, d.log[-3000:])
+            log = self.log_after(d)
+            m = re.search(r"uid 0: held to half of the loop for \d+ ms \((\d+) request", log)
+            self.assertIsNotNone(m, log[-3000:])
             self.assertGreaterEqual(int(m.group(1)), 30)
             self.assertIsNone(d.proc.poll())
+
+    def test_a_call_running_past_its_second_holds_nobody(self):
+        # nobody's `sleep 6` has run for more than 1 s; a quick `true` of
+        # nobody's has come and gone since. Neither may hold root now.
+        with cgtest.Daemon(flags=nobody_flags()) as d:
+            os.chmod(d.workspace, 0o777)
+
+            def nobody(pipeline):
+                req = line(cgtest.make_request(pipeline, privileged=False))
+                return cgtest.as_uid(NOBODY, lambda: cgtest.send_recv(d.socket, req, 60).decode())
+            out = []
+            t = threading.Thread(target=lambda: out.append(nobody([["sleep", "6"]])))
+            t.start()
+            time.sleep(1.5)
+            self.assertEqual(cgtest.parse_response(nobody([["true"]]).encode())["status"], "ok")
+            time.sleep(0.2)
+            for _ in range(40):
+                self.refuse(d)
+            self.assertTrue(t.is_alive())
+            t.join(60)
+            self.refuse(d)
+            self.assertNotIn("the loop's budget", self.log_after(d))
 
 class BackPressure(unittest.TestCase):
     def test_backlog_turns_calls_away_and_drops_no_event(self):
