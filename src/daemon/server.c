@@ -21,10 +21,11 @@
  *  - Requests that arrive together are decided round robin over uids, never
  *    in the listening socket's backlog order: one uid's reconnecting flood
  *    fills the backlog, not the turns.
- *  - While another uid's call runs (one submitted within RUN_SHARE_MS), a uid
- *    MUST NOT get more than half of the loop: after each of its requests it
- *    waits as long as that request took (budget_hold). The loop's own timer
- *    ends the wait; it never waits for an unrelated event.
+ *  - While another uid's call runs (one submitted within RUN_SHARE_MS), each
+ *    of a uid's requests MUST be followed by a wait as long as the request
+ *    took on the loop (budget_hold): about half of the loop for that uid.
+ *    The loop's own timer ends the wait; it never waits for an unrelated
+ *    event.
  *  - A connection freed while a batch of events is handled MUST NOT be
  *    released before the batch ends: answers are handed out between its
  *    events, and a later event of the batch may point at it (SRC_FREED).
@@ -104,7 +105,7 @@
 /*
  * The loop's budget per uid: while another uid has a call running that
  * started within RUN_SHARE_MS, a uid is held after each of its requests for
- * as long as that request took on the loop, so it gets at most half of the
+ * as long as that request took on the loop, so it gets about half of the
  * loop (and of what its requests cost the evidence threads and its own
  * clients), and the other uid's call the CPU it needs. A call running
  * longer (a build, a wait for a human) stops holding others back.
