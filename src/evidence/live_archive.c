@@ -7,8 +7,8 @@
  *
  * The members are POSIX ustar, written by hand: a 512-byte header (name,
  * mode, size, mtime, checksum, magic) and the file's bytes padded to 512.
- * That is the whole format this needs; libarchive (used to read archives
- * and by retention) stays unloaded.
+ * That is the whole format this needs, and the only one read back
+ * (cg_ustar_header); libarchive (used by retention to pack) stays unloaded.
  *
  * Invariants:
  *  - A trace's index line is written only after all five of its members:
@@ -124,6 +124,12 @@ int cg_ustar_header(const unsigned char h[512], uint64_t pos, uint64_t file_size
 	snprintf(name, cap, "%s", (const char *)h);
 	*next = pos + BLOCK + padded(size); /* size < 8 GiB: no overflow */
 	return *next <= file_size ? 0 : -2;
+}
+
+uint64_t cg_ustar_size(const unsigned char h[512])
+{
+	uint64_t size = 0;
+	return octal_field(h + 124, 12, &size) ? size : 0;
 }
 
 int cg_ustar_member(int fd, uint64_t pos, uint64_t file_size, char *name, size_t cap,

@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * retention — packed trace packages (see retention.h). The tar is written and
- * read with libarchive; the index is ours.
+ * retention — packed trace packages (see retention.h). The tar is written
+ * with libarchive and read with the strict ustar reader of live_archive.c
+ * (cg_ustar_header), the one the archive walk uses; the index is ours.
  *
- * libarchive is loaded the first time an archive is read or written, not at
- * start-up: with the libraries it pulls in (ICU, libxml2, nettle, bzip2, zlib)
- * it is 1.4 MiB of resident pages that a daemon which never packs or reads an
- * archive would carry for nothing.
+ * libarchive is loaded the first time an archive is packed, not at start-up:
+ * with the libraries it pulls in (ICU, libxml2, nettle, bzip2, zlib) it is
+ * 1.4 MiB of resident pages that a daemon which never packs would carry for
+ * nothing.
  */
 #include "retention.h"
 
@@ -561,56 +562,86 @@ void cg_archive_audit(const char *state_dir, const struct cg_archive_index *ix,
 
 /* ---- reading a trace's members ---------------------------------------------------- */
 
+/*
+ * n bytes at pos into dst: from the window win (win_len bytes read at
+ * win_at) when they are all in it, else read. 0, or -1 with errno.
+ */
+static int bytes_at(int fd, const unsigned char *win, uint64_t win_at, size_t win_len, uint64_t pos,
+		    void *dst, size_t n)
+{
+	if (pos >= win_at && pos - win_at <= win_len && n <= win_len - (pos - win_at)) {
+		memcpy(dst, win + (pos - win_at), n);
+		return 0;
+	}
+	ssize_t got = pread(fd, dst, n, (off_t)pos);
+	if (got == (ssize_t)n)
+		return 0;
+	if (got >= 0)
+		errno = EIO;
+	return -1;
+}
+
+/*
+ * trace_id's members from x->off on, read as the archive walk reads them
+ * (cg_ustar_header: plain ustar, strictly written numbers), so that what
+ * replay and verdict check is what the walk vouched for. A package is read
+ * with one pread of PACKAGE_WINDOW bytes when it fits.
+ */
+#define PACKAGE_WINDOW ((size_t)64 << 10)
 static int load_archived(const char *state_dir, const struct ix_entry *x, const char *trace_id,
 			 struct cg_package_files *pf)
 {
 	char path[4400], prefix[CG_TRACE_ID_MAX + 2];
 	snprintf(path, sizeof(path), "%s/%s/%s", state_dir, CG_ARCHIVE_DIR, x->archive);
 	snprintf(prefix, sizeof(prefix), "%s/", trace_id);
-	if (!la_ready())
-		return -1;
+	size_t plen = strlen(prefix);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	if (lseek(fd, (off_t)x->off, SEEK_SET) < 0) {
-		close(fd);
-		return -1;
-	}
-	struct archive *a = la.archive_read_new();
-	if (!a || la.archive_read_support_format_tar(a) != ARCHIVE_OK ||
-	    la.archive_read_open_fd(a, fd, 10240) != ARCHIVE_OK) {
-		la.archive_read_free(a);
-		close(fd);
-		errno = EIO;
+	struct stat st;
+	unsigned char *win = fd >= 0 ? malloc(PACKAGE_WINDOW) : NULL;
+	if (fd < 0 || !win || fstat(fd, &st) != 0) {
+		int e = fd < 0 || win ? errno : ENOMEM;
+		free(win);
+		if (fd >= 0)
+			close(fd);
+		errno = e;
 		return -1;
 	}
+	uint64_t size = (uint64_t)st.st_size, pos = x->off;
+	ssize_t got = pos < size ? pread(fd, win, PACKAGE_WINDOW, (off_t)pos) : 0;
+	size_t win_len = got > 0 ? (size_t)got : 0;
 	snprintf(pf->where, sizeof(pf->where), "%s/%s:%s", CG_ARCHIVE_DIR, x->archive, trace_id);
 	pf->archived = true;
-	struct archive_entry *en;
 	int rc = 0;
 	size_t members = 0;
-	while (la.archive_read_next_header(a, &en) == ARCHIVE_OK) {
-		const char *name = la.archive_entry_pathname(en);
-		if (!name || strncmp(name, prefix, strlen(prefix)) != 0)
-			break; /* the next trace's members */
+	for (;;) {
+		unsigned char h[512];
+		char name[128];
+		uint64_t next = 0;
+		if (pos + sizeof(h) > size ||
+		    bytes_at(fd, win, x->off, win_len, pos, h, sizeof(h)) != 0 ||
+		    cg_ustar_header(h, pos, size, name, sizeof(name), &next) != 0 ||
+		    strncmp(name, prefix, plen) != 0)
+			break; /* the end, what the walk reports, or the next trace's members */
 		members++;
-		la_int64_t size = la.archive_entry_size(en);
-		if (size < 0 || (uint64_t)size > CG_PACKAGE_FILE_CAP) {
-			(void)pf_add(pf, name + strlen(prefix), NULL, 0);
-			continue;
-		}
-		char *p = malloc((size_t)size + 1);
-		la_ssize_t got = p ? la.archive_read_data(a, p, (size_t)size) : -1;
-		if (got != (la_ssize_t)size) {
-			free(p);
-			p = NULL;
-			size = 0;
+		uint64_t len = cg_ustar_size(h);
+		if (len > CG_PACKAGE_FILE_CAP) {
+			rc = pf_add(pf, name + plen, NULL, 0);
 		} else {
-			p[size] = '\0';
+			char *p = malloc((size_t)len + 1);
+			if (p && bytes_at(fd, win, x->off, win_len, pos + sizeof(h), p,
+					  (size_t)len) == 0) {
+				p[len] = '\0';
+				rc = pf_add(pf, name + plen, p, (size_t)len);
+			} else {
+				free(p);
+				rc = pf_add(pf, name + plen, NULL, 0);
+			}
 		}
-		rc = pf_add(pf, name + strlen(prefix), p, (size_t)size);
+		if (rc != 0)
+			break;
+		pos = next;
 	}
-	la.archive_read_free(a);
+	free(win);
 	close(fd);
 	if (rc == 0 && members == 0) {
 		errno = ENOENT; /* the index points at another trace */

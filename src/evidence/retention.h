@@ -137,6 +137,8 @@ int cg_ustar_member(int fd, uint64_t pos, uint64_t file_size, char *name, size_t
 /* The same for a header block h already read from pos. */
 int cg_ustar_header(const unsigned char h[512], uint64_t pos, uint64_t file_size, char *name,
 		    size_t cap, uint64_t *next);
+/* The member's size from a header cg_ustar_header accepted. */
+uint64_t cg_ustar_size(const unsigned char h[512]);
 
 /*
  * Is the member name "ID/FILE", ID a valid trace id (into id, cap bytes) and
