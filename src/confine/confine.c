@@ -1713,17 +1713,21 @@ void cg_confine_exec(const struct cg_confine_plan *plan, const char *exe, char *
 		execve(exe, argv, envp);
 		exec_failed(&a, CG_CONFINE_STEP_EXEC, errno);
 	}
+	/*
+	 * This process was cloned with every descriptor the daemon had, other
+	 * peers' sockets among them. It lets go of them first, before the
+	 * network namespace it may make (0.5-8 ms when the pool has none
+	 * ready) and, as a view's pid 1, before the view (until it execs
+	 * callgate-init), keeping only what the steps below need.
+	 */
+	const int also[] = { plan->view ? cg_view_fd(plan->view) : -1,
+			     plan->view ? atomic_load(&init_fd) : -1,
+			     plan->n_egress ? plan->egress_fd : -1 };
+	close_others(&a, also, CG_ARRAY_LEN(also));
 	if ((rc = confine_head(plan)) != 0)
 		exec_failed(&a, CG_CONFINE_STEP_CONFINE, rc);
 	if (!plan->view)
 		confine_and_exec(&a);
-	/*
-	 * Pid 1 builds the view for about a millisecond before it execs
-	 * callgate-init: it lets go of other calls' pipes first, keeping only
-	 * what the view, the init and the command need.
-	 */
-	const int also[] = { cg_view_fd(plan->view), atomic_load(&init_fd) };
-	close_others(&a, also, CG_ARRAY_LEN(also));
 	if (view_stall_ms > 0) {
 		struct timespec ts = { view_stall_ms / 1000,
 				       (long)(view_stall_ms % 1000) * 1000000 };
