@@ -363,6 +363,17 @@ void cg_buf_free(struct cg_buf *b)
 	b->len = b->alloc = 0;
 }
 
+long cg_test_knob(const char *name, long def, long max)
+{
+	const char *v = getenv(name);
+	char *end = NULL;
+	long n = v ? strtol(v, &end, 10) : 0;
+	if (!v || end == v || *end || n <= 0 || n > max)
+		return def;
+	cg_log("warn", NULL, "test-only %s=%ld in force", name, n);
+	return n;
+}
+
 void cg_log(const char *level, const char *trace_id, const char *fmt, ...)
 {
 	char ts[40], msg[1024];

@@ -95,6 +95,12 @@ void cg_buf_free(struct cg_buf *b);
  */
 char *cg_buf_cstr(struct cg_buf *b);
 
+/*
+ * A test-only knob: the environment variable name as a number from 1 to max,
+ * logged as a warning when set; def when it is unset or not such a number.
+ */
+long cg_test_knob(const char *name, long def, long max);
+
 /* Log a line to stderr with a level and optional trace id (daemon log). */
 void cg_log(const char *level, const char *trace_id, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -429,14 +429,7 @@ static bool init_trusted(int fd)
 
 int cg_confine_init_open(char *where, size_t len)
 {
-	const char *stall = getenv("CALLGATE_TEST_VIEW_STALL_MS");
-	char *end = NULL;
-	long ms = stall ? strtol(stall, &end, 10) : 0;
-	if (stall && end != stall && !*end && ms > 0 && ms <= 60000) {
-		view_stall_ms = (int)ms;
-		cg_log("warn", NULL, "confine: test-only CALLGATE_TEST_VIEW_STALL_MS=%ld in force",
-		       ms);
-	}
+	view_stall_ms = (int)cg_test_knob("CALLGATE_TEST_VIEW_STALL_MS", 0, 60000);
 	char self[PATH_MAX], cand[2][PATH_MAX + 32];
 	size_t n = 0;
 	ssize_t l = readlink("/proc/self/exe", self, sizeof(self) - 1);

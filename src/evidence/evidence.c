@@ -42,6 +42,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
@@ -1543,17 +1544,6 @@ void cg_evidence_wake_below(struct cg_evidence *ev, size_t level, int fd)
 }
 
 /* A positive number from a test-only environment variable, or def. */
-static long test_knob(const char *name, long def)
-{
-	const char *v = getenv(name);
-	char *end = NULL;
-	long n = v ? strtol(v, &end, 10) : 0;
-	if (!v || end == v || *end || n <= 0)
-		return def;
-	cg_log("warn", NULL, "evidence: test-only %s=%ld in force", name, n);
-	return n;
-}
-
 void cg_evidence_set_packages(struct cg_evidence *ev, bool archive)
 {
 	if (ev)
@@ -2071,8 +2061,8 @@ int cg_evidence_open(const struct cg_evidence_config *cfg, struct cg_evidence **
 	}
 	ev->cfg = *cfg;
 	if (!ev->cfg.segment_bytes)
-		ev->cfg.segment_bytes =
-		    (uint64_t)test_knob("CALLGATE_TEST_SEGMENT_BYTES", (long)DEFAULT_SEGMENT_BYTES);
+		ev->cfg.segment_bytes = (uint64_t)cg_test_knob(
+		    "CALLGATE_TEST_SEGMENT_BYTES", (long)DEFAULT_SEGMENT_BYTES, LONG_MAX);
 	if (!ev->cfg.checkpoint_every)
 		ev->cfg.checkpoint_every = DEFAULT_CKPT_EVERY;
 	if (ev->cfg.checkpoint_ms <= 0)
@@ -2081,9 +2071,11 @@ int cg_evidence_open(const struct cg_evidence_config *cfg, struct cg_evidence **
 		ev->cfg.checkpoint_ms = CKPT_MS_MAX;
 	ev->lock_fd = ev->seg_fd = ev->ckpt_fd = ev->dir_fd = -1;
 	ev->wake_fd = -1;
-	ev->high_water = (size_t)test_knob("CALLGATE_TEST_EVIDENCE_HIGH_WATER", ADMIT_HIGH_WATER);
-	ev->stall_ms = (int)test_knob("CALLGATE_TEST_EVIDENCE_STALL_MS", 0);
-	ev->pack_tick_ms = (int)test_knob("CALLGATE_TEST_RETENTION_TICK_MS", RETENTION_TICK_MS);
+	ev->high_water =
+	    (size_t)cg_test_knob("CALLGATE_TEST_EVIDENCE_HIGH_WATER", ADMIT_HIGH_WATER, LONG_MAX);
+	ev->stall_ms = (int)cg_test_knob("CALLGATE_TEST_EVIDENCE_STALL_MS", 0, LONG_MAX);
+	ev->pack_tick_ms =
+	    (int)cg_test_knob("CALLGATE_TEST_RETENTION_TICK_MS", RETENTION_TICK_MS, LONG_MAX);
 	ev->retention_s = cfg->retention_s;
 	atomic_store(&ev->archive, cfg->archive);
 	ev->live = (struct cg_live_archive)CG_LIVE_ARCHIVE_INIT;

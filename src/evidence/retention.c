@@ -596,13 +596,14 @@ static int load_archived(const char *state_dir, const struct ix_entry *x, const 
 	snprintf(prefix, sizeof(prefix), "%s/", trace_id);
 	size_t plen = strlen(prefix);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
 	struct stat st;
-	unsigned char *win = fd >= 0 ? malloc(PACKAGE_WINDOW) : NULL;
-	if (fd < 0 || !win || fstat(fd, &st) != 0) {
-		int e = fd < 0 || win ? errno : ENOMEM;
+	unsigned char *win = malloc(PACKAGE_WINDOW);
+	if (!win || fstat(fd, &st) != 0) {
+		int e = win ? errno : ENOMEM;
 		free(win);
-		if (fd >= 0)
-			close(fd);
+		close(fd);
 		errno = e;
 		return -1;
 	}

@@ -193,3 +193,21 @@ Test(base, file_zeros_finds_one_byte_and_the_end)
 	cr_assert_not(cg_file_zeros(fd, 199999, 200001), "bytes past the end");
 	fclose(f);
 }
+
+/* cg_test_knob: only a whole number from 1 to max counts; anything else is the default. */
+Test(base, test_knob_takes_only_a_number_in_range)
+{
+	const char *n = "CALLGATE_TEST_UNIT_KNOB";
+	(void)unsetenv(n);
+	cr_assert_eq(cg_test_knob(n, 7, 100), 7);
+	static const struct {
+		const char *v;
+		long want;
+	} cases[] = { { "12", 12 }, { "100", 100 }, { "101", 7 }, { "0", 7 },
+		      { "-3", 7 },  { "12x", 7 },   { "", 7 },	  { "x", 7 } };
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		cr_assert_eq(setenv(n, cases[i].v, 1), 0);
+		cr_assert_eq(cg_test_knob(n, 7, 100), cases[i].want, "%s", cases[i].v);
+	}
+	(void)unsetenv(n);
+}
