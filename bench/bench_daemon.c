@@ -9,7 +9,10 @@
  *   spawn_idle_median_ms, spawn_flood_*_ms  the probe's own posix_spawn of
  *                         /bin/true after each of its calls: what the load
  *                         alone does to starting a process (the floor)
- *   refused_per_s         refused calls answered per second (64 callers)
+ *   refused_per_s         refused calls answered per second (64 callers),
+ *                         with the probe's allowed calls running beside them
+ *   refused_alone_per_s   the same flood with nothing else running: the
+ *                         daemon's throughput for refusals
  *   allowed_per_s         durable governed /bin/true per second (64 callers)
  *   floor_spawn_per_s     bare posix_spawn+wait of /bin/true per second, 64
  *                         threads: the most allowed calls/s could reach here
@@ -684,6 +687,18 @@ int main(int argc, char **argv)
 		kv("journal_bytes_per_refused", (double)(journal_size() - j0) / (double)refused);
 		kv("trace_bytes_per_refused", (double)(du("traces") - t0) / (double)refused);
 	}
+
+	/*
+	 * The same flood with no probe in it: the loop's budget holds the
+	 * flooder while another uid's call runs (docs/limits.md), so the rate
+	 * above is what a flood gets beside a steady stream of allowed calls,
+	 * and this one is the daemon's own throughput for refusals.
+	 */
+	struct load fa = { .body = REFUSED, .want = "\"status\":\"denied\"" };
+	dt = run_load(&fa, 64, flood_secs, NULL);
+	kv("refused_alone_per_s", (double)atomic_load(&fa.ok) / dt);
+	kv("refused_alone_turned_away", (double)atomic_load(&fa.bad));
+	settle();
 
 	if (flood_only)
 		goto replay;
