@@ -208,7 +208,7 @@ static int64_t once(const struct variant *v)
 			_exit(111);
 		if (v->mode == M_VIEW) { /* the view's own time is in the whole-exec figure */
 			*child_ns = 0;
-			cg_confine_exec(plan, argv[0], argv, environ, view_failed, -1);
+			cg_confine_exec(plan, argv[0], argv, environ, view_failed, NULL, -1);
 		}
 		int64_t c0 = cg_now_mono_ns();
 		if (cg_confine_child(plan) != 0)

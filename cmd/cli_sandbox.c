@@ -595,7 +595,7 @@ int cg_cli_sandbox(const struct cg_cli *g, int argc, char **argv)
 		if (e)
 			child_fail(pfd[1], 0, e);
 		(void)sigprocmask(SIG_SETMASK, &old, NULL);
-		cg_confine_exec(plan, exe, cmd, env, confine_failed, pfd[1]);
+		cg_confine_exec(plan, exe, cmd, env, confine_failed, NULL, pfd[1]);
 	}
 	cg_tree_add(tree, pid);
 	(void)close(pfd[1]);

@@ -1630,6 +1630,7 @@ struct exec_args {
 	char *const *argv;
 	char *const *envp;
 	cg_confine_fail_fn fail;
+	cg_confine_ready_fn ready;
 	int fail_fd;
 };
 
@@ -1693,16 +1694,21 @@ __attribute__((noreturn)) static void confine_and_exec(void *arg)
 	/* Write-ahead: everything is ready; the command itself waits for its permit. */
 	if (a->plan->gate && (rc = cg_gate_wait(a->plan->gate, CONFINE_GATE_WAIT_MS)) != 0)
 		exec_failed(a, CG_CONFINE_STEP_CONFINE, rc);
+	if (a->ready)
+		a->ready(a->fail_fd);
 	execve(a->exe, a->argv, a->envp);
 	exec_failed(a, CG_CONFINE_STEP_EXEC, errno);
 }
 
 void cg_confine_exec(const struct cg_confine_plan *plan, const char *exe, char *const *argv,
-		     char *const *envp, cg_confine_fail_fn fail, int fail_fd)
+		     char *const *envp, cg_confine_fail_fn fail, cg_confine_ready_fn ready,
+		     int fail_fd)
 {
-	struct exec_args a = { plan, exe, argv, envp, fail, fail_fd };
+	struct exec_args a = { plan, exe, argv, envp, fail, ready, fail_fd };
 	int rc;
 	if (!plan) {
+		if (ready)
+			ready(fail_fd);
 		execve(exe, argv, envp);
 		exec_failed(&a, CG_CONFINE_STEP_EXEC, errno);
 	}

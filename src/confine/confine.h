@@ -90,17 +90,27 @@ int cg_confine_child(const struct cg_confine_plan *plan);
 typedef void (*cg_confine_fail_fn)(int fd, int step, int err);
 
 /*
+ * How the command says it reached its execve: called right before it, with
+ * its permit and its confinement in place, so that a parent can tell an
+ * exec (this, then the close-on-exec fd's EOF) from a death on the way
+ * (EOF alone). May return; async-signal-safe. fd as for fail. NULL: none.
+ */
+typedef void (*cg_confine_ready_fn)(int fd);
+
+/*
  * In the child made by cg_confine_fork, after fd set-up and fchdir to the
  * call's cwd: apply the plan (the view first, if any) and execve. Never
  * returns: on failure, fail(fail_fd, step, errno) is called, step saying
  * whether confinement or execve failed, in whichever process failed: with
  * a view, that is pid 1 of the call's namespaces while it builds the view,
  * and the command's own process (pid 2, its init already running) after.
+ * ready(fail_fd) is called right before the command's execve.
  * plan may be NULL (plain execve). Async-signal-safe.
  */
 __attribute__((noreturn)) void cg_confine_exec(const struct cg_confine_plan *plan, const char *exe,
 					       char *const *argv, char *const *envp,
-					       cg_confine_fail_fn fail, int fail_fd);
+					       cg_confine_fail_fn fail, cg_confine_ready_fn ready,
+					       int fail_fd);
 
 /* What was enforced: constraints, Landlock ABI, downgrades. New reference. */
 json_t *cg_confine_report(const struct cg_confine_plan *plan);

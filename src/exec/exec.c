@@ -68,6 +68,7 @@ enum child_step {
 	STEP_CHDIR,
 	STEP_CONFINE,
 	STEP_EXEC,
+	STEP_READY, /* not a failure: the command is at its execve (child_ready) */
 };
 
 static const char *step_name(int step)
@@ -117,6 +118,14 @@ __attribute__((noreturn)) static void child_fail(int report_fd, int step, int er
 __attribute__((noreturn)) static void confine_failed(int report_fd, int step, int err)
 {
 	child_fail(report_fd, step == CG_CONFINE_STEP_EXEC ? STEP_EXEC : STEP_CONFINE, err);
+}
+
+/* Child only: the command is at its execve, its permit and confinement in place. */
+static void child_ready(int report_fd)
+{
+	int msg[2] = { STEP_READY, 0 };
+	ssize_t w = write(report_fd, msg, sizeof(msg));
+	(void)w; /* the parent reads EOF alone then: a death, never a run it did not see */
 }
 
 /* Child only: dup fd to a number >= 3 so that dup2 onto 0..2 cannot clobber it. */
@@ -182,7 +191,7 @@ __attribute__((noreturn)) static void child_run(const struct child_args *a)
 	if (fchdir(dir_hi) != 0)
 		child_fail(report_fd, STEP_CHDIR, errno);
 	/* Never returns: a failure is reported by whichever process met it. */
-	cg_confine_exec(a->plan, a->exe, a->argv, a->envp, confine_failed, report_fd);
+	cg_confine_exec(a->plan, a->exe, a->argv, a->envp, confine_failed, child_ready, report_fd);
 }
 
 static int child_main(void *arg)
@@ -388,6 +397,43 @@ static struct cg_reply *spawn_failed(size_t stage, const char *exe, int step, in
 }
 
 /*
+ * What a stage's error pipe says, read to its EOF (every holder exec'd or
+ * died: the pipe is close-on-exec). READY then EOF: the command exec'd.
+ * (step, errno), after READY or alone: it failed there. EOF alone: it died
+ * before its execve (its pid 1 killed while the view was built, or the
+ * command while it waited for its permit), so nothing of the stage ran,
+ * even if it is later reaped with a signal. 0, or -1 with *err.
+ */
+static int read_report(int fd, size_t stage, const char *exe, struct cg_reply **err)
+{
+	int msg[4];
+	size_t have = 0;
+	ssize_t got = 0;
+	while (have < sizeof(msg) &&
+	       (got = cg_read_some(fd, (char *)msg + have, sizeof(msg) - have)) > 0)
+		have += (size_t)got;
+	if (have < sizeof(msg) && got < 0) {
+		*err = spawn_failed(stage, exe, 0, errno);
+		return -1;
+	}
+	if (have % (2 * sizeof(msg[0])) != 0) {
+		*err = spawn_failed(stage, exe, 0, EIO);
+		return -1;
+	}
+	for (size_t k = 0; k + 1 < have / sizeof(msg[0]); k += 2)
+		if (msg[k] != STEP_READY) {
+			*err = spawn_failed(stage, exe, msg[k], msg[k + 1]);
+			return -1;
+		}
+	if (have == 0) {
+		*err = cg_reply_new(CG_R_EXEC_KILLED_BEFORE_START, "{s:I,s:s}", "stage",
+				    (json_int_t)stage, "exe", exe ? exe : "");
+		return -1;
+	}
+	return 0;
+}
+
+/*
  * Open pipes, fork every stage. 0, or -1 with *err after killing and reaping
  * whatever had started.
  */
@@ -460,18 +506,11 @@ static int spawn_all(struct run *r, struct cg_reply **err)
 		r->started = i + 1;
 		cg_tree_add(r->tree, pid);
 
-		/* EOF: exec succeeded (the pipe was close-on-exec). Else (step, errno). */
-		int msg[2];
-		ssize_t got = cg_read_some(report[0], msg, sizeof(msg));
+		if (read_report(report[0], i, a.exe, err) != 0) {
+			(void)close(report[0]);
+			goto abort;
+		}
 		(void)close(report[0]);
-		if (got == (ssize_t)sizeof(msg)) {
-			*err = spawn_failed(i, a.exe, msg[0], msg[1]);
-			goto abort;
-		}
-		if (got != 0) {
-			*err = spawn_failed(i, a.exe, 0, got < 0 ? errno : EIO);
-			goto abort;
-		}
 		/* A child of ours is not reaped yet, so its pid cannot be reused here. */
 		r->procs[i].pidfd = pidfd_open(pid, 0);
 	}

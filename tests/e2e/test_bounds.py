@@ -410,28 +410,44 @@ class Fairness(unittest.TestCase):
 
 
 
+def children(pid):
+    """Every child of pid, whichever of its threads made it."""
+    out = []
+    for task in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/children" % (pid, task)) as f:
+                out += [int(x) for x in f.read().split()]
+        except OSError:
+            pass
+    return out
+
+
+def comm(pid):
+    try:
+        with open("/proc/%d/comm" % pid) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def view_pid1(d):
+    """A call's pid 1 that has not exec'd callgate-init yet: a child of the
+    daemon (the stall knob keeps it there)."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        pid1 = next((c for c in children(d.proc.pid)
+                     if comm(c) not in (None, "callgate-init")), None)
+        if pid1 is not None:
+            return pid1
+        time.sleep(0.02)
+    raise AssertionError("no pid 1 for the call")
+
+
 class ViewsHoldNoOtherCallsSockets(unittest.TestCase):
     """A call's pid 1 builds its view before it execs callgate-init; it lets
     go of the daemon's other descriptors first (docs/confinement.md). Judged
     by a peer's EOF while another call's pid 1 is still building its view
     (a test-only stall keeps it there)."""
-
-    def children(self, pid):
-        out = []
-        for task in os.listdir("/proc/%d/task" % pid):
-            try:
-                with open("/proc/%d/task/%s/children" % (pid, task)) as f:
-                    out += [int(x) for x in f.read().split()]
-            except OSError:
-                pass
-        return out
-
-    def comm(self, pid):
-        try:
-            with open("/proc/%d/comm" % pid) as f:
-                return f.read().strip()
-        except OSError:
-            return None
 
     def test_a_peer_gets_eof_while_another_calls_view_is_built(self):
         env = {"CALLGATE_TEST_VIEW_STALL_MS": "4000"}
@@ -444,23 +460,54 @@ class ViewsHoldNoOtherCallsSockets(unittest.TestCase):
             req = line(cgtest.make_request([["true"]], privileged=False))
             t = threading.Thread(target=lambda: out.append(cgtest.send_recv(d.socket, req, 60)))
             t.start()
-            # b's pid 1: a child of the daemon that has not exec'd callgate-init yet.
-            deadline = time.monotonic() + 10
-            pid1 = None
-            while pid1 is None:
-                self.assertLess(time.monotonic(), deadline, "no pid 1 for b's call")
-                pid1 = next((c for c in self.children(d.proc.pid)
-                             if self.comm(c) not in (None, "callgate-init")), None)
-                time.sleep(0.02)
+            pid1 = view_pid1(d)  # b's
             time.sleep(0.3)  # cloned with a's socket in the daemon's table
             a.sendall(ping[10:])
             got = cgtest.recv_all(a)  # the answer, then EOF once nobody holds the socket
             a.close()
             self.assertEqual(cgtest.parse_response(got)["status"], "ok")
-            self.assertNotIn(self.comm(pid1), (None, "callgate-init"),
+            self.assertNotIn(comm(pid1), (None, "callgate-init"),
                              "a's EOF came only once b's pid 1 let go of its descriptors")
             t.join(60)
             self.assertEqual(cgtest.parse_response(out[0])["status"], "ok", out)
+
+
+class KilledBeforeItsCommandStarts(unittest.TestCase):
+    """A stage whose pid 1 dies while it builds the view never ran its
+    command. The reply, the journal's exec.finished and the sealed verdict
+    must say so, not report a command that ran and died of a signal. Judged
+    by effect too: the command would have made a file."""
+
+    def test_pid1_killed_while_the_view_is_built(self):
+        env = {"CALLGATE_TEST_VIEW_STALL_MS": "4000"}
+        with cgtest.Daemon(env=env) as d:
+            made = os.path.join(d.workspace, "ran")
+            req = line(cgtest.make_request([["touch", made]], privileged=False,
+                                           cwd=d.workspace))
+            out = []
+            t = threading.Thread(target=lambda: out.append(cgtest.send_recv(d.socket, req, 60)))
+            t.start()
+            os.kill(view_pid1(d), signal.SIGKILL)
+            t.join(60)
+            resp = cgtest.parse_response(out[0])
+            self.assertEqual(resp["status"], "error", resp)
+            self.assertEqual(resp["reply"]["message_key"], "EXEC_KILLED_BEFORE_START", resp)
+            self.assertFalse(os.path.exists(made))
+            tid = resp["reply"]["trace_id"]
+            deadline = time.monotonic() + 10  # the trace is sealed after the answer
+            while True:
+                mine = [e for e in map(json.loads, cgtest.journal_lines(d.state_dir))
+                        if e["trace"] == tid]
+                if any(e["type"] == "seal" for e in mine) or time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
+            finished = [e for e in mine if e["type"] == "exec.finished"]
+            self.assertEqual(len(finished), 1, mine)
+            self.assertFalse(finished[0]["payload"]["started"], finished)
+            seal = [e for e in mine if e["type"] == "seal"]
+            self.assertEqual(len(seal), 1, mine)
+            self.assertFalse(seal[0]["payload"]["verdict"]["executed"], seal)
+            self.assertEqual(d.request(cgtest.make_request(action="ping"))["status"], "ok")
 
 
 class LoopBudget(unittest.TestCase):

@@ -705,7 +705,7 @@ static int run_in_view(const struct cg_confine_plan *plan, char *const argv[])
 		char *envp[] = { "PATH=/usr/bin:/bin", NULL };
 		if (cg_tree_child_join(tree, 0) != 0 || chdir(inside) != 0)
 			_exit(CHILD_CONFINE_FAILED);
-		cg_confine_exec(plan, argv[0], argv, envp, view_child_failed, -1);
+		cg_confine_exec(plan, argv[0], argv, envp, view_child_failed, NULL, -1);
 	}
 	cg_tree_add(tree, pid);
 	int st;
