@@ -161,6 +161,7 @@ static int load_dir(const char *state_dir, const char *trace_id, struct cg_packa
 struct ix_entry {
 	char archive[40]; /* the tar's file name */
 	uint64_t off;
+	uint64_t span; /* to the index's next package in the tar, or its end; 0: unknown */
 };
 
 /* One archive as the index saw it: its tar's size, taken before its .idx was read. */
@@ -201,9 +202,11 @@ static bool index_line(char *line, char **id, uint64_t *off)
 	return true;
 }
 
-static int index_add_file(struct cg_archive_index *ix, const char *dir, const char *name)
+static int index_add_file(struct cg_archive_index *ix, const char *dir, const char *name,
+			  int64_t tar_size)
 {
 	char path[4400], tar[40];
+	struct ix_entry *prev = NULL; /* this file's previous line's, to size its span */
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
 	snprintf(tar, sizeof(tar), "%.*s.tar", (int)(strlen(name) - 4), name);
 	char *buf = NULL;
@@ -233,11 +236,17 @@ static int index_add_file(struct cg_archive_index *ix, const char *dir, const ch
 		}
 		snprintf(x->archive, sizeof(x->archive), "%s", tar);
 		x->off = off;
+		if (prev && off > prev->off)
+			prev->span = off - prev->off;
 		if (cg_smap_put(ix->by_trace, id, x) < 0) {
 			free(x);
 			rc = -1;
+		} else {
+			prev = x;
 		}
 	}
+	if (prev && tar_size > 0 && (uint64_t)tar_size > prev->off)
+		prev->span = (uint64_t)tar_size - prev->off;
 	free(buf);
 	return rc;
 }
@@ -297,7 +306,7 @@ struct cg_archive_index *cg_archive_index_load(const char *state_dir)
 			char idx[48];
 			snprintf(idx, sizeof(idx), "%.*s.idx",
 				 (int)(strlen(ix->archives[i].tar) - 4), ix->archives[i].tar);
-			rc = index_add_file(ix, dir, idx);
+			rc = index_add_file(ix, dir, idx, ix->archives[i].size);
 		}
 	closedir(d);
 	if (rc < 0) {
@@ -585,7 +594,8 @@ static int bytes_at(int fd, const unsigned char *win, uint64_t win_at, size_t wi
  * trace_id's members from x->off on, read as the archive walk reads them
  * (cg_ustar_header: plain ustar, strictly written numbers), so that what
  * replay and verdict check is what the walk vouched for. A package is read
- * with one pread of PACKAGE_WINDOW bytes when it fits.
+ * with one pread when it fits the window: its span in the index and the
+ * next header (where the walk sees the next trace), or PACKAGE_WINDOW.
  */
 #define PACKAGE_WINDOW ((size_t)64 << 10)
 static int load_archived(const char *state_dir, const struct ix_entry *x, const char *trace_id,
@@ -599,7 +609,9 @@ static int load_archived(const char *state_dir, const struct ix_entry *x, const 
 	if (fd < 0)
 		return -1;
 	struct stat st;
-	unsigned char *win = malloc(PACKAGE_WINDOW);
+	size_t window =
+	    x->span && x->span <= PACKAGE_WINDOW - 512 ? (size_t)x->span + 512 : PACKAGE_WINDOW;
+	unsigned char *win = malloc(window);
 	if (!win || fstat(fd, &st) != 0) {
 		int e = win ? errno : ENOMEM;
 		free(win);
@@ -608,7 +620,7 @@ static int load_archived(const char *state_dir, const struct ix_entry *x, const 
 		return -1;
 	}
 	uint64_t size = (uint64_t)st.st_size, pos = x->off;
-	ssize_t got = pos < size ? pread(fd, win, PACKAGE_WINDOW, (off_t)pos) : 0;
+	ssize_t got = pos < size ? pread(fd, win, window, (off_t)pos) : 0;
 	size_t win_len = got > 0 ? (size_t)got : 0;
 	snprintf(pf->where, sizeof(pf->where), "%s/%s:%s", CG_ARCHIVE_DIR, x->archive, trace_id);
 	pf->archived = true;
