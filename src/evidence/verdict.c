@@ -661,7 +661,8 @@ static const char *outcome_of(const json_t *f, const json_t *sealed)
 			return "run_timeout";
 		if (json_is_true(json_object_get(fin, "cancelled")))
 			return "cancelled";
-		if (json_is_false(json_object_get(fin, "started")) || failed_exit(fin) != 0)
+		if (json_is_false(json_object_get(fin, "started")) || failed_exit(fin) != 0 ||
+		    json_object_get(fin, "stages_started"))
 			return "failed";
 		if (eq(ans, "grant"))
 			return "granted";
@@ -709,6 +710,12 @@ static void next_step(char *s, size_t n, const char *outcome, const json_t *f, c
 	else if (eq(outcome, "granted"))
 		snprintf(s, n, "Continue: the call ran under grant %s; use its result.",
 			 jstr(ans, "grant_id") ? jstr(ans, "grant_id") : "-");
+	else if (eq(outcome, "failed") && json_is_integer(json_object_get(fin, "stages_started")))
+		snprintf(s, n,
+			 "Only part of the pipeline ran: %lld stage(s) started and were killed "
+			 "when the next could not start. Check what they changed, and that every "
+			 "stage's executable exists and is usable, before retrying.",
+			 (long long)json_integer_value(json_object_get(fin, "stages_started")));
 	else if (eq(outcome, "failed") && json_is_true(json_object_get(f, "started")) && fin &&
 		 !json_is_false(json_object_get(fin, "started")))
 		snprintf(s, n,

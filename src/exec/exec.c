@@ -426,11 +426,32 @@ static int read_report(int fd, size_t stage, const char *exe, struct cg_reply **
 			return -1;
 		}
 	if (have == 0) {
-		*err = cg_reply_new(CG_R_EXEC_KILLED_BEFORE_START, "{s:I,s:s}", "stage",
+		*err = cg_reply_new(CG_R_EXEC_ENDED_BEFORE_START, "{s:I,s:s}", "stage",
 				    (json_int_t)stage, "exe", exe ? exe : "");
 		return -1;
 	}
 	return 0;
+}
+
+/*
+ * Stage n_execd failed to start after the stages before it had (each is
+ * spawned once the one before it has exec'd): they ran, and were killed.
+ * *err (the failure) becomes the reply that says so, its message kept.
+ */
+static void partly_started(size_t n_execd, struct cg_reply **err)
+{
+	if (n_execd == 0 || !*err)
+		return;
+	const struct cg_reply_def *d = cg_reply_def_of(*err);
+	char *detail = cg_reply_message(*err);
+	struct cg_reply *r = cg_reply_new(CG_R_EXEC_PARTLY_STARTED, "{s:I,s:I,s:s,s:s}", "stage",
+					  (json_int_t)n_execd, "started", (json_int_t)n_execd,
+					  "cause", d->code, "detail", detail ? detail : d->key);
+	free(detail);
+	if (r) {
+		cg_reply_free(*err);
+		*err = r;
+	}
 }
 
 /*
@@ -511,6 +532,7 @@ static int spawn_all(struct run *r, struct cg_reply **err)
 			goto abort;
 		}
 		(void)close(report[0]);
+		r->res->n_execd = i + 1;
 		/* A child of ours is not reaped yet, so its pid cannot be reused here. */
 		r->procs[i].pidfd = pidfd_open(pid, 0);
 	}
@@ -521,6 +543,7 @@ pipe_failed:
 	*err = cg_reply_new(CG_R_EXEC_PIPE_FAILED, "{s:s}", "errno_name", cg_errno_name(errno));
 abort:
 	abort_started(r);
+	partly_started(r->res->n_execd, err);
 	return -1;
 }
 
@@ -753,8 +776,11 @@ free_run:
 		close_fd(&r.procs[i].pidfd);
 	free(r.streams);
 	free(r.procs);
-	if (rc != 0)
+	if (rc != 0) {
+		size_t execd = res->n_execd;
 		cg_exec_result_fini(res);
+		res->n_execd = execd;
+	}
 	return rc;
 }
 

@@ -60,13 +60,16 @@ struct cg_exec_result {
 	bool cancelled;
 	bool tree_escapees_killed;    /* descendants outlived the stages and were killed */
 	int64_t started_ns, ended_ns; /* monotonic */
+	size_t n_execd; /* stages whose command reached its execve (kept on failure too) */
 };
 
 /*
  * Run the pipeline. Returns 0 when it ran (whatever the exit codes, even if
  * timed out or cancelled: see the flags) with *res filled (free with
  * cg_exec_result_fini); -1 with *err (an MCP-EXEC-E reply) when it could
- * not be started; nothing is left running either way.
+ * not be started, *res then empty but for n_execd: the stages before the
+ * one that failed had started already if it is not 0 (they were killed,
+ * and *err is EXEC_PARTLY_STARTED). Nothing is left running either way.
  */
 int cg_exec_run(const struct cg_exec_spec *spec, struct cg_exec_result *res, struct cg_reply **err)
     __attribute__((warn_unused_result));

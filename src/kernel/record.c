@@ -232,10 +232,14 @@ json_t *decision_data(const struct cg_job *j)
 			 policy);
 }
 
-/* Did the command start? What the reply says (the package's verdict reads the events). */
+/*
+ * Did a command start? What the reply says (the package's verdict reads the
+ * events). A pipeline that started in part ran too.
+ */
 static bool reply_says_ran(const struct cg_reply_def *d)
 {
-	return strcmp(d->key, "EXEC_DONE") == 0 || strcmp(d->key, "EXEC_DEADLINE") == 0;
+	return strcmp(d->key, "EXEC_DONE") == 0 || strcmp(d->key, "EXEC_DEADLINE") == 0 ||
+	       strcmp(d->key, "EXEC_PARTLY_STARTED") == 0;
 }
 
 /* Each rung's verdict, with its layer and code, for the verdict's why[]. */

@@ -239,9 +239,13 @@ static int execute(struct cg_kernel *k, struct cg_job *j, struct run *r, struct 
 		rc = -1;
 	}
 	if (rc != 0) {
-		ev_note(
-		    k, j->trace_id, CG_EV_EXEC_END,
-		    json_pack("{s:b,s:s}", "started", 0, "code", cg_reply_def_of(*reply)->code));
+		/* Stages before the one that failed may have run, and were killed. */
+		size_t execd = r->res.n_execd;
+		json_t *fin = json_pack("{s:b,s:s}", "started", execd > 0, "code",
+					cg_reply_def_of(*reply)->code);
+		if (fin && execd)
+			json_object_set_new(fin, "stages_started", json_integer((json_int_t)execd));
+		ev_note(k, j->trace_id, CG_EV_EXEC_END, fin);
 		return -1;
 	}
 	r->ran = true;

@@ -491,16 +491,10 @@ class KilledBeforeItsCommandStarts(unittest.TestCase):
             t.join(60)
             resp = cgtest.parse_response(out[0])
             self.assertEqual(resp["status"], "error", resp)
-            self.assertEqual(resp["reply"]["message_key"], "EXEC_KILLED_BEFORE_START", resp)
+            self.assertEqual(resp["reply"]["message_key"], "EXEC_ENDED_BEFORE_START", resp)
             self.assertFalse(os.path.exists(made))
             tid = resp["reply"]["trace_id"]
-            deadline = time.monotonic() + 10  # the trace is sealed after the answer
-            while True:
-                mine = [e for e in map(json.loads, cgtest.journal_lines(d.state_dir))
-                        if e["trace"] == tid]
-                if any(e["type"] == "seal" for e in mine) or time.monotonic() > deadline:
-                    break
-                time.sleep(0.05)
+            mine = self.sealed_events(d, tid)
             finished = [e for e in mine if e["type"] == "exec.finished"]
             self.assertEqual(len(finished), 1, mine)
             self.assertFalse(finished[0]["payload"]["started"], finished)
@@ -508,6 +502,54 @@ class KilledBeforeItsCommandStarts(unittest.TestCase):
             self.assertEqual(len(seal), 1, mine)
             self.assertFalse(seal[0]["payload"]["verdict"]["executed"], seal)
             self.assertEqual(d.request(cgtest.make_request(action="ping"))["status"], "ok")
+
+    def sealed_events(self, d, tid):
+        deadline = time.monotonic() + 10  # the trace is sealed after the answer
+        while True:
+            mine = [e for e in map(json.loads, cgtest.journal_lines(d.state_dir))
+                    if e["trace"] == tid]
+            if any(e["type"] == "seal" for e in mine) or time.monotonic() > deadline:
+                return mine
+            time.sleep(0.05)
+
+    def test_a_later_stage_killed_after_an_earlier_one_ran(self):
+        # Stage 0 runs (each stage is spawned once the one before it exec'd);
+        # stage 1's pid 1 is killed while it builds its view. The call ran in
+        # part: the evidence must say so, not "nothing ran".
+        env = {"CALLGATE_TEST_VIEW_STALL_MS": "1500"}
+        with cgtest.Daemon(env=env) as d:
+            made = os.path.join(d.workspace, "ran")
+            req = line(cgtest.make_request([["touch", made], ["cat"]], privileged=False,
+                                           cwd=d.workspace))
+            out = []
+            t = threading.Thread(target=lambda: out.append(cgtest.send_recv(d.socket, req, 60)))
+            t.start()
+            deadline = time.monotonic() + 20
+            while not os.path.exists(made):
+                self.assertLess(time.monotonic(), deadline, "stage 0 never ran")
+                time.sleep(0.02)
+            os.kill(view_pid1(d), signal.SIGKILL)  # stage 1's: stage 0's is callgate-init now
+            t.join(60)
+            resp = cgtest.parse_response(out[0])
+            self.assertEqual(resp["reply"]["message_key"], "EXEC_PARTLY_STARTED", resp)
+            tid = resp["reply"]["trace_id"]
+            mine = self.sealed_events(d, tid)
+            fin = [e["payload"] for e in mine if e["type"] == "exec.finished"]
+            self.assertEqual(len(fin), 1, mine)
+            self.assertTrue(fin[0]["started"], fin)
+            self.assertEqual(fin[0]["stages_started"], 1, fin)
+            verdict = [e["payload"]["verdict"] for e in mine if e["type"] == "seal"][0]
+            self.assertTrue(verdict["executed"], verdict)
+            deadline = time.monotonic() + 10  # the package is written after the seal
+            while True:
+                try:
+                    full = json.loads(cgtest.package_file(d.state_dir, tid, "verdict.json"))
+                    break
+                except FileNotFoundError:
+                    self.assertLess(time.monotonic(), deadline, "no package")
+                    time.sleep(0.05)
+            self.assertEqual(full["outcome"], "failed", full)
+            self.assertTrue(full["executed"], full)
 
 
 class LoopBudget(unittest.TestCase):

@@ -441,6 +441,7 @@ Test(exec, spawn_failure_enoent)
 	cr_assert_str_eq(cg_reply_def_of(r.err)->code, "MCP-EXEC-E-001");
 	cr_assert_str_eq(json_string_value(json_object_get(r.err->params, "errno_name")), "ENOENT");
 	cr_assert_str_eq(json_string_value(json_object_get(r.err->params, "step")), "exec");
+	cr_assert_eq(r.res.n_execd, 0);
 	done(&r);
 }
 
@@ -457,8 +458,13 @@ Test(exec, spawn_failure_later_stage_leaves_nothing_running)
 	r.call.stages[1].exe = strdup("/nonexistent/cg-nope");
 	execute(&r, 10000, -1, NULL);
 	cr_assert_eq(r.rc, -1);
-	cr_assert_str_eq(cg_reply_def_of(r.err)->key, "EXEC_SPAWN_FAILED");
+	/* The sleep had exec'd: the pipeline ran in part, and the reply says so. */
+	cr_assert_str_eq(cg_reply_def_of(r.err)->key, "EXEC_PARTLY_STARTED");
 	cr_assert_eq(json_integer_value(json_object_get(r.err->params, "stage")), 1);
+	cr_assert_eq(json_integer_value(json_object_get(r.err->params, "started")), 1);
+	cr_assert_str_eq(json_string_value(json_object_get(r.err->params, "cause")),
+			 cg_reply_registry[CG_R_EXEC_SPAWN_FAILED].code);
+	cr_assert_eq(r.res.n_execd, 1);
 	/* The started sleep was killed and reaped: the test process has no child left. */
 	cr_assert_eq(waitpid(-1, NULL, WNOHANG), -1);
 	cr_assert_eq(errno, ECHILD);
