@@ -186,15 +186,25 @@ static int resolve(const char *cmd, char *out, size_t len)
 
 /* What the child reports on the error pipe when it does not reach exec. */
 struct child_failure {
-	int step; /* 0 join, 1 confine, 2 exec */
+	int step; /* 0 join, 1 confine, 2 exec; STEP_READY is not a failure */
 	int err;
 };
+
+/* The command reached its execve (cg_confine_exec's ready function). */
+#define STEP_READY 3
 
 __attribute__((noreturn)) static void child_fail(int fd, int step, int err)
 {
 	struct child_failure f = { step, err };
 	(void)!write(fd, &f, sizeof(f));
 	_exit(step == 2 ? (err == ENOENT ? 127 : 126) : CG_EXIT_ERROR);
+}
+
+/* The command is at its execve: an EOF without this is a death on the way. */
+static void command_ready(int fd)
+{
+	struct child_failure f = { STEP_READY, 0 };
+	(void)!write(fd, &f, sizeof(f));
 }
 
 /* How cg_confine_exec reports, in our steps. */
@@ -595,7 +605,7 @@ int cg_cli_sandbox(const struct cg_cli *g, int argc, char **argv)
 		if (e)
 			child_fail(pfd[1], 0, e);
 		(void)sigprocmask(SIG_SETMASK, &old, NULL);
-		cg_confine_exec(plan, exe, cmd, env, confine_failed, NULL, pfd[1]);
+		cg_confine_exec(plan, exe, cmd, env, confine_failed, command_ready, pfd[1]);
 	}
 	cg_tree_add(tree, pid);
 	(void)close(pfd[1]);
@@ -605,9 +615,21 @@ int cg_cli_sandbox(const struct cg_cli *g, int argc, char **argv)
 		(void)signal(SIGTTOU, SIG_IGN);
 		(void)tcsetpgrp(STDIN_FILENO, pid);
 	}
-	struct child_failure fail = { -1, 0 };
-	ssize_t got = cg_read_some(pfd[0], &fail, sizeof(fail));
+	/* Read to EOF: READY then EOF is an exec; a (step, errno) a failure; EOF alone a death. */
+	struct child_failure msg[2], fail = { -1, 0 };
+	size_t have = 0;
+	ssize_t got;
+	while (have < sizeof(msg) &&
+	       (got = cg_read_some(pfd[0], (char *)msg + have, sizeof(msg) - have)) > 0)
+		have += (size_t)got;
 	(void)close(pfd[0]);
+	bool ready = false;
+	for (size_t m = 0; m < have / sizeof(msg[0]) && fail.step < 0; m++) {
+		if (msg[m].step == STEP_READY)
+			ready = true;
+		else
+			fail = msg[m];
+	}
 	bool timed_out = false;
 	int status = supervise(pid, tree, timeout, sig_fd, &timed_out);
 	if (fg)
@@ -615,12 +637,19 @@ int cg_cli_sandbox(const struct cg_cli *g, int argc, char **argv)
 	/* Descendants that outlived the command (setsid, double fork) go too. */
 	if (cg_tree_alive(tree))
 		cg_tree_kill(tree, SIGKILL);
-	if (got == (ssize_t)sizeof(fail)) {
+	if (fail.step >= 0) {
 		static const char *const steps[] = { "joining the process tree",
 						     "applying confinement", "executing" };
 		fprintf(stderr, "callgate sandbox: %s %s: %s\n", steps[fail.step % 3],
 			fail.step == 2 ? cmd[0] : "failed", cg_errno_name(fail.err));
 		rc = fail.step == 2 ? (fail.err == ENOENT ? 127 : 126) : CG_EXIT_ERROR;
+	} else if (!ready) {
+		fprintf(stderr,
+			"callgate sandbox: %s never started: its process ended before exec "
+			"(%s %d)\n",
+			cmd[0], WIFSIGNALED(status) ? "signal" : "exit status",
+			WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+		rc = CG_EXIT_ERROR;
 	} else if (timed_out) {
 		fprintf(stderr, "callgate sandbox: deadline of %lld ms passed; killed\n",
 			(long long)timeout);

@@ -92,6 +92,7 @@ struct cg_confine_plan {
 	const struct cg_constraints *egress[CG_VERDICT_MAX_CONS];
 	int egress_fd;		/* the child's end of the proxy's socketpair, or -1 */
 	_Atomic uint32_t *gate; /* the command execs only once it is GO, or NULL */
+	int view_stall_ms;	/* CALLGATE_TEST_VIEW_STALL_MS (tests only), read with the plan */
 	uid_t outer_uid;
 	gid_t outer_gid;
 	struct cg_limits limits;
@@ -152,8 +153,6 @@ static __thread bool netns_given;
 static atomic_bool clone3_unusable;
 /* callgate-init, opened once (cg_confine_init_open), or -1: pid 1 stays a copy. */
 static _Atomic int init_fd = -1;
-/* CALLGATE_TEST_VIEW_STALL_MS (tests only): pid 1 sleeps this long before building its view. */
-static int view_stall_ms;
 
 /* The path of this process's cgroup in the hierarchy whose line matches key. */
 static int own_cgroup(const char *key, char *out, size_t len)
@@ -429,7 +428,6 @@ static bool init_trusted(int fd)
 
 int cg_confine_init_open(char *where, size_t len)
 {
-	view_stall_ms = (int)cg_test_knob("CALLGATE_TEST_VIEW_STALL_MS", 0, 60000);
 	char self[PATH_MAX], cand[2][PATH_MAX + 32];
 	size_t n = 0;
 	ssize_t l = readlink("/proc/self/exe", self, sizeof(self) - 1);
@@ -1172,6 +1170,7 @@ static int prepare_plan(const struct cg_constraints *const *cons, size_t n,
 	p->limits = (struct cg_limits){ CG_LIMIT_UNSET, CG_LIMIT_UNSET, CG_LIMIT_UNSET,
 					CG_LIMIT_UNSET, CG_LIMIT_UNSET };
 	p->timeout_ms = CG_LIMIT_UNSET;
+	p->view_stall_ms = (int)cg_test_knob("CALLGATE_TEST_VIEW_STALL_MS", 0, 60000);
 	p->confined = n > 0 && !setuid_ok; /* confined implies no_new_privs */
 	p->set_ids = ctx && ctx->set_ids;
 	p->uid = p->set_ids ? ctx->uid : 0;
@@ -1727,9 +1726,9 @@ void cg_confine_exec(const struct cg_confine_plan *plan, const char *exe, char *
 		exec_failed(&a, CG_CONFINE_STEP_CONFINE, rc);
 	if (!plan->view)
 		confine_and_exec(&a);
-	if (view_stall_ms > 0) {
-		struct timespec ts = { view_stall_ms / 1000,
-				       (long)(view_stall_ms % 1000) * 1000000 };
+	if (plan->view_stall_ms > 0) {
+		struct timespec ts = { plan->view_stall_ms / 1000,
+				       (long)(plan->view_stall_ms % 1000) * 1000000 };
 		while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
 			;
 	}

@@ -457,6 +457,32 @@ class ViewThroughSandbox(unittest.TestCase):
         self.assertEqual(set(res), set(ops), r.stderr)
         return res
 
+    def test_killed_before_its_command_started(self):
+        # The view's pid 1 is killed while it builds the view (a test-only
+        # stall keeps it there): the command never ran, and sandbox says so
+        # (exit 70), not "killed by signal 9" as if the command had been.
+        made = os.path.join(self.ws, "ran")
+        env = dict(os.environ, CALLGATE_TEST_VIEW_STALL_MS="5000")
+        p = subprocess.Popen([CALLGATE, "sandbox", "--write", self.ws, "--", "/usr/bin/touch",
+                              made], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, env=env, cwd=self.ws)
+        deadline = time.monotonic() + 10
+        pid1 = None
+        while pid1 is None and time.monotonic() < deadline:
+            try:
+                with open("/proc/%d/task/%d/children" % (p.pid, p.pid)) as f:
+                    kids = [int(x) for x in f.read().split()]
+            except OSError:
+                kids = []
+            pid1 = kids[0] if kids else None
+            time.sleep(0.02)
+        self.assertIsNotNone(pid1, "no pid 1")
+        os.kill(pid1, signal.SIGKILL)
+        out, err = p.communicate(timeout=60)
+        self.assertEqual(p.returncode, 70, err)
+        self.assertIn("never started", err)
+        self.assertFalse(os.path.exists(made))
+
     def test_credential_stores_absent(self):
         for rel in (".ssh/id_ed25519", ".aws/credentials", ".netrc", ".kube/config"):
             p = os.path.join(self.home, rel)
