@@ -6,13 +6,14 @@
  * only our own socket unlinked at the stop.
  */
 #include <errno.h>
-#include <sys/un.h>
-#include <sys/file.h>
-#include <limits.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "server_priv.h"

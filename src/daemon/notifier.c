@@ -6,15 +6,15 @@
  * only.
  */
 #include <errno.h>
-#include <sys/wait.h>
-#include <sys/syscall.h>
-#include <sys/mman.h>
-#include <sys/epoll.h>
-#include <spawn.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "reply.h"

@@ -8,12 +8,12 @@
  * approve (peer_is_approver). Unknowable means refused. Loop thread only.
  */
 #include <errno.h>
-#include <sys/syscall.h>
-#include <limits.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "reply.h"

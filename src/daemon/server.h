@@ -52,7 +52,7 @@ struct cg_server_config {
 	unsigned max_conns;	       /* total connections; 0: default 1024 */
 	int64_t read_deadline_ms;      /* 0: default 10000 */
 	const char *ready_fd_env;      /* unused for now */
-	/* Bounds (issue 14); 0: the defaults in server.c. */
+	/* Bounds (issue 14); 0: the defaults in server_priv.h. */
 	unsigned max_conns_per_uid; /* agent connections one uid may hold; default 256 */
 	int64_t write_idle_ms;	    /* a response not taken for this long is cut; 30000 */
 	uint64_t max_reply_bytes;   /* one response line at most; default 256 MiB */

@@ -245,7 +245,7 @@ void uid_unqueue(struct server *s, struct conn *c);
 void uid_release(struct server *s, struct conn *c);
 /* Count an admitted agent request against u's share. */
 void share_count(struct server *s, struct uidq *u);
-/* Halve every uid's recent count when due; forget uids left with nothing. */
+/* Halve every uid's recent count now (the caller keeps the schedule); forget uids left with nothing. */
 void share_decay(struct server *s, int64_t now);
 /* c's call went to the kernel unanswered: it runs from now (the budget's view). */
 void run_begin(struct conn *c, int64_t now);

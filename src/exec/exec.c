@@ -776,11 +776,8 @@ free_run:
 		close_fd(&r.procs[i].pidfd);
 	free(r.streams);
 	free(r.procs);
-	if (rc != 0) {
-		size_t execd = res->n_execd;
+	if (rc != 0 && res->n_execd == 0)
 		cg_exec_result_fini(res);
-		res->n_execd = execd;
-	}
 	return rc;
 }
 

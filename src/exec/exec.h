@@ -67,9 +67,11 @@ struct cg_exec_result {
  * Run the pipeline. Returns 0 when it ran (whatever the exit codes, even if
  * timed out or cancelled: see the flags) with *res filled (free with
  * cg_exec_result_fini); -1 with *err (an MCP-EXEC-E reply) when it could
- * not be started, *res then empty but for n_execd: the stages before the
- * one that failed had started already if it is not 0 (they were killed,
- * and *err is EXEC_PARTLY_STARTED). Nothing is left running either way.
+ * not be started whole. Then, if n_execd is not 0, the stages before the
+ * one that failed had started (*err is EXEC_PARTLY_STARTED; any still
+ * running were killed), and *res keeps their exit codes (stages[i] for i <
+ * n_execd; free with cg_exec_result_fini); else *res is empty. Nothing is
+ * left running either way.
  */
 int cg_exec_run(const struct cg_exec_spec *spec, struct cg_exec_result *res, struct cg_reply **err)
     __attribute__((warn_unused_result));

@@ -170,7 +170,7 @@ static struct cg_reply *admin_grant_open(struct cg_kernel *k, const struct admin
 				  (int)rq->peer->uid));
 		struct gen *g = gen_get(k);
 		cg_reply_set_trace(r, trace);
-		ev_seal(k, trace, r, NULL, NULL, g);
+		ev_seal(k, trace, r, NULL, NULL, g, false);
 		gen_put(g);
 	}
 	return r;

@@ -181,10 +181,12 @@ void ev_note_decided(struct cg_kernel *k, const char *trace, const struct cg_gat
 /*
  * Record the verdict of reply and seal the trace; once per trace, on every
  * path. folded is the call's fold, or NULL before the chain; decision (may
- * be NULL) is the fold as rendered once, whose constraints are reused.
+ * be NULL) is the fold as rendered once, whose constraints are reused. ran:
+ * a command of the call started (the verdict's executed), which no reply
+ * code tells alone (a cancel may come before the run or during it).
  */
 void ev_seal(struct cg_kernel *k, const char *trace, const struct cg_reply *reply,
-	     const struct cg_folded *folded, json_t *decision, const struct gen *g);
+	     const struct cg_folded *folded, json_t *decision, const struct gen *g, bool ran);
 /* The fold plus its policy as JSON (DECISION event, gate data). New reference or NULL. */
 json_t *decision_json(const struct cg_folded *f, const struct gen *g);
 /* The decision facts every reply of a decided call carries. New reference or NULL. */

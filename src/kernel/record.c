@@ -232,16 +232,6 @@ json_t *decision_data(const struct cg_job *j)
 			 policy);
 }
 
-/*
- * Did a command start? What the reply says (the package's verdict reads the
- * events). A pipeline that started in part ran too.
- */
-static bool reply_says_ran(const struct cg_reply_def *d)
-{
-	return strcmp(d->key, "EXEC_DONE") == 0 || strcmp(d->key, "EXEC_DEADLINE") == 0 ||
-	       strcmp(d->key, "EXEC_PARTLY_STARTED") == 0;
-}
-
 /* Each rung's verdict, with its layer and code, for the verdict's why[]. */
 static json_t *verdict_why(const struct cg_folded *f, const struct cg_reply_def *d)
 {
@@ -278,7 +268,7 @@ static json_t *verdict_constrained(const struct cg_folded *f, json_t *decision)
 }
 
 void ev_seal(struct cg_kernel *k, const char *trace, const struct cg_reply *reply,
-	     const struct cg_folded *folded, json_t *decision, const struct gen *g)
+	     const struct cg_folded *folded, json_t *decision, const struct gen *g, bool ran)
 {
 	if (!k->ev)
 		return;
@@ -305,7 +295,7 @@ void ev_seal(struct cg_kernel *k, const char *trace, const struct cg_reply *repl
 		 * events, so the seal does not carry them twice (docs/evidence.md).
 		 */
 		.extra = cg_verdict_seal_extra(g ? cg_policy_sha256(g->policy) : "",
-					       g ? (int64_t)g->number : 0, reply_says_ran(d),
+					       g ? (int64_t)g->number : 0, ran,
 					       folded && decision != NULL),
 	};
 	/*

@@ -65,7 +65,7 @@ void answer_sealed(struct cg_kernel *k, cg_respond_fn respond, void *cookie, con
 		   json_t *decision, const struct gen *g)
 {
 	cg_reply_set_trace(reply, trace);
-	ev_seal(k, trace, reply, folded, decision, g);
+	ev_seal(k, trace, reply, folded, decision, g, false);
 	answer_reply(respond, cookie, id, trace, reply);
 }
 
@@ -91,7 +91,7 @@ char *cg_kernel_transport_reply(struct cg_kernel *k, const char *which, size_t *
 	cg_reply_set_trace(r, trace);
 	ev_note(k, trace, CG_EV_REQUEST, json_pack("{s:s}", "transport", which));
 	struct gen *g = gen_get(k);
-	ev_seal(k, trace, r, NULL, NULL, g);
+	ev_seal(k, trace, r, NULL, NULL, g, false);
 	gen_put(g);
 	struct cg_response resp = { .id = "", .status = cg_reply_def_of(r)->status, .reply = r };
 	char *line = encode_response(&resp, trace, resp_len);

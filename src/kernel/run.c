@@ -35,8 +35,9 @@ struct run {
 	json_t *confinement; /* the plan's report, rendered once (owned) */
 	struct cg_exec_result res;
 	bool ran;
-	json_t *screening;	  /* the screen's findings (owned), or NULL */
-	int screen_errno;	  /* non-zero: screening failed and the output was withheld */
+	size_t execd;	   /* stages that started, also when the pipeline did not start whole */
+	json_t *screening; /* the screen's findings (owned), or NULL */
+	int screen_errno;  /* non-zero: screening failed and the output was withheld */
 	struct cg_egress *egress; /* the call's proxy (net: a host list), or NULL */
 	json_t *connections;	  /* its records, once stopped */
 	/* The permit's gate (write-ahead across the spawn); gated: it was queued with it. */
@@ -239,12 +240,25 @@ static int execute(struct cg_kernel *k, struct cg_job *j, struct run *r, struct 
 		rc = -1;
 	}
 	if (rc != 0) {
-		/* Stages before the one that failed may have run, and were killed. */
-		size_t execd = r->res.n_execd;
-		json_t *fin = json_pack("{s:b,s:s}", "started", execd > 0, "code",
+		/*
+		 * Stages before the one that failed may have run: their exit codes,
+		 * null for the stages that never started (so the last stage's,
+		 * what a log shows, is none).
+		 */
+		r->execd = r->res.n_execd;
+		json_t *fin = json_pack("{s:b,s:s}", "started", r->execd > 0, "code",
 					cg_reply_def_of(*reply)->code);
-		if (fin && execd)
-			json_object_set_new(fin, "stages_started", json_integer((json_int_t)execd));
+		json_t *codes = r->execd && fin ? json_array() : NULL;
+		for (size_t i = 0; codes && i < r->res.n_stages; i++)
+			json_array_append_new(codes, i < r->execd
+							 ? json_integer(r->res.stages[i].exit_code)
+							 : json_null());
+		if (codes) {
+			json_object_set_new(fin, "stages_started",
+					    json_integer((json_int_t)r->execd));
+			json_object_set_new(fin, "exit_codes", codes);
+		}
+		cg_exec_result_fini(&r->res);
 		ev_note(k, j->trace_id, CG_EV_EXEC_END, fin);
 		return -1;
 	}
@@ -384,7 +398,8 @@ static void answer_run(struct cg_kernel *k, struct cg_job *j, struct cg_reply *r
 	size_t len = 0;
 	char *line = encode_response(&resp, j->trace_id, &len);
 	free(outs);
-	ev_seal(k, j->trace_id, reply, &j->gate.folded, j->decision, j->gen);
+	ev_seal(k, j->trace_id, reply, &j->gate.folded, j->decision, j->gen,
+		r->ran || r->execd > 0);
 	cg_reply_free(reply);
 	if (r->ran)
 		cg_exec_result_fini(&r->res);

@@ -475,8 +475,9 @@ class ViewsHoldNoOtherCallsSockets(unittest.TestCase):
 class KilledBeforeItsCommandStarts(unittest.TestCase):
     """A stage whose pid 1 dies while it builds the view never ran its
     command. The reply, the journal's exec.finished and the sealed verdict
-    must say so, not report a command that ran and died of a signal. Judged
-    by effect too: the command would have made a file."""
+    must say so, not report a command that ran and died of a signal; and a
+    call that did run must not be sealed as one that did not. Judged by
+    effect too: the command would have made a file."""
 
     def test_pid1_killed_while_the_view_is_built(self):
         env = {"CALLGATE_TEST_VIEW_STALL_MS": "4000"}
@@ -512,6 +513,33 @@ class KilledBeforeItsCommandStarts(unittest.TestCase):
                 return mine
             time.sleep(0.05)
 
+    def test_a_call_cancelled_while_it_runs_ran(self):
+        # The client leaves while the command runs: the seal must say it
+        # ran, as exec.finished does (the reply code alone cannot tell a
+        # cancel during the run from one before it).
+        with cgtest.Daemon() as d:
+            s = d.connect(timeout=30)
+            s.sendall(line(cgtest.make_request([["sleep", "3"]], privileged=False)))
+            deadline = time.monotonic() + 10
+            while not any(comm(c) == "callgate-init" for c in children(d.proc.pid)):
+                self.assertLess(time.monotonic(), deadline, "the call never started")
+                time.sleep(0.02)
+            time.sleep(0.3)
+            s.close()
+            deadline = time.monotonic() + 20
+            tid = None
+            while tid is None:
+                self.assertLess(time.monotonic(), deadline, "no sealed trace")
+                events = [json.loads(x) for x in cgtest.journal_lines(d.state_dir)]
+                tid = next((e["trace"] for e in events if e["type"] == "seal"), None)
+                time.sleep(0.05)
+            mine = self.sealed_events(d, tid)
+            fin = [e["payload"] for e in mine if e["type"] == "exec.finished"]
+            self.assertTrue(fin and fin[0]["started"], mine)
+            verdict = [e["payload"]["verdict"] for e in mine if e["type"] == "seal"][0]
+            self.assertEqual(verdict["reply"]["code"], "MCP-EXEC-E-004", verdict)
+            self.assertTrue(verdict["executed"], verdict)
+
     def test_a_later_stage_killed_after_an_earlier_one_ran(self):
         # Stage 0 runs (each stage is spawned once the one before it exec'd);
         # stage 1's pid 1 is killed while it builds its view. The call ran in
@@ -538,6 +566,10 @@ class KilledBeforeItsCommandStarts(unittest.TestCase):
             self.assertEqual(len(fin), 1, mine)
             self.assertTrue(fin[0]["started"], fin)
             self.assertEqual(fin[0]["stages_started"], 1, fin)
+            codes = fin[0]["exit_codes"]  # stage 0's (0, or 137 if still running); none for 1
+            self.assertEqual(len(codes), 2, fin)
+            self.assertIn(codes[0], (0, 137), fin)
+            self.assertIsNone(codes[1], fin)
             verdict = [e["payload"]["verdict"] for e in mine if e["type"] == "seal"][0]
             self.assertTrue(verdict["executed"], verdict)
             deadline = time.monotonic() + 10  # the package is written after the seal

@@ -133,8 +133,7 @@ static void run(struct run *r, char **const *argvs, size_t n, int64_t timeout_ms
 
 static void done(struct run *r)
 {
-	if (r->rc == 0)
-		cg_exec_result_fini(&r->res);
+	cg_exec_result_fini(&r->res); /* also after a failure: a partial start keeps exit codes */
 	cg_reply_free(r->err);
 	cg_envp_free(r->envp);
 	cg_call_fini(&r->call);
@@ -465,6 +464,7 @@ Test(exec, spawn_failure_later_stage_leaves_nothing_running)
 	cr_assert_str_eq(json_string_value(json_object_get(r.err->params, "cause")),
 			 cg_reply_registry[CG_R_EXEC_SPAWN_FAILED].code);
 	cr_assert_eq(r.res.n_execd, 1);
+	cr_assert_eq(r.res.stages[0].exit_code, 128 + SIGKILL); /* what the started sleep died of */
 	/* The started sleep was killed and reaped: the test process has no child left. */
 	cr_assert_eq(waitpid(-1, NULL, WNOHANG), -1);
 	cr_assert_eq(errno, ECHILD);
