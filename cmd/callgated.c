@@ -87,29 +87,6 @@ static int join(char *buf, size_t len, const char *dir, const char *name)
 	return n < 0 || (size_t)n >= len ? -1 : 0;
 }
 
-/* mkdir -p with mode for the components we create. */
-static int mkdirs(const char *path, mode_t mode)
-{
-	char buf[PATH_MAX];
-	size_t n = strlen(path);
-	if (n == 0 || n >= sizeof(buf)) {
-		errno = ENAMETOOLONG;
-		return -1;
-	}
-	memcpy(buf, path, n + 1);
-	for (char *p = buf + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(buf, 0755) < 0 && errno != EEXIST)
-			return -1;
-		*p = '/';
-	}
-	if (mkdir(buf, mode) < 0 && errno != EEXIST)
-		return -1;
-	return 0;
-}
-
 /* A group name or number to a gid. 0, or -1 after printing why. */
 static int lookup_group(const char *name, gid_t *out)
 {
@@ -353,7 +330,7 @@ int main(int argc, char **argv)
 			return EXIT_STARTUP;
 		}
 	}
-	if (mkdirs(state_dir, 0700) < 0) {
+	if (cg_mkdirs(state_dir, 0755, 0700) < 0) {
 		fprintf(stderr, "callgated: cannot create state dir %s: %s\n", state_dir,
 			strerror(errno));
 		return EXIT_STARTUP;

@@ -14,6 +14,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -110,6 +111,28 @@ close_fd:
 		errno = saved;
 		return -1;
 	}
+	return 0;
+}
+
+int cg_mkdirs(const char *path, mode_t parents, mode_t mode)
+{
+	char buf[PATH_MAX];
+	size_t n = strlen(path);
+	if (n == 0 || n >= sizeof(buf)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	memcpy(buf, path, n + 1);
+	for (char *p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(buf, parents) < 0 && errno != EEXIST)
+			return -1;
+		*p = '/';
+	}
+	if (mkdir(buf, mode) < 0 && errno != EEXIST)
+		return -1;
 	return 0;
 }
 

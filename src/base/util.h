@@ -123,6 +123,12 @@ int cg_file_open_regular(int dir_fd, const char *path, off_t *size);
 int cg_file_read(const char *path, size_t cap, char **p, size_t *len);
 /* The same with path relative to the directory dir_fd (openat), one path walk per directory. */
 int cg_file_read_at(int dir_fd, const char *path, size_t cap, char **p, size_t *len);
+/*
+ * mkdir -p: every missing directory of path, those above the last with mode
+ * parents, the last with mode (umask applies; existing ones are left as
+ * they are). 0, or -1 with errno (ENAMETOOLONG past PATH_MAX).
+ */
+int cg_mkdirs(const char *path, mode_t parents, mode_t mode);
 /* Are the bytes [from, to) of fd all zero (and all readable)? */
 bool cg_file_zeros(int fd, uint64_t from, uint64_t to);
 /* The same from byte offset from on (ERANGE when the file is shorter than from). */

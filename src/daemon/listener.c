@@ -19,7 +19,7 @@
 #include "server_priv.h"
 #include "util.h"
 
-/* mkdir -p for the socket's directory; components we create get mode. */
+/* mkdir -p for the socket's directory: the last gets mode, those above it 0755. */
 static int make_parent(const char *path, mode_t mode)
 {
 	char dir[PATH_MAX];
@@ -33,17 +33,7 @@ static int make_parent(const char *path, mode_t mode)
 	if (!slash || slash == dir)
 		return 0;
 	*slash = '\0';
-	for (char *p = dir + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(dir, 0755) < 0 && errno != EEXIST)
-			return -1;
-		*p = '/';
-	}
-	if (mkdir(dir, mode) < 0 && errno != EEXIST)
-		return -1;
-	return 0;
+	return cg_mkdirs(dir, 0755, mode);
 }
 
 /*

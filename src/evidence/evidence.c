@@ -2020,28 +2020,6 @@ free_all:
 	return rc;
 }
 
-static int mkdir_p(const char *path, mode_t mode)
-{
-	char tmp[4096];
-	size_t n = strlen(path);
-	if (n == 0 || n >= sizeof(tmp)) {
-		errno = ENAMETOOLONG;
-		return -1;
-	}
-	memcpy(tmp, path, n + 1);
-	for (char *p = tmp + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(tmp, mode) != 0 && errno != EEXIST)
-			return -1;
-		*p = '/';
-	}
-	if (mkdir(tmp, mode) != 0 && errno != EEXIST)
-		return -1;
-	return 0;
-}
-
 int cg_evidence_open(const struct cg_evidence_config *cfg, struct cg_evidence **out,
 		     struct cg_reply **err)
 {
@@ -2103,12 +2081,12 @@ int cg_evidence_open(const struct cg_evidence_config *cfg, struct cg_evidence **
 		goto fail;
 	}
 	snprintf(path, sizeof(path), "%s/journal", ev->state_dir);
-	if (mkdir_p(ev->state_dir, 0700) < 0 || mkdir_p(path, 0700) < 0) {
+	if (cg_mkdirs(ev->state_dir, 0700, 0700) < 0 || cg_mkdirs(path, 0700, 0700) < 0) {
 		snprintf(why, sizeof(why), "cannot create %.300s: %s", path, strerror(errno));
 		goto fail;
 	}
 	snprintf(path, sizeof(path), "%s/traces", ev->state_dir);
-	if (mkdir_p(path, 0755) < 0) {
+	if (cg_mkdirs(path, 0755, 0755) < 0) {
 		snprintf(why, sizeof(why), "cannot create %.300s: %s", path, strerror(errno));
 		goto fail;
 	}

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -210,4 +211,46 @@ Test(base, test_knob_takes_only_a_number_in_range)
 		cr_assert_eq(cg_test_knob(n, 7, 100), cases[i].want, "%s", cases[i].v);
 	}
 	(void)unsetenv(n);
+}
+
+Test(base, mkdirs_makes_each_level_with_its_mode)
+{
+	char root[] = "/tmp/cg-mkdirs-XXXXXX";
+	cr_assert_not_null(mkdtemp(root));
+	mode_t old = umask(0);
+	char deep[128], mid[128];
+	snprintf(deep, sizeof(deep), "%s/a/b/c", root);
+	snprintf(mid, sizeof(mid), "%s/a/b", root);
+	cr_assert_eq(cg_mkdirs(deep, 0751, 0700), 0);
+	cr_assert_eq(cg_mkdirs(deep, 0751, 0700), 0, "an existing path is not an error");
+	umask(old);
+	struct stat st;
+	cr_assert_eq(stat(deep, &st), 0);
+	cr_assert_eq(st.st_mode & 07777, 0700);
+	cr_assert_eq(stat(mid, &st), 0);
+	cr_assert_eq(st.st_mode & 07777, 0751);
+	/* A file in the way is an error, not a directory made elsewhere. */
+	char file[160];
+	snprintf(file, sizeof(file), "%s/f", root);
+	FILE *f = fopen(file, "w");
+	cr_assert_not_null(f);
+	fclose(f);
+	char under[200];
+	snprintf(under, sizeof(under), "%s/x", file);
+	cr_assert_eq(cg_mkdirs(under, 0755, 0755), -1);
+	cr_assert_eq(errno, ENOTDIR);
+	char *longp = malloc(PATH_MAX + 8);
+	cr_assert_not_null(longp);
+	memset(longp, 'a', PATH_MAX + 7);
+	longp[0] = '/';
+	longp[PATH_MAX + 7] = '\0';
+	cr_assert_eq(cg_mkdirs(longp, 0755, 0755), -1);
+	cr_assert_eq(errno, ENAMETOOLONG);
+	free(longp);
+	(void)unlink(file);
+	(void)rmdir(deep);
+	(void)rmdir(mid);
+	snprintf(mid, sizeof(mid), "%s/a", root);
+	(void)rmdir(mid);
+	(void)rmdir(root);
 }
