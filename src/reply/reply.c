@@ -17,6 +17,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -210,13 +211,22 @@ char *cg_reply_message(const struct cg_reply *r)
 		char name[64];
 		size_t n = (size_t)(close - open - 1);
 		const json_t *v = NULL;
+		bool ordinal = false; /* {stage+1}: a 0-based index, counted from 1 for people */
 		if (n < sizeof(name)) {
 			memcpy(name, open + 1, n);
 			name[n] = '\0';
+			ordinal = n > 2 && strcmp(name + n - 2, "+1") == 0;
+			if (ordinal)
+				name[n - 2] = '\0';
 			v = json_object_get(r->params, name);
 		}
 		/* The trace id is known only late; templates may name it as a param. */
-		if (v)
+		if (v && ordinal && json_is_integer(v) && json_integer_value(v) >= 0 &&
+		    json_integer_value(v) < LLONG_MAX) {
+			char num[32];
+			snprintf(num, sizeof(num), "%" JSON_INTEGER_FORMAT, json_integer_value(v) + 1);
+			sb_add(&b, num, strlen(num), &failed);
+		} else if (v && !ordinal)
 			sb_add_value(&b, v, &failed);
 		else if (n < sizeof(name) && strcmp(name, "trace_id") == 0 && r->trace_id[0])
 			sb_add(&b, r->trace_id, strlen(r->trace_id), &failed);

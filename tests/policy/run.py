@@ -194,7 +194,7 @@ class Explain(unittest.TestCase):
     def test_human_output_names_rungs_rules_and_resolution(self):
         r = cg("policy", "explain", "--no-privileged", "--", os.path.join(FIX["tmp"], "rm"),
                "-rf", "/", check=77)
-        self.assertRegex(r.stdout, r"stage 0: +.*/rm -> /usr/bin/rm \(resolved from .*/other/rm\)")
+        self.assertRegex(r.stdout, r"stage 1: +.*/rm -> /usr/bin/rm \(resolved from .*/other/rm\)")
         self.assertRegex(r.stdout, r"decision: +BLOCK")
         self.assertRegex(r.stdout, r"rule: +rm-recursive-elsewhere")
         self.assertRegex(r.stdout, r"privilege +rank 10 +ALLOW")

@@ -73,6 +73,29 @@ Test(reply, missing_param_renders_placeholder_and_numbers_render)
 	cg_reply_free(r);
 }
 
+Test(reply, stage_index_is_counted_from_one_in_the_message)
+{
+	/* params keep the 0-based index (pipeline[1] is the second stage); people read "stage 2" */
+	struct cg_reply *r = cg_reply_new(CG_R_EXE_NOT_FOUND, "{s:I,s:s}", "stage", (json_int_t)1,
+					  "command", "nosuchcmd");
+	char *m = cg_reply_message(r);
+	cr_assert_str_eq(m, "Stage 2: command 'nosuchcmd' was not found on the controlled PATH.");
+	free(m);
+	cr_assert_eq(json_integer_value(json_object_get(r->params, "stage")), 1);
+	cg_reply_free(r);
+	/* Not an index: shown as it is, never computed on. */
+	r = cg_reply_new(CG_R_EXE_NOT_FOUND, "{s:s,s:s}", "stage", "x", "command", "c");
+	m = cg_reply_message(r);
+	cr_assert(strstr(m, "Stage {stage+1}:") == m, "%s", m);
+	free(m);
+	cg_reply_free(r);
+	r = cg_reply_new(CG_R_EXE_NOT_FOUND, "{s:I,s:s}", "stage", (json_int_t)-1, "command", "c");
+	m = cg_reply_message(r);
+	cr_assert(strstr(m, "Stage {stage+1}:") == m, "%s", m);
+	free(m);
+	cg_reply_free(r);
+}
+
 Test(reply, trace_id_fills_template_and_json)
 {
 	struct cg_reply *r = cg_reply_new(CG_R_SYS_CRASH, NULL);
