@@ -318,7 +318,8 @@ static void explain_print(const struct cg_policy *p, const struct outcome *o)
 	json_array_foreach(o->stages, i, st)
 	{
 		const char *found = json_string_value(json_object_get(st, "found"));
-		printf("stage %zu:   %s -> %s", i + 1, json_string_value(json_object_get(st, "argv0")),
+		printf("stage %zu:   %s -> %s", i + 1,
+		       json_string_value(json_object_get(st, "argv0")),
 		       json_string_value(json_object_get(st, "exe")));
 		if (json_is_true(json_object_get(st, "via_symlink")))
 			printf(" (resolved from %s)", found ? found : "?");

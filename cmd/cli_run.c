@@ -348,7 +348,8 @@ int cg_cli_run(const struct cg_cli *g, int argc, char **argv)
 			const json_t *st = json_array_get(stages, i);
 			if (write_b64(json_object_get(st, "stderr"), stderr) < 0) {
 				fprintf(stderr,
-					"callgate run: stage %zu stderr could not be decoded\n", i + 1);
+					"callgate run: stage %zu stderr could not be decoded\n",
+					i + 1);
 				lost = true;
 			}
 			if (json_is_true(json_object_get(st, "stderr_truncated")))

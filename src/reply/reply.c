@@ -224,7 +224,8 @@ char *cg_reply_message(const struct cg_reply *r)
 		if (v && ordinal && json_is_integer(v) && json_integer_value(v) >= 0 &&
 		    json_integer_value(v) < LLONG_MAX) {
 			char num[32];
-			snprintf(num, sizeof(num), "%" JSON_INTEGER_FORMAT, json_integer_value(v) + 1);
+			snprintf(num, sizeof(num), "%" JSON_INTEGER_FORMAT,
+				 json_integer_value(v) + 1);
 			sb_add(&b, num, strlen(num), &failed);
 		} else if (v && !ordinal)
 			sb_add_value(&b, v, &failed);
