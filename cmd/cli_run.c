@@ -33,7 +33,29 @@ static int unreachable(const char *sub, const char *err)
 {
 	int e = errno;
 	fprintf(stderr, "callgate %s: %s\n", sub, err);
+	if ((e == ENOENT || e == ECONNREFUSED) && isatty(STDERR_FILENO))
+		fprintf(stderr,
+			"callgate %s: is callgated running? Give its socket with --socket "
+			"PATH or $CALLGATE_SOCKET\n",
+			sub);
 	return e == EPROTO || e == EMSGSIZE ? CG_EXIT_ERROR : CG_EXIT_UNAVAILABLE;
+}
+
+/*
+ * The protocol's default is privileged; a person who did not choose it is
+ * told how not to. On a terminal only: scripts keep the one refusal line.
+ */
+static void privileged_hint(const json_t *req, const json_t *resp)
+{
+	if (!isatty(STDERR_FILENO))
+		return;
+	const char *code =
+	    json_string_value(json_object_get(json_object_get(resp, "reply"), "code"));
+	if (!json_object_get(req, "privileged") && code &&
+	    strcmp(code, cg_reply_registry[CG_R_PRIVILEGED_NEEDS_APPROVAL].code) == 0)
+		fprintf(stderr,
+			"callgate run: a call is privileged (root, after a human's approval) "
+			"unless it says otherwise; add --no-privileged to run as yourself\n");
 }
 
 static void print_json(const json_t *resp)
@@ -327,6 +349,8 @@ int cg_cli_run(const struct cg_cli *g, int argc, char **argv)
 	const char *status = json_string_value(json_object_get(resp, "status"));
 	if (!status || strcmp(status, "ok") != 0) {
 		ret = o.json ? cg_client_exit_code(resp) : cg_cli_print_refusal("run", resp);
+		if (!o.json)
+			privileged_hint(o.req, resp);
 		goto release;
 	}
 	const json_t *stages = json_object_get(resp, "stages");

@@ -65,6 +65,8 @@ static const struct cg_cli_opt sandbox_opts[] = {
 	{ "--hide", "P", "hide the path or glob P too (nothing there to read, list or connect)" },
 	{ "--protect", "P", "keep P read-only inside the write trees (relative: in each)" },
 	{ "--tmp", "private|shared", "the command's /tmp: its own tmpfs (default) or the host's" },
+	{ "--git-write", NULL,
+	  "a write tree's .git stays writable (pinned; hooks, config read-only); else read-only" },
 	{ "--no-view", NULL, "debugging: no view (Landlock, seccomp and limits alone)" },
 	{ "--no-landlock", NULL, "debugging: the view without Landlock" },
 	{ "--user", "USER", "run as USER and its primary group (root only)" },
@@ -89,6 +91,7 @@ static void usage(FILE *f)
 	      "                        [--resolve HOST:ADDR]...\n"
 	      "                        [--limit NAME=V]... [--timeout MS] [--best-effort]\n"
 	      "                        [--hide P]... [--protect P]... [--tmp private|shared]\n"
+	      "                        [--git-write]\n"
 	      "                        [--no-view] [--no-landlock]\n"
 	      "                        [--user USER] [--report FILE|-] -- CMD [ARGS]...\n"
 	      "limits: cpu=SECONDS as=BYTES nproc=N fsize=BYTES nofile=N timeout=MS\n"
@@ -391,6 +394,10 @@ int cg_cli_sandbox(const struct cg_cli *g, int argc, char **argv)
 		}
 		if (strcmp(a, "--best-effort") == 0) {
 			c.best_effort = true;
+			continue;
+		}
+		if (strcmp(a, "--git-write") == 0) {
+			c.git_write = true;
 			continue;
 		}
 		/* Debugging: one layer alone, to see what each stops. */

@@ -1096,6 +1096,15 @@ static bool view_shared_tmp(const struct cg_constraints *const *cons, size_t n)
 	return shared;
 }
 
+/* .git writable only when every set of the stage grants it (git: write). */
+static bool view_git_write(const struct cg_constraints *const *cons, size_t n)
+{
+	bool all = n > 0;
+	for (size_t i = 0; i < n; i++)
+		all &= cons[i]->git_write;
+	return all;
+}
+
 /*
  * The call's world (ctx->view): prepared here, entered by the child. An
  * unprivileged daemon needs a user namespace for it; without one the call
@@ -1140,6 +1149,7 @@ static int prepare_view(struct cg_confine_plan *p, const struct cg_constraints *
 		.workspace = ctx->workspace,
 		.reveal = ctx->agent_socket,
 		.shared_tmp = view_shared_tmp(cons, n),
+		.git_write = view_git_write(cons, n),
 		.unprivileged = unpriv,
 		.outer_uid = geteuid(),
 		.outer_gid = getegid(),

@@ -87,23 +87,91 @@
 #define VIEW_MNT_DETACH 2 /* <sys/mount.h> clashes with <linux/mount.h> in glibc 2.36 */
 
 /* Credential stores under the call's home: hidden in every view. */
-static const char *const home_secrets[] = { ".ssh",	      ".gnupg", ".aws",
-					    ".config/gcloud", ".azure", ".kube",
-					    ".docker",	      ".netrc", ".git-credentials",
-					    ".npmrc",	      ".pypirc" };
-/* System secrets, other services' sockets, the daemon's default state. */
-static const char *const system_hidden[] = { "/etc/shadow",   "/etc/gshadow", "/etc/shadow-",
-					     "/etc/gshadow-", "/etc/sudoers", "/etc/sudoers.d",
-					     "/run",	      "/var/run",     "/var/lib/callgate" };
-/* Inside each write tree: read-only, because the developer's tools run them. */
-static const char *const protected_rel[] = { ".git/hooks",    ".git/config", ".bashrc",
-					     ".bash_profile", ".bash_login", ".profile",
-					     ".zshrc",	      ".zshenv",     ".zprofile",
-					     ".gitconfig" };
+static const char *const home_secrets[] = {
+	".ssh",
+	".gnupg",
+	".aws",
+	".config/gcloud",
+	".azure",
+	".kube",
+	".docker",
+	".netrc",
+	".git-credentials",
+	".config/git/credentials",
+	".npmrc",
+	".pypirc",
+	".config/gh",
+	".config/hub",
+	".vault-token",
+	".password-store",
+	".local/share/keyrings",
+	".pgpass",
+	".cargo/credentials",
+	".cargo/credentials.toml",
+	".gem/credentials",
+	".terraform.d/credentials.tfrc.json",
+	".config/rclone",
+	".config/op",
+	".mozilla",
+	".config/google-chrome",
+	".config/chromium",
+};
+/*
+ * System secrets, other services' sockets, the daemon's default state.
+ * A root caller's command runs as uid 0 without capabilities, so it still
+ * owns every root-owned file: the common root-only key stores are here.
+ */
+static const char *const system_hidden[] = {
+	"/etc/shadow",
+	"/etc/gshadow",
+	"/etc/shadow-",
+	"/etc/gshadow-",
+	"/etc/sudoers",
+	"/etc/sudoers.d",
+	"/etc/security/opasswd",
+	"/etc/ssh/ssh_host_*_key",
+	"/etc/ssl/private",
+	"/etc/krb5.keytab",
+	"/etc/wireguard",
+	"/etc/NetworkManager/system-connections",
+	"/etc/letsencrypt",
+	"/etc/kubernetes",
+	"/etc/rancher",
+	"/etc/ipsec.secrets",
+	"/etc/ppp/chap-secrets",
+	"/etc/ppp/pap-secrets",
+	"/run",
+	"/var/run",
+	"/var/lib/callgate",
+};
+/* Inside each write tree and the call's home: read-only, because the developer's tools run them. */
+static const char *const protected_rel[] = {
+	".bashrc", ".bash_profile", ".bash_login", ".profile",
+	".zshrc",  ".zshenv",	    ".zprofile",   ".gitconfig"
+};
+/*
+ * A repository's .git under git: write (pinned, so that it cannot be renamed
+ * away with them): what names programs the developer's git runs, or another
+ * directory to take them from. Globs; only those that exist are mounted over,
+ * and hooks is created first (as git init would) so that it can be.
+ */
+static const char *const git_protected[] = {
+	"hooks",
+	"config",
+	"commondir",
+	"config.worktree",
+	"modules/*/hooks",
+	"modules/*/config",
+	"worktrees/*/commondir",
+	"worktrees/*/config.worktree",
+	"worktrees/*/gitdir",
+};
 
 struct cg_view {
 	char **write; /* absolute, existing */
 	size_t n_write;
+	char **pin; /* directories bound onto themselves: mount points, never renamed */
+	size_t n_pin;
 	char **protect; /* absolute, existing, inside a write tree */
 	size_t n_protect;
 	char **hide;		 /* absolute, existing, not symlinks */
@@ -357,6 +425,11 @@ static int place_trees(const struct cg_view *v, const struct view_fds *f)
 		if ((rc = bind_clone(AT_FDCWD, v->write[i], true,
 				     MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, MOUNT_ATTR_RDONLY,
 				     v->write[i] + 1)) != 0)
+			return rc;
+	for (size_t i = 0; i < v->n_pin; i++)
+		if ((rc = bind_clone(AT_FDCWD, v->pin[i] + 1, false,
+				     MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, MOUNT_ATTR_RDONLY,
+				     v->pin[i] + 1)) != 0)
 			return rc;
 	for (size_t i = 0; i < v->n_protect; i++)
 		if ((rc = bind_clone(AT_FDCWD, v->protect[i] + 1, false, MOUNT_ATTR_RDONLY, 0,
@@ -768,6 +841,8 @@ static int add_protected(struct cg_view *v, const char *path)
 	bool inside = false;
 	for (size_t i = 0; i < v->n_write; i++)
 		inside |= under(path, v->write[i]) && strcmp(path, v->write[i]) != 0;
+	for (size_t i = 0; i < v->n_protect; i++)
+		inside &= !under(path, v->protect[i]);
 	if (!inside)
 		return 0; /* read-only already */
 	if (lstat(path, &st) != 0)
@@ -777,9 +852,50 @@ static int add_protected(struct cg_view *v, const char *path)
 	return list_add(&v->protect, &v->n_protect, path);
 }
 
+/*
+ * The repository at the root of write tree w. Its .git names the programs
+ * the developer's own git runs later, outside any call: hooks, config, and
+ * where to take them from (commondir, a .git file's gitdir). Read-only as a
+ * whole, and so also a mount point that cannot be renamed away; under
+ * git: write, pinned in place read-write with those parts read-only.
+ */
+static int protect_git(struct cg_view *v, const char *tree, bool git_write)
+{
+	char git[PATH_MAX], buf[PATH_MAX];
+	struct stat st;
+	if (snprintf(git, sizeof(git), "%s/.git", tree) >= (int)sizeof(git) || lstat(git, &st) != 0)
+		return 0;
+	if (!S_ISDIR(st.st_mode) || !git_write)
+		return S_ISLNK(st.st_mode) ? 0 : add_protected(v, git);
+	if (list_add(&v->pin, &v->n_pin, git) != 0)
+		return -1;
+	for (size_t i = 0; i < CG_ARRAY_LEN(git_protected); i++) {
+		if (snprintf(buf, sizeof(buf), "%s/%s", git, git_protected[i]) >= (int)sizeof(buf))
+			continue;
+		if (!strchr(buf, '*')) {
+			if (add_protected(v, buf) != 0)
+				return -1;
+			continue;
+		}
+		glob_t g;
+		if (glob(buf, GLOB_NOSORT | GLOB_NOESCAPE, NULL, &g) != 0)
+			continue;
+		int rc = 0;
+		for (size_t k = 0; rc == 0 && k < g.gl_pathc; k++)
+			rc = add_protected(v, g.gl_pathv[k]);
+		globfree(&g);
+		if (rc != 0)
+			return -1;
+	}
+	return 0;
+}
+
 static int collect_protected(struct cg_view *v, const struct cg_view_spec *s)
 {
 	char buf[PATH_MAX];
+	for (size_t w = 0; w < v->n_write; w++)
+		if (protect_git(v, v->write[w], s->git_write) != 0)
+			return -1;
 	for (size_t w = 0; w < v->n_write; w++) {
 		for (size_t i = 0; i < CG_ARRAY_LEN(protected_rel) + s->n_protect; i++) {
 			const char *rel = i < CG_ARRAY_LEN(protected_rel)
@@ -798,7 +914,7 @@ static int collect_protected(struct cg_view *v, const struct cg_view_spec *s)
 		if (s->protect[i][0] == '/' && add_protected(v, s->protect[i]) != 0)
 			return -1;
 	/* Shell start-up files of the call's home, when the home is writable. */
-	for (size_t i = 2; s->home && s->home[0] == '/' && i < CG_ARRAY_LEN(protected_rel); i++)
+	for (size_t i = 0; s->home && s->home[0] == '/' && i < CG_ARRAY_LEN(protected_rel); i++)
 		if (snprintf(buf, sizeof(buf), "%s/%s", s->home, protected_rel[i]) <
 			(int)sizeof(buf) &&
 		    add_protected(v, buf) != 0)
@@ -971,11 +1087,12 @@ int cg_view_prepare(const struct cg_view_spec *s, struct cg_view **out, struct c
 	if (!(v->stack = malloc(VIEW_STACK)))
 		goto fail;
 	v->report = json_pack(
-	    "{s:s,s:o,s:o,s:o,s:s,s:s,s:[s,s,s,s],s:b}", "root", "read-only", "writable",
-	    strings_json(v->write, v->n_write), "protected", strings_json(v->protect, v->n_protect),
-	    "hidden", strings_json(v->hide, v->n_hide), "tmp",
-	    v->private_tmp ? "private" : "shared", "proc", "own pid namespace", "namespaces",
-	    "mount", "pid", "uts", "ipc", "user_namespace", v->userns);
+	    "{s:s,s:o,s:o,s:o,s:o,s:s,s:s,s:[s,s,s,s],s:b}", "root", "read-only", "writable",
+	    strings_json(v->write, v->n_write), "pinned", strings_json(v->pin, v->n_pin),
+	    "protected", strings_json(v->protect, v->n_protect), "hidden",
+	    strings_json(v->hide, v->n_hide), "tmp", v->private_tmp ? "private" : "shared", "proc",
+	    "own pid namespace", "namespaces", "mount", "pid", "uts", "ipc", "user_namespace",
+	    v->userns);
 	if (!v->report)
 		goto fail;
 	*out = v;
@@ -1005,6 +1122,7 @@ void cg_view_free(struct cg_view *v)
 	if (!v)
 		return;
 	free_list(v->write, v->n_write);
+	free_list(v->pin, v->n_pin);
 	free_list(v->protect, v->n_protect);
 	free_list(v->hide, v->n_hide);
 	free_list(v->tmp_dirs, v->n_tmp_dirs);

@@ -68,6 +68,7 @@ struct cg_view_spec {
 	const char *workspace; /* visible (read-only unless written) even under a private /tmp */
 	const char *reveal;    /* a granted socket (forward_agent) kept reachable, or NULL */
 	bool shared_tmp;       /* the host's /tmp instead of a private one */
+	bool git_write;	       /* .git in a write tree stays writable (pinned), else read-only */
 	bool unprivileged;     /* the daemon is not root: a user namespace carries the view */
 	uid_t outer_uid;       /* for the user namespace's maps */
 	gid_t outer_gid;

@@ -185,6 +185,8 @@ json_t *cg_constraints_to_json(const struct cg_constraints *c)
 	if (c->tmp != CG_TMP_UNSET)
 		json_object_set_new(o, "tmp",
 				    json_string(c->tmp == CG_TMP_SHARED ? "shared" : "private"));
+	if (c->git_write)
+		json_object_set_new(o, "git", json_string("write"));
 	if (c->net != CG_NET_UNSET) {
 		json_object_set_new(o, "net", json_string(net_name(c->net)));
 		if (c->net == CG_NET_TCP) {

@@ -102,6 +102,12 @@ struct cg_constraints {
 	const char *const *hide;    /* paths or globs with nothing there in the view */
 	const char *const *protect; /* read-only inside write trees (relative: in each) */
 	enum cg_tmp tmp;	    /* the call's /tmp */
+	/*
+	 * git: write: the repository's .git in each write tree stays writable
+	 * (pinned; its hooks and config still read-only). Otherwise .git is
+	 * read-only as a whole. It holds only when every set of the stage says so.
+	 */
+	bool git_write;
 };
 
 /* One rung's answer. All pointers are into policy-owned, immutable memory. */

@@ -5,6 +5,7 @@ command's own, and 64/65/69/70/77/124 from cli.h), the refusal line, --json.
 """
 import json
 import os
+import subprocess
 import unittest
 
 import cgtest
@@ -72,6 +73,36 @@ class CliAgainstDaemon(unittest.TestCase):
         self.assertEqual(r.returncode, EXIT_DENIED, r.stderr)
         self.assertRegex(r.stderr.decode(),
                          r"^callgate run: EN-[A-Z]+-D-\d{3}: .+ \(trace [0-9a-f-]{36}\)\n$")
+
+    def test_privileged_default_hint_on_a_terminal_only(self):
+        import pty
+        master, slave = pty.openpty()
+        try:
+            r = subprocess.run([cgtest.CALLGATE, "--socket", self.d.socket, "run", "--", "ls"],
+                               stdout=subprocess.PIPE, stderr=slave, cwd=self.d.workspace,
+                               timeout=30)
+            os.close(slave)
+            slave = -1
+            err = b""
+            while True:
+                try:
+                    chunk = os.read(master, 4096)
+                except OSError:  # EIO: the terminal's other end is closed
+                    break
+                if not chunk:
+                    break
+                err += chunk
+        finally:
+            if slave >= 0:
+                os.close(slave)
+            os.close(master)
+        self.assertEqual(r.returncode, EXIT_DENIED)
+        lines = err.decode().replace("\r\n", "\n").splitlines()
+        self.assertRegex(lines[0], r"^callgate run: EN-EXEC-D-003: ")
+        self.assertIn("--no-privileged", lines[1])
+        # Asked for explicitly: no hint.
+        r = self.run_cli("run", "--privileged", "--", "ls")
+        self.assertEqual(r.stderr.decode().count("\n"), 1, r.stderr)
 
     def test_unknown_command_is_invalid(self):
         r = self.run_cli("run", "--no-privileged", "--", "no-such-command-cg")

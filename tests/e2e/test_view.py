@@ -279,10 +279,19 @@ class ViewThroughDaemon(unittest.TestCase):
             res = self.probe(hook=f"open(os.path.join({g}, 'hoo' + 'ks', 'pre-commit'), 'w')"
                                   ".write('#!/bin/sh')",
                              config=f"open(os.path.join({g}, 'con' + 'fig'), 'a').write('x')",
-                             control=f"open(os.path.join({g}, 'description'), 'w')"
+                             # Not git: all of .git is read-only, and pinned.
+                             other=f"open(os.path.join({g}, 'description'), 'w')"
+                                   ".write('ok')",
+                             commondir=f"open(os.path.join({g}, 'commondir'), 'w')"
+                                       ".write('../x')",
+                             rename=f"os.rename({g}, {g} + '-orig')",
+                             control=f"open(os.path.join({self.d.workspace!r}, 'w.txt'), 'w')"
                                      ".write('ok')")
-            self.assertEqual(res, {"hook": "EROFS", "config": "EROFS", "control": "OK"})
+            self.assertEqual(res, {"hook": "EROFS", "config": "EROFS", "other": "EROFS",
+                                   "commondir": "EROFS", "rename": "EBUSY", "control": "OK"})
             self.assertFalse(os.path.exists(hook))
+            self.assertFalse(os.path.exists(os.path.join(git, "commondir")))
+            os.unlink(os.path.join(self.d.workspace, "w.txt"))
             with open(os.path.join(git, "config")) as f:
                 self.assertEqual(f.read(), "[core]\n")
         finally:
@@ -363,6 +372,140 @@ class ViewThroughDaemon(unittest.TestCase):
                            text=True)
         self.assertIn("init", r.stdout)
 
+
+
+def git_repo(path):
+    """A repository at path with one commit, made on the host."""
+    def g(*a):
+        subprocess.run(["git", "-C", path, *a], check=True, capture_output=True)
+    g("init", "-q")
+    g("config", "user.email", "dev@example.org")
+    g("config", "user.name", "dev")
+    g("commit", "-q", "--allow-empty", "-m", "init")
+
+
+def digest_tree(path, prefixes):
+    """Every file under path whose relative name starts with one of prefixes, with its bytes."""
+    out = {}
+    for dp, _, fs in os.walk(path):
+        for f in fs:
+            p = os.path.join(dp, f)
+            rel = os.path.relpath(p, path)
+            if rel.startswith(prefixes):
+                with open(p, "rb") as fh:
+                    out[rel] = fh.read()
+    return out
+
+
+@unittest.skipUnless(os.geteuid() == 0 and PY and shutil.which("git"),
+                     "needs root, python3 and git")
+class RepositoryInTheWorkspace(unittest.TestCase):
+    """The workspace's .git: what the developer's own git runs later, outside any call.
+
+    Renaming .git away (its read-only hooks and config went with it) or
+    pointing it at another directory (commondir) planted code that the
+    host's next git ran. Judged by the host's repository afterwards.
+    """
+
+    WATCH = ("hooks/", "config", "worktrees/")
+
+    def setUp(self):
+        self.d = cgtest.Daemon().start()
+        self.ws = self.d.workspace
+        git_repo(self.ws)
+        self.git = os.path.join(self.ws, ".git")
+        self.before = digest_tree(self.git, self.WATCH)
+
+    def tearDown(self):
+        self.d.close()
+
+    def run_call(self, *pipeline):
+        resp = self.d.request(cgtest.make_request(list(pipeline), privileged=False),
+                              timeout=60)
+        self.assertIn(resp["status"], ("ok", "denied"), resp)
+        return resp
+
+    def assert_ran_and_failed(self, pipeline):
+        """Refused, or ran and failed: either way nothing below may have changed."""
+        resp = self.run_call(*pipeline)
+        if resp["status"] == "ok":
+            self.assertNotEqual([s["exit_code"] for s in resp["stages"]], [0], pipeline)
+
+    def assert_git_untouched(self):
+        self.assertEqual(digest_tree(self.git, self.WATCH), self.before)
+        for name in ("commondir", "config.worktree"):
+            self.assertFalse(os.path.exists(os.path.join(self.git, name)), name)
+        self.assertTrue(os.path.isdir(os.path.join(self.git, "objects")))
+
+    def test_other_tools_cannot_move_or_redirect_git(self):
+        for pipeline in ([["mv", ".git", ".git-orig"]],
+                         [["cp", ".git/HEAD", ".git/commondir"]],
+                         [["mkdir", ".git/modules"]],
+                         [["sh", "-c", "echo ../evil > .git/commondir"]],
+                         [["sh", "-c", "rm -rf .git"]]):
+            self.assert_ran_and_failed(pipeline)
+        self.assertFalse(os.path.exists(os.path.join(self.ws, ".git-orig")))
+        self.assertFalse(os.path.exists(os.path.join(self.git, "modules")))
+        self.assert_git_untouched()
+        # The host's git still works on the same repository.
+        r = subprocess.run(["git", "-C", self.ws, "log", "--oneline"], capture_output=True,
+                           text=True)
+        self.assertIn("init", r.stdout)
+
+    def test_git_records_work_but_writes_nothing_that_runs(self):
+        with open(os.path.join(self.ws, "f.txt"), "w") as f:
+            f.write("hello\n")
+        for pipeline in ([["git", "add", "f.txt"]],
+                         [["git", "commit", "-q", "-m", "by a call"]]):
+            resp = self.run_call(*pipeline)
+            self.assertEqual([s["exit_code"] for s in resp["stages"]], [0], resp)
+        r = subprocess.run(["git", "-C", self.ws, "log", "--oneline"], capture_output=True,
+                           text=True)
+        self.assertIn("by a call", r.stdout)
+        # git can write any file itself: not where .git is read-only.
+        for pipeline in ([["git", "log", "-1", "--format=format:../evil",
+                           "--output=.git/commondir"]],
+                         [["git", "checkout-index", "-a", "--prefix=.git/"]],
+                         [["git", "config", "--file", ".git/config.worktree", "a.b", "c"]]):
+            self.assert_ran_and_failed(pipeline)
+        self.assertFalse(os.path.exists(os.path.join(self.git, "f.txt")))
+        self.assert_git_untouched()
+
+    def test_git_write_pins_git_and_keeps_what_runs_read_only(self):
+        # A policy that grants `git: write` to python, to try the pinned .git itself.
+        self.d.close()
+        policy = ("version: 1\nrules:\n  - id: py\n    decision: degrade\n"
+                  "    match: { exe: [python3] }\n"
+                  "    constraints: { read: [/], write: ['${workspace}'], git: write }\n")
+        self.d = cgtest.Daemon(policy_text=policy).start()
+        self.ws = self.d.workspace
+        git_repo(self.ws)
+        self.git = os.path.join(self.ws, ".git")
+        wt = os.path.join(self.git, "worktrees", "w")
+        os.makedirs(wt)
+        with open(os.path.join(wt, "commondir"), "w") as f:
+            f.write("../..\n")
+        self.before = digest_tree(self.git, self.WATCH)
+        probe = os.path.join(self.ws, "probe.py")
+        with open(probe, "w") as f:
+            f.write(PROBE)
+        g = f"os.path.join({self.ws!r}, '.git')"
+        argv = [PY, probe,
+                f"hook=open(os.path.join({g}, 'hooks', 'post-commit'), 'w').write('x')",
+                f"config=open(os.path.join({g}, 'config'), 'a').write('x')",
+                f"wt=open(os.path.join({g}, 'worktrees', 'w', 'commondir'), 'w').write('/x')",
+                f"rename=os.rename({g}, {g} + '-orig')",
+                f"rmdir=os.rmdir({g})",
+                f"control=open(os.path.join({g}, 'description'), 'w').write('ok')"]
+        resp = self.d.request(cgtest.make_request([argv], privileged=False), timeout=60)
+        self.assertEqual(resp["status"], "ok", resp)
+        out = base64.b64decode(resp.get("stdout", "")).decode()
+        res = dict(line.split(" ", 1) for line in out.splitlines())
+        self.assertEqual(res, {"hook": "EROFS", "config": "EROFS", "wt": "EROFS",
+                               "rename": "EBUSY", "rmdir": "EBUSY", "control": "OK"})
+        self.assertEqual(digest_tree(self.git, self.WATCH), self.before)
+        view = resp["reply"]["data"]["confinement"]["view"]
+        self.assertEqual(view["pinned"], [os.path.realpath(self.git)])
 
 
 @unittest.skipUnless(os.geteuid() == 0, "needs root (a root peer's approved call)")

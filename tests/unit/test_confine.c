@@ -730,14 +730,27 @@ Test(confine, view_report_names_what_is_writable_protected_and_hidden, .init = m
 	c.write = wr;
 	c.n_write = 1;
 	struct cg_confine_ctx ctx = { .workspace = inside, .cwd = inside, .view = true };
+	/* Without git: write, .git is read-only as a whole (and nothing is made in it). */
 	struct cg_confine_plan *p = prepare1(&c, &ctx);
 	json_t *rep = cg_confine_report(p);
 	json_t *view = json_object_get(rep, "view");
 	cr_assert_not_null(view);
+	cr_assert_str_eq(json_string_value(json_array_get(json_object_get(view, "protected"), 0)),
+			 git);
+	cr_assert_eq(json_array_size(json_object_get(view, "pinned")), 0);
+	struct stat st;
+	cr_assert_neq(stat(hooks, &st), 0);
+	json_decref(rep);
+	cg_confine_plan_free(p);
+	/* With it, .git is pinned, and a missing .git/hooks is created so that it can be covered. */
+	c.git_write = true;
+	p = prepare1(&c, &ctx);
+	rep = cg_confine_report(p);
+	view = json_object_get(rep, "view");
 	cr_assert_str_eq(json_string_value(json_array_get(json_object_get(view, "writable"), 0)),
 			 inside);
-	/* A missing .git/hooks under .git was created so that it can be covered. */
-	struct stat st;
+	cr_assert_str_eq(json_string_value(json_array_get(json_object_get(view, "pinned"), 0)),
+			 git);
 	cr_assert_eq(stat(hooks, &st), 0);
 	cr_assert(S_ISDIR(st.st_mode));
 	cr_assert_str_eq(json_string_value(json_array_get(json_object_get(view, "protected"), 0)),

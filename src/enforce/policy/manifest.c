@@ -1210,6 +1210,16 @@ static int load_view_keys(struct ld *l, yaml_node_t *n, struct cg_constraints *c
 		else
 			return fail(l, v, "constraints.tmp must be private or shared, not '%s'", t);
 	}
+	if ((v = get(l, n, "git"))) {
+		const char *t = scalar(l, v, "constraints.git");
+		if (!t)
+			return -1;
+		if (strcmp(t, "write") == 0)
+			c->git_write = true;
+		else if (strcmp(t, "read-only") != 0)
+			return fail(l, v, "constraints.git must be write or read-only, not '%s'",
+				    t);
+	}
 	return 0;
 }
 
@@ -1223,7 +1233,8 @@ static int load_constraints(struct ld *l, yaml_node_t *n, const char *rid,
 		}
 	static const char *const keys[] = { "read",  "write",	"exec",	      "net",
 					    "ports", "limits",	"timeout_ms", "best_effort",
-					    "hide",  "protect", "tmp",	      NULL };
+					    "hide",  "protect", "tmp",	      "git",
+					    NULL };
 	char what[200];
 	snprintf(what, sizeof(what), "rule %s: constraints", rid);
 	if (check_keys(l, n, what, keys) != 0)
