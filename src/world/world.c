@@ -213,6 +213,47 @@ static int search_path(const char *path, const char *name, size_t idx, char **fo
 	return -1;
 }
 
+/*
+ * A program a privileged call runs as root: an approval names it by path,
+ * so the bytes at that path must be root's alone, or whoever can change
+ * them between the approval and the exec chooses what root runs. The file
+ * and every directory above it (canonical, from realpath) must be owned by
+ * root and writable by no group or other. 0, or -1 with *err.
+ */
+static int root_only(const char *exe, size_t idx, struct cg_reply **err)
+{
+	char p[PATH_MAX];
+	size_t n = strlen(exe);
+	if (n >= sizeof(p)) {
+		*err = resolve_failed(ENAMETOOLONG);
+		return -1;
+	}
+	memcpy(p, exe, n + 1);
+	for (;;) {
+		struct stat st;
+		if (lstat(p[0] ? p : "/", &st) != 0) {
+			*err = resolve_failed(errno);
+			return -1;
+		}
+		/* A sticky directory (/tmp) lets others add names, not replace root's. */
+		bool sticky = S_ISDIR(st.st_mode) && (st.st_mode & S_ISVTX);
+		const char *why = st.st_uid != 0 ? "is not owned by root"
+				  : (st.st_mode & (S_IWGRP | S_IWOTH)) && !sticky
+				      ? "is writable by others"
+				      : NULL;
+		if (why) {
+			*err = cg_reply_new(CG_R_EXE_NOT_ROOT_ONLY, "{s:I,s:s,s:s,s:s}", "stage",
+					    (json_int_t)idx, "path", exe, "changeable",
+					    p[0] ? p : "/", "why", why);
+			return -1;
+		}
+		char *slash = strrchr(p, '/');
+		if (!p[0] || !slash)
+			return 0;
+		*slash = '\0'; /* the parent; "" stands for / */
+	}
+}
+
 static int resolve_stage(const struct cg_world *w, const struct cg_stage *stage, size_t idx,
 			 struct cg_resolved_stage *rs, struct cg_reply **err)
 {
@@ -337,7 +378,8 @@ int cg_world_resolve(const struct cg_world *w, const struct cg_request *req,
 		}
 		call->n_stages = req->n_stages;
 		for (size_t i = 0; i < req->n_stages; i++)
-			if (resolve_stage(w, &req->stages[i], i, &call->stages[i], err) != 0)
+			if (resolve_stage(w, &req->stages[i], i, &call->stages[i], err) != 0 ||
+			    (req->privileged && root_only(call->stages[i].exe, i, err) != 0))
 				goto fini_call;
 	}
 	if (resolve_cwd(w, req->cwd, call, err) != 0)

@@ -259,6 +259,46 @@ class WhatWasApprovedIsWhatRuns(unittest.TestCase):
             shutil.rmtree(outside, ignore_errors=True)
 
 
+class PrivilegedProgramsAreRootOnly(unittest.TestCase):
+    """An approval names the program by path: only root may be able to change it.
+
+    A program the agent owned was approved, then rewritten before the run,
+    and the new bytes ran as root (found by an attack review).
+    """
+
+    def test_a_program_someone_else_can_change_never_waits_or_runs_as_root(self):
+        policy = POLICY + ("  - id: ws-tool\n    decision: defer\n"
+                           "    match: { exe_glob: [\"/tmp/cg-e2e-*/ws/tool\"] }\n")
+        with cgtest.Daemon(policy_text=policy,
+                           flags=["--approval", "--approval-timeout", "20000"]) as d:
+            tool = os.path.join(d.workspace, "tool")
+            marker = os.path.join(d.workspace, "ran-as-root")
+            with open(tool, "w") as f:
+                f.write("#!/bin/sh\necho approved > %s\n" % marker)
+            os.chmod(tool, 0o755)
+            os.chown(tool, 65534, 65534)  # the agent's, as an agent's own script is
+            t, box = call_async(d, cgtest.make_request([[tool]], privileged=True))
+            t.join(WAIT)
+            self.assertEqual(box["resp"]["reply"]["code"], "WA-RES-I-007", box)
+            self.assertIn("not owned by root", box["resp"]["reply"]["message"])
+            self.assertEqual(pending(d), [])
+            # Root's, but writable by its group: the same.
+            os.chown(tool, 0, 0)
+            os.chmod(tool, 0o775)
+            resp = d.request(cgtest.make_request([[tool]], privileged=True), timeout=WAIT)
+            self.assertEqual(resp["reply"]["code"], "WA-RES-I-007", resp)
+            self.assertEqual(pending(d), [])
+            self.assertFalse(os.path.exists(marker))
+            # Control: root's alone, it waits for a person as before.
+            os.chmod(tool, 0o755)
+            t, box = call_async(d, cgtest.make_request([[tool]], privileged=True))
+            p = wait_pending(d, 1)[0]
+            r = d.admin("deny", trace_id=p["trace_id"], request_sha256=p["request_sha256"])
+            self.assertEqual(r["reply"]["code"][:8], "MCP-APPR", r)
+            t.join(WAIT)
+            self.assertFalse(os.path.exists(marker))
+
+
 class GrantsBindWhatRuns(unittest.TestCase):
     """Item 2: a grant covers one exact shape; any difference is no match."""
 
