@@ -94,6 +94,44 @@ static const char *const denied[] = {
 	"nfsservctl",
 };
 
+/*
+ * Syscalls that set a file's mode, with the index of the mode argument. A
+ * set-user-ID or set-group-ID bit made here outlives the call: a root
+ * caller's command (uid 0, no capabilities, but the owner of what it makes)
+ * left a set-uid-root program in the workspace that any host user could
+ * run as root (found by an attack review). No agent task needs to make one.
+ */
+static const struct {
+	const char *name;
+	unsigned arg;
+} mode_setters[] = {
+	{ "chmod", 1 },	 { "fchmod", 1 }, { "fchmodat", 2 }, { "fchmodat2", 2 }, { "open", 2 },
+	{ "openat", 3 }, { "creat", 1 },  { "mknod", 1 },    { "mknodat", 2 },
+};
+
+static int deny_setid_modes(scmp_filter_ctx ctx)
+{
+	static const unsigned long bits[] = { S_ISUID, S_ISGID };
+	for (size_t i = 0; i < sizeof(mode_setters) / sizeof(mode_setters[0]); i++) {
+		int nr = seccomp_syscall_resolve_name(mode_setters[i].name);
+		if (nr == __NR_SCMP_ERROR)
+			continue; /* not on this architecture */
+		for (size_t b = 0; b < 2; b++) {
+			struct scmp_arg_cmp cmp = { .arg = mode_setters[i].arg,
+						    .op = SCMP_CMP_MASKED_EQ,
+						    .datum_a = bits[b],
+						    .datum_b = bits[b] };
+			if (seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 1, cmp) != 0)
+				return -1;
+		}
+	}
+	/* openat2 passes its mode in memory, which seccomp cannot read: libc falls back. */
+	int nr = seccomp_syscall_resolve_name("openat2");
+	if (nr != __NR_SCMP_ERROR && seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), nr, 0) != 0)
+		return -1;
+	return 0;
+}
+
 static struct sock_fprog prog;
 static int compile_errno;
 static pthread_once_t compile_once = PTHREAD_ONCE_INIT;
@@ -136,7 +174,7 @@ static int add_rules(scmp_filter_ctx ctx)
 	if (seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
 			     SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, TIOCLINUX)) != 0)
 		return -1;
-	return 0;
+	return deny_setid_modes(ctx);
 }
 
 static void compile(void)
@@ -220,5 +258,9 @@ json_t *cg_seccomp_denied_json(void)
 	(void)json_array_append_new(a, json_string("clone3 (ENOSYS)"));
 	(void)json_array_append_new(a, json_string("ioctl(TIOCSTI)"));
 	(void)json_array_append_new(a, json_string("ioctl(TIOCLINUX)"));
+	(void)json_array_append_new(a,
+				    json_string("chmod/open/mknod family with set-uid or set-gid "
+						"mode bits"));
+	(void)json_array_append_new(a, json_string("openat2 (ENOSYS)"));
 	return a;
 }

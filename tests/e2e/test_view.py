@@ -316,6 +316,27 @@ class ViewThroughDaemon(unittest.TestCase):
         os.unlink(os.path.join(ws, "fifo"))
         self.assertEqual(socket.gethostname(), host_name)
 
+    def test_no_set_id_program_is_left_behind(self):
+        # A root peer's command owns what it makes: a set-uid-root copy left in
+        # the workspace would run as root for any host user later.
+        ws = self.d.workspace
+        made = os.path.join(ws, "sid")
+        with open(made, "wb") as f:
+            f.write(b"#!/bin/sh\n")
+        res = self.probe(chmod_suid=f"os.chmod({made!r}, 0o4755)",
+                         chmod_sgid=f"os.chmod({made!r}, 0o2755)",
+                         create_suid=f"os.close(os.open({ws + '/sid2'!r}, "
+                                     f"os.O_CREAT | os.O_WRONLY, 0o4755))",
+                         mknod_sgid=f"os.mknod({ws + '/sid3'!r}, 0o102755)",
+                         control=f"os.chmod({made!r}, 0o755)")
+        self.assertEqual(res, {"chmod_suid": "EPERM", "chmod_sgid": "EPERM",
+                               "create_suid": "EPERM", "mknod_sgid": "EPERM",
+                               "control": "OK"})
+        self.assertEqual(os.stat(made).st_mode & 0o7777, 0o755)
+        self.assertFalse(os.path.exists(os.path.join(ws, "sid2")))
+        self.assertFalse(os.path.exists(os.path.join(ws, "sid3")))
+        os.unlink(made)
+
     # -- ordinary work ---------------------------------------------------------
 
     def test_dev_null_writable(self):
