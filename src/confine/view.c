@@ -421,15 +421,18 @@ static int place_trees(const struct cg_view *v, const struct view_fds *f)
 				     MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0,
 				     v->keep[i] + 1)) != 0)
 			return rc;
+	/*
+	 * Write trees and pins keep the host's own read-only flags: a read-only
+	 * mount below the workspace (a vendored tree, a mounted image) stays so.
+	 */
 	for (size_t i = 0; i < v->n_write; i++)
 		if ((rc = bind_clone(AT_FDCWD, v->write[i], true,
-				     MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, MOUNT_ATTR_RDONLY,
-				     v->write[i] + 1)) != 0)
+				     MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0, v->write[i] + 1)) !=
+		    0)
 			return rc;
 	for (size_t i = 0; i < v->n_pin; i++)
 		if ((rc = bind_clone(AT_FDCWD, v->pin[i] + 1, false,
-				     MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, MOUNT_ATTR_RDONLY,
-				     v->pin[i] + 1)) != 0)
+				     MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0, v->pin[i] + 1)) != 0)
 			return rc;
 	for (size_t i = 0; i < v->n_protect; i++)
 		if ((rc = bind_clone(AT_FDCWD, v->protect[i] + 1, false, MOUNT_ATTR_RDONLY, 0,

@@ -316,6 +316,32 @@ class ViewThroughDaemon(unittest.TestCase):
         os.unlink(os.path.join(ws, "fifo"))
         self.assertEqual(socket.gethostname(), host_name)
 
+    def test_read_only_mount_under_the_workspace_stays_read_only(self):
+        src = tempfile.mkdtemp(prefix="cg-ro-", dir="/var/tmp")
+        point = os.path.join(self.d.workspace, "vendor")
+        os.makedirs(point)
+        with open(os.path.join(src, "data.txt"), "w") as f:
+            f.write("data\n")
+        mounted = False
+        try:
+            subprocess.run(["mount", "--bind", src, point], check=True)
+            mounted = True
+            subprocess.run(["mount", "-o", "remount,bind,ro", point], check=True)
+            res = self.probe(append=f"open({point + '/data.txt'!r}, 'a').write('x')",
+                             create=f"open({point + '/new'!r}, 'w').write('x')",
+                             control=f"open({self.d.workspace + '/w2.txt'!r}, 'w').write('x')")
+            self.assertEqual(res, {"append": "EROFS", "create": "EROFS", "control": "OK"})
+            with open(os.path.join(src, "data.txt")) as f:
+                self.assertEqual(f.read(), "data\n")
+            self.assertEqual(os.listdir(src), ["data.txt"])
+        finally:
+            if mounted:
+                subprocess.run(["umount", point], check=False)
+            os.rmdir(point)
+            shutil.rmtree(src, ignore_errors=True)
+            if os.path.exists(os.path.join(self.d.workspace, "w2.txt")):
+                os.unlink(os.path.join(self.d.workspace, "w2.txt"))
+
     def test_no_set_id_program_is_left_behind(self):
         # A root peer's command owns what it makes: a set-uid-root copy left in
         # the workspace would run as root for any host user later.
