@@ -58,6 +58,9 @@ struct gen {
 /* The daemon's own paths (state dir, sockets) hidden in every call's view. */
 #define KERNEL_MAX_OWN_PATHS 8
 
+#define CG_EV_READS_MAX	    4 /* evidence reads on workers at once, daemon-wide */
+#define CG_EV_READS_PER_UID 2 /* the same, per reading uid */
+
 struct cg_kernel {
 	char *policy_file; /* NULL: embedded default */
 	char *own_paths[KERNEL_MAX_OWN_PATHS];
@@ -81,6 +84,14 @@ struct cg_kernel {
 	struct cg_job *queue_head, *queue_tail;
 	struct cg_job *active; /* jobs handed to workers, for shutdown */
 	bool stopping;
+	/*
+	 * Evidence reads on workers (a log or replay scans the journal: seconds
+	 * of CPU on a large one), by reader uid: at most CG_EV_READS_PER_UID
+	 * each and CG_EV_READS_MAX in all, so that reads never hold the
+	 * workers calls need. Guarded by lock.
+	 */
+	uid_t ev_reads[CG_EV_READS_MAX];
+	unsigned n_ev_reads;
 	unsigned n_threads;
 	pthread_t *threads;
 

@@ -443,6 +443,58 @@ def view_pid1(d):
     raise AssertionError("no pid 1 for the call")
 
 
+class EvidenceReadsShareWorkers(unittest.TestCase):
+    """Reads of the journal run on the workers that run calls: bounded per uid and in all.
+
+    One uid's burst of `log` requests once held every worker, and another
+    uid's /bin/true waited a minute. Each read here holds its worker 5 s
+    (CALLGATE_TEST_READ_STALL_MS), so which reads ran, which were refused and
+    what was answered while they held their workers is plain.
+    """
+
+    def test_a_burst_of_reads_takes_two_slots_and_calls_still_run(self):
+        env = {"CALLGATE_TEST_READ_STALL_MS": "5000"}
+        with cgtest.Daemon(flags=nobody_flags(), env=env) as d:
+            os.chmod(d.workspace, 0o777)
+            replies = []
+            order = []
+
+            def read_log(uid):
+                req = line(cgtest.make_request(None, action="log", limit=1, time=None))
+                got = cgtest.as_uid(uid, lambda: cgtest.send_recv(d.socket, req, 60).decode())
+                code = cgtest.parse_response(got.encode())["reply"]["code"]
+                replies.append((uid, code))
+                order.append("read")
+
+            threads = [threading.Thread(target=read_log, args=(NOBODY,)) for _ in range(8)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(0.2)  # the refused ones are answered at once
+            time.sleep(0.5)
+            busy = [c for u, c in replies if c == "MCP-LOG-E-103"]
+            self.assertEqual(len(busy), 6, replies)  # two of nobody's eight run
+            # Root's reads take the two slots left in the daemon; a fifth is refused.
+            more = [threading.Thread(target=read_log, args=(0,)) for _ in range(3)]
+            for t in more:
+                t.start()
+            time.sleep(0.5)
+            self.assertEqual(sum(1 for u, c in replies if u == 0 and c == "MCP-LOG-E-103"), 1,
+                             replies)
+            # Meanwhile a call runs on a worker the reads do not hold.
+            resp = d.request(cgtest.make_request([["true"]], privileged=False), timeout=30)
+            order.append("call")
+            self.assertEqual(resp["status"], "ok", resp)
+            for t in threads + more:
+                t.join(60)
+            self.assertEqual(order.index("call"), 7, order)  # before any read that ran
+            ok = [c for u, c in replies if c == "MCP-LOG-S-103"]
+            self.assertEqual(len(ok), 4, replies)
+            # Slots come back: a read after them runs.
+            read_log(NOBODY)
+            self.assertEqual(replies[-1][1], "MCP-LOG-S-103", replies)
+
+
 class ViewsHoldNoOtherCallsSockets(unittest.TestCase):
     """A call's pid 1 builds its view before it execs callgate-init; it lets
     go of the daemon's other descriptors first (docs/confinement.md). Judged
