@@ -149,8 +149,17 @@ static json_t *resolved_json(const struct cg_call *call)
 			json_object_set_new(st, "via_symlink", json_true());
 		json_array_append_new(stages, st);
 	}
-	return json_pack("{s:o?,s:s?,s:s?}", "stages", stages, "cwd", call->cwd, "workspace",
-			 call->workspace);
+	json_t *o = json_pack("{s:o?,s:s?,s:s?}", "stages", stages, "cwd", call->cwd, "workspace",
+			      call->workspace);
+	/* An action's resource that a symlink moved: where it was judged, and as asked. */
+	size_t i;
+	json_t *a;
+	bool moved = false;
+	json_array_foreach(call->actions, i, a) moved |=
+	    json_object_get(a, "resource_given") != NULL;
+	if (o && moved)
+		json_object_set(o, "actions", call->actions);
+	return o;
 }
 
 json_t *decision_json(const struct cg_folded *f, const struct gen *g)

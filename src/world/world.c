@@ -357,6 +357,114 @@ free_joined:
 	return rc;
 }
 
+/*
+ * Where a file resource really lies: its existing part with symlinks
+ * followed (realpath), the rest appended with . and .. taken lexically
+ * (nothing below a missing name can be a symlink). Relative to cwd. A
+ * malloc'd absolute path, or NULL (not a path, too long, or unreadable).
+ */
+static char *real_resource(const char *cwd, const char *res)
+{
+	char full[PATH_MAX], rest[PATH_MAX] = "";
+	int hops = 0;
+	if (!res[0] || snprintf(full, sizeof(full), "%s%s%s", res[0] == '/' ? "" : cwd,
+				res[0] == '/' ? "" : "/", res) >= (int)sizeof(full))
+		return NULL;
+	for (;;) {
+		char *real = realpath(full, NULL);
+		if (real || errno != ENOENT) {
+			if (!real)
+				return NULL;
+			char out[PATH_MAX];
+			size_t n = (size_t)snprintf(out, sizeof(out), "%s", real);
+			free(real);
+			/* The missing tail, one name at a time. */
+			for (char *save = NULL, *c = strtok_r(rest, "/", &save); c;
+			     c = strtok_r(NULL, "/", &save)) {
+				if (strcmp(c, ".") == 0)
+					continue;
+				if (strcmp(c, "..") == 0) {
+					char *sl = strrchr(out, '/');
+					n = sl && sl != out ? (size_t)(sl - out) : 1;
+					out[n] = '\0';
+					continue;
+				}
+				int m =
+				    snprintf(out + n, sizeof(out) - n, "%s%s", n > 1 ? "/" : "", c);
+				if (m < 0 || (size_t)m >= sizeof(out) - n)
+					return NULL;
+				n += (size_t)m;
+			}
+			return strdup(out);
+		}
+		/* A dangling symlink: where it points is where a write would land. */
+		struct stat st;
+		char *sl = strrchr(full, '/');
+		if (!sl)
+			return NULL;
+		if (lstat(full, &st) == 0 && S_ISLNK(st.st_mode)) {
+			char target[PATH_MAX], next[PATH_MAX];
+			ssize_t tl = readlink(full, target, sizeof(target) - 1);
+			if (tl <= 0 || ++hops > 40)
+				return NULL;
+			target[tl] = '\0';
+			*sl = '\0';
+			if (snprintf(next, sizeof(next), "%s%s%s", target[0] == '/' ? "" : full,
+				     target[0] == '/' ? "" : "/", target) >= (int)sizeof(next))
+				return NULL;
+			memcpy(full, next, strlen(next) + 1);
+			continue;
+		}
+		/* Missing: move the last name to the tail and try its parent. */
+		char tail[PATH_MAX];
+		if (snprintf(tail, sizeof(tail), "%s%s%s", sl + 1, rest[0] ? "/" : "", rest) >=
+		    (int)sizeof(tail))
+			return NULL;
+		memcpy(rest, tail, strlen(tail) + 1);
+		if (sl == full) {
+			full[1] = '\0'; /* "/" exists */
+		} else {
+			*sl = '\0';
+		}
+	}
+}
+
+/* call->actions: the request's, with file resources where they really lie. */
+static int resolve_actions(const struct cg_request *req, struct cg_call *call,
+			   struct cg_reply **err)
+{
+	if (!req->actions)
+		return 0;
+	call->actions = json_deep_copy(req->actions);
+	if (!call->actions) {
+		*err = oom("resolving the actions");
+		return -1;
+	}
+	static const char *const file_types[] = { "read", "write", "delete", "exec" };
+	size_t i;
+	json_t *a;
+	json_array_foreach(call->actions, i, a)
+	{
+		const char *ty = json_string_value(json_object_get(a, "action_type"));
+		const char *res = json_string_value(json_object_get(a, "resource"));
+		bool file = false;
+		for (size_t t = 0; ty && t < CG_ARRAY_LEN(file_types); t++)
+			file |= strcmp(ty, file_types[t]) == 0;
+		if (!file || !res || !call->cwd)
+			continue;
+		char *real = real_resource(call->cwd, res);
+		if (real && strcmp(real, res) != 0 &&
+		    (json_object_set(a, "resource_given", json_object_get(a, "resource")) != 0 ||
+		     json_object_set_new(a, "resource", json_string(real)) != 0)) {
+			free(real);
+			*err = oom("resolving the actions");
+			return -1;
+		}
+		free(real);
+	}
+	return 0;
+}
+
 int cg_world_resolve(const struct cg_world *w, const struct cg_request *req,
 		     const struct cg_peer *peer, struct cg_call *call, struct cg_reply **err)
 {
@@ -382,7 +490,7 @@ int cg_world_resolve(const struct cg_world *w, const struct cg_request *req,
 			    (req->privileged && root_only(call->stages[i].exe, i, err) != 0))
 				goto fini_call;
 	}
-	if (resolve_cwd(w, req->cwd, call, err) != 0)
+	if (resolve_cwd(w, req->cwd, call, err) != 0 || resolve_actions(req, call, err) != 0)
 		goto fini_call;
 	return 0;
 
@@ -402,6 +510,7 @@ void cg_call_fini(struct cg_call *call)
 	free(call->stages);
 	free(call->cwd);
 	free(call->workspace);
+	json_decref(call->actions);
 	memset(call, 0, sizeof(*call));
 }
 

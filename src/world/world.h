@@ -42,7 +42,14 @@ struct cg_call {
 	struct cg_resolved_stage *stages; /* n_stages entries, owned */
 	char *cwd;			  /* canonical working directory, owned */
 	char *workspace;		  /* the canonical workspace that contains cwd, owned */
-	char *trace_id;			  /* borrowed from the caller */
+	/*
+	 * The request's actions with each file resource (read, write, delete,
+	 * exec) where it really lies: symlinks of its existing part followed,
+	 * the asked path kept as resource_given when it differs. Owned; NULL
+	 * when the request has none. What the policy judges.
+	 */
+	json_t *actions;
+	char *trace_id; /* borrowed from the caller */
 };
 
 struct cg_world {

@@ -214,6 +214,35 @@ class TestHook(unittest.TestCase):
         self.assertEqual(d, "allow", why)
         self.assertIn("action-read", why)
 
+    def test_file_tools_judge_where_a_symlink_leads(self):
+        # The agent's own Write follows a link the agent made: a link in the
+        # workspace to a file or directory outside is judged outside.
+        ws = self.d.workspace
+        outside = os.path.join("/var/tmp", "cg-hook-out-%s" % uuid.uuid4().hex[:8])
+        links = {"to-file": outside + "-file", "to-dir": "/etc", "rel": "../" + os.path.basename(ws)}
+        for name, target in links.items():
+            os.symlink(target, os.path.join(ws, name))
+        try:
+            for path in (os.path.join(ws, "to-file"), os.path.join(ws, "to-dir", "cg-x"),
+                         "to-dir/cg-x"):
+                d, why = self.decision(self.payload("Write", {"file_path": path,
+                                                              "content": "x"}))
+                self.assertEqual(d, "deny", (path, why))
+            self.assertFalse(os.path.exists(outside + "-file"))
+            # Control: a link that stays inside is judged inside.
+            d, why = self.decision(self.payload("Write", {"file_path": os.path.join(
+                ws, "rel", "new.txt"), "content": "x"}))
+            self.assertEqual(d, "allow", why)
+            # What confined calls never see, the agent's own Read may not name either.
+            for path in ("/etc/shadow", os.path.expanduser("~/.aws/credentials"),
+                         os.path.join(ws, "to-dir", "shadow")):
+                d, why = self.decision(self.payload("Read", {"file_path": path}))
+                self.assertEqual(d, "deny", (path, why))
+                self.assertIn("action-secrets", why)
+        finally:
+            for name in links:
+                os.unlink(os.path.join(ws, name))
+
     def test_webfetch_defers_to_a_human(self):
         d, why = self.decision(self.payload("WebFetch", {"url": "https://docs.example.com/a",
                                                          "prompt": "summarise"}))

@@ -1126,7 +1126,7 @@ static int decide_all(const struct cg_policy *p, const struct cg_call *call, str
 	for (size_t i = 0; i < call->n_stages; i++)
 		if ((rc = decide_stage_all(p, call, i, f, each, arg)) != 0)
 			return rc;
-	json_t *acts = call->req->actions;
+	json_t *acts = call->actions ? call->actions : call->req->actions;
 	if (acts) {
 		if (!json_is_array(acts))
 			return -1;
