@@ -676,6 +676,8 @@ static const char *outcome_of(const json_t *f, const json_t *sealed)
 		return "invalid";
 	if (eq(ans, "denied"))
 		return "denied";
+	if (eq(ans, "overruled"))
+		return "blocked"; /* approved, but the policy reloaded meanwhile denies it */
 	if (eq(ans, "timeout"))
 		return "approval_timeout";
 	if (eq(rtype, "E"))

@@ -85,6 +85,37 @@ static struct cg_reply *approve_locked(struct cg_kernel *k, const char *id, cons
 	ev_note(k, j->trace_id, CG_EV_APPROVAL_ANS,
 		json_pack("{s:s,s:i,s:i,s:i,s:s}", "outcome", "approved", "uid", (int)uid, "have",
 			  have, "need", need, "request_sha256", sha));
+	if (have >= need && !j->grant_request) {
+		/*
+		 * A policy reloaded while the call waited that now denies it wins:
+		 * BLOCK is final, and an operator's emergency deny must reach calls
+		 * already waiting (found by a review). Only the policy rung is asked
+		 * again: the others count calls, and this is not a new one.
+		 */
+		struct gen *cur = gen_get(k);
+		struct cg_verdict v = { .decision = CG_DECISION_NONE };
+		if (cur != j->gen && cg_policy_rung(cur->policy, &j->gate.call, &v) == 0 &&
+		    v.decision == CG_BLOCK) {
+			struct cg_folded f = { .decision = CG_BLOCK,
+					       .rule_id = v.rule_id,
+					       .reason = v.reason,
+					       .why = v.why,
+					       .deciding_rung = "policy" };
+			ev_note(k, j->trace_id, CG_EV_APPROVAL_ANS,
+				json_pack("{s:s,s:I,s:s?}", "outcome", "overruled", "generation",
+					  (json_int_t)cur->number, "rule_id", v.rule_id));
+			settle_locked(k, j,
+				      cg_en_refusal(&f, j->gate.call.n_stages
+							    ? j->gate.call.stages[0].exe
+							    : ""));
+			struct cg_reply *r = cg_reply_new(
+			    CG_R_APPROVAL_OVERRULED, "{s:s,s:I,s:s}", "id", id, "generation",
+			    (json_int_t)cur->number, "rule_id", v.rule_id ? v.rule_id : "");
+			gen_put(cur);
+			return r;
+		}
+		gen_put(cur);
+	}
 	if (have >= need) {
 		j->n_approved = p->n_approvals;
 		memcpy(j->approved_by, p->approvers, sizeof(j->approved_by));

@@ -299,6 +299,49 @@ class PrivilegedProgramsAreRootOnly(unittest.TestCase):
             self.assertFalse(os.path.exists(marker))
 
 
+class ReloadOverrulesAWaitingApproval(unittest.TestCase):
+    """BLOCK is final: a deny reloaded while a call waits reaches it.
+
+    An operator's emergency deny did not stop a call already waiting: the
+    approval ran it under the policy it was deferred by (found by a review).
+    """
+
+    def test_an_approval_after_a_reload_that_denies_runs_nothing(self):
+        with daemon() as d:
+            target = os.path.join(d.workspace, "made-by-touch")
+            t, box = call_async(d, cgtest.make_request([["touch", target]],
+                                                       privileged=False))
+            p = wait_pending(d, 1)[0]
+            with open(d.policy_path) as f:
+                text = f.read()
+            deny = text.replace("rules:\n", "rules:\n  - id: touch-stopped\n"
+                                "    decision: deny\n    match: { exe: [touch] }\n", 1)
+            self.assertNotEqual(deny, text)
+            with open(d.policy_path, "w") as f:
+                f.write(deny)
+            self.assertEqual(d.admin("reload")["reply"]["code"], "MCP-CFG-S-001")
+            r = d.admin("approve", trace_id=p["trace_id"], request_sha256=p["request_sha256"])
+            self.assertEqual(r["reply"]["code"], "MCP-APPR-S-004", r)
+            self.assertEqual(r["reply"]["params"]["rule_id"], "touch-stopped")
+            t.join(WAIT)
+            self.assertEqual(box["resp"]["reply"]["code"], "EN-EXEC-D-001", box)
+            self.assertFalse(os.path.exists(target))
+            v = cgtest.wait_package_file(d.state_dir, p["trace_id"], "verdict.json")
+            self.assertEqual(json.loads(v)["outcome"], "blocked")
+            # Control: under a policy that still defers, the same approval runs it.
+            with open(d.policy_path, "w") as f:
+                f.write(text)
+            self.assertEqual(d.admin("reload")["reply"]["code"], "MCP-CFG-S-001")
+            t, box = call_async(d, cgtest.make_request([["touch", target]],
+                                                       privileged=False))
+            p = wait_pending(d, 1)[0]
+            r = d.admin("approve", trace_id=p["trace_id"], request_sha256=p["request_sha256"])
+            self.assertEqual(r["reply"]["code"], "MCP-APPR-S-001", r)
+            t.join(WAIT)
+            self.assertEqual(box["resp"]["status"], "ok", box)
+            self.assertTrue(os.path.exists(target))
+
+
 class GrantsBindWhatRuns(unittest.TestCase):
     """Item 2: a grant covers one exact shape; any difference is no match."""
 
