@@ -130,6 +130,15 @@ static void fifo_push(struct server *s, struct conn *c, int64_t deadline_ns)
 	c->in_fifo = true;
 }
 
+/* Set the response bytes c holds, in the daemon's count and its uid's. */
+static void held_set(struct server *s, struct conn *c, uint64_t len)
+{
+	s->out_held = s->out_held - c->held + len;
+	if (c->uq)
+		c->uq->out_held = c->uq->out_held - c->held + len;
+	c->held = len;
+}
+
 void conn_free(struct server *s, struct conn *c)
 {
 	fifo_remove(s, c);
@@ -155,9 +164,9 @@ void conn_free(struct server *s, struct conn *c)
 	else
 		s->n_conns--;
 	run_end(c);
-	uid_release(s, c);
-	s->out_held -= c->held;
 	bool large = c->held >= LARGE_REPLY;
+	held_set(s, c, 0);
+	uid_release(s, c);
 	free(c->rbuf);
 	free(c->wbuf);
 	if (s->in_batch) {
@@ -492,8 +501,8 @@ static char *stand_in(const char *line, size_t len, struct cg_reply *r, size_t *
 	return out;
 }
 
-/* Past the per-response limit or the daemon-wide budget: the error instead. */
-static char *bound_output(struct server *s, char *line, size_t *len)
+/* Past the per-response limit, a uid's share or the daemon-wide budget: the error instead. */
+static char *bound_output(struct server *s, const struct conn *c, char *line, size_t *len)
 {
 	char trace[80];
 	struct cg_reply *r = NULL;
@@ -503,7 +512,14 @@ static char *bound_output(struct server *s, char *line, size_t *len)
 	if (*len > s->max_reply)
 		r = cg_reply_new(CG_R_REPLY_TOO_LARGE, "{s:I,s:I,s:s}", "bytes", (json_int_t)*len,
 				 "limit", (json_int_t)s->max_reply, "ref", trace);
-	else if (s->out_held + *len > s->out_budget)
+	/* A uid's first held response may be large (up to --max-reply-bytes); past it, half. */
+	else if (c->uq && c->uq->out_held - c->held > 0 &&
+		 c->uq->out_held - c->held + *len > s->out_budget / 2)
+		r = cg_reply_new(CG_R_OUTPUT_SHARE, "{s:I,s:I,s:I,s:I,s:s}", "uid",
+				 (json_int_t)c->peer.uid, "held", (json_int_t)c->uq->out_held,
+				 "bytes", (json_int_t)*len, "limit",
+				 (json_int_t)(s->out_budget / 2), "ref", trace);
+	else if (s->out_held - c->held + *len > s->out_budget)
 		r = cg_reply_new(CG_R_OUTPUT_BUDGET, "{s:I,s:I,s:I,s:s}", "held",
 				 (json_int_t)s->out_held, "bytes", (json_int_t)*len, "limit",
 				 (json_int_t)s->out_budget, "ref", trace);
@@ -519,7 +535,7 @@ static char *bound_output(struct server *s, char *line, size_t *len)
 static void conn_start_write(struct server *s, struct conn *c, char *line, size_t len)
 {
 	if (line && !c->admin)
-		line = bound_output(s, line, &len);
+		line = bound_output(s, c, line, &len);
 	if (!line) {
 		/* The kernel could not even build a line (OOM): close rather
 		 * than hang the peer. */
@@ -527,12 +543,10 @@ static void conn_start_write(struct server *s, struct conn *c, char *line, size_
 		return;
 	}
 	free(c->wbuf);
-	s->out_held -= c->held;
 	c->wbuf = line;
 	c->wlen = len;
 	c->woff = 0;
-	c->held = len;
-	s->out_held += len;
+	held_set(s, c, len);
 	c->state = CONN_WRITING;
 	fifo_push(s, c, cg_now_mono_ns() + s->write_idle_ns);
 	conn_try_write(s, c);
@@ -573,12 +587,10 @@ static void conn_cut(struct server *s, struct conn *c)
 	memcpy(line + off, err, len);
 	free(err);
 	free(c->wbuf);
-	s->out_held -= c->held;
 	c->wbuf = line;
 	c->wlen = len + off;
 	c->woff = 0;
-	c->held = c->wlen;
-	s->out_held += c->held;
+	held_set(s, c, c->wlen);
 	c->cut = true;
 	fifo_push(s, c, cg_now_mono_ns() + s->write_idle_ns);
 	conn_try_write(s, c);

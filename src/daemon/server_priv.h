@@ -123,6 +123,7 @@ struct uidq {
 	int64_t held_until_ns; /* the loop's budget: not admitted before this */
 	unsigned held;	       /* requests followed by a hold in this spell (budget_report) */
 	int64_t held_since_ns, held_last_ns; /* the spell: its first hold, its last one's end */
+	uint64_t out_held; /* response bytes its connections hold (at most half the budget) */
 };
 
 struct server;

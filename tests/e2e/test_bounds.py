@@ -142,21 +142,56 @@ class OutputBounds(unittest.TestCase):
             small = d.request(cgtest.make_request([["seq", "1", "100"]], privileged=False))
             self.assertEqual(small["status"], "ok", small)
 
+    def held_big(self, d):
+        """A connection of root's whose large response waits for its reader."""
+        first = d.connect()
+        first.sendall(line(cgtest.make_request(BIG, privileged=False)))
+        time.sleep(2)  # its call has run; the response waits for its reader
+        return first
+
+    def request_until(self, d, want, uid=None):
+        deadline = time.monotonic() + 30
+        req = line(cgtest.make_request(BIG, privileged=False))
+        resp = None
+        while time.monotonic() < deadline:
+            if uid is None:
+                resp = d.request(cgtest.make_request(BIG, privileged=False))
+            else:
+                got = cgtest.as_uid(uid, lambda: cgtest.send_recv(d.socket, req, 60).decode())
+                resp = cgtest.parse_response(got.encode())
+            if code_of(resp) == want:
+                break
+            time.sleep(0.2)
+            req = line(cgtest.make_request(BIG, privileged=False))
+        return resp
+
     def test_daemon_wide_budget(self):
-        with cgtest.Daemon(flags=["--output-budget", "2000000"]) as d:
-            # One slow reader holds a large response; the next does not fit.
-            first = d.connect()
+        with cgtest.Daemon(flags=nobody_flags() + ["--output-budget", "2000000"]) as d:
+            os.chmod(d.workspace, 0o777)
+            # Root's slow reader holds a large response; another uid's does not fit.
+            first = self.held_big(d)
             try:
-                first.sendall(line(cgtest.make_request(BIG, privileged=False)))
-                time.sleep(2)  # its call has run; the response waits for its reader
-                deadline = time.monotonic() + 30
-                resp = None
-                while time.monotonic() < deadline:
-                    resp = d.request(cgtest.make_request(BIG, privileged=False))
-                    if code_of(resp) == "MCP-IO-E-022":
-                        break
-                    time.sleep(0.2)
+                resp = self.request_until(d, "MCP-IO-E-022", uid=NOBODY)
                 self.assertEqual(code_of(resp), "MCP-IO-E-022", resp)
+                data = cgtest.recv_all(first)
+                self.assertEqual(cgtest.parse_response(data)["status"], "ok")
+            finally:
+                first.close()
+
+    def test_one_uid_holds_at_most_half_of_the_budget(self):
+        # Root holding responses for slow readers once made every other uid's
+        # large response fail (found by a review): past its first, a uid holds
+        # at most half the budget, and the other half stays for the rest.
+        with cgtest.Daemon(flags=nobody_flags() + ["--output-budget", "3000000"]) as d:
+            os.chmod(d.workspace, 0o777)
+            first = self.held_big(d)
+            try:
+                resp = self.request_until(d, "MCP-IO-E-024")
+                self.assertEqual(code_of(resp), "MCP-IO-E-024", resp)
+                self.assertEqual(resp["reply"]["params"]["uid"], 0)
+                resp = self.request_until(d, "MCP-EXEC-S-001", uid=NOBODY)
+                self.assertEqual(resp["status"], "ok", resp)
+                self.assertGreater(len(base64.b64decode(resp["stdout"])), 900000)
                 data = cgtest.recv_all(first)
                 self.assertEqual(cgtest.parse_response(data)["status"], "ok")
             finally:
