@@ -482,13 +482,13 @@ class EvidenceReadsShareWorkers(unittest.TestCase):
     """Reads of the journal run on the workers that run calls: bounded per uid and in all.
 
     One uid's burst of `log` requests once held every worker, and another
-    uid's /bin/true waited a minute. Each read here holds its worker 5 s
+    uid's /bin/true waited a minute. Each read here holds its worker 8 s
     (CALLGATE_TEST_READ_STALL_MS), so which reads ran, which were refused and
     what was answered while they held their workers is plain.
     """
 
     def test_a_burst_of_reads_takes_two_slots_and_calls_still_run(self):
-        env = {"CALLGATE_TEST_READ_STALL_MS": "5000"}
+        env = {"CALLGATE_TEST_READ_STALL_MS": "8000"}
         with cgtest.Daemon(flags=nobody_flags(), env=env) as d:
             os.chmod(d.workspace, 0o777)
             replies = []
@@ -501,21 +501,25 @@ class EvidenceReadsShareWorkers(unittest.TestCase):
                 replies.append((uid, code))
                 order.append("read")
 
+            def busy(uid):
+                return sum(1 for u, c in replies if u == uid and c == "MCP-LOG-E-103")
+
+            def wait_for(cond):
+                deadline = time.monotonic() + 6  # well inside the reads' 8 s
+                while not cond() and time.monotonic() < deadline:
+                    time.sleep(0.05)
+
             threads = [threading.Thread(target=read_log, args=(NOBODY,)) for _ in range(8)]
             for t in threads:
                 t.start()
-            for t in threads:
-                t.join(0.2)  # the refused ones are answered at once
-            time.sleep(0.5)
-            busy = [c for u, c in replies if c == "MCP-LOG-E-103"]
-            self.assertEqual(len(busy), 6, replies)  # two of nobody's eight run
-            # Root's reads take the two slots left in the daemon; a fifth is refused.
+            wait_for(lambda: busy(NOBODY) == 6)
+            self.assertEqual(busy(NOBODY), 6, replies)  # two of nobody's eight run
+            # Root's reads take the two slots left in the daemon; a third is refused.
             more = [threading.Thread(target=read_log, args=(0,)) for _ in range(3)]
             for t in more:
                 t.start()
-            time.sleep(0.5)
-            self.assertEqual(sum(1 for u, c in replies if u == 0 and c == "MCP-LOG-E-103"), 1,
-                             replies)
+            wait_for(lambda: busy(0) == 1)
+            self.assertEqual(busy(0), 1, replies)
             # Meanwhile a call runs on a worker the reads do not hold.
             resp = d.request(cgtest.make_request([["true"]], privileged=False), timeout=30)
             order.append("call")
