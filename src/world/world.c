@@ -220,7 +220,7 @@ static int search_path(const char *path, const char *name, size_t idx, char **fo
  * and every directory above it (canonical, from realpath) must be owned by
  * root and writable by no group or other. 0, or -1 with *err.
  */
-static int root_only(const char *exe, size_t idx, struct cg_reply **err)
+static int root_only(const struct cg_world *w, const char *exe, size_t idx, struct cg_reply **err)
 {
 	char p[PATH_MAX];
 	size_t n = strlen(exe);
@@ -249,9 +249,26 @@ static int root_only(const char *exe, size_t idx, struct cg_reply **err)
 		}
 		char *slash = strrchr(p, '/');
 		if (!p[0] || !slash)
-			return 0;
+			break;
 		*slash = '\0'; /* the parent; "" stands for / */
 	}
+	/*
+	 * A workspace is what calls write: a root caller's own calls (uid 0,
+	 * owning what they make) rewrote a root-owned program there while its
+	 * approval waited (found by a review).
+	 */
+	for (size_t i = 0; i < w->n_workspaces; i++) {
+		size_t wl = strlen(w->workspaces[i]);
+		if (strncmp(exe, w->workspaces[i], wl) == 0 &&
+		    (exe[wl] == '/' || w->workspaces[i][wl - 1] == '/')) {
+			*err = cg_reply_new(CG_R_EXE_NOT_ROOT_ONLY, "{s:I,s:s,s:s,s:s}", "stage",
+					    (json_int_t)idx, "path", exe, "changeable",
+					    w->workspaces[i], "why",
+					    "is a workspace, which calls write");
+			return -1;
+		}
+	}
+	return 0;
 }
 
 static int resolve_stage(const struct cg_world *w, const struct cg_stage *stage, size_t idx,
@@ -357,6 +374,13 @@ free_joined:
 	return rc;
 }
 
+/* NULL with errno e. */
+static char *none(int e)
+{
+	errno = e;
+	return NULL;
+}
+
 /*
  * Where a file resource really lies: its existing part with symlinks
  * followed (realpath), the rest appended with . and .. taken lexically
@@ -367,14 +391,16 @@ static char *real_resource(const char *cwd, const char *res)
 {
 	char full[PATH_MAX], rest[PATH_MAX] = "";
 	int hops = 0;
-	if (!res[0] || snprintf(full, sizeof(full), "%s%s%s", res[0] == '/' ? "" : cwd,
-				res[0] == '/' ? "" : "/", res) >= (int)sizeof(full))
-		return NULL;
+	if (!res[0])
+		return none(EINVAL);
+	if (snprintf(full, sizeof(full), "%s%s%s", res[0] == '/' ? "" : cwd,
+		     res[0] == '/' ? "" : "/", res) >= (int)sizeof(full))
+		return none(ENAMETOOLONG);
 	for (;;) {
 		char *real = realpath(full, NULL);
 		if (real || errno != ENOENT) {
 			if (!real)
-				return NULL;
+				return NULL; /* realpath's errno */
 			char out[PATH_MAX];
 			size_t n = (size_t)snprintf(out, sizeof(out), "%s", real);
 			free(real);
@@ -392,7 +418,7 @@ static char *real_resource(const char *cwd, const char *res)
 				int m =
 				    snprintf(out + n, sizeof(out) - n, "%s%s", n > 1 ? "/" : "", c);
 				if (m < 0 || (size_t)m >= sizeof(out) - n)
-					return NULL;
+					return none(ENAMETOOLONG);
 				n += (size_t)m;
 			}
 			return strdup(out);
@@ -401,17 +427,17 @@ static char *real_resource(const char *cwd, const char *res)
 		struct stat st;
 		char *sl = strrchr(full, '/');
 		if (!sl)
-			return NULL;
+			return none(EINVAL);
 		if (lstat(full, &st) == 0 && S_ISLNK(st.st_mode)) {
 			char target[PATH_MAX], next[PATH_MAX];
 			ssize_t tl = readlink(full, target, sizeof(target) - 1);
 			if (tl <= 0 || ++hops > 40)
-				return NULL;
+				return none(tl < 0 ? errno : ELOOP);
 			target[tl] = '\0';
 			*sl = '\0';
 			if (snprintf(next, sizeof(next), "%s%s%s", target[0] == '/' ? "" : full,
 				     target[0] == '/' ? "" : "/", target) >= (int)sizeof(next))
-				return NULL;
+				return none(ENAMETOOLONG);
 			memcpy(full, next, strlen(next) + 1);
 			continue;
 		}
@@ -419,7 +445,7 @@ static char *real_resource(const char *cwd, const char *res)
 		char tail[PATH_MAX];
 		if (snprintf(tail, sizeof(tail), "%s%s%s", sl + 1, rest[0] ? "/" : "", rest) >=
 		    (int)sizeof(tail))
-			return NULL;
+			return none(ENAMETOOLONG);
 		memcpy(rest, tail, strlen(tail) + 1);
 		if (sl == full) {
 			full[1] = '\0'; /* "/" exists */
@@ -452,8 +478,23 @@ static int resolve_actions(const struct cg_request *req, struct cg_call *call,
 			file |= strcmp(ty, file_types[t]) == 0;
 		if (!file || !res || !call->cwd)
 			continue;
+		errno = 0;
 		char *real = real_resource(call->cwd, res);
-		if (real && strcmp(real, res) != 0 &&
+		if (!real) {
+			/*
+			 * Not judged is not allowed: a symlink chain too long for
+			 * realpath (ENAMETOOLONG) is still followed by the kernel,
+			 * out of the workspace (found by a review).
+			 */
+			int e = errno == ENOMEM ? ENOMEM : errno ? errno : ENAMETOOLONG;
+			*err = e == ENOMEM
+				   ? oom("resolving the actions")
+				   : cg_reply_new(CG_R_RESOURCE_UNRESOLVABLE, "{s:I,s:s,s:s}",
+						  "index", (json_int_t)i, "path", res, "errno_name",
+						  cg_errno_name(e));
+			return -1;
+		}
+		if (strcmp(real, res) != 0 &&
 		    (json_object_set(a, "resource_given", json_object_get(a, "resource")) != 0 ||
 		     json_object_set_new(a, "resource", json_string(real)) != 0)) {
 			free(real);
@@ -487,7 +528,7 @@ int cg_world_resolve(const struct cg_world *w, const struct cg_request *req,
 		call->n_stages = req->n_stages;
 		for (size_t i = 0; i < req->n_stages; i++)
 			if (resolve_stage(w, &req->stages[i], i, &call->stages[i], err) != 0 ||
-			    (req->privileged && root_only(call->stages[i].exe, i, err) != 0))
+			    (req->privileged && root_only(w, call->stages[i].exe, i, err) != 0))
 				goto fini_call;
 	}
 	if (resolve_cwd(w, req->cwd, call, err) != 0 || resolve_actions(req, call, err) != 0)

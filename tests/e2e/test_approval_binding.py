@@ -268,7 +268,8 @@ class PrivilegedProgramsAreRootOnly(unittest.TestCase):
 
     def test_a_program_someone_else_can_change_never_waits_or_runs_as_root(self):
         policy = POLICY + ("  - id: ws-tool\n    decision: defer\n"
-                           "    match: { exe_glob: [\"/tmp/cg-e2e-*/ws/tool\"] }\n")
+                           "    match: { exe_glob: [\"/tmp/cg-e2e-*/ws/tool\", "
+                           "\"/var/tmp/cg-rootonly-*/tool\"] }\n")
         with cgtest.Daemon(policy_text=policy,
                            flags=["--approval", "--approval-timeout", "20000"]) as d:
             tool = os.path.join(d.workspace, "tool")
@@ -289,7 +290,20 @@ class PrivilegedProgramsAreRootOnly(unittest.TestCase):
             self.assertEqual(resp["reply"]["code"], "WA-RES-I-007", resp)
             self.assertEqual(pending(d), [])
             self.assertFalse(os.path.exists(marker))
-            # Control: root's alone, it waits for a person as before.
+            # Root's alone but in the workspace, which calls write (a root
+            # caller's calls own what they make there): the same.
+            os.chmod(tool, 0o755)
+            resp = d.request(cgtest.make_request([[tool]], privileged=True), timeout=WAIT)
+            self.assertEqual(resp["reply"]["code"], "WA-RES-I-007", resp)
+            self.assertIn("workspace", resp["reply"]["message"])
+            self.assertEqual(pending(d), [])
+            # Control: root's alone and outside the workspace, it waits for a person.
+            outside = tempfile.mkdtemp(prefix="cg-rootonly-", dir="/var/tmp")
+            os.chmod(outside, 0o755)
+            self.addCleanup(shutil.rmtree, outside, True)
+            tool = os.path.join(outside, "tool")
+            with open(tool, "w") as f:
+                f.write("#!/bin/sh\necho approved > %s\n" % marker)
             os.chmod(tool, 0o755)
             t, box = call_async(d, cgtest.make_request([[tool]], privileged=True))
             p = wait_pending(d, 1)[0]

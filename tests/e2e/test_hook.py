@@ -239,9 +239,47 @@ class TestHook(unittest.TestCase):
                 d, why = self.decision(self.payload("Read", {"file_path": path}))
                 self.assertEqual(d, "deny", (path, why))
                 self.assertIn("action-secrets", why)
+            # Nor a search of the store's directory.
+            for path in (os.path.expanduser("~/.aws"), "/etc/ssl/private", "/run"):
+                d, why = self.decision(self.payload("Grep", {"pattern": "x", "path": path}))
+                self.assertEqual(d, "deny", (path, why))
         finally:
             for name in links:
                 os.unlink(os.path.join(ws, name))
+
+    def test_a_path_that_cannot_be_resolved_is_not_judged_allowed(self):
+        # A chain of links whose real path is longer than realpath takes
+        # (PATH_MAX) is still followed by the kernel: judged as written, a
+        # Write through it into /etc was allowed (found by a review).
+        import shutil
+        base = os.path.join("/var/tmp", "cg-deep-%s" % uuid.uuid4().hex[:8])
+        name = "A" * 250
+        os.mkdir(base)
+        link = os.path.join(self.d.workspace, "L")
+        fds = [os.open(base, os.O_RDONLY | os.O_DIRECTORY)]
+        try:
+            # 17 levels, made relative to each other: the whole path is past PATH_MAX.
+            for _ in range(17):
+                os.mkdir(name, dir_fd=fds[-1])
+                fds.append(os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fds[-1]))
+            os.symlink("/etc", "esc", dir_fd=fds[17])
+            # M at level 8 points nine levels deeper; L in the workspace points at M.
+            os.symlink("/".join([name] * 9), "M", dir_fd=fds[8])
+            os.symlink(os.path.join(base, *([name] * 8), "M"), link)
+            self.assertTrue(os.path.isdir(os.path.join(link, "esc")))  # the kernel follows it
+            for tool, inp in (("Write", {"file_path": os.path.join(link, "esc", "cg-x"),
+                                         "content": "x"}),
+                              ("Read", {"file_path": os.path.join(link, "esc", "passwd")})):
+                # An invalid request blocks the tool (exit 2), naming why.
+                r = self.run_hook(self.payload(tool, inp))
+                self.assertEqual(r.returncode, 2, (tool, r.stdout, r.stderr))
+                self.assertIn(b"WA-RES-I-008", r.stderr)
+        finally:
+            for fd in fds:
+                os.close(fd)
+            if os.path.islink(link):
+                os.unlink(link)
+            shutil.rmtree(base, ignore_errors=True)
 
     def test_webfetch_defers_to_a_human(self):
         d, why = self.decision(self.payload("WebFetch", {"url": "https://docs.example.com/a",
