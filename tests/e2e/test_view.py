@@ -425,6 +425,7 @@ def git_repo(path):
     """A repository at path with one commit, made on the host."""
     def g(*a):
         subprocess.run(["git", "-C", path, *a], check=True, capture_output=True)
+    os.makedirs(path, exist_ok=True)
     g("init", "-q")
     g("config", "user.email", "dev@example.org")
     g("config", "user.name", "dev")
@@ -516,6 +517,23 @@ class RepositoryInTheWorkspace(unittest.TestCase):
                          [["git", "config", "--file", ".git/config.worktree", "a.b", "c"]]):
             self.assert_ran_and_failed(pipeline)
         self.assertFalse(os.path.exists(os.path.join(self.git, "f.txt")))
+        self.assert_git_untouched()
+
+    def test_nothing_but_git_runs_while_git_is_writable(self):
+        # A nested repository's config is the call's to write; its fsmonitor
+        # ran (through sh) while git recorded work with the outer .git
+        # writable, and wrote .git/commondir there (found by a review).
+        sub = os.path.join(self.ws, "sub")
+        git_repo(sub)
+        marker = os.path.join(self.ws, "fsmonitor-ran")
+        plant = "echo ../evil > %s/.git/commondir; touch %s; true" % (self.ws, marker)
+        subprocess.run(["git", "-C", sub, "config", "core.fsmonitor", plant], check=True)
+        for pipeline in ([["git", "-C", "sub", "commit", "-q", "--allow-empty", "-m", "t"]],
+                         [["git", "add", "sub"]]):
+            self.run_call(*pipeline)
+        self.assertFalse(os.path.exists(marker))  # git-record: nothing but git ran
+        # Outside git-record the fsmonitor runs (confined), with .git read-only.
+        self.run_call(["git", "status", "--short"])
         self.assert_git_untouched()
 
     def test_git_write_pins_git_and_keeps_what_runs_read_only(self):
