@@ -210,3 +210,13 @@ bool cg_file_zeros(int fd, uint64_t from, uint64_t to)
 	}
 	return true;
 }
+
+int64_t cg_dir_btime_ns(int dirfd, const char *path)
+{
+	struct statx sx;
+	if (statx(dirfd, path, (path[0] ? 0 : AT_EMPTY_PATH) | AT_SYMLINK_NOFOLLOW, STATX_BTIME,
+		  &sx) != 0 ||
+	    !(sx.stx_mask & STATX_BTIME))
+		return 0;
+	return (int64_t)sx.stx_btime.tv_sec * 1000000000 + sx.stx_btime.tv_nsec;
+}

@@ -129,6 +129,14 @@ int cg_file_read_at(int dir_fd, const char *path, size_t cap, char **p, size_t *
  * they are). 0, or -1 with errno (ENAMETOOLONG past PATH_MAX).
  */
 int cg_mkdirs(const char *path, mode_t parents, mode_t mode);
+
+/*
+ * The birth time of path (relative to dirfd; "" for dirfd itself, which may
+ * be an O_PATH descriptor), in ns since the epoch, from statx; 0 when the
+ * file system keeps none or statx fails. Tells a directory from another
+ * one made later at the same path on a reused inode number.
+ */
+int64_t cg_dir_btime_ns(int dirfd, const char *path);
 /* Are the bytes [from, to) of fd all zero (and all readable)? */
 bool cg_file_zeros(int fd, uint64_t from, uint64_t to);
 /* The same from byte offset from on (ERANGE when the file is shorter than from). */

@@ -46,6 +46,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/pidfd.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -353,10 +354,13 @@ static int set_nonblock(int fd)
 /*
  * Open the cwd as an O_PATH fd and check that it is still the directory the
  * world adapter resolved: the child enters it with fchdir, so a symlink
- * swapped into the path after resolution cannot move the command elsewhere.
+ * swapped into the path after resolution cannot move the command elsewhere,
+ * nor another directory made at that path (while an approval waited) stand
+ * in for the one resolved (and shown).
  */
-static int pin_cwd(const char *cwd, int *dir_fd, struct cg_reply **err)
+static int pin_cwd(const struct cg_call *call, int *dir_fd, struct cg_reply **err)
 {
+	const char *cwd = call->cwd;
 	char link[64], now[PATH_MAX];
 	int fd = open(cwd, O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0) {
@@ -375,8 +379,13 @@ static int pin_cwd(const char *cwd, int *dir_fd, struct cg_reply **err)
 		return -1;
 	}
 	now[n] = '\0';
-	if (strcmp(now, cwd) != 0) {
-		*err = cg_reply_new(CG_R_EXEC_CWD_CHANGED, "{s:s,s:s}", "cwd", cwd, "now", now);
+	struct stat st;
+	if (strcmp(now, cwd) != 0 || fstat(fd, &st) != 0 ||
+	    ((call->cwd_dev || call->cwd_ino) &&
+	     (st.st_dev != call->cwd_dev || st.st_ino != call->cwd_ino ||
+	      cg_dir_btime_ns(fd, "") != call->cwd_btime_ns))) {
+		*err = cg_reply_new(CG_R_EXEC_CWD_CHANGED, "{s:s,s:s}", "cwd", cwd, "now",
+				    strcmp(now, cwd) != 0 ? now : "another directory at that path");
 		(void)close(fd);
 		return -1;
 	}
@@ -753,7 +762,7 @@ int cg_exec_run(const struct cg_exec_spec *spec, struct cg_exec_result *res, str
 		res->stages[i].pid = -1;
 		res->stages[i].exit_code = -1;
 	}
-	if (pin_cwd(call->cwd, &r.dir_fd, err) != 0)
+	if (pin_cwd(call, &r.dir_fd, err) != 0)
 		goto free_run;
 	if (cg_tree_new(spec->trace_id, &r.tree, err) != 0)
 		goto free_run;

@@ -28,6 +28,7 @@
 #include "util.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <pwd.h>
 #include <stdint.h>
@@ -356,6 +357,9 @@ static int resolve_cwd(const struct cg_world *w, const char *req_cwd, struct cg_
 				    cg_errno_name(ENOTDIR));
 		goto free_joined;
 	}
+	call->cwd_dev = st.st_dev;
+	call->cwd_ino = st.st_ino;
+	call->cwd_btime_ns = cg_dir_btime_ns(AT_FDCWD, call->cwd);
 	const char *ws = containing_workspace(w, call->cwd);
 	if (!ws) {
 		*err = cg_reply_new(CG_R_CWD_OUTSIDE_WORKSPACE, "{s:s,s:s}", "cwd", want,

@@ -43,6 +43,14 @@ struct cg_call {
 	char *cwd;			  /* canonical working directory, owned */
 	char *workspace;		  /* the canonical workspace that contains cwd, owned */
 	/*
+	 * The directory cwd named when it was resolved (device, inode, birth
+	 * time in ns, 0 when the file system keeps none): the runner refuses
+	 * another one made at that path, even on a reused inode number.
+	 */
+	dev_t cwd_dev;
+	ino_t cwd_ino;
+	int64_t cwd_btime_ns;
+	/*
 	 * The request's actions with each file resource (read, write, delete,
 	 * exec) where it really lies: symlinks of its existing part followed,
 	 * the asked path kept as resource_given when it differs. Owned; NULL

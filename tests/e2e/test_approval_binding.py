@@ -223,6 +223,24 @@ class WhatWasApprovedIsWhatRuns(unittest.TestCase):
     approved call runs in its view, where only the workspace is writable, so
     the write never lands outside."""
 
+    def test_a_directory_remade_at_the_cwd_path_is_not_the_one_approved(self):
+        # The person approved a call to run in <ws>/sub; another directory
+        # made at that path while it waited is not that one (found by a review).
+        with daemon() as d:
+            sub = os.path.join(d.workspace, "sub")
+            os.mkdir(sub)
+            req = cgtest.make_request([["touch", "made"]], privileged=False)
+            req["cwd"] = sub
+            t, box = call_async(d, req)
+            p = wait_pending(d, 1)[0]
+            os.rmdir(sub)
+            os.mkdir(sub)
+            r = d.admin("approve", trace_id=p["trace_id"], request_sha256=p["request_sha256"])
+            self.assertEqual(r["reply"]["code"], "MCP-APPR-S-001", r)
+            t.join(WAIT)
+            self.assertEqual(box["resp"]["reply"]["code"], "MCP-EXEC-E-006", box)
+            self.assertFalse(os.path.exists(os.path.join(sub, "made")))
+
     def test_symlink_swap_after_approval_cannot_write_outside(self):
         outside = tempfile.mkdtemp(prefix="cg-toctou-", dir="/var/tmp")
         try:
