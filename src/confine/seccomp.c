@@ -23,6 +23,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -174,6 +175,13 @@ static int add_rules(scmp_filter_ctx ctx)
 	if (seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
 			     SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, TIOCLINUX)) != 0)
 		return -1;
+	/*
+	 * vsock is not divided by network namespaces: a call with net: none
+	 * could still reach the hypervisor's (or a guest's) vsock services.
+	 */
+	if (seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), SCMP_SYS(socket), 1,
+			     SCMP_A0(SCMP_CMP_EQ, AF_VSOCK)) != 0)
+		return -1;
 	return deny_setid_modes(ctx);
 }
 
@@ -262,5 +270,6 @@ json_t *cg_seccomp_denied_json(void)
 				    json_string("chmod/open/mknod family with set-uid or set-gid "
 						"mode bits"));
 	(void)json_array_append_new(a, json_string("openat2 (ENOSYS)"));
+	(void)json_array_append_new(a, json_string("socket(AF_VSOCK) (EAFNOSUPPORT)"));
 	return a;
 }

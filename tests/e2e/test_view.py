@@ -342,6 +342,13 @@ class ViewThroughDaemon(unittest.TestCase):
             if os.path.exists(os.path.join(self.d.workspace, "w2.txt")):
                 os.unlink(os.path.join(self.d.workspace, "w2.txt"))
 
+    def test_no_vsock(self):
+        # Not divided by network namespaces: the hypervisor's services stay
+        # out of reach of net: none only if no vsock socket can be made.
+        res = self.probe(vsock="socket.socket(40, socket.SOCK_STREAM).close()",
+                         control="socket.socket(socket.AF_UNIX, socket.SOCK_STREAM).close()")
+        self.assertEqual(res, {"vsock": "EAFNOSUPPORT", "control": "OK"})
+
     def test_no_set_id_program_is_left_behind(self):
         # A root peer's command owns what it makes: a set-uid-root copy left in
         # the workspace would run as root for any host user later.
