@@ -185,6 +185,12 @@ struct cg_view {
 	size_t reveal_under; /* index of the hidden dir holding it, or SIZE_MAX */
 	char *cwd;	     /* the call's cwd, re-entered by path inside the view */
 	bool private_tmp;
+	/*
+	 * git: write: nothing the call can write may be executed (write trees,
+	 * /tmp, /dev/shm noexec), or the loader, which git's own exec set needs,
+	 * would run an ELF from the workspace while .git is writable.
+	 */
+	bool noexec_writes;
 	bool userns;
 	uid_t outer_uid;
 	gid_t outer_gid;
@@ -273,7 +279,7 @@ static int make_point(const char *rel)
 }
 
 /* /dev: a read-only tmpfs of six host devices, a private pts and shm. */
-static int build_dev(const struct view_fds *f)
+static int build_dev(const struct cg_view *v, const struct view_fds *f)
 {
 	static const char *const devs[][2] = {
 		{ "dev/null", "/dev/null" },	   { "dev/zero", "/dev/zero" },
@@ -300,7 +306,8 @@ static int build_dev(const struct view_fds *f)
 	if (sys_mount("devpts", "dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
 		      "newinstance,ptmxmode=0666,mode=0620") != 0)
 		return errno;
-	if (sys_mount("tmpfs", "dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") != 0)
+	if (sys_mount("tmpfs", "dev/shm", "tmpfs",
+		      MS_NOSUID | MS_NODEV | (v->noexec_writes ? MS_NOEXEC : 0), "mode=1777") != 0)
 		return errno;
 	for (size_t i = 0; i < CG_ARRAY_LEN(links); i++)
 		if (symlink(links[i][0], links[i][1]) != 0)
@@ -410,8 +417,10 @@ static int enter_copy(void)
 static int place_trees(const struct cg_view *v, const struct view_fds *f)
 {
 	int rc;
+	unsigned long nx = v->noexec_writes ? MS_NOEXEC : 0;
+	uint64_t nx_attr = v->noexec_writes ? MOUNT_ATTR_NOEXEC : 0;
 	if (v->private_tmp &&
-	    sys_mount("tmpfs", "tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") != 0)
+	    sys_mount("tmpfs", "tmp", "tmpfs", MS_NOSUID | MS_NODEV | nx, "mode=1777") != 0)
 		return errno;
 	for (size_t i = 0; i < v->n_tmp_dirs; i++)
 		if ((rc = make_tmp_dirs(v->tmp_dirs[i] + 1)) != 0)
@@ -427,12 +436,13 @@ static int place_trees(const struct cg_view *v, const struct view_fds *f)
 	 */
 	for (size_t i = 0; i < v->n_write; i++)
 		if ((rc = bind_clone(AT_FDCWD, v->write[i], true,
-				     MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0, v->write[i] + 1)) !=
-		    0)
+				     MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | nx_attr, 0,
+				     v->write[i] + 1)) != 0)
 			return rc;
 	for (size_t i = 0; i < v->n_pin; i++)
 		if ((rc = bind_clone(AT_FDCWD, v->pin[i] + 1, false,
-				     MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0, v->pin[i] + 1)) != 0)
+				     MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | nx_attr, 0,
+				     v->pin[i] + 1)) != 0)
 			return rc;
 	for (size_t i = 0; i < v->n_protect; i++)
 		if ((rc = bind_clone(AT_FDCWD, v->protect[i] + 1, false, MOUNT_ATTR_RDONLY, 0,
@@ -487,7 +497,7 @@ int cg_view_enter(const struct cg_view *v)
 	if (stat(".", &before) != 0)
 		return errno;
 	if ((rc = enter_copy()) != 0 || (rc = place_trees(v, &f)) != 0 ||
-	    (rc = build_dev(&f)) != 0 || (rc = build_proc()) != 0)
+	    (rc = build_dev(v, &f)) != 0 || (rc = build_proc()) != 0)
 		return rc;
 	if (sethostname(VIEW_HOSTNAME, sizeof(VIEW_HOSTNAME) - 1) != 0 ||
 	    syscall(SYS_pivot_root, ".", ".") != 0 ||
@@ -868,8 +878,16 @@ static int protect_git(struct cg_view *v, const char *tree, bool git_write)
 	struct stat st;
 	if (snprintf(git, sizeof(git), "%s/.git", tree) >= (int)sizeof(git) || lstat(git, &st) != 0)
 		return 0;
+	if (S_ISLNK(st.st_mode)) {
+		/*
+		 * A link can be swapped for a fresh .git (it is in a writable tree),
+		 * and no mount can cover a link: the stage does not run.
+		 */
+		errno = ELOOP;
+		return -1;
+	}
 	if (!S_ISDIR(st.st_mode) || !git_write)
-		return S_ISLNK(st.st_mode) ? 0 : add_protected(v, git);
+		return add_protected(v, git);
 	if (list_add(&v->pin, &v->n_pin, git) != 0)
 		return -1;
 	for (size_t i = 0; i < CG_ARRAY_LEN(git_protected); i++) {
@@ -1060,6 +1078,7 @@ int cg_view_prepare(const struct cg_view_spec *s, struct cg_view **out, struct c
 		goto fail;
 	v->empty_fd = -1;
 	v->private_tmp = !s->shared_tmp;
+	v->noexec_writes = s->git_write;
 	if (!s->cwd || s->cwd[0] != '/' || !(v->cwd = strdup(s->cwd))) {
 		errno = s->cwd ? ENOMEM : EINVAL;
 		doing = "recording the cwd";

@@ -66,6 +66,48 @@ static struct cg_reply *admin_pending(struct cg_kernel *k, const struct admin_rq
 	return r;
 }
 
+/*
+ * A call waiting for a person whose answer lets it run: a policy reloaded
+ * meanwhile that now denies it wins. BLOCK is final, and an operator's
+ * emergency deny must reach calls already waiting (found by a review).
+ * Only the policy rung is asked again (the others count calls, and this is
+ * not a new one); if it cannot decide, the call does not run either. True:
+ * the call was refused (settled) and *r is the answerer's reply. k->lock held.
+ */
+static bool overruled_locked(struct cg_kernel *k, struct cg_job *j, const char *id,
+			     struct cg_reply **r)
+{
+	struct gen *cur = gen_get(k);
+	if (cur == j->gen) {
+		gen_put(cur);
+		return false;
+	}
+	struct cg_verdict v = { .decision = CG_DECISION_NONE };
+	int rc = cg_policy_rung(cur->policy, &j->gate.call, &v);
+	if (rc == 0 && v.decision != CG_BLOCK) {
+		gen_put(cur);
+		return false;
+	}
+	if (rc != 0)
+		v = (struct cg_verdict){ .decision = CG_BLOCK,
+					 .rule_id = "rung-failed",
+					 .reason = CG_R_RUNG_FAILED };
+	struct cg_folded f = { .decision = CG_BLOCK,
+			       .rule_id = v.rule_id,
+			       .reason = v.reason,
+			       .why = v.why,
+			       .deciding_rung = "policy" };
+	ev_note(k, j->trace_id, CG_EV_APPROVAL_ANS,
+		json_pack("{s:s,s:I,s:s?}", "outcome", "overruled", "generation",
+			  (json_int_t)cur->number, "rule_id", v.rule_id));
+	settle_locked(k, j,
+		      cg_en_refusal(&f, j->gate.call.n_stages ? j->gate.call.stages[0].exe : ""));
+	*r = cg_reply_new(CG_R_APPROVAL_OVERRULED, "{s:s,s:I,s:s}", "id", id, "generation",
+			  (json_int_t)cur->number, "rule_id", v.rule_id ? v.rule_id : "");
+	gen_put(cur);
+	return true;
+}
+
 /* Approve pending call `id` as uid, bound to sha. Caller holds k->lock. */
 static struct cg_reply *approve_locked(struct cg_kernel *k, const char *id, const char *sha,
 				       uid_t uid)
@@ -85,37 +127,9 @@ static struct cg_reply *approve_locked(struct cg_kernel *k, const char *id, cons
 	ev_note(k, j->trace_id, CG_EV_APPROVAL_ANS,
 		json_pack("{s:s,s:i,s:i,s:i,s:s}", "outcome", "approved", "uid", (int)uid, "have",
 			  have, "need", need, "request_sha256", sha));
-	if (have >= need && !j->grant_request) {
-		/*
-		 * A policy reloaded while the call waited that now denies it wins:
-		 * BLOCK is final, and an operator's emergency deny must reach calls
-		 * already waiting (found by a review). Only the policy rung is asked
-		 * again: the others count calls, and this is not a new one.
-		 */
-		struct gen *cur = gen_get(k);
-		struct cg_verdict v = { .decision = CG_DECISION_NONE };
-		if (cur != j->gen && cg_policy_rung(cur->policy, &j->gate.call, &v) == 0 &&
-		    v.decision == CG_BLOCK) {
-			struct cg_folded f = { .decision = CG_BLOCK,
-					       .rule_id = v.rule_id,
-					       .reason = v.reason,
-					       .why = v.why,
-					       .deciding_rung = "policy" };
-			ev_note(k, j->trace_id, CG_EV_APPROVAL_ANS,
-				json_pack("{s:s,s:I,s:s?}", "outcome", "overruled", "generation",
-					  (json_int_t)cur->number, "rule_id", v.rule_id));
-			settle_locked(k, j,
-				      cg_en_refusal(&f, j->gate.call.n_stages
-							    ? j->gate.call.stages[0].exe
-							    : ""));
-			struct cg_reply *r = cg_reply_new(
-			    CG_R_APPROVAL_OVERRULED, "{s:s,s:I,s:s}", "id", id, "generation",
-			    (json_int_t)cur->number, "rule_id", v.rule_id ? v.rule_id : "");
-			gen_put(cur);
-			return r;
-		}
-		gen_put(cur);
-	}
+	struct cg_reply *over = NULL;
+	if (have >= need && !j->grant_request && overruled_locked(k, j, id, &over))
+		return over;
 	if (have >= need) {
 		j->n_approved = p->n_approvals;
 		memcpy(j->approved_by, p->approvers, sizeof(j->approved_by));
@@ -179,6 +193,11 @@ static void run_shown_call_locked(struct cg_kernel *k, const struct admin_rq *rq
 	struct cg_job *j = p->job;
 	struct cg_grant *mg = cg_grants_match(
 	    &k->grants, &j->gate.call, json_object_get(p->view, "constraints"), cg_now_wall_ns());
+	struct cg_reply *over = NULL;
+	if (mg && overruled_locked(k, j, rq->target, &over)) {
+		cg_reply_free(over); /* the grant stays open; the call does not run */
+		return;
+	}
 	if (mg) {
 		use_grant_locked(k, j, mg, &rq->peer->uid);
 		settle_locked(k, j, NULL);

@@ -144,10 +144,17 @@ static void evidence_work(struct cg_kernel *k, struct cg_job *j)
 	const struct cg_request *req = j->gate.req;
 	struct cg_reader rd = { .uid = j->peer.uid, .all = j->peer.approver };
 	struct cg_reply *r;
-	/* The calls being answered and run come first (this thread only, restored below). */
+	/*
+	 * The calls being answered and run come first (this thread only,
+	 * restored below). Only where the restore can succeed: without
+	 * CAP_SYS_NICE the worker, and every call it forks later, would stay
+	 * at nice 10 (found by a review).
+	 */
 	pid_t tid = gettid();
 	int prio = getpriority(PRIO_PROCESS, (id_t)tid);
-	(void)setpriority(PRIO_PROCESS, (id_t)tid, 10);
+	bool renice = geteuid() == 0;
+	if (renice)
+		(void)setpriority(PRIO_PROCESS, (id_t)tid, 10);
 	long stall = cg_test_knob("CALLGATE_TEST_READ_STALL_MS", 0, 60000);
 	if (stall > 0)
 		(void)nanosleep(&(struct timespec){ stall / 1000, (stall % 1000) * 1000000 }, NULL);
@@ -161,7 +168,9 @@ static void evidence_work(struct cg_kernel *k, struct cg_job *j)
 		r = do_replay(k, req, &rd);
 	else
 		r = do_log(k, req, &rd);
-	(void)setpriority(PRIO_PROCESS, (id_t)tid, prio);
+	if (renice && setpriority(PRIO_PROCESS, (id_t)tid, prio) != 0)
+		cg_log("warn", j->trace_id, "evidence read: worker priority not restored: %s",
+		       strerror(errno));
 	read_slot_give(k, j->peer.uid);
 	answer_sealed(k, j->respond, j->cookie, req->id, j->trace_id, r, NULL, NULL, j->gen);
 }

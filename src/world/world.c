@@ -387,9 +387,9 @@ static char *none(int e)
 
 /*
  * Where a file resource really lies: its existing part with symlinks
- * followed (realpath), the rest appended with . and .. taken lexically
- * (nothing below a missing name can be a symlink). Relative to cwd. A
- * malloc'd absolute path, or NULL (not a path, too long, or unreadable).
+ * followed (realpath), the rest appended (nothing below a missing name can
+ * be a symlink yet; a .. there is refused). Relative to cwd. A malloc'd
+ * absolute path, or NULL with errno (not a path, too long, unreadable).
  */
 static char *real_resource(const char *cwd, const char *res)
 {
@@ -413,12 +413,13 @@ static char *real_resource(const char *cwd, const char *res)
 			     c = strtok_r(NULL, "/", &save)) {
 				if (strcmp(c, ".") == 0)
 					continue;
-				if (strcmp(c, "..") == 0) {
-					char *sl = strrchr(out, '/');
-					n = sl && sl != out ? (size_t)(sl - out) : 1;
-					out[n] = '\0';
-					continue;
-				}
+				/*
+				 * .. after a missing name: a tool that makes the
+				 * missing directories first lands beyond it where
+				 * links below may lead anywhere (found by a review).
+				 */
+				if (strcmp(c, "..") == 0)
+					return none(EINVAL);
 				int m =
 				    snprintf(out + n, sizeof(out) - n, "%s%s", n > 1 ? "/" : "", c);
 				if (m < 0 || (size_t)m >= sizeof(out) - n)

@@ -360,17 +360,30 @@ class ReloadOverrulesAWaitingApproval(unittest.TestCase):
             self.assertFalse(os.path.exists(target))
             v = cgtest.wait_package_file(d.state_dir, p["trace_id"], "verdict.json")
             self.assertEqual(json.loads(v)["outcome"], "blocked")
-            # Control: under a policy that still defers, the same approval runs it.
+            # The approver's g (a grant opened for the call shown) is overruled the same.
             with open(d.policy_path, "w") as f:
                 f.write(text)
             self.assertEqual(d.admin("reload")["reply"]["code"], "MCP-CFG-S-001")
             t, box = call_async(d, cgtest.make_request([["touch", target]],
                                                        privileged=False))
             p = wait_pending(d, 1)[0]
-            r = d.admin("approve", trace_id=p["trace_id"], request_sha256=p["request_sha256"])
-            self.assertEqual(r["reply"]["code"], "MCP-APPR-S-001", r)
+            with open(d.policy_path, "w") as f:
+                f.write(deny.replace("touch-stopped", "touch-stopped-again", 1))
+            self.assertEqual(d.admin("reload")["reply"]["code"], "MCP-CFG-S-001")
+            d.admin("grant_open", trace_id=p["trace_id"], request_sha256=p["request_sha256"],
+                    grant={"pipeline": [{"exe": "/usr/bin/touch", "argv": ["**"]}],
+                           "uses": 1, "ttl_s": 600})
             t.join(WAIT)
-            self.assertEqual(box["resp"]["status"], "ok", box)
+            self.assertEqual(box["resp"]["reply"]["code"], "EN-EXEC-D-001", box)
+            self.assertFalse(os.path.exists(target))
+            # Control: under a policy that still defers, the call runs (the grant
+            # opened above, which a BLOCK never overrides, now covers it).
+            with open(d.policy_path, "w") as f:
+                f.write(text)
+            self.assertEqual(d.admin("reload")["reply"]["code"], "MCP-CFG-S-001")
+            resp = d.request(cgtest.make_request([["touch", target]], privileged=False),
+                             timeout=WAIT)
+            self.assertEqual(resp["status"], "ok", resp)
             self.assertTrue(os.path.exists(target))
 
 

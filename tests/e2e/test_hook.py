@@ -229,6 +229,12 @@ class TestHook(unittest.TestCase):
                                                               "content": "x"}))
                 self.assertEqual(d, "deny", (path, why))
             self.assertFalse(os.path.exists(outside + "-file"))
+            # A .. after a missing name: a tool that makes the missing directory
+            # first lands in to-dir, i.e. /etc. Not judged: the hook blocks.
+            r = self.run_hook(self.payload("Write", {"file_path": os.path.join(
+                ws, "nosuch", "..", "to-dir", "cg-x"), "content": "x"}))
+            self.assertEqual(r.returncode, 2, (r.stdout, r.stderr))
+            self.assertIn(b"WA-RES-I-008", r.stderr)
             # Control: a link that stays inside is judged inside.
             d, why = self.decision(self.payload("Write", {"file_path": os.path.join(
                 ws, "rel", "new.txt"), "content": "x"}))

@@ -24,6 +24,7 @@ import cgtest
 CALLGATE = os.path.abspath(os.environ.get("CALLGATE", "build/callgate"))
 PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else None
 NOBODY = 65534
+LOADER = "/lib64/ld-linux-x86-64.so.2"
 
 # argv[1..] are "NAME=statement"; prints "NAME OK" or "NAME <errno name>".
 PROBE = r"""
@@ -543,6 +544,22 @@ class RepositoryInTheWorkspace(unittest.TestCase):
         self.run_call(["git", "status", "--short"])
         self.assert_git_untouched()
 
+    def test_a_git_link_is_refused(self):
+        # A .git that is a link can be swapped for a fresh one, and no mount
+        # covers a link: such a view is not built (a review found its hooks
+        # and config writable).
+        gitdir = os.path.join(self.ws, "gitdir")
+        os.rename(self.git, gitdir)
+        os.symlink("gitdir", self.git)
+        resp = self.d.request(cgtest.make_request([["touch", "x"]], privileged=False),
+                              timeout=60)
+        self.assertEqual(resp["status"], "error", resp)
+        self.assertFalse(os.path.exists(os.path.join(self.ws, "x")))
+        self.assertEqual(resp["reply"]["code"], "MCP-CONF-E-002", resp)
+        self.assertIn("ELOOP", resp["reply"]["message"])
+        os.unlink(self.git)
+        os.rename(gitdir, self.git)
+
     def test_git_write_pins_git_and_keeps_what_runs_read_only(self):
         # A policy that grants `git: write` to python, to try the pinned .git itself.
         self.d.close()
@@ -561,6 +578,8 @@ class RepositoryInTheWorkspace(unittest.TestCase):
         probe = os.path.join(self.ws, "probe.py")
         with open(probe, "w") as f:
             f.write(PROBE)
+        copy = os.path.join(self.ws, "true-copy")
+        shutil.copy("/bin/true", copy)
         g = f"os.path.join({self.ws!r}, '.git')"
         argv = [PY, probe,
                 f"hook=open(os.path.join({g}, 'hooks', 'post-commit'), 'w').write('x')",
@@ -568,13 +587,19 @@ class RepositoryInTheWorkspace(unittest.TestCase):
                 f"wt=open(os.path.join({g}, 'worktrees', 'w', 'commondir'), 'w').write('/x')",
                 f"rename=os.rename({g}, {g} + '-orig')",
                 f"rmdir=os.rmdir({g})",
+                # Nothing the call can write runs, not even through the loader.
+                f"ldso=check(__import__('subprocess').run([{LOADER!r}, {copy!r}]).returncode"
+                f" == 0, errno.EACCES)",
+                f"ldso_control=check(__import__('subprocess').run([{LOADER!r}, '/bin/true'])"
+                f".returncode == 0, errno.EACCES)",
                 f"control=open(os.path.join({g}, 'description'), 'w').write('ok')"]
         resp = self.d.request(cgtest.make_request([argv], privileged=False), timeout=60)
         self.assertEqual(resp["status"], "ok", resp)
         out = base64.b64decode(resp.get("stdout", "")).decode()
         res = dict(line.split(" ", 1) for line in out.splitlines())
         self.assertEqual(res, {"hook": "EROFS", "config": "EROFS", "wt": "EROFS",
-                               "rename": "EBUSY", "rmdir": "EBUSY", "control": "OK"})
+                               "rename": "EBUSY", "rmdir": "EBUSY", "ldso": "EACCES",
+                               "ldso_control": "OK", "control": "OK"})
         self.assertEqual(digest_tree(self.git, self.WATCH), self.before)
         view = resp["reply"]["data"]["confinement"]["view"]
         self.assertEqual(view["pinned"], [os.path.realpath(self.git)])
