@@ -16,6 +16,7 @@
  *  - Workers MUST NOT take signals (the daemon's loop owns them).
  */
 #include <signal.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -48,6 +49,72 @@ static const char *member(const char *from, const char *to, const char *key, boo
 	return hit;
 }
 
+/* Past the JSON string whose opening quote is at p; NULL if it does not end before to. */
+static const char *skip_string(const char *p, const char *to)
+{
+	for (p++; p < to;) {
+		const char *q = memchr(p, '"', (size_t)(to - p));
+		if (!q)
+			return NULL;
+		size_t bs = 0;
+		while (q - bs > p && q[-1 - (ptrdiff_t)bs] == '\\')
+			bs++;
+		if (bs % 2 == 0)
+			return q + 1;
+		p = q + 1;
+	}
+	return NULL;
+}
+
+/* Past the JSON value at p (the line is the daemon's own encoding); NULL if cut. */
+static const char *skip_value(const char *p, const char *to)
+{
+	if (p < to && *p == '"')
+		return skip_string(p, to);
+	int depth = 0;
+	for (; p < to; p++) {
+		if (*p == '"') {
+			if (!(p = skip_string(p, to)))
+				return NULL;
+			p--;
+		} else if (*p == '{' || *p == '[') {
+			depth++;
+		} else if (*p == '}' || *p == ']') {
+			if (depth == 0)
+				return p;
+			if (--depth == 0)
+				return p + 1;
+		} else if (*p == ',' && depth == 0) {
+			return p;
+		}
+	}
+	return NULL;
+}
+
+/*
+ * The value of the top-level member key of the encoded object line, or NULL.
+ * Not member(): an evidence read's data holds journal events whose payloads
+ * have "reply" members too, and the call log named one of theirs.
+ */
+static const char *top_member(const char *line, const char *to, const char *key)
+{
+	size_t kl = strlen(key);
+	const char *p = line;
+	if (p >= to || *p != '{')
+		return NULL;
+	for (p++; p < to && *p == '"';) {
+		const char *k = p + 1, *ke = skip_string(p, to);
+		if (!ke || ke >= to || *ke != ':')
+			return NULL;
+		if ((size_t)(ke - 1 - k) == kl && memcmp(k, key, kl) == 0)
+			return ke + 1;
+		if (!(p = skip_value(ke + 1, to)) || p >= to || *p != ',')
+			return NULL;
+		p++;
+	}
+	return NULL;
+}
+
 /* A short plain string value at p (no escapes: codes, names, rule ids) into out. */
 static const char *short_string(const char *p, const char *to, char *out, size_t cap)
 {
@@ -78,7 +145,7 @@ struct line_facts {
 static void read_facts(const char *line, size_t len, struct line_facts *f)
 {
 	const char *end = line + len;
-	const char *reply = member(line, end, "reply", true);
+	const char *reply = top_member(line, end, "reply");
 	if (!reply)
 		return;
 	if (!short_string(member(reply, end, "type", false), end, f->type, sizeof(f->type)))
@@ -92,7 +159,7 @@ static void read_facts(const char *line, size_t len, struct line_facts *f)
 		f->rule_p = short_string(member(data, end, "rule_id", false), end, f->rule,
 					 sizeof(f->rule));
 	}
-	const char *stages = member(line, reply, "stages", false);
+	const char *stages = top_member(line, end, "stages");
 	const char *ec = stages ? member(stages, reply, "exit_code", true) : NULL;
 	if (ec && (*ec == '-' || (*ec >= '0' && *ec <= '9'))) {
 		f->ran = true;

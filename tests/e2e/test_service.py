@@ -17,6 +17,7 @@ and the per-call log where operators look.
     (journald is absent in this container), read back and checked field by
     field against the responses; `--log stderr` writes one line per call.
 """
+import json
 import os
 import re
 import shutil
@@ -209,6 +210,19 @@ class CallLog(unittest.TestCase):
             self.assertIn("peer_uid=%d peer_pid=%d host=- decision=ALLOW" %
                           (os.getuid(), os.getpid()), line)
             self.assertIn("reply=S %s exit=0" % resp["reply"]["code"], line)
+
+    def test_an_evidence_read_is_logged_with_its_own_reply(self):
+        # A log read's data holds journal events, each with a reply of its
+        # own; the call log named the last of those (a refusal's) instead.
+        with cgtest.Daemon() as d:
+            d.request(cgtest.make_request([["rm", "-rf", "/"]]))
+            resp = d.request(cgtest.make_request(None, action="log", limit=5, time=None))
+            self.assertEqual(resp["reply"]["code"], "MCP-LOG-S-103", resp)
+            self.assertIn('"reply"', json.dumps(resp["reply"]["data"]["events"]))
+            trace = resp["reply"]["trace_id"]
+            log = d.wait_log("trace=%s call " % trace)
+            line = [l for l in log.splitlines() if "trace=%s call " % trace in l][0]
+            self.assertIn("reply=S MCP-LOG-S-103 ", line)
 
 
 if __name__ == "__main__":
