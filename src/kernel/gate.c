@@ -101,6 +101,10 @@ int cg_gate_decide(const struct cg_gate_ctx *ctx, const char *line, size_t len, 
 	out->step = CG_GATE_DECIDED;
 	cg_chain_decide(ctx->chain, &out->call, &out->folded);
 	const struct cg_folded *f = &out->folded;
+	/* Runs as root, or waits for a person to say so: its bytes must be root's alone. */
+	if (out->req->privileged && f->decision != CG_BLOCK &&
+	    cg_world_root_only(ctx->world, &out->call, &out->refusal) != 0)
+		return -1;
 	/* An UNKNOWN call may still run, approved by a human or under a grant. */
 	out->timeout_ms = cg_gate_timeout(ctx->policy, out->req, f);
 	if (f->decision != CG_ALLOW && f->decision != CG_DEGRADE)

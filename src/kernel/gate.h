@@ -75,7 +75,9 @@ struct cg_gate {
 /*
  * Take line (len bytes, without its newline) through the gate as peer, at
  * the current wall clock. admit may be NULL. Fills *out in every case; returns 0 when the request was decided or is a ping/grant action,
- * -1 when a step before the chain refused it (out->refusal says why).
+ * -1 when a step before the chain refused it, or when a privileged call
+ * the chain did not block names a program others can change
+ * (cg_world_root_only); out->refusal says why.
  * The caller releases *out with cg_gate_fini.
  */
 int cg_gate_decide(const struct cg_gate_ctx *ctx, const char *line, size_t len, bool had_newline,

@@ -378,6 +378,14 @@ free_joined:
 	return rc;
 }
 
+int cg_world_root_only(const struct cg_world *w, const struct cg_call *call, struct cg_reply **err)
+{
+	for (size_t i = 0; i < call->n_stages; i++)
+		if (root_only(w, call->stages[i].exe, i, err) != 0)
+			return -1;
+	return 0;
+}
+
 /* NULL with errno e. */
 static char *none(int e)
 {
@@ -532,8 +540,7 @@ int cg_world_resolve(const struct cg_world *w, const struct cg_request *req,
 		}
 		call->n_stages = req->n_stages;
 		for (size_t i = 0; i < req->n_stages; i++)
-			if (resolve_stage(w, &req->stages[i], i, &call->stages[i], err) != 0 ||
-			    (req->privileged && root_only(w, call->stages[i].exe, i, err) != 0))
+			if (resolve_stage(w, &req->stages[i], i, &call->stages[i], err) != 0)
 				goto fini_call;
 	}
 	if (resolve_cwd(w, req->cwd, call, err) != 0 || resolve_actions(req, call, err) != 0)

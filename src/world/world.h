@@ -80,6 +80,16 @@ int cg_world_resolve(const struct cg_world *w, const struct cg_request *req,
 		     const struct cg_peer *peer, struct cg_call *call, struct cg_reply **err)
     __attribute__((warn_unused_result));
 
+/*
+ * A privileged call's programs: each, and every directory above it, owned by
+ * root and writable by no group or other (a sticky directory excepted), and
+ * none in a workspace; an approval names a program by path, so its bytes must
+ * be root's alone. 0, or -1 with *err (EXE_NOT_ROOT_ONLY). Syscalls: asked
+ * only of a call that may run (not of one the chain blocks).
+ */
+int cg_world_root_only(const struct cg_world *w, const struct cg_call *call, struct cg_reply **err)
+    __attribute__((warn_unused_result));
+
 void cg_call_fini(struct cg_call *call);
 
 /*
