@@ -551,14 +551,26 @@ class RepositoryInTheWorkspace(unittest.TestCase):
         gitdir = os.path.join(self.ws, "gitdir")
         os.rename(self.git, gitdir)
         os.symlink("gitdir", self.git)
-        resp = self.d.request(cgtest.make_request([["touch", "x"]], privileged=False),
-                              timeout=60)
-        self.assertEqual(resp["status"], "error", resp)
-        self.assertFalse(os.path.exists(os.path.join(self.ws, "x")))
-        self.assertEqual(resp["reply"]["code"], "MCP-CONF-E-002", resp)
-        self.assertIn("ELOOP", resp["reply"]["message"])
-        os.unlink(self.git)
-        os.rename(gitdir, self.git)
+        try:
+            # A view with no protect list of a policy's own: judged by effect.
+            hook = os.path.join(gitdir, "hooks", "pre-commit")
+            r = sandbox("--write", self.ws, "--", "sh", "-c",
+                        "echo '#!/bin/sh' > .git/hooks/pre-commit; echo x >> .git/config",
+                        cwd=self.ws)
+            self.assertFalse(os.path.exists(hook))
+            self.assertEqual(digest_tree(gitdir, ("config",)),
+                             {k: v for k, v in self.before.items() if k == "config"})
+            self.assertNotEqual(r.returncode, 0, r)
+            # Through the daemon: the stage is refused, naming the link.
+            resp = self.d.request(cgtest.make_request([["touch", "x"]], privileged=False),
+                                  timeout=60)
+            self.assertEqual(resp["status"], "error", resp)
+            self.assertFalse(os.path.exists(os.path.join(self.ws, "x")))
+            self.assertEqual(resp["reply"]["code"], "MCP-CONF-E-002", resp)
+            self.assertIn("ELOOP", resp["reply"]["message"])
+        finally:
+            os.unlink(self.git)
+            os.rename(gitdir, self.git)
 
     def test_git_write_pins_git_and_keeps_what_runs_read_only(self):
         # A policy that grants `git: write` to python, to try the pinned .git itself.
