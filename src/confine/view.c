@@ -866,7 +866,7 @@ static int add_protected(struct cg_view *v, const char *path)
 }
 
 /*
- * The repository at the root of write tree w. Its .git names the programs
+ * The repository at the root of write tree `tree`. Its .git names the programs
  * the developer's own git runs later, outside any call: hooks, config, and
  * where to take them from (commondir, a .git file's gitdir). Read-only as a
  * whole, and so also a mount point that cannot be renamed away; under
@@ -876,8 +876,12 @@ static int protect_git(struct cg_view *v, const char *tree, bool git_write)
 {
 	char git[PATH_MAX], buf[PATH_MAX];
 	struct stat st;
-	if (snprintf(git, sizeof(git), "%s/.git", tree) >= (int)sizeof(git) || lstat(git, &st) != 0)
-		return 0;
+	if (snprintf(git, sizeof(git), "%s/.git", tree) >= (int)sizeof(git)) {
+		errno = ENAMETOOLONG; /* unprotected is not an option: the stage does not run */
+		return -1;
+	}
+	if (lstat(git, &st) != 0)
+		return errno == ENOENT ? 0 : -1;
 	if (S_ISLNK(st.st_mode)) {
 		/*
 		 * A link can be swapped for a fresh .git (it is in a writable tree),
@@ -891,8 +895,11 @@ static int protect_git(struct cg_view *v, const char *tree, bool git_write)
 	if (list_add(&v->pin, &v->n_pin, git) != 0)
 		return -1;
 	for (size_t i = 0; i < CG_ARRAY_LEN(git_protected); i++) {
-		if (snprintf(buf, sizeof(buf), "%s/%s", git, git_protected[i]) >= (int)sizeof(buf))
-			continue;
+		if (snprintf(buf, sizeof(buf), "%s/%s", git, git_protected[i]) >=
+		    (int)sizeof(buf)) {
+			errno = ENAMETOOLONG;
+			return -1;
+		}
 		if (!strchr(buf, '*')) {
 			if (add_protected(v, buf) != 0)
 				return -1;

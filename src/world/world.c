@@ -215,11 +215,37 @@ static int search_path(const char *path, const char *name, size_t idx, char **fo
 }
 
 /*
+ * The workspace that contains canon (equal, or below it at a '/' boundary);
+ * the longest (most specific) one when workspaces nest, so that
+ * ${workspace} grants the least. NULL when none does.
+ */
+static const char *containing_workspace(const struct cg_world *w, const char *canon)
+{
+	const char *best = NULL;
+	size_t best_len = 0;
+
+	for (size_t i = 0; i < w->n_workspaces; i++) {
+		const char *ws = w->workspaces[i];
+		size_t len = strlen(ws);
+		if (strncmp(canon, ws, len) != 0)
+			continue;
+		/* "/" is the only canonical path that ends with '/'. */
+		bool boundary = canon[len] == '\0' || canon[len] == '/' || ws[len - 1] == '/';
+		if (boundary && len >= best_len) {
+			best = ws;
+			best_len = len;
+		}
+	}
+	return best;
+}
+
+/*
  * A program a privileged call runs as root: an approval names it by path,
  * so the bytes at that path must be root's alone, or whoever can change
  * them between the approval and the exec chooses what root runs. The file
  * and every directory above it (canonical, from realpath) must be owned by
- * root and writable by no group or other. 0, or -1 with *err.
+ * root and writable by no group or other, and it must not lie in a
+ * workspace. 0, or -1 with *err.
  */
 static int root_only(const struct cg_world *w, const char *exe, size_t idx, struct cg_reply **err)
 {
@@ -258,16 +284,12 @@ static int root_only(const struct cg_world *w, const char *exe, size_t idx, stru
 	 * owning what they make) rewrote a root-owned program there while its
 	 * approval waited (found by a review).
 	 */
-	for (size_t i = 0; i < w->n_workspaces; i++) {
-		size_t wl = strlen(w->workspaces[i]);
-		if (strncmp(exe, w->workspaces[i], wl) == 0 &&
-		    (exe[wl] == '/' || w->workspaces[i][wl - 1] == '/')) {
-			*err = cg_reply_new(CG_R_EXE_NOT_ROOT_ONLY, "{s:I,s:s,s:s,s:s}", "stage",
-					    (json_int_t)idx, "path", exe, "changeable",
-					    w->workspaces[i], "why",
-					    "is a workspace, which calls write");
-			return -1;
-		}
+	const char *ws = containing_workspace(w, exe);
+	if (ws) {
+		*err = cg_reply_new(CG_R_EXE_NOT_ROOT_ONLY, "{s:I,s:s,s:s,s:s}", "stage",
+				    (json_int_t)idx, "path", exe, "changeable", ws, "why",
+				    "is a workspace, which calls write");
+		return -1;
 	}
 	return 0;
 }
@@ -299,31 +321,6 @@ static int resolve_stage(const struct cg_world *w, const struct cg_stage *stage,
 	}
 	/* rs owns found from here on, success or not (cg_call_fini frees it). */
 	return stage_from_found(rs, idx, found, err);
-}
-
-/*
- * The workspace that contains canon (equal, or below it at a '/' boundary);
- * the longest (most specific) one when workspaces nest, so that
- * ${workspace} grants the least. NULL when none does.
- */
-static const char *containing_workspace(const struct cg_world *w, const char *canon)
-{
-	const char *best = NULL;
-	size_t best_len = 0;
-
-	for (size_t i = 0; i < w->n_workspaces; i++) {
-		const char *ws = w->workspaces[i];
-		size_t len = strlen(ws);
-		if (strncmp(canon, ws, len) != 0)
-			continue;
-		/* "/" is the only canonical path that ends with '/'. */
-		bool boundary = canon[len] == '\0' || canon[len] == '/' || ws[len - 1] == '/';
-		if (boundary && len >= best_len) {
-			best = ws;
-			best_len = len;
-		}
-	}
-	return best;
 }
 
 static int resolve_cwd(const struct cg_world *w, const char *req_cwd, struct cg_call *call,
@@ -499,7 +496,7 @@ static int resolve_actions(const struct cg_request *req, struct cg_call *call,
 			 * realpath (ENAMETOOLONG) is still followed by the kernel,
 			 * out of the workspace (found by a review).
 			 */
-			int e = errno == ENOMEM ? ENOMEM : errno ? errno : ENAMETOOLONG;
+			int e = errno ? errno : EINVAL;
 			*err = e == ENOMEM
 				   ? oom("resolving the actions")
 				   : cg_reply_new(CG_R_RESOURCE_UNRESOLVABLE, "{s:I,s:s,s:s}",
