@@ -279,12 +279,6 @@ static void bench_replay(const char *dir)
 	double t_sha = now_s() - t0;
 	posix_spawn_file_actions_destroy(&fa);
 
-	/* The journal's own checks, one pass: parse, re-hash, seq, both chains. */
-	t0 = now_s();
-	uint64_t nev = 0, nbytes = 0;
-	int frc = cg_journal_verify_fast(dir, &nev, &nbytes);
-	double t_chain = now_s() - t0;
-	const char *fres = frc == 0 ? "verified" : "FAILED";
 	t0 = now_s();
 	struct cg_replay_opts o = { .state_dir = dir, .all = true, .write_files = false };
 	json_t *rep = NULL;
@@ -294,8 +288,6 @@ static void bench_replay(const char *dir)
 
 	printf("replay over %.1f MB of journal (%zu segment(s)):\n", mb, n);
 	printf("  sha256sum                    %8.1f MB/s\n", mb / t_sha);
-	printf("  journal verification         %8.1f MB/s  (%.2fx sha256sum, %llu events %s)\n",
-	       mb / t_chain, t_sha / t_chain, (unsigned long long)nev, fres);
 	printf("  replay --all (with packages) %8.1f MB/s  (%.2fx sha256sum, %s)\n", mb / t_all,
 	       t_sha / t_all, rc == 0 ? "PASS" : "FAIL");
 	for (size_t i = 1; i <= n; i++)

@@ -24,6 +24,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,6 +63,7 @@ void cg_journal_view_free(struct cg_journal_view *jv)
 {
 	free(jv->buf);
 	free(jv->v);
+	free(jv->leaf);
 	memset(jv, 0, sizeof(*jv));
 }
 
@@ -238,103 +240,69 @@ free_names:
 	return rc;
 }
 
-/* ---- the fast path: one pass, nothing held ------------------------------------ */
+/* ---- the loaded view, checked at once ------------------------------------------ */
 
-struct fast_trace {
-	uint64_t tseq;
-	char hash[65];
-};
-
-/* Check one line in journal order against the running heads. 0 ok, 1 not. */
-static int fast_line(const char *line, size_t ll, struct cg_smap *m, char head[65], uint64_t *seq)
+static void leaf_one(size_t i, void *arg)
 {
-	struct cg_evline o;
-	const char *check;
-	char why[8];
-	if (cg_evline_parse_chain(line, ll, &o, &check, why, sizeof(why)) < 0 || !o.hash_ok ||
-	    o.seq != *seq + 1 || memcmp(o.prev, head, 64) != 0)
-		return 1;
-	struct fast_trace *t = cg_smap_get(m, o.trace);
-	if (!t) {
-		t = calloc(1, sizeof(*t));
-		if (!t || cg_smap_put(m, o.trace, t) < 0) {
-			free(t);
-			return -1;
-		}
-		memcpy(t->hash, cg_journal_genesis(), 65);
-	}
-	if (o.tseq != t->tseq + 1 || memcmp(o.tprev, t->hash, 64) != 0)
-		return 1;
-	t->tseq = o.tseq;
-	memcpy(t->hash, o.hash, 65);
-	memcpy(head, o.hash, 65);
-	*seq = o.seq;
-	return 0;
+	struct cg_journal_view *jv = arg;
+	cg_merkle_leaf_hash(jv->v[i].line, jv->v[i].line_len, jv->leaf[i]);
 }
 
-int cg_journal_verify_fast(const char *state_dir, uint64_t *n_events, uint64_t *bytes)
+/*
+ * Every event's Merkle leaf hash, on every CPU this process may use: the
+ * checkpoints' roots then cost no second pass over the journal's bytes on
+ * one thread. Without memory for them, journal_root hashes as it goes.
+ */
+static void journal_leaves(struct cg_journal_view *jv)
 {
-	char **names = NULL;
-	size_t n_names = 0;
-	*n_events = 0;
-	*bytes = 0;
-	if (cg_journal_segments(state_dir, &names, &n_names) < 0)
-		return -1;
-	/* A reused window (twice the longest line) rather than whole files: no page churn. */
-	const size_t cap = 2 * (size_t)CG_LINE_MAX;
-	struct cg_smap *m = cg_smap_new();
-	char *buf = malloc(cap);
-	char head[65];
-	memcpy(head, cg_journal_genesis(), 65);
-	uint64_t seq = 0;
-	int rc = m && buf ? 0 : -1;
-	for (size_t s = 0; rc == 0 && s < n_names; s++) {
-		char path[4300];
-		snprintf(path, sizeof(path), "%s/journal/%s", state_dir, names[s]);
-		int fd = cg_file_open_regular(AT_FDCWD, path, NULL);
-		if (fd < 0) {
-			rc = -1;
-			break;
-		}
-		size_t have = 0;
-		for (;;) {
-			ssize_t r = cg_read_some(fd, buf + have, cap - have);
-			if (r < 0) {
-				rc = -1;
-				break;
-			}
-			*bytes += (uint64_t)r;
-			have += (size_t)r;
-			size_t pos = 0;
-			while (rc == 0 && pos < have) {
-				const char *nl = memchr(buf + pos, '\n', have - pos);
-				if (!nl)
-					break;
-				size_t ll = (size_t)(nl - (buf + pos)) + 1;
-				rc = fast_line(buf + pos, ll, m, head, &seq);
-				pos += ll;
-			}
-			if (rc != 0)
-				break;
-			if (r == 0) {
-				if (pos < have)
-					rc = 1; /* ends mid-line */
-				break;
-			}
-			if (pos == 0 && have == cap) {
-				rc = 1; /* a line longer than any the daemon writes */
-				break;
-			}
-			memmove(buf, buf + pos, have - pos);
-			have -= pos;
-		}
-		close(fd);
+	_Static_assert(CG_MERKLE_HASH_LEN == sizeof(*jv->leaf), "a leaf is one SHA-256");
+	if (jv->n == 0 || !(jv->leaf = malloc(jv->n * sizeof(*jv->leaf))))
+		return;
+	cg_parallel_for(jv->n, 1024, leaf_one, jv);
+}
+
+struct tidx {
+	size_t *ix; /* indices into the journal view, in journal order */
+	size_t n, cap;
+};
+
+struct links {
+	const struct cg_journal_view *jv;
+	bool intact;
+};
+
+/* A trace's events: tseq 1, 2, ... and each tprev the hash of the one before. */
+static void trace_links(const char *key, void *value, void *arg)
+{
+	struct links *l = arg;
+	const struct tidx *t = value;
+	const char *prev = cg_journal_genesis();
+	for (size_t k = 0; l->intact && k < t->n; k++) {
+		const struct cg_evline *e = &l->jv->v[t->ix[k]];
+		l->intact = e->tseq == k + 1 && memcmp(e->tprev, prev, 64) == 0;
+		prev = e->hash;
 	}
-	*n_events = seq;
-	free(buf);
-	cg_smap_free(m, free);
-	cg_strv_free(names, n_names);
-	return rc;
+}
+
+/*
+ * The one-pass chain check over the view already parsed (each line's hash
+ * recomputed as it was parsed): seq 1, 2, ... with each prev the hash of the
+ * line before, and every trace's own chain (m: index_traces), without
+ * reading and hashing the journal a second time. True when all hold;
+ * otherwise the precise, naming check (cg_evlines_check_chain) runs.
+ */
+static bool chain_intact(const struct cg_journal_view *jv, struct cg_smap *m)
+{
+	const char *prev = cg_journal_genesis();
+	for (size_t i = 0; i < jv->n; i++) {
+		const struct cg_evline *e = &jv->v[i];
+		if (!e->hash_ok || e->seq != i + 1 || memcmp(e->prev, prev, 64) != 0)
+			return false;
+		prev = e->hash;
+	}
+	struct links l = { jv, true };
+	cg_smap_each(m, trace_links, &l);
+	return l.intact;
 }
 
 /* ---- checkpoints ---------------------------------------------------------------- */
@@ -375,7 +343,10 @@ static int journal_root(const struct cg_journal_view *jv, struct cg_merkle_range
 		if (i >= jv->n || jv->v[i].seq != i + 1)
 			return -1;
 		unsigned char leaf[CG_MERKLE_HASH_LEN];
-		cg_merkle_leaf_hash(jv->v[i].line, jv->v[i].line_len, leaf);
+		if (jv->leaf)
+			memcpy(leaf, jv->leaf[i], sizeof(leaf));
+		else
+			cg_merkle_leaf_hash(jv->v[i].line, jv->v[i].line_len, leaf);
 		if (cg_merkle_range_append(r, leaf) < 0)
 			return -1;
 	}
@@ -565,11 +536,6 @@ static void check_checkpoints(const struct cg_replay_opts *o, const struct cg_jo
 }
 
 /* ---- traces ------------------------------------------------------------------------ */
-
-struct tidx {
-	size_t *ix; /* indices into the journal view, in journal order */
-	size_t n, cap;
-};
 
 static void tidx_free(void *p)
 {
@@ -830,14 +796,22 @@ verdict:;
 	free(v);
 }
 
+/*
+ * dirs: every trace directory replay --all listed before it read the
+ * journal, or NULL when there is no complete listing. A trace the listing
+ * lacks and an index names is read from its archive at once, without first
+ * looking for its directory.
+ */
 static void check_package(const struct cg_replay_opts *o, const struct cg_journal_view *jv,
-			  const struct cg_archive_index *ix, const char *id, const struct tidx *t,
-			  enum cg_trace_state st, json_t *diff)
+			  const struct cg_archive_index *ix, struct cg_smap *dirs, const char *id,
+			  const struct tidx *t, enum cg_trace_state st, json_t *diff)
 {
 	char dir[4300];
 	struct cg_package_files pf;
 	snprintf(dir, sizeof(dir), "%s/traces/%s", o->state_dir, id);
-	int lrc = cg_package_load(o->state_dir, ix, id, &pf);
+	int lrc = dirs && !cg_smap_get(dirs, id) && cg_archive_index_has(ix, id)
+		      ? cg_package_load_archived(o->state_dir, ix, id, &pf)
+		      : cg_package_load(o->state_dir, ix, id, &pf);
 	if (lrc < 0 && errno == ENOENT && ix) /* packed since the index was read */
 		lrc = cg_package_load(o->state_dir, NULL, id, &pf);
 	if (lrc < 0 && errno == ENOENT && jv->live) {
@@ -885,8 +859,8 @@ static const char *state_name(enum cg_trace_state st)
  * with other traces' lists: they are only read here.
  */
 static json_t *verify_trace(const struct cg_replay_opts *o, const struct cg_journal_view *jv,
-			    const struct cg_archive_index *ix, const char *id, const struct tidx *t,
-			    json_t *diff)
+			    const struct cg_archive_index *ix, struct cg_smap *dirs, const char *id,
+			    const struct tidx *t, json_t *diff)
 {
 	if (!diff)
 		return NULL;
@@ -918,7 +892,7 @@ static json_t *verify_trace(const struct cg_replay_opts *o, const struct cg_jour
 			free(tv);
 		}
 		if (st != CG_TRACE_OPEN || !jv->live)
-			check_package(o, jv, ix, id, t, st, diff);
+			check_package(o, jv, ix, dirs, id, t, st, diff);
 	}
 	const char *status = json_array_size(diff)	 ? "FAIL"
 			     : st == CG_TRACE_INCOMPLETE ? "INCOMPLETE"
@@ -975,6 +949,7 @@ struct all_jobs {
 	const struct cg_replay_opts *o;
 	const struct cg_journal_view *jv;
 	const struct cg_archive_index *ix;
+	struct cg_smap *dirs; /* the listing of trace directories, when whole */
 	struct trace_job *v;
 	size_t n, cap;
 	bool oom;
@@ -1001,19 +976,37 @@ static void add_job(const char *key, void *value, void *arg)
 static void run_job(size_t i, void *arg)
 {
 	struct all_jobs *js = arg;
-	js->v[i].report =
-	    verify_trace(js->o, js->jv, js->ix, js->v[i].id, js->v[i].t, js->v[i].relevant);
+	js->v[i].report = verify_trace(js->o, js->jv, js->ix, js->dirs, js->v[i].id, js->v[i].t,
+				       js->v[i].relevant);
 }
 
-struct orphan_ctx {
+struct audit_job {
+	const struct cg_replay_opts *o;
+	const struct cg_archive_index *ix;
 	struct cg_smap *journal_traces;
-	json_t *diff;
+	bool live;
+	json_t *diff; /* its own: the trace checks run meanwhile */
+	bool started;
+	pthread_t th;
 };
 
 static bool journal_knows(const char *trace_id, void *journal_traces)
 {
 	return cg_smap_get(journal_traces, trace_id) != NULL;
 }
+
+static void *audit_run(void *arg)
+{
+	struct audit_job *a = arg;
+	cg_archive_audit(a->o->state_dir, a->ix, journal_knows, a->journal_traces, a->live,
+			 a->diff);
+	return NULL;
+}
+
+struct orphan_ctx {
+	struct cg_smap *journal_traces;
+	json_t *diff;
+};
 
 static void report_orphan(const char *key, void *value, void *arg)
 {
@@ -1037,6 +1030,7 @@ int cg_replay_run(const struct cg_replay_opts *o, json_t **report)
 	json_t *traces = json_array();
 	struct cg_smap *m = cg_smap_new();
 	struct cg_smap *dirs = NULL;
+	bool listed = false; /* dirs holds every trace directory */
 	struct cg_archive_index *ix = NULL;
 	int rc = -1;
 	if (!jdiff || !rep || !jrep || !traces || !m) {
@@ -1058,10 +1052,19 @@ int cg_replay_run(const struct cg_replay_opts *o, json_t **report)
 		snprintf(dir, sizeof(dir), "%s/traces", o->state_dir);
 		DIR *d = opendir(dir);
 		struct dirent *e;
-		while (dirs && d && (e = readdir(d)))
-			if (e->d_name[0] != '.' && strcmp(e->d_name, "archive") != 0 &&
-			    cg_smap_put(dirs, e->d_name, (void *)1) < 0)
+		listed = d != NULL || errno == ENOENT;
+		while (d) {
+			errno = 0;
+			if (!(e = readdir(d))) {
+				listed = listed && errno == 0; /* a failed readdir: not whole */
 				break;
+			}
+			if (e->d_name[0] != '.' && strcmp(e->d_name, "archive") != 0 &&
+			    cg_smap_put(dirs, e->d_name, (void *)1) < 0) {
+				listed = false;
+				break;
+			}
+		}
 		if (d)
 			closedir(d);
 	}
@@ -1075,24 +1078,23 @@ int cg_replay_run(const struct cg_replay_opts *o, json_t **report)
 			    strerror(errno));
 		memset(&jv, 0, sizeof(jv));
 	}
+	if (index_traces(&jv, m) < 0) {
+		errno = ENOMEM;
+		goto free_view;
+	}
 	/* The precise, naming check runs only when the one-pass check finds something. */
-	uint64_t fast_n = 0, fast_bytes = 0;
-	if (jv.live || json_array_size(jdiff) ||
-	    cg_journal_verify_fast(o->state_dir, &fast_n, &fast_bytes) != 0 || fast_n != jv.n)
+	if (jv.live || json_array_size(jdiff) || !chain_intact(&jv, m))
 		cg_evlines_check_chain(jv.v, jv.n, true, "journal", jdiff);
+	journal_leaves(&jv);
 	check_checkpoints(o, &jv, jdiff, jrep);
 	json_object_set_new(jrep, "events", json_integer((json_int_t)jv.n));
 	json_object_set_new(jrep, "bytes", json_integer((json_int_t)jv.len));
 	json_object_set_new(jrep, "live", json_boolean(jv.live));
 	json_object_set_new(jrep, "head",
 			    json_string(jv.n ? jv.v[jv.n - 1].hash : cg_journal_genesis()));
-	if (index_traces(&jv, m) < 0) {
-		errno = ENOMEM;
-		goto free_view;
-	}
 	json_t *failures = json_array();
 	if (o->all) {
-		struct all_jobs js = { .o = o, .jv = &jv, .ix = ix };
+		struct all_jobs js = { .o = o, .jv = &jv, .ix = ix, .dirs = listed ? dirs : NULL };
 		cg_smap_each(m, add_job, &js);
 		for (size_t k = 0; !js.oom && k < js.n; k++) {
 			js.v[k].relevant = json_array();
@@ -1100,11 +1102,25 @@ int cg_replay_run(const struct cg_replay_opts *o, json_t **report)
 			if (!js.oom)
 				add_relevant(js.v[k].relevant, jdiff, &jv, js.v[k].t);
 		}
+		/*
+		 * The archives as wholes (what no index line shows, or no journal
+		 * knows) are walked on a thread of their own while the traces are
+		 * checked: both only read the index and the journal's trace map.
+		 */
+		struct audit_job aj = { o, ix, m, jv.live, json_array(), false };
+		aj.started = aj.diff && pthread_create(&aj.th, NULL, audit_run, &aj) == 0;
 		if (!js.oom)
 			cg_parallel_for(js.n, 256, run_job, &js);
 		else
 			for (size_t k = 0; k < js.n; k++)
 				json_decref(js.v[k].relevant);
+		if (aj.started)
+			(void)pthread_join(aj.th, NULL);
+		else if (aj.diff)
+			(void)audit_run(&aj);
+		else
+			cg_diff_add(jdiff, "archive_unreadable", CG_ARCHIVE_DIR, 0, 0, NULL,
+				    "ENOMEM", "out of memory while reading the archives");
 		for (size_t k = 0; k < js.n; k++) {
 			if (js.oom)
 				json_decref(js.v[k].report);
@@ -1121,15 +1137,16 @@ int cg_replay_run(const struct cg_replay_opts *o, json_t **report)
 		struct orphan_ctx oc = { m, jdiff };
 		if (dirs)
 			cg_smap_each(dirs, report_orphan, &oc);
-		/* The archives as wholes: what no index line shows, or no journal knows. */
-		cg_archive_audit(o->state_dir, ix, journal_knows, m, jv.live, jdiff);
+		json_array_extend(jdiff, aj.diff);
+		json_decref(aj.diff);
 		json_array_extend(failures, jdiff);
 	} else {
 		const struct tidx *t = cg_smap_get(m, o->trace_id);
 		json_t *relevant = json_array();
 		if (relevant)
 			add_relevant(relevant, jdiff, &jv, t);
-		json_array_append_new(traces, verify_trace(o, &jv, ix, o->trace_id, t, relevant));
+		json_array_append_new(traces,
+				      verify_trace(o, &jv, ix, NULL, o->trace_id, t, relevant));
 	}
 	size_t i, n_pass = 0, n_fail = 0, n_incomplete = 0, n_open = 0;
 	json_t *t;

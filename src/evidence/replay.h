@@ -46,20 +46,13 @@ struct cg_journal_view {
 	struct cg_evline *v;
 	size_t n;
 	bool live; /* a daemon holds the journal (its tail may be in flight) */
+	/* v[i]'s Merkle leaf hash, when replay computed them (else NULL: on demand) */
+	unsigned char (*leaf)[32];
 };
 
 /* Load (and parse) the journal. 0, or -1 with errno. diff may be NULL. */
 int cg_journal_load(const char *state_dir, struct cg_journal_view *jv, json_t *diff);
 void cg_journal_view_free(struct cg_journal_view *jv);
-
-/*
- * Verify the journal in one streaming pass (parse, hash, seq, both chains)
- * without holding it in memory. 0: everything held; 1: something did not
- * (run the full check for the failures' names); -1: error (errno).
- * *n_events and *bytes report what was read.
- */
-int cg_journal_verify_fast(const char *state_dir, uint64_t *n_events, uint64_t *bytes)
-    __attribute__((warn_unused_result));
 
 /*
  * Rebuild traces/<id>/ from the journal, for one trace or all (trace_id

@@ -32,6 +32,8 @@
 
 #define SEGMENT_CAP ((size_t)2 << 30)
 #define INDEX_CAP   ((size_t)256 << 20)
+/* Archives an index holds open at most: the rest are opened per read. */
+#define ARCHIVE_FDS_HELD 256
 
 /* The library's ABI name in Debian since 2012 (libarchive13). */
 #define LIBARCHIVE_SONAME "libarchive.so.13"
@@ -162,6 +164,7 @@ struct ix_entry {
 	char archive[40]; /* the tar's file name */
 	uint64_t off;
 	uint64_t span; /* to the index's next package in the tar, or its end; 0: unknown */
+	int fd;	       /* the tar, held open by the index (its ix_archive's); -1: open it */
 };
 
 /* One archive as the index saw it: its tar's size, taken before its .idx was read. */
@@ -169,6 +172,7 @@ struct ix_archive {
 	char tar[40];
 	int64_t size; /* -1: no tar */
 	bool has_idx;
+	int fd; /* the tar, opened as its size was taken; -1: not held open */
 };
 
 struct cg_archive_index {
@@ -203,7 +207,7 @@ static bool index_line(char *line, char **id, uint64_t *off)
 }
 
 static int index_add_file(struct cg_archive_index *ix, const char *dir, const char *name,
-			  int64_t tar_size)
+			  int64_t tar_size, int tar_fd)
 {
 	char path[4400], tar[40];
 	struct ix_entry *prev = NULL; /* this file's previous line's, to size its span */
@@ -236,6 +240,7 @@ static int index_add_file(struct cg_archive_index *ix, const char *dir, const ch
 		}
 		snprintf(x->archive, sizeof(x->archive), "%s", tar);
 		x->off = off;
+		x->fd = tar_fd;
 		if (prev && off > prev->off)
 			prev->span = off - prev->off;
 		if (cg_smap_put(ix->by_trace, id, x) < 0) {
@@ -266,8 +271,23 @@ static int note_archive(struct cg_archive_index *ix, int dfd, const char *base, 
 	ix->archives = v;
 	struct ix_archive *a = &v[ix->n_archives++];
 	snprintf(a->tar, sizeof(a->tar), "%s.tar", base);
+	/*
+	 * Held open while the index lives (up to ARCHIVE_FDS_HELD of them), so
+	 * that reading each package costs no open of its own; the rest are
+	 * opened per read.
+	 */
 	struct stat st;
-	a->size = fstatat(dfd, a->tar, &st, 0) == 0 ? (int64_t)st.st_size : -1;
+	a->fd = ix->n_archives <= ARCHIVE_FDS_HELD
+		    ? openat(dfd, a->tar, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
+		    : -1;
+	if (a->fd >= 0 && (fstat(a->fd, &st) != 0 || !S_ISREG(st.st_mode))) {
+		close(a->fd);
+		a->fd = -1;
+	}
+	if (a->fd >= 0)
+		a->size = (int64_t)st.st_size;
+	else
+		a->size = fstatat(dfd, a->tar, &st, 0) == 0 ? (int64_t)st.st_size : -1;
 	a->has_idx = has_idx;
 	return 0;
 }
@@ -306,7 +326,7 @@ struct cg_archive_index *cg_archive_index_load(const char *state_dir)
 			char idx[48];
 			snprintf(idx, sizeof(idx), "%.*s.idx",
 				 (int)(strlen(ix->archives[i].tar) - 4), ix->archives[i].tar);
-			rc = index_add_file(ix, dir, idx, ix->archives[i].size);
+			rc = index_add_file(ix, dir, idx, ix->archives[i].size, ix->archives[i].fd);
 		}
 	closedir(d);
 	if (rc < 0) {
@@ -327,6 +347,9 @@ void cg_archive_index_free(struct cg_archive_index *ix)
 	if (!ix)
 		return;
 	cg_smap_free(ix->by_trace, free);
+	for (size_t i = 0; i < ix->n_archives; i++)
+		if (ix->archives[i].fd >= 0)
+			close(ix->archives[i].fd);
 	free(ix->archives);
 	free(ix);
 }
@@ -442,7 +465,7 @@ static void audit_archive(struct audit *au, const char *state_dir, const struct 
 	snprintf(path, sizeof(path), "%s/%s/%s", state_dir, CG_ARCHIVE_DIR, a->tar);
 	snprintf(where, sizeof(where), "%s/%s", CG_ARCHIVE_DIR, a->tar);
 	struct window *w = malloc(sizeof(*w));
-	int fd = w ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+	int fd = !w ? -1 : a->fd >= 0 ? a->fd : open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		int e = w ? errno : ENOMEM;
 		if (e != ENOENT || !au->live) /* packed away meanwhile, under a live daemon */
@@ -527,7 +550,8 @@ static void audit_archive(struct audit *au, const char *state_dir, const struct 
 		cg_diff_add(au->diff, "archive_unindexed", where, 0, 0, "every package indexed", n,
 			    "packages no reader sees (their index lines are missing)");
 	}
-	close(fd);
+	if (fd != a->fd)
+		close(fd);
 	free(w);
 }
 
@@ -605,7 +629,7 @@ static int load_archived(const char *state_dir, const struct ix_entry *x, const 
 	snprintf(path, sizeof(path), "%s/%s/%s", state_dir, CG_ARCHIVE_DIR, x->archive);
 	snprintf(prefix, sizeof(prefix), "%s/", trace_id);
 	size_t plen = strlen(prefix);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = x->fd >= 0 ? x->fd : open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
 	struct stat st;
@@ -615,7 +639,8 @@ static int load_archived(const char *state_dir, const struct ix_entry *x, const 
 	if (!win || fstat(fd, &st) != 0) {
 		int e = win ? errno : ENOMEM;
 		free(win);
-		close(fd);
+		if (fd != x->fd)
+			close(fd);
 		errno = e;
 		return -1;
 	}
@@ -655,7 +680,8 @@ static int load_archived(const char *state_dir, const struct ix_entry *x, const 
 		pos = next;
 	}
 	free(win);
-	close(fd);
+	if (fd != x->fd)
+		close(fd);
 	if (rc == 0 && members == 0) {
 		errno = ENOENT; /* the index points at another trace */
 		return -1;
@@ -691,7 +717,7 @@ int cg_package_load(const char *state_dir, const struct cg_archive_index *ix, co
 	/* replay --all holds every index (ix); one trace's reader looks its line up. */
 	if (ix)
 		return cg_package_load_archived(state_dir, ix, trace_id, pf);
-	struct ix_entry x;
+	struct ix_entry x = { .fd = -1 };
 	return index_find(state_dir, trace_id, &x) < 0 ? -1
 						       : load_entry(state_dir, &x, trace_id, pf);
 }
