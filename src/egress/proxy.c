@@ -173,10 +173,20 @@ static int header(const struct conn *c, const char *name, const char **val, size
 	return count;
 }
 
+/* An RFC 9110 token character: what a header field's name is made of. */
+static bool tchar(unsigned char ch)
+{
+	return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+	       (ch && strchr("!#$%&'*+-.^_`|~", ch) != NULL);
+}
+
 /*
  * A head the proxy can judge the same way as the server: every line ends in
- * CRLF (no bare LF or CR) and none is folded onto the one before (a line
- * starting with a space or tab), so no header hides from header().
+ * CRLF (no bare LF or CR), none is folded onto the one before (a line
+ * starting with a space or tab), and every header line is a field name of
+ * token characters, then ':' at once ("Host :" is not a Host header to
+ * header(), but some servers take it for one). So no header hides from
+ * header().
  */
 static bool head_plain(const struct conn *c)
 {
@@ -187,6 +197,18 @@ static bool head_plain(const struct conn *c)
 			return false;
 		if (ch == '\n' && (c->head[i + 1] == ' ' || c->head[i + 1] == '\t'))
 			return false;
+	}
+	/* The header lines: after the request line, before the empty line that ends the head. */
+	const char *p = strstr(c->head, "\r\n");
+	const char *end = c->head + c->head_len - 2;
+	while (p && p + 2 < end) {
+		p += 2;
+		size_t name = 0;
+		while (p + name < end && tchar((unsigned char)p[name]))
+			name++;
+		if (name == 0 || p[name] != ':')
+			return false;
+		p = strstr(p, "\r\n");
 	}
 	return true;
 }
@@ -206,6 +228,29 @@ static const char *v4_class(const unsigned char *a)
 		return a[2] == 169 && a[3] == 254 ? "cloud metadata" : "link-local";
 	if (a[0] >= 224)
 		return a[0] < 240 ? "multicast" : "reserved";
+	if (a[0] == 192 && a[1] == 0 && a[2] == 0)
+		return "reserved"; /* IETF protocol assignments */
+	if (a[0] == 198 && (a[1] & 0xfe) == 18)
+		return "benchmarking (fake-IP resolvers hand these out)";
+	if ((a[0] == 192 && a[1] == 0 && a[2] == 2) || (a[0] == 198 && a[1] == 51 && a[2] == 100) ||
+	    (a[0] == 203 && a[1] == 0 && a[2] == 113))
+		return "documentation";
+	return NULL;
+}
+
+/*
+ * The IPv4 address an IPv6 address carries, where a translator or tunnel
+ * would deliver to it: IPv4-mapped (::ffff:0:0/96), the NAT64 well-known
+ * prefix (64:ff9b::/96) and 6to4 (2002::/16). NULL when it carries none.
+ */
+static const unsigned char *embedded_v4(const unsigned char a[16])
+{
+	static const unsigned char mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+	static const unsigned char nat64[12] = { 0, 0x64, 0xff, 0x9b, 0, 0, 0, 0, 0, 0, 0, 0 };
+	if (memcmp(a, mapped, 12) == 0 || memcmp(a, nat64, 12) == 0)
+		return a + 12;
+	if (a[0] == 0x20 && a[1] == 0x02)
+		return a + 2;
 	return NULL;
 }
 
@@ -214,16 +259,22 @@ static const char *address_class(const struct sockaddr *sa)
 	if (sa->sa_family == AF_INET)
 		return v4_class((const unsigned char *)&((const struct sockaddr_in *)sa)->sin_addr);
 	const unsigned char *a = ((const struct sockaddr_in6 *)sa)->sin6_addr.s6_addr;
-	static const unsigned char mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
 	static const unsigned char zero[16] = { 0 };
 	static const unsigned char metadata[16] = { 0xfd, 0, 0, 0xec, 2, 0, 0, 0,
 						    0,	  0, 0, 0,    0, 0, 2, 0x54 };
-	if (memcmp(a, mapped, 12) == 0)
-		return v4_class(a + 12);
+	const unsigned char *v4 = embedded_v4(a);
+	if (v4)
+		return v4_class(v4);
 	if (memcmp(a, zero, 16) == 0)
 		return "unspecified";
 	if (memcmp(a, zero, 15) == 0 && a[15] == 1)
 		return "loopback";
+	if (memcmp(a, zero, 12) == 0)
+		return "reserved"; /* IPv4-compatible (::/96), long deprecated */
+	if (a[0] == 0 && a[1] == 0x64 && a[2] == 0xff && a[3] == 0x9b && a[4] == 0 && a[5] == 1)
+		return "NAT64 (local use)";
+	if (a[0] == 0x20 && a[1] == 0x01 && a[2] == 0 && a[3] == 0)
+		return "tunnelled (Teredo)";
 	if (memcmp(a, metadata, 16) == 0)
 		return "cloud metadata";
 	if (a[0] == 0xfe && (a[1] & 0xc0) == 0x80)
@@ -235,26 +286,88 @@ static const char *address_class(const struct sockaddr *sa)
 	return NULL;
 }
 
-/* NULL, "this host's own" when an interface of this machine has it. */
+/* Is a (n bytes) inside the network of address x with netmask m (NULL: x alone)? */
+static bool in_network(const unsigned char *a, const unsigned char *x, const unsigned char *m,
+		       size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if ((a[i] ^ x[i]) & (m ? m[i] : 0xff))
+			return false;
+	return true;
+}
+
+/*
+ * NULL; "this host's own" when an interface of this machine has the address
+ * (or the IPv4 address it carries, embedded_v4); "this host's network" when
+ * it lies on the network of one of them (a neighbour, the gateway).
+ */
 static const char *own_class(const struct sockaddr *sa)
 {
+	const unsigned char *a6 = NULL, *a4 = NULL;
+	if (sa->sa_family == AF_INET) {
+		a4 = (const unsigned char *)&((const struct sockaddr_in *)sa)->sin_addr;
+	} else {
+		a6 = ((const struct sockaddr_in6 *)sa)->sin6_addr.s6_addr;
+		a4 = embedded_v4(a6);
+	}
 	struct ifaddrs *ifs = NULL;
 	if (getifaddrs(&ifs) != 0)
 		return "this host's own (interfaces unreadable)"; /* fail closed */
 	const char *cls = NULL;
 	for (struct ifaddrs *i = ifs; i && !cls; i = i->ifa_next) {
-		const struct sockaddr *x = i->ifa_addr;
-		if (!x || x->sa_family != sa->sa_family)
+		const struct sockaddr *x = i->ifa_addr, *m = i->ifa_netmask;
+		const unsigned char *xa = NULL, *ma = NULL, *aa = NULL;
+		size_t n = 0;
+		if (x && x->sa_family == AF_INET && a4) {
+			xa = (const unsigned char *)&((const struct sockaddr_in *)x)->sin_addr;
+			ma = m && m->sa_family == AF_INET
+				 ? (const unsigned char *)&((const struct sockaddr_in *)m)->sin_addr
+				 : NULL;
+			aa = a4;
+			n = 4;
+		} else if (x && x->sa_family == AF_INET6 && a6) {
+			xa = ((const struct sockaddr_in6 *)x)->sin6_addr.s6_addr;
+			ma = m && m->sa_family == AF_INET6
+				 ? ((const struct sockaddr_in6 *)m)->sin6_addr.s6_addr
+				 : NULL;
+			aa = a6;
+			n = 16;
+		}
+		if (!aa)
 			continue;
-		if (sa->sa_family == AF_INET
-			? memcmp(&((const struct sockaddr_in *)x)->sin_addr,
-				 &((const struct sockaddr_in *)sa)->sin_addr, 4) == 0
-			: memcmp(&((const struct sockaddr_in6 *)x)->sin6_addr,
-				 &((const struct sockaddr_in6 *)sa)->sin6_addr, 16) == 0)
+		if (in_network(aa, xa, NULL, n))
 			cls = "this host's own";
+		else if (ma && in_network(aa, xa, ma, n))
+			cls = "this host's network";
 	}
 	freeifaddrs(ifs);
 	return cls;
+}
+
+/*
+ * sa as the proxy judges and connects to it: an IPv4-mapped IPv6 address
+ * becomes the IPv4 address it is, so that every check (the host's own
+ * addresses included) and the connection see one family. Its length.
+ */
+static socklen_t plain_address(const struct sockaddr *sa, socklen_t len,
+			       struct sockaddr_storage *out)
+{
+	static const unsigned char mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+	memset(out, 0, sizeof(*out));
+	if (sa->sa_family == AF_INET6 && len >= (socklen_t)sizeof(struct sockaddr_in6)) {
+		const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
+		if (memcmp(s6->sin6_addr.s6_addr, mapped, 12) == 0) {
+			struct sockaddr_in *s4 = (struct sockaddr_in *)out;
+			s4->sin_family = AF_INET;
+			s4->sin_port = s6->sin6_port;
+			memcpy(&s4->sin_addr, s6->sin6_addr.s6_addr + 12, 4);
+			return sizeof(*s4);
+		}
+	}
+	if (len > (socklen_t)sizeof(*out))
+		len = sizeof(*out);
+	memcpy(out, sa, (size_t)len);
+	return len;
 }
 
 /* A 403 (or 502) whose body names the code, its layer and the rule. */
@@ -336,10 +449,12 @@ static int resolve(struct conn *c, struct sockaddr_storage *out, socklen_t *out_
 	for (struct addrinfo *a = res; a; a = a->ai_next) {
 		if (a->ai_family != AF_INET && a->ai_family != AF_INET6)
 			continue;
-		struct cg_reply *r = judge_candidate(c, a->ai_addr);
+		struct sockaddr_storage plain;
+		socklen_t plen = plain_address(a->ai_addr, a->ai_addrlen, &plain);
+		struct cg_reply *r = judge_candidate(c, (const struct sockaddr *)&plain);
 		if (!r) {
-			memcpy(out, a->ai_addr, a->ai_addrlen);
-			*out_len = a->ai_addrlen;
+			memcpy(out, &plain, plen);
+			*out_len = plen;
 			rc = 0;
 			break;
 		}
@@ -512,8 +627,14 @@ static void serve_connect(struct conn *c)
 			return;
 		}
 		ssize_t r = recv(c->client, c->head + c->len, HEAD_MAX - c->len, 0);
-		if (r <= 0 && !(r < 0 && (errno == EAGAIN || errno == EINTR)))
+		if (r <= 0 && !(r < 0 && (errno == EAGAIN || errno == EINTR))) {
+			/* Closed before a byte to relay: nothing went upstream. */
+			cg_reply_free(c->reply);
+			c->reply = cg_egress_bad_request(
+			    "the client closed the tunnel before sending anything", c->e->rule_id);
+			c->allowed = false;
 			return;
+		}
 		if (r > 0)
 			c->len += (size_t)r;
 	}

@@ -160,40 +160,83 @@ const char *cg_egress_pin(const struct cg_constraints *const *sets, size_t n, co
 	return NULL;
 }
 
-/* Two address literals for the same address ("::1" and "0::1")? */
+/* An address literal as 16 bytes, an IPv4 one in its IPv4-mapped form. */
+static bool address_bytes(const char *s, unsigned char out[16])
+{
+	static const unsigned char mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+	memcpy(out, mapped, sizeof(mapped));
+	return inet_pton(AF_INET, s, out + 12) == 1 || inet_pton(AF_INET6, s, out) == 1;
+}
+
+/* Two address literals for the same address ("::1" and "0::1"; "::ffff:10.0.0.1" and "10.0.0.1")? */
 static bool same_address(const char *a, const char *b)
 {
-	unsigned char x[sizeof(struct in6_addr)], y[sizeof(struct in6_addr)];
-	if (inet_pton(AF_INET, a, x) == 1 && inet_pton(AF_INET, b, y) == 1)
-		return memcmp(x, y, 4) == 0;
-	if (inet_pton(AF_INET6, a, x) == 1 && inet_pton(AF_INET6, b, y) == 1)
-		return memcmp(x, y, 16) == 0;
-	return false;
+	unsigned char x[16], y[16];
+	return address_bytes(a, x) && address_bytes(b, y) && memcmp(x, y, 16) == 0;
 }
 
-/* Does the policy name this address: on an allow list, or a pin of this name? */
-static bool address_named(const struct cg_constraints *const *sets, size_t n, const char *host,
-			  const char *address)
+/* The address set s pins host to, when it is not this one; else NULL. */
+static const char *pinned_elsewhere(const struct cg_constraints *s, const char *host,
+				    const char *address)
 {
-	const char *pin = cg_egress_pin(sets, n, host);
-	if (pin && same_address(pin, address))
-		return true;
-	for (size_t i = 0; i < n; i++)
-		for (size_t j = 0; sets[i]->net == CG_NET_HOSTS && j < sets[i]->n_allow_hosts; j++)
-			if (same_address(sets[i]->allow_hosts[j].name, address))
-				return true;
+	for (size_t j = 0; j < s->n_pins; j++)
+		if (strcmp(s->pins[j].name, host) == 0 &&
+		    !same_address(s->pins[j].address, address))
+			return s->pins[j].address;
+	return NULL;
+}
+
+/*
+ * Does set s name this address for host:port: a pin of this host to it, or
+ * the literal on its allow list, for this port (80 and 443 when the entry
+ * names none, as for names)?
+ */
+static bool set_names(const struct cg_constraints *s, const char *host, uint16_t port,
+		      const char *address)
+{
+	for (size_t j = 0; j < s->n_pins; j++)
+		if (strcmp(s->pins[j].name, host) == 0 && same_address(s->pins[j].address, address))
+			return true;
+	for (size_t j = 0; j < s->n_allow_hosts; j++) {
+		const struct cg_host_entry *e = &s->allow_hosts[j];
+		bool port_ok = e->port ? e->port == port : (port == 80 || port == 443);
+		if (port_ok && same_address(e->name, address))
+			return true;
+	}
 	return false;
 }
 
+/*
+ * Every set with a host list must let this address be reached, as every one
+ * must allow the name (cg_egress_judge_name): none may pin the host to
+ * another address, and an address of a class (private, loopback, the host's
+ * own, ...) must be named by each. One stage's pin or literal never opens an
+ * address to another stage's program.
+ */
 struct cg_reply *cg_egress_judge_address(const struct cg_constraints *const *sets, size_t n,
 					 const char *host, uint16_t port, const char *address,
 					 const char *cls, const char *rule_id)
 {
-	if (!cls || address_named(sets, n, host, address))
+	const char *rule = rule_id ? rule_id : "(none)";
+	bool named = true, any = false;
+	for (size_t i = 0; i < n; i++) {
+		if (sets[i]->net != CG_NET_HOSTS)
+			continue;
+		any = true;
+		const char *pin = pinned_elsewhere(sets[i], host, address);
+		if (pin)
+			return cg_reply_new(CG_R_EGRESS_PINNED_ELSEWHERE, "{s:s,s:i,s:s,s:s,s:s}",
+					    "host", host, "port", (int)port, "address", address,
+					    "pinned", pin, "rule_id", rule);
+		named = named && set_names(sets[i], host, port, address);
+	}
+	if (!cls && any)
+		return NULL;
+	if (named && any)
 		return NULL;
 	return cg_reply_new(CG_R_EGRESS_ADDRESS, "{s:s,s:i,s:s,s:s,s:s}", "host", host, "port",
-			    (int)port, "address", address, "class", cls, "rule_id",
-			    rule_id ? rule_id : "(none)");
+			    (int)port, "address", address, "class", cls ? cls : "unlisted",
+			    "rule_id", rule);
 }
 
 struct cg_reply *cg_egress_mismatch(const char *host, uint16_t port, const char *what,

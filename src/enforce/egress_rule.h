@@ -45,13 +45,21 @@ bool cg_host_is_address(const char *name);
 struct cg_reply *cg_egress_judge_name(const struct cg_constraints *const *sets, size_t n,
 				      const char *host, uint16_t port, const char *rule_id);
 
-/* The address a name is pinned to in any set, or NULL. */
+/*
+ * The address a name is pinned to in any set, or NULL: what the proxy
+ * resolves the name to. cg_egress_judge_address then refuses it when
+ * another set pins the name elsewhere.
+ */
 const char *cg_egress_pin(const struct cg_constraints *const *sets, size_t n, const char *host);
 
 /*
  * The judgment of the address a name resolved to: cls is the address's
- * class ("loopback", "private", …) or NULL for a public one. NULL when it
- * may be reached (public, or named explicitly), else EGRESS_ADDRESS.
+ * class ("loopback", "private", …) or NULL for a public one. Every set with
+ * a host list must let it be reached, as every one must allow the name:
+ * EGRESS_PINNED_ELSEWHERE when one pins the name to another address;
+ * EGRESS_ADDRESS when it has a class and some set names it neither by a pin
+ * of this name nor by the literal on its allow list for this port (80 and
+ * 443 when the entry gives none). NULL when it may be reached.
  */
 struct cg_reply *cg_egress_judge_address(const struct cg_constraints *const *sets, size_t n,
 					 const char *host, uint16_t port, const char *address,

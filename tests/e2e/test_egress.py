@@ -331,6 +331,59 @@ class SandboxEgress(unittest.TestCase):
         self.assertNotEqual(p.returncode, 0)
         self.assertEqual(self.http.accepted, before)
 
+    def test_a_literal_names_its_address_on_its_own_port_only(self):
+        # 127.0.0.1 is named for another port; localhost on the server's port
+        # resolves to it, and nothing names loopback there.
+        before = self.http.accepted
+        p = self.sandbox("--allow-host", "localhost:%d" % self.http.port, "--allow-host",
+                         "127.0.0.1:%d" % (self.http.port ^ 1), "--", "curl", "-sS",
+                         "--max-time", "20", "http://localhost:%d/" % self.http.port)
+        self.assertIn("EN-NET-D-003", p.stdout + p.stderr)
+        self.assertNotIn("hello from the test server", p.stdout)
+        self.assertEqual(self.http.accepted, before)
+
+    @unittest.skipUnless(os.geteuid() == 0 and shutil.which("unshare") and shutil.which("ip"),
+                         "needs root, unshare and ip")
+    def test_the_hosts_own_address_in_any_ipv6_form_is_refused(self):
+        """In a network namespace of its own, this host's one address is a
+        public-class one (on lo); a listener there must see nothing when an
+        allowed name resolves to it, written as IPv4, IPv4-mapped IPv6 or
+        NAT64."""
+        tmp = tempfile.mkdtemp(prefix="cg-egress-own-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        hosts, log = os.path.join(tmp, "hosts"), os.path.join(tmp, "listener.log")
+        with open(hosts, "w") as f:
+            f.write("127.0.0.1 localhost\n1.1.1.77 plain.test\n"
+                    "::ffff:1.1.1.77 mapped.test\n64:ff9b::1.1.1.77 nat64.test\n")
+        listener = ("import socket,sys\ns=socket.socket(); s.setsockopt(socket.SOL_SOCKET, "
+                    "socket.SO_REUSEADDR, 1); s.bind(('1.1.1.77', 8080)); s.listen(8)\n"
+                    "print('ready', flush=True)\n"
+                    "while True:\n c, a = s.accept(); open(sys.argv[1], 'a').write(str(a)+'\\n')"
+                    "; c.sendall(b'HTTP/1.0 200 OK\\r\\n\\r\\nLISTENER-HIT'); c.close()\n")
+        script = f"""
+set -e
+ip link set lo up
+ip addr add 1.1.1.77/32 dev lo
+mount --bind {hosts} /etc/hosts
+python3 -c "$LISTENER" {log} > {tmp}/ready 2>&1 < /dev/null &
+L=$!
+trap 'kill $L' EXIT
+for i in $(seq 100); do [ -s {tmp}/ready ] && break; sleep 0.05; done
+for h in plain.test mapped.test nat64.test; do
+  {cgtest.CALLGATE} sandbox --allow-host $h:8080 -- curl -sS --max-time 10 http://$h:8080/ || true
+done
+"""
+        env = dict(os.environ, LISTENER=listener)
+        p = subprocess.run(["unshare", "-n", "-m", "--propagation", "private", "sh", "-c", script],
+                           capture_output=True, text=True, timeout=120, env=env)
+        out = p.stdout + p.stderr
+        self.assertNotIn("LISTENER-HIT", out)
+        self.assertFalse(os.path.exists(log) and open(log).read(), out)
+        for h in ("plain.test", "mapped.test", "nat64.test"):
+            self.assertIn("%s:8080 (" % h, out)
+        self.assertEqual(out.count("refused EN-NET-D-003"), 3, out)
+        self.assertIn("this host's own", out)
+
     def test_bad_options(self):
         for args in (["--deny-host", "x.test"], ["--allow-host", "bad host"],
                      ["--allow-host", "x.test:99999"], ["--allow-host", "x.test", "--resolve",

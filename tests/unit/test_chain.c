@@ -227,3 +227,73 @@ Test(chain, unknown_keeps_its_constraints_for_when_it_is_approved)
 	cr_assert_eq(f.n_constraints, 1);
 	cr_assert_eq(f.constraints[0], &cons);
 }
+
+/* ---- egress: the address a name resolved to (egress_rule.h) --------------------- */
+
+#include "egress_rule.h"
+#include "reply.h"
+
+/* The reply code of judging address for host:port under sets, or "" when allowed. */
+static const char *judged(const struct cg_constraints *const *sets, size_t n, const char *host,
+			  uint16_t port, const char *address, const char *cls)
+{
+	static char code[32];
+	struct cg_reply *r = cg_egress_judge_address(sets, n, host, port, address, cls, "r");
+	snprintf(code, sizeof(code), "%s", r ? cg_reply_def_of(r)->code : "");
+	cg_reply_free(r);
+	return code;
+}
+
+Test(egress, a_literal_names_its_address_only_on_its_port)
+{
+	const struct cg_host_entry allow[] = { { "*.x.test", 0 }, { "127.0.0.1", 9000 } };
+	struct cg_constraints s = { .net = CG_NET_HOSTS, .allow_hosts = allow, .n_allow_hosts = 2 };
+	const struct cg_constraints *sets[] = { &s };
+	cr_assert_str_eq(judged(sets, 1, "lo.x.test", 9000, "127.0.0.1", "loopback"), "");
+	cr_assert_str_eq(judged(sets, 1, "lo.x.test", 80, "127.0.0.1", "loopback"), "EN-NET-D-003");
+	/* The same address in IPv4-mapped form is the same address. */
+	cr_assert_str_eq(judged(sets, 1, "lo.x.test", 9000, "::ffff:127.0.0.1", "loopback"), "");
+	/* A public address needs no naming. */
+	cr_assert_str_eq(judged(sets, 1, "www.x.test", 443, "8.8.8.8", NULL), "");
+}
+
+Test(egress, every_set_must_name_an_address_of_a_class)
+{
+	const struct cg_host_entry allow[] = { { "*.x.test", 0 } };
+	const struct cg_host_pin pin[] = { { "pinned.x.test", "127.0.0.1" } };
+	struct cg_constraints a = { .net = CG_NET_HOSTS,
+				    .allow_hosts = allow,
+				    .n_allow_hosts = 1,
+				    .pins = pin,
+				    .n_pins = 1 };
+	struct cg_constraints b = { .net = CG_NET_HOSTS, .allow_hosts = allow, .n_allow_hosts = 1 };
+	const struct cg_constraints *one[] = { &a }, *both[] = { &a, &b }, *rev[] = { &b, &a };
+	cr_assert_str_eq(judged(one, 1, "pinned.x.test", 80, "127.0.0.1", "loopback"), "");
+	/* Stage a's pin does not name loopback for stage b's program. */
+	cr_assert_str_eq(judged(both, 2, "pinned.x.test", 80, "127.0.0.1", "loopback"),
+			 "EN-NET-D-003");
+	cr_assert_str_eq(judged(rev, 2, "pinned.x.test", 80, "127.0.0.1", "loopback"),
+			 "EN-NET-D-003");
+	/* A pin names its address for its own name only. */
+	cr_assert_str_eq(judged(one, 1, "other.x.test", 80, "127.0.0.1", "loopback"),
+			 "EN-NET-D-003");
+}
+
+Test(egress, a_set_pinning_the_name_elsewhere_refuses)
+{
+	const struct cg_host_entry allow[] = { { "*.x.test", 0 } };
+	const struct cg_host_pin p1[] = { { "api.x.test", "93.184.216.34" } };
+	const struct cg_host_pin p2[] = { { "api.x.test", "198.51.100.7" } };
+	struct cg_constraints a = { .net = CG_NET_HOSTS,
+				    .allow_hosts = allow,
+				    .n_allow_hosts = 1,
+				    .pins = p1,
+				    .n_pins = 1 };
+	struct cg_constraints b = { .net = CG_NET_HOSTS,
+				    .allow_hosts = allow,
+				    .n_allow_hosts = 1,
+				    .pins = p2,
+				    .n_pins = 1 };
+	const struct cg_constraints *both[] = { &a, &b };
+	cr_assert_str_eq(judged(both, 2, "api.x.test", 443, "93.184.216.34", NULL), "EN-NET-D-006");
+}
