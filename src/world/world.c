@@ -77,6 +77,26 @@ static char *workspace_canon(const char *path, struct cg_reply **err)
 		free(canon);
 		return NULL;
 	}
+	/*
+	 * Everything below a workspace is the agent's to write (an agent's own
+	 * file tools are judged by it): the root or a system tree would hand
+	 * over the machine. A daemon started in / with no --workspace lands here.
+	 */
+	static const char *const system_trees[] = { "/",     "/bin", "/boot",  "/dev", "/etc",
+						    "/home", "/lib", "/lib64", "/opt", "/proc",
+						    "/root", "/run", "/sbin",  "/srv", "/sys",
+						    "/tmp",  "/usr", "/var" };
+	for (size_t i = 0; i < CG_ARRAY_LEN(system_trees); i++)
+		if (strcmp(canon, system_trees[i]) == 0) {
+			*err = cg_reply_new(CG_R_WORKSPACE_INVALID, "{s:s,s:s,s:s}", "path", canon,
+					    "detail",
+					    "the root or a system directory cannot be a workspace "
+					    "(everything below it would be the agent's): name a "
+					    "project directory with --workspace",
+					    "errno_name", cg_errno_name(EINVAL));
+			free(canon);
+			return NULL;
+		}
 	return canon;
 }
 

@@ -519,3 +519,35 @@ class OwnDaemon(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class WorkspaceRequired(unittest.TestCase):
+    """The root or a system directory is never a workspace: every path below
+    a workspace is the agent's (its own file tools are judged by it)."""
+
+    def start(self, cwd, *flags):
+        import subprocess
+        import tempfile
+        tmp = tempfile.mkdtemp(prefix="cg-ws-")
+        self.addCleanup(__import__("shutil").rmtree, tmp, True)
+        sock = os.path.join(tmp, "cg.sock")
+        p = subprocess.run([cgtest.CALLGATED, "--socket", sock, "--admin-socket",
+                            os.path.join(tmp, "admin.sock"), "--state-dir",
+                            os.path.join(tmp, "state"), "--log", "stderr", *flags],
+                           cwd=cwd, capture_output=True, text=True, timeout=30)
+        return p, sock
+
+    def test_a_daemon_started_in_the_root_without_a_workspace_does_not_start(self):
+        # As the systemd unit starts it (cwd /) when no drop-in names one.
+        p, sock = self.start("/")
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("WA-RES-E-002", p.stderr)
+        self.assertIn("Workspace '/'", p.stderr)
+        self.assertFalse(os.path.exists(sock))
+
+    def test_system_directories_are_refused(self):
+        for ws in ("/", "/home", "/etc", "/usr", "/tmp", "/root"):
+            p, sock = self.start("/", "--workspace", ws)
+            self.assertNotEqual(p.returncode, 0, ws)
+            self.assertIn("WA-RES-E-002", p.stderr, ws)
+            self.assertFalse(os.path.exists(sock), ws)
