@@ -253,6 +253,34 @@ class TestHook(unittest.TestCase):
             for name in links:
                 os.unlink(os.path.join(ws, name))
 
+    def test_every_store_the_view_hides_is_refused_to_the_file_tools(self):
+        """The default policy's action-secrets must cover every credential
+        store and system secret the view hides (src/confine/view.c), so the
+        two lists cannot drift apart again (a Read of a cargo token and an
+        rclone secret was allowed while confined calls could not see them)."""
+        import re
+        src = open(os.path.join(os.path.dirname(__file__), "..", "..", "src", "confine",
+                                "view.c")).read()
+
+        def entries(name):
+            body = re.search(r"%s\[\] = \{(.*?)\};" % name, src, re.S).group(1)
+            return re.findall(r'"([^"]+)"', body)
+
+        home = entries("home_secrets")
+        system = [e for e in entries("system_hidden") if e not in ("/run", "/var/run")]
+        self.assertGreater(len(home), 20)
+        self.assertGreater(len(system), 15)
+        paths = [os.path.join(os.path.expanduser("~"), e) for e in home]
+        paths += [e.replace("*", "rsa") for e in system]
+        # Inside a store directory, too.
+        dirs = {".ssh", ".gnupg", ".aws", ".config/gcloud", ".azure", ".kube", ".docker",
+                ".config/gh", ".password-store", ".local/share/keyrings", ".config/rclone",
+                ".config/op", ".mozilla", ".config/google-chrome", ".config/chromium"}
+        paths += [os.path.join(os.path.expanduser("~"), e, "x") for e in home if e in dirs]
+        for path in paths:
+            d, why = self.decision(self.payload("Read", {"file_path": path}))
+            self.assertEqual(d, "deny", (path, why))
+
     def test_a_path_that_cannot_be_resolved_is_not_judged_allowed(self):
         # A chain of links whose real path is longer than realpath takes
         # (PATH_MAX) is still followed by the kernel: judged as written, a
