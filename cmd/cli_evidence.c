@@ -285,10 +285,24 @@ static int cmd_verdict(struct state st, int argc, char **argv)
 			id, strerror(errno), id);
 		return EXIT_FAIL;
 	}
-	if (json)
+	if (json) {
+		/* As the socket's verdict action reads it: one object, no member twice. */
+		json_t *v = json_loadb(p, n, JSON_REJECT_DUPLICATES, NULL);
+		bool whole = json_is_object(v);
+		json_decref(v);
+		if (!whole) {
+			fprintf(stderr,
+				"callgate verdict: trace %s's verdict.json is not one JSON object "
+				"with each member once (%s); `callgate replay %s` names what is "
+				"wrong\n",
+				id, strerror(EBADMSG), id);
+			free(p);
+			return EXIT_FAIL;
+		}
 		fwrite(p, 1, n, stdout);
-	else
+	} else {
 		print_verdict_md(p, n);
+	}
 	free(p);
 	return CG_EXIT_OK;
 }

@@ -97,6 +97,14 @@ static bool octal_field(const unsigned char *f, size_t n, uint64_t *out)
 	return true;
 }
 
+/* devmajor or devminor: all NUL (as writers of regular files may leave them), or a number. */
+static bool dev_field(const unsigned char *f)
+{
+	static const unsigned char none[8];
+	uint64_t v = 0;
+	return memcmp(f, none, sizeof(none)) == 0 || octal_field(f, 8, &v);
+}
+
 int cg_ustar_header(const unsigned char h[512], uint64_t pos, uint64_t file_size, char *name,
 		    size_t cap, uint64_t *next)
 {
@@ -114,12 +122,15 @@ int cg_ustar_header(const unsigned char h[512], uint64_t pos, uint64_t file_size
 	unsigned sum = 8 * ' ';
 	for (size_t i = 0; i < BLOCK; i++)
 		sum += i >= 148 && i < 156 ? 0 : h[i];
-	/* mode, uid, gid and mtime too: tarfile takes a header it cannot read as the end. */
+	/*
+	 * mode, uid, gid, mtime, devmajor and devminor too: tarfile takes a
+	 * header it cannot read as the end.
+	 */
 	uint64_t other = 0;
 	if (!octal_field(h + 148, 8, &want) || want != sum || !octal_field(h + 124, 12, &size) ||
 	    !octal_field(h + 100, 8, &other) || !octal_field(h + 108, 8, &other) ||
 	    !octal_field(h + 116, 8, &other) || !octal_field(h + 136, 12, &other) ||
-	    !memchr(h, '\0', 100))
+	    !dev_field(h + 329) || !dev_field(h + 337) || !memchr(h, '\0', 100))
 		return -1;
 	snprintf(name, cap, "%s", (const char *)h);
 	*next = pos + BLOCK + padded(size); /* size < 8 GiB: no overflow */
@@ -244,13 +255,31 @@ static int reindex_from(int fd, uint64_t *end, uint64_t size, struct cg_buf *add
 	return 0;
 }
 
+/*
+ * open(2) of an archive file to change it: a regular file only, never
+ * through a link (a FIFO put in its place would block the opener, and a
+ * device or a link would be written through). -1 with errno (EINVAL: not a
+ * regular file).
+ */
+static int open_own(const char *path, int flags, mode_t mode)
+{
+	int fd = open(path, flags | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, mode);
+	struct stat st;
+	if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
+		close(fd);
+		errno = EINVAL;
+		return -1;
+	}
+	return fd;
+}
+
 int cg_live_archive_repair(const char *state_dir, const char *segment, bool for_append,
 			   uint64_t *cut)
 {
 	char tar[4400], idx[4400];
 	*cut = 0;
 	archive_paths(state_dir, segment, tar, idx, sizeof(tar));
-	int tfd = open(tar, O_RDWR | O_CLOEXEC);
+	int tfd = open_own(tar, O_RDWR, 0);
 	if (tfd < 0)
 		return errno == ENOENT ? 0 : -1;
 	char *buf = NULL;
@@ -285,7 +314,7 @@ int cg_live_archive_repair(const char *state_dir, const char *segment, bool for_
 	int e = errno;
 	close(tfd);
 	if (rc == 0 && (buf || add.len)) {
-		int ifd = open(idx, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+		int ifd = open_own(idx, O_WRONLY | O_CREAT, 0644);
 		rc = ifd < 0 || ftruncate(ifd, (off_t)len) != 0 ||
 			     (add.len &&
 			      pwrite(ifd, add.p, add.len, (off_t)len) != (ssize_t)add.len) ||
@@ -327,8 +356,8 @@ static int live_open(struct cg_live_archive *la, const char *state_dir, const ch
 		cg_log("warn", NULL, "evidence: %" PRIu64 " torn byte(s) cut off the end of %s",
 		       cut, segment);
 	archive_paths(state_dir, segment, tar, idx, sizeof(tar));
-	la->tar_fd = open(tar, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-	la->idx_fd = open(idx, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+	la->tar_fd = open_own(tar, O_RDWR | O_CREAT, 0644);
+	la->idx_fd = open_own(idx, O_WRONLY | O_APPEND | O_CREAT, 0644);
 	off_t end = la->tar_fd >= 0 ? lseek(la->tar_fd, 0, SEEK_END) : -1;
 	if (la->idx_fd < 0 || end < 0) {
 		int e = errno;

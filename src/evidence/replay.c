@@ -634,7 +634,7 @@ static bool json_file_is(const char *fb, size_t fl, const json_t *v)
 	bool same = expect && el == fl && memcmp(expect, fb, fl) == 0;
 	free(expect);
 	if (!same) { /* spelled otherwise (an older writer): the same JSON still counts */
-		json_t *fv = json_loadb(fb, fl, 0, NULL);
+		json_t *fv = json_loadb(fb, fl, JSON_REJECT_DUPLICATES, NULL);
 		same = fv && json_equal(v, fv);
 		json_decref(fv);
 	}
@@ -990,9 +990,11 @@ struct audit_job {
 	pthread_t th;
 };
 
+/* A trace of the journal with a package: the journal's own events ("journal") have none. */
 static bool journal_knows(const char *trace_id, void *journal_traces)
 {
-	return cg_smap_get(journal_traces, trace_id) != NULL;
+	return strcmp(trace_id, CG_JOURNAL_TRACE) != 0 &&
+	       cg_smap_get(journal_traces, trace_id) != NULL;
 }
 
 static void *audit_run(void *arg)
@@ -1011,7 +1013,7 @@ struct orphan_ctx {
 static void report_orphan(const char *key, void *value, void *arg)
 {
 	struct orphan_ctx *c = arg;
-	if (!cg_smap_get(c->journal_traces, key))
+	if (!journal_knows(key, c->journal_traces))
 		cg_diff_add(c->diff, "trace_not_in_journal", key, 0, 0, NULL, NULL,
 			    "a trace directory with no events in the journal");
 }
@@ -1069,10 +1071,8 @@ int cg_replay_run(const struct cg_replay_opts *o, json_t **report)
 			closedir(d);
 	}
 	/* The archives' indexes too, before the journal (packed traces are sealed ones). */
-	if (!(ix = cg_archive_index_load(o->state_dir))) {
-		errno = ENOMEM;
-		goto free_all;
-	}
+	if (!(ix = cg_archive_index_load(o->state_dir)))
+		goto free_all; /* errno: ENOMEM, or EINVAL for an index that is not a file */
 	if (cg_journal_load(o->state_dir, &jv, jdiff) < 0) {
 		cg_diff_add(jdiff, "journal_unreadable", "journal/", 0, 0, NULL, NULL,
 			    strerror(errno));

@@ -165,6 +165,7 @@ struct ix_entry {
 	uint64_t off;
 	uint64_t span; /* to the index's next package in the tar, or its end; 0: unknown */
 	int fd;	       /* the tar, held open by the index (its ix_archive's); -1: open it */
+	bool repeated; /* another index line names the trace too: ambiguous */
 };
 
 /* One archive as the index saw it: its tar's size, taken before its .idx was read. */
@@ -227,8 +228,13 @@ static int index_add_file(struct cg_archive_index *ix, const char *dir, const ch
 		uint64_t off;
 		if (!index_line(line, &id, &off))
 			continue;
-		if (cg_smap_get(ix->by_trace, id)) {
-			/* A repeat hides a package, never passes one; replay --all reports it. */
+		struct ix_entry *seen = cg_smap_get(ix->by_trace, id);
+		if (seen) {
+			/*
+			 * A repeat hides a package, never passes one: replay --all
+			 * reports it, and no reader takes either copy (EBADMSG).
+			 */
+			seen->repeated = true;
 			if (ix->repeats++ == 0)
 				snprintf(ix->first_repeat, sizeof(ix->first_repeat), "%s", id);
 			continue;
@@ -277,19 +283,19 @@ static int note_archive(struct cg_archive_index *ix, int dfd, const char *base, 
 	 * opened per read.
 	 */
 	struct stat st;
-	a->fd = ix->n_archives <= ARCHIVE_FDS_HELD
-		    ? openat(dfd, a->tar, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
-		    : -1;
-	if (a->fd >= 0 && (fstat(a->fd, &st) != 0 || !S_ISREG(st.st_mode))) {
-		close(a->fd);
-		a->fd = -1;
-	}
-	if (a->fd >= 0)
-		a->size = (int64_t)st.st_size;
-	else
+	off_t size = -1;
+	a->fd = ix->n_archives <= ARCHIVE_FDS_HELD ? cg_file_open_regular(dfd, a->tar, &size) : -1;
+	if (a->fd < 0)
 		a->size = fstatat(dfd, a->tar, &st, 0) == 0 ? (int64_t)st.st_size : -1;
+	else
+		a->size = (int64_t)size;
 	a->has_idx = has_idx;
 	return 0;
+}
+
+static int archive_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct ix_archive *)a)->tar, ((const struct ix_archive *)b)->tar);
 }
 
 struct cg_archive_index *cg_archive_index_load(const char *state_dir)
@@ -321,6 +327,9 @@ struct cg_archive_index *cg_archive_index_load(const char *state_dir)
 			rc = note_archive(ix, dirfd(d), base, idx);
 		}
 	}
+	/* In name order, as index_find reads them: which line names a trace first is fixed. */
+	if (rc == 0 && ix->n_archives > 1)
+		qsort(ix->archives, ix->n_archives, sizeof(*ix->archives), archive_cmp);
 	for (size_t i = 0; rc == 0 && i < ix->n_archives; i++)
 		if (ix->archives[i].has_idx) {
 			char idx[48];
@@ -328,10 +337,11 @@ struct cg_archive_index *cg_archive_index_load(const char *state_dir)
 				 (int)(strlen(ix->archives[i].tar) - 4), ix->archives[i].tar);
 			rc = index_add_file(ix, dir, idx, ix->archives[i].size, ix->archives[i].fd);
 		}
+	int saved = errno;
 	closedir(d);
 	if (rc < 0) {
 		cg_archive_index_free(ix);
-		errno = ENOMEM;
+		errno = saved ? saved : ENOMEM; /* an index that is not a regular file: EINVAL */
 		return NULL;
 	}
 	return ix;
@@ -363,23 +373,26 @@ static int index_find(const char *state_dir, const char *trace_id, struct ix_ent
 {
 	char dir[4300];
 	snprintf(dir, sizeof(dir), "%s/%s", state_dir, CG_ARCHIVE_DIR);
-	DIR *d = opendir(dir);
-	if (!d)
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
 		return -1;
-	struct dirent *e;
-	int rc = -1, saved = ENOENT;
+	/* Every index, in name order (as cg_archive_index_load): a second line naming it is EBADMSG. */
+	struct dirent **names = NULL;
+	int n = scandirat(dfd, ".", &names, NULL, alphasort);
+	int found = 0, saved = n < 0 ? errno : ENOENT;
 	size_t idlen = strlen(trace_id);
-	while (rc < 0 && saved == ENOENT && (e = readdir(d))) {
-		if (!archive_name(e->d_name, ".idx"))
+	for (int k = 0; k < n && found < 2 && (saved == ENOENT || saved == 0); k++) {
+		const char *name = names[k]->d_name;
+		if (!archive_name(name, ".idx"))
 			continue;
 		char *buf = NULL;
 		size_t len = 0;
-		if (cg_file_read_at(dirfd(d), e->d_name, INDEX_CAP, &buf, &len) < 0) {
+		if (cg_file_read_at(dfd, name, INDEX_CAP, &buf, &len) < 0) {
 			if (errno != ENOENT)
 				saved = errno;
 			continue;
 		}
-		for (char *p = buf; p < buf + len;) {
+		for (char *p = buf; p < buf + len && found < 2;) {
 			char *hit = memmem(p, (size_t)(buf + len - p), trace_id, idlen);
 			if (!hit)
 				break;
@@ -390,21 +403,24 @@ static int index_find(const char *state_dir, const char *trace_id, struct ix_ent
 			*nl = '\0';
 			char *id;
 			uint64_t off;
-			if (index_line(hit, &id, &off) && strcmp(id, trace_id) == 0) {
+			if (index_line(hit, &id, &off) && strcmp(id, trace_id) == 0 &&
+			    found++ == 0) {
 				snprintf(out->archive, sizeof(out->archive), "%.*s.tar",
-					 (int)(strlen(e->d_name) - 4), e->d_name);
+					 (int)(strlen(name) - 4), name);
 				out->off = off;
-				rc = 0;
-				break;
 			}
 			p = nl + 1;
 		}
 		free(buf);
 	}
-	closedir(d);
-	if (rc < 0)
-		errno = saved;
-	return rc;
+	for (int k = 0; k < n; k++)
+		free(names[k]);
+	free(names);
+	close(dfd);
+	if (found == 1 && (saved == ENOENT || saved == 0))
+		return 0;
+	errno = found > 1 ? EBADMSG : saved ? saved : ENOENT;
+	return -1;
 }
 
 /* ---- replay --all: each archive as a whole ---------------------------------------- */
@@ -465,7 +481,7 @@ static void audit_archive(struct audit *au, const char *state_dir, const struct 
 	snprintf(path, sizeof(path), "%s/%s/%s", state_dir, CG_ARCHIVE_DIR, a->tar);
 	snprintf(where, sizeof(where), "%s/%s", CG_ARCHIVE_DIR, a->tar);
 	struct window *w = malloc(sizeof(*w));
-	int fd = !w ? -1 : a->fd >= 0 ? a->fd : open(path, O_RDONLY | O_CLOEXEC);
+	int fd = !w ? -1 : a->fd >= 0 ? a->fd : cg_file_open_regular(AT_FDCWD, path, NULL);
 	if (fd < 0) {
 		int e = w ? errno : ENOMEM;
 		if (e != ENOENT || !au->live) /* packed away meanwhile, under a live daemon */
@@ -587,8 +603,10 @@ void cg_archive_audit(const char *state_dir, const struct cg_archive_index *ix,
 			    "index lines naming a trace another line already names");
 	}
 	cg_smap_each(ix->by_trace, audit_line, &au);
+	/* Every tar there is, a FIFO or other non-regular file included (reported). */
 	for (size_t i = 0; i < ix->n_archives; i++)
-		if (ix->archives[i].size > 0)
+		if (ix->archives[i].size > 0 ||
+		    (ix->archives[i].size == 0 && ix->archives[i].fd < 0))
 			audit_archive(&au, state_dir, &ix->archives[i]);
 	cg_smap_free(au.seen, NULL);
 }
@@ -629,7 +647,7 @@ static int load_archived(const char *state_dir, const struct ix_entry *x, const 
 	snprintf(path, sizeof(path), "%s/%s/%s", state_dir, CG_ARCHIVE_DIR, x->archive);
 	snprintf(prefix, sizeof(prefix), "%s/", trace_id);
 	size_t plen = strlen(prefix);
-	int fd = x->fd >= 0 ? x->fd : open(path, O_RDONLY | O_CLOEXEC);
+	int fd = x->fd >= 0 ? x->fd : cg_file_open_regular(AT_FDCWD, path, NULL);
 	if (fd < 0)
 		return -1;
 	struct stat st;
@@ -693,6 +711,10 @@ static int load_archived(const char *state_dir, const struct ix_entry *x, const 
 static int load_entry(const char *state_dir, const struct ix_entry *x, const char *trace_id,
 		      struct cg_package_files *pf)
 {
+	if (x->repeated) {
+		errno = EBADMSG; /* two index lines name it: which copy is the trace's? */
+		return -1;
+	}
 	int rc = load_archived(state_dir, x, trace_id, pf);
 	if (rc < 0) {
 		int e = errno;
@@ -706,7 +728,8 @@ int cg_package_load(const char *state_dir, const struct cg_archive_index *ix, co
 		    struct cg_package_files *pf)
 {
 	memset(pf, 0, sizeof(*pf));
-	if (!cg_trace_id_valid(trace_id)) {
+	/* The journal's own events have no package: one under their name is not one. */
+	if (!cg_trace_id_valid(trace_id) || strcmp(trace_id, CG_JOURNAL_TRACE) == 0) {
 		errno = EINVAL;
 		return -1;
 	}
