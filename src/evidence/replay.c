@@ -356,6 +356,63 @@ static int journal_root(const struct cg_journal_view *jv, struct cg_merkle_range
 	return 0;
 }
 
+/*
+ * What was signed, read BEFORE the journal: the writer syncs events before
+ * it signs them, so every checkpoint read first names an event the journal
+ * read after must hold, a live daemon's or not. (Read after, a checkpoint
+ * past the head could be a live daemon's newer one, or a cut journal.)
+ */
+struct signed_files {
+	char *ck, *note; /* checkpoints.ndjson, checkpoint.note; NULL: not read */
+	size_t ck_len, note_len;
+	int ck_errno, note_errno; /* why one was not read (ENOENT: absent) */
+};
+
+static void signed_files_read(const struct cg_replay_opts *o, struct signed_files *sf)
+{
+	char path[4300];
+	memset(sf, 0, sizeof(*sf));
+	snprintf(path, sizeof(path), "%s/checkpoints.ndjson", o->state_dir);
+	if (cg_file_read(path, PACKAGE_CAP, &sf->ck, &sf->ck_len) < 0)
+		sf->ck_errno = errno;
+	snprintf(path, sizeof(path), "%s/checkpoint.note", o->state_dir);
+	if (cg_file_read(path, CG_NOTE_MAX + 1, &sf->note, &sf->note_len) < 0)
+		sf->note_errno = errno;
+}
+
+static void signed_files_free(struct signed_files *sf)
+{
+	free(sf->ck);
+	free(sf->note);
+	memset(sf, 0, sizeof(*sf));
+}
+
+/*
+ * How long a live daemon may leave a sealed trace unsigned, or without its
+ * package. It signs a seal within milliseconds and writes the package from
+ * a bounded backlog; "live" only means that something holds the journal's
+ * lock, which proves nothing about what wrote the tail.
+ */
+#define LIVE_GRACE_NS (60LL * 1000000000)
+
+/* Was event e written less than LIVE_GRACE_NS ago (by its own timestamp)? */
+static bool recent(const struct cg_evline *e)
+{
+	int64_t at = 0;
+	return cg_parse_time(e->ts, &at) == 0 && cg_now_wall_ns() - at < LIVE_GRACE_NS;
+}
+
+/* The first event past seq `signed_to` that ends a trace and is no longer recent; or NULL. */
+static const struct cg_evline *stale_unsigned_end(const struct cg_journal_view *jv,
+						  uint64_t signed_to)
+{
+	for (size_t i = 0; i < jv->n; i++)
+		if (jv->v[i].seq > signed_to && cg_event_ends_trace(jv->v[i].type) &&
+		    !recent(&jv->v[i]))
+			return &jv->v[i];
+	return NULL;
+}
+
 /* The Merkle root and the note signature of one checkpoint line. */
 static void check_ckpt_merkle(const struct cg_journal_view *jv, struct cg_merkle_range *r,
 			      EVP_PKEY *k, const char *origin, const struct cg_ckpt *c,
@@ -385,28 +442,25 @@ static void check_ckpt_merkle(const struct cg_journal_view *jv, struct cg_merkle
 }
 
 /* state_dir/checkpoint.note, when present: a signed note of a journal prefix. */
-static void check_latest_note(const struct cg_replay_opts *o, const struct cg_journal_view *jv,
+static void check_latest_note(const struct signed_files *sf, const struct cg_journal_view *jv,
 			      struct cg_merkle_range *r, EVP_PKEY *k, const char *origin,
 			      json_t *diff)
 {
-	char path[4300], why[200], hex[65], rhex[65];
-	snprintf(path, sizeof(path), "%s/checkpoint.note", o->state_dir);
-	char *p = NULL;
-	size_t len = 0;
-	if (cg_file_read(path, CG_NOTE_MAX + 1, &p, &len) < 0) {
-		if (errno != ENOENT)
+	char why[200], hex[65], rhex[65];
+	const char *p = sf->note;
+	size_t len = sf->note_len;
+	if (!p) {
+		if (sf->note_errno != ENOENT)
 			cg_diff_add(diff, "note_schema", "checkpoint.note", 0, 0, NULL, NULL,
-				    strerror(errno));
+				    strerror(sf->note_errno));
 		return;
 	}
 	struct cg_note n;
 	uint64_t head_seq = jv->n ? jv->v[jv->n - 1].seq : 0;
 	if (cg_note_parse(p, len, &n, why, sizeof(why)) < 0) {
 		cg_diff_add(diff, "note_schema", "checkpoint.note", 0, 0, NULL, NULL, why);
-		goto free_p;
+		return;
 	}
-	if (jv->live && n.size > head_seq)
-		goto free_p; /* signed after our snapshot of a live journal */
 	if (origin && strcmp(n.origin, origin) != 0)
 		cg_diff_add(diff, "checkpoint_origin", "checkpoint.note", 1, 0, origin, n.origin,
 			    "the note names another log");
@@ -420,12 +474,10 @@ static void check_latest_note(const struct cg_replay_opts *o, const struct cg_jo
 	else if (journal_root(jv, r, n.size, hex) == 0 && strcmp(hex, rhex) != 0)
 		cg_diff_add(diff, "merkle_root_mismatch", "checkpoint.note", 3, n.size, rhex, hex,
 			    "the Merkle root of the journal at this size is not the signed one");
-free_p:
-	free(p);
 }
 
-static void check_checkpoints(const struct cg_replay_opts *o, const struct cg_journal_view *jv,
-			      json_t *diff, json_t *jrep)
+static void check_checkpoints(const struct cg_replay_opts *o, const struct signed_files *sf,
+			      const struct cg_journal_view *jv, json_t *diff, json_t *jrep)
 {
 	char path[4300], d[200], why[4600];
 	snprintf(path, sizeof(path), "%s/keys/evidence.pub", o->state_dir);
@@ -442,23 +494,20 @@ static void check_checkpoints(const struct cg_replay_opts *o, const struct cg_jo
 	bool origin_reported = false;
 	struct cg_merkle_range mr;
 	cg_merkle_range_init(&mr);
-	snprintf(path, sizeof(path), "%s/checkpoints.ndjson", o->state_dir);
-	char *buf = NULL;
-	size_t len = 0, pos = 0, lineno = 0, n = 0, bad_sig = 0;
+	const char *buf = sf->ck;
+	size_t len = sf->ck_len, pos = 0, lineno = 0, n = 0, bad_sig = 0;
 	uint64_t last_seq = 0, head_seq = jv->n ? jv->v[jv->n - 1].seq : 0;
-	if (cg_file_read(path, PACKAGE_CAP, &buf, &len) < 0 && errno != ENOENT)
+	if (!buf && sf->ck_errno != ENOENT)
 		cg_diff_add(diff, "checkpoint_missing", "checkpoints.ndjson", 0, 0, NULL, NULL,
-			    strerror(errno));
+			    strerror(sf->ck_errno));
+	/* Read before the journal (signed_files): no line here may pass its head. */
 	while (buf && pos < len) {
 		const char *nl = memchr(buf + pos, '\n', len - pos);
 		size_t ll = nl ? (size_t)(nl - (buf + pos)) + 1 : len - pos;
 		lineno++;
 		if (!nl && jv->live)
-			break;
+			break; /* a line the daemon is writing */
 		struct cg_ckpt c;
-		if (jv->live && cg_ckpt_parse(buf + pos, ll, &c, why, sizeof(why)) == 0 &&
-		    c.seq > head_seq)
-			break; /* signed after our snapshot of a live journal was taken */
 		if (cg_ckpt_parse(buf + pos, ll, &c, why, sizeof(why)) < 0) {
 			cg_diff_add(diff, nl ? "checkpoint_schema" : "truncated",
 				    "checkpoints.ndjson", lineno, 0, NULL, NULL, why);
@@ -513,8 +562,7 @@ static void check_checkpoints(const struct cg_replay_opts *o, const struct cg_jo
 		}
 		pos += ll;
 	}
-	free(buf);
-	check_latest_note(o, jv, &mr, k, have_origin ? origin : NULL, diff);
+	check_latest_note(sf, jv, &mr, k, have_origin ? origin : NULL, diff);
 	EVP_PKEY_free(k);
 	if (n == 0 && head_seq > 0)
 		cg_diff_add(diff, "checkpoint_missing", "checkpoints.ndjson", 0, 0, NULL, NULL,
@@ -525,6 +573,14 @@ static void check_checkpoints(const struct cg_replay_opts *o, const struct cg_jo
 		snprintf(b, sizeof(b), "%" PRIu64, last_seq);
 		cg_diff_add(diff, "head_unsigned", "checkpoints.ndjson", lineno, 0, a, b,
 			    "the journal's head is not the latest signed checkpoint");
+	} else if (jv->live && n > 0 && last_seq < head_seq) {
+		const struct cg_evline *e = stale_unsigned_end(jv, last_seq);
+		if (e)
+			cg_diff_add(diff, "head_unsigned", "journal", e->lineno, e->seq, NULL,
+				    e->ts,
+				    "a sealed trace has gone unsigned for more than 60 s; a "
+				    "daemon signs a seal within milliseconds (does something "
+				    "other than callgated hold the journal's lock?)");
 	}
 	json_object_set_new(jrep, "checkpoints", json_integer((json_int_t)n));
 	json_object_set_new(jrep, "checkpoint_seq", json_integer((json_int_t)last_seq));
@@ -814,11 +870,11 @@ static void check_package(const struct cg_replay_opts *o, const struct cg_journa
 		      : cg_package_load(o->state_dir, ix, id, &pf);
 	if (lrc < 0 && errno == ENOENT && ix) /* packed since the index was read */
 		lrc = cg_package_load(o->state_dir, NULL, id, &pf);
-	if (lrc < 0 && errno == ENOENT && jv->live) {
+	if (lrc < 0 && errno == ENOENT && jv->live && t->n && recent(&jv->v[t->ix[t->n - 1]])) {
 		/*
 		 * A live daemon writes a package after the trace is sealed in the
-		 * journal, from its own thread: a sealed trace may not have one yet.
-		 * A replay of the stopped daemon's state checks it.
+		 * journal, from its own thread: a trace sealed a moment ago may not
+		 * have one yet. A replay of the stopped daemon's state checks it.
 		 */
 		return;
 	}
@@ -1026,6 +1082,7 @@ int cg_replay_run(const struct cg_replay_opts *o, json_t **report)
 		return -1;
 	}
 	struct cg_journal_view jv;
+	struct signed_files sf = { 0 };
 	json_t *jdiff = json_array();
 	json_t *rep = json_object();
 	json_t *jrep = json_object();
@@ -1073,6 +1130,7 @@ int cg_replay_run(const struct cg_replay_opts *o, json_t **report)
 	/* The archives' indexes too, before the journal (packed traces are sealed ones). */
 	if (!(ix = cg_archive_index_load(o->state_dir)))
 		goto free_all; /* errno: ENOMEM, or EINVAL for an index that is not a file */
+	signed_files_read(o, &sf);
 	if (cg_journal_load(o->state_dir, &jv, jdiff) < 0) {
 		cg_diff_add(jdiff, "journal_unreadable", "journal/", 0, 0, NULL, NULL,
 			    strerror(errno));
@@ -1086,7 +1144,7 @@ int cg_replay_run(const struct cg_replay_opts *o, json_t **report)
 	if (jv.live || json_array_size(jdiff) || !chain_intact(&jv, m))
 		cg_evlines_check_chain(jv.v, jv.n, true, "journal", jdiff);
 	journal_leaves(&jv);
-	check_checkpoints(o, &jv, jdiff, jrep);
+	check_checkpoints(o, &sf, &jv, jdiff, jrep);
 	json_object_set_new(jrep, "events", json_integer((json_int_t)jv.n));
 	json_object_set_new(jrep, "bytes", json_integer((json_int_t)jv.len));
 	json_object_set_new(jrep, "live", json_boolean(jv.live));
@@ -1191,6 +1249,7 @@ int cg_replay_run(const struct cg_replay_opts *o, json_t **report)
 free_view:
 	cg_journal_view_free(&jv);
 free_all:
+	signed_files_free(&sf);
 	cg_archive_index_free(ix);
 	cg_smap_free(m, tidx_free);
 	cg_smap_free(dirs, NULL);

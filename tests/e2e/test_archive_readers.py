@@ -151,5 +151,52 @@ class ArchiveReaders(cgtest.TamperCase):
         self.assertIn("archive_layout", checks)
 
 
+class BorrowedLock(cgtest.TamperCase):
+    """replay is lenient with a running daemon's tail; any process can hold
+    the journal's lock. A cut journal, and old unsigned or unpackaged seals,
+    must fail under a borrowed lock as they do with the daemon stopped."""
+
+    @classmethod
+    def setUpClass(cls):
+        with cgtest.Daemon() as d:
+            cls.ids = [d.request(cgtest.make_request([["/bin/true"]], privileged=False))
+                       ["reply"]["trace_id"] for _ in range(3)]
+            cgtest.wait_package_file(d.state_dir, cls.ids[-1], "verdict.md")
+            d.stop()
+            cls.keep(d.state_dir)
+
+    def replay_locked(self):
+        lock = os.path.join(self.state, "journal", "LOCK")
+        p = subprocess.run(["flock", "-x", lock, cgtest.CALLGATE, "replay", "--all", "--json",
+                            "--no-write", "--state-dir", self.state],
+                           capture_output=True, text=True, timeout=120)
+        out = json.loads(p.stdout) if p.stdout.strip().startswith("{") else {}
+        self.assertTrue(out.get("journal", {}).get("live"), p.stdout[-500:] + p.stderr)
+        return p.returncode, {f["check"] for f in out.get("failures", [])}, p
+
+    def test_untouched_passes_under_a_held_lock(self):
+        rc, checks, p = self.replay_locked()
+        self.assertEqual(rc, 0, p.stdout[-2000:])
+
+    def test_a_journal_cut_after_its_last_trace_fails_under_a_held_lock(self):
+        jdir = os.path.join(self.state, "journal")
+        seg = os.path.join(jdir, sorted(n for n in os.listdir(jdir) if n.endswith(".ndjson"))[-1])
+        with open(seg, "rb") as f:
+            lines = f.readlines()
+        keep = [ln for ln in lines if self.ids[-1].encode() not in ln]
+        self.assertLess(len(keep), len(lines))
+        # Only whole traces at the end are cut: the lines kept are a prefix.
+        self.assertEqual(lines[:len(keep)], keep)
+        with open(seg, "wb") as f:
+            f.writelines(keep)
+        for name in ("journal.resume",):
+            if os.path.exists(os.path.join(self.state, name)):
+                os.unlink(os.path.join(self.state, name))
+        shutil.rmtree(os.path.join(self.state, "traces", self.ids[-1]), ignore_errors=True)
+        rc, checks, p = self.replay_locked()
+        self.assertEqual(rc, 1, p.stdout[-2000:])
+        self.assertIn("journal_truncated", checks)
+
+
 if __name__ == "__main__":
     unittest.main()
