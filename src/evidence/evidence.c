@@ -1044,9 +1044,7 @@ static int process(struct cg_evidence *ev, struct item *batch, bool final)
 			sealed = true;
 			break;
 		case IT_INCOMPLETE:
-			rc =
-			    do_incomplete(ev, it->trace,
-					  it->why ? it->why : "the daemon restarted after a crash");
+			rc = do_incomplete(ev, it->trace, it->why ? it->why : CG_INCOMPLETE_WHY);
 			sealed = true;
 			break;
 		case IT_FLUSH:
@@ -2152,8 +2150,7 @@ int cg_evidence_open(const struct cg_evidence_config *cfg, struct cg_evidence **
 	ev->thr_started = true;
 	(void)pthread_setname_np(ev->thr, "cg-writer");
 	/* Record what recovery found, then mark the traces a crash cut short. */
-	struct incomplete_list l = { NULL, &l.head, "the daemon restarted after a crash", NULL,
-				     false };
+	struct incomplete_list l = { NULL, &l.head, CG_INCOMPLETE_WHY, NULL, false };
 	cg_smap_each(ev->traces, queue_incomplete, &l);
 	int rc = 0;
 	if (json_array_size(torn)) {

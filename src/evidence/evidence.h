@@ -276,6 +276,19 @@ int cg_trace_rebuild_package(const char *state_dir, const char *trace_id, const 
  */
 json_t *cg_verdict_incomplete(const char *decision, const char *why, const char *trace_id);
 
+/* What an incomplete event says when the daemon found a trace cut short at start. */
+#define CG_INCOMPLETE_WHY "the daemon restarted after a crash"
+
+/*
+ * The incomplete verdict a trace's events v[0..n) give, as the daemon's
+ * recovery writes it: the last decision event's decision (UNKNOWN before
+ * one), the incomplete event's reason. legacy: the form earlier rebuilds
+ * wrote instead (UNKNOWN, CG_INCOMPLETE_WHY). New reference, or NULL.
+ */
+struct cg_evline;
+json_t *cg_incomplete_verdict_of(const struct cg_evline *v, size_t n, const char *trace_id,
+				 bool legacy);
+
 /*
  * replay.json for a trace: status, scope, the checks run and how many
  * failures diff holds. New reference, or NULL.

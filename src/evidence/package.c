@@ -64,6 +64,25 @@ char *cg_package_json(const json_t *j, size_t *len)
 const char *const cg_package_names[CG_PACKAGE_N] = { "events.ndjson", "verdict.json", "verdict.md",
 						     "replay.json", "diff.json" };
 
+json_t *cg_incomplete_verdict_of(const struct cg_evline *v, size_t n, const char *trace_id,
+				 bool legacy)
+{
+	char decision[CG_DECISION_CAP] = "UNKNOWN", why[512] = CG_INCOMPLETE_WHY;
+	for (size_t i = 0; !legacy && i < n; i++) {
+		if (v[i].type == CG_EV_DECISION && v[i].decision[0])
+			snprintf(decision, sizeof(decision), "%s", v[i].decision);
+		if (v[i].type != CG_EV_INCOMPLETE)
+			continue;
+		json_t *pl = json_loadb(v[i].line + v[i].payload_off, v[i].payload_len,
+					JSON_REJECT_DUPLICATES, NULL);
+		const char *r = json_string_value(json_object_get(pl, "reason"));
+		if (r)
+			snprintf(why, sizeof(why), "%s", r);
+		json_decref(pl);
+	}
+	return cg_verdict_incomplete(decision, why, trace_id);
+}
+
 int cg_package_render(const char *events, size_t events_len, const json_t *verdict,
 		      const json_t *facts, const json_t *replay, const json_t *diff,
 		      struct cg_package *out)
@@ -239,8 +258,7 @@ int cg_trace_rebuild_package(const char *state_dir, const char *trace_id, const 
 	}
 	if (strcmp(status, "incomplete") == 0) {
 		json_decref(verdict);
-		verdict = cg_verdict_incomplete("UNKNOWN", "the daemon restarted after a crash",
-						trace_id);
+		verdict = cg_incomplete_verdict_of(v, n, trace_id, false);
 		diff = json_array();
 		replay = cg_replay_doc(trace_id, "INCOMPLETE", n, diff, "trace (rebuilt)");
 	} else if (strcmp(status, "refusal") == 0) {

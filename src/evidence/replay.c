@@ -744,6 +744,51 @@ static void check_package_verdict(const struct cg_package_files *pf, const struc
 	json_decref(alone);
 }
 
+/*
+ * verdict.json and verdict.md of an incomplete trace: the verdict its events
+ * give (cg_incomplete_verdict_of, with what the events add), or the form an
+ * earlier rebuild wrote. Both come from the journal alone; anything else is
+ * a mismatch (a crash mid-run is when a verdict is most worth rewriting).
+ */
+static void check_incomplete_verdict(const struct cg_package_files *pf,
+				     const struct cg_journal_view *jv, const struct tidx *t,
+				     const bool seen[], json_t *diff)
+{
+	char path[400];
+	const char *id = jv->v[t->ix[0]].trace;
+	struct cg_evline *tv = malloc(t->n * sizeof(*tv));
+	if (!tv) {
+		cg_diff_add(diff, "internal", pf->where, 0, 0, NULL, NULL, "out of memory");
+		return;
+	}
+	for (size_t k = 0; k < t->n; k++)
+		tv[k] = jv->v[t->ix[k]];
+	size_t jl = 0, ml = 0;
+	const char *jb = cg_package_file(pf, "verdict.json", &jl);
+	const char *mb = cg_package_file(pf, "verdict.md", &ml);
+	bool json_ok = !seen[1], md_ok = !seen[2];
+	for (int legacy = 0; legacy < 2 && (!json_ok || !md_ok); legacy++) {
+		json_t *base = cg_incomplete_verdict_of(tv, t->n, id, legacy);
+		json_t *v = base ? trace_verdict(base, jv, t) : NULL;
+		json_ok = json_ok || json_file_is(jb, jl, v);
+		md_ok = md_ok || md_is(mb, ml, v);
+		json_decref(v);
+		json_decref(base);
+	}
+	free(tv);
+	const struct cg_evline *last = &jv->v[t->ix[t->n - 1]];
+	if (!json_ok) {
+		snprintf(path, sizeof(path), "%s/verdict.json", pf->where);
+		cg_diff_add(diff, "verdict_mismatch", path, 0, last->seq, NULL, NULL,
+			    "verdict.json is not the verdict of the trace's events (incomplete)");
+	}
+	if (!md_ok) {
+		snprintf(path, sizeof(path), "%s/verdict.md", pf->where);
+		cg_diff_add(diff, "verdict_mismatch", path, 0, last->seq, NULL, NULL,
+			    "verdict.md is not the rendering of the trace's verdict (incomplete)");
+	}
+}
+
 /* Are buf[0..len) exactly the journal's lines of trace t, in order? */
 static bool journal_bytes(const char *buf, size_t len, const struct cg_journal_view *jv,
 			  const struct tidx *t)
@@ -849,6 +894,8 @@ verdict:;
 	if (st == CG_TRACE_SEALED && seal &&
 	    (seal->type == CG_EV_SEAL || seal->type == CG_EV_REFUSAL))
 		check_package_verdict(pf, seal, jv, t, seen, diff);
+	else if (st == CG_TRACE_INCOMPLETE && seal && seal->type == CG_EV_INCOMPLETE)
+		check_incomplete_verdict(pf, jv, t, seen, diff);
 	free(v);
 }
 

@@ -198,5 +198,108 @@ class BorrowedLock(cgtest.TamperCase):
         self.assertIn("journal_truncated", checks)
 
 
+class IncompleteVerdict(cgtest.TamperCase):
+    """A call running when the daemon was killed: at the next start its trace
+    is marked incomplete and gets a package. Its verdict is derivable from
+    the journal and must be checked like a sealed one (rewritten to "BLOCK,
+    nothing ran" it used to pass every verifier)."""
+
+    @classmethod
+    def setUpClass(cls):
+        import signal
+        import threading
+        import time
+        d = cgtest.Daemon().start()
+        try:
+            box = {}
+
+            def send():
+                try:
+                    box["r"] = d.request(cgtest.make_request([["sleep", "30"]],
+                                                             privileged=False), timeout=60)
+                except Exception as e:  # the daemon dies under it
+                    box["e"] = e
+
+            t = threading.Thread(target=send, daemon=True)
+            t.start()
+            seg_dir = os.path.join(d.state_dir, "journal")
+            end = time.time() + 20
+            while time.time() < end:
+                text = ""
+                for n in os.listdir(seg_dir):
+                    if n.endswith(".ndjson"):
+                        with open(os.path.join(seg_dir, n)) as f:
+                            text += f.read()
+                if '"type":"exec.started"' in text:
+                    break
+                time.sleep(0.05)
+            d.stop(signal.SIGKILL)
+            t.join(5)
+            if d._logf:
+                d._logf.close()
+                d._logf = None
+            d.start()
+            d.stop()
+            p = cli("log", "--events", "--json", "--state-dir", d.state_dir)
+            cls.cut = sorted({json.loads(ln)["trace"] for ln in p.stdout.splitlines()
+                              if json.loads(ln)["type"] == "incomplete"})
+            cls.keep(d.state_dir)
+        finally:
+            d.close()
+
+    def verdict_files(self, tid):
+        d = os.path.join(self.state, "traces", tid)
+        if os.path.isdir(d):
+            return d
+        adir = os.path.join(self.state, "traces", "archive")
+        files = {}
+        for n in sorted(os.listdir(adir)):
+            if n.endswith(".tar"):
+                with tarfile.open(os.path.join(adir, n), "r:") as tf:
+                    for m in tf.getmembers():
+                        if m.name.startswith(tid + "/"):
+                            files[m.name.split("/", 1)[1]] = tf.extractfile(m).read()
+        os.makedirs(d)
+        for name, data in files.items():
+            with open(os.path.join(d, name), "wb") as f:
+                f.write(data)
+        return d
+
+    def replay_all(self):
+        p = cli("replay", "--all", "--json", "--no-write", "--state-dir", self.state)
+        out = json.loads(p.stdout) if p.stdout.strip().startswith("{") else {}
+        return p.returncode, {f["check"] for f in out.get("failures", [])}, out, p
+
+    def test_untouched_passes_with_the_trace_incomplete(self):
+        self.assertEqual(len(self.cut), 1, self.cut)
+        rc, checks, out, p = self.replay_all()
+        self.assertEqual(rc, 0, p.stdout[-2000:])
+        self.assertEqual(out["summary"]["incomplete"], 1, out["summary"])
+        # The package a rebuild writes is the one replay expects.
+        d = os.path.join(self.state, "traces", self.cut[0])
+        shutil.rmtree(d, ignore_errors=True)
+        r = cli("evidence", "rebuild", self.cut[0], "--state-dir", self.state)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        rc, checks, out, p = self.replay_all()
+        self.assertEqual(rc, 0, p.stdout[-2000:])
+
+    def test_a_rewritten_incomplete_verdict_fails(self):
+        tid = self.cut[0]
+        for name, old, new in (("verdict.md", b"ALLOW", b"BLOCK"),
+                               ("verdict.json", b'"executed": true', b'"executed": false')):
+            self.fresh_state()
+            d = self.verdict_files(tid)
+            path = os.path.join(d, name)
+            with open(path, "rb") as f:
+                data = f.read()
+            forged = data.replace(old, new) if old in data else data + b"\n"
+            self.assertNotEqual(forged, data)
+            with open(path, "wb") as f:
+                f.write(forged)
+            rc, checks, out, p = self.replay_all()
+            self.assertEqual(rc, 1, (name, p.stdout[-2000:]))
+            self.assertIn("verdict_mismatch", checks, name)
+
+
 if __name__ == "__main__":
     unittest.main()
