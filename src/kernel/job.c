@@ -314,9 +314,9 @@ static void active_del(struct cg_kernel *k, struct cg_job *j)
 	j->in_active = false;
 }
 
-void enqueue_locked(struct cg_kernel *k, struct cg_job *j)
+static void queue_locked(struct cg_kernel *k, struct cg_job *j)
 {
-	active_add(k, j);
+	j->on_worker = true;
 	j->next = NULL;
 	if (k->queue_tail)
 		k->queue_tail->next = j;
@@ -324,6 +324,64 @@ void enqueue_locked(struct cg_kernel *k, struct cg_job *j)
 		k->queue_head = j;
 	k->queue_tail = j;
 	pthread_cond_signal(&k->cond);
+}
+
+/* Jobs of uid queued for or on a worker. */
+static unsigned on_workers_locked(const struct cg_kernel *k, uid_t uid)
+{
+	unsigned n = 0;
+	for (const struct cg_job *a = k->active; a; a = a->next_active)
+		n += a->on_worker && a->peer.uid == uid;
+	return n;
+}
+
+static unsigned share_locked(const struct cg_kernel *k)
+{
+	unsigned share = k->n_threads / CG_WORKERS_PER_UID_SHARE;
+	return share ? share : 1;
+}
+
+void enqueue_locked(struct cg_kernel *k, struct cg_job *j)
+{
+	active_add(k, j);
+	if (!k->stopping && on_workers_locked(k, j->peer.uid) >= share_locked(k)) {
+		/* Held, not refused: it runs when one of its uid's jobs ends. */
+		j->held_next = NULL;
+		if (k->held_tail)
+			k->held_tail->held_next = j;
+		else
+			k->held_head = j;
+		k->held_tail = j;
+		return;
+	}
+	queue_locked(k, j);
+}
+
+/* A job of uid ended (or the kernel stops): queue held jobs that may run now. */
+static void release_held_locked(struct cg_kernel *k, uid_t uid, bool all)
+{
+	struct cg_job **pp = &k->held_head, *last = NULL;
+	while (*pp) {
+		struct cg_job *h = *pp;
+		if (all || (h->peer.uid == uid && on_workers_locked(k, uid) < share_locked(k))) {
+			*pp = h->held_next;
+			h->held_next = NULL;
+			queue_locked(k, h);
+			if (!all)
+				break;
+		} else {
+			last = h;
+			pp = &h->held_next;
+		}
+	}
+	k->held_tail = last;
+	for (struct cg_job *h = k->held_head; h; h = h->held_next)
+		k->held_tail = h;
+}
+
+void release_all_held_locked(struct cg_kernel *k)
+{
+	release_held_locked(k, 0, true);
 }
 
 /* The next queued job, or NULL once the kernel stops with nothing queued. */
@@ -364,7 +422,9 @@ void *worker_main(void *arg)
 		 * joins the threads instead of waiting on the condition).
 		 */
 		pthread_mutex_lock(&k->lock);
+		j->on_worker = false;
 		active_del(k, j);
+		release_held_locked(k, j->peer.uid, false);
 		pthread_mutex_unlock(&k->lock);
 		job_put(j);
 	}

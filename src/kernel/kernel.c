@@ -228,6 +228,8 @@ void cg_kernel_shutdown(struct cg_kernel *k)
 		atomic_store(&j->cancelled, true);
 		job_signal_cancel(j);
 	}
+	/* Held jobs go to the workers too, to be answered as cancelled. */
+	release_all_held_locked(k);
 	pthread_cond_broadcast(&k->timer_cond);
 	pthread_cond_broadcast(&k->cond);
 	pthread_mutex_unlock(&k->lock);

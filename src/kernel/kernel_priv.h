@@ -58,6 +58,9 @@ struct gen {
 /* The daemon's own paths (state dir, sockets) hidden in every call's view. */
 #define KERNEL_MAX_OWN_PATHS 8
 
+/* One uid's jobs on workers (queued or running) at most: this fraction of them. */
+#define CG_WORKERS_PER_UID_SHARE 4 /* a quarter: 8 of the default 32 */
+
 #define CG_EV_READS_MAX	    4 /* evidence reads on workers at once, daemon-wide */
 #define CG_EV_READS_PER_UID 2 /* the same, per reading uid */
 
@@ -83,6 +86,12 @@ struct cg_kernel {
 	pthread_cond_t cond;
 	struct cg_job *queue_head, *queue_tail;
 	struct cg_job *active; /* jobs handed to workers, for shutdown */
+	/*
+	 * Jobs whose uid already has CG_WORKERS_PER_UID_SHARE of the workers
+	 * (queued or running), in arrival order: one uid's long calls never
+	 * hold every worker. Each is queued when one of its uid's jobs ends.
+	 */
+	struct cg_job *held_head, *held_tail;
 	bool stopping;
 	/*
 	 * Evidence reads on workers (a log or replay scans the journal: seconds
@@ -135,6 +144,8 @@ struct cg_job {
 	struct cg_job *next; /* queue link */
 	struct cg_job *prev_active, *next_active;
 	bool in_active;
+	bool on_worker;		  /* queued for a worker or on one: counts against its uid */
+	struct cg_job *held_next; /* in k's held list: its uid has its share of workers */
 
 	/* Approval state; guarded by the kernel's lock until the job is queued. */
 	struct cg_pending *pending; /* non-NULL while waiting for a human */
@@ -236,6 +247,8 @@ void job_lend(struct cg_job *j, struct cg_job **job_out);
 void active_add(struct cg_kernel *k, struct cg_job *j);
 /* Hand a job to the workers. Caller holds k->lock. */
 void enqueue_locked(struct cg_kernel *k, struct cg_job *j);
+/* At shutdown: every held job to the workers (to be answered as cancelled). */
+void release_all_held_locked(struct cg_kernel *k);
 /* Wake the job's running children to die (cancel_fd). */
 void job_signal_cancel(struct cg_job *j);
 /* A worker thread's loop: run queued jobs until the kernel stops. */

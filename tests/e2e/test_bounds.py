@@ -548,6 +548,63 @@ class EvidenceReadsShareWorkers(unittest.TestCase):
             self.assertEqual(replies[-1][1], "MCP-LOG-S-103", replies)
 
 
+class OneUidHoldsAShareOfTheWorkers(unittest.TestCase):
+    """A running call holds its worker. One uid's 40 long calls once held all
+    32 workers, and another uid's /bin/true waited for them to end (116 s in
+    the attack that found it). One uid runs at most a quarter of them at once;
+    its other calls wait their turn, none is refused."""
+
+    def test_another_uids_call_runs_while_one_uid_floods_with_sleeps(self):
+        with cgtest.Daemon(flags=nobody_flags()) as d:
+            os.chmod(d.workspace, 0o777)
+            client = ("import json, socket, sys\n"
+                      "s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n"
+                      "s.sendall(sys.argv[2].encode()); b = b''\n"
+                      "while not b.endswith(b'\\n'):\n"
+                      "    c = s.recv(65536)\n"
+                      "    if not c: break\n"
+                      "    b += c\n"
+                      "print(json.loads(b)['reply']['code'])\n")
+            codes = []
+            def sleeper():
+                req = line(cgtest.make_request([["sleep", "4"]], privileged=False,
+                                               cwd=d.workspace)).decode()
+                r = subprocess.run(["/usr/bin/python3", "-c", client, d.socket, req],
+                                   capture_output=True, text=True, timeout=120, user=NOBODY,
+                                   group=NOBODY, extra_groups=[])
+                codes.append(r.stdout.strip() or r.stderr[-300:])
+
+            def count_sleeps():
+                # The calls' commands: `sleep 4`, whatever uid the view runs them as.
+                out = subprocess.run(["pgrep", "-c", "-f", "-x", "sleep 4"],
+                                     capture_output=True, text=True).stdout.strip()
+                return int(out or 0)
+
+            threads = [threading.Thread(target=sleeper) for _ in range(40)]
+            for t in threads:
+                t.start()
+            # Wait until nobody's sleeps run: as many as the share allows.
+            deadline = time.monotonic() + 20
+            running = 0
+            while time.monotonic() < deadline:
+                running = count_sleeps()
+                if running >= 8:
+                    break
+                time.sleep(0.1)
+            time.sleep(0.5)
+            running = count_sleeps()
+            self.assertEqual(running, 8, ("a quarter of the 32 workers", codes))
+            t0 = time.monotonic()
+            resp = d.request(cgtest.make_request([["true"]], privileged=False), timeout=60)
+            took = time.monotonic() - t0
+            self.assertEqual(resp["status"], "ok", resp)
+            self.assertLess(took, 5, "root's call waited for nobody's sleeps")
+            for t in threads:
+                t.join(120)
+            # None of nobody's calls was refused: they ran in turns.
+            self.assertEqual(codes.count("MCP-EXEC-S-001"), 40, codes)
+
+
 class ViewsHoldNoOtherCallsSockets(unittest.TestCase):
     """A call's pid 1 builds its view before it execs callgate-init; it lets
     go of the daemon's other descriptors first (docs/confinement.md). Judged
