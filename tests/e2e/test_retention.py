@@ -9,6 +9,7 @@ packed package is still read by `callgate verdict`, the socket's verdict
 action, `callgate replay` and the independent docs/verify_trace.py; and a
 changed byte inside an archive, or an index that hides a trace, fails replay.
 """
+import hashlib
 import json
 import os
 import shutil
@@ -519,6 +520,307 @@ class ArchiveTamper(cgtest.TamperCase):
                              ["archive"], "no package rebuilt as a directory")
             p = cli("replay", "--all", "--state-dir", d.state_dir)
             self.assertEqual(p.returncode, 0, p.stdout[-2000:])
+
+
+def rechain(line, seq, prev, trace_from, trace_to):
+    """An event line moved to seq after prev, under another trace id, its
+    hash recomputed: what someone without the key can append."""
+    e = json.loads(line)
+    body = line[:-76].replace(trace_from.encode(), trace_to.encode())
+    body = body.replace(b'"seq":%d,' % e["seq"], b'"seq":%d,' % seq, 1)
+    body = body.replace(b'"prev":"%s"' % e["prev"].encode(), b'"prev":"%s"' % prev.encode(), 1)
+    return body + b',"hash":"%s"}\n' % hashlib.sha256(body).hexdigest().encode()
+
+
+class VerifierTamper(cgtest.TamperCase):
+    """docs/verify_trace.py on a stopped daemon's state (packages in the
+    default archive), changed as an attacker would (notes/attack-s32-evidence,
+    findings 5 to 12): every change is a named failure, never a pass, a
+    traceback or a hang; the untouched state passes."""
+
+    @classmethod
+    def setUpClass(cls):
+        with cgtest.Daemon() as d:
+            cls.refused = d.request(cgtest.make_request([["rm", "-rf", "/"]]))["reply"]["trace_id"]
+            ok = d.request(cgtest.make_request([["/bin/true"]], privileged=False))
+            cls.ran = ok["reply"]["trace_id"]
+            cgtest.wait_package_file(d.state_dir, cls.ran, "verdict.md")
+            d.stop()
+            cls.keep(d.state_dir)
+
+    def setUp(self):
+        super().setUp()
+        self.adir = os.path.join(self.state, "traces", "archive")
+        self.tar = os.path.join(self.adir, sorted(n for n in os.listdir(self.adir)
+                                                  if n.endswith(".tar"))[0])
+        self.idx = self.tar[:-4] + ".idx"
+        self.jdir = os.path.join(self.state, "journal")
+        self.segment = os.path.join(self.jdir, sorted(
+            n for n in os.listdir(self.jdir) if n.endswith(".ndjson"))[-1])
+
+    def verifier_fails(self, check, *args):
+        """verify_trace.py (--all unless args) fails, naming check, and does not crash."""
+        v = subprocess.run([sys.executable, VERIFIER, self.state] + list(args or ["--all"]),
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(v.returncode, 1, v.stdout[-2000:] + v.stderr[-2000:])
+        self.assertNotIn("Traceback", v.stdout + v.stderr)
+        self.assertIn(" " + check + ":", v.stdout)
+        return v.stdout
+
+    def replay_fails(self, check):
+        p = cli("replay", "--all", "--json", "--no-write", "--state-dir", self.state)
+        self.assertEqual(p.returncode, 1, p.stdout[-2000:] + p.stderr)
+        self.assertIn(check, {f["check"] for f in json.loads(p.stdout)["failures"]})
+
+    def rewrite(self, tid, name, fn):
+        """The archive written again with fn applied to member tid/name (its
+        size may change), and its index to match."""
+        with tarfile.open(self.tar, "r:") as tf:
+            members = [(m.name, tf.extractfile(m).read()) for m in tf]
+        tar, idx, last = b"", "", None
+        for n, data in members:
+            top = n.split("/", 1)[0]
+            if top != last:
+                idx, last = idx + "%s %d\n" % (top, len(tar)), top
+            tar += member(n, fn(data) if n == tid + "/" + name else data)
+        with open(self.tar, "wb") as f:
+            f.write(tar)
+        with open(self.idx, "w") as f:
+            f.write(idx)
+
+    def edit_verdict(self, tid, fn):
+        def edit(data):
+            v = json.loads(data)
+            fn(v)
+            return (json.dumps(v, indent=2) + "\n").encode()
+        self.rewrite(tid, "verdict.json", edit)
+
+    def test_untouched_and_rewritten_state_passes(self):
+        self.rewrite(self.ran, "verdict.json", lambda b: b)  # the same bytes, written again
+        for args in (["--all"], [self.refused], [self.ran]):
+            v = subprocess.run([sys.executable, VERIFIER, self.state] + args,
+                               capture_output=True, text=True, timeout=60)
+            self.assertEqual(v.returncode, 0, v.stdout + v.stderr)
+        p = cli("replay", "--all", "--no-write", "--state-dir", self.state)
+        self.assertEqual(p.returncode, 0, p.stdout[-2000:] + p.stderr)
+
+    def test_a_member_twice_in_verdict_json_fails(self):
+        """Forged values first, the real ones last: a last-wins parser sees
+        the real verdict, a first-wins reader (or a person) the forged one."""
+        self.rewrite(self.refused, "verdict.json", lambda b: b.replace(
+            b"{", b'{"decision": "ALLOW", "executed": true, "outcome": "allowed", ', 1))
+        out = self.verifier_fails("verdict_mismatch")
+        self.assertIn("appears twice", out)
+
+    def test_every_member_of_verdict_json_is_checked(self):
+        """Each member, and its JSON type: 1, 1.0 and true are not the same."""
+        def put(path, value):
+            def fn(v):
+                for k in path[:-1]:
+                    v = v[k]
+                v[path[-1]] = value
+            return fn
+        edits = {self.refused: [
+            (("outcome",), "allowed"), (("blocked",), []),
+            (("next_steps",), ["Retry this exact call with privileged=true."]),
+            (("decided_by", "rung"), "approval"), (("decided_by", "decision"), "ALLOW"),
+            (("call", "cwd"), "/home/victim"),
+            (("summary",), "Allowed: the operator approved this recursive delete."),
+            (("why",), [{"rung": "approval", "decision": "ALLOW"}]),
+            (("trace_id",), self.ran), (("confidence",), 0.01), (("confidence",), 1),
+            (("executed",), 0), (("policy", "generation"), 1.0)],
+            self.ran: [
+            (("outcome",), "blocked"), (("duration_ms",), 999999),
+            (("call", "cwd"), "/nowhere"), (("call", "privileged"), True),
+            (("run", "confined"), False), (("run", "network"), {"mode": "full"}),
+            (("screening",), []), (("timed_out",), 0), (("exit_codes",), [0.0]),
+            (("executed",), 1), (("decided_by", "rule_id"), "someone-else")]}
+        for tid, changes in edits.items():
+            for path, value in changes:
+                with self.subTest(tid=tid, member=path, value=value):
+                    self.fresh_state()
+                    self.edit_verdict(tid, put(path, value))
+                    out = self.verifier_fails("verdict_mismatch", tid)
+                    self.assertIn(path[0], out)
+                    self.replay_fails("verdict_mismatch")
+
+    def test_a_trace_appended_after_the_last_checkpoint_fails(self):
+        """A copy of the refusal under a new id, chained after the journal's
+        head with its hashes recomputed, and its package: no checkpoint
+        names it (head_unsigned)."""
+        with open(self.segment, "rb") as f:
+            lines = f.readlines()
+        mine = [l for l in lines if json.loads(l)["trace"] == self.refused]
+        last = json.loads(lines[-1])
+        new = str(uuid.uuid4())
+        line = rechain(mine[0], last["seq"] + 1, last["hash"], self.refused, new)
+        with open(self.segment, "ab") as f:
+            f.write(line)
+        with tarfile.open(self.tar, "r:") as tf:
+            pk = {m.name.split("/", 1)[1]: tf.extractfile(m).read() for m in tf
+                  if m.name.startswith(self.refused + "/")}
+        pk = {n: d.replace(self.refused.encode(), new.encode()) for n, d in pk.items()}
+        pk["events.ndjson"] = line
+        end = os.path.getsize(self.tar)
+        with open(self.tar, "ab") as f:
+            f.write(b"".join(member(new + "/" + n, pk[n]) for n in sorted(pk)))
+        with open(self.idx, "a") as f:
+            f.write("%s %d\n" % (new, end))
+        for args in (["--all"], [new]):
+            out = self.verifier_fails("head_unsigned", *args)
+            self.assertNotIn("verdict_mismatch", out)  # only the missing signature tells
+        self.replay_fails("head_unsigned")
+
+    def test_a_package_the_journal_does_not_hold_fails(self):
+        """A directory in traces/ for a trace the journal does not hold, or
+        named after the journal's own trace id."""
+        with tarfile.open(self.tar, "r:") as tf:
+            pk = {m.name.split("/", 1)[1]: tf.extractfile(m).read() for m in tf
+                  if m.name.startswith(self.ran + "/")}
+        for name in (str(uuid.uuid4()), "journal"):
+            with self.subTest(name=name):
+                self.fresh_state()
+                os.makedirs(os.path.join(self.state, "traces", name))
+                for n, data in pk.items():
+                    with open(os.path.join(self.state, "traces", name, n), "wb") as f:
+                        f.write(data.replace(self.ran.encode(), name.encode()))
+                self.assertIn(name, self.verifier_fails("trace_not_in_journal"))
+                self.replay_fails("trace_not_in_journal")
+
+    def test_files_callgate_does_not_read_are_reported(self):
+        """A tar (and index) whose name callgate skips, and a journal file
+        that is not a segment's name: tar and a reader by hand see them,
+        callgate does not; the verifier says so rather than reading or
+        skipping them."""
+        for name in ("0000000000000001-copy-from-backup-2026-11", ".0000000000000009"):
+            with self.subTest(name=name):
+                self.fresh_state()
+                for ext in (".tar", ".idx"):
+                    shutil.copy(self.tar[:-4] + ext, os.path.join(self.adir, name + ext))
+                out = self.verifier_fails("archive_layout")
+                self.assertIn(name + ".tar", out)
+                self.assertIn(name + ".idx", out)
+        self.fresh_state()
+        with open(self.segment, "rb") as f:
+            first = f.readline()
+        with open(os.path.join(self.jdir, "00000000000000zz.ndjson"), "wb") as f:
+            f.write(first)
+        self.assertIn("00000000000000zz.ndjson", self.verifier_fails("schema"))
+
+    def test_an_unreadable_device_number_fails(self):
+        """devmajor "1\\0zzzzz": Python's tarfile reads 1, other readers may
+        not; callgate's writers leave both fields zero."""
+        with open(self.idx) as f:
+            off = int(f.readline().split()[1])
+        with open(self.tar, "r+b") as f:
+            f.seek(off)
+            h = bytearray(f.read(512))
+            h[329:337] = b"1\0zzzzz\0"
+            h[148:156] = b"        "
+            h[148:155] = b"%06o\0" % sum(h)
+            f.seek(off)
+            f.write(h)
+        self.assertIn("offset %d" % off, self.verifier_fails("archive_layout"))
+
+    def test_malformed_files_are_named_failures(self):
+        for junk in (b"\xff\xfe not json", b"{not json", b"[]", b"null",
+                     b'{"call":{"stages":[1]}}', b'{"run":5}', b"[" * 100000,
+                     b'{"confidence": NaN}'):
+            for tid in (self.refused, self.ran):
+                with self.subTest(junk=junk[:20], tid=tid):
+                    self.fresh_state()
+                    self.rewrite(tid, "verdict.json", lambda b: junk)
+                    self.verifier_fails("verdict_mismatch")
+        for junk in (b"garbage\n", b'{"seq":"5","head":"x"}\n', b'{"head":"x"}\n', b"[]\n",
+                     b'{"seq":1,"seq":1,"head":"x"}\n', b"\xff\n"):
+            with self.subTest(checkpoint=junk):
+                self.fresh_state()
+                with open(os.path.join(self.state, "checkpoints.ndjson"), "ab") as f:
+                    f.write(junk)
+                self.verifier_fails("checkpoint_schema")
+
+    def test_a_fifo_does_not_hang_the_verifier(self):
+        """Nothing under the state directory is opened unless it is a
+        regular file (opening a FIFO blocks until a writer comes)."""
+        for path, check in ((self.idx, "archive_unreadable"), (self.tar, "archive_unreadable"),
+                            (os.path.join(self.state, "checkpoints.ndjson"),
+                             "checkpoint_missing"),
+                            (self.segment, "unreadable")):
+            with self.subTest(path=os.path.basename(path)):
+                self.fresh_state()
+                os.unlink(path)
+                os.mkfifo(path)
+                self.verifier_fails(check)
+
+
+class ReservedTraceId(cgtest.TamperCase):
+    """`journal` is the trace id of the journal's own events (a `recovery`
+    event after a torn tail): a trace the journal holds, but never one with a
+    package. A package of that name, as a directory or in an archive with an
+    index line, is a forgery docs/verify_trace.py --all reports."""
+
+    @classmethod
+    def setUpClass(cls):
+        d = cgtest.Daemon()
+        try:
+            d.start()
+            cls.refused = d.request(cgtest.make_request([["rm", "-rf", "/"]]))["reply"]["trace_id"]
+            cgtest.wait_package_file(d.state_dir, cls.refused, "verdict.md")
+            d.stop()
+            jdir = os.path.join(d.state_dir, "journal")
+            seg = sorted(n for n in os.listdir(jdir) if n.endswith(".ndjson"))[-1]
+            with open(os.path.join(jdir, seg), "ab") as f:
+                f.write(b'{"seq":')  # a torn write: set aside, and a recovery event says so
+            if d._logf:
+                d._logf.close()
+                d._logf = None
+            d.start()
+            d.stop()
+            types = {(e["trace"], e["type"]) for e in map(json.loads,
+                                                          cgtest.journal_lines(d.state_dir))}
+            assert ("journal", "recovery") in types, types
+            cls.keep(d.state_dir)
+        finally:
+            d.close()
+
+    def setUp(self):
+        super().setUp()
+        adir = os.path.join(self.state, "traces", "archive")
+        self.tar = os.path.join(adir, sorted(n for n in os.listdir(adir)
+                                             if n.endswith(".tar"))[0])
+        with tarfile.open(self.tar, "r:") as tf:
+            self.pk = {m.name.split("/", 1)[1]: tf.extractfile(m).read().replace(
+                self.refused.encode(), b"journal") for m in tf
+                if m.name.startswith(self.refused + "/")}
+
+    def run_verifier(self):
+        return subprocess.run([sys.executable, VERIFIER, self.state, "--all"],
+                              capture_output=True, text=True, timeout=60)
+
+    def test_untouched_passes(self):
+        v = self.run_verifier()
+        self.assertEqual(v.returncode, 0, v.stdout + v.stderr)
+
+    def test_a_journal_directory_fails(self):
+        os.makedirs(os.path.join(self.state, "traces", "journal"))
+        for n, data in self.pk.items():
+            with open(os.path.join(self.state, "traces", "journal", n), "wb") as f:
+                f.write(data)
+        v = self.run_verifier()
+        self.assertEqual(v.returncode, 1, v.stdout + v.stderr)
+        self.assertIn("traces/journal: trace_not_in_journal", v.stdout)
+
+    def test_a_journal_package_in_an_archive_fails(self):
+        end = os.path.getsize(self.tar)
+        with open(self.tar, "ab") as f:
+            f.write(b"".join(member("journal/" + n, self.pk[n]) for n in sorted(self.pk)))
+        with open(self.tar[:-4] + ".idx", "a") as f:
+            f.write("journal %d\n" % end)
+        v = self.run_verifier()
+        self.assertEqual(v.returncode, 1, v.stdout + v.stderr)
+        self.assertNotIn("Traceback", v.stdout + v.stderr)
+        self.assertIn(".idx: journal: trace_not_in_journal", v.stdout)
+        self.assertIn(":journal/", v.stdout)
 
 
 class RetentionPolicy(unittest.TestCase):
