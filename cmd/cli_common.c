@@ -460,7 +460,9 @@ static json_t *parse_response(const struct chan *c, const char *buf, size_t have
 	if (!json_is_object(r) && err && err_len) {
 		if (!end)
 			snprintf(err, err_len, "%s closed the connection without a response line%s",
-				 c->peer, c->is_socket ? "" : " (see ssh's message above)");
+				 c->peer,
+				 c->is_socket ? ""
+					      : " (ssh's own message, if any, went to stderr)");
 		else
 			snprintf(err, err_len, "%s sent a response that is not a JSON object: %s",
 				 c->peer, jerr.text);
@@ -505,9 +507,10 @@ int cg_client_call_wait(const char *socket_path, json_t *request, int64_t timeou
 			snprintf(how, sizeof(how), "exited with %d", WEXITSTATUS(c.status));
 		else if (c.status >= 0)
 			snprintf(how, sizeof(how), "was killed by signal %d", WTERMSIG(c.status));
-		snprintf(err, err_len,
-			 "no answer from %s over ssh (ssh %s; its message, if any, is above)", host,
-			 how);
+		snprintf(
+		    err, err_len,
+		    "no answer from %s over ssh (ssh %s; its own message, if any, went to stderr)",
+		    host, how);
 		e = EHOSTUNREACH;
 	}
 	free(buf);

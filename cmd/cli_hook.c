@@ -493,8 +493,19 @@ static int hook_claude_code(const struct cg_cli *g, enum degrade_mode degrade,
 		return block("cannot read the hook payload: %s", strerror(errno));
 	payload = json_loadb(raw, len, 0, &jerr);
 	free(raw);
+	if (!payload) {
+		rc = block("the hook payload cannot be read as JSON: %s (line %d, column %d)",
+			   json_error_code(&jerr) == json_error_null_character
+			       ? "it contains \\u0000 (a NUL character), which callgate refuses"
+			       : jerr.text,
+			   jerr.line, jerr.column);
+		goto out_payload;
+	}
 	if (!json_is_object(payload)) {
-		rc = block("the hook payload is not a JSON object (%s)", jerr.text);
+		rc = block("the hook payload is not a JSON object but a JSON %s",
+			   json_is_array(payload)    ? "array"
+			   : json_is_string(payload) ? "string"
+						     : "scalar");
 		goto out_payload;
 	}
 	req = map_call(payload, own_server, &kind, &verdict, &why);

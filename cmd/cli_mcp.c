@@ -24,7 +24,14 @@
  * call whose "host" is another machine over ssh (docs/fleet.md), as run
  * and gate do.
  *
+ * A "host" tool argument is a network capability: the bridge runs ssh to it
+ * unconfined, outside the daemon's judgement. So the agent may name only a
+ * host the operator granted when starting the bridge (--allow-host NAME, or
+ * the --host / $CALLGATE_HOST the bridge sends to anyway) or this machine
+ * itself; anything else is refused with MCP-VAL-I-102 before ssh is started.
+ *
  * Invariants:
+ *  - No tool argument starts ssh to a host the operator did not allow.
  *  - Fail closed: if the daemon cannot be reached or its answer cannot be
  *    read, the tool result is isError with an MCP-IO-E reply. Nothing is
  *    ever run locally, and there is no fallback path that skips the gate.
@@ -72,7 +79,9 @@ struct job {
 
 struct server {
 	const struct cg_cli *g;
-	const char *session;  /* --session, sent with every request */
+	const char *session;		/* --session, sent with every request */
+	const char *const *allow_hosts; /* --allow-host values: the hosts a tool call may name */
+	size_t n_allow_hosts;
 	pthread_mutex_t lock; /* jobs[], n_jobs, out */
 	pthread_cond_t idle;  /* signalled when n_jobs drops */
 	struct job *jobs[MCP_MAX_JOBS];
@@ -106,13 +115,47 @@ static void emit_result(const json_t *id, json_t *result)
 	emit(json_pack("{s:s,s:O,s:o}", "jsonrpc", "2.0", "id", id, "result", result));
 }
 
-static void emit_error(const json_t *id, int code, const char *message)
+/* An error response; data (stolen, may be NULL) is the JSON-RPC error's "data". */
+static void emit_error_data(const json_t *id, int code, const char *message, json_t *data)
 {
 	json_t *null = json_null();
 
-	emit(json_pack("{s:s,s:O,s:{s:i,s:s}}", "jsonrpc", "2.0", "id", id ? id : null, "error",
-		       "code", code, "message", message));
+	emit(json_pack("{s:s,s:O,s:{s:i,s:s,s:o*}}", "jsonrpc", "2.0", "id", id ? id : null,
+		       "error", "code", code, "message", message, "data", data));
 	json_decref(null);
+}
+
+static void emit_error(const json_t *id, int code, const char *message)
+{
+	emit_error_data(id, code, message, NULL);
+}
+
+/*
+ * A message that could not be read: say why and where. A duplicate key is
+ * valid JSON syntax but not a request we will guess at (-32600); anything
+ * else is a parse error (-32700). jansson's text may quote the bad input,
+ * so it is cut to printable ASCII before it goes into a JSON string.
+ */
+static void emit_parse_error(const json_error_t *jerr)
+{
+	bool dup = json_error_code(jerr) == json_error_duplicate_key;
+	const char *text = json_error_code(jerr) == json_error_null_character
+			       ? "\\u0000 (a NUL character) is not accepted"
+			       : jerr->text;
+	char why[sizeof(jerr->text)], msg[sizeof(jerr->text) + 128];
+	size_t i = 0;
+
+	for (; text[i] && i + 1 < sizeof(why); i++) {
+		unsigned char c = (unsigned char)text[i];
+		why[i] = c < 0x20 || c >= 0x7f ? '?' : (char)c;
+	}
+	why[i] = '\0';
+	snprintf(msg, sizeof(msg), "%s: %s (line %d, column %d, byte %d)",
+		 dup ? "Invalid Request" : "Parse error", why, jerr->line, jerr->column,
+		 jerr->position);
+	emit_error_data(NULL, dup ? -32600 : -32700, msg,
+			json_pack("{s:s,s:i,s:i,s:i}", "reason", why, "line", jerr->line, "column",
+				  jerr->column, "position", jerr->position));
 }
 
 /* ---- text helpers --------------------------------------------------------- */
@@ -422,11 +465,69 @@ static json_t *bad_args(const char *tool, const char *why)
 			     json_pack("{s:s,s:s}", "tool", tool, "detail", why));
 }
 
-static json_t *unreachable(struct server *srv, const char *detail)
+/*
+ * The failure of an exchange that got no answer. req is the request as sent
+ * (daemon_call added the server's --host when it named none): a call routed
+ * over ssh names its host, not the local socket it never tried.
+ */
+static json_t *unreachable(struct server *srv, const json_t *req, const char *detail)
 {
+	const char *host = json_string_value(json_object_get(req, "host"));
+	if (cg_client_host_is_remote(host))
+		return local_failure(CG_R_HOST_UNREACHABLE,
+				     json_pack("{s:s,s:s}", "host", host, "detail", detail));
 	return local_failure(
 	    CG_R_DAEMON_UNREACHABLE,
 	    json_pack("{s:s,s:s}", "socket", srv->g->socket_path, "detail", detail));
+}
+
+/*
+ * May a tool call name this host? This machine (no network: the local
+ * socket), the server's own --host, or an --allow-host value, compared
+ * exactly as given. Anything else would be a connection the agent chose.
+ */
+static bool host_allowed(const struct server *srv, const char *host)
+{
+	if (!cg_client_host_is_remote(host))
+		return true;
+	if (srv->g->host && strcmp(host, srv->g->host) == 0)
+		return true;
+	for (size_t i = 0; i < srv->n_allow_hosts; i++)
+		if (strcmp(host, srv->allow_hosts[i]) == 0)
+			return true;
+	return false;
+}
+
+/* The refusal of a host the operator did not allow (nothing is spawned). */
+static json_t *host_refused(const struct server *srv, const char *tool, const char *host)
+{
+	char shown[72], allowed[512], dflt[300];
+	size_t n = 0, o = 0;
+
+	/* The agent's text, bounded and printable ASCII (a cut never splits a
+	 * UTF-8 sequence): it is echoed in the reply. */
+	for (; host[n] && o + 4 < sizeof(shown); n++) {
+		unsigned char c = (unsigned char)host[n];
+		shown[o++] = c < 0x20 || c >= 0x7f ? '?' : (char)c;
+	}
+	if (host[n])
+		o += (size_t)snprintf(shown + o, sizeof(shown) - o, "...");
+	shown[o] = '\0';
+	int l = snprintf(allowed, sizeof(allowed), "this machine");
+	const char *remote_default =
+	    srv->g->host && cg_client_host_is_remote(srv->g->host) ? srv->g->host : NULL;
+	if (remote_default && l > 0 && (size_t)l < sizeof(allowed))
+		l += snprintf(allowed + l, sizeof(allowed) - (size_t)l, ", %s", remote_default);
+	for (size_t i = 0; i < srv->n_allow_hosts && l > 0 && (size_t)l < sizeof(allowed); i++)
+		l +=
+		    snprintf(allowed + l, sizeof(allowed) - (size_t)l, ", %s", srv->allow_hosts[i]);
+	if (remote_default)
+		snprintf(dflt, sizeof(dflt), "the server's host %s", remote_default);
+	else
+		snprintf(dflt, sizeof(dflt), "this machine's daemon");
+	return local_failure(CG_R_TOOL_HOST_NOT_ALLOWED,
+			     json_pack("{s:s,s:s,s:s,s:s}", "tool", tool, "host", shown, "allowed",
+				       allowed, "default", dflt));
 }
 
 /* The reply object of a response, or a DAEMON_REPLY_INVALID one. New reference. */
@@ -489,17 +590,23 @@ static json_t *tool_execute(struct job *j, const json_t *args, bool *cancelled)
 
 	if (!req)
 		return bad_args("execute", why);
+	const char *host = json_string_value(json_object_get(req, "host"));
+	if (host && !host_allowed(srv, host)) {
+		json_t *refused = host_refused(srv, "execute", host);
+		json_decref(req);
+		return refused;
+	}
 	if (pr.token)
 		approval_window(srv, req, j->cancel_fd, &pr);
 	json_object_set_new(req, "action", json_string("exec"));
 	rc = daemon_call(srv->g, req, j->cancel_fd, 0, &pr, &resp, err, sizeof(err));
-	json_decref(req);
-	if (rc == CALL_CANCELLED) {
-		*cancelled = true;
-		return NULL;
+	if (rc != CALL_OK) {
+		json_t *failed = rc == CALL_CANCELLED ? NULL : unreachable(srv, req, err);
+		json_decref(req);
+		*cancelled = rc == CALL_CANCELLED;
+		return failed;
 	}
-	if (rc != CALL_OK)
-		return unreachable(srv, err);
+	json_decref(req);
 
 	status = str_or(json_string_value(json_object_get(resp, "status")), "error");
 	reply = response_reply(resp);
@@ -582,15 +689,21 @@ static json_t *tool_gate(struct job *j, const json_t *args, bool *cancelled)
 
 	if (!req)
 		return bad_args("gate", why);
+	const char *host = json_string_value(json_object_get(req, "host"));
+	if (host && !host_allowed(srv, host)) {
+		json_t *refused = host_refused(srv, "gate", host);
+		json_decref(req);
+		return refused;
+	}
 	json_object_set_new(req, "action", json_string("gate"));
 	rc = daemon_call(srv->g, req, j->cancel_fd, MCP_QUICK_MS, NULL, &resp, err, sizeof(err));
-	json_decref(req);
-	if (rc == CALL_CANCELLED) {
-		*cancelled = true;
-		return NULL;
+	if (rc != CALL_OK) {
+		json_t *failed = rc == CALL_CANCELLED ? NULL : unreachable(srv, req, err);
+		json_decref(req);
+		*cancelled = rc == CALL_CANCELLED;
+		return failed;
 	}
-	if (rc != CALL_OK)
-		return unreachable(srv, err);
+	json_decref(req);
 	reply = response_reply(resp);
 	data = json_object_get(reply, "data");
 	type = str_or(json_string_value(json_object_get(reply, "type")), "E");
@@ -677,17 +790,16 @@ static json_t *tool_status(struct job *j, bool *cancelled)
 	int rc;
 
 	rc = daemon_call(srv->g, req, j->cancel_fd, MCP_QUICK_MS, NULL, &resp, err, sizeof(err));
-	json_decref(req);
-	if (rc == CALL_CANCELLED) {
-		*cancelled = true;
-		return NULL;
-	}
 	if (rc != CALL_OK) {
-		json_t *res = unreachable(srv, err);
-		json_object_set_new(json_object_get(res, "structuredContent"), "alive",
-				    json_false());
+		json_t *res = rc == CALL_CANCELLED ? NULL : unreachable(srv, req, err);
+		json_decref(req);
+		*cancelled = rc == CALL_CANCELLED;
+		if (res)
+			json_object_set_new(json_object_get(res, "structuredContent"), "alive",
+					    json_false());
 		return res;
 	}
+	json_decref(req);
 	reply = response_reply(resp);
 	data = json_object_get(reply, "data");
 	bool alive = json_is_string(json_object_get(reply, "type")) &&
@@ -735,13 +847,13 @@ static json_t *tool_evidence(struct job *j, const char *tool, const json_t *args
 	    json_pack("{s:s,s:s}", "action", verdict ? "verdict" : "replay", "trace_id", id);
 	int rc =
 	    daemon_call(srv->g, req, j->cancel_fd, MCP_QUICK_MS, NULL, &resp, err, sizeof(err));
-	json_decref(req);
-	if (rc == CALL_CANCELLED) {
-		*cancelled = true;
-		return NULL;
+	if (rc != CALL_OK) {
+		json_t *failed = rc == CALL_CANCELLED ? NULL : unreachable(srv, req, err);
+		json_decref(req);
+		*cancelled = rc == CALL_CANCELLED;
+		return failed;
 	}
-	if (rc != CALL_OK)
-		return unreachable(srv, err);
+	json_decref(req);
 	reply = response_reply(resp);
 	data = json_object_get(reply, "data");
 	const char *type = str_or(json_string_value(json_object_get(reply, "type")), "E");
@@ -810,7 +922,10 @@ static json_t *tool_evidence(struct job *j, const char *tool, const json_t *args
 	"\"cwd\":{\"type\":\"string\",\"description\":\"Working directory; must be inside a "      \
 	"configured workspace.\"},"                                                                \
 	"\"host\":{\"type\":\"string\",\"description\":\"The machine whose callgate daemon "       \
-	"decides and runs it, reached over SSH (default: the server's --host, else this one).\"}"
+	"decides and runs it, reached over SSH (default: the server's --host, else this one). "    \
+	"Only a host the operator allowed when starting this server (callgate mcp --allow-host, "  \
+	"or its --host) is accepted; any other is refused (MCP-VAL-I-102) and nothing is "         \
+	"sent.\"}"
 
 static const char tools_json[] =
     "{\"tools\":["
@@ -819,7 +934,8 @@ static const char tools_json[] =
     "\"Run a command or pipeline (no shell) through the callgate daemon: policy decides, a "
     "human may approve, the command runs confined, and the result comes back with exit codes, "
     "decoded stdout/stderr (secrets redacted) and the canonical reply (type S/I/D/E, code, "
-    "message, trace id). Branch on reply.type and reply.code.\","
+    "message, trace id). Branch on reply.type and reply.code. Send \\\"privileged\\\": "
+    "false for ordinary commands; without it the call asks to run as root.\","
     "\"inputSchema\":{\"type\":\"object\",\"properties\":{" COMMAND_PROPS "}},"
     "\"outputSchema\":{\"type\":\"object\",\"properties\":{"
     "\"status\":{\"type\":\"string\",\"enum\":[\"ok\",\"denied\",\"timeout\",\"error\"]},"
@@ -989,8 +1105,15 @@ static void start_call(struct server *srv, const json_t *id, json_t *params)
 	if (!full && j->cancel_fd >= 0)
 		srv->jobs[srv->n_jobs++] = j;
 	pthread_mutex_unlock(&srv->lock);
-	if (full || j->cancel_fd < 0) {
-		emit_result(id, local_failure(CG_R_SERVER_BUSY, NULL));
+	if (full) {
+		emit_result(
+		    id, local_failure(CG_R_BRIDGE_BUSY, json_pack("{s:i}", "limit", MCP_MAX_JOBS)));
+		goto fail_job;
+	}
+	if (j->cancel_fd < 0) {
+		emit_result(id, local_failure(CG_R_OUT_OF_MEMORY,
+					      json_pack("{s:s}", "doing",
+							"making the tool call's cancel eventfd")));
 		goto fail_job;
 	}
 	pthread_attr_init(&attr);
@@ -999,7 +1122,9 @@ static void start_call(struct server *srv, const json_t *id, json_t *params)
 	pthread_attr_destroy(&attr);
 	if (e == 0)
 		return;
-	emit_result(id, local_failure(CG_R_SERVER_BUSY, NULL));
+	emit_result(id,
+		    local_failure(CG_R_OUT_OF_MEMORY,
+				  json_pack("{s:s}", "doing", "starting the tool call's thread")));
 	/* By pointer: a job finishing meanwhile may have moved this one to another slot. */
 	job_remove(j);
 	return;
@@ -1043,9 +1168,11 @@ static json_t *initialize_result(const json_t *params)
 	    "tools", "listChanged", false, "serverInfo", "name", "callgate", "title",
 	    "callgate call gate", "version", CALLGATE_VERSION, "instructions",
 	    "Every command goes through the callgate daemon's policy before it runs. Use the "
-	    "execute tool to run commands (no shell: pass argv or pipeline). Branch on "
-	    "reply.type: S continue, I fix the request, D do not retry (escalate to a human), "
-	    "E stop and report the trace id.");
+	    "execute tool to run commands (no shell: pass argv or pipeline). Send "
+	    "\"privileged\": false for ordinary commands: a call without it asks to run as root, "
+	    "which needs a human's approval. Branch on reply.type: S continue, I fix the "
+	    "request, D do not retry the same call (escalate to a human; a D may say which "
+	    "change would be allowed), E stop and report the trace id.");
 }
 
 static void handle(struct server *srv, const char *line, size_t len)
@@ -1056,7 +1183,7 @@ static void handle(struct server *srv, const char *line, size_t len)
 	const char *method;
 
 	if (!msg) {
-		emit_error(NULL, -32700, "Parse error");
+		emit_parse_error(&jerr);
 		return;
 	}
 	if (!json_is_object(msg)) {
@@ -1107,6 +1234,7 @@ out_msg:
 
 static const struct cg_cli_opt mcp_opts[] = {
 	{ "--session", "NAME", "the session every request names (default: $CALLGATE_SESSION)" },
+	{ "--allow-host", "NAME", "a host a tool call may name (reached over ssh); repeatable" },
 	{ 0 },
 };
 
@@ -1120,19 +1248,39 @@ int cg_cli_mcp(const struct cg_cli *g, int argc, char **argv)
 
 	if (cg_cli_wants_help(argc, argv))
 		return cg_cli_help(
-		    "callgate [--socket PATH] mcp [--session NAME]",
+		    "callgate [--socket PATH] [--host NAME] mcp [--session NAME] [--allow-host "
+		    "NAME]...",
 		    "Serve the Model Context Protocol on stdin/stdout: tools execute, "
 		    "gate,\nverdict, replay and status, every call through the daemon. "
-		    "See callgate-mcp(1).",
+		    "A tool's \"host\"\nargument is a network capability: the bridge runs "
+		    "ssh to it, so the agent may\nname only this machine, --host, or an "
+		    "--allow-host NAME. See callgate-mcp(1).",
 		    mcp_opts);
-	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--session") == 0 && i + 1 < argc)
-			srv.session = argv[++i];
-		else
-			return cg_cli_bad_option(
-			    "mcp", argv[i],
-			    strcmp(argv[i], "--session") == 0 ? "no value after" : NULL, mcp_opts);
+	const char **allow = calloc((size_t)argc, sizeof(*allow));
+	if (!allow) {
+		fprintf(stderr, "callgate mcp: out of memory\n");
+		return CG_EXIT_ERROR;
 	}
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--session") == 0 && i + 1 < argc) {
+			srv.session = argv[++i];
+		} else if (strcmp(argv[i], "--allow-host") == 0 && i + 1 < argc && argv[i + 1][0] &&
+			   argv[i + 1][0] != '-') {
+			allow[srv.n_allow_hosts++] = argv[++i];
+		} else {
+			bool flag = strcmp(argv[i], "--session") == 0 ||
+				    strcmp(argv[i], "--allow-host") == 0;
+			rc = cg_cli_bad_option("mcp", argv[i],
+					       !flag	      ? NULL
+					       : i + 1 < argc ? "a host name that does not start "
+								"with '-' after"
+							      : "no value after",
+					       mcp_opts);
+			free(allow);
+			return rc;
+		}
+	}
+	srv.allow_hosts = allow;
 	/* A client that closes its end must not kill the bridge mid-write, and
 	 * neither must a daemon that closes first: both show up as EPIPE. */
 	signal(SIGPIPE, SIG_IGN);
@@ -1189,5 +1337,6 @@ int cg_cli_mcp(const struct cg_cli *g, int argc, char **argv)
 		pthread_cond_wait(&srv.idle, &srv.lock);
 	pthread_mutex_unlock(&srv.lock);
 	free(buf);
+	free(allow);
 	return rc;
 }

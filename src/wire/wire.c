@@ -461,6 +461,13 @@ static struct cg_reply *take_action(json_t *root, struct cg_request *req)
 	return NULL;
 }
 
+/* A string longer than the kernel passes to a program (MAX_ARG_STRLEN). */
+static struct cg_reply *arg_too_big(const char *field, size_t bytes)
+{
+	return cg_reply_new(CG_R_ARG_TOO_BIG, "{s:s,s:I,s:I}", "field", field, "bytes",
+			    (json_int_t)bytes, "limit", (json_int_t)CG_WIRE_MAX_ARG_STRLEN);
+}
+
 /* Step 8a: pipeline shape, copying argv as it goes. */
 static struct cg_reply *take_pipeline(json_t *pl, struct cg_request *req)
 {
@@ -501,6 +508,11 @@ static struct cg_reply *take_pipeline(json_t *pl, struct cg_request *req)
 			if (j == 0 && json_string_length(a) == 0)
 				return cg_reply_new(CG_R_STAGE_EMPTY, "{s:I}", "stage",
 						    (json_int_t)i);
+			/* Longer than execve takes: it could never start (E2BIG). */
+			if (json_string_length(a) > CG_WIRE_MAX_ARG_STRLEN) {
+				snprintf(field, sizeof(field), "pipeline[%zu][%zu]", i, j);
+				return arg_too_big(field, json_string_length(a));
+			}
 			stage->argv[j] = dup_json_string(a);
 			if (!stage->argv[j])
 				return oom("copying the pipeline");
@@ -686,6 +698,13 @@ static struct cg_reply *take_env(json_t *env, const struct cg_wire_rules *rules,
 		}
 		if (!env_allowed(rules, name))
 			return reply_echo(CG_R_ENV_NOT_ALLOWED, "name", name, nlen);
+		/* The program gets NAME=value as one string: past the kernel's cap it
+		 * could never start (E2BIG), which is the request's fault, not ours. */
+		if (nlen + 1 + json_string_length(val) > CG_WIRE_MAX_ARG_STRLEN) {
+			char field[80];
+			snprintf(field, sizeof(field), "env.%.64s", name);
+			return arg_too_big(field, nlen + 1 + json_string_length(val));
+		}
 		struct cg_env_var *ev = &req->env[req->n_env];
 		ev->name = strdup(name);
 		ev->value = dup_json_string(val);

@@ -32,6 +32,10 @@
 #define CG_WIRE_FRESHNESS_S   60
 #define CG_WIRE_MAX_TIMEOUTMS (24LL * 3600 * 1000)
 
+/* One argv or NAME=value string, its NUL excluded: the kernel's MAX_ARG_STRLEN
+ * (32 pages of 4 KiB) less the NUL. execve answers E2BIG past it. */
+#define CG_WIRE_MAX_ARG_STRLEN (32 * 4096 - 1)
+
 #define CG_WIRE_MAX_TRACE_ID 64
 #define CG_WIRE_LOG_LIMIT    200  /* log: events returned when no limit is given */
 #define CG_WIRE_LOG_MAX	     5000 /* log: the most events one request may ask for */

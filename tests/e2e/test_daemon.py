@@ -9,6 +9,7 @@ during a running call, SIGHUP with broken and changed policies).
 """
 import base64
 import os
+import re
 import signal
 import socket
 import stat
@@ -89,12 +90,25 @@ class SharedDaemon(unittest.TestCase):
         self.assertNotEqual(reply_of(self, resp)["code"], "MCP-IO-I-002", resp)
         self.assertEqual(resp["status"], "ok", resp)
 
+    def test_an_unknown_action_lists_every_action_the_socket_takes(self):
+        resp = self.d.request(cgtest.make_request([["ls"]], action="approve"))
+        r = reply_of(self, resp)
+        self.assertEqual(r["code"], "MCP-VAL-I-015", r)
+        listed = re.search(r"expected (.*)\.$", r["message"]).group(1)
+        actions = re.split(r", | or ", listed)
+        self.assertEqual(set(actions), {"exec", "gate", "ping", "grant", "verdict", "replay",
+                                        "log"}, r["message"])
+        # Every one of them is an action the agent socket accepts.
+        for a in actions:
+            resp = self.d.request(cgtest.make_request([["ls"]], action=a))
+            self.assertNotEqual(reply_of(self, resp)["code"], "MCP-VAL-I-015", (a, resp))
+
     def test_argument_too_long_to_judge_is_refused_by_name(self):
         # An argument a rule must judge as a path, longer than the policy's
         # path buffer: refused with its own code (not "adjudicator failed"),
         # and nothing runs: the file it would have created is absent.
         target = os.path.join(self.d.workspace, "made-by-long-arg")
-        for n in (5000, 900000):
+        for n in (5000, 100000):
             arg = "a" * n
             resp = self.d.request(cgtest.make_request(
                 [["touch", target, arg]], privileged=False))
@@ -103,6 +117,14 @@ class SharedDaemon(unittest.TestCase):
             self.assertIn("argument-too-long", r["message"])
             self.assertNotIn("{", r["message"])
             self.assertFalse(os.path.exists(target))
+        # Longer than execve takes (MAX_ARG_STRLEN): it could never start, so
+        # the codec refuses it first, as a request to fix (not an E2BIG E reply).
+        resp = self.d.request(cgtest.make_request(
+            [["touch", target, "a" * 900000]], privileged=False))
+        r = reply_of(self, resp)
+        self.assertEqual((r["type"], r["code"]), ("I", "MCP-VAL-I-025"), r)
+        self.assertEqual(r["params"]["field"], "pipeline[0][2]")
+        self.assertFalse(os.path.exists(target))
         # Control: the same call with a short argument runs and makes it.
         resp = self.d.request(cgtest.make_request([["touch", target, "short"]],
                                                   privileged=False))

@@ -336,6 +336,8 @@ class TestHook(unittest.TestCase):
         cases = [
             ("unreachable", self.run_hook(p, socket_path=os.path.join(self.d.tmp, "no.sock"))),
             ("garbage", self.run_hook(b"{not json")),
+            ("nul", self.run_hook(b'{"session_id":"a\\u0000b","tool_name":"Bash"}')),
+            ("array", self.run_hook(b"[1]")),
             ("empty", self.run_hook(b"")),
             ("no tool", self.run_hook({"session_id": "s", "cwd": "/"})),
             ("bash without command", self.run_hook(self.payload("Bash", {}))),
@@ -356,6 +358,12 @@ class TestHook(unittest.TestCase):
             self.assertIn(b"callgate: blocked", r.stderr, name)
         self.assertIn(b"cannot be reached", cases[0][1].stderr)
         named = dict(cases)
+        # Each says what is wrong with the payload, in words of its own.
+        self.assertIn(b"cannot be read as JSON", named["garbage"].stderr)
+        self.assertIn(b"NUL character", named["nul"].stderr)
+        self.assertNotIn(b"not a JSON object", named["nul"].stderr)
+        self.assertNotIn(b"JSON_ALLOW_NUL", named["nul"].stderr)
+        self.assertIn(b"not a JSON object but a JSON array", named["array"].stderr)
         self.assertIn(b"WA-RES-I-004", named["cwd outside workspaces"].stderr)
         self.assertIn(b"no usable url", named["percent-encoded host"].stderr)
 

@@ -15,10 +15,12 @@ import os
 import queue
 import re
 import shlex
+import shutil
 import subprocess
 import threading
 import time
 import socket
+import tempfile
 import tomllib
 import unittest
 
@@ -57,11 +59,11 @@ def node_ready():
 class McpProc:
     """`callgate --socket S mcp` with a line reader on a thread."""
 
-    def __init__(self, socket_path, cwd=None, extra=(), state_dir=None):
+    def __init__(self, socket_path, cwd=None, extra=(), state_dir=None, env=None):
         pre = ["--state-dir", state_dir] if state_dir else []
         self.p = subprocess.Popen([cgtest.CALLGATE, "--socket", socket_path, *pre, "mcp", *extra],
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, cwd=cwd)
+                                  stderr=subprocess.PIPE, cwd=cwd, env=env)
         self.q = queue.Queue()
         self.t = threading.Thread(target=self._read, daemon=True)
         self.t.start()
@@ -171,6 +173,14 @@ class TestProtocol(McpTestBase):
     def test_ping(self):
         self.assertEqual(self.m.request("ping")["result"], {})
 
+    def test_instructions_say_how_to_run_unprivileged(self):
+        """An agent told only "D: ask a human" would escalate the default
+        privileged call instead of resending it with privileged false."""
+        r = self.m.initialize()["result"]
+        self.assertIn('"privileged": false', r["instructions"])
+        tools = {t["name"]: t for t in self.m.request("tools/list")["result"]["tools"]}
+        self.assertIn('"privileged": false', tools["execute"]["description"])
+
     def test_tools_list_has_schemas(self):
         tools = {t["name"]: t for t in self.m.request("tools/list")["result"]["tools"]}
         self.assertEqual(set(tools), {"execute", "gate", "verdict", "replay", "status"})
@@ -202,6 +212,18 @@ class TestProtocol(McpTestBase):
         m.send({"jsonrpc": "2.0", "id": 11, "method": "tools/call",
                 "params": {"name": "execute", "arguments": [1]}})
         self.assertEqual(m.recv()["error"]["code"], -32602)
+        # A message that cannot be read says why and where, not a bare "Parse error".
+        for line, code, why in ((b"{not json\n", -32700, "line 1"),
+                                (b'{"id":1,"id":2}\n', -32600, "duplicate"),
+                                (b'{"id":"a\\u0000b"}\n', -32700, "NUL"),
+                                (b'{"id":99999999999999999999999}\n', -32700, "too big")):
+            m.send(line)
+            e = m.recv()
+            self.assertEqual(e["error"]["code"], code, (line, e))
+            self.assertIn(why, e["error"]["message"], (line, e))
+            self.assertNotEqual(e["error"]["message"], "Parse error", e)
+            self.assertIsInstance(e["error"]["data"]["position"], int, e)
+            self.assertTrue(e["error"]["data"]["reason"], e)
         # After all that the server still answers.
         self.assertEqual(m.request("ping")["result"], {})
 
@@ -248,6 +270,23 @@ class TestExecute(McpTestBase):
         r = self.m.call("execute", {"argv": ["ls"], "privileged": False,
                                     "env": {"LD_PRELOAD": "/tmp/x.so"}})
         self.assertReply(r, "I", "MCP-VAL-I-011", is_error=True)
+
+    def test_an_environment_string_execve_would_refuse_is_an_i_reply(self):
+        """Longer than MAX_ARG_STRLEN the command could never start (E2BIG):
+        the request is at fault, so it is an I reply naming the field."""
+        r = self.m.call("execute", {"argv": ["true"], "privileged": False,
+                                    "env": {"LANG": "C" * 500000}})
+        sc = self.assertReply(r, "I", "MCP-VAL-I-025", is_error=True)
+        self.assertEqual(sc["reply"]["params"]["field"], "env.LANG")
+        self.assertIn("131071", sc["reply"]["message"])
+        r = self.m.call("execute", {"argv": ["echo", "x" * 200000], "privileged": False})
+        sc = self.assertReply(r, "I", "MCP-VAL-I-025", is_error=True)
+        self.assertEqual(sc["reply"]["params"]["field"], "pipeline[0][1]")
+        # Under the limit it runs.
+        r = self.m.call("execute", {"argv": ["printenv", "LANG"], "privileged": False,
+                                    "env": {"LANG": "C" * 100000}})
+        sc = self.assertReply(r, "S", "MCP-EXEC-S-001", is_error=False)
+        self.assertEqual(len(sc["stdout"]), 100001)
 
     def test_unreachable_daemon_fails_closed(self):
         m = McpProc(os.path.join(self.d.tmp, "nobody-listens.sock"))
@@ -448,6 +487,223 @@ class TestCompleteness(unittest.TestCase):
                 self.assertEqual(r["structuredContent"]["reply"]["code"], "MCP-IO-E-100")
         finally:
             m.close()
+
+
+FAKE_SSH = """#!/bin/sh
+# Records how it was started, then exits as ssh does when it cannot connect.
+printf '%s\\n' "$*" >> "$CG_FAKE_SSH_LOG"
+exit 255
+"""
+
+
+class TestHostArgument(unittest.TestCase):
+    """A tool's "host" is a network capability: the bridge runs ssh to it,
+    unconfined. The agent may name only what the operator allowed."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.d = cgtest.Daemon().start()
+        cls.bin = os.path.join(cls.d.tmp, "fake-bin")
+        os.makedirs(cls.bin, exist_ok=True)
+        with open(os.path.join(cls.bin, "ssh"), "w") as f:
+            f.write(FAKE_SSH)
+        os.chmod(os.path.join(cls.bin, "ssh"), 0o755)
+        cls.log = os.path.join(cls.d.tmp, "fake-ssh.log")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.d.close()
+
+    def setUp(self):
+        if os.path.exists(self.log):
+            os.unlink(self.log)
+
+    def bridge(self, *extra, fake=True):
+        env = dict(os.environ)
+        env.pop("CALLGATE_SSH", None)
+        env.pop("CALLGATE_HOST", None)
+        if fake:  # the fake `ssh` first on PATH records every start
+            env["PATH"] = self.bin + ":" + env.get("PATH", "/usr/bin:/bin")
+            env["CG_FAKE_SSH_LOG"] = self.log
+        m = McpProc(self.d.socket, cwd=self.d.workspace, extra=extra, env=env)
+        m.initialize()
+        return m
+
+    def ssh_starts(self):
+        if not os.path.exists(self.log):
+            return []
+        with open(self.log) as f:
+            return f.read().splitlines()
+
+    def test_a_host_the_operator_did_not_allow_starts_no_ssh(self):
+        for extra in ((), ("--allow-host", "build1")):
+            m = self.bridge(*extra)
+            try:
+                for tool, args in (("execute", {"argv": ["echo", "data-to-exfil"],
+                                                "privileged": False, "host": "127.0.0.2"}),
+                                   ("gate", {"argv": ["ls"], "host": "127.0.0.2"})):
+                    r = m.call(tool, args)
+                    sc = r["structuredContent"]
+                    self.assertTrue(r["isError"], r)
+                    self.assertEqual((sc["reply"]["type"], sc["reply"]["code"]),
+                                     ("I", "MCP-VAL-I-102"), r)
+                    msg = sc["reply"]["message"]
+                    self.assertIn("'host' may not be '127.0.0.2'", msg)
+                    self.assertIn("--allow-host", msg)
+                    self.assertNotIn("{", msg)
+                    self.assertEqual(sc["reply"]["params"]["tool"], tool)
+            finally:
+                m.close()
+            self.assertEqual(self.ssh_starts(), [], "ssh must not be started")
+        # This machine needs no allowance: it is the local socket, no ssh.
+        m = self.bridge()
+        try:
+            r = m.call("execute", {"argv": ["true"], "privileged": False, "host": "localhost"})
+            self.assertEqual(r["structuredContent"]["reply"]["code"], "MCP-EXEC-S-001", r)
+        finally:
+            m.close()
+        self.assertEqual(self.ssh_starts(), [])
+
+    def test_no_tcp_connection_to_a_host_not_allowed(self):
+        """With the real ssh: a listener on 127.0.0.2:22 sees nothing. The
+        control (the same host allowed) shows that it would have seen ssh."""
+        lst = socket.socket()
+        lst.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            lst.bind(("127.0.0.2", 22))
+        except OSError as e:
+            lst.close()
+            self.skipTest("cannot listen on 127.0.0.2:22 (%s); the fake ssh test covers it" % e)
+        lst.listen(4)
+        lst.settimeout(0.5)
+        seen = []
+
+        def accept_all():
+            while True:
+                try:
+                    c, a = lst.accept()
+                except socket.timeout:
+                    continue
+                except OSError:
+                    return
+                seen.append(a)
+                c.close()
+
+        t = threading.Thread(target=accept_all, daemon=True)
+        t.start()
+        try:
+            m = self.bridge(fake=False)
+            try:
+                r = m.call("execute", {"argv": ["echo", "x"], "privileged": False,
+                                       "host": "127.0.0.2"})
+                self.assertEqual(r["structuredContent"]["reply"]["code"], "MCP-VAL-I-102", r)
+            finally:
+                m.close()
+            time.sleep(1)
+            self.assertEqual(seen, [], "the listener saw a connection")
+            if not shutil.which("ssh"):
+                return
+            m = self.bridge("--allow-host", "127.0.0.2", fake=False)
+            try:
+                r = m.call("execute", {"argv": ["echo", "x"], "privileged": False,
+                                       "host": "127.0.0.2"}, timeout=60)
+                self.assertEqual(r["structuredContent"]["reply"]["code"], "MCP-IO-E-103", r)
+            finally:
+                m.close()
+            self.assertTrue(seen, "control: an allowed host is reached over ssh")
+        finally:
+            lst.close()
+
+    def test_an_allowed_host_is_reached_over_ssh_and_named_when_it_fails(self):
+        for extra, host in ((("--allow-host", "build1", "--allow-host", "build2"), "build2"),
+                            ((), "gw")):
+            pre = ("--host", "gw") if host == "gw" else ()
+            env = dict(os.environ, PATH=self.bin + ":" + os.environ.get("PATH", ""),
+                       CG_FAKE_SSH_LOG=self.log)
+            env.pop("CALLGATE_SSH", None)
+            p = subprocess.Popen([cgtest.CALLGATE, "--socket", self.d.socket, *pre, "mcp",
+                                  *extra], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, cwd=self.d.workspace, env=env)
+            msgs = [{"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                     "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                                "clientInfo": {"name": "e2e", "version": "1"}}},
+                    {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                     "params": {"name": "execute",
+                                "arguments": {"argv": ["true"], "privileged": False,
+                                              "host": host}}}]
+            out, err = p.communicate("".join(json.dumps(x) + "\n" for x in msgs).encode(),
+                                     timeout=TIMEOUT)
+            res = [json.loads(x) for x in out.decode().splitlines() if '"id":2' in x]
+            self.assertTrue(res, out + err)
+            sc = res[0]["result"]["structuredContent"]
+            # The fake ssh exits 255: the failure names the host, not the local socket.
+            self.assertEqual(sc["reply"]["code"], "MCP-IO-E-103", sc)
+            self.assertIn("host '%s'" % host, sc["reply"]["message"])
+            self.assertNotIn(self.d.socket, sc["reply"]["message"])
+            starts = self.ssh_starts()
+            self.assertEqual(len(starts), 1, starts)
+            self.assertIn("BatchMode=yes %s -- callgate connect" % host, starts[0])
+            os.unlink(self.log)
+
+    def test_allow_host_needs_a_name(self):
+        for argv in (["mcp", "--allow-host"], ["mcp", "--allow-host", "-oProxyCommand=x"]):
+            r = subprocess.run([cgtest.CALLGATE, "--socket", self.d.socket, *argv],
+                               capture_output=True, timeout=TIMEOUT, stdin=subprocess.DEVNULL)
+            self.assertEqual(r.returncode, 64, r)
+            self.assertIn(b"--allow-host", r.stderr)
+        r = subprocess.run([cgtest.CALLGATE, "mcp", "--help"], capture_output=True,
+                           timeout=TIMEOUT)
+        self.assertIn(b"--allow-host", r.stdout)
+        self.assertIn(b"network capability", r.stdout)
+
+
+class TestBridgeLimit(unittest.TestCase):
+    def test_the_bridges_own_limit_is_named_with_its_number(self):
+        """64 calls wait on a daemon that never answers; the 65th is refused
+        by the bridge, which says so (not "the daemon is at its limit")."""
+        tmp = tempfile.mkdtemp(prefix="cg-mute-", dir="/tmp")
+        path = os.path.join(tmp, "mute.sock")
+        lst = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        lst.bind(path)
+        lst.listen(128)
+        held = []
+        stop = threading.Event()
+
+        def hold():
+            lst.settimeout(0.2)
+            while not stop.is_set():
+                try:
+                    held.append(lst.accept()[0])
+                except (socket.timeout, OSError):
+                    pass
+
+        t = threading.Thread(target=hold, daemon=True)
+        t.start()
+        m = McpProc(path)
+        try:
+            m.initialize()
+            for i in range(64):
+                m.send({"jsonrpc": "2.0", "id": 1000 + i, "method": "tools/call",
+                        "params": {"name": "execute", "arguments": {"argv": ["true"]}}})
+            end = time.monotonic() + TIMEOUT
+            while len(held) < 64 and time.monotonic() < end:
+                time.sleep(0.05)
+            self.assertEqual(len(held), 64)
+            r = m.call("execute", {"argv": ["true"]})
+            sc = r["structuredContent"]
+            self.assertEqual(sc["reply"]["code"], "MCP-IO-E-102", r)
+            self.assertIn("already runs 64 tool calls", sc["reply"]["message"])
+            self.assertNotIn("{", sc["reply"]["message"])
+        finally:
+            m.p.kill()
+            m.close()
+            stop.set()
+            t.join()
+            for c in held:
+                c.close()
+            lst.close()
+            os.unlink(path)
+            os.rmdir(tmp)
 
 
 class TestApprovalProgress(unittest.TestCase):

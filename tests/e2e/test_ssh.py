@@ -215,7 +215,9 @@ class RemoteHost(unittest.TestCase):
 
     def test_mcp_host_field_routes_the_call(self):
         env = dict(os.environ, CALLGATE_SSH=self.sshd.ssh)
-        p = subprocess.Popen([cgtest.CALLGATE, "--socket", self.local.socket, "mcp"],
+        # The agent's "host" is a network capability: the operator grants it.
+        p = subprocess.Popen([cgtest.CALLGATE, "--socket", self.local.socket, "mcp",
+                              "--allow-host", "remote"],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, env=env, cwd=self.local.workspace)
         msgs = [{"jsonrpc": "2.0", "id": 1, "method": "initialize",

@@ -44,6 +44,12 @@ int cg_client_call_wait(const char *socket_path, json_t *request, int64_t timeou
 	return cg_client_call(socket_path, request, timeout_ms, response, err, err_len);
 }
 
+/* The real one also knows this machine's name; "localhost" and "" stand for it here. */
+bool cg_client_host_is_remote(const char *host)
+{
+	return host && *host && strcmp(host, "localhost") != 0;
+}
+
 struct split_case {
 	const char *cmd;
 	const char *want; /* the pipeline as compact JSON, or NULL: opaque */
@@ -251,6 +257,72 @@ Test(mcp, gate_arguments)
 	json_decref(req);
 	req = request_for("{\"actions\":{}}", true, &why);
 	cr_expect_null(req);
+	json_decref(req);
+}
+
+/* A tool's "host" is a network capability: only what the operator allowed. */
+Test(mcp, host_needs_the_operators_allowance)
+{
+	static const char *const allow[] = { "build1", "build2" };
+	struct cg_cli g = { .socket_path = "/run/x.sock" };
+	struct server none = { .g = &g },
+		      some = { .g = &g, .allow_hosts = allow, .n_allow_hosts = 2 };
+
+	cr_expect(host_allowed(&none, "localhost"), "this machine needs no allowance");
+	cr_expect(host_allowed(&none, ""));
+	cr_expect_not(host_allowed(&none, "127.0.0.2"));
+	cr_expect_not(host_allowed(&none, "build1"));
+	cr_expect(host_allowed(&some, "build1"));
+	cr_expect(host_allowed(&some, "build2"));
+	cr_expect_not(host_allowed(&some, "build3"));
+	cr_expect_not(host_allowed(&some, "BUILD1"), "compared exactly as given");
+	cr_expect_not(host_allowed(&some, "build1.evil.example"));
+	g.host = "gw";
+	cr_expect(host_allowed(&none, "gw"), "the server's own --host is the operator's choice");
+
+	json_t *r = host_refused(&some, "execute", "evil\x01host");
+	json_t *reply = json_object_get(json_object_get(r, "structuredContent"), "reply");
+	const char *msg = json_string_value(json_object_get(reply, "message"));
+	cr_expect_str_eq(json_string_value(json_object_get(reply, "code")), "MCP-VAL-I-102");
+	cr_expect(json_is_true(json_object_get(r, "isError")));
+	cr_expect(strstr(msg, "'host' may not be 'evil?host'") != NULL, "%s", msg);
+	cr_expect(strstr(msg, "this machine, gw, build1, build2") != NULL, "%s", msg);
+	cr_expect(strstr(msg, "the server's host gw") != NULL, "%s", msg);
+	cr_expect(strchr(msg, '{') == NULL, "no unrendered placeholder: %s", msg);
+	json_decref(r);
+}
+
+/* The bridge's own limit is not the daemon's, and its number is filled in. */
+Test(mcp, bridge_busy_names_its_own_limit)
+{
+	json_t *r = local_failure(CG_R_BRIDGE_BUSY, json_pack("{s:i}", "limit", MCP_MAX_JOBS));
+	json_t *reply = json_object_get(json_object_get(r, "structuredContent"), "reply");
+	const char *msg = json_string_value(json_object_get(reply, "message"));
+
+	cr_expect(strstr(msg, "callgate mcp server already runs 64 tool calls") != NULL, "%s", msg);
+	cr_expect(strstr(msg, "not the daemon's") != NULL, "%s", msg);
+	json_decref(r);
+}
+
+/* A call routed over ssh names its host when it fails, not the local socket. */
+Test(mcp, unreachable_names_the_route)
+{
+	struct cg_cli g = { .socket_path = "/run/local.sock" };
+	struct server srv = { .g = &g };
+	json_t *req = json_pack("{s:s}", "host", "build1");
+	json_t *r = unreachable(&srv, req, "no answer from build1 over ssh");
+	json_t *reply = json_object_get(json_object_get(r, "structuredContent"), "reply");
+	const char *msg = json_string_value(json_object_get(reply, "message"));
+
+	cr_expect_str_eq(json_string_value(json_object_get(reply, "code")), "MCP-IO-E-103");
+	cr_expect(strstr(msg, "host 'build1'") != NULL, "%s", msg);
+	cr_expect(strstr(msg, "/run/local.sock") == NULL, "%s", msg);
+	json_decref(r);
+	json_object_del(req, "host");
+	r = unreachable(&srv, req, "cannot connect");
+	reply = json_object_get(json_object_get(r, "structuredContent"), "reply");
+	cr_expect_str_eq(json_string_value(json_object_get(reply, "code")), "MCP-IO-E-100");
+	json_decref(r);
 	json_decref(req);
 }
 

@@ -364,7 +364,8 @@ Test(wire, table)
 		check_row(&rows[i]);
 }
 
-/* Every code the codec owns appears in the table (ID_REPLAYED: see replay tests). */
+/* Every code the codec owns appears in the table (ID_REPLAYED: see replay tests;
+ * ARG_TOO_BIG, whose strings are too long for a row: see string_longer_than_execve_takes). */
 Test(wire, table_covers_every_code)
 {
 	static const enum cg_reply_id codes[] = {
@@ -601,6 +602,61 @@ Test(wire, too_many)
 	expect_too_many("stages", CG_WIRE_MAX_STAGES, "pipeline");
 	expect_too_many("args", CG_WIRE_MAX_ARGS, "pipeline[0]");
 	expect_too_many("env", CG_WIRE_MAX_ENV, "env");
+}
+
+/*
+ * A string execve would refuse (E2BIG: longer than MAX_ARG_STRLEN, NAME=value
+ * counted for a variable) is the request's fault: an I reply naming the
+ * field, not an E from the spawn. One byte less is accepted.
+ */
+static struct cg_reply *decode_big(const char *head, size_t n, const char *tail,
+				   struct cg_request **req)
+{
+	size_t hl = strlen(head), tl = strlen(tail);
+	char *line = malloc(hl + n + tl + 1);
+	cr_assert_not_null(line);
+	memcpy(line, head, hl);
+	memset(line + hl, 'x', n);
+	memcpy(line + hl + n, tail, tl + 1);
+	struct cg_reply *err = decode(line, req, NULL);
+	free(line);
+	return err;
+}
+
+Test(wire, string_longer_than_execve_takes)
+{
+	const char *argv_head = "{" IDT ",\"pipeline\":[[\"echo\",\"", *argv_tail = "\"]]}";
+	const char *env_head = "{" IDT ",\"pipeline\":[[\"true\"]],\"env\":{\"LANG\":\"",
+		   *env_tail = "\"}}";
+	struct cg_request *req = NULL;
+	struct cg_reply *err = decode_big(argv_head, CG_WIRE_MAX_ARG_STRLEN, argv_tail, &req);
+	cr_expect_null(err, "an argument at the limit is accepted");
+	cg_request_free(req);
+	req = NULL;
+	err = decode_big(argv_head, CG_WIRE_MAX_ARG_STRLEN + 1, argv_tail, &req);
+	cr_assert_not_null(err);
+	cr_expect_eq(err->id, CG_R_ARG_TOO_BIG);
+	cr_expect_eq(cg_reply_def_of(err)->type, CG_RTYPE_I);
+	cr_expect_str_eq(json_string_value(json_object_get(err->params, "field")),
+			 "pipeline[0][1]");
+	cr_expect_eq(json_integer_value(json_object_get(err->params, "limit")), 131071);
+	cg_reply_free(err);
+
+	/* LANG=value: the name and '=' count. */
+	err = decode_big(env_head, CG_WIRE_MAX_ARG_STRLEN - 5, env_tail, &req);
+	cr_expect_null(err, "LANG=value at the limit is accepted");
+	cg_request_free(req);
+	req = NULL;
+	err = decode_big(env_head, CG_WIRE_MAX_ARG_STRLEN - 4, env_tail, &req);
+	cr_assert_not_null(err);
+	cr_expect_eq(err->id, CG_R_ARG_TOO_BIG);
+	cr_expect_str_eq(json_string_value(json_object_get(err->params, "field")), "env.LANG");
+	cr_expect_eq(json_integer_value(json_object_get(err->params, "bytes")),
+		     CG_WIRE_MAX_ARG_STRLEN + 1);
+	char *m = cg_reply_message(err);
+	cr_expect(strstr(m, "{") == NULL, "%s", m);
+	free(m);
+	cg_reply_free(err);
 }
 
 Test(wire, line_length_limit)
