@@ -182,6 +182,8 @@ struct cg_archive_index {
 	size_t n_archives;
 	size_t repeats; /* index lines naming a trace already named */
 	char first_repeat[CG_TRACE_ID_MAX + 1];
+	size_t odd; /* *.tar or *.idx files whose names no archive has: no reader reads them */
+	char first_odd[64];
 };
 
 static bool archive_name(const char *s, const char *ext)
@@ -321,6 +323,12 @@ struct cg_archive_index *cg_archive_index_load(const char *state_dir)
 	while (rc == 0 && (e = readdir(d))) {
 		bool tar = archive_name(e->d_name, ".tar"), idx = archive_name(e->d_name, ".idx");
 		char base[40];
+		size_t nl = strlen(e->d_name);
+		if (!tar && !idx && nl > 4 &&
+		    (strcmp(e->d_name + nl - 4, ".tar") == 0 ||
+		     strcmp(e->d_name + nl - 4, ".idx") == 0) &&
+		    ix->odd++ == 0)
+			snprintf(ix->first_odd, sizeof(ix->first_odd), "%s", e->d_name);
 		if (tar || idx) {
 			snprintf(base, sizeof(base), "%.*s", (int)(strlen(e->d_name) - 4),
 				 e->d_name);
@@ -594,6 +602,13 @@ void cg_archive_audit(const char *state_dir, const struct cg_archive_index *ix,
 		cg_diff_add(diff, "archive_unreadable", CG_ARCHIVE_DIR, 0, 0, NULL, "ENOMEM",
 			    "out of memory while reading the archives");
 		return;
+	}
+	if (ix->odd) {
+		char n[120];
+		snprintf(n, sizeof(n), "%zu file(s), the first %s", ix->odd, ix->first_odd);
+		cg_diff_add(diff, "archive_layout", CG_ARCHIVE_DIR, 0, 0, NULL, n,
+			    "a .tar or .idx no reader reads (not an archive's name), which tar "
+			    "would still show");
 	}
 	if (ix->repeats) {
 		char n[120];

@@ -425,6 +425,13 @@ static char *real_resource(const char *cwd, const char *res)
 	if (snprintf(full, sizeof(full), "%s%s%s", res[0] == '/' ? "" : cwd,
 		     res[0] == '/' ? "" : "/", res) >= (int)sizeof(full))
 		return none(ENAMETOOLONG);
+	/* /proc/self is the daemon here, not the agent whose own tool acts on the path. */
+	static const char *const selves[] = { "/proc/self", "/proc/thread-self" };
+	for (size_t i = 0; i < CG_ARRAY_LEN(selves); i++) {
+		size_t l = strlen(selves[i]);
+		if (strncmp(full, selves[i], l) == 0 && (full[l] == '/' || !full[l]))
+			return none(EXDEV);
+	}
 	for (;;) {
 		char *real = realpath(full, NULL);
 		if (real || errno != ENOENT) {

@@ -135,6 +135,18 @@ class ArchiveReaders(cgtest.TamperCase):
         self.assertEqual(rc, 1)
         self.assertIn("archive_index_repeat", checks)
 
+    def test_an_archive_no_reader_reads_is_named(self):
+        """A .tar whose name no archive has (40 bytes or more) is skipped by
+        every callgate reader, but tar shows what it holds."""
+        tid = self.ids[-1]
+        pk = self.package(tid)
+        long_name = os.path.join(self.adir, "0000000000000001-copy-from-backup-2026-11.tar")
+        with open(long_name, "wb") as f:
+            f.write(b"".join(member(tid + "/" + n, pk[n]) for n in FILES))
+        rc, checks, p = self.replay_all()
+        self.assertEqual(rc, 1, p.stdout[-2000:])
+        self.assertIn("archive_layout", checks)
+
     def test_junk_in_a_device_number_field_is_refused(self):
         """tarfile stops at a header whose devmajor it cannot read; GNU tar
         reads on: the members after it are seen by one reader only."""

@@ -281,6 +281,28 @@ class TestHook(unittest.TestCase):
             d, why = self.decision(self.payload("Read", {"file_path": path}))
             self.assertEqual(d, "deny", (path, why))
 
+    def test_what_the_view_keeps_read_only_the_file_tools_may_not_write(self):
+        """Claude Code refuses most of these itself today; the gate must not
+        rely on it (found by an attack through the hook)."""
+        ws = self.d.workspace
+        for path in (os.path.join(ws, ".git", "modules", "sub", "config"),
+                     os.path.join(ws, ".git", "modules", "sub", "hooks", "post-checkout"),
+                     os.path.join(ws, ".git", "commondir"), os.path.join(ws, ".gitmodules"),
+                     os.path.join(ws, ".envrc"), os.path.join(ws, ".gitconfig")):
+            d, why = self.decision(self.payload("Write", {"file_path": path, "content": "x"}))
+            self.assertEqual(d, "deny", (path, why))
+        # Reading them stays allowed; writing elsewhere in the workspace too.
+        d, why = self.decision(self.payload("Read", {"file_path": os.path.join(ws, ".gitmodules")}))
+        self.assertEqual(d, "allow", why)
+        d, why = self.decision(self.payload("Write", {"file_path": os.path.join(ws, "notes.md"),
+                                                      "content": "x"}))
+        self.assertEqual(d, "allow", why)
+        # /proc/self would be resolved as the daemon's, not the agent's: not judged.
+        for path in ("/proc/self/cwd/evil", "/proc/thread-self/root/etc/x"):
+            r = self.run_hook(self.payload("Write", {"file_path": path, "content": "x"}))
+            self.assertEqual(r.returncode, 2, (path, r.stdout, r.stderr))
+            self.assertIn(b"WA-RES-I-008", r.stderr)
+
     def test_a_path_that_cannot_be_resolved_is_not_judged_allowed(self):
         # A chain of links whose real path is longer than realpath takes
         # (PATH_MAX) is still followed by the kernel: judged as written, a
