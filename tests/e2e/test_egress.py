@@ -291,6 +291,62 @@ class Egress(unittest.TestCase):
 
 
 @unittest.skipUnless(os.path.exists("/usr/bin/curl"), "needs curl")
+class PipelineEgress(unittest.TestCase):
+    """One proxy serves a pipeline's stages. Names must be allowed by every
+    stage's rule; so must the address: one stage's pin once sent another
+    stage's program to loopback (found by an attack on the proxy)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.http = Server()
+        port = cls.http.port
+        cls.d = cgtest.Daemon(policy_text=f"""
+version: 1
+rules:
+  - id: stage-a
+    decision: degrade
+    why: the egress pipeline test
+    match:
+      exe: [python3]
+    constraints:
+      read: ["/"]
+      write: ["${{workspace}}"]
+      net:
+        allow: ["pinned.test:{port}"]
+        resolve:
+          pinned.test: 127.0.0.1
+  - id: stage-b
+    decision: degrade
+    why: the egress pipeline test
+    match:
+      exe: [curl]
+    constraints:
+      read: ["/"]
+      write: ["${{workspace}}"]
+      net:
+        allow: ["pinned.test:{port}"]
+""").start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.d.close()
+        cls.http.close()
+
+    def test_one_stages_pin_does_not_open_loopback_to_another_stage(self):
+        before = self.http.accepted
+        url = "http://pinned.test:%d/" % self.http.port
+        r = self.d.request(cgtest.make_request(
+            [["python3", "-c", "print(1)"], ["curl", "-sS", "--max-time", "20", url]],
+            privileged=False))
+        out = base64.b64decode(r.get("stdout", "")).decode(errors="replace")
+        self.assertNotIn("hello from the test server", out, r)
+        self.assertEqual(self.http.accepted, before)
+        conns = r["reply"]["data"].get("connections", [])
+        self.assertTrue(conns, r)
+        self.assertEqual(conns[-1]["code"], "EN-NET-D-003", conns)
+
+
+@unittest.skipUnless(os.path.exists("/usr/bin/curl"), "needs curl")
 class SandboxEgress(unittest.TestCase):
     """callgate sandbox --allow-host runs anything with the same proxy."""
 
