@@ -144,10 +144,15 @@ static const char *const system_hidden[] = {
 	"/var/run",
 	"/var/lib/callgate",
 };
-/* Inside each write tree and the call's home: read-only, because the developer's tools run them. */
+/*
+ * Inside each write tree and the call's home: read-only, because the
+ * developer's tools run them (an agent's own settings name its hooks and
+ * MCP servers; an editor's tasks run commands).
+ */
 static const char *const protected_rel[] = {
-	".bashrc", ".bash_profile", ".bash_login", ".profile",
-	".zshrc",  ".zshenv",	    ".zprofile",   ".gitconfig"
+	".bashrc", ".bash_profile", ".bash_login", ".profile", ".zshrc",
+	".zshenv", ".zprofile",	    ".gitconfig",  ".claude",  ".mcp.json",
+	".vscode", ".envrc",	    ".gitmodules",
 };
 /*
  * A repository's .git under git: write (pinned, so that it cannot be renamed

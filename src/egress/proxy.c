@@ -240,14 +240,17 @@ static const char *v4_class(const unsigned char *a)
 
 /*
  * The IPv4 address an IPv6 address carries, where a translator or tunnel
- * would deliver to it: IPv4-mapped (::ffff:0:0/96), the NAT64 well-known
- * prefix (64:ff9b::/96) and 6to4 (2002::/16). NULL when it carries none.
+ * would deliver to it: IPv4-mapped (::ffff:0:0/96), IPv4-translated
+ * (::ffff:0:0:0/96), the NAT64 well-known prefix (64:ff9b::/96) and 6to4
+ * (2002::/16). NULL when it carries none.
  */
 static const unsigned char *embedded_v4(const unsigned char a[16])
 {
 	static const unsigned char mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+	static const unsigned char translated[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0 };
 	static const unsigned char nat64[12] = { 0, 0x64, 0xff, 0x9b, 0, 0, 0, 0, 0, 0, 0, 0 };
-	if (memcmp(a, mapped, 12) == 0 || memcmp(a, nat64, 12) == 0)
+	if (memcmp(a, mapped, 12) == 0 || memcmp(a, translated, 12) == 0 ||
+	    memcmp(a, nat64, 12) == 0)
 		return a + 12;
 	if (a[0] == 0x20 && a[1] == 0x02)
 		return a + 2;
@@ -275,6 +278,14 @@ static const char *address_class(const struct sockaddr *sa)
 		return "NAT64 (local use)";
 	if (a[0] == 0x20 && a[1] == 0x01 && a[2] == 0 && a[3] == 0)
 		return "tunnelled (Teredo)";
+	if (a[0] == 0x20 && a[1] == 0x01 && a[2] == 0x0d && a[3] == 0xb8)
+		return "documentation";
+	if (a[0] == 0x20 && a[1] == 0x01 && a[2] == 0 && a[3] == 2 && a[4] == 0 && a[5] == 0)
+		return "benchmarking";
+	if (a[0] == 0x01 && a[1] == 0 && memcmp(a + 2, zero, 6) == 0)
+		return "discard";
+	if (a[0] == 0xfe && (a[1] & 0xc0) == 0xc0)
+		return "site-local";
 	if (memcmp(a, metadata, 16) == 0)
 		return "cloud metadata";
 	if (a[0] == 0xfe && (a[1] & 0xc0) == 0x80)

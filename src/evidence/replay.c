@@ -395,11 +395,15 @@ static void signed_files_free(struct signed_files *sf)
  */
 #define LIVE_GRACE_NS (60LL * 1000000000)
 
-/* Was event e written less than LIVE_GRACE_NS ago (by its own timestamp)? */
-static bool recent(const struct cg_evline *e)
+/*
+ * Was event e written less than LIVE_GRACE_NS before replay read the signed
+ * files (by its own timestamp)? Measured from then, not from now: a long
+ * replay must not fail a daemon that signed everything after that moment.
+ */
+static bool recent(const struct cg_journal_view *jv, const struct cg_evline *e)
 {
 	int64_t at = 0;
-	return cg_parse_time(e->ts, &at) == 0 && cg_now_wall_ns() - at < LIVE_GRACE_NS;
+	return cg_parse_time(e->ts, &at) == 0 && jv->signed_read_ns - at < LIVE_GRACE_NS;
 }
 
 /* The first event past seq `signed_to` that ends a trace and is no longer recent; or NULL. */
@@ -408,7 +412,7 @@ static const struct cg_evline *stale_unsigned_end(const struct cg_journal_view *
 {
 	for (size_t i = 0; i < jv->n; i++)
 		if (jv->v[i].seq > signed_to && cg_event_ends_trace(jv->v[i].type) &&
-		    !recent(&jv->v[i]))
+		    !recent(jv, &jv->v[i]))
 			return &jv->v[i];
 	return NULL;
 }
@@ -917,7 +921,7 @@ static void check_package(const struct cg_replay_opts *o, const struct cg_journa
 		      : cg_package_load(o->state_dir, ix, id, &pf);
 	if (lrc < 0 && errno == ENOENT && ix) /* packed since the index was read */
 		lrc = cg_package_load(o->state_dir, NULL, id, &pf);
-	if (lrc < 0 && errno == ENOENT && jv->live && t->n && recent(&jv->v[t->ix[t->n - 1]])) {
+	if (lrc < 0 && errno == ENOENT && jv->live && t->n && recent(jv, &jv->v[t->ix[t->n - 1]])) {
 		/*
 		 * A live daemon writes a package after the trace is sealed in the
 		 * journal, from its own thread: a trace sealed a moment ago may not
@@ -1175,14 +1179,17 @@ int cg_replay_run(const struct cg_replay_opts *o, json_t **report)
 			closedir(d);
 	}
 	/* The archives' indexes too, before the journal (packed traces are sealed ones). */
-	if (!(ix = cg_archive_index_load(o->state_dir)))
+	if (!(ix = o->all ? cg_archive_index_load_held(o->state_dir)
+			  : cg_archive_index_load(o->state_dir)))
 		goto free_all; /* errno: ENOMEM, or EINVAL for an index that is not a file */
+	int64_t signed_read_ns = cg_now_wall_ns(); /* taken first: the earlier, the kinder */
 	signed_files_read(o, &sf);
 	if (cg_journal_load(o->state_dir, &jv, jdiff) < 0) {
 		cg_diff_add(jdiff, "journal_unreadable", "journal/", 0, 0, NULL, NULL,
 			    strerror(errno));
 		memset(&jv, 0, sizeof(jv));
 	}
+	jv.signed_read_ns = signed_read_ns;
 	if (index_traces(&jv, m) < 0) {
 		errno = ENOMEM;
 		goto free_view;

@@ -46,6 +46,8 @@ struct cg_journal_view {
 	struct cg_evline *v;
 	size_t n;
 	bool live; /* a daemon holds the journal (its tail may be in flight) */
+	/* replay: when it read the signed files, just before the journal (wall ns) */
+	int64_t signed_read_ns;
 	/* v[i]'s Merkle leaf hash, when replay computed them (else NULL: on demand) */
 	unsigned char (*leaf)[32];
 };

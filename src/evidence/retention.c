@@ -265,7 +265,8 @@ static int index_add_file(struct cg_archive_index *ix, const char *dir, const ch
 }
 
 /* Note archive base (a file name without .tar/.idx): its tar's size now, before its index. */
-static int note_archive(struct cg_archive_index *ix, int dfd, const char *base, bool has_idx)
+static int note_archive(struct cg_archive_index *ix, int dfd, const char *base, bool has_idx,
+			bool hold)
 {
 	for (size_t i = 0; i < ix->n_archives; i++)
 		if (strncmp(ix->archives[i].tar, base, strlen(base)) == 0 &&
@@ -286,7 +287,9 @@ static int note_archive(struct cg_archive_index *ix, int dfd, const char *base, 
 	 */
 	struct stat st;
 	off_t size = -1;
-	a->fd = ix->n_archives <= ARCHIVE_FDS_HELD ? cg_file_open_regular(dfd, a->tar, &size) : -1;
+	a->fd = hold && ix->n_archives <= ARCHIVE_FDS_HELD
+		    ? cg_file_open_regular(dfd, a->tar, &size)
+		    : -1;
 	if (a->fd < 0)
 		a->size = fstatat(dfd, a->tar, &st, 0) == 0 ? (int64_t)st.st_size : -1;
 	else
@@ -300,7 +303,7 @@ static int archive_cmp(const void *a, const void *b)
 	return strcmp(((const struct ix_archive *)a)->tar, ((const struct ix_archive *)b)->tar);
 }
 
-struct cg_archive_index *cg_archive_index_load(const char *state_dir)
+static struct cg_archive_index *index_load(const char *state_dir, bool hold)
 {
 	struct cg_archive_index *ix = calloc(1, sizeof(*ix));
 	if (!ix || !(ix->by_trace = cg_smap_new())) {
@@ -332,7 +335,7 @@ struct cg_archive_index *cg_archive_index_load(const char *state_dir)
 		if (tar || idx) {
 			snprintf(base, sizeof(base), "%.*s", (int)(strlen(e->d_name) - 4),
 				 e->d_name);
-			rc = note_archive(ix, dirfd(d), base, idx);
+			rc = note_archive(ix, dirfd(d), base, idx, hold);
 		}
 	}
 	/* In name order, as index_find reads them: which line names a trace first is fixed. */
@@ -353,6 +356,16 @@ struct cg_archive_index *cg_archive_index_load(const char *state_dir)
 		return NULL;
 	}
 	return ix;
+}
+
+struct cg_archive_index *cg_archive_index_load(const char *state_dir)
+{
+	return index_load(state_dir, false);
+}
+
+struct cg_archive_index *cg_archive_index_load_held(const char *state_dir)
+{
+	return index_load(state_dir, true);
 }
 
 bool cg_archive_index_has(const struct cg_archive_index *ix, const char *trace_id)

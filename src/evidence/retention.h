@@ -48,8 +48,14 @@ const char *cg_package_file(const struct cg_package_files *pf, const char *name,
 
 /* Trace id -> (archive, offset) over every index under traces/archive/. */
 struct cg_archive_index;
-/* Load every index (an empty index when there are none). NULL on ENOMEM. */
+/*
+ * Load every index (an empty index when there are none). NULL with errno
+ * (ENOMEM; EINVAL for an index that is not a regular file). _held also
+ * keeps up to 256 archives open while the index lives, so that reading
+ * each package costs no open (replay --all reads them all).
+ */
 struct cg_archive_index *cg_archive_index_load(const char *state_dir);
+struct cg_archive_index *cg_archive_index_load_held(const char *state_dir);
 void cg_archive_index_free(struct cg_archive_index *ix);
 
 /*

@@ -326,26 +326,35 @@ static void queue_locked(struct cg_kernel *k, struct cg_job *j)
 	pthread_cond_signal(&k->cond);
 }
 
-/* Jobs of uid queued for or on a worker. */
-static unsigned on_workers_locked(const struct cg_kernel *k, uid_t uid)
-{
-	unsigned n = 0;
-	for (const struct cg_job *a = k->active; a; a = a->next_active)
-		n += a->on_worker && a->peer.uid == uid;
-	return n;
-}
-
 static unsigned share_locked(const struct cg_kernel *k)
 {
 	unsigned share = k->n_threads / CG_WORKERS_PER_UID_SHARE;
 	return share ? share : 1;
 }
 
+/*
+ * May a job of uid start on a worker now? Calls (not evidence reads, which
+ * have slots of their own) count. A uid holds at most a share of the
+ * workers, and the last share is kept for uids with nothing running: four
+ * uids at their share would otherwise hold them all (found by an attack).
+ */
+static bool may_start_locked(const struct cg_kernel *k, uid_t uid)
+{
+	unsigned mine = 0, all = 0;
+	for (const struct cg_job *a = k->active; a; a = a->next_active)
+		if (a->on_worker && !a->work) {
+			all++;
+			mine += a->peer.uid == uid;
+		}
+	unsigned share = share_locked(k);
+	return mine < share && (mine == 0 || all + share < k->n_threads);
+}
+
 void enqueue_locked(struct cg_kernel *k, struct cg_job *j)
 {
 	active_add(k, j);
-	if (!k->stopping && on_workers_locked(k, j->peer.uid) >= share_locked(k)) {
-		/* Held, not refused: it runs when one of its uid's jobs ends. */
+	if (!k->stopping && !j->work && !may_start_locked(k, j->peer.uid)) {
+		/* Held, not refused: it runs when a worker is its to take. */
 		j->held_next = NULL;
 		if (k->held_tail)
 			k->held_tail->held_next = j;
@@ -357,31 +366,33 @@ void enqueue_locked(struct cg_kernel *k, struct cg_job *j)
 	queue_locked(k, j);
 }
 
-/* A job of uid ended (or the kernel stops): queue held jobs that may run now. */
-static void release_held_locked(struct cg_kernel *k, uid_t uid, bool all)
+/*
+ * A job ended (or the kernel stops): the first held job, in arrival order,
+ * that may start now goes to the workers (all of them when all).
+ */
+static void release_held_locked(struct cg_kernel *k, bool all)
 {
-	struct cg_job **pp = &k->held_head, *last = NULL;
+	struct cg_job **pp = &k->held_head;
 	while (*pp) {
 		struct cg_job *h = *pp;
-		if (all || (h->peer.uid == uid && on_workers_locked(k, uid) < share_locked(k))) {
+		if (all || may_start_locked(k, h->peer.uid)) {
 			*pp = h->held_next;
 			h->held_next = NULL;
 			queue_locked(k, h);
 			if (!all)
 				break;
 		} else {
-			last = h;
 			pp = &h->held_next;
 		}
 	}
-	k->held_tail = last;
+	k->held_tail = NULL;
 	for (struct cg_job *h = k->held_head; h; h = h->held_next)
 		k->held_tail = h;
 }
 
 void release_all_held_locked(struct cg_kernel *k)
 {
-	release_held_locked(k, 0, true);
+	release_held_locked(k, true);
 }
 
 /* The next queued job, or NULL once the kernel stops with nothing queued. */
@@ -424,7 +435,7 @@ void *worker_main(void *arg)
 		pthread_mutex_lock(&k->lock);
 		j->on_worker = false;
 		active_del(k, j);
-		release_held_locked(k, j->peer.uid, false);
+		release_held_locked(k, false);
 		pthread_mutex_unlock(&k->lock);
 		job_put(j);
 	}

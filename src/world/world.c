@@ -52,6 +52,49 @@ static struct cg_reply *resolve_failed(int err)
  * Canonicalise one workspace: realpath, and it must be a directory. Returns
  * the malloc'd canonical path, or NULL with *err.
  */
+/*
+ * Why the canonical directory p cannot be a workspace, or NULL: the root,
+ * a top-level tree, anything at or below a system tree, or a user's home
+ * itself (a project below it is fine).
+ */
+static const char *system_tree(const char *p)
+{
+	static const char *const exact[] = { "/",	 "/home", "/root", "/tmp", "/var",
+					     "/var/tmp", "/srv",  "/opt",  "/mnt", "/media" };
+	static const char *const below[] = { "/etc",	   "/usr",     "/bin",	   "/sbin",
+					     "/lib",	   "/lib32",   "/lib64",   "/libx32",
+					     "/boot",	   "/proc",    "/sys",	   "/dev",
+					     "/run",	   "/var/lib", "/var/log", "/var/spool",
+					     "/var/cache", "/var/mail" };
+	for (size_t i = 0; i < CG_ARRAY_LEN(exact); i++)
+		if (strcmp(p, exact[i]) == 0)
+			return "the root or a top-level directory cannot be a workspace "
+			       "(everything "
+			       "below it would be the agent's): name a project directory with "
+			       "--workspace";
+	for (size_t i = 0; i < CG_ARRAY_LEN(below); i++) {
+		size_t n = strlen(below[i]);
+		if (strncmp(p, below[i], n) == 0 && (p[n] == '/' || !p[n]))
+			return "a system directory cannot be a workspace (the agent would write "
+			       "the "
+			       "system): name a project directory with --workspace";
+	}
+	const char *why = NULL;
+	setpwent();
+	for (struct passwd *pw; !why && (pw = getpwent());)
+		if (pw->pw_dir && pw->pw_dir[0] == '/' && strcmp(pw->pw_dir, "/") != 0) {
+			char *home = realpath(pw->pw_dir, NULL);
+			if (home && strcmp(home, p) == 0)
+				why = "a user's home directory cannot be a workspace (its start-up "
+				      "files, agent settings and services would be the agent's): "
+				      "name "
+				      "a project directory below it";
+			free(home);
+		}
+	endpwent();
+	return why;
+}
+
 static char *workspace_canon(const char *path, struct cg_reply **err)
 {
 	char *canon = NULL;
@@ -79,24 +122,17 @@ static char *workspace_canon(const char *path, struct cg_reply **err)
 	}
 	/*
 	 * Everything below a workspace is the agent's to write (an agent's own
-	 * file tools are judged by it): the root or a system tree would hand
-	 * over the machine. A daemon started in / with no --workspace lands here.
+	 * file tools are judged by it): the root, a system tree or a user's
+	 * whole home would hand over the machine or the account. A daemon
+	 * started in / with no --workspace lands here.
 	 */
-	static const char *const system_trees[] = { "/",     "/bin", "/boot",  "/dev", "/etc",
-						    "/home", "/lib", "/lib64", "/opt", "/proc",
-						    "/root", "/run", "/sbin",  "/srv", "/sys",
-						    "/tmp",  "/usr", "/var" };
-	for (size_t i = 0; i < CG_ARRAY_LEN(system_trees); i++)
-		if (strcmp(canon, system_trees[i]) == 0) {
-			*err = cg_reply_new(CG_R_WORKSPACE_INVALID, "{s:s,s:s,s:s}", "path", canon,
-					    "detail",
-					    "the root or a system directory cannot be a workspace "
-					    "(everything below it would be the agent's): name a "
-					    "project directory with --workspace",
-					    "errno_name", cg_errno_name(EINVAL));
-			free(canon);
-			return NULL;
-		}
+	const char *why = system_tree(canon);
+	if (why) {
+		*err = cg_reply_new(CG_R_WORKSPACE_INVALID, "{s:s,s:s,s:s}", "path", canon,
+				    "detail", why, "errno_name", cg_errno_name(EINVAL));
+		free(canon);
+		return NULL;
+	}
 	return canon;
 }
 
@@ -416,6 +452,46 @@ static char *none(int e)
  * be a symlink yet; a .. there is refused). Relative to cwd. A malloc'd
  * absolute path, or NULL with errno (not a path, too long, unreadable).
  */
+/*
+ * Does absolute path p name /proc/self, /proc/thread-self or the daemon's
+ * own /proc/PID (or anything below them), read lexically: empty and "."
+ * names skipped, ".." taking the name before it away?
+ */
+static bool names_own_proc(const char *p)
+{
+	char first[16] = "", second[32] = "";
+	size_t depth = 0;
+	const char *s = p;
+	while (*s) {
+		while (*s == '/')
+			s++;
+		size_t n = strcspn(s, "/");
+		if (n == 0)
+			break;
+		if (!(n == 1 && s[0] == '.')) {
+			if (n == 2 && s[0] == '.' && s[1] == '.')
+				depth = depth ? depth - 1 : 0;
+			else {
+				char *slot = depth == 0 ? first : depth == 1 ? second : NULL;
+				size_t cap = depth == 0 ? sizeof(first) : sizeof(second);
+				if (slot)
+					snprintf(slot, cap, "%.*s", (int)(n < cap ? n : cap - 1),
+						 s);
+				depth++;
+			}
+		}
+		if (depth == 1 && second[0])
+			second[0] = '\0'; /* a new second name comes after ".." */
+		s += n;
+	}
+	if (strcmp(first, "proc") != 0 || !second[0])
+		return false;
+	char pid[24];
+	snprintf(pid, sizeof(pid), "%ld", (long)getpid());
+	return strcmp(second, "self") == 0 || strcmp(second, "thread-self") == 0 ||
+	       strcmp(second, pid) == 0;
+}
+
 static char *real_resource(const char *cwd, const char *res)
 {
 	char full[PATH_MAX], rest[PATH_MAX] = "";
@@ -425,13 +501,13 @@ static char *real_resource(const char *cwd, const char *res)
 	if (snprintf(full, sizeof(full), "%s%s%s", res[0] == '/' ? "" : cwd,
 		     res[0] == '/' ? "" : "/", res) >= (int)sizeof(full))
 		return none(ENAMETOOLONG);
-	/* /proc/self is the daemon here, not the agent whose own tool acts on the path. */
-	static const char *const selves[] = { "/proc/self", "/proc/thread-self" };
-	for (size_t i = 0; i < CG_ARRAY_LEN(selves); i++) {
-		size_t l = strlen(selves[i]);
-		if (strncmp(full, selves[i], l) == 0 && (full[l] == '/' || !full[l]))
-			return none(EXDEV);
-	}
+	/*
+	 * /proc/self is the daemon here, not the agent whose own tool acts on
+	 * the path; so is /proc/<the daemon's pid>. Judged on the path with
+	 * "//", "." and ".." taken out (a review passed /proc//self/cwd).
+	 */
+	if (names_own_proc(full))
+		return none(EXDEV);
 	for (;;) {
 		char *real = realpath(full, NULL);
 		if (real || errno != ENOENT) {

@@ -452,6 +452,20 @@ class TamperCase(unittest.TestCase):
     def tearDownClass(cls):
         shutil.rmtree(cls.master, ignore_errors=True)
 
+    @classmethod
+    def keep_calls(cls, n_refused):
+        """Keep a stopped daemon's state after n_refused refusals and one
+        /bin/true run (its package written); cls.ids are their trace ids, in
+        that order."""
+        with Daemon() as d:
+            cls.ids = [d.request(make_request([["rm", "-rf", "/"]]))["reply"]["trace_id"]
+                       for _ in range(n_refused)]
+            ok = d.request(make_request([["/bin/true"]], privileged=False))
+            cls.ids.append(ok["reply"]["trace_id"])
+            wait_package_file(d.state_dir, cls.ids[-1], "verdict.md")
+            d.stop()
+            cls.keep(d.state_dir)
+
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="cg-tamper-")
         self.state = os.path.join(self.tmp, "s")

@@ -34,6 +34,20 @@ def code_of(resp):
     return resp.get("reply", {}).get("code")
 
 
+# One request over the socket from a child process of its own, exec'd (not
+# cgtest.as_uid's bare fork, whose result pipe every other thread's fork would
+# also hold open, so a quick answer would wait for the slow ones): argv[1] the
+# socket, argv[2] the request line; prints the reply code.
+CLIENT = ("import json, socket, sys\n"
+          "s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n"
+          "s.sendall(sys.argv[2].encode()); b = b''\n"
+          "while not b.endswith(b'\\n'):\n"
+          "    c = s.recv(65536)\n"
+          "    if not c: break\n"
+          "    b += c\n"
+          "print(json.loads(b)['reply']['code'])\n")
+
+
 def nobody_flags():
     return ["--socket-group", grp.getgrgid(NOBODY).gr_name]
 
@@ -494,22 +508,11 @@ class EvidenceReadsShareWorkers(unittest.TestCase):
             replies = []
             order = []
 
-            # A child process per read, exec'd (not cgtest.as_uid's bare fork,
-            # whose result pipe every other thread's fork would also hold open,
-            # so a refused read's answer would wait for the slow ones).
-            client = ("import json, socket, sys\n"
-                      "s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n"
-                      "s.sendall(sys.argv[2].encode()); b = b''\n"
-                      "while not b.endswith(b'\\n'):\n"
-                      "    c = s.recv(65536)\n"
-                      "    if not c: break\n"
-                      "    b += c\n"
-                      "print(json.loads(b)['reply']['code'])\n")
 
             def read_log(uid):
                 req = line(cgtest.make_request(None, action="log", limit=1, time=None))
 
-                r = subprocess.run(["/usr/bin/python3", "-c", client, d.socket, req.decode()],
+                r = subprocess.run(["/usr/bin/python3", "-c", CLIENT, d.socket, req.decode()],
                                    capture_output=True, text=True, timeout=60, user=uid,
                                    group=uid, extra_groups=[])
                 replies.append((uid, r.stdout.strip() or r.stderr[-300:]))
@@ -557,19 +560,11 @@ class OneUidHoldsAShareOfTheWorkers(unittest.TestCase):
     def test_another_uids_call_runs_while_one_uid_floods_with_sleeps(self):
         with cgtest.Daemon(flags=nobody_flags()) as d:
             os.chmod(d.workspace, 0o777)
-            client = ("import json, socket, sys\n"
-                      "s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n"
-                      "s.sendall(sys.argv[2].encode()); b = b''\n"
-                      "while not b.endswith(b'\\n'):\n"
-                      "    c = s.recv(65536)\n"
-                      "    if not c: break\n"
-                      "    b += c\n"
-                      "print(json.loads(b)['reply']['code'])\n")
             codes = []
             def sleeper():
                 req = line(cgtest.make_request([["sleep", "4"]], privileged=False,
                                                cwd=d.workspace)).decode()
-                r = subprocess.run(["/usr/bin/python3", "-c", client, d.socket, req],
+                r = subprocess.run(["/usr/bin/python3", "-c", CLIENT, d.socket, req],
                                    capture_output=True, text=True, timeout=120, user=NOBODY,
                                    group=NOBODY, extra_groups=[])
                 codes.append(r.stdout.strip() or r.stderr[-300:])
@@ -603,6 +598,66 @@ class OneUidHoldsAShareOfTheWorkers(unittest.TestCase):
                 t.join(120)
             # None of nobody's calls was refused: they ran in turns.
             self.assertEqual(codes.count("MCP-EXEC-S-001"), 40, codes)
+
+
+def _has_entry(pwd, uid):
+    try:
+        pwd.getpwuid(uid)
+        return True
+    except KeyError:
+        return False
+
+
+class TheLastShareOfWorkersIsKept(unittest.TestCase):
+    """Four uids at their share (8 each) once held all 32 workers. The last
+    quarter is kept for uids with nothing running, and evidence reads are
+    never held behind their uid's calls (a held read kept its read slot)."""
+
+    def test_four_busy_uids_leave_workers_for_a_fifth(self):
+        with cgtest.Daemon(flags=nobody_flags()) as d:
+            os.chmod(d.workspace, 0o777)
+            # Four uids with password entries (the daemon runs a call as its peer).
+            import pwd
+            uids = [NOBODY] + [u for u in range(1, 20) if _has_entry(pwd, u)][:3]
+            self.assertEqual(len(uids), 4, uids)
+
+            def sleeper(uid):
+                req = line(cgtest.make_request([["sleep", "4"]], privileged=False,
+                                               cwd=d.workspace)).decode()
+                subprocess.run(["/usr/bin/python3", "-c", CLIENT, d.socket, req],
+                               capture_output=True, text=True, timeout=120, user=uid,
+                               group=NOBODY, extra_groups=[])
+
+            def running():
+                out = subprocess.run(["pgrep", "-c", "-f", "-x", "sleep 4"],
+                                     capture_output=True, text=True).stdout.strip()
+                return int(out or 0)
+
+            threads = [threading.Thread(target=sleeper, args=(u,)) for u in uids
+                       for _ in range(9)]
+            for t in threads:
+                t.start()
+            deadline = time.monotonic() + 20
+            while running() < 24 and time.monotonic() < deadline:
+                time.sleep(0.1)
+            time.sleep(0.5)
+            n = running()
+            self.assertGreaterEqual(n, 24)
+            self.assertLessEqual(n, 25, "the last quarter is kept for uids with nothing running")
+            t0 = time.monotonic()
+            resp = d.request(cgtest.make_request([["true"]], privileged=False), timeout=60)
+            self.assertEqual(resp["status"], "ok", resp)
+            self.assertLess(time.monotonic() - t0, 3, "root's call waited for the sleeps")
+            # A busy uid's evidence read is answered now, not held behind its calls.
+            req = line(cgtest.make_request(None, action="log", limit=1, time=None)).decode()
+            t0 = time.monotonic()
+            r = subprocess.run(["/usr/bin/python3", "-c", CLIENT, d.socket, req],
+                               capture_output=True, text=True, timeout=60, user=uids[0],
+                               group=NOBODY, extra_groups=[])
+            self.assertEqual(r.stdout.strip(), "MCP-LOG-S-103", r.stderr[-300:])
+            self.assertLess(time.monotonic() - t0, 3, "the read waited for its uid's sleeps")
+            for t in threads:
+                t.join(120)
 
 
 class ViewsHoldNoOtherCallsSockets(unittest.TestCase):

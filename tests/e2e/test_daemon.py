@@ -568,7 +568,8 @@ class WorkspaceRequired(unittest.TestCase):
         self.assertFalse(os.path.exists(sock))
 
     def test_system_directories_are_refused(self):
-        for ws in ("/", "/home", "/etc", "/usr", "/tmp", "/root"):
+        for ws in ("/", "/home", "/etc", "/usr", "/tmp", "/root", "/usr/local", "/var/lib",
+                   "/etc/cron.d", "/srv", "/home/.."):
             p, sock = self.start("/", "--workspace", ws)
             self.assertNotEqual(p.returncode, 0, ws)
             self.assertIn("WA-RES-E-002", p.stderr, ws)

@@ -410,7 +410,8 @@ class SandboxEgress(unittest.TestCase):
         hosts, log = os.path.join(tmp, "hosts"), os.path.join(tmp, "listener.log")
         with open(hosts, "w") as f:
             f.write("127.0.0.1 localhost\n1.1.1.77 plain.test\n"
-                    "::ffff:1.1.1.77 mapped.test\n64:ff9b::1.1.1.77 nat64.test\n")
+                    "::ffff:1.1.1.77 mapped.test\n64:ff9b::1.1.1.77 nat64.test\n"
+                    "fec0::77 sitelocal.test\n")
         listener = ("import socket,sys\ns=socket.socket(); s.setsockopt(socket.SOL_SOCKET, "
                     "socket.SO_REUSEADDR, 1); s.bind(('1.1.1.77', 8080)); s.listen(8)\n"
                     "print('ready', flush=True)\n"
@@ -425,7 +426,7 @@ python3 -c "$LISTENER" {log} > {tmp}/ready 2>&1 < /dev/null &
 L=$!
 trap 'kill $L' EXIT
 for i in $(seq 100); do [ -s {tmp}/ready ] && break; sleep 0.05; done
-for h in plain.test mapped.test nat64.test; do
+for h in plain.test mapped.test nat64.test sitelocal.test; do
   {cgtest.CALLGATE} sandbox --allow-host $h:8080 -- curl -sS --max-time 10 http://$h:8080/ || true
 done
 """
@@ -437,8 +438,9 @@ done
         self.assertFalse(os.path.exists(log) and open(log).read(), out)
         for h in ("plain.test", "mapped.test", "nat64.test"):
             self.assertIn("%s:8080 (" % h, out)
-        self.assertEqual(out.count("refused EN-NET-D-003"), 3, out)
+        self.assertEqual(out.count("refused EN-NET-D-003"), 4, out)
         self.assertIn("this host's own", out)
+        self.assertIn("a site-local address", out)
 
     def test_bad_options(self):
         for args in (["--deny-host", "x.test"], ["--allow-host", "bad host"],

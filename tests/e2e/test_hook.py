@@ -259,8 +259,9 @@ class TestHook(unittest.TestCase):
         two lists cannot drift apart again (a Read of a cargo token and an
         rclone secret was allowed while confined calls could not see them)."""
         import re
-        src = open(os.path.join(os.path.dirname(__file__), "..", "..", "src", "confine",
-                                "view.c")).read()
+        with open(os.path.join(os.path.dirname(__file__), "..", "..", "src", "confine",
+                               "view.c")) as f:
+            src = f.read()
 
         def entries(name):
             body = re.search(r"%s\[\] = \{(.*?)\};" % name, src, re.S).group(1)
@@ -298,7 +299,9 @@ class TestHook(unittest.TestCase):
                                                       "content": "x"}))
         self.assertEqual(d, "allow", why)
         # /proc/self would be resolved as the daemon's, not the agent's: not judged.
-        for path in ("/proc/self/cwd/evil", "/proc/thread-self/root/etc/x"):
+        for path in ("/proc/self/cwd/evil", "/proc/thread-self/root/etc/x", "/proc//self/cwd/evil",
+                     "/proc/./self/cwd/evil", "//proc/self/cwd/evil", "/proc/x/../self/cwd/evil",
+                     "/proc/%d/cwd/evil" % self.d.proc.pid):
             r = self.run_hook(self.payload("Write", {"file_path": path, "content": "x"}))
             self.assertEqual(r.returncode, 2, (path, r.stdout, r.stderr))
             self.assertIn(b"WA-RES-I-008", r.stderr)

@@ -353,14 +353,7 @@ class ArchiveTamper(cgtest.TamperCase):
 
     @classmethod
     def setUpClass(cls):
-        with cgtest.Daemon() as d:
-            cls.ids = [d.request(cgtest.make_request([["rm", "-rf", "/"]]))["reply"]["trace_id"]
-                       for _ in range(5)]
-            ok = d.request(cgtest.make_request([["/bin/true"]], privileged=False))
-            cls.ids.append(ok["reply"]["trace_id"])
-            cgtest.wait_package_file(d.state_dir, cls.ids[-1], "verdict.md")
-            d.stop()
-            cls.keep(d.state_dir)
+        cls.keep_calls(5)
 
     def setUp(self):
         super().setUp()

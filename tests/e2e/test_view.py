@@ -267,6 +267,39 @@ class ViewThroughDaemon(unittest.TestCase):
         self.assertEqual((before.st_mode, before.st_uid, before.st_mtime),
                          (after.st_mode, after.st_uid, after.st_mtime))
 
+    def test_an_agents_and_an_editors_settings_are_read_only(self):
+        """A project's .claude/settings.json names the hooks (this gate's
+        among them) the next agent session runs; .mcp.json the servers it
+        starts; .vscode/tasks.json commands an editor runs. A confined
+        python3 wrote .claude/settings.json (found by an attack)."""
+        ws = self.d.workspace
+        made = []
+        for d in (".claude", ".vscode"):
+            os.makedirs(os.path.join(ws, d), exist_ok=True)
+            made.append(os.path.join(ws, d))
+        with open(os.path.join(ws, ".claude", "settings.json"), "w") as f:
+            f.write("{}\n")
+        with open(os.path.join(ws, ".mcp.json"), "w") as f:
+            f.write("{}\n")
+        made.append(os.path.join(ws, ".mcp.json"))
+        w = repr(ws)
+        try:
+            res = self.probe(
+                claude=f"open(os.path.join({w}, '.cla' + 'ude', 'settings.json'), 'w').write('x')",
+                claude_new=f"open(os.path.join({w}, '.cla' + 'ude', 'settings.local.json'), 'w')"
+                           ".write('x')",
+                mcp=f"open(os.path.join({w}, '.mcp' + '.json'), 'w').write('x')",
+                vscode=f"open(os.path.join({w}, '.vsc' + 'ode', 'tasks.json'), 'w').write('x')",
+                control=f"open(os.path.join({w}, 'w.txt'), 'w').write('ok')")
+            self.assertEqual(res, {"claude": "EROFS", "claude_new": "EROFS", "mcp": "EROFS",
+                                   "vscode": "EROFS", "control": "OK"})
+            with open(os.path.join(ws, ".claude", "settings.json")) as f:
+                self.assertEqual(f.read(), "{}\n")
+            os.unlink(os.path.join(ws, "w.txt"))
+        finally:
+            for p in made:
+                shutil.rmtree(p) if os.path.isdir(p) else os.unlink(p)
+
     def test_git_hooks_and_config_read_only(self):
         git = os.path.join(self.d.workspace, ".git")
         os.makedirs(os.path.join(git, "hooks"), exist_ok=True)

@@ -60,6 +60,12 @@ int cg_client_call_wait(const char *socket_path, json_t *request, int64_t timeou
 	return cg_client_call(socket_path, request, timeout_ms, response, err, err_len);
 }
 
+/* No other machine while fuzzing: every named host but this one is remote (and refused unless allowed). */
+bool cg_client_host_is_remote(const char *host)
+{
+	return host && *host && strcmp(host, "localhost") != 0;
+}
+
 static struct cg_screen *scr;
 static struct cg_cli cli = { .socket_path = "/nonexistent/callgate.sock" };
 static struct server srv;
