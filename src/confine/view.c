@@ -865,8 +865,19 @@ static int add_protected(struct cg_view *v, const char *path)
 		return 0; /* read-only already */
 	if (lstat(path, &st) != 0)
 		make_hooks_dir(path);
-	if (lstat(path, &st) != 0 || S_ISLNK(st.st_mode))
-		return 0; /* a symlink is covered where it points, if that is writable */
+	if (lstat(path, &st) != 0)
+		return 0;
+	if (S_ISLNK(st.st_mode)) {
+		/*
+		 * No mount covers a link: where it points is made read-only (when
+		 * that lies in a write tree), so nothing is written through it. The
+		 * link itself can still be replaced (docs/confinement.md).
+		 */
+		char *real = realpath(path, NULL);
+		int rc = real && strcmp(real, path) != 0 ? add_protected(v, real) : 0;
+		free(real);
+		return rc;
+	}
 	return list_add(&v->protect, &v->n_protect, path);
 }
 

@@ -367,8 +367,10 @@ void enqueue_locked(struct cg_kernel *k, struct cg_job *j)
 }
 
 /*
- * A job ended (or the kernel stops): the first held job, in arrival order,
- * that may start now goes to the workers (all of them when all).
+ * A job ended (or the kernel stops): every held job that may start now goes
+ * to the workers, in arrival order (all of them when all). Not only the
+ * first: the one that ended may make another uid's job eligible as well as
+ * its own uid's (an attack found a call held with workers idle).
  */
 static void release_held_locked(struct cg_kernel *k, bool all)
 {
@@ -379,8 +381,6 @@ static void release_held_locked(struct cg_kernel *k, bool all)
 			*pp = h->held_next;
 			h->held_next = NULL;
 			queue_locked(k, h);
-			if (!all)
-				break;
 		} else {
 			pp = &h->held_next;
 		}

@@ -453,43 +453,33 @@ static char *none(int e)
  * absolute path, or NULL with errno (not a path, too long, unreadable).
  */
 /*
- * Does absolute path p name /proc/self, /proc/thread-self or the daemon's
- * own /proc/PID (or anything below them), read lexically: empty and "."
- * names skipped, ".." taking the name before it away?
+ * Does absolute path p pass through /proc, as the daemon resolves it prefix
+ * by prefix (a link to /proc/self, to /proc, or "/proc//self" written out)?
+ * /proc's links (self, cwd, root, fd) resolve as the daemon's process, not
+ * the agent's whose own tool acts on the path: such a path is not judged.
+ * A prefix that cannot be resolved for another reason than a missing name
+ * counts as passing through (fail closed).
  */
-static bool names_own_proc(const char *p)
+static bool through_proc(const char *p)
 {
-	char first[16] = "", second[32] = "";
-	size_t depth = 0;
-	const char *s = p;
-	while (*s) {
-		while (*s == '/')
-			s++;
-		size_t n = strcspn(s, "/");
-		if (n == 0)
-			break;
-		if (!(n == 1 && s[0] == '.')) {
-			if (n == 2 && s[0] == '.' && s[1] == '.')
-				depth = depth ? depth - 1 : 0;
-			else {
-				char *slot = depth == 0 ? first : depth == 1 ? second : NULL;
-				size_t cap = depth == 0 ? sizeof(first) : sizeof(second);
-				if (slot)
-					snprintf(slot, cap, "%.*s", (int)(n < cap ? n : cap - 1),
-						 s);
-				depth++;
-			}
-		}
-		if (depth == 1 && second[0])
-			second[0] = '\0'; /* a new second name comes after ".." */
-		s += n;
+	char pre[PATH_MAX];
+	size_t n = strlen(p);
+	if (n >= sizeof(pre))
+		return true;
+	for (size_t i = 1; i <= n; i++) {
+		if (i < n && p[i] != '/')
+			continue;
+		memcpy(pre, p, i);
+		pre[i] = '\0';
+		char *r = realpath(pre, NULL);
+		if (!r)
+			return errno != ENOENT && errno != ENOTDIR;
+		bool in = strncmp(r, "/proc", 5) == 0 && (r[5] == '/' || !r[5]);
+		free(r);
+		if (in)
+			return true;
 	}
-	if (strcmp(first, "proc") != 0 || !second[0])
-		return false;
-	char pid[24];
-	snprintf(pid, sizeof(pid), "%ld", (long)getpid());
-	return strcmp(second, "self") == 0 || strcmp(second, "thread-self") == 0 ||
-	       strcmp(second, pid) == 0;
+	return false;
 }
 
 static char *real_resource(const char *cwd, const char *res)
@@ -501,14 +491,10 @@ static char *real_resource(const char *cwd, const char *res)
 	if (snprintf(full, sizeof(full), "%s%s%s", res[0] == '/' ? "" : cwd,
 		     res[0] == '/' ? "" : "/", res) >= (int)sizeof(full))
 		return none(ENAMETOOLONG);
-	/*
-	 * /proc/self is the daemon here, not the agent whose own tool acts on
-	 * the path; so is /proc/<the daemon's pid>. Judged on the path with
-	 * "//", "." and ".." taken out (a review passed /proc//self/cwd).
-	 */
-	if (names_own_proc(full))
-		return none(EXDEV);
 	for (;;) {
+		/* Checked on every path followed: a dangling link's target too. */
+		if (through_proc(full))
+			return none(EXDEV);
 		char *real = realpath(full, NULL);
 		if (real || errno != ENOENT) {
 			if (!real)

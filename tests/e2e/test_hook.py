@@ -299,12 +299,23 @@ class TestHook(unittest.TestCase):
                                                       "content": "x"}))
         self.assertEqual(d, "allow", why)
         # /proc/self would be resolved as the daemon's, not the agent's: not judged.
-        for path in ("/proc/self/cwd/evil", "/proc/thread-self/root/etc/x", "/proc//self/cwd/evil",
-                     "/proc/./self/cwd/evil", "//proc/self/cwd/evil", "/proc/x/../self/cwd/evil",
-                     "/proc/%d/cwd/evil" % self.d.proc.pid):
-            r = self.run_hook(self.payload("Write", {"file_path": path, "content": "x"}))
-            self.assertEqual(r.returncode, 2, (path, r.stdout, r.stderr))
-            self.assertIn(b"WA-RES-I-008", r.stderr)
+        # So would a link in the workspace to /proc or /proc/self (an attack
+        # wrote through $WS/me/cwd with me -> /proc/self).
+        links = {"me": "/proc/self", "pr": "/proc"}
+        for name, target in links.items():
+            os.symlink(target, os.path.join(ws, name))
+        try:
+            for path in ("/proc/self/cwd/evil", "/proc/thread-self/root/etc/x",
+                         "/proc//self/cwd/evil", "/proc/./self/cwd/evil", "//proc/self/cwd/evil",
+                         "/proc/x/../self/cwd/evil", "/proc/%d/cwd/evil" % self.d.proc.pid,
+                         os.path.join(ws, "me", "cwd", "evil"),
+                         os.path.join(ws, "pr", "self", "cwd", "evil")):
+                r = self.run_hook(self.payload("Write", {"file_path": path, "content": "x"}))
+                self.assertEqual(r.returncode, 2, (path, r.stdout, r.stderr))
+                self.assertIn(b"WA-RES-I-008", r.stderr)
+        finally:
+            for name in links:
+                os.unlink(os.path.join(ws, name))
 
     def test_a_path_that_cannot_be_resolved_is_not_judged_allowed(self):
         # A chain of links whose real path is longer than realpath takes

@@ -293,12 +293,26 @@ class ViewThroughDaemon(unittest.TestCase):
                 control=f"open(os.path.join({w}, 'w.txt'), 'w').write('ok')")
             self.assertEqual(res, {"claude": "EROFS", "claude_new": "EROFS", "mcp": "EROFS",
                                    "vscode": "EROFS", "control": "OK"})
+            # A protected name that is a link: where it points is read-only.
+            shutil.rmtree(os.path.join(ws, ".vscode"))
+            os.makedirs(os.path.join(ws, "cfg", "vs"))
+            made.append(os.path.join(ws, "cfg"))
+            os.symlink("cfg/vs", os.path.join(ws, ".vscode"))
+            made.append(os.path.join(ws, ".vscode"))
+            res = self.probe(
+                through=f"open(os.path.join({w}, '.vsc' + 'ode', 'tasks.json'), 'w').write('x')",
+                control=f"open(os.path.join({w}, 'w.txt'), 'w').write('ok')")
+            self.assertEqual(res, {"through": "EROFS", "control": "OK"})
+            self.assertFalse(os.path.exists(os.path.join(ws, "cfg", "vs", "tasks.json")))
             with open(os.path.join(ws, ".claude", "settings.json")) as f:
                 self.assertEqual(f.read(), "{}\n")
             os.unlink(os.path.join(ws, "w.txt"))
         finally:
             for p in made:
-                shutil.rmtree(p) if os.path.isdir(p) else os.unlink(p)
+                if os.path.islink(p) or not os.path.isdir(p):
+                    os.unlink(p) if os.path.lexists(p) else None
+                else:
+                    shutil.rmtree(p)
 
     def test_git_hooks_and_config_read_only(self):
         git = os.path.join(self.d.workspace, ".git")
