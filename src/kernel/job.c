@@ -374,7 +374,7 @@ void enqueue_locked(struct cg_kernel *k, struct cg_job *j)
  */
 static void release_held_locked(struct cg_kernel *k, bool all)
 {
-	struct cg_job **pp = &k->held_head;
+	struct cg_job **pp = &k->held_head, *kept = NULL;
 	while (*pp) {
 		struct cg_job *h = *pp;
 		if (all || may_start_locked(k, h->peer.uid)) {
@@ -382,12 +382,11 @@ static void release_held_locked(struct cg_kernel *k, bool all)
 			h->held_next = NULL;
 			queue_locked(k, h);
 		} else {
+			kept = h;
 			pp = &h->held_next;
 		}
 	}
-	k->held_tail = NULL;
-	for (struct cg_job *h = k->held_head; h; h = h->held_next)
-		k->held_tail = h;
+	k->held_tail = kept;
 }
 
 void release_all_held_locked(struct cg_kernel *k)

@@ -49,10 +49,6 @@ static struct cg_reply *resolve_failed(int err)
 }
 
 /*
- * Canonicalise one workspace: realpath, and it must be a directory. Returns
- * the malloc'd canonical path, or NULL with *err.
- */
-/*
  * Why the canonical directory p cannot be a workspace, or NULL: the root,
  * a top-level tree, anything at or below a system tree, or a user's home
  * itself (a project below it is fine).
@@ -69,15 +65,13 @@ static const char *system_tree(const char *p)
 	for (size_t i = 0; i < CG_ARRAY_LEN(exact); i++)
 		if (strcmp(p, exact[i]) == 0)
 			return "the root or a top-level directory cannot be a workspace "
-			       "(everything "
-			       "below it would be the agent's): name a project directory with "
-			       "--workspace";
+			       "(everything below it would be the agent's): name a project "
+			       "directory with --workspace";
 	for (size_t i = 0; i < CG_ARRAY_LEN(below); i++) {
 		size_t n = strlen(below[i]);
 		if (strncmp(p, below[i], n) == 0 && (p[n] == '/' || !p[n]))
-			return "a system directory cannot be a workspace (the agent would write "
-			       "the "
-			       "system): name a project directory with --workspace";
+			return "a system directory cannot be a workspace (the agent would "
+			       "write the system): name a project directory with --workspace";
 	}
 	const char *why = NULL;
 	setpwent();
@@ -87,14 +81,17 @@ static const char *system_tree(const char *p)
 			if (home && strcmp(home, p) == 0)
 				why = "a user's home directory cannot be a workspace (its start-up "
 				      "files, agent settings and services would be the agent's): "
-				      "name "
-				      "a project directory below it";
+				      "name a project directory below it";
 			free(home);
 		}
 	endpwent();
 	return why;
 }
 
+/*
+ * Canonicalise one workspace: realpath, and it must be a directory. Returns
+ * the malloc'd canonical path, or NULL with *err.
+ */
 static char *workspace_canon(const char *path, struct cg_reply **err)
 {
 	char *canon = NULL;
@@ -447,12 +444,6 @@ static char *none(int e)
 }
 
 /*
- * Where a file resource really lies: its existing part with symlinks
- * followed (realpath), the rest appended (nothing below a missing name can
- * be a symlink yet; a .. there is refused). Relative to cwd. A malloc'd
- * absolute path, or NULL with errno (not a path, too long, unreadable).
- */
-/*
  * Does absolute path p pass through /proc, as the daemon resolves it prefix
  * by prefix (a link to /proc/self, to /proc, or "/proc//self" written out)?
  * /proc's links (self, cwd, root, fd) resolve as the daemon's process, not
@@ -482,6 +473,12 @@ static bool through_proc(const char *p)
 	return false;
 }
 
+/*
+ * Where a file resource really lies: its existing part with symlinks
+ * followed (realpath), the rest appended (nothing below a missing name can
+ * be a symlink yet; a .. there is refused). Relative to cwd. A malloc'd
+ * absolute path, or NULL with errno (not a path, too long, unreadable).
+ */
 static char *real_resource(const char *cwd, const char *res)
 {
 	char full[PATH_MAX], rest[PATH_MAX] = "";
