@@ -38,7 +38,8 @@ void cg_format_time(int64_t wall_ns, char *buf, size_t len);
  */
 int cg_parse_time(const char *s, int64_t *out_ns);
 
-/* A fresh UUIDv4 from OpenSSL's RAND_bytes into out (>= 37 bytes). 0 or -1. */
+/* A fresh UUIDv4 from OpenSSL's RAND_bytes (through a per-thread pool) into
+ * out (>= 37 bytes). 0 or -1. */
 int cg_uuid4(char *out, size_t len);
 
 /* Base64 (standard alphabet, padded). Returns malloc'd NUL-terminated text. */

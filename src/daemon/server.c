@@ -240,6 +240,18 @@ static void on_respond(void *cookie, char *line, size_t len)
 		c->wlen = len;
 		c->responded = true;
 		c->answered_inline = true;
+		/*
+		 * A line the output bounds always let through goes out now: the
+		 * kernel queues the call's record after handing it over
+		 * (answer_sealed_now), and the per-call log follows, so the peer
+		 * reads its answer meanwhile. conn_submit sends the rest, if any.
+		 */
+		c->sent_inline = 0;
+		if (line && len <= ALWAYS_SENT) {
+			ssize_t n = send(c->fd, line, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+			if (n > 0)
+				c->sent_inline = (size_t)n;
+		}
 		return;
 	}
 	pthread_mutex_lock(&s->mu);
@@ -506,7 +518,7 @@ static char *bound_output(struct server *s, const struct conn *c, char *line, si
 {
 	char trace[80];
 	struct cg_reply *r = NULL;
-	if (*len <= 4096)
+	if (*len <= ALWAYS_SENT)
 		return line; /* small lines always go: an error line is as large */
 	line_string(line, *len, "trace_id", true, trace, sizeof(trace));
 	if (*len > s->max_reply)
@@ -532,9 +544,11 @@ static char *bound_output(struct server *s, const struct conn *c, char *line, si
 	return out;
 }
 
-static void conn_start_write(struct server *s, struct conn *c, char *line, size_t len)
+/* Write line to c, of which the first sent bytes already went (on_respond). */
+static void conn_start_write_from(struct server *s, struct conn *c, char *line, size_t len,
+				  size_t sent)
 {
-	if (line && !c->admin)
+	if (line && !c->admin && !sent)
 		line = bound_output(s, c, line, &len);
 	if (!line) {
 		/* The kernel could not even build a line (OOM): close rather
@@ -545,11 +559,16 @@ static void conn_start_write(struct server *s, struct conn *c, char *line, size_
 	free(c->wbuf);
 	c->wbuf = line;
 	c->wlen = len;
-	c->woff = 0;
+	c->woff = sent;
 	held_set(s, c, len);
 	c->state = CONN_WRITING;
 	fifo_push(s, c, cg_now_mono_ns() + s->write_idle_ns);
 	conn_try_write(s, c);
+}
+
+static void conn_start_write(struct server *s, struct conn *c, char *line, size_t len)
+{
+	conn_start_write_from(s, c, line, len, 0);
 }
 
 /*
@@ -596,6 +615,30 @@ static void conn_cut(struct server *s, struct conn *c)
 	conn_try_write(s, c);
 }
 
+/*
+ * Requests served up to now: a socket-activated successor refuses those
+ * dated before the lock file's mtime. The mark is set SERVED_LEAD_NS ahead
+ * and moved only once the clock reaches it, so a stream of calls costs one
+ * futimens per lead rather than one each; every request taken is still
+ * dated before the mark. The price: a successor refuses requests dated up
+ * to the lead after the last one served (docs/approval.md).
+ */
+#define SERVED_LEAD_NS (10 * 1000000LL)
+
+static void mark_served(struct server *s)
+{
+	if (s->served_fd < 0)
+		return;
+	int64_t now = cg_now_wall_ns();
+	if (now < s->served_until)
+		return;
+	int64_t until = now + SERVED_LEAD_NS;
+	struct timespec ts[2] = { { .tv_nsec = UTIME_OMIT },
+				  { .tv_sec = until / 1000000000, .tv_nsec = until % 1000000000 } };
+	if (futimens(s->served_fd, ts) == 0)
+		s->served_until = until;
+}
+
 /* Hand the collected line to the kernel (or to the admin handler). */
 void conn_submit(struct server *s, struct conn *c, size_t line_len, bool had_newline, bool too_long)
 {
@@ -634,9 +677,7 @@ void conn_submit(struct server *s, struct conn *c, size_t line_len, bool had_new
 	 */
 	c->state = CONN_WAITING;
 	struct cg_job *job = NULL;
-	/* Requests served up to now: a socket-activated successor refuses older ones. */
-	if (s->served_fd >= 0)
-		(void)futimens(s->served_fd, NULL);
+	mark_served(s);
 	s->submitting = c;
 	cg_kernel_submit(s->k, c->rbuf, line_len, had_newline, too_long, &c->peer, on_respond, c,
 			 &job);
@@ -651,16 +692,17 @@ void conn_submit(struct server *s, struct conn *c, size_t line_len, bool had_new
 		/* Decided without running anything (refusals, ping, gate):
 		 * write now, without the eventfd round trip. */
 		char *line = c->wbuf;
-		size_t len = c->wlen;
+		size_t len = c->wlen, sent = c->sent_inline;
 		c->wbuf = NULL;
 		c->answered_inline = false;
+		c->sent_inline = 0;
 		if (c->job) {
 			cg_job_release(c->job);
 			c->job = NULL;
 		}
 		/* Still registered for EPOLLIN: harmless, because the write
 		 * either completes now or switches the events to EPOLLOUT. */
-		conn_start_write(s, c, line, len);
+		conn_start_write_from(s, c, line, len, sent);
 		if (u)
 			budget_hold(s, u, t0);
 		return;

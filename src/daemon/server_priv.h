@@ -41,6 +41,8 @@
 #define DEFAULT_MAX_REPLY     ((uint64_t)256 << 20)
 #define DEFAULT_OUTPUT_BUDGET ((uint64_t)1 << 30)
 #define DEFAULT_ADMIT_QUEUE   512u
+/* A response line this short always goes out whole: its error line would be as long. */
+#define ALWAYS_SENT 4096u
 /*
  * Queued requests admitted per loop turn: a refused one costs about 100 us
  * of this thread, so a peer arriving meanwhile waits about a millisecond
@@ -144,6 +146,7 @@ struct conn {
 	bool cancelled;	      /* cg_job_cancel already called */
 	bool responded;	      /* respond() has delivered (set under the mutex) */
 	bool answered_inline; /* respond() ran inside cg_kernel_submit, on the loop */
+	size_t sent_inline;   /* of that answer, bytes sent before submit returned */
 	bool approver;	      /* admin: a configured approver (may approve, deny, grant_open) */
 	enum conn_state state;
 	struct cg_peer peer;
@@ -176,6 +179,7 @@ struct server {
 	struct src listen_src, admin_src, sig_src, wake_src;
 	struct stat listen_st, admin_st; /* what we bound, so stop unlinks only ours */
 	int served_fd; /* the agent lock file, its mtime bumped per request (adopt_listener) */
+	int64_t served_until; /* wall ns its mtime marks: requests before it need no bump */
 	bool have_listen_st, have_admin_st;
 	unsigned max_conns;
 	int64_t read_deadline_ns;

@@ -101,8 +101,8 @@ static void answer_refused(struct cg_kernel *k, struct cg_job *j, const struct a
 		release_claim(k, j->gate.req->id); /* refused as invalid: not consumed */
 	json_t *request = j->ev_request;
 	j->ev_request = NULL;
-	answer_refusal(k, j->respond, j->cookie, id, j->trace_id, take_refusal(j), request, NULL,
-		       NULL, j->gen);
+	answer_refusal_now(k, j->respond, j->cookie, id, j->trace_id, take_refusal(j), request,
+			   NULL, NULL, j->gen);
 }
 
 static void answer_ping(struct cg_kernel *k, struct cg_job *j)
@@ -110,8 +110,8 @@ static void answer_ping(struct cg_kernel *k, struct cg_job *j)
 	struct cg_reply *r = cg_reply_new(CG_R_PONG, "{s:s}", "version", CALLGATE_VERSION);
 	cg_reply_set_data(r, json_pack("{s:s,s:i,s:o}", "version", CALLGATE_VERSION, "protocol",
 				       CALLGATE_PROTOCOL, "policy", gen_policy_json(j->gen)));
-	answer_sealed(k, j->respond, j->cookie, j->gate.req->id, j->trace_id, r, NULL, NULL,
-		      j->gen);
+	answer_sealed_now(k, j->respond, j->cookie, j->gate.req->id, j->trace_id, r, NULL, NULL,
+			  j->gen);
 }
 
 /* A gate dry run: the decision itself is the answer; nothing runs. */
@@ -128,8 +128,8 @@ static void answer_gate(struct cg_kernel *k, struct cg_job *j)
 				    json_pack("{s:b,s:I}", "enabled", k->approval, "timeout_ms",
 					      (json_int_t)approval_timeout(k, j->gen)));
 	cg_reply_set_data(r, data);
-	answer_sealed(k, j->respond, j->cookie, j->gate.req->id, j->trace_id, r, f, j->decision,
-		      j->gen);
+	answer_sealed_now(k, j->respond, j->cookie, j->gate.req->id, j->trace_id, r, f, j->decision,
+			  j->gen);
 }
 
 /*
@@ -144,11 +144,11 @@ static void answer_denied(struct cg_kernel *k, struct cg_job *j)
 	json_t *request = j->ev_request;
 	j->ev_request = NULL;
 	if (request || !k->ev)
-		answer_refusal(k, j->respond, j->cookie, j->gate.req->id, j->trace_id, r, request,
-			       &j->gate, j->decision, j->gen);
+		answer_refusal_now(k, j->respond, j->cookie, j->gate.req->id, j->trace_id, r,
+				   request, &j->gate, j->decision, j->gen);
 	else
-		answer_sealed(k, j->respond, j->cookie, j->gate.req->id, j->trace_id, r,
-			      &j->gate.folded, j->decision, j->gen);
+		answer_sealed_now(k, j->respond, j->cookie, j->gate.req->id, j->trace_id, r,
+				  &j->gate.folded, j->decision, j->gen);
 }
 
 /* Make the job cancellable before it leaves the dispatch; answers when it cannot. */

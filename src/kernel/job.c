@@ -170,7 +170,10 @@ static void read_facts(const char *line, size_t len, struct line_facts *f)
 /*
  * Every answer passes here on its way out: the per-call record is taken
  * from the line, whichever path produced it, so no answering path needs to
- * know about logging. Then the submitter's respond, exactly once.
+ * know about logging. The submitter's respond comes first, exactly once,
+ * and the record after it, so the peer is not kept waiting for the log. The
+ * record keeps copies of what it names from the job: once respond has run,
+ * the job may be released.
  */
 static void log_respond(void *cookie, char *line, size_t len)
 {
@@ -180,11 +183,15 @@ static void log_respond(void *cookie, char *line, size_t len)
 	if (line)
 		read_facts(line, len, &f);
 	char rtype = f.type[0] ? f.type[0] : 'E';
+	char trace[sizeof(j->trace_id)];
+	memcpy(trace, j->trace_id, sizeof(trace));
+	const char *host = j->gate.req && j->gate.req->host ? j->gate.req->host : "";
+	char *host_copy = host[0] ? strdup(host) : NULL;
 	struct cg_call_record rec = {
-		.trace_id = j->trace_id,
+		.trace_id = trace,
 		.peer_pid = j->peer.pid,
 		.peer_uid = j->peer.uid,
-		.host = j->gate.req && j->gate.req->host ? j->gate.req->host : "",
+		.host = host_copy ? host_copy : host[0] ? "?" : "",
 		.decision = f.decision_p   ? f.decision_p
 			    : rtype == 'S' ? "ALLOW"
 					   : "BLOCK",
@@ -194,8 +201,11 @@ static void log_respond(void *cookie, char *line, size_t len)
 		.ran = f.ran,
 		.exit_code = f.exit_code,
 	};
+	cg_respond_fn respond = j->user_respond;
+	void *user_cookie = j->user_cookie;
+	respond(user_cookie, line, len);
 	k->on_call(k->on_call_arg, &rec);
-	j->user_respond(j->user_cookie, line, len);
+	free(host_copy);
 }
 
 struct cg_job *job_new(struct cg_kernel *k, const struct cg_peer *peer, cg_respond_fn respond,

@@ -233,6 +233,18 @@ void answer_refusal(struct cg_kernel *k, cg_respond_fn respond, void *cookie, co
 		    const char *trace, struct cg_reply *reply, json_t *request,
 		    const struct cg_gate *g, json_t *decision, const struct gen *gen);
 
+/*
+ * The same two for an answer given inside cg_kernel_submit: the line is
+ * handed over first and the record queued right after (respond.c's
+ * invariants say why that is safe only there).
+ */
+void answer_sealed_now(struct cg_kernel *k, cg_respond_fn respond, void *cookie, const char *id,
+		       const char *trace, struct cg_reply *reply, const struct cg_folded *folded,
+		       json_t *decision, const struct gen *g);
+void answer_refusal_now(struct cg_kernel *k, cg_respond_fn respond, void *cookie, const char *id,
+			const char *trace, struct cg_reply *reply, json_t *request,
+			const struct cg_gate *g, json_t *decision, const struct gen *gen);
+
 /* ---- job.c ---- */
 
 /* A job for one request (one reference), or NULL on OOM. */

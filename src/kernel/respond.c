@@ -10,6 +10,15 @@
  *    id) is sent instead, built without the JSON library.
  *  - The functions that answer consume the reply they are given and call
  *    respond exactly once.
+ *  - An answer's record (its seal, or its one refusal event) MUST be queued
+ *    before anything else can read the trace. answer_sealed and
+ *    answer_refusal queue it before the line goes out, from any thread. The
+ *    _now forms, only for answers given inside cg_kernel_submit, hand the
+ *    line over first and queue the record right after, on the same thread,
+ *    before submit returns: the submitter takes its next request only then
+ *    (the server's loop is one thread), so nothing overtakes the record,
+ *    and the peer reads its answer while the record is built. Neither order
+ *    waits for the disk: a record is in memory until the writer takes it.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,17 +56,24 @@ char *encode_response(const struct cg_response *resp, const char *trace, size_t 
 	return line;
 }
 
-void answer_reply(cg_respond_fn respond, void *cookie, const char *id, const char *trace,
-		  struct cg_reply *reply)
+/* Encode and hand over the reply's line; the reply stays the caller's. */
+static void send_reply(cg_respond_fn respond, void *cookie, const char *id, const char *trace,
+		       struct cg_reply *reply)
 {
-	cg_reply_set_trace(reply, trace);
 	struct cg_response resp = { .id = id ? id : "",
 				    .status = cg_reply_def_of(reply)->status,
 				    .reply = reply };
 	size_t len = 0;
 	char *line = encode_response(&resp, trace, &len);
-	cg_reply_free(reply);
 	respond(cookie, line, len);
+}
+
+void answer_reply(cg_respond_fn respond, void *cookie, const char *id, const char *trace,
+		  struct cg_reply *reply)
+{
+	cg_reply_set_trace(reply, trace);
+	send_reply(respond, cookie, id, trace, reply);
+	cg_reply_free(reply);
 }
 
 void answer_sealed(struct cg_kernel *k, cg_respond_fn respond, void *cookie, const char *id,
@@ -76,6 +92,26 @@ void answer_refusal(struct cg_kernel *k, cg_respond_fn respond, void *cookie, co
 	cg_reply_set_trace(reply, trace);
 	ev_refuse(k, trace, request, g, decision, reply, gen);
 	answer_reply(respond, cookie, id, trace, reply);
+}
+
+void answer_sealed_now(struct cg_kernel *k, cg_respond_fn respond, void *cookie, const char *id,
+		       const char *trace, struct cg_reply *reply, const struct cg_folded *folded,
+		       json_t *decision, const struct gen *g)
+{
+	cg_reply_set_trace(reply, trace);
+	send_reply(respond, cookie, id, trace, reply);
+	ev_seal(k, trace, reply, folded, decision, g, false);
+	cg_reply_free(reply);
+}
+
+void answer_refusal_now(struct cg_kernel *k, cg_respond_fn respond, void *cookie, const char *id,
+			const char *trace, struct cg_reply *reply, json_t *request,
+			const struct cg_gate *g, json_t *decision, const struct gen *gen)
+{
+	cg_reply_set_trace(reply, trace);
+	send_reply(respond, cookie, id, trace, reply);
+	ev_refuse(k, trace, request, g, decision, reply, gen);
+	cg_reply_free(reply);
 }
 
 char *cg_kernel_transport_reply(struct cg_kernel *k, const char *which, size_t *resp_len)

@@ -254,3 +254,51 @@ Test(base, mkdirs_makes_each_level_with_its_mode)
 	(void)rmdir(mid);
 	(void)rmdir(root);
 }
+
+static bool uuid4_shaped(const char *s)
+{
+	if (strlen(s) != 36 || s[14] != '4' || !strchr("89ab", s[19]))
+		return false;
+	for (int i = 0; i < 36; i++) {
+		bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+		if (dash ? s[i] != '-' : !strchr("0123456789abcdef", s[i]))
+			return false;
+	}
+	return true;
+}
+
+/*
+ * Ids come from a per-thread pool of random bytes: each is a UUIDv4, none
+ * repeats across several refills, and a forked child (which inherits the
+ * parent's pool) draws bytes of its own, not the ids the parent draws next.
+ */
+Test(base, uuid4_from_the_pool_never_repeats_even_across_fork)
+{
+	enum { N = 2000 };
+	static char ids[N][40];
+	for (int i = 0; i < N; i++) {
+		cr_assert_eq(cg_uuid4(ids[i], sizeof(ids[i])), 0);
+		cr_assert(uuid4_shaped(ids[i]), "%s", ids[i]);
+		for (int j = 0; j < i; j++)
+			cr_assert_str_neq(ids[i], ids[j], "id %d repeats id %d", i, j);
+	}
+	char small[36];
+	cr_expect_eq(cg_uuid4(small, sizeof(small)), -1, "a buffer under 37 bytes is refused");
+	int fds[2];
+	cr_assert_eq(pipe(fds), 0);
+	pid_t pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		char child[40] = "";
+		(void)cg_uuid4(child, sizeof(child));
+		ssize_t w = write(fds[1], child, sizeof(child));
+		_exit(w == (ssize_t)sizeof(child) ? 0 : 1);
+	}
+	char child[40] = "", next[40] = "";
+	cr_assert_eq(read(fds[0], child, sizeof(child)), (ssize_t)sizeof(child));
+	cr_assert_eq(cg_uuid4(next, sizeof(next)), 0);
+	cr_expect(uuid4_shaped(child), "%s", child);
+	cr_expect_str_neq(child, next, "the child handed out the parent's next id");
+	close(fds[0]);
+	close(fds[1]);
+}
