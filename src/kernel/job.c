@@ -191,7 +191,9 @@ static void log_respond(void *cookie, char *line, size_t len)
 		.trace_id = trace,
 		.peer_pid = j->peer.pid,
 		.peer_uid = j->peer.uid,
-		.host = host_copy ? host_copy : host[0] ? "?" : "",
+		.host = host_copy ? host_copy
+			: host[0] ? "?"
+				  : "",
 		.decision = f.decision_p   ? f.decision_p
 			    : rtype == 'S' ? "ALLOW"
 					   : "BLOCK",
