@@ -12,7 +12,9 @@
  *      waitpid of /bin/true, with the ratio.
  *
  * Each daemon phase starts once the daemon is idle (no CPU for 200 ms), so
- * the trace packages of one phase are not timed in the next.
+ * the trace packages of one phase are not timed in the next. The refused
+ * call, ping and the echo floor alternate in five blocks each, so that the
+ * machine's quiet and busy spells fall on all three alike.
  *
  * Usage: bench_core [PATH/TO/callgated] [--quick] [--json FILE]
  * With --json, the medians (ns) are also written to FILE as one object.
@@ -271,20 +273,32 @@ static void wait_idle(void)
 	}
 }
 
-static struct stats time_rt(const char *body, const char *want, size_t n)
+/* Samples of one kind of round trip, gathered over several blocks. */
+struct samples {
+	int64_t *v;
+	size_t k, cap;
+};
+
+/* One block of n round trips (after a short warm-up), added to out. */
+static void time_rt_block(const char *body, const char *want, size_t n, struct samples *out)
 {
-	int64_t *v = calloc(n, sizeof(*v));
-	size_t k = 0;
 	for (size_t i = 0; i < n / 10 + 1; i++) /* warm up */
 		(void)round_trip(body, want);
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < n && out->k < out->cap; i++) {
 		int64_t dt = round_trip(body, want);
 		if (dt < 0)
 			break;
-		v[k++] = dt;
+		out->v[out->k++] = dt;
 	}
-	struct stats s = summarize(v, k);
-	free(v);
+}
+
+static struct stats time_rt(const char *body, const char *want, size_t n)
+{
+	struct samples sm = { .v = calloc(n, sizeof(int64_t)), .cap = n };
+	if (sm.v)
+		time_rt_block(body, want, n, &sm);
+	struct stats s = summarize(sm.v, sm.k);
+	free(sm.v);
 	return s;
 }
 
@@ -293,21 +307,57 @@ static struct stats time_rt(const char *body, const char *want, size_t n)
  * echoes and closes, blocking, with no JSON and no event loop. The daemon's
  * numbers are best read against this one.
  */
-static struct stats time_echo_floor(size_t n)
+static pid_t echo_floor_start(char *path, size_t len)
 {
+	snprintf(path, len, "%s/echo.sock", tmpdir);
+	return floor_echo_start(path);
+}
+
+static void echo_floor_stop(pid_t pid)
+{
+	if (pid > 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+	}
+}
+
+/*
+ * The refused call, ping and the echo floor, in ROUNDS alternating blocks
+ * of n / ROUNDS each: a quiet or a busy spell of this shared machine falls
+ * on all three alike, so their ratios hold from run to run better than
+ * three long blocks one after another did. Every block starts on an idle
+ * daemon (the trace packages of the one before are written, not timed).
+ */
+#define ROUNDS 5
+
+static void time_round_trips(size_t n, struct stats *refused, struct stats *ping,
+			     struct stats *echo)
+{
+	struct samples r = { .v = calloc(n, sizeof(int64_t)), .cap = n };
+	struct samples p = { .v = calloc(n, sizeof(int64_t)), .cap = n };
+	struct samples e = { .v = calloc(n, sizeof(int64_t)), .cap = n };
 	char path[PATH_MAX];
-	struct stats st = { 0 };
-	snprintf(path, sizeof(path), "%s/echo.sock", tmpdir);
-	pid_t pid = floor_echo_start(path);
-	if (pid < 0)
-		return st;
-	const char *saved = target_path;
-	target_path = path;
-	st = time_rt("\"action\":\"ping\"}", "ping", n);
-	target_path = saved;
-	kill(pid, SIGKILL);
-	waitpid(pid, NULL, 0);
-	return st;
+	pid_t echo_pid = echo_floor_start(path, sizeof(path));
+	for (int round = 0; r.v && p.v && e.v && round < ROUNDS; round++) {
+		wait_idle();
+		time_rt_block("\"pipeline\":[[\"ls\"]]}", "\"status\":\"denied\"", n / ROUNDS, &r);
+		wait_idle();
+		time_rt_block("\"action\":\"ping\"}", "\"status\":\"ok\"", n / ROUNDS, &p);
+		wait_idle();
+		if (echo_pid > 0) {
+			const char *saved = target_path;
+			target_path = path;
+			time_rt_block("\"action\":\"ping\"}", "ping", n / ROUNDS, &e);
+			target_path = saved;
+		}
+	}
+	echo_floor_stop(echo_pid);
+	*refused = summarize(r.v, r.k);
+	*ping = summarize(p.v, p.k);
+	*echo = summarize(e.v, e.k);
+	free(r.v);
+	free(p.v);
+	free(e.v);
 }
 
 static struct stats time_bare_spawn(size_t n)
@@ -436,10 +486,7 @@ int main(int argc, char **argv)
 	if (!daemon || start_daemon(daemon) != 0) {
 		fprintf(stderr, "bench_core: no callgated to measure against (pass its path)\n");
 	} else {
-		wait_idle();
-		rr = time_rt("\"pipeline\":[[\"ls\"]]}", "\"status\":\"denied\"", rt_n);
-		wait_idle();
-		rp = time_rt("\"action\":\"ping\"}", "\"status\":\"ok\"", rt_n);
+		time_round_trips(rt_n, &rr, &rp, &fl);
 		/* The admin socket's ping writes no evidence: the transport's
 		 * own cost plus a small kernel answer, without journal I/O. */
 		target_path = admin_path;
@@ -450,8 +497,6 @@ int main(int argc, char **argv)
 		gt = time_rt("\"privileged\":false,\"pipeline\":[[\"true\"]]}", "\"exit_code\":0",
 			     spawn_n);
 	}
-	if (daemon_pid > 0)
-		fl = time_echo_floor(rt_n);
 	bare = time_bare_spawn(spawn_n);
 	row("socket round trip, refused call", rr, "", "<= 20000 ns");
 	row("socket round trip, ping", rp, "", "");
