@@ -5,10 +5,15 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <limits.h>
+#include <stdbool.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "callgate.h"
 #include "cli.h"
+#include "util.h"
 
 static const struct {
 	const char *name;
@@ -84,6 +89,31 @@ static int bad_command(const char *name)
 	return cg_cli_bad_option("", name, "unknown command", names);
 }
 
+/*
+ * Where the daemon is when nothing says: as root, the system daemon's
+ * paths. Otherwise the user's own daemon's (callgated's defaults when not
+ * root) if it made them, else the system daemon's, which a user in its
+ * socket group talks to.
+ */
+static void default_paths(struct cg_cli *g)
+{
+	static char sock[PATH_MAX], state[PATH_MAX];
+	bool root = geteuid() == 0;
+	struct stat st;
+	if (!g->socket_path)
+		g->socket_path = !root && cg_user_socket_path(sock, sizeof(sock)) == 0 &&
+					 stat(sock, &st) == 0 && S_ISSOCK(st.st_mode)
+				     ? sock
+				     : CG_DEFAULT_SOCKET;
+	if (!g->state_dir) {
+		g->state_dir = !root && cg_user_state_dir(state, sizeof(state)) == 0 &&
+				       stat(state, &st) == 0 && S_ISDIR(st.st_mode)
+				   ? state
+				   : CG_DEFAULT_STATE_DIR;
+		g->state_dir_from = "the default";
+	}
+}
+
 int main(int argc, char **argv)
 {
 	struct cg_cli g = { 0 };
@@ -125,12 +155,7 @@ int main(int argc, char **argv)
 		}
 	}
 	cg_client_remote_setup(&g);
-	if (!g.socket_path)
-		g.socket_path = CG_DEFAULT_SOCKET;
-	if (!g.state_dir) {
-		g.state_dir = CG_DEFAULT_STATE_DIR;
-		g.state_dir_from = "the default";
-	}
+	default_paths(&g);
 	if (i >= argc) {
 		fprintf(stderr, "callgate: no command given (see 'callgate --help')\n");
 		return CG_EXIT_USAGE;

@@ -81,13 +81,6 @@ static int parse_pos(const char *s, long long max, long long *out)
 	return 0;
 }
 
-/* Join dir and name into buf. 0, or -1 if it does not fit. */
-static int join(char *buf, size_t len, const char *dir, const char *name)
-{
-	int n = snprintf(buf, len, "%s/%s", dir, name);
-	return n < 0 || (size_t)n >= len ? -1 : 0;
-}
-
 /* A group name or number to a gid. 0, or -1 after printing why. */
 static int lookup_group(const char *name, gid_t *out)
 {
@@ -286,11 +279,9 @@ int main(int argc, char **argv)
 
 	/* Defaults: system paths as root, per-user XDG paths otherwise. */
 	if (!socket_path) {
-		const char *rt = getenv("XDG_RUNTIME_DIR");
 		if (root) {
 			socket_path = CG_DEFAULT_SOCKET;
-		} else if (rt && *rt &&
-			   join(sock_buf, sizeof(sock_buf), rt, "callgate/callgate.sock") == 0) {
+		} else if (cg_user_socket_path(sock_buf, sizeof(sock_buf)) == 0) {
 			socket_path = sock_buf;
 		} else {
 			fprintf(stderr,
@@ -316,13 +307,9 @@ int main(int argc, char **argv)
 		return EXIT_STARTUP;
 	}
 	if (!state_dir) {
-		const char *xs = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
 		if (root)
 			state_dir = CG_DEFAULT_STATE_DIR;
-		else if (xs && *xs && join(state_buf, sizeof(state_buf), xs, "callgate") == 0)
-			state_dir = state_buf;
-		else if (home && *home &&
-			 join(state_buf, sizeof(state_buf), home, ".local/state/callgate") == 0)
+		else if (cg_user_state_dir(state_buf, sizeof(state_buf)) == 0)
 			state_dir = state_buf;
 		else {
 			fprintf(stderr,

@@ -156,6 +156,24 @@ int cg_parse_time(const char *s, int64_t *out_ns)
 	return 0;
 }
 
+static int path_join(char *out, size_t len, const char *dir, const char *name)
+{
+	int n = dir && *dir ? snprintf(out, len, "%s/%s", dir, name) : -1;
+	return n < 0 || (size_t)n >= len ? -1 : 0;
+}
+
+int cg_user_socket_path(char *out, size_t len)
+{
+	return path_join(out, len, getenv("XDG_RUNTIME_DIR"), "callgate/callgate.sock");
+}
+
+int cg_user_state_dir(char *out, size_t len)
+{
+	if (path_join(out, len, getenv("XDG_STATE_HOME"), "callgate") == 0)
+		return 0;
+	return path_join(out, len, getenv("HOME"), ".local/state/callgate");
+}
+
 /*
  * Random bytes for ids, drawn from RAND_bytes 512 at a time: one call per
  * 32 ids instead of one each (a call costs about as much as the rest of an

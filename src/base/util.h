@@ -38,6 +38,15 @@ void cg_format_time(int64_t wall_ns, char *buf, size_t len);
  */
 int cg_parse_time(const char *s, int64_t *out_ns);
 
+/*
+ * A user's own daemon paths, where callgated puts them when it does not run
+ * as root: the agent socket $XDG_RUNTIME_DIR/callgate/callgate.sock, the
+ * state directory $XDG_STATE_HOME/callgate (else ~/.local/state/callgate).
+ * 0, or -1 when the variables are unset or the path does not fit.
+ */
+int cg_user_socket_path(char *out, size_t len);
+int cg_user_state_dir(char *out, size_t len);
+
 /* A fresh UUIDv4 from OpenSSL's RAND_bytes (through a per-thread pool) into
  * out (>= 37 bytes). 0 or -1. */
 int cg_uuid4(char *out, size_t len);

@@ -190,3 +190,52 @@ class CliAgainstDaemon(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+NOBODY = 65534
+
+
+@unittest.skipUnless(os.geteuid() == 0, "needs root to act as another uid")
+class UserDaemonDefaults(unittest.TestCase):
+    """callgated(8)'s example for a user: a daemon started without --socket
+    or --state-dir puts them under $XDG_RUNTIME_DIR and $XDG_STATE_HOME, and
+    the CLI, given no paths either, finds that daemon (it used to look only
+    in /run/callgate and /var/lib/callgate)."""
+
+    def test_cli_finds_the_users_own_daemon(self):
+        import shutil
+        import tempfile
+        import time
+        tmp = tempfile.mkdtemp(prefix="cg-userdefaults-", dir="/tmp")
+        os.chmod(tmp, 0o755)
+        env = dict(os.environ, HOME=os.path.join(tmp, "home"),
+                   XDG_RUNTIME_DIR=os.path.join(tmp, "run"),
+                   XDG_STATE_HOME=os.path.join(tmp, "state"))
+        for k in ("CALLGATE_SOCKET", "CALLGATE_STATE_DIR", "CALLGATE_ADMIN_SOCKET"):
+            env.pop(k, None)
+        ws = os.path.join(tmp, "ws")
+        for d in (env["HOME"], env["XDG_RUNTIME_DIR"], env["XDG_STATE_HOME"], ws):
+            os.mkdir(d, 0o700)
+            os.chown(d, NOBODY, NOBODY)
+        as_nobody = dict(user=NOBODY, group=NOBODY, extra_groups=[], env=env, cwd=ws)
+        log = open(os.path.join(tmp, "daemon.log"), "wb")
+        daemon = subprocess.Popen([cgtest.CALLGATED, "--workspace", ws, "--log", "stderr"],
+                                  stdout=log, stderr=log, **as_nobody)
+        try:
+            sock = os.path.join(env["XDG_RUNTIME_DIR"], "callgate", "callgate.sock")
+            deadline = time.monotonic() + 30
+            while not os.path.exists(sock) and time.monotonic() < deadline:
+                self.assertIsNone(daemon.poll(), "the daemon exited; see " + log.name)
+                time.sleep(0.05)
+            ping = subprocess.run([cgtest.CALLGATE, "ping"], capture_output=True,
+                                  timeout=30, **as_nobody)
+            self.assertEqual(ping.returncode, 0, (ping.stdout, ping.stderr))
+            logged = subprocess.run([cgtest.CALLGATE, "log", "--since", "1h", "--json"],
+                                    capture_output=True, timeout=30, **as_nobody)
+            self.assertEqual(logged.returncode, 0, (logged.stdout, logged.stderr))
+            self.assertIn(b"MCP-SYS-S-001", logged.stdout)
+        finally:
+            daemon.terminate()
+            daemon.wait(timeout=30)
+            log.close()
+            shutil.rmtree(tmp)

@@ -85,6 +85,20 @@ class EvidenceTools(unittest.TestCase):
             self.assertIn(k, v)
         self.assertEqual(cli(self.state, "verdict", "no-such-trace").returncode, 1)
 
+    def test_replay_of_an_unknown_trace_is_not_found_not_a_broken_journal(self):
+        # A mistyped id is not tampering: the journal line says PASS, the exit
+        # status is 66 (no such input), and the message says what is missing.
+        # A known trace still replays PASS beside it.
+        p = cli(self.state, "replay", "00000000-0000-4000-8000-000000000000")
+        self.assertEqual(p.returncode, 66, p.stdout + p.stderr)
+        self.assertTrue(p.stdout.startswith(b"PASS  journal:"), p.stdout)
+        self.assertIn(b"no trace 00000000-0000-4000-8000-000000000000", p.stderr)
+        j = cli(self.state, "replay", "00000000-0000-4000-8000-000000000000", "--json")
+        self.assertEqual(j.returncode, 66, j.stderr)
+        self.assertEqual([f["check"] for f in json.loads(j.stdout)["failures"]],
+                         ["trace_unknown"])
+        self.assertEqual(cli(self.state, "replay", self.denied).returncode, 0)
+
     def test_denied_call_is_one_refusal_event(self):
         # A call refused at once is one event holding request, resolution,
         # decision and reply (docs/evidence.md "Refusals"); nothing was permitted.
