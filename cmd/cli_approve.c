@@ -214,6 +214,24 @@ static void screen_field(struct screen *sc, const char *label, const char *value
 	free(v);
 }
 
+/*
+ * What a privileged call runs with, said exactly: the view is never built
+ * for it (run.c), so hide, tmp, protect and git terms do not apply and it
+ * keeps root's capabilities; but every constraint set's Landlock (read,
+ * write, exec, TCP), net and limit terms still bind it, with no_new_privs
+ * and seccomp (docs/confinement.md, "Contract"). Only with no set at all is
+ * it unconfined.
+ */
+static const char *privileged_text(const json_t *cons)
+{
+	if (json_array_size(cons) == 0)
+		return "YES: runs as root with no confinement at all (no view, no Landlock, no "
+		       "seccomp)";
+	return "YES: runs as root with root's capabilities on the host's own files (no view: "
+	       "hide, tmp, protect and git do not apply); the read, write, exec, net and limit "
+	       "terms of the constraints below still bind it, with no_new_privs and seccomp";
+}
+
 /* The whole approval view of one pending call, as rows. */
 static void build_view(struct screen *sc, const json_t *p, size_t waiting)
 {
@@ -233,7 +251,8 @@ static void build_view(struct screen *sc, const json_t *p, size_t waiting)
 	screen_field(sc, "time", json_string_value(json_object_get(p, "time")));
 	screen_field(sc, "reason", json_string_value(json_object_get(p, "reason")));
 	screen_field(sc, "privileged",
-		     priv ? "YES: runs as root, outside any confinement" : "no: runs confined");
+		     priv ? privileged_text(json_object_get(p, "constraints"))
+			  : "no: runs as the caller, in a view of its own");
 	screen_field(sc, "cwd", json_string_value(json_object_get(p, "cwd")));
 	size_t i;
 	const json_t *st;

@@ -17,9 +17,12 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <poll.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -157,7 +160,9 @@ static const struct cg_cli_opt ping_opts[] = {
 	"what its policy allows, confined, in the current directory (or --cwd). A\n"               \
 	"literal '|' argument separates stages; no shell is involved. The last\n"                  \
 	"stage's stdout and every stage's stderr are passed on, and the exit status\n"             \
-	"is the last stage's. A refusal prints 'callgate run: CODE: message (trace ID)'\n"         \
+	"is the last stage's. The command's stdin is /dev/null: the protocol carries\n"            \
+	"no input, so pass data in a file. A refusal prints\n"                                     \
+	"'callgate run: CODE: message (trace ID)'\n"                                               \
 	"and exits 65 (invalid), 69 (no daemon), 70 (error), 77 (denied) or 124\n"                 \
 	"(deadline)."
 #define GATE_USAGE                                                                                 \
@@ -315,6 +320,25 @@ static int parse_opts(const struct cg_cli *g, int argc, char **argv, struct req_
 	return i;
 }
 
+/*
+ * Data piped into callgate run would be lost without a word: the command's
+ * stdin is /dev/null. Say so when input is waiting (a pipe or socket with
+ * bytes to read, a non-empty file); an idle or closed stdin says nothing.
+ */
+static void stdin_note(void)
+{
+	struct stat st;
+	struct pollfd p = { .fd = STDIN_FILENO, .events = POLLIN };
+	if (fstat(STDIN_FILENO, &st) != 0)
+		return;
+	bool waiting = (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode))
+			   ? poll(&p, 1, 0) == 1 && (p.revents & POLLIN)
+			   : S_ISREG(st.st_mode) && st.st_size > 0;
+	if (waiting)
+		fprintf(stderr, "callgate run: standard input is not passed on (the command "
+				"reads /dev/null); pass data in a file\n");
+}
+
 int cg_cli_run(const struct cg_cli *g, int argc, char **argv)
 {
 	int ret = CG_EXIT_USAGE;
@@ -336,6 +360,7 @@ int cg_cli_run(const struct cg_cli *g, int argc, char **argv)
 		goto usage;
 	}
 	json_object_set_new(o.req, "pipeline", pipe);
+	stdin_note();
 	char err[512];
 	/* No client deadline: approval may take a human's time. */
 	if (cg_client_call(g->socket_path, o.req, 0, &resp, err, sizeof(err)) < 0) {

@@ -573,7 +573,11 @@ class TerminalApprover(unittest.TestCase):
         self.assertIn("/usr/bin/touch", s)
         self.assertIn(path, s)
         self.assertIn("make tui-yes", s)
-        self.assertIn("privileged     YES", s)
+        # The row says what binds a privileged call: no view, but its rule's
+        # constraint sets (touch in the workspace has some) still apply.
+        self.assertIn("privileged     YES: runs as root", s)
+        self.assertIn("still", s)
+        self.assertNotIn("outside any confinement", s)
         subprocess.run(["tmux", "send-keys", "-t", self.session, "y"], check=True)
         t.join(WAIT)
         self.assertEqual(box["resp"]["status"], "ok", box)

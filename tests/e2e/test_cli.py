@@ -140,6 +140,18 @@ class CliAgainstDaemon(unittest.TestCase):
             r = self.run_cli(*args)
             self.assertEqual(r.returncode, EXIT_USAGE, (args, r.stderr))
 
+    def test_piped_input_is_said_to_go_nowhere(self):
+        # The command reads /dev/null (the protocol has no input stream): data
+        # piped into `callgate run` is not silently lost; an empty stdin is quiet.
+        r = self.run_cli("run", "--no-privileged", "--", "cat", input=b"hello\n")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout, b"")
+        self.assertIn(b"standard input is not passed on", r.stderr)
+        q = subprocess.run([cgtest.CALLGATE, "--socket", self.d.socket, "run",
+                            "--no-privileged", "--", "cat"], stdin=subprocess.DEVNULL,
+                           capture_output=True, timeout=30, cwd=self.d.workspace)
+        self.assertEqual((q.returncode, q.stderr), (0, b""))
+
     def test_unreachable_daemon(self):
         import subprocess
         r = subprocess.run([cgtest.CALLGATE, "--socket", os.path.join(self.d.tmp, "nope.sock"),
