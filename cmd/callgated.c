@@ -172,6 +172,12 @@ int main(int argc, char **argv)
 	static struct cg_server_config sc; /* the server's own options fill it as they come */
 	static char passed_buf[PATH_MAX], passed_admin_buf[PATH_MAX];
 	const char *log_name = NULL, *syslog_socket = NULL;
+	/*
+	 * A log reader (stderr, a syslog socket) or a peer that went away is
+	 * EPIPE, never a signal that ends the daemon. Children start with every
+	 * disposition at its default again (exec.c).
+	 */
+	signal(SIGPIPE, SIG_IGN);
 
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];

@@ -339,6 +339,28 @@ static void stdin_note(void)
 				"reads /dev/null); pass data in a file\n");
 }
 
+/*
+ * On a terminal, a call with no answer after a few seconds says why it may
+ * be waiting, once: a person must approve it (or a rule deferred it), and
+ * how to find it and withdraw it. Off a terminal nothing is printed.
+ */
+struct wait_note {
+	char id[64];
+	bool said;
+};
+
+static void wait_tick(void *arg)
+{
+	struct wait_note *n = arg;
+	if (n->said)
+		return;
+	n->said = true;
+	fprintf(stderr,
+		"callgate run: no answer yet: the call may be waiting for a person to approve it "
+		"('callgate pending' lists it, request id %s); Ctrl-C withdraws it\n",
+		n->id);
+}
+
 int cg_cli_run(const struct cg_cli *g, int argc, char **argv)
 {
 	int ret = CG_EXIT_USAGE;
@@ -361,9 +383,18 @@ int cg_cli_run(const struct cg_cli *g, int argc, char **argv)
 	}
 	json_object_set_new(o.req, "pipeline", pipe);
 	stdin_note();
+	struct wait_note note = { .said = false };
+	if (!json_object_get(o.req, "id") && cg_uuid4(note.id, sizeof(note.id)) == 0)
+		json_object_set_new(o.req, "id", json_string(note.id));
+	const char *rid = json_string_value(json_object_get(o.req, "id"));
+	snprintf(note.id, sizeof(note.id), "%s", rid ? rid : "?");
+	struct cg_client_wait w = { .cancel_fd = -1,
+				    .tick = isatty(STDERR_FILENO) && !o.json ? wait_tick : NULL,
+				    .tick_arg = &note,
+				    .tick_ms = 3000 };
 	char err[512];
 	/* No client deadline: approval may take a human's time. */
-	if (cg_client_call(g->socket_path, o.req, 0, &resp, err, sizeof(err)) < 0) {
+	if (cg_client_call_wait(g->socket_path, o.req, 0, &w, &resp, err, sizeof(err)) < 0) {
 		ret = unreachable("run", err);
 		goto release;
 	}

@@ -52,6 +52,7 @@
 #include <grp.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -616,27 +617,56 @@ static void conn_cut(struct server *s, struct conn *c)
 }
 
 /*
- * Requests served up to now: a socket-activated successor refuses those
- * dated before the lock file's mtime. The mark is set SERVED_LEAD_NS ahead
- * and moved only once the clock reaches it, so a stream of calls costs one
- * futimens per lead rather than one each; every request taken is still
- * dated before the mark. The price: a successor refuses requests dated up
- * to the lead after the last one served (docs/approval.md).
+ * Requests served up to now: a successor refuses those dated before the
+ * lock file's mtime (and before its own start). The mark is set
+ * SERVED_LEAD_NS ahead and moved only once the clock reaches it, so a
+ * stream of calls costs one futimens per lead rather than one each; every
+ * request taken is still dated before the mark. A request dated further
+ * ahead (inside the freshness window) moves the mark past its own time
+ * before it goes on (the wire's mark-ahead hook). The price: a successor
+ * refuses requests dated up to the lead after the last one served
+ * (docs/approval.md).
  */
 #define SERVED_LEAD_NS (10 * 1000000LL)
 
+static struct server *marking; /* the server whose lock marks requests (one per process) */
+
+/* Move the mark to at least at_least + 1 ns. 0, or -1 with errno: not marked. */
+static int mark_until(struct server *s, int64_t at_least)
+{
+	if (s->served_fd < 0 || at_least < atomic_load(&s->served_until))
+		return 0;
+	pthread_mutex_lock(&s->mark_mu);
+	int rc = 0;
+	int64_t until = cg_now_wall_ns() + SERVED_LEAD_NS;
+	if (until <= at_least)
+		until = at_least + 1;
+	if (at_least >= atomic_load(&s->served_until)) {
+		struct timespec ts[2] = { { .tv_nsec = UTIME_OMIT },
+					  { .tv_sec = until / 1000000000,
+					    .tv_nsec = until % 1000000000 } };
+		struct stat st;
+		/* A file system that keeps coarser times must not round the mark down. */
+		if (futimens(s->served_fd, ts) != 0 || fstat(s->served_fd, &st) != 0)
+			rc = -1;
+		else if ((int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec <= at_least)
+			rc = -1, errno = ERANGE;
+		else
+			atomic_store(&s->served_until, until);
+	}
+	pthread_mutex_unlock(&s->mark_mu);
+	return rc;
+}
+
 static void mark_served(struct server *s)
 {
-	if (s->served_fd < 0)
-		return;
-	int64_t now = cg_now_wall_ns();
-	if (now < s->served_until)
-		return;
-	int64_t until = now + SERVED_LEAD_NS;
-	struct timespec ts[2] = { { .tv_nsec = UTIME_OMIT },
-				  { .tv_sec = until / 1000000000, .tv_nsec = until % 1000000000 } };
-	if (futimens(s->served_fd, ts) == 0)
-		s->served_until = until;
+	(void)mark_until(s, cg_now_wall_ns());
+}
+
+/* The wire's hook for a request dated ahead of the clock (cg_wire_set_mark_ahead). */
+static int mark_ahead(int64_t wall_ns)
+{
+	return marking ? mark_until(marking, wall_ns) : 0;
 }
 
 /* Hand the collected line to the kernel (or to the admin handler). */
@@ -1325,6 +1355,7 @@ int cg_server_run(struct cg_kernel *k, const struct cg_server_config *cfg)
 	s->read_deadline_ns =
 	    (cfg->read_deadline_ms > 0 ? cfg->read_deadline_ms : DEFAULT_READ_DEADLINE) * 1000000;
 	pthread_mutex_init(&s->mu, NULL);
+	pthread_mutex_init(&s->mark_mu, NULL);
 	s->loop_thread = pthread_self();
 	s->euid = geteuid();
 	s->self_pid = getpid();
@@ -1372,6 +1403,18 @@ int cg_server_run(struct cg_kernel *k, const struct cg_server_config *cfg)
 		s->have_listen_st = true;
 	}
 	s->served_fd = s->lock_fd;
+	/*
+	 * The lock's mtime is the last daemon's mark (mark_until): past its
+	 * start when it took a request dated ahead of its clock. Socket
+	 * activation already starts from it (adopt_listener; a lock it made
+	 * just now is no mark).
+	 */
+	struct stat lst;
+	if (!cfg->has_passed_fd && s->lock_fd >= 0 && fstat(s->lock_fd, &lst) == 0) {
+		int64_t mark = (int64_t)lst.st_mtim.tv_sec * 1000000000 + lst.st_mtim.tv_nsec;
+		if (mark > not_before)
+			not_before = mark;
+	}
 	if (cfg->has_passed_admin_fd) {
 		s->admin_fd = adopt_listener(cfg->passed_admin_fd, cfg->admin_socket_path,
 					     &s->admin_lock_fd, NULL);
@@ -1393,6 +1436,8 @@ int cg_server_run(struct cg_kernel *k, const struct cg_server_config *cfg)
 	 * after it.
 	 */
 	cg_wire_set_not_before(not_before);
+	marking = s;
+	cg_wire_set_mark_ahead(mark_ahead);
 	if (add_src(s, s->sig_fd, &s->sig_src, SRC_SIGNAL) < 0 ||
 	    add_src(s, s->wake_fd, &s->wake_src, SRC_WAKE) < 0 ||
 	    add_src(s, s->listen_fd, &s->listen_src, SRC_LISTEN) < 0 ||
@@ -1477,6 +1522,10 @@ close_fds:
 	}
 	free(s->own_cgroup);
 	stop_listening(s);
+	if (marking == s) {
+		cg_wire_set_mark_ahead(NULL);
+		marking = NULL;
+	}
 	if (s->lock_fd >= 0)
 		close(s->lock_fd);
 	if (s->admin_lock_fd >= 0)
@@ -1490,6 +1539,7 @@ close_fds:
 	if (s->ep_fd >= 0)
 		close(s->ep_fd);
 	pthread_mutex_destroy(&s->mu);
+	pthread_mutex_destroy(&s->mark_mu);
 	free(s);
 	return ret;
 }

@@ -179,7 +179,8 @@ struct server {
 	struct src listen_src, admin_src, sig_src, wake_src;
 	struct stat listen_st, admin_st; /* what we bound, so stop unlinks only ours */
 	int served_fd; /* the agent lock file, its mtime bumped per request (adopt_listener) */
-	int64_t served_until; /* wall ns its mtime marks: requests before it need no bump */
+	_Atomic int64_t served_until; /* wall ns its mtime marks: no bump for requests before it */
+	pthread_mutex_t mark_mu;      /* one futimens at a time (mark_until) */
 	bool have_listen_st, have_admin_st;
 	unsigned max_conns;
 	int64_t read_deadline_ns;

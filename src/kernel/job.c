@@ -170,10 +170,11 @@ static void read_facts(const char *line, size_t len, struct line_facts *f)
 /*
  * Every answer passes here on its way out: the per-call record is taken
  * from the line, whichever path produced it, so no answering path needs to
- * know about logging. The submitter's respond comes first, exactly once,
- * and the record after it, so the peer is not kept waiting for the log. The
- * record keeps copies of what it names from the job: once respond has run,
- * the job may be released.
+ * know about logging. Then the submitter's respond, exactly once. The
+ * record comes first: a log that blocks or fails holds the answer back
+ * with it, so no client is answered while its call's record waits behind a
+ * stalled log (an answer given at once queues its record right after the
+ * respond, respond.c).
  */
 static void log_respond(void *cookie, char *line, size_t len)
 {
@@ -183,17 +184,11 @@ static void log_respond(void *cookie, char *line, size_t len)
 	if (line)
 		read_facts(line, len, &f);
 	char rtype = f.type[0] ? f.type[0] : 'E';
-	char trace[sizeof(j->trace_id)];
-	memcpy(trace, j->trace_id, sizeof(trace));
-	const char *host = j->gate.req && j->gate.req->host ? j->gate.req->host : "";
-	char *host_copy = host[0] ? strdup(host) : NULL;
 	struct cg_call_record rec = {
-		.trace_id = trace,
+		.trace_id = j->trace_id,
 		.peer_pid = j->peer.pid,
 		.peer_uid = j->peer.uid,
-		.host = host_copy ? host_copy
-			: host[0] ? "?"
-				  : "",
+		.host = j->gate.req && j->gate.req->host ? j->gate.req->host : "",
 		.decision = f.decision_p   ? f.decision_p
 			    : rtype == 'S' ? "ALLOW"
 					   : "BLOCK",
@@ -203,11 +198,8 @@ static void log_respond(void *cookie, char *line, size_t len)
 		.ran = f.ran,
 		.exit_code = f.exit_code,
 	};
-	cg_respond_fn respond = j->user_respond;
-	void *user_cookie = j->user_cookie;
-	respond(user_cookie, line, len);
 	k->on_call(k->on_call_arg, &rec);
-	free(host_copy);
+	j->user_respond(j->user_cookie, line, len);
 }
 
 struct cg_job *job_new(struct cg_kernel *k, const struct cg_peer *peer, cg_respond_fn respond,

@@ -44,14 +44,23 @@ void cg_wire_set_not_before(int64_t wall_ns)
 	atomic_store(&not_before_ns, wall_ns);
 }
 
+/* Marks a request time ahead of the clock (cg_wire_set_mark_ahead); NULL: none. */
+static _Atomic(cg_wire_mark_fn) mark_ahead;
+
+void cg_wire_set_mark_ahead(cg_wire_mark_fn fn)
+{
+	atomic_store(&mark_ahead, fn);
+}
+
 /* Per-field byte limits beyond the 1 MiB line cap (docs/protocol.md). */
-#define MAX_HOST    255
-#define MAX_SESSION 256
-#define MAX_REASON  16384
-#define MAX_TIME    64
-#define MAX_CWD	    4096
-#define MAX_ACTIONS 256
-#define ECHO_MAX    64 /* bytes of request text quoted back in a reply */
+#define MAX_HOST       255
+#define MAX_SESSION    256
+#define MAX_REASON     16384
+#define MAX_TIME       64
+#define MAX_CWD	       4096
+#define MAX_ACTIONS    256
+#define ECHO_MAX       64 /* bytes of request text quoted back in a reply */
+#define MAX_ARGS_DEPTH 64 /* levels inside a gate action's args (scan_any; its reply says 64) */
 
 /* ---- small helpers ------------------------------------------------------- */
 
@@ -645,7 +654,9 @@ static struct cg_reply *take_time(json_t *root, const struct cg_wire_rules *rule
 	 * request dated before this daemon started is refused outright. A
 	 * captured request was dated before the old daemon accepted it, which
 	 * is before this one started; only someone who can make any request
-	 * can date one later, and they need no replay.
+	 * can date one later, and they need no replay. Except a request the
+	 * old daemon took dated ahead of its clock: that one it marked (below),
+	 * and the daemon's not-before is past the mark.
 	 */
 	int64_t not_before = atomic_load(&not_before_ns);
 	if (not_before > 0 && t_ns < not_before) {
@@ -656,6 +667,23 @@ static struct cg_reply *take_time(json_t *root, const struct cg_wire_rules *rule
 		cg_format_time(not_before, started, sizeof(started));
 		struct cg_reply *r = cg_reply_build(CG_REPLY_OWNED(CG_R_TIME_BEFORE_START),
 						    "{s:s,s:s}", "time", e, "started", started);
+		free(e);
+		return r;
+	}
+	/*
+	 * A request dated ahead of the clock (inside the window) would still be
+	 * dated after a restart, past the successor's start: its time is marked
+	 * first where the successor reads its not-before, or it is refused.
+	 */
+	cg_wire_mark_fn mark = atomic_load(&mark_ahead);
+	if (mark && t_ns > rules->now_ns && mark(t_ns) != 0) {
+		int err = errno;
+		char *e = echo(s, n);
+		if (!e)
+			return oom("quoting the request time");
+		struct cg_reply *r =
+		    cg_reply_build(CG_REPLY_OWNED(CG_R_TIME_AHEAD_UNMARKED), "{s:s,s:s}", "time", e,
+				   "errno_name", cg_errno_name(err));
 		free(e);
 		return r;
 	}
@@ -723,10 +751,15 @@ static struct cg_reply *scan_any(const char *field, json_t *v, int depth)
 	json_t *x;
 	size_t i;
 
-	/* jansson caps nesting at parse time; this bound is a second fence. */
-	if (depth > 2100)
+	/*
+	 * The args are recorded inside the call's events, a few levels down the
+	 * line, and every reader of the journal stops at 256 levels (journal.c
+	 * jv_container, which a verifier must be able to rely on): a request
+	 * whose record no reader could parse would break replay for good.
+	 */
+	if (depth > MAX_ARGS_DEPTH)
 		return cg_reply_new(CG_R_FIELD_TYPE, "{s:s,s:s}", "field", field, "expected",
-				    "less deeply nested JSON");
+				    "JSON nested at most 64 levels deep");
 	switch (json_typeof(v)) {
 	case JSON_STRING:
 		return scan_text(field, v, true);

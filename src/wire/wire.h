@@ -127,6 +127,16 @@ void cg_request_free(struct cg_request *req);
  */
 void cg_wire_set_not_before(int64_t wall_ns);
 
+/*
+ * Called with a request's time when it is ahead of the clock, before the
+ * request goes further: such a request would still be dated after a
+ * restart, so whoever takes it marks the time where its successor reads
+ * its not-before (the daemon: its lock file). 0, or -1 (errno) to refuse
+ * the request (TIME_AHEAD_UNMARKED). NULL (the default): no mark.
+ */
+typedef int (*cg_wire_mark_fn)(int64_t wall_ns);
+void cg_wire_set_mark_ahead(cg_wire_mark_fn fn);
+
 /* Is this env name on the built-in dangerous list (LD_*, BASH_ENV, …)? why gets a reason. */
 bool cg_wire_env_dangerous(const char *name, const char **why);
 

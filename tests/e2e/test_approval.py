@@ -247,6 +247,39 @@ class Approval(unittest.TestCase):
         self.assertEqual(pending(self.d), [])
 
 
+class WaitingOnATerminal(unittest.TestCase):
+    """A `callgate run` waiting for a person says so on a terminal, once,
+    with the request id `callgate pending` shows; off a terminal it is quiet."""
+
+    def test_a_waiting_call_says_why_on_a_terminal_only(self):
+        import pty
+        with cgtest.Daemon(flags=["--approval", "--approval-timeout", "4500"]) as d:
+            argv = [cgtest.CALLGATE, "--socket", d.socket, "run", "--id", "wait-note-1",
+                    "--", "id", "-u"]
+            master, slave = pty.openpty()
+            p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                 stderr=slave, cwd=d.workspace)
+            os.close(slave)
+            p.wait(timeout=WAIT)
+            said = b""
+            while True:
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                said += chunk
+            os.close(master)
+            self.assertEqual(p.returncode, 124, said)  # the approval timed out
+            self.assertEqual(said.count(b"no answer yet"), 1, said)
+            self.assertIn(b"request id wait-note-1", said)
+            q = subprocess.run(argv[:5] + ["wait-note-2"] + argv[6:], capture_output=True,
+                               stdin=subprocess.DEVNULL, cwd=d.workspace, timeout=WAIT)
+            self.assertEqual(q.returncode, 124, q.stderr)
+            self.assertNotIn(b"no answer yet", q.stderr)
+
+
 class ShutdownWithWaitingCalls(unittest.TestCase):
     def test_sigterm_answers_a_waiting_call_and_the_daemon_exits(self):
         d = cgtest.Daemon(flags=["--approval", "--approval-timeout", "60000"]).start()

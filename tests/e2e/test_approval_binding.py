@@ -592,6 +592,31 @@ class ReplayAfterRestart(unittest.TestCase):
             d.close()
 
 
+    def test_bytes_dated_ahead_of_the_clock_are_refused_after_a_restart(self):
+        # Dated 20 s ahead (inside the 60 s window), the request is still
+        # dated after the restart: the daemon that took it marked its time in
+        # the socket's lock, and its successor starts from the mark.
+        d = daemon().start()
+        try:
+            script = os.path.join(d.workspace, "count.py")
+            counter = os.path.join(d.workspace, "counter")
+            with open(script, "w") as f:
+                f.write(COUNTER)
+            line = cgtest.encode(cgtest.make_request([["python3", script, counter]],
+                                                     privileged=False,
+                                                     time=cgtest.now_rfc3339(20)))
+            first = cgtest.parse_response(d.raw(line))
+            self.assertEqual(first["status"], "ok", first)
+            d.stop()
+            d.start()
+            replay = cgtest.parse_response(d.raw(line))
+            self.assertEqual(replay["reply"]["code"], "MCP-VAL-I-024", replay)
+            time.sleep(0.3)
+            self.assertEqual(open(counter).read(), "ran\n", "ran a second time")
+        finally:
+            d.close()
+
+
 NOTIFIER = """#!/bin/sh
 # Record the approval view, then answer through the admin verbs, bound to its hash.
 # The answer appears under its final name only once whole (the test polls for it).

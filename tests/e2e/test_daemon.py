@@ -574,3 +574,40 @@ class WorkspaceRequired(unittest.TestCase):
             self.assertNotEqual(p.returncode, 0, ws)
             self.assertIn("WA-RES-E-002", p.stderr, ws)
             self.assertFalse(os.path.exists(sock), ws)
+
+
+class LogReaderGone(unittest.TestCase):
+    """The daemon's stderr reader going away (a log pipe closed) makes the
+    next per-call log line EPIPE, not a SIGPIPE that ends the daemon: any
+    client can cause a log line."""
+
+    def test_daemon_outlives_its_log_reader(self):
+        import shutil
+        import subprocess
+        import tempfile
+        tmp = tempfile.mkdtemp(prefix="cg-logpipe-", dir="/tmp")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        ws = os.path.join(tmp, "ws")
+        os.mkdir(ws)
+        sock = os.path.join(tmp, "cg.sock")
+        p = subprocess.Popen([cgtest.CALLGATED, "--socket", sock, "--state-dir",
+                              os.path.join(tmp, "state"), "--workspace", ws, "--log", "stderr"],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE)
+        try:
+            deadline = time.monotonic() + 30
+            while not os.path.exists(sock) and time.monotonic() < deadline:
+                self.assertIsNone(p.poll(), "the daemon exited at start")
+                time.sleep(0.05)
+            p.stderr.close()  # the log's reader is gone
+            for _ in range(3):
+                s = cgtest.connect(sock, 30)
+                s.sendall(cgtest.encode(cgtest.make_request(action="ping")))
+                resp = cgtest.parse_response(cgtest.recv_all(s))
+                s.close()
+                self.assertEqual(resp["status"], "ok", resp)
+            time.sleep(0.2)
+            self.assertIsNone(p.poll(), "the daemon died writing its log")
+        finally:
+            p.terminate()
+            p.wait(timeout=30)

@@ -14,6 +14,7 @@ import tempfile
 import threading
 import time
 import unittest
+import uuid
 
 import cgtest
 
@@ -499,3 +500,31 @@ class EvidenceCrash(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class DeeplyNestedArgs(unittest.TestCase):
+    """A gate action's args are recorded in the call's events, and every
+    journal reader stops at 256 levels: args nested deeper than the wire
+    allows (64) are an I reply, and what is accepted still replays. Once, one
+    request nested 2,000 levels made replay --all fail for good."""
+
+    def test_nesting_past_the_limit_is_refused_and_the_journal_still_replays(self):
+        with cgtest.Daemon() as d:
+            def gate(depth):
+                line = ('{"v":1,"id":"%s","action":"gate","time":"%s","actions":'
+                        '[{"action_type":"x","args":{"a":%s}}]}\n'
+                        % (uuid.uuid4(), cgtest.now_rfc3339(),
+                           "[" * depth + "]" * depth))
+                return cgtest.parse_response(d.raw(line.encode()))
+            deep = gate(250)
+            self.assertEqual((deep["reply"]["type"], deep["reply"]["code"]),
+                             ("I", "MCP-VAL-I-001"), deep)
+            ok = gate(60)
+            self.assertNotEqual(ok["reply"]["type"], "I", ok)
+            tid = ok["reply"]["trace_id"]
+            v = d.request({"id": str(uuid.uuid4()), "time": cgtest.now_rfc3339(),
+                           "action": "verdict", "trace_id": tid}, timeout=30)
+            self.assertEqual(v["status"], "ok", v)
+            d.stop()
+            p = cli(d.state_dir, "replay", "--all", "--no-write")
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)

@@ -102,6 +102,30 @@ class SocketActivation(unittest.TestCase):
         finally:
             d.close()
 
+    def test_successor_refuses_a_replayed_request_dated_ahead(self):
+        # Dated 20 s ahead, the request is still dated after the restart: the
+        # daemon that took it moved the lock's mark past its time first.
+        d = Activated()
+        try:
+            d.spawn()
+            d.wait_listening()
+            req = cgtest.make_request([["echo", "ahead"]], privileged=False,
+                                      time=cgtest.now_rfc3339(20))
+            resp = d.request(req)
+            self.assertEqual(resp["status"], "ok", (resp, d.log))
+            d.stop()
+            for p in (d.socket, d.admin_socket):
+                os.unlink(p)
+            d._logf.close()
+            offset = len(d.log)
+            d.spawn()
+            d.wait_listening(start=offset)
+            replay = d.request(req)
+            self.assertEqual(replay["reply"]["code"], "MCP-VAL-I-024", (replay, d.log))
+            d.stop()
+        finally:
+            d.close()
+
 
 class Notify(unittest.TestCase):
     def test_ready_reloading_stopping(self):
