@@ -145,6 +145,12 @@ char *cg_kernel_handle(struct cg_kernel *k, const char *line, size_t len, bool h
  * If *job_out is set (non-NULL), the call is still running: the caller may
  * cg_job_cancel() it (e.g. the client disconnected) and MUST cg_job_release()
  * it after respond has been called or once it no longer cares.
+ * An answer given before cg_kernel_submit returns (a refusal, ping, gate) is
+ * handed to respond first and its evidence record queued right after, still
+ * before cg_kernel_submit returns: a trace read (verdict, replay) submitted
+ * after that return finds the record. A caller that submits from several
+ * threads must not pass a trace id from respond to another thread's read
+ * before the submit that answered it has returned.
  */
 typedef void (*cg_respond_fn)(void *cookie, char *line, size_t len);
 struct cg_job;
