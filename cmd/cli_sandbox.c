@@ -52,7 +52,9 @@ extern char **environ;
 static const struct cg_cli_opt sandbox_opts[] = {
 	{ "--read", "P", "allow reading the tree P (default with any path option: /)" },
 	{ "--write", "P", "allow writing the tree P (in the view: bound read-write)" },
-	{ "--exec", "P", "allow executing files under P (default: the system's program dirs)" },
+	{ "--exec", "P",
+	  "allow executing files under P (repeatable; replaces the default, the system's program "
+	  "dirs)" },
 	{ "--net", "none|loopback|tcp:PORT[,PORT]...",
 	  "network: none, loopback only, or TCP ports" },
 	{ "--allow-host", "HOST[:PORT]",
@@ -649,6 +651,14 @@ int cg_cli_sandbox(const struct cg_cli *g, int argc, char **argv)
 						     "applying confinement", "executing" };
 		fprintf(stderr, "callgate sandbox: %s %s: %s\n", steps[fail.step % 3],
 			fail.step == 2 ? cmd[0] : "failed", cg_errno_name(fail.err));
+		if (fail.step == 2 && fail.err == EACCES)
+			fprintf(stderr,
+				"callgate sandbox: %s resolves to %s; with a path option only "
+				"files under the --exec trees may run, a script's interpreter "
+				"too. The default trees are the system's program dirs (/usr "
+				"/bin /sbin /lib ...); --exec replaces them, so name them as well: "
+				"--exec /usr --exec DIR\n",
+				cmd[0], exe);
 		rc = fail.step == 2 ? (fail.err == ENOENT ? 127 : 126) : CG_EXIT_ERROR;
 	} else if (!ready) {
 		fprintf(stderr,

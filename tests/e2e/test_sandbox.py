@@ -81,6 +81,21 @@ class FsTest(unittest.TestCase):
     def tearDown(self):
         shutil.rmtree(self.tmp, ignore_errors=True)
 
+    def test_a_program_outside_the_exec_trees_is_named_with_the_fix(self):
+        # A program found outside the --exec trees (pyenv shims, venvs,
+        # ~/.local/bin) cannot run under a path option: the message names
+        # where it resolved and the flag that allows it, and adding it works.
+        prog = os.path.join(self.inside, "tool")
+        with open(prog, "w") as f:
+            f.write("#!/bin/sh\necho tool ran\n")
+        os.chmod(prog, 0o755)
+        r = sandbox(*self.flags, "--", prog)
+        self.assertEqual(r.returncode, 126, r.stderr)
+        self.assertIn("resolves to " + prog, r.stderr)
+        self.assertIn("--exec", r.stderr)
+        ok = sandbox(*self.flags, "--exec", "/usr", "--exec", self.inside, "--", prog)
+        self.assertEqual((ok.returncode, ok.stdout), (0, "tool ran\n"), ok.stderr)
+
     def test_shell_redirect(self):
         out_p = os.path.join(self.outside, "x")
         in_p = os.path.join(self.inside, "x")
