@@ -178,9 +178,12 @@ static int add_rules(scmp_filter_ctx ctx)
 	/*
 	 * vsock is not divided by network namespaces: a call with net: none
 	 * could still reach the hypervisor's (or a guest's) vsock services.
+	 * The family is an int: the kernel reads the register's low 32 bits,
+	 * so the rule compares those only (AF_VSOCK with any upper bits set
+	 * passed a comparison of all 64).
 	 */
 	if (seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), SCMP_SYS(socket), 1,
-			     SCMP_A0(SCMP_CMP_EQ, AF_VSOCK)) != 0)
+			     SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffu, AF_VSOCK)) != 0)
 		return -1;
 	return deny_setid_modes(ctx);
 }
