@@ -17,12 +17,14 @@
  *    a clean stop exits 0.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -343,6 +345,25 @@ int main(int argc, char **argv)
 	if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0) {
 		fprintf(stderr, "callgated: sigprocmask: %s\n", strerror(errno));
 		return EXIT_STARTUP;
+	}
+
+	/*
+	 * No controlling terminal: a call could otherwise open /dev/tty (the
+	 * view binds the device) and read, or draw on, the terminal of whoever
+	 * started the daemon from a shell, approval screen included. Nothing
+	 * started from here on has one either. (A session leader's SIGHUP is
+	 * blocked here: at most a policy reload.)
+	 */
+	int tty = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC);
+	if (tty >= 0) {
+		int rc = ioctl(tty, TIOCNOTTY);
+		int e = errno;
+		close(tty);
+		if (rc != 0) {
+			fprintf(stderr, "callgated: cannot give up the controlling terminal: %s\n",
+				strerror(e));
+			return EXIT_STARTUP;
+		}
 	}
 
 	char why_log[256] = "";

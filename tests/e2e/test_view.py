@@ -1007,3 +1007,59 @@ class InitProgram(unittest.TestCase):
         # A pid that is not its child: waiting fails, 127 (never hangs).
         p = subprocess.run([self.init, "99999"], timeout=10)
         self.assertEqual(p.returncode, 127)
+
+
+class NoControllingTerminal(unittest.TestCase):
+    """Started from a shell on a terminal (as the README and scripts/demo
+    start it), the daemon gives the terminal up: a confined call that opens
+    /dev/tty cannot write to it or read what the operator types. Judged by
+    what reaches the terminal."""
+
+    def test_a_call_cannot_reach_the_terminal_the_daemon_was_started_on(self):
+        import pty
+        import select
+        tmp = tempfile.mkdtemp(prefix="cg-tty-", dir="/tmp")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        ws = os.path.join(tmp, "ws")
+        os.mkdir(ws)
+        sock = os.path.join(tmp, "cg.sock")
+        daemon = ("%s --socket %s --state-dir %s --workspace %s --log stderr "
+                  "2>%s/daemon.log & wait" % (cgtest.CALLGATED, sock,
+                                              os.path.join(tmp, "state"), ws, tmp))
+        pid, master = pty.fork()
+        if pid == 0:  # a shell on the terminal, the daemon its background job
+            os.execv("/bin/sh", ["sh", "-c", daemon])
+        screen = b""
+        try:
+            deadline = time.monotonic() + 30
+            while not os.path.exists(sock) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            call = ("import os\n"
+                    "try:\n"
+                    "    fd = os.open('/dev/tty', os.O_RDWR)\n"
+                    "    os.write(fd, b'INJECTED-BY-A-CALL')\n"
+                    "    print('opened')\n"
+                    "except OSError as e:\n"
+                    "    print('refused', e.errno)\n")
+            with open(os.path.join(ws, "tty.py"), "w") as f:
+                f.write(call)
+            s = cgtest.connect(sock, 30)
+            s.sendall(cgtest.encode(cgtest.make_request([["python3", "tty.py"]],
+                                                        privileged=False, cwd=ws)))
+            resp = cgtest.parse_response(cgtest.recv_all(s))
+            self.assertEqual(resp["status"], "ok", resp)
+            out = base64.b64decode(resp["stdout"])
+            self.assertTrue(out.startswith(b"refused"), out)
+            end = time.monotonic() + 0.5
+            while time.monotonic() < end:
+                if select.select([master], [], [], 0.1)[0]:
+                    try:
+                        screen += os.read(master, 65536)
+                    except OSError:
+                        break
+            self.assertNotIn(b"INJECTED", screen)
+        finally:
+            os.kill(pid, signal.SIGTERM)
+            subprocess.run(["pkill", "-f", "--", "--socket " + sock], check=False)
+            os.waitpid(pid, 0)
+            os.close(master)
