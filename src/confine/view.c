@@ -791,6 +791,21 @@ fail:
 	return -1;
 }
 
+/*
+ * Is real inside a tree bound into the private /tmp (a write tree or the
+ * workspace there, collect_write and collect_kept)? Then it is visible in
+ * the view and a store in it must be hidden like any other: skipping every
+ * path under /tmp showed a state dir kept in such a workspace, signing key
+ * and all.
+ */
+static bool in_tmp_dirs(const struct cg_view *v, const char *real)
+{
+	for (size_t i = 0; i < v->n_tmp_dirs; i++)
+		if (under(real, v->tmp_dirs[i]))
+			return true;
+	return false;
+}
+
 /* Add every existing match of pattern (a path or a glob) to the hidden list. */
 static int add_hidden(struct cg_view *v, const char *pattern)
 {
@@ -808,8 +823,8 @@ static int add_hidden(struct cg_view *v, const char *pattern)
 		if (!realpath(g.gl_pathv[i], real) || stat(real, &st) != 0 ||
 		    strcmp(real, "/") == 0)
 			continue;
-		if (v->private_tmp && under(real, "/tmp"))
-			continue; /* invisible anyway, unless in the write set (below) */
+		if (v->private_tmp && under(real, "/tmp") && !in_tmp_dirs(v, real))
+			continue; /* under the private /tmp and not bound into it: invisible */
 		size_t before = v->n_hide;
 		if (list_add(&v->hide, &v->n_hide, real) != 0) {
 			rc = -1;

@@ -1063,3 +1063,31 @@ class NoControllingTerminal(unittest.TestCase):
             subprocess.run(["pkill", "-f", "--", "--socket " + sock], check=False)
             os.waitpid(pid, 0)
             os.close(master)
+
+
+class StateInsideAWorkspaceUnderTmp(unittest.TestCase):
+    """A workspace under /tmp is bound into the call's private /tmp, and what
+    must be hidden in it is hidden there too: once every path under /tmp was
+    skipped, and a read-only command returned the daemon's signing key when
+    its state dir lay in such a workspace. Judged by the bytes that come
+    back."""
+
+    def test_key_and_sockets_in_the_workspace_stay_hidden(self):
+        d = cgtest.Daemon()
+        d.workspaces = [d.tmp]  # state/, the sockets: all inside the workspace
+        with d:
+            keys = [os.path.join(dp, f) for dp, _, fs in os.walk(d.state_dir) for f in fs
+                    if "key" in f]
+            self.assertTrue(keys, os.listdir(d.state_dir))
+            secret = open(keys[0], "rb").read()
+            resp = d.request(cgtest.make_request([["cat", keys[0]]], privileged=False,
+                                                 cwd=d.tmp))
+            out = base64.b64decode(resp.get("stdout", ""))
+            self.assertNotIn(secret[:32], out, resp)
+            self.assertNotEqual(resp.get("stages", [{}])[0].get("exit_code"), 0, resp)
+            probe = cgtest.make_request([["python3", "-c",
+                                          "import socket,sys; s=socket.socket(socket.AF_UNIX);"
+                                          "s.connect(sys.argv[1]); print('connected')",
+                                          d.socket]], privileged=False, cwd=d.tmp)
+            r = d.request(probe)
+            self.assertNotIn(b"connected", base64.b64decode(r.get("stdout", "")), r)
