@@ -115,6 +115,16 @@ static const char *const home_secrets[] = {
 	".mozilla",
 	".config/google-chrome",
 	".config/chromium",
+	/* agents' own logins */
+	".claude/.credentials.json",
+	".codex/auth.json",
+	/* shell and REPL histories: tokens typed on a command line end up here */
+	".bash_history",
+	".zsh_history",
+	".python_history",
+	".psql_history",
+	".mysql_history",
+	".node_repl_history",
 };
 /*
  * System secrets, other services' sockets, the daemon's default state.

@@ -788,7 +788,8 @@ class ViewThroughSandbox(unittest.TestCase):
         self.assertFalse(os.path.exists(made))
 
     def test_credential_stores_absent(self):
-        for rel in (".ssh/id_ed25519", ".aws/credentials", ".netrc", ".kube/config"):
+        for rel in (".ssh/id_ed25519", ".aws/credentials", ".netrc", ".kube/config",
+                    ".bash_history", ".codex/auth.json", ".claude/.credentials.json"):
             p = os.path.join(self.home, rel)
             os.makedirs(os.path.dirname(p), exist_ok=True)
             with open(p, "w") as f:
@@ -801,9 +802,13 @@ class ViewThroughSandbox(unittest.TestCase):
                          ls_ssh=f"os.listdir({self.home + '/.ssh'!r})",
                          aws=f"open({self.home + '/.aws/credentials'!r}).read()",
                          netrc=f"open({self.home + '/.netrc'!r}).read()",
+                         history=f"open({self.home + '/.bash_history'!r}).read()",
+                         codex=f"open({self.home + '/.codex/auth.json'!r}).read()",
+                         claude=f"open({self.home + '/.claude/.credentials.json'!r}).read()",
                          control=f"open({self.home + '/notes.txt'!r}).read()")
         self.assertEqual(res, {"ssh": "EACCES", "ls_ssh": "EACCES", "aws": "EACCES",
-                               "netrc": "EACCES", "control": "OK"})
+                               "netrc": "EACCES", "history": "EACCES", "codex": "EACCES",
+                               "claude": "EACCES", "control": "OK"})
         # And through a tool that copies trees: nothing comes out.
         r = sandbox("--write", self.ws, "--", "cp", "-r", self.home, self.ws + "/copy",
                     env=env, cwd=self.ws)
