@@ -187,6 +187,8 @@ struct cg_view {
 	size_t n_write;
 	char **pin; /* directories bound onto themselves: mount points, never renamed */
 	size_t n_pin;
+	char **anchor; /* a hidden path's directories in a write tree: bound onto themselves */
+	size_t n_anchor;
 	char **protect; /* absolute, existing, inside a write tree */
 	size_t n_protect;
 	char **hide;		 /* absolute, existing, not symlinks */
@@ -458,6 +460,11 @@ static int place_trees(const struct cg_view *v, const struct view_fds *f)
 		if ((rc = bind_clone(AT_FDCWD, v->pin[i] + 1, false,
 				     MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | nx_attr, 0,
 				     v->pin[i] + 1)) != 0)
+			return rc;
+	/* Outermost first, with what is mounted below each: an anchor covers nothing. */
+	for (size_t i = 0; i < v->n_anchor; i++)
+		if ((rc = bind_clone(AT_FDCWD, v->anchor[i] + 1, true, 0, 0, v->anchor[i] + 1)) !=
+		    0)
 			return rc;
 	for (size_t i = 0; i < v->n_protect; i++)
 		if ((rc = bind_clone(AT_FDCWD, v->protect[i] + 1, false, MOUNT_ATTR_RDONLY, 0,
@@ -802,6 +809,36 @@ fail:
 }
 
 /*
+ * A hidden path is hidden by name when the next call's view is built. In a
+ * write tree its parent directories could be renamed by this call (a
+ * rename of ~/.config moves ~/.config/gh out of the next view's reach), so
+ * each of them, up to the write tree's own mount, is bound onto itself: a
+ * mount point, which rename refuses (EBUSY). Listed outermost first.
+ */
+static int anchor_parents(struct cg_view *v, const char *real)
+{
+	const char *root = NULL;
+	for (size_t i = 0; i < v->n_write; i++)
+		if (under(real, v->write[i]) && strcmp(real, v->write[i]) != 0 &&
+		    (!root || strlen(v->write[i]) > strlen(root)))
+			root = v->write[i];
+	if (!root)
+		return 0;
+	size_t rl = strlen(root);
+	for (const char *p = real + rl + 1; (p = strchr(p, '/')); p++) {
+		char dir[PATH_MAX];
+		size_t n = (size_t)(p - real);
+		if (n >= sizeof(dir))
+			break;
+		memcpy(dir, real, n);
+		dir[n] = '\0';
+		if (list_add(&v->anchor, &v->n_anchor, dir) != 0)
+			return -1;
+	}
+	return 0;
+}
+
+/*
  * Is real inside a tree bound into the private /tmp (a write tree or the
  * workspace there, collect_write and collect_kept)? Then it is visible in
  * the view and a store in it must be hidden like any other: skipping every
@@ -837,6 +874,10 @@ static int add_hidden(struct cg_view *v, const char *pattern)
 			continue; /* under the private /tmp and not bound into it: invisible */
 		size_t before = v->n_hide;
 		if (list_add(&v->hide, &v->n_hide, real) != 0) {
+			rc = -1;
+			break;
+		}
+		if (anchor_parents(v, real) != 0) {
 			rc = -1;
 			break;
 		}
@@ -1193,6 +1234,7 @@ void cg_view_free(struct cg_view *v)
 		return;
 	free_list(v->write, v->n_write);
 	free_list(v->pin, v->n_pin);
+	free_list(v->anchor, v->n_anchor);
 	free_list(v->protect, v->n_protect);
 	free_list(v->hide, v->n_hide);
 	free_list(v->tmp_dirs, v->n_tmp_dirs);

@@ -829,6 +829,25 @@ class ViewThroughSandbox(unittest.TestCase):
                          control=f"open({self.ws + '/other'!r}, 'w').write('x')")
         self.assertEqual(res, {"hidden": "EACCES", "protected": "EROFS", "control": "OK"})
 
+    def test_a_hidden_paths_parents_cannot_be_renamed_away(self):
+        # A path is hidden by name when the next view is built: renaming its
+        # parent in a write tree once moved it out of every later view's
+        # reach. Its parents are mount points now, so the rename fails, and
+        # a second call sees the secret under no name.
+        secret_dir = os.path.join(self.ws, "cfg", "gh")
+        os.makedirs(secret_dir)
+        with open(os.path.join(secret_dir, "hosts.yml"), "w") as f:
+            f.write("oauth_token: SECRET")
+        flags = ["--write", self.ws, "--hide", secret_dir]
+        res = self.probe(flags,
+                         mv=f"os.rename({self.ws + '/cfg'!r}, {self.ws + '/moved'!r})",
+                         control=f"open({self.ws + '/cfg/other'!r}, 'w').write('x')")
+        self.assertEqual(res, {"mv": "EBUSY", "control": "OK"})
+        self.assertTrue(os.path.isdir(secret_dir))
+        self.assertFalse(os.path.exists(os.path.join(self.ws, "moved")))
+        res = self.probe(flags, read=f"open({secret_dir + '/hosts.yml'!r}).read()")
+        self.assertEqual(res, {"read": "EACCES"})
+
     def test_tmp_private_and_shared(self):
         fd, host = tempfile.mkstemp(prefix="cg-view-", dir="/tmp")
         os.close(fd)
