@@ -23,7 +23,8 @@
  *      the host (nodev must not apply to them), a private devpts and shm;
  *      then the tmpfs itself read-only.
  *   8. A fresh /proc of the stage's pid namespace (the daemon and every
- *      other process are absent), /proc/sys read-only.
+ *      other process are absent), /proc/sys, irq, bus and fs read-only,
+ *      kcore, keys, kpage*, iomem and the like masked by /dev/null.
  *   9. pivot_root, the old root detached; the cwd re-entered by path and
  *      checked to be the same directory the parent pinned.
  *
@@ -338,17 +339,36 @@ static int build_dev(const struct cg_view *v, const struct view_fds *f)
 	return rc;
 }
 
-/* /proc of this pid namespace; its sysctls read-only (uid 0 owns them). */
+/*
+ * /proc of this pid namespace. What uid 0 owns there and the host shares is
+ * read-only: sysctls, SysRq, IRQ affinity, buses and filesystems (an
+ * attack wrote /proc/irq from a view with no Landlock file rules). What
+ * reads the host's memory, keys or layout is replaced by /dev/null (as the
+ * container runtimes do). A kernel without one of them has nothing to cover.
+ */
 static int build_proc(void)
 {
+	static const char *const read_only[] = { "proc/sys", "proc/sysrq-trigger", "proc/irq",
+						 "proc/bus", "proc/fs" };
+	static const char *const masked[] = { "proc/kcore",	 "proc/keys",
+					      "proc/key-users",	 "proc/kpageflags",
+					      "proc/kpagecount", "proc/kpagecgroup",
+					      "proc/iomem",	 "proc/ioports",
+					      "proc/timer_list", "proc/sched_debug" };
 	int rc;
 	if (sys_mount("proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0)
 		return errno;
-	if ((rc = bind_clone(AT_FDCWD, "proc/sys", false, MOUNT_ATTR_RDONLY, 0, "proc/sys")) != 0)
-		return rc;
-	rc = bind_clone(AT_FDCWD, "proc/sysrq-trigger", false, MOUNT_ATTR_RDONLY, 0,
-			"proc/sysrq-trigger");
-	return rc == ENOENT ? 0 : rc; /* kernels without magic SysRq */
+	for (size_t i = 0; i < CG_ARRAY_LEN(read_only); i++)
+		if ((rc = bind_clone(AT_FDCWD, read_only[i], false, MOUNT_ATTR_RDONLY, 0,
+				     read_only[i])) != 0 &&
+		    rc != ENOENT)
+			return rc;
+	for (size_t i = 0; i < CG_ARRAY_LEN(masked); i++)
+		if ((rc = bind_clone(AT_FDCWD, "dev/null", false, MOUNT_ATTR_RDONLY, 0,
+				     masked[i])) != 0 &&
+		    rc != ENOENT)
+			return rc;
+	return 0;
 }
 
 /* mkdir -p of a write tree's path inside the private /tmp (relative, "tmp/…"). */

@@ -390,6 +390,21 @@ class ViewThroughDaemon(unittest.TestCase):
             if os.path.exists(os.path.join(self.d.workspace, "w2.txt")):
                 os.unlink(os.path.join(self.d.workspace, "w2.txt"))
 
+    def test_host_proc_knobs_read_only_and_memory_views_masked(self):
+        # A root caller's call is uid 0, the owner of /proc's files: what the
+        # host shares there is read-only (an attack wrote IRQ affinity), and
+        # what shows the host's memory or keys reads empty.
+        aff = "/proc/irq/default_smp_affinity"
+        now = open(aff).read().strip() if os.path.exists(aff) else None
+        ops = {"keys": "check(open('/proc/keys').read() == '', errno.EIO)",
+               "iomem": "check(open('/proc/iomem').read() == '', errno.EIO)",
+               "control": "check(open('/proc/self/status').read() != '', errno.EIO)"}
+        want = {"keys": "OK", "iomem": "OK", "control": "OK"}
+        if now is not None:
+            ops["irq"] = f"open({aff!r}, 'w').write({now!r})"
+            want["irq"] = "EROFS"
+        self.assertEqual(self.probe(**ops), want)
+
     def test_no_vsock(self):
         # Not divided by network namespaces: the hypervisor's services stay
         # out of reach of net: none only if no vsock socket can be made.
