@@ -254,6 +254,13 @@ static void build_view(struct screen *sc, const json_t *p, size_t waiting)
 		     priv ? privileged_text(json_object_get(p, "constraints"))
 			  : "no: runs as the caller, in a view of its own");
 	screen_field(sc, "cwd", json_string_value(json_object_get(p, "cwd")));
+	if (priv)
+		/* An attack ran the agent's ws/json/__init__.py as root through python3 -m json.tool. */
+		screen_field(
+		    sc, "  note",
+		    "the agent can write here: a program that loads code from its "
+		    "working directory (python3 -m, node, make, a ./script) runs that code "
+		    "as root");
 	size_t i;
 	const json_t *st;
 	json_array_foreach(json_object_get(p, "pipeline"), i, st)

@@ -611,6 +611,7 @@ class TerminalApprover(unittest.TestCase):
         self.assertIn("privileged     YES: runs as root", s)
         self.assertIn("still", s)
         self.assertNotIn("outside any confinement", s)
+        self.assertIn("the agent can write here", s)  # the cwd's code runs as root too
         subprocess.run(["tmux", "send-keys", "-t", self.session, "y"], check=True)
         t.join(WAIT)
         self.assertEqual(box["resp"]["status"], "ok", box)
