@@ -31,19 +31,6 @@
 /* Ping and gate answer at once; a dead daemon should not hang the CLI. */
 #define QUICK_TIMEOUT_MS 30000
 
-/* The daemon could not be asked (69), or answered something unreadable (70). */
-static int unreachable(const char *sub, const char *err)
-{
-	int e = errno;
-	fprintf(stderr, "callgate %s: %s\n", sub, err);
-	if ((e == ENOENT || e == ECONNREFUSED) && isatty(STDERR_FILENO))
-		fprintf(stderr,
-			"callgate %s: is callgated running? Give its socket with --socket "
-			"PATH or $CALLGATE_SOCKET\n",
-			sub);
-	return e == EPROTO || e == EMSGSIZE ? CG_EXIT_ERROR : CG_EXIT_UNAVAILABLE;
-}
-
 /*
  * The protocol's default is privileged; a person who did not choose it is
  * told how not to. On a terminal only: scripts keep the one refusal line.
@@ -69,6 +56,41 @@ static void print_json(const json_t *resp)
 		fputc('\n', stdout);
 	}
 	free(s);
+}
+
+/*
+ * The daemon could not be asked (69), or answered something unreadable
+ * (70): its registry reply (MCP-IO-E-100, E-103 over ssh, E-101) on stderr
+ * as "CODE: message", and with --json the same reply on stdout.
+ */
+static int unreachable(const struct cg_cli *g, const char *sub, const char *err, bool json)
+{
+	int e = errno;
+	bool unreadable = e == EPROTO || e == EMSGSIZE;
+	bool remote = cg_client_host_is_remote(g->host);
+	struct cg_reply *r =
+	    unreadable ? cg_reply_new(CG_R_DAEMON_REPLY_INVALID, "{s:s}", "detail", err)
+	    : remote
+		? cg_reply_new(CG_R_HOST_UNREACHABLE, "{s:s,s:s}", "host", g->host, "detail", err)
+		: cg_reply_new(CG_R_DAEMON_UNREACHABLE, "{s:s,s:s}", "socket", g->socket_path,
+			       "detail", err);
+	char *msg = r ? cg_reply_message(r) : NULL;
+	if (json && r) {
+		json_t *o = json_pack("{s:s,s:s,s:o}", "id", "", "status", "error", "reply",
+				      cg_reply_to_json(r));
+		print_json(o);
+		json_decref(o);
+	}
+	fprintf(stderr, "callgate %s: %s: %s\n", sub, r ? cg_reply_def_of(r)->code : "",
+		msg ? msg : err);
+	free(msg);
+	cg_reply_free(r);
+	if ((e == ENOENT || e == ECONNREFUSED) && !remote && isatty(STDERR_FILENO))
+		fprintf(stderr,
+			"callgate %s: is callgated running? Give its socket with --socket "
+			"PATH or $CALLGATE_SOCKET\n",
+			sub);
+	return unreadable ? CG_EXIT_ERROR : CG_EXIT_UNAVAILABLE;
 }
 
 /* Decode a base64 field and write it to f. 0, or -1 if it does not decode. */
@@ -395,7 +417,7 @@ int cg_cli_run(const struct cg_cli *g, int argc, char **argv)
 	char err[512];
 	/* No client deadline: approval may take a human's time. */
 	if (cg_client_call_wait(g->socket_path, o.req, 0, &w, &resp, err, sizeof(err)) < 0) {
-		ret = unreachable("run", err);
+		ret = unreachable(g, "run", err, o.json);
 		goto release;
 	}
 	if (o.json) {
@@ -485,7 +507,7 @@ int cg_cli_ping(const struct cg_cli *g, int argc, char **argv)
 	if (g->host && *g->host)
 		json_object_set_new(req, "host", json_string(g->host));
 	if (cg_client_call(g->socket_path, req, QUICK_TIMEOUT_MS, &resp, err, sizeof(err)) < 0) {
-		ret = unreachable("ping", err);
+		ret = unreachable(g, "ping", err, as_json);
 		goto release;
 	}
 	if (as_json)
@@ -572,7 +594,7 @@ int cg_cli_gate(const struct cg_cli *g, int argc, char **argv)
 	}
 	char err[512];
 	if (cg_client_call(g->socket_path, o.req, QUICK_TIMEOUT_MS, &resp, err, sizeof(err)) < 0) {
-		ret = unreachable("gate", err);
+		ret = unreachable(g, "gate", err, o.json);
 		goto release;
 	}
 	const json_t *r = json_object_get(resp, "reply");

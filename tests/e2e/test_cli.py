@@ -158,6 +158,11 @@ class CliAgainstDaemon(unittest.TestCase):
                             "ping"], capture_output=True, timeout=30)
         self.assertEqual(r.returncode, EXIT_UNAVAILABLE, r.stderr)
         self.assertIn(b"nope.sock", r.stderr)
+        self.assertIn(b"MCP-IO-E-100", r.stderr)  # "CODE: message", as every refusal
+        j = subprocess.run([cgtest.CALLGATE, "--socket", os.path.join(self.d.tmp, "nope.sock"),
+                            "run", "--json", "--", "ls"], capture_output=True, timeout=30)
+        self.assertEqual(j.returncode, EXIT_UNAVAILABLE, j.stderr)
+        self.assertEqual(json.loads(j.stdout)["reply"]["code"], "MCP-IO-E-100")
 
     def test_busy_daemon_is_reported_not_hung(self):
         # At the cap the daemon answers "busy" without reading the request;
