@@ -23,7 +23,7 @@ static const struct {
 	{ "run", cg_cli_run, "run a governed pipeline: run [opts] -- CMD ARGS [| CMD ARGS]..." },
 	{ "ping", cg_cli_ping, "check the daemon is alive" },
 	{ "gate", cg_cli_gate, "decide without running: gate [--json] -- CMD ARGS | --actions F" },
-	{ "policy", cg_cli_policy, "policy check|explain|test|dump|keygen|sign|verify" },
+	{ "policy", cg_cli_policy, "policy check|explain|test|dump|diff|keygen|sign|verify" },
 	{ "sandbox", cg_cli_sandbox, "run a command confined: sandbox [--read P]... -- CMD ARGS" },
 	{ "replay", cg_cli_evidence, "verify evidence: replay TRACE_ID | --all" },
 	{ "verdict", cg_cli_evidence, "print a trace's verdict: verdict TRACE_ID [--json]" },

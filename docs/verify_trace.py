@@ -954,6 +954,9 @@ def check_state(state, which, probs):
 
 def main(argv):
     probs = Problems()
+    if len(argv) == 2 and argv[1] in ("-h", "--help"):
+        sys.stdout.write(__doc__)
+        return 0
     if len(argv) == 2 and os.path.exists(os.path.join(argv[1], "events.ndjson")):
         check_package(argv[1], probs)
         checked = "package %s" % argv[1]
