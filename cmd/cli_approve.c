@@ -872,10 +872,27 @@ static int grant_usage(void)
 	    grant_open_opts);
 }
 
+/* grant's subcommands, for a mistyped one's did-you-mean. */
+static const struct cg_cli_opt grant_commands[] = {
+	{ "open", NULL, "" },
+	{ "list", NULL, "" },
+	{ "close", NULL, "" },
+	{ 0 },
+};
+
 static int cmd_grant(const struct cg_cli *g, int argc, char **argv)
 {
-	if (cg_cli_wants_help(argc, argv))
+	if (cg_cli_wants_help(argc, argv)) {
+		if (argc >= 2 && strcmp(argv[1], "list") == 0)
+			return cg_cli_help("callgate grant list [--json]",
+					   "List the open grants: id, shape, uses and time left.",
+					   grant_opts);
+		if (argc >= 2 && strcmp(argv[1], "close") == 0)
+			return cg_cli_help("callgate grant close GRANT_ID",
+					   "Close a grant now: no further call runs under it.",
+					   NULL);
 		return grant_usage();
+	}
 	if (argc < 2) {
 		fprintf(stderr, "callgate grant: say open, list or close (see 'callgate grant "
 				"--help')\n");
@@ -978,7 +995,7 @@ static int cmd_grant(const struct cg_cli *g, int argc, char **argv)
 		/* The daemon validates the spec and names what is wrong (CT codes). */
 		req = json_pack("{s:s,s:o}", "action", "grant_open", "grant", spec);
 	} else {
-		return cg_cli_bad_option("grant", argv[1], "unknown subcommand", grant_opts);
+		return cg_cli_bad_option("grant", argv[1], "unknown subcommand", grant_commands);
 	}
 	json_t *resp = admin_call(g, req);
 	json_decref(req);

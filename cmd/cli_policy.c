@@ -83,6 +83,7 @@ static int usage_error(const char *fmt, ...)
 	      "       callgate policy keygen PRIVATE_KEY PUBLIC_KEY\n"
 	      "       callgate policy sign --key PRIVATE_KEY [--out SIG] FILE\n"
 	      "       callgate policy verify --pubkey PUBLIC_KEY [--sig SIG] FILE\n"
+	      "       callgate policy diff --journal [OPTIONS] CANDIDATE.yaml\n"
 	      "See callgate-policy(1).\n",
 	      stderr);
 	return CG_EXIT_USAGE;
@@ -1751,5 +1752,8 @@ int cg_cli_policy(const struct cg_cli *g, int argc, char **argv)
 	for (size_t i = 0; i < CG_ARRAY_LEN(subs); i++)
 		if (strcmp(argv[1], subs[i].name) == 0)
 			return subs[i].fn(argc - 1, argv + 1);
-	return usage_error("unknown subcommand '%s'", argv[1]);
+	struct cg_cli_opt names[CG_ARRAY_LEN(subs) + 1] = { { 0 } };
+	for (size_t i = 0; i < CG_ARRAY_LEN(subs); i++)
+		names[i] = (struct cg_cli_opt){ subs[i].name, NULL, "" };
+	return cg_cli_bad_option("policy", argv[1], "unknown subcommand", names);
 }
