@@ -170,10 +170,16 @@ void cg_kernel_admin(struct cg_kernel *k, const char *line, size_t len, const st
 		     cg_respond_fn respond, void *cookie);
 
 /*
- * A ready-made refusal line for transport failures that happen before a line
- * exists (read deadline, busy). which: "read_deadline" or "busy". Caller frees.
+ * The line for a transport refusal that happens before a request exists (a
+ * read deadline, busy, a uid's connection cap, an admin peer refused),
+ * recorded as a trace of its own: a request event naming the transport
+ * step (which, e.g. "busy") and the peer's credentials, so that the peer
+ * may read its verdict, and a seal with reply, which it consumes and gives
+ * that trace id. Caller frees the line.
  */
-char *cg_kernel_transport_reply(struct cg_kernel *k, const char *which, size_t *resp_len);
+struct cg_reply;
+char *cg_kernel_transport_reply(struct cg_kernel *k, const char *which, const struct cg_peer *peer,
+				struct cg_reply *reply, size_t *resp_len);
 
 /*
  * Evidence work not yet done, in event-sized units (queued events, plus

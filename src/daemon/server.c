@@ -413,33 +413,15 @@ release:
  * the answer still points at the kernel's evidence. Falls back to the
  * kernel's line unchanged if it cannot be rebuilt.
  */
-static char *transport_reply(struct server *s, const char *which, size_t *len)
+static char *transport_reply(struct server *s, const char *which, const struct cg_peer *peer,
+			     size_t *len)
 {
-	char *line = cg_kernel_transport_reply(s->k, which, len);
-	json_t *o = line ? json_loadb(line, *len, 0, NULL) : NULL;
-	json_t *rj = json_object_get(o, "reply");
-	const struct cg_reply_def *d =
-	    cg_reply_find_code(json_string_value(json_object_get(rj, "code")));
-	const char *trace = json_string_value(json_object_get(rj, "trace_id"));
-	char *fixed = NULL;
-	size_t flen = 0;
-	if (d && (d->id == CG_R_SERVER_BUSY || d->id == CG_R_READ_DEADLINE)) {
-		struct cg_reply *r =
-		    d->id == CG_R_SERVER_BUSY
-			? cg_reply_build(d->id, "{s:I}", "limit", (json_int_t)s->max_conns)
-			: cg_reply_build(d->id, "{s:I}", "deadline_ms",
-					 (json_int_t)(s->read_deadline_ns / 1000000));
-		if (trace)
-			cg_reply_set_trace(r, trace);
-		fixed = reply_line("", r, &flen);
-		cg_reply_free(r);
-	}
-	json_decref(o);
-	if (!fixed)
-		return line;
-	free(line);
-	*len = flen;
-	return fixed;
+	struct cg_reply *r =
+	    strcmp(which, "busy") == 0
+		? cg_reply_new(CG_R_SERVER_BUSY, "{s:I}", "limit", (json_int_t)s->max_conns)
+		: cg_reply_new(CG_R_READ_DEADLINE, "{s:I}", "deadline_ms",
+			       (json_int_t)(s->read_deadline_ns / 1000000));
+	return cg_kernel_transport_reply(s->k, which, peer, r, len);
 }
 
 /* ---- connection I/O ---------------------------------------------------- */
@@ -847,7 +829,7 @@ static void expire(struct server *s, int64_t now)
 		cg_log("warn", NULL, "peer pid %d uid %u missed the read deadline (%zu bytes read)",
 		       (int)c->peer.pid, (unsigned)c->peer.uid, c->rlen);
 		size_t len = 0;
-		char *line = transport_reply(s, "read_deadline", &len);
+		char *line = transport_reply(s, "read_deadline", &c->peer, &len);
 		drop_events(s, c);
 		conn_start_write(s, c, line, len);
 	}
@@ -996,16 +978,17 @@ static bool admin_peer_ok(struct server *s, int fd, const struct ucred *cred)
 /*
  * Answer a refused peer with one line and close. Whatever it already sent is
  * read away first: closing a Unix socket with unread bytes resets the
- * connection, and the peer would lose the line that says why.
+ * connection, and the peer would lose the line that says why. The peer was
+ * never admitted (the uid's connection cap, an admin peer refused), and
+ * the refusal is a trace of its own, like busy (its id once named nothing
+ * a verdict could find).
  */
-static void refuse_and_close(int fd, struct cg_reply *r)
+static void refuse_and_close(struct server *s, int fd, const char *which, const struct ucred *cred,
+			     struct cg_reply *r)
 {
-	char tid[40] = "";
-	if (cg_uuid4(tid, sizeof(tid)) == 0)
-		cg_reply_set_trace(r, tid);
+	struct cg_peer peer = { .pid = cred->pid, .uid = cred->uid, .gid = cred->gid };
 	size_t len = 0;
-	char *line = reply_line("", r, &len);
-	cg_reply_free(r);
+	char *line = cg_kernel_transport_reply(s->k, which, &peer, r, &len);
 	char sink[4096];
 	for (int i = 0; i < 256 && recv(fd, sink, sizeof(sink), MSG_DONTWAIT) > 0; i++)
 		;
@@ -1058,8 +1041,9 @@ static void accept_batch(struct server *s, int lfd, bool admin)
 		if (admin && !admin_peer_ok(s, fd, &cred)) {
 			cg_log("warn", NULL, "admin socket: refused uid %u pid %d (not the owner)",
 			       (unsigned)cred.uid, (int)cred.pid);
-			refuse_and_close(fd, cg_reply_new(CG_R_ADMIN_PEER_REFUSED, "{s:I}", "uid",
-							  (json_int_t)cred.uid));
+			refuse_and_close(s, fd, "admin_peer", &cred,
+					 cg_reply_new(CG_R_ADMIN_PEER_REFUSED, "{s:I}", "uid",
+						      (json_int_t)cred.uid));
 			continue;
 		}
 		char where[PATH_MAX + 32] = "";
@@ -1067,9 +1051,10 @@ static void accept_batch(struct server *s, int lfd, bool admin)
 			cg_log("warn", NULL,
 			       "admin socket: refused uid %u pid %d: inside a call (%s)",
 			       (unsigned)cred.uid, (int)cred.pid, where);
-			refuse_and_close(fd, cg_reply_new(CG_R_ADMIN_PEER_IN_CALL, "{s:I,s:I,s:s}",
-							  "pid", (json_int_t)cred.pid, "uid",
-							  (json_int_t)cred.uid, "where", where));
+			refuse_and_close(s, fd, "admin_peer", &cred,
+					 cg_reply_new(CG_R_ADMIN_PEER_IN_CALL, "{s:I,s:I,s:s}",
+						      "pid", (json_int_t)cred.pid, "uid",
+						      (json_int_t)cred.uid, "where", where));
 			continue;
 		}
 		unsigned cap = admin ? ADMIN_MAX_CONNS : s->max_conns;
@@ -1078,7 +1063,8 @@ static void accept_batch(struct server *s, int lfd, bool admin)
 			/* Past the cap: one small line fits any socket buffer,
 			 * so a single non-blocking send is enough. */
 			size_t len = 0;
-			char *line = transport_reply(s, "busy", &len);
+			struct cg_peer peer = { .pid = cred.pid, .uid = cred.uid, .gid = cred.gid };
+			char *line = transport_reply(s, "busy", &peer, &len);
 			if (line)
 				(void)send(fd, line, len, MSG_NOSIGNAL | MSG_DONTWAIT);
 			free(line);
@@ -1089,9 +1075,10 @@ static void accept_batch(struct server *s, int lfd, bool admin)
 		if (!admin && (!u || u->n_conns >= s->per_uid)) {
 			cg_log("warn", NULL, "uid %u is at its %u connections; refused pid %d",
 			       (unsigned)cred.uid, s->per_uid, (int)cred.pid);
-			refuse_and_close(fd, cg_reply_new(CG_R_PEER_CONN_CAP, "{s:I,s:I}", "uid",
-							  (json_int_t)cred.uid, "limit",
-							  (json_int_t)s->per_uid));
+			refuse_and_close(s, fd, "conn_cap", &cred,
+					 cg_reply_new(CG_R_PEER_CONN_CAP, "{s:I,s:I}", "uid",
+						      (json_int_t)cred.uid, "limit",
+						      (json_int_t)s->per_uid));
 			continue;
 		}
 		struct conn *c = calloc(1, sizeof(*c));

@@ -114,18 +114,18 @@ void answer_refusal_now(struct cg_kernel *k, cg_respond_fn respond, void *cookie
 	cg_reply_free(reply);
 }
 
-char *cg_kernel_transport_reply(struct cg_kernel *k, const char *which, size_t *resp_len)
+char *cg_kernel_transport_reply(struct cg_kernel *k, const char *which, const struct cg_peer *peer,
+				struct cg_reply *r, size_t *resp_len)
 {
 	char trace[40] = "";
-	if (cg_uuid4(trace, sizeof(trace)) != 0)
+	if (!r || cg_uuid4(trace, sizeof(trace)) != 0) {
+		cg_reply_free(r);
 		return fallback_line("00000000-0000-0000-0000-000000000000", resp_len);
-	struct cg_reply *r;
-	if (strcmp(which, "busy") == 0)
-		r = cg_reply_new(CG_R_SERVER_BUSY, "{s:i}", "limit", 0);
-	else
-		r = cg_reply_new(CG_R_READ_DEADLINE, "{s:i}", "deadline_ms", 0);
+	}
 	cg_reply_set_trace(r, trace);
-	ev_note(k, trace, CG_EV_REQUEST, json_pack("{s:s}", "transport", which));
+	ev_note(k, trace, CG_EV_REQUEST,
+		json_pack("{s:s,s:{s:i,s:i,s:i}}", "transport", which, "peer", "pid",
+			  (int)peer->pid, "uid", (int)peer->uid, "gid", (int)peer->gid));
 	struct gen *g = gen_get(k);
 	ev_seal(k, trace, r, NULL, NULL, g, false);
 	gen_put(g);

@@ -19,6 +19,7 @@ import subprocess
 import threading
 import time
 import unittest
+import uuid
 
 import cgtest
 
@@ -131,13 +132,20 @@ class ConnectionCaps(unittest.TestCase):
             try:
                 time.sleep(0.2)  # the daemon has accepted them
                 raw = d.raw(line(cgtest.make_request(action="ping")))
-                self.assertEqual(code_of(cgtest.parse_response(raw)), "MCP-IO-E-020")
+                capped = cgtest.parse_response(raw)
+                self.assertEqual(code_of(capped), "MCP-IO-E-020")
                 ping = line(cgtest.make_request(action="ping"))
                 got = cgtest.as_uid(NOBODY, lambda: cgtest.send_recv(d.socket, ping).decode())
                 self.assertEqual(cgtest.parse_response(got.encode())["status"], "ok")
             finally:
                 for s in held:
                     s.close()
+            # Never admitted, but recorded: its trace id has a verdict.
+            time.sleep(0.2)
+            v = d.request({"id": str(uuid.uuid4()), "time": cgtest.now_rfc3339(),
+                           "action": "verdict", "trace_id": capped["reply"]["trace_id"]},
+                          timeout=30)
+            self.assertEqual(v["status"], "ok", v)
             # The share is given back: the uid connects again.
             for _ in range(50):
                 resp = d.request(cgtest.make_request(action="ping"))
