@@ -484,10 +484,31 @@ static void line_string(const char *line, size_t len, const char *key, bool last
  * request's id and the response's trace id carried over, so the client can
  * tell which call it was and find its record.
  */
+/*
+ * The response line's own "id" (its first member), decoded: an id may hold
+ * escapes (\" \\ \uXXXX), which line_string would cut at. "" if absent.
+ */
+static void line_id(const char *line, size_t len, char *out, size_t max)
+{
+	static const char head[] = "{\"id\":\"";
+	size_t h = sizeof(head) - 1, i = h;
+	out[0] = '\0';
+	if (len < h || memcmp(line, head, h) != 0)
+		return;
+	while (i < len && i < 4096 && line[i] != '"')
+		i += line[i] == '\\' ? 2 : 1;
+	if (i >= len || line[i] != '"')
+		return;
+	json_t *v = json_loadb(line + h - 1, i - (h - 1) + 1, JSON_DECODE_ANY, NULL);
+	if (json_is_string(v))
+		(void)snprintf(out, max, "%s", json_string_value(v));
+	json_decref(v);
+}
+
 static char *stand_in(const char *line, size_t len, struct cg_reply *r, size_t *out_len)
 {
-	char id[160], trace[80];
-	line_string(line, len < 512 ? len : 512, "id", false, id, sizeof(id));
+	char id[512], trace[80];
+	line_id(line, len, id, sizeof(id));
 	line_string(line, len, "trace_id", true, trace, sizeof(trace));
 	if (trace[0])
 		cg_reply_set_trace(r, trace);

@@ -158,9 +158,11 @@ class ConnectionCaps(unittest.TestCase):
 class OutputBounds(unittest.TestCase):
     def test_response_over_the_limit_is_replaced_by_the_error(self):
         with cgtest.Daemon(flags=["--max-reply-bytes", "100000"]) as d:
-            resp = d.request(cgtest.make_request(BIG, privileged=False))
+            rid = 'big"one\\x'  # escapes in the id: the stand-in keeps it whole
+            resp = d.request(cgtest.make_request(BIG, privileged=False, id=rid))
             self.assertEqual(code_of(resp), "MCP-IO-E-021", resp)
             self.assertTrue(resp["reply"].get("trace_id"))
+            self.assertEqual(resp["id"], rid)
             small = d.request(cgtest.make_request([["seq", "1", "100"]], privileged=False))
             self.assertEqual(small["status"], "ok", small)
 
