@@ -70,11 +70,12 @@ static int report(const json_t *resp, bool json)
 			puts(s);
 		free(s);
 	} else {
+		/* What was done goes to stdout; a refusal or an error to stderr. */
+		const char *t = json_string_value(json_object_get(r, "type"));
 		char *m =
 		    cg_sanitize_for_terminal(json_string_value(json_object_get(r, "message")));
-		fprintf(stderr, "callgate: %s %s: %s\n",
-			json_string_value(json_object_get(r, "type")),
-			json_string_value(json_object_get(r, "code")), m ? m : "");
+		fprintf(t && strcmp(t, "S") == 0 ? stdout : stderr, "callgate: %s %s: %s\n",
+			t ? t : "?", json_string_value(json_object_get(r, "code")), m ? m : "");
 		free(m);
 	}
 	const char *type = json_string_value(json_object_get(r, "type"));

@@ -90,6 +90,7 @@ class Approval(unittest.TestCase):
         self.assertNotIn("resp", box, "nothing may answer before the approval")
         r = self.d.cli("approve", p["trace_id"])
         self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(b"MCP-APPR-S-", r.stdout)  # what was done: stdout, not stderr
         t.join(WAIT)
         resp = box["resp"]
         self.assertEqual(resp["status"], "ok", resp)
