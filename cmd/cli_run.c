@@ -522,6 +522,13 @@ int cg_cli_ping(const struct cg_cli *g, int argc, char **argv)
 		const json_t *r = json_object_get(resp, "reply");
 		const char *msg = json_string_value(json_object_get(r, "message"));
 		printf("%s\n", msg ? msg : "callgate is alive.");
+		/* Which policy is in force: what one wants to see after a reload. */
+		const json_t *pol = json_object_get(json_object_get(r, "data"), "policy");
+		const char *src = json_string_value(json_object_get(pol, "source"));
+		const char *sha = json_string_value(json_object_get(pol, "sha256"));
+		if (src && sha)
+			printf("policy %s (sha256 %.16s…, generation %lld)\n", src, sha,
+			       (long long)json_integer_value(json_object_get(pol, "generation")));
 	}
 release:
 	json_decref(resp);

@@ -40,6 +40,7 @@ class CliAgainstDaemon(unittest.TestCase):
         r = self.run_cli("ping")
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn(b"alive", r.stdout)
+        self.assertIn(b"policy <embedded> (sha256 ", r.stdout)  # the policy in force
 
     def test_ping_json(self):
         r = self.run_cli("ping", "--json")
