@@ -978,6 +978,21 @@ static int cmd_grant(const struct cg_cli *g, int argc, char **argv)
 							grant_open_opts);
 			i++;
 		}
+		/* The flags a grant cannot go without, named as the user typed them. */
+		const char *exe = json_string_value(json_object_get(stage, "exe"));
+		const char *missing = bad		       ? NULL
+				      : !exe		       ? "--exe PATH is required"
+				      : exe[0] != '/'	       ? "--exe needs an absolute path"
+				      : !json_array_size(args) ? "--argv PATTERN... is required"
+				      : !json_object_get(spec, "uses") ? "--uses N is required"
+				      : !json_object_get(spec, "ttl_s")
+					  ? "--ttl DURATION is required"
+					  : NULL;
+		if (missing) {
+			fprintf(stderr, "callgate grant open: %s (see 'callgate grant --help')\n",
+				missing);
+			bad = CG_EXIT_USAGE;
+		}
 		if (bad) {
 			json_decref(stage);
 			json_decref(args);

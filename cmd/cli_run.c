@@ -396,6 +396,12 @@ int cg_cli_run(const struct cg_cli *g, int argc, char **argv)
 	int first = parse_opts(g, argc, argv, &o, run_opts);
 	if (first < 0)
 		goto usage;
+	if (json_is_true(json_object_get(o.req, "forward_agent")) &&
+	    !json_is_false(json_object_get(o.req, "privileged"))) {
+		fprintf(stderr, "callgate run: --forward-agent needs --no-privileged (the agent "
+				"is lent to unprivileged calls only)\n");
+		goto usage;
+	}
 	json_t *pipe = cg_cli_pipeline(argc - first, argv + first);
 	if (!pipe) {
 		fprintf(stderr, "callgate run: need a command: run [OPTIONS] -- CMD ARGS [| CMD "
