@@ -1012,6 +1012,50 @@ static json_t *tools_list(void)
 
 /* ---- dispatch ------------------------------------------------------------- */
 
+/*
+ * An argument the tool's inputSchema does not name: a typo (cwdd, timout_ms)
+ * would otherwise be dropped without a word and the call run without it.
+ * Writes "unknown argument 'X' (valid: a, b)" to why and returns true.
+ */
+static bool unknown_argument(const char *tool, const json_t *args, char *why, size_t len)
+{
+	json_t *list = tools_list();
+	const json_t *props = NULL;
+	size_t i;
+	json_t *t;
+	json_array_foreach(json_object_get(list, "tools"), i, t)
+	{
+		const char *tn = json_string_value(json_object_get(t, "name"));
+		if (tn && strcmp(tn, tool) == 0)
+			props = json_object_get(json_object_get(t, "inputSchema"), "properties");
+	}
+	const char *key;
+	json_t *v;
+	bool bad = false;
+	json_object_foreach((json_t *)(uintptr_t)args, key, v)
+	{
+		if (!props || json_object_get(props, key))
+			continue;
+		int n = snprintf(why, len, "unknown argument '%.64s' (valid:", key);
+		const char *pk;
+		json_t *pv;
+		bool first = true;
+		json_object_foreach((json_t *)(uintptr_t)props, pk, pv)
+		{
+			if (n > 0 && (size_t)n < len)
+				n += snprintf(why + n, len - (size_t)n, "%s %s", first ? "" : ",",
+					      pk);
+			first = false;
+		}
+		if (n > 0 && (size_t)n < len)
+			(void)snprintf(why + n, len - (size_t)n, ")");
+		bad = true;
+		break;
+	}
+	json_decref(list);
+	return bad;
+}
+
 static void job_remove(struct job *j)
 {
 	struct server *srv = j->srv;
@@ -1089,6 +1133,11 @@ static void start_call(struct server *srv, const json_t *id, json_t *params)
 		char msg[200];
 		snprintf(msg, sizeof(msg), "Unknown tool: %.100s", name);
 		emit_error(id, -32602, msg);
+		return;
+	}
+	char why[512];
+	if (args && unknown_argument(name, args, why, sizeof(why))) {
+		emit_result(id, bad_args(name, why));
 		return;
 	}
 	j = calloc(1, sizeof(*j));

@@ -270,6 +270,11 @@ class TestExecute(McpTestBase):
         r = self.m.call("execute", {"argv": ["ls"], "privileged": False,
                                     "env": {"LD_PRELOAD": "/tmp/x.so"}})
         self.assertReply(r, "I", "MCP-VAL-I-011", is_error=True)
+        # A typo'd argument is named, not dropped (the call would run without it).
+        r = self.m.call("execute", {"argv": ["ls"], "privileged": False, "cwdd": "/"})
+        sc = self.assertReply(r, "I", "MCP-VAL-I-100", is_error=True)
+        self.assertIn("unknown argument 'cwdd'", sc["reply"]["message"])
+        self.assertIn("cwd", sc["reply"]["message"])
 
     def test_an_environment_string_execve_would_refuse_is_an_i_reply(self):
         """Longer than MAX_ARG_STRLEN the command could never start (E2BIG):
