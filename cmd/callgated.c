@@ -384,7 +384,15 @@ int main(int argc, char **argv)
 	kc.approval = approval;
 	kc.verify_journal = verify_journal;
 	kc.approval_timeout_ms = approval_ms;
-	const char *own[] = { socket_path, admin_path }; /* hidden from every call */
+	/*
+	 * Hidden from every call: the sockets and their lock files, whose mtime
+	 * is the replay mark a successor starts from (a call that could touch
+	 * one could replay a request across a restart, or refuse all).
+	 */
+	static char sock_lock[PATH_MAX + 8], admin_lock[PATH_MAX + 8];
+	(void)snprintf(sock_lock, sizeof(sock_lock), "%s.lock", socket_path);
+	(void)snprintf(admin_lock, sizeof(admin_lock), "%s.lock", admin_path);
+	const char *own[] = { socket_path, admin_path, sock_lock, admin_lock };
 	kc.own_paths = own;
 	kc.n_own_paths = CG_ARRAY_LEN(own);
 	struct cg_kernel *k = NULL;

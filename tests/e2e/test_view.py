@@ -1130,3 +1130,11 @@ class StateInsideAWorkspaceUnderTmp(unittest.TestCase):
                                           d.socket]], privileged=False, cwd=d.tmp)
             r = d.request(probe)
             self.assertNotIn(b"connected", base64.b64decode(r.get("stdout", "")), r)
+            # The socket's lock file is the replay mark a successor starts
+            # from: a call that could set its time back replayed a request.
+            lock = d.socket + ".lock"
+            before = os.stat(lock).st_mtime_ns
+            t = d.request(cgtest.make_request([["touch", "-d", "2001-01-01", lock]],
+                                              privileged=False, cwd=d.tmp))
+            self.assertNotEqual(t.get("stages", [{}])[0].get("exit_code"), 0, t)
+            self.assertGreaterEqual(os.stat(lock).st_mtime_ns, before)
