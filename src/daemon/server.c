@@ -413,6 +413,47 @@ release:
  * the answer still points at the kernel's evidence. Falls back to the
  * kernel's line unchanged if it cannot be rebuilt.
  */
+/*
+ * A transport refusal's line, recorded as a trace once a second per step
+ * and uid and sent again meanwhile. A peer reconnecting in a loop past its
+ * cap once made a trace per connection, which nothing held back (no
+ * admission queue, no evidence back-pressure): the daemon grew by hundreds
+ * of megabytes and others' calls waited 20 s. A repeat answers with the
+ * trace of the first. Consumes r; returns a malloc'd line, or NULL.
+ */
+static char *memo_refusal(struct server *s, const char *which, const struct cg_peer *peer,
+			  struct cg_reply *r, size_t *len)
+{
+	int64_t now = cg_now_mono_ns();
+	struct refusal_memo *slot = &s->memo[0];
+	for (size_t i = 0; i < REFUSAL_MEMOS; i++) {
+		struct refusal_memo *m = &s->memo[i];
+		if (m->line && m->uid == peer->uid && strcmp(m->which, which) == 0 &&
+		    now < m->until_ns) {
+			cg_reply_free(r);
+			slot = m;
+			goto copy;
+		}
+		if (m->until_ns < slot->until_ns)
+			slot = m; /* the one that expires first is replaced */
+	}
+	free(slot->line);
+	slot->line = cg_kernel_transport_reply(s->k, which, peer, r, &slot->len);
+	slot->until_ns = slot->line ? now + 1000000000LL : 0;
+	slot->uid = peer->uid;
+	(void)snprintf(slot->which, sizeof(slot->which), "%s", which);
+	if (!slot->line)
+		return NULL;
+copy:;
+	char *line = malloc(slot->len + 1);
+	if (line) {
+		memcpy(line, slot->line, slot->len);
+		line[slot->len] = '\0';
+		*len = slot->len;
+	}
+	return line;
+}
+
 static char *transport_reply(struct server *s, const char *which, const struct cg_peer *peer,
 			     size_t *len)
 {
@@ -421,7 +462,7 @@ static char *transport_reply(struct server *s, const char *which, const struct c
 		? cg_reply_new(CG_R_SERVER_BUSY, "{s:I}", "limit", (json_int_t)s->max_conns)
 		: cg_reply_new(CG_R_READ_DEADLINE, "{s:I}", "deadline_ms",
 			       (json_int_t)(s->read_deadline_ns / 1000000));
-	return cg_kernel_transport_reply(s->k, which, peer, r, len);
+	return memo_refusal(s, which, peer, r, len);
 }
 
 /* ---- connection I/O ---------------------------------------------------- */
@@ -1009,7 +1050,7 @@ static void refuse_and_close(struct server *s, int fd, const char *which, const 
 {
 	struct cg_peer peer = { .pid = cred->pid, .uid = cred->uid, .gid = cred->gid };
 	size_t len = 0;
-	char *line = cg_kernel_transport_reply(s->k, which, &peer, r, &len);
+	char *line = memo_refusal(s, which, &peer, r, &len);
 	char sink[4096];
 	for (int i = 0; i < 256 && recv(fd, sink, sizeof(sink), MSG_DONTWAIT) > 0; i++)
 		;
@@ -1548,6 +1589,8 @@ close_fds:
 		close(s->ep_fd);
 	pthread_mutex_destroy(&s->mu);
 	pthread_mutex_destroy(&s->mark_mu);
+	for (size_t i = 0; i < REFUSAL_MEMOS; i++)
+		free(s->memo[i].line);
 	free(s);
 	return ret;
 }

@@ -172,6 +172,16 @@ struct conn {
 	int64_t run_start_ns; /* when its call was submitted */
 };
 
+/* A recorded transport refusal, sent again for a second (memo_refusal). */
+#define REFUSAL_MEMOS 16
+struct refusal_memo {
+	char which[16]; /* the transport step: busy, conn_cap, ... */
+	uid_t uid;
+	int64_t until_ns; /* monotonic */
+	char *line;
+	size_t len;
+};
+
 struct server {
 	struct cg_kernel *k;
 	const struct cg_server_config *cfg;
@@ -179,6 +189,7 @@ struct server {
 	struct src listen_src, admin_src, sig_src, wake_src;
 	struct stat listen_st, admin_st; /* what we bound, so stop unlinks only ours */
 	int served_fd; /* the agent lock file, its mtime bumped per request (adopt_listener) */
+	struct refusal_memo memo[REFUSAL_MEMOS];
 	_Atomic int64_t served_until; /* wall ns its mtime marks: no bump for requests before it */
 	pthread_mutex_t mark_mu;      /* one futimens at a time (mark_until) */
 	bool have_listen_st, have_admin_st;
