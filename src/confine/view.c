@@ -837,10 +837,12 @@ fail:
  */
 static int anchor_parents(struct cg_view *v, const char *real)
 {
+	/* From the outermost write tree holding it: an inner tree's own mount
+	 * point is no anchor for the directories between the two. */
 	const char *root = NULL;
 	for (size_t i = 0; i < v->n_write; i++)
 		if (under(real, v->write[i]) && strcmp(real, v->write[i]) != 0 &&
-		    (!root || strlen(v->write[i]) > strlen(root)))
+		    (!root || strlen(v->write[i]) < strlen(root)))
 			root = v->write[i];
 	if (!root)
 		return 0;

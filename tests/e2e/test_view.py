@@ -862,6 +862,15 @@ class ViewThroughSandbox(unittest.TestCase):
         self.assertFalse(os.path.exists(os.path.join(self.ws, "moved")))
         res = self.probe(flags, read=f"open({secret_dir + '/hosts.yml'!r}).read()")
         self.assertEqual(res, {"read": "EACCES"})
+        # Nested write trees: the directories between the outer tree and the
+        # inner one are anchored too (the inner tree's mount is no anchor).
+        inner = os.path.join(self.ws, "a", "inner")
+        store = os.path.join(inner, "c", "store")
+        os.makedirs(store)
+        nested = ["--write", self.ws, "--write", inner, "--hide", store]
+        res = self.probe(nested, mv=f"os.rename({self.ws + '/a'!r}, {self.ws + '/a2'!r})")
+        self.assertEqual(res, {"mv": "EBUSY"})
+        self.assertTrue(os.path.isdir(store))
 
     def test_tmp_private_and_shared(self):
         fd, host = tempfile.mkstemp(prefix="cg-view-", dir="/tmp")
