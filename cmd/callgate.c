@@ -90,24 +90,44 @@ static int bad_command(const char *name)
 }
 
 /*
+ * A path of the user's own daemon is trusted only if the user owns it and
+ * its directory, and nobody else may write that directory: a socket
+ * planted by another uid (a shared or careless $XDG_RUNTIME_DIR) would
+ * otherwise receive the user's calls and answer them as it liked.
+ */
+static bool users_own(const char *path, mode_t type)
+{
+	struct stat st, dst;
+	char dir[PATH_MAX];
+	const char *slash = strrchr(path, '/');
+	if (!slash || (size_t)(slash - path) >= sizeof(dir))
+		return false;
+	memcpy(dir, path, (size_t)(slash - path));
+	dir[slash - path] = '\0';
+	uid_t me = geteuid();
+	return lstat(path, &st) == 0 && (st.st_mode & S_IFMT) == type && st.st_uid == me &&
+	       lstat(dir, &dst) == 0 && S_ISDIR(dst.st_mode) && dst.st_uid == me &&
+	       !(dst.st_mode & (S_IWGRP | S_IWOTH));
+}
+
+/*
  * Where the daemon is when nothing says: as root, the system daemon's
  * paths. Otherwise the user's own daemon's (callgated's defaults when not
- * root) if it made them, else the system daemon's, which a user in its
- * socket group talks to.
+ * root) if it made them (users_own), else the system daemon's, which a
+ * user in its socket group talks to.
  */
 static void default_paths(struct cg_cli *g)
 {
 	static char sock[PATH_MAX], state[PATH_MAX];
 	bool root = geteuid() == 0;
-	struct stat st;
 	if (!g->socket_path)
 		g->socket_path = !root && cg_user_socket_path(sock, sizeof(sock)) == 0 &&
-					 stat(sock, &st) == 0 && S_ISSOCK(st.st_mode)
+					 users_own(sock, S_IFSOCK)
 				     ? sock
 				     : CG_DEFAULT_SOCKET;
 	if (!g->state_dir) {
 		g->state_dir = !root && cg_user_state_dir(state, sizeof(state)) == 0 &&
-				       stat(state, &st) == 0 && S_ISDIR(st.st_mode)
+				       users_own(state, S_IFDIR)
 				   ? state
 				   : CG_DEFAULT_STATE_DIR;
 		g->state_dir_from = "the default";

@@ -256,4 +256,25 @@ class UserDaemonDefaults(unittest.TestCase):
             daemon.terminate()
             daemon.wait(timeout=30)
             log.close()
+        try:
+            # A socket there that another uid made (a shared $XDG_RUNTIME_DIR)
+            # is not trusted: the CLI does not connect to it.
+            import socket as so
+            os.rename(os.path.join(env["XDG_RUNTIME_DIR"], "callgate"),
+                      os.path.join(env["XDG_RUNTIME_DIR"], "old"))
+            planted = os.path.join(env["XDG_RUNTIME_DIR"], "callgate")
+            os.mkdir(planted, 0o755)  # root's
+            lst = so.socket(so.AF_UNIX)
+            lst.bind(os.path.join(planted, "callgate.sock"))
+            os.chmod(os.path.join(planted, "callgate.sock"), 0o777)
+            lst.listen(4)
+            lst.setblocking(False)
+            os.chmod(env["XDG_RUNTIME_DIR"], 0o755)
+            r = subprocess.run([cgtest.CALLGATE, "ping"], capture_output=True, timeout=30,
+                               **as_nobody)
+            self.assertNotEqual(r.returncode, 0, r.stdout)
+            with self.assertRaises(BlockingIOError):
+                lst.accept()  # the planted listener saw no connection
+            lst.close()
+        finally:
             shutil.rmtree(tmp)
