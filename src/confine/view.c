@@ -350,11 +350,11 @@ static int build_proc(void)
 {
 	static const char *const read_only[] = { "proc/sys", "proc/sysrq-trigger", "proc/irq",
 						 "proc/bus", "proc/fs" };
-	static const char *const masked[] = { "proc/kcore",	 "proc/keys",
-					      "proc/key-users",	 "proc/kpageflags",
-					      "proc/kpagecount", "proc/kpagecgroup",
-					      "proc/iomem",	 "proc/ioports",
-					      "proc/timer_list", "proc/sched_debug" };
+	static const char *const masked[] = {
+		"proc/kcore",	   "proc/keys",	       "proc/key-users", "proc/kpageflags",
+		"proc/kpagecount", "proc/kpagecgroup", "proc/iomem",	 "proc/ioports",
+		"proc/timer_list", "proc/sched_debug", "proc/slabinfo",	 "proc/vmallocinfo"
+	};
 	int rc;
 	if (sys_mount("proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0)
 		return errno;
