@@ -651,14 +651,17 @@ int cg_cli_sandbox(const struct cg_cli *g, int argc, char **argv)
 						     "applying confinement", "executing" };
 		fprintf(stderr, "callgate sandbox: %s %s: %s\n", steps[fail.step % 3],
 			fail.step == 2 ? cmd[0] : "failed", cg_errno_name(fail.err));
-		if (fail.step == 2 && fail.err == EACCES)
+		if (fail.step == 2 && fail.err == EACCES) {
 			fprintf(stderr,
 				"callgate sandbox: %s resolves to %s; with a path option only "
 				"files under the --exec trees may run, a script's interpreter "
-				"too. The default trees are the system's program dirs (/usr "
-				"/bin /sbin /lib ...); --exec replaces them, so name them as well: "
-				"--exec /usr --exec DIR\n",
+				"too. --exec replaces the default trees, so name those you need "
+				"as well (--exec /usr --exec DIR); the defaults:",
 				cmd[0], exe);
+			for (size_t d = 0; d < CG_ARRAY_LEN(cg_confine_default_exec); d++)
+				fprintf(stderr, " %s", cg_confine_default_exec[d]);
+			fputc('\n', stderr);
+		}
 		rc = fail.step == 2 ? (fail.err == ENOENT ? 127 : 126) : CG_EXIT_ERROR;
 	} else if (!ready) {
 		fprintf(stderr,

@@ -243,9 +243,9 @@ static void on_respond(void *cookie, char *line, size_t len)
 		c->answered_inline = true;
 		/*
 		 * A line the output bounds always let through goes out now: the
-		 * kernel queues the call's record after handing it over
-		 * (answer_sealed_now), and the per-call log follows, so the peer
-		 * reads its answer meanwhile. conn_submit sends the rest, if any.
+		 * kernel builds and queues the call's record after handing it
+		 * over (answer_sealed_now), so the peer reads its answer
+		 * meanwhile. conn_submit sends the rest, if any.
 		 */
 		c->sent_inline = 0;
 		if (line && len <= ALWAYS_SENT) {
@@ -406,14 +406,6 @@ release:
 }
 
 /*
- * The kernel's busy / read-deadline line (it records the evidence), with
- * the limit the transport actually enforces put into its params: the
- * kernel does not know --max-conns or --read-timeout, and a user told
- * "connection limit (0)" is told something false. The trace id is kept, so
- * the answer still points at the kernel's evidence. Falls back to the
- * kernel's line unchanged if it cannot be rebuilt.
- */
-/*
  * A transport refusal's line, recorded as a trace once a second per step
  * and uid and sent again meanwhile. A peer reconnecting in a loop past its
  * cap once made a trace per connection, which nothing held back (no
@@ -454,6 +446,7 @@ copy:;
 	return line;
 }
 
+/* busy or read_deadline, with the limit the transport enforces (the kernel knows neither). */
 static char *transport_reply(struct server *s, const char *which, const struct cg_peer *peer,
 			     size_t *len)
 {
@@ -521,11 +514,6 @@ static void line_string(const char *line, size_t len, const char *key, bool last
 }
 
 /*
- * The error line that stands for a response which cannot be sent whole: the
- * request's id and the response's trace id carried over, so the client can
- * tell which call it was and find its record.
- */
-/*
  * The response line's own "id" (its first member), decoded: an id may hold
  * escapes (\" \\ \uXXXX), which line_string would cut at. "" if absent.
  */
@@ -546,6 +534,11 @@ static void line_id(const char *line, size_t len, char *out, size_t max)
 	json_decref(v);
 }
 
+/*
+ * The error line that stands for a response which cannot be sent whole: the
+ * request's id and the response's trace id carried over, so the client can
+ * tell which call it was and find its record.
+ */
 static char *stand_in(const char *line, size_t len, struct cg_reply *r, size_t *out_len)
 {
 	char id[512], trace[80];

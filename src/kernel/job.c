@@ -170,11 +170,11 @@ static void read_facts(const char *line, size_t len, struct line_facts *f)
 /*
  * Every answer passes here on its way out: the per-call record is taken
  * from the line, whichever path produced it, so no answering path needs to
- * know about logging. Then the submitter's respond, exactly once. The
- * record comes first: a log that blocks or fails holds the answer back
- * with it, so no client is answered while its call's record waits behind a
- * stalled log (an answer given at once queues its record right after the
- * respond, respond.c).
+ * know about logging. Then the submitter's respond, exactly once. The log
+ * line comes first: a log that blocks or fails holds the answer back with
+ * it, so no client is answered while its evidence record (which an answer
+ * given at once queues right after the respond, respond.c) waits behind a
+ * stalled log.
  */
 static void log_respond(void *cookie, char *line, size_t len)
 {

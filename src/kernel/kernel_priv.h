@@ -89,7 +89,8 @@ struct cg_kernel {
 	/*
 	 * Jobs whose uid already has CG_WORKERS_PER_UID_SHARE of the workers
 	 * (queued or running), in arrival order: one uid's long calls never
-	 * hold every worker. Each is queued when one of its uid's jobs ends.
+	 * hold every worker. Whenever a job ends, each that may start now is
+	 * queued (release_held_locked).
 	 */
 	struct cg_job *held_head, *held_tail;
 	bool stopping;

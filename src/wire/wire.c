@@ -60,7 +60,9 @@ void cg_wire_set_mark_ahead(cg_wire_mark_fn fn)
 #define MAX_CWD	       4096
 #define MAX_ACTIONS    256
 #define ECHO_MAX       64 /* bytes of request text quoted back in a reply */
-#define MAX_ARGS_DEPTH 64 /* levels inside a gate action's args (scan_any; its reply says 64) */
+#define MAX_ARGS_DEPTH 64 /* levels inside a gate action's args (scan_any) */
+#define STR_(x)	       #x
+#define STR(x)	       STR_(x)
 
 /* ---- small helpers ------------------------------------------------------- */
 
@@ -759,7 +761,7 @@ static struct cg_reply *scan_any(const char *field, json_t *v, int depth)
 	 */
 	if (depth > MAX_ARGS_DEPTH)
 		return cg_reply_new(CG_R_FIELD_TYPE, "{s:s,s:s}", "field", field, "expected",
-				    "JSON nested at most 64 levels deep");
+				    "JSON nested at most " STR(MAX_ARGS_DEPTH) " levels deep");
 	switch (json_typeof(v)) {
 	case JSON_STRING:
 		return scan_text(field, v, true);

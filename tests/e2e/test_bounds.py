@@ -155,6 +155,37 @@ class ConnectionCaps(unittest.TestCase):
             self.assertEqual(resp["status"], "ok", resp)
 
 
+class CapRefusalsAreRecordedOnceASecond(unittest.TestCase):
+    """A uid at its connection cap that reconnects in a loop: each refusal
+    once made a trace of its own, with nothing holding it back (the daemon
+    grew by hundreds of MB). Now one trace a second per uid, repeats
+    answered with it; judged by the journal's growth."""
+
+    def test_a_reconnect_loop_adds_a_few_events_not_one_per_connection(self):
+        with cgtest.Daemon(flags=["--max-conns-per-uid", "2"]) as d:
+            held = [d.connect() for _ in range(2)]
+            try:
+                time.sleep(0.2)
+                before = len(cgtest.journal_lines(d.state_dir))
+                start, traces = time.monotonic(), set()
+                for _ in range(300):
+                    resp = cgtest.parse_response(d.raw(line(cgtest.make_request(
+                        action="ping"))))
+                    self.assertEqual(code_of(resp), "MCP-IO-E-020", resp)
+                    traces.add(resp["reply"]["trace_id"])
+                seconds = time.monotonic() - start
+            finally:
+                for s in held:
+                    s.close()
+            time.sleep(0.5)
+            added = len(cgtest.journal_lines(d.state_dir)) - before
+            # Two events (request, seal) per trace, one trace per started second.
+            self.assertLessEqual(len(traces), int(seconds) + 2, (len(traces), seconds))
+            self.assertLessEqual(added, 2 * (int(seconds) + 2), (added, seconds))
+            self.assertGreaterEqual(added, 2)  # recorded at all
+            self.assertIsNone(d.proc.poll())
+
+
 class OutputBounds(unittest.TestCase):
     def test_response_over_the_limit_is_replaced_by_the_error(self):
         with cgtest.Daemon(flags=["--max-reply-bytes", "100000"]) as d:

@@ -163,6 +163,8 @@ class UsageErrors(unittest.TestCase):
             (("rnu",), "rnu", "run"),
             (("evidence", "rebiuld"), "rebiuld", "rebuild"),
             (("key", "shwo"), "shwo", "show"),
+            (("grant", "opn"), "opn", "open"),
+            (("policy", "explian"), "explian", "explain"),
         ]
         for args, bad, closest in cases:
             with self.subTest(args=args):
@@ -181,6 +183,22 @@ class UsageErrors(unittest.TestCase):
                 r = callgate(*args)
                 self.assert_names(r, opt, None)
                 self.assertIn("missing", r.stderr.decode())
+
+    def test_flags_a_call_cannot_go_without_are_named_as_typed(self):
+        # Named as the user wrote them, not as the wire's fields, and before
+        # any daemon is asked (none runs here).
+        cases = [
+            (("grant", "open", "--exe", "/usr/bin/git", "--argv", "git", "push", "--uses", "1"),
+             "--ttl DURATION is required"),
+            (("grant", "open", "--exe", "git", "--argv", "git", "--uses", "1", "--ttl", "1h"),
+             "--exe needs an absolute path"),
+            (("run", "--forward-agent", "--", "ls"), "--forward-agent needs --no-privileged"),
+        ]
+        for args, says in cases:
+            with self.subTest(args=args):
+                r = callgate(*args)
+                self.assertEqual(r.returncode, EXIT_USAGE, r.stderr)
+                self.assertIn(says, r.stderr.decode())
 
     def test_flag_given_a_value_is_named(self):
         self.assert_names(callgate("run", "--json=yes", "--", "ls"), "--json", None)
