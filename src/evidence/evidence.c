@@ -909,6 +909,7 @@ static void *package_main(void *arg)
 	 * thread only). Admission still holds new calls when they fall behind.
 	 */
 	(void)setpriority(PRIO_PROCESS, (id_t)gettid(), 10);
+	cg_archive_sweep(ev->state_dir);
 	pthread_mutex_lock(&ev->mu);
 	for (;;) {
 		while (!ev->pb_head && !ev->pkg_stop && !retention_due(ev))

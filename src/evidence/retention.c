@@ -825,6 +825,39 @@ bool cg_archive_exists(const char *state_dir, const char *segment)
 
 /* ---- packing ---------------------------------------------------------------------- */
 
+/* Renamed away before removal: readers skip names beginning with a dot. */
+#define PACKED_PREFIX ".packed-"
+
+/* Remove a directory of plain files (a package's). */
+static void remove_flat_dir(const char *path)
+{
+	DIR *d = opendir(path);
+	struct dirent *e;
+	while (d && (e = readdir(d)))
+		if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+			(void)unlinkat(dirfd(d), e->d_name, 0);
+	if (d)
+		closedir(d);
+	(void)rmdir(path);
+}
+
+void cg_archive_sweep(const char *state_dir)
+{
+	char dir[4200];
+	snprintf(dir, sizeof(dir), "%s/traces", state_dir);
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	while (d && (e = readdir(d))) {
+		if (strncmp(e->d_name, PACKED_PREFIX, strlen(PACKED_PREFIX)) != 0)
+			continue;
+		char path[4500];
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		remove_flat_dir(path);
+	}
+	if (d)
+		closedir(d);
+}
+
 struct counter {
 	int fd;
 	uint64_t bytes;
@@ -978,20 +1011,21 @@ int cg_archive_pack_segment(const char *state_dir, const char *segment, size_t *
 	}
 	close(dfd);
 	rc = 0;
-	/* Only now that the archive is durable do the directories go. */
+	/*
+	 * Only now that the archive is durable do the directories go, each first
+	 * renamed out of the readers' way in one step: a reader finds the whole
+	 * directory or, once it is gone, the archive; never a directory half
+	 * emptied (which would read as a package missing files), not even after a
+	 * crash here (cg_archive_sweep removes what is left).
+	 */
 	for (size_t i = 0; i < n; i++) {
 		if (!done[i])
 			continue;
-		char td[4400];
-		snprintf(td, sizeof(td), "%s/traces/%s", state_dir, ids[i]);
-		DIR *d = opendir(td);
-		struct dirent *e;
-		while (d && (e = readdir(d)))
-			if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
-				(void)unlinkat(dirfd(d), e->d_name, 0);
-		if (d)
-			closedir(d);
-		(void)rmdir(td);
+		char from[4400], td[4400];
+		snprintf(from, sizeof(from), "%s/traces/%s", state_dir, ids[i]);
+		snprintf(td, sizeof(td), "%s/traces/%s%s", state_dir, PACKED_PREFIX, ids[i]);
+		if (rename(from, td) == 0)
+			remove_flat_dir(td);
 	}
 out:
 	if (a)

@@ -78,6 +78,12 @@ int cg_package_read(const char *state_dir, const char *trace_id, const char *fil
 bool cg_archive_exists(const char *state_dir, const char *segment);
 
 /*
+ * Remove what a crash left of packed directories being removed (each is
+ * renamed out of the readers' way first). Once, before packing begins.
+ */
+void cg_archive_sweep(const char *state_dir);
+
+/*
  * Pack the packages of every trace sealed or marked incomplete in journal
  * segment `segment` (its file name) that has a directory under traces/, then
  * remove those directories. *packed: how many. 0, or -1 with why (nothing

@@ -102,6 +102,14 @@ class Retention(unittest.TestCase):
 
     def test_packed_directories_are_gone(self):
         traces = os.path.join(self.d.state_dir, "traces")
+        # An archive's index is renamed into place before its directories are
+        # removed (a reader finds every package at every moment), so give
+        # the removal that follows a moment.
+        end = time.time() + 15
+        left = list(self.packed)
+        while left and time.time() < end:
+            left = [t for t in left if os.path.exists(os.path.join(traces, t))]
+            time.sleep(0.1) if left else None
         for tid in self.packed:
             self.assertFalse(os.path.exists(os.path.join(traces, tid)), tid)
         # Each archive is a plain tar of the five files per trace.
@@ -154,6 +162,25 @@ class RetentionTamper(unittest.TestCase):
         self.assertEqual(json.loads(p.stdout)["summary"]["fail"], 0)
         p = verifier(self.state, "--all")
         self.assertEqual(p.returncode, 0, p.stdout[-2000:])
+
+    def test_a_removal_cut_short_is_swept(self):
+        """A crash while packed directories were being removed leaves one
+        renamed out of the readers' way, half emptied: readers never take it
+        for the package, and the next daemon removes it."""
+        tid = next(iter(self.packed))
+        left = os.path.join(self.state, "traces", ".packed-" + tid)
+        os.mkdir(left)
+        with open(os.path.join(left, "verdict.json"), "w") as f:
+            f.write("{}")
+        p = self.replay_all()
+        self.assertEqual(p.returncode, 0, p.stdout[-2000:])
+        p = cli("--state-dir", self.state, "verdict", tid, "--json")
+        self.assertEqual(json.loads(p.stdout)["trace_id"], tid, p.stdout + p.stderr)
+        self.d.start()
+        end = time.time() + 20
+        while os.path.exists(left) and time.time() < end:
+            time.sleep(0.1)
+        self.assertFalse(os.path.exists(left))
 
     def test_changed_verdict_in_an_archive_fails(self):
         tid, tar = next(iter(self.packed.items()))
