@@ -807,6 +807,33 @@ static bool journal_bytes(const char *buf, size_t len, const struct cg_journal_v
 	return at == len;
 }
 
+/*
+ * A package line that differs from the journal's: where, and what each says
+ * there. (Both carry the same hash field when only the body was changed, so
+ * the hashes alone would name no difference.)
+ */
+/* Up to 32 bytes of p as ASCII text ('?' for anything else), for a diff. */
+static void excerpt(char *out, size_t cap, const char *p, size_t n)
+{
+	size_t k = 0;
+	for (; k < n && k < 32 && k + 1 < cap; k++)
+		out[k] = (p[k] >= 0x20 && p[k] < 0x7f) ? p[k] : '?';
+	out[k] = '\0';
+}
+
+static void line_mismatch(json_t *diff, const char *file, const struct cg_evline *j,
+			  const struct cg_evline *f)
+{
+	size_t at = 0, n = j->line_len < f->line_len ? j->line_len : f->line_len;
+	while (at < n && j->line[at] == f->line[at])
+		at++;
+	char want[48], got[48], detail[96];
+	excerpt(want, sizeof(want), j->line + at, j->line_len - at);
+	excerpt(got, sizeof(got), f->line + at, f->line_len - at);
+	snprintf(detail, sizeof(detail), "the line differs from the journal's from byte %zu", at);
+	cg_diff_add(diff, "trace_line_mismatch", file, f->lineno, f->seq, want, got, detail);
+}
+
 /* The checks of one loaded package (a directory's, or an archive's members). */
 static void check_files(const struct cg_journal_view *jv, const struct tidx *t,
 			enum cg_trace_state st, const struct cg_package_files *pf, json_t *diff)
@@ -876,8 +903,7 @@ static void check_files(const struct cg_journal_view *jv, const struct tidx *t,
 			continue;
 		}
 		if (j->line_len != v[i].line_len || memcmp(j->line, v[i].line, j->line_len) != 0)
-			cg_diff_add(diff, "trace_line_mismatch", file, v[i].lineno, v[i].seq,
-				    j->hash, v[i].hash, "the line differs from the journal's");
+			line_mismatch(diff, file, j, &v[i]);
 		if (v[i].tseq > max_file_tseq)
 			max_file_tseq = v[i].tseq;
 	}

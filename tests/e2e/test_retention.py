@@ -198,6 +198,13 @@ class RetentionTamper(unittest.TestCase):
         p = self.replay_all()
         self.assertNotEqual(p.returncode, 0)
         self.assertIn("trace_line_mismatch", p.stdout)
+        # The report names the difference: the hash fields are the same.
+        diffs = [d for d in json.loads(p.stdout)["failures"]
+                 if d["check"] == "trace_line_mismatch"]
+        self.assertTrue(diffs, p.stdout[-2000:])
+        self.assertTrue(diffs[0]["expected"].startswith("recursive"), diffs[0])
+        self.assertTrue(diffs[0]["found"].startswith("RECURSIVE"), diffs[0])
+        self.assertIn("from byte", diffs[0]["detail"])
         self.assertNotEqual(verifier(self.state, "--all").returncode, 0)
 
     def test_an_index_that_hides_a_trace_fails(self):
