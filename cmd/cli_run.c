@@ -548,6 +548,18 @@ static void print_rules(const json_t *data)
 	const json_t *rungs = json_object_get(data, "rungs");
 	const char *main_rule = json_string_value(json_object_get(data, "rule_id"));
 	printf("rule:        %s\n", main_rule && *main_rule ? main_rule : "-");
+	/* The deciding rung's reply code and why, as policy explain shows them. */
+	json_t *reason = json_object_get(data, "reason"), *why = json_object_get(data, "why");
+	if (json_is_string(reason)) {
+		printf("reason:      ");
+		cg_cli_print_value(stdout, reason);
+		putchar('\n');
+	}
+	if (json_is_string(why) && *json_string_value(why)) {
+		printf("why:         ");
+		cg_cli_print_value(stdout, why);
+		putchar('\n');
+	}
 	size_t i;
 	const json_t *r;
 	bool any = false;

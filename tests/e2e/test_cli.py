@@ -189,6 +189,9 @@ class CliAgainstDaemon(unittest.TestCase):
         r = self.run_cli("gate", "--no-privileged", "--", "rm", "-rf", "/")
         self.assertEqual(r.returncode, EXIT_DENIED, r.stderr + r.stdout)
         self.assertIn(b"decision:    BLOCK", r.stdout)
+        # The reply code and why, as policy explain gives them.
+        self.assertIn(b"reason:      EN-EXEC-D-001", r.stdout)
+        self.assertRegex(r.stdout, rb"why:         recursive delete outside the workspace")
 
     def test_gate_json(self):
         r = self.run_cli("gate", "--json", "--no-privileged", "--", "ls")
