@@ -1710,8 +1710,15 @@ static const char *rule_opaque(const struct cg_policy *p, const struct rule *r)
 		return "any program (the rule names no executable)";
 	for (size_t i = 0; i < r->exe.n; i++) {
 		const char *o = opaque_name(p, cg_base_of(r->exe.v[i]));
-		if (o)
-			return r->exe.v[i];
+		if (!o)
+			continue;
+		/* Named as the policy wrote it: a bare name, not its first PATH candidate. */
+		for (size_t k = 0; k < r->exe_src.n; k++)
+			if (strcmp(r->exe_src.v[k], r->exe.v[i]) == 0 ||
+			    (r->exe_src.v[k][0] != '/' &&
+			     strcmp(r->exe_src.v[k], cg_base_of(r->exe.v[i])) == 0))
+				return r->exe_src.v[k];
+		return r->exe.v[i]; /* what an entry resolved to (realpath) */
 	}
 	const char *dirs[] = { "/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin",
 			       "/sbin",		  "/bin",	    "/opt/bin",	 "/usr/libexec" };
