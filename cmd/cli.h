@@ -32,6 +32,7 @@
 #define CG_EXIT_NOINPUT	    66	/* no state directory / journal to read (EX_NOINPUT) */
 #define CG_EXIT_UNAVAILABLE 69	/* the daemon could not be reached (EX_UNAVAILABLE) */
 #define CG_EXIT_ERROR	    70	/* the daemon said E, or the CLI failed (EX_SOFTWARE) */
+#define CG_EXIT_DEFERRED    75	/* gate, policy explain: UNKNOWN, a human decides (EX_TEMPFAIL) */
 #define CG_EXIT_DENIED	    77	/* the daemon said D: refused by policy/approver (EX_NOPERM) */
 #define CG_EXIT_TIMEOUT	    124 /* approval or command deadline passed (as timeout(1)) */
 

@@ -53,8 +53,6 @@
 #include "wire.h"
 #include "world.h"
 
-/* explain's exit code for UNKNOWN: EX_TEMPFAIL, "try again (after approval)". */
-#define EXIT_DEFERRED 75
 /* test/check: the policy loads but something is wrong with it. */
 #define EXIT_FINDINGS 1
 
@@ -366,7 +364,7 @@ static int outcome_exit(const struct outcome *o)
 	case CG_DEGRADE:
 		return CG_EXIT_OK;
 	case CG_UNKNOWN:
-		return EXIT_DEFERRED;
+		return CG_EXIT_DEFERRED;
 	default:
 		return CG_EXIT_DENIED;
 	}

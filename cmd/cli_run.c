@@ -193,7 +193,9 @@ static const struct cg_cli_opt ping_opts[] = {
 #define GATE_ABOUT                                                                                 \
 	"Decide without running anything: print the decision (ALLOW, DEGRADE,\n"                   \
 	"UNKNOWN, BLOCK), the rule, each adjudicator's verdict, the constraints and\n"             \
-	"the trace id. Exits 0 when the call would run (ALLOW, DEGRADE), 77 otherwise."
+	"the trace id. Exits 0 when the call would run (ALLOW, DEGRADE), 75 when a\n"              \
+	"human would decide (UNKNOWN), 77 when it is refused (BLOCK), as policy\n"                 \
+	"explain does."
 
 /*
  * --help among run's or gate's options, not in the pipeline: "run ls --help"
@@ -655,6 +657,7 @@ int cg_cli_gate(const struct cg_cli *g, int argc, char **argv)
 	}
 	/* As a check mode: exit 0 only when the call would run (doas -C style). */
 	ret = strcmp(decision, "ALLOW") == 0 || strcmp(decision, "DEGRADE") == 0 ? CG_EXIT_OK
+	      : strcmp(decision, "UNKNOWN") == 0				 ? CG_EXIT_DEFERRED
 										 : CG_EXIT_DENIED;
 	goto release;
 usage:

@@ -193,6 +193,15 @@ class CliAgainstDaemon(unittest.TestCase):
         self.assertIn(b"reason:      EN-EXEC-D-001", r.stdout)
         self.assertRegex(r.stdout, rb"why:         recursive delete outside the workspace")
 
+    def test_gate_unknown_exits_as_policy_explain(self):
+        """UNKNOWN (a privileged call: a human decides) is 75 for gate, as for
+        policy explain; BLOCK is 77 for both."""
+        r = self.run_cli("gate", "--", "ls")
+        self.assertIn(b"decision:    UNKNOWN", r.stdout)
+        self.assertEqual(r.returncode, 75, r.stderr + r.stdout)
+        r = self.run_cli("policy", "explain", "--", "ls")
+        self.assertEqual(r.returncode, 75, r.stderr + r.stdout)
+
     def test_gate_json(self):
         r = self.run_cli("gate", "--json", "--no-privileged", "--", "ls")
         self.assertEqual(r.returncode, 0, r.stderr)
