@@ -144,6 +144,14 @@ int cg_cli_print_refusal(const char *sub, const json_t *response);
 void cg_cli_print_value(FILE *f, json_t *v);
 
 /*
+ * The value of --actions (gate, policy explain): inline JSON when it begins
+ * with '[' or '{', else a file to read ("-": standard input). Either an
+ * array of actions or an object with one ("actions": [...]). The array, or
+ * NULL with why filled in.
+ */
+json_t *cg_cli_actions(const char *arg, char *why, size_t why_len);
+
+/*
  * Check that a state directory is there to be read before an evidence tool
  * reads it: 0, or -1 after printing on stderr which directory was looked for
  * (and where that name came from) and why it is not usable.

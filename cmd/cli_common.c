@@ -644,6 +644,33 @@ static void put_text(FILE *f, const char *s)
 	}
 }
 
+json_t *cg_cli_actions(const char *arg, char *why, size_t why_len)
+{
+	json_error_t je;
+	const char *s = arg + strspn(arg, " \t\n");
+	bool inline_json = *s == '[' || *s == '{';
+	json_t *acts = inline_json	       ? json_loads(s, JSON_REJECT_DUPLICATES, &je)
+		       : strcmp(arg, "-") == 0 ? json_loadf(stdin, JSON_REJECT_DUPLICATES, &je)
+					       : json_load_file(arg, JSON_REJECT_DUPLICATES, &je);
+	if (json_is_object(acts) && json_is_array(json_object_get(acts, "actions"))) {
+		json_t *inner = json_incref(json_object_get(acts, "actions"));
+		json_decref(acts);
+		acts = inner;
+	}
+	if (json_is_array(acts))
+		return acts;
+	/* The user's text: no control characters reach the terminal. */
+	char name[64];
+	snprintf(name, sizeof(name), "%s", inline_json ? "inline JSON" : arg);
+	for (char *p = name; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = '?';
+	snprintf(why, why_len, "--actions %s: %s", name,
+		 acts ? "expected a JSON array of actions (or {\"actions\": [...]})" : je.text);
+	json_decref(acts);
+	return NULL;
+}
+
 int cg_cli_print_refusal(const char *sub, const json_t *response)
 {
 	const json_t *r = json_object_get(response, "reply");

@@ -74,7 +74,8 @@ static int usage_error(const char *fmt, ...)
 	      "[--cwd DIR]\n"
 	      "               [--privileged|--no-privileged] [--env NAME=VALUE]... "
 	      "[--session S] [--host H]\n"
-	      "               [--uid N] [--gid N] [--actions JSON] [-- CMD ARGS [| CMD ARGS]...]\n"
+	      "               [--uid N] [--gid N] [--actions FILE|JSON] [-- CMD ARGS [| CMD "
+	      "ARGS]...]\n"
 	      "       callgate policy test FILE CASES.yaml [--workspace DIR]... [--json] "
 	      "[--verbose]\n"
 	      "       callgate policy dump [FILE]\n"
@@ -139,7 +140,8 @@ static const struct cg_cli_opt explain_opts[] = {
 	{ "--reason", "TEXT", "the request's reason" },
 	{ "--uid", "N", "decide as this peer uid" },
 	{ "--gid", "N", "decide as this peer gid" },
-	{ "--actions", "JSON", "a gate request of abstract actions instead of a pipeline" },
+	{ "--actions", "FILE|JSON",
+	  "abstract actions instead of a pipeline: a JSON array, inline or in FILE (- stdin)" },
 	{ 0 },
 };
 
@@ -432,10 +434,10 @@ static int explain_option(struct explain_args *e, const char *a, const char *v)
 		else
 			e->peer.gid = id;
 	} else if (strcmp(a, "--actions") == 0) {
-		json_error_t je;
-		json_t *acts = json_loads(v, JSON_REJECT_DUPLICATES, &je);
+		char why[256];
+		json_t *acts = cg_cli_actions(v, why, sizeof(why));
 		if (!acts)
-			return usage_error("--actions is not JSON: %s", je.text);
+			return usage_error("%s", why);
 		json_object_set_new(e->req, "actions", acts);
 		json_object_set_new(e->req, "action", json_string("gate"));
 	} else {

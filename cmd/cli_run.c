@@ -166,7 +166,8 @@ static const struct cg_cli_opt run_opts[] = {
 
 static const struct cg_cli_opt gate_opts[] = {
 	REQUEST_OPTS,
-	{ "--actions", "FILE", "decide a JSON array of abstract actions" },
+	{ "--actions", "FILE|JSON",
+	  "decide abstract actions: a JSON array, inline or in FILE (- stdin)" },
 	{ "--json", NULL, "print the response as one JSON line" },
 	{ 0 },
 };
@@ -189,7 +190,7 @@ static const struct cg_cli_opt ping_opts[] = {
 	"(deadline)."
 #define GATE_USAGE                                                                                 \
 	"callgate gate [OPTIONS] [--] CMD [ARG]... ['|' CMD [ARG]...]...\n"                        \
-	"       callgate gate [OPTIONS] --actions FILE.json"
+	"       callgate gate [OPTIONS] --actions FILE|JSON"
 #define GATE_ABOUT                                                                                 \
 	"Decide without running anything: print the decision (ALLOW, DEGRADE,\n"                   \
 	"UNKNOWN, BLOCK), the rule, each adjudicator's verdict, the constraints and\n"             \
@@ -592,17 +593,10 @@ int cg_cli_gate(const struct cg_cli *g, int argc, char **argv)
 	if (first < 0)
 		goto usage;
 	if (o.actions_file) {
-		json_error_t jerr;
-		json_t *acts = json_load_file(o.actions_file, JSON_REJECT_DUPLICATES, &jerr);
-		if (json_is_object(acts) && json_is_array(json_object_get(acts, "actions"))) {
-			json_t *inner = json_incref(json_object_get(acts, "actions"));
-			json_decref(acts);
-			acts = inner;
-		}
-		if (!json_is_array(acts)) {
-			fprintf(stderr, "callgate gate: %s: %s\n", o.actions_file,
-				acts ? "expected a JSON array of actions" : jerr.text);
-			json_decref(acts);
+		char why[256];
+		json_t *acts = cg_cli_actions(o.actions_file, why, sizeof(why));
+		if (!acts) {
+			fprintf(stderr, "callgate gate: %s\n", why);
 			goto usage;
 		}
 		json_object_set_new(o.req, "actions", acts);
@@ -615,7 +609,7 @@ int cg_cli_gate(const struct cg_cli *g, int argc, char **argv)
 		}
 		json_object_set_new(o.req, "pipeline", pipe);
 	} else if (!o.actions_file) {
-		fprintf(stderr, "callgate gate: need a command or --actions FILE.json (see "
+		fprintf(stderr, "callgate gate: need a command or --actions FILE|JSON (see "
 				"'callgate gate --help')\n");
 		goto usage;
 	}

@@ -217,6 +217,24 @@ class CliAgainstDaemon(unittest.TestCase):
         self.assertIn(r.returncode, (0, EXIT_DENIED), r.stderr)
         self.assertIn(b"decision:", r.stdout)
 
+    def test_actions_inline_file_or_stdin_for_gate_and_explain(self):
+        """--actions means the same in gate and policy explain: inline JSON,
+        a file, or - for stdin; each form gives the same decision."""
+        acts = [{"action_type": "write", "tool": "write_file", "resource": "/etc/passwd",
+                 "args": {}}]
+        path = os.path.join(self.d.tmp, "acts.json")
+        with open(path, "w") as f:
+            json.dump({"actions": acts}, f)
+        for sub in (("gate",), ("policy", "explain")):
+            for arg, stdin in ((path, None), (json.dumps(acts), None), ("-", json.dumps(acts))):
+                r = self.d.cli(*sub, "--no-privileged", "--actions", arg,
+                               input=stdin.encode() if stdin else None)
+                self.assertEqual(r.returncode, EXIT_DENIED, (sub, arg, r.stderr))
+                self.assertRegex(r.stdout, rb"decision: +BLOCK")
+            r = self.d.cli(*sub, "--actions", "[1,")
+            self.assertEqual(r.returncode, 64, r.stderr)
+            self.assertIn(b"--actions inline JSON", r.stderr)
+
 
 if __name__ == "__main__":
     unittest.main()
