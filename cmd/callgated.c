@@ -33,27 +33,33 @@
 #include <systemd/sd-daemon.h>
 
 #include "callgate.h"
+#include "cli.h"
 #include "log.h"
 #include "server.h"
 #include "util.h"
 
 #define EXIT_STARTUP   1
+#define EXIT_USAGE     64 /* a bad command line (EX_USAGE): a restart will not mend it */
 #define MAX_WORKSPACES 64
+
+/* The synopsis: what --help prints first, and where a bad option's near names come from. */
+static const char SYNOPSIS[] =
+    "usage: callgated [--socket PATH] [--admin-socket PATH] [--socket-group GROUP]\n"
+    "                 [--state-dir DIR] [--policy FILE] [--policy-pubkey FILE]\n"
+    "                 [--workspace DIR]... [--max-conns N] [--read-timeout MS]\n"
+    "                 [--approval] [--approval-timeout MS] [--admin-group GROUP]\n"
+    "                 [--verify-journal]\n"
+    "                 [--approver-uid UID]... [--approver-group GROUP]...\n"
+    "                 [--approval-notify PROGRAM [--approval-notify-arg ARG]...]\n"
+    "                 [--max-conns-per-uid N] [--write-idle-ms MS]\n"
+    "                 [--max-reply-bytes N] [--output-budget N] [--admit-queue N]\n"
+    "                 [--log journal|syslog|stderr] [--syslog-socket PATH]\n"
+    "                 [--help] [--version]\n";
 
 static void usage(FILE *f)
 {
+	fputs(SYNOPSIS, f);
 	fprintf(f,
-		"usage: callgated [--socket PATH] [--admin-socket PATH] [--socket-group GROUP]\n"
-		"                 [--state-dir DIR] [--policy FILE] [--policy-pubkey FILE]\n"
-		"                 [--workspace DIR]... [--max-conns N] [--read-timeout MS]\n"
-		"                 [--approval] [--approval-timeout MS] [--admin-group GROUP]\n"
-		"                 [--verify-journal]\n"
-		"                 [--approver-uid UID]... [--approver-group GROUP]...\n"
-		"                 [--approval-notify PROGRAM [--approval-notify-arg ARG]...]\n"
-		"                 [--max-conns-per-uid N] [--write-idle-ms MS]\n"
-		"                 [--max-reply-bytes N] [--output-budget N] [--admit-queue N]\n"
-		"                 [--log journal|syslog|stderr] [--syslog-socket PATH]\n"
-		"                 [--help] [--version]\n"
 		"\n"
 		"Serves the callgate protocol on a Unix socket in the foreground.\n"
 		"Defaults: socket %s (root) or $XDG_RUNTIME_DIR/callgate/callgate.sock;\n"
@@ -69,6 +75,36 @@ static void usage(FILE *f)
 		"last signed checkpoint; --verify-journal verifies the whole journal.\n"
 		"See callgated(8).\n",
 		CG_DEFAULT_SOCKET, CG_DEFAULT_ADMIN_SOCKET_NAME, CG_DEFAULT_STATE_DIR);
+}
+
+/*
+ * A bad option: named, with the nearest one of the synopsis (cli_help),
+ * whose "--name" words are the valid options. Returns EXIT_USAGE.
+ */
+static int bad_option(const char *a, const char *why)
+{
+	static char names[sizeof(SYNOPSIS)];
+	struct cg_cli_opt opts[64] = { { 0 } };
+	size_t n = 0;
+	memcpy(names, SYNOPSIS, sizeof(SYNOPSIS));
+	for (char *p = strstr(names, "[--"); p && n + 1 < CG_ARRAY_LEN(opts);
+	     p = strstr(p, "[--")) {
+		char *name = p + 1;
+		size_t len = strspn(name, "-abcdefghijklmnopqrstuvwxyz");
+		p = name + len;
+		bool end = *p == '\0';
+		*p = '\0';
+		bool seen = false;
+		for (size_t k = 0; k < n && !seen; k++)
+			seen = strcmp(opts[k].name, name) == 0;
+		if (!seen)
+			opts[n++] = (struct cg_cli_opt){ name, NULL, "" };
+		if (end)
+			break;
+		p++;
+	}
+	(void)cg_cli_bad_option_of("callgated", "", a, why, opts);
+	return EXIT_USAGE;
 }
 
 /* Parse a positive decimal integer no larger than max. 0, or -1. */
@@ -201,9 +237,9 @@ int main(int argc, char **argv)
 			return 0;
 		}
 		if (!v) {
-			fprintf(stderr, "callgated: unknown option or missing value: '%s'\n", a);
-			usage(stderr);
-			return EXIT_STARTUP;
+			bool known = a[0] == '-' && a[1] == '-' && strstr(SYNOPSIS, a) &&
+				     strchr(" ]", strstr(SYNOPSIS, a)[strlen(a)]);
+			return bad_option(a, known ? "a value is needed after" : NULL);
 		}
 		if (strcmp(a, "--socket") == 0)
 			socket_path = v;
@@ -227,14 +263,14 @@ int main(int argc, char **argv)
 			if (n_ws == MAX_WORKSPACES) {
 				fprintf(stderr, "callgated: at most %d --workspace flags\n",
 					MAX_WORKSPACES);
-				return EXIT_STARTUP;
+				return EXIT_USAGE;
 			}
 			workspaces[n_ws++] = v;
 		} else if (strcmp(a, "--max-conns") == 0) {
 			if (parse_pos(v, 1000000, &max_conns) < 0) {
 				fprintf(stderr,
 					"callgated: --max-conns needs 1..1000000, got '%s'\n", v);
-				return EXIT_STARTUP;
+				return EXIT_USAGE;
 			}
 		} else if (strcmp(a, "--approval-timeout") == 0) {
 			if (parse_pos(v, 24LL * 3600 * 1000, &approval_ms) < 0) {
@@ -242,27 +278,24 @@ int main(int argc, char **argv)
 					"callgated: --approval-timeout needs 1..86400000 ms, got "
 					"'%s'\n",
 					v);
-				return EXIT_STARTUP;
+				return EXIT_USAGE;
 			}
 		} else if (strcmp(a, "--read-timeout") == 0) {
 			if (parse_pos(v, 3600000, &read_ms) < 0) {
 				fprintf(stderr,
 					"callgated: --read-timeout needs 1..3600000 ms, got '%s'\n",
 					v);
-				return EXIT_STARTUP;
+				return EXIT_USAGE;
 			}
 		} else {
 			char why[160] = "";
 			int taken = cg_server_option(&sc, a, v, why, sizeof(why));
 			if (taken < 0) {
 				fprintf(stderr, "callgated: %s\n", why);
-				return EXIT_STARTUP;
+				return EXIT_USAGE;
 			}
-			if (taken == 0) {
-				fprintf(stderr, "callgated: unknown option '%s'\n", a);
-				usage(stderr);
-				return EXIT_STARTUP;
-			}
+			if (taken == 0)
+				return bad_option(a, NULL);
 		}
 		i++;
 	}
@@ -271,11 +304,11 @@ int main(int argc, char **argv)
 	if (log_name && cg_calllog_sink_parse(log_name, &sink) < 0) {
 		fprintf(stderr, "callgated: --log needs journal, syslog or stderr, got '%s'\n",
 			log_name);
-		return EXIT_STARTUP;
+		return EXIT_USAGE;
 	}
 	if (syslog_socket && sink != CG_LOG_SYSLOG) {
 		fprintf(stderr, "callgated: --syslog-socket needs --log syslog\n");
-		return EXIT_STARTUP;
+		return EXIT_USAGE;
 	}
 	/* Passed sockets are served where they are: their paths win. */
 	if (take_passed_fds(&sc, passed_buf, passed_admin_buf, sizeof(passed_buf)) < 0)

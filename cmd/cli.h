@@ -118,6 +118,10 @@ int cg_cli_help(const char *usage, const char *about, const struct cg_cli_opt *o
 int cg_cli_bad_option(const char *sub, const char *bad, const char *why,
 		      const struct cg_cli_opt *opts);
 
+/* The same for another program (callgated): "PROG SUB: ..." */
+int cg_cli_bad_option_of(const char *prog, const char *sub, const char *bad, const char *why,
+			 const struct cg_cli_opt *opts);
+
 /*
  * Take the option at argv[*i] (an entry of opts, "--name" or "--name=VALUE").
  * Returns the entry, with *val set to its value for an option that takes one

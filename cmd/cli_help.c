@@ -96,6 +96,12 @@ static const char *unique_prefix(const char *name, const struct cg_cli_opt *opts
 int cg_cli_bad_option(const char *sub, const char *bad, const char *why,
 		      const struct cg_cli_opt *opts)
 {
+	return cg_cli_bad_option_of("callgate", sub, bad, why, opts);
+}
+
+int cg_cli_bad_option_of(const char *prog, const char *sub, const char *bad, const char *why,
+			 const struct cg_cli_opt *opts)
+{
 	char name[64];
 	/* "--paths=x" is judged by its name. */
 	size_t n = strcspn(bad, "=");
@@ -114,7 +120,7 @@ int cg_cli_bad_option(const char *sub, const char *bad, const char *why,
 	for (char *p = name; *p; p++)
 		if ((unsigned char)*p < 0x20 || *p == 0x7f)
 			*p = '?';
-	fprintf(stderr, "callgate%s%s: %s '%s'", *sub ? " " : "", sub, why ? why : "unknown option",
+	fprintf(stderr, "%s%s%s: %s '%s'", prog, *sub ? " " : "", sub, why ? why : "unknown option",
 		name);
 	/* Close means a few edits, and fewer than half the name: "--frob" is not "--json". */
 	size_t core = strlen(name + strspn(name, "-")), near = core / 2 < 3 ? core / 2 : 3;
@@ -126,7 +132,7 @@ int cg_cli_bad_option(const char *sub, const char *bad, const char *why,
 		for (const struct cg_cli_opt *o = opts; o && o->name; o++)
 			fprintf(stderr, "%s %s", o == opts ? "" : ",", o->name);
 	}
-	fprintf(stderr, " (see 'callgate%s%s --help')\n", *sub ? " " : "", sub);
+	fprintf(stderr, " (see '%s%s%s --help')\n", prog, *sub ? " " : "", sub);
 	return CG_EXIT_USAGE;
 }
 

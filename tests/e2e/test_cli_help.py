@@ -203,6 +203,21 @@ class UsageErrors(unittest.TestCase):
     def test_flag_given_a_value_is_named(self):
         self.assert_names(callgate("run", "--json=yes", "--", "ls"), "--json", None)
 
+    def test_daemon_usage_errors_name_the_option(self):
+        """callgated's bad command line is one line naming the option and the
+        nearest valid one, exit 64 (the unit does not restart it), not the
+        whole usage text and exit 1."""
+        def daemon(*args):
+            return subprocess.run([cgtest.CALLGATED] + list(args), capture_output=True,
+                                  timeout=30, stdin=subprocess.DEVNULL)
+        self.assert_names(daemon("--polcy", "x"), "--polcy", "--policy")
+        self.assert_names(daemon("--max-conns-per-ui", "3"), "--max-conns-per-ui",
+                          "--max-conns-per-uid")
+        self.assert_names(daemon("--policy"), "--policy", None)
+        self.assertIn(b"a value is needed", daemon("--policy").stderr)
+        r = daemon("--max-conns", "0")
+        self.assertEqual(r.returncode, EXIT_USAGE, r.stderr)
+
     def test_hook_usage_errors_name_the_option_and_still_block(self):
         # Exit 2, not 64: Claude Code runs the tool on any other failure.
         cases = [(("hook", "claude-cod"), "claude-cod", "claude-code"),
