@@ -95,7 +95,12 @@ static const json_t *pending_list(const json_t *resp)
 	return json_object_get(json_object_get(reply_of(resp), "data"), "pending");
 }
 
-/* Find a pending call by trace id or request id (exact). Borrowed reference. */
+/*
+ * Find a pending call by its trace id (exact). Borrowed reference. Never by
+ * the request id: the agent chooses that one, and can give a new call the
+ * trace id of one the approver saw (and the agent withdrew) as its id.
+ * Trace ids are the daemon's, random and never reused.
+ */
 static const json_t *find_pending(const json_t *list, const char *id)
 {
 	size_t i;
@@ -103,8 +108,7 @@ static const json_t *find_pending(const json_t *list, const char *id)
 	json_array_foreach(list, i, p)
 	{
 		const char *t = json_string_value(json_object_get(p, "trace_id"));
-		const char *r = json_string_value(json_object_get(p, "id"));
-		if ((t && strcmp(t, id) == 0) || (r && strcmp(r, id) == 0))
+		if (t && strcmp(t, id) == 0)
 			return p;
 	}
 	return NULL;
@@ -233,6 +237,8 @@ static const char *privileged_text(const json_t *cons)
 	       "terms of the constraints below still bind it, with no_new_privs and seccomp";
 }
 
+static char *pipeline_text(const json_t *pipe);
+
 /* The whole approval view of one pending call, as rows. */
 static void build_view(struct screen *sc, const json_t *p, size_t waiting)
 {
@@ -252,8 +258,10 @@ static void build_view(struct screen *sc, const json_t *p, size_t waiting)
 	screen_field(sc, "time", json_string_value(json_object_get(p, "time")));
 	screen_field(sc, "reason", json_string_value(json_object_get(p, "reason")));
 	screen_field(sc, "privileged",
-		     priv ? privileged_text(json_object_get(p, "constraints"))
-			  : "no: runs as the caller, in a view of its own");
+		     json_object_get(p, "grant")
+			 ? "nothing runs now: the agent asks for the grant below"
+		     : priv ? privileged_text(json_object_get(p, "constraints"))
+			    : "no: runs as the caller, in a view of its own");
 	screen_field(sc, "cwd", json_string_value(json_object_get(p, "cwd")));
 	if (priv)
 		/* An attack ran the agent's ws/json/__init__.py as root through python3 -m json.tool. */
@@ -262,6 +270,12 @@ static void build_view(struct screen *sc, const json_t *p, size_t waiting)
 		    "the agent can write here: a program that loads code from its "
 		    "working directory (python3 -m, node, make, a ./script) runs that code "
 		    "as root");
+	if (json_array_size(json_object_get(p, "pipeline"))) {
+		/* The command as one would type it, then each stage word by word. */
+		char *c = pipeline_text(json_object_get(p, "pipeline"));
+		screen_field(sc, "command", c);
+		free(c);
+	}
 	size_t i;
 	const json_t *st;
 	json_array_foreach(json_object_get(p, "pipeline"), i, st)
@@ -298,9 +312,42 @@ static void build_view(struct screen *sc, const json_t *p, size_t waiting)
 	}
 	const json_t *grant = json_object_get(p, "grant");
 	if (grant) {
-		/* The agent asks for a grant: what it would let run, unprompted, for how long. */
+		/*
+		 * The agent asks for a grant: what it would let run, unprompted, as
+		 * whom, how often and for how long, in words before the JSON (an
+		 * attack hid a week-long root shell behind a reassuring reason).
+		 */
+		long long uses = (long long)json_integer_value(json_object_get(grant, "uses"));
+		long long ttl = (long long)json_integer_value(json_object_get(grant, "ttl_s"));
+		(void)snprintf(line, sizeof(line),
+			       "%s, %lld use%s over %lld s (%.1f days), with no further prompt",
+			       json_is_true(json_object_get(grant, "privileged"))
+				   ? "AS ROOT (privileged)"
+				   : "as the caller",
+			       uses, uses == 1 ? "" : "s", ttl, (double)ttl / 86400.0);
+		screen_field(sc, "ASKS GRANT", line);
+		json_array_foreach(json_object_get(grant, "pipeline"), i, st)
+		{
+			char label[32];
+			json_t *one = json_pack("[O]", json_object_get(st, "argv"));
+			char *what = one ? pipeline_text(one) : NULL;
+			json_decref(one);
+			(void)snprintf(label, sizeof(label), "  stage %zu", i + 1);
+			screen_field(sc, label, json_string_value(json_object_get(st, "exe")));
+			/* Patterns: "*" is any one word, "**" any words (grant.c). */
+			bool pattern = what && strchr(what, '*');
+			size_t wl = what ? strlen(what) + 48 : 0;
+			char *shown = what ? malloc(wl) : NULL;
+			if (shown)
+				(void)snprintf(shown, wl, "%s%s", what,
+					       pattern ? "  (* is any one word, ** any words)"
+						       : "");
+			screen_field(sc, "    argv", shown ? shown : "?");
+			free(shown);
+			free(what);
+		}
 		char *g = json_dumps(grant, JSON_COMPACT | JSON_SORT_KEYS);
-		screen_field(sc, "ASKS GRANT", g);
+		screen_field(sc, "  as JSON", g);
 		free(g);
 	}
 	char *cons = json_dumps(json_object_get(p, "constraints"), JSON_COMPACT);
@@ -752,25 +799,32 @@ static int cmd_pending(const struct cg_cli *g, bool json)
 	} else if (json_array_size(list) == 0) {
 		puts("no calls are waiting");
 	} else {
+		/*
+		 * Each call whole, as the terminal UI shows it (build_view): what
+		 * `approve TRACE_ID` answers must be on the page, privilege, cwd,
+		 * env, what each stage resolved to, and a grant the agent asks for.
+		 */
+		int rows, cols = 100;
+		if (isatty(STDOUT_FILENO))
+			tty_size(STDOUT_FILENO, &rows, &cols);
 		size_t i;
 		const json_t *p;
 		json_array_foreach(list, i, p)
 		{
-			char *t = cg_sanitize_for_terminal(
-			    json_string_value(json_object_get(p, "trace_id")));
-			char *r = cg_sanitize_for_terminal(
-			    json_string_value(json_object_get(p, "reason")));
-			char *c = pipeline_text(json_object_get(p, "pipeline"));
-			printf(
-			    "%s  %s  rule=%s  left=%llds\n    %s\n", t, r,
-			    json_string_value(json_object_get(p, "rule_id")),
-			    (long long)json_integer_value(json_object_get(p, "deadline_ms_left")) /
-				1000,
-			    c);
-			free(t);
-			free(r);
-			free(c);
+			struct screen sc = { .width = cols - 18 };
+			build_view(&sc, p, json_array_size(list) - i);
+			if (sc.oom) {
+				screen_free(&sc);
+				json_decref(resp);
+				fprintf(stderr, "callgate pending: out of memory\n");
+				return CG_EXIT_ERROR;
+			}
+			printf("%s", i ? "\n" : "");
+			for (size_t k = 0; k < sc.n; k++)
+				printf("%s\n", sc.rows[k]);
+			screen_free(&sc);
 		}
+		printf("\nanswer: callgate approve TRACE_ID | callgate deny TRACE_ID\n");
 	}
 	json_decref(resp);
 	return CG_EXIT_OK;
@@ -800,6 +854,20 @@ static int cmd_answer(const struct cg_cli *g, const char *action, const char *id
 	json_t *ans = req ? admin_call(g, req) : NULL;
 	json_decref(req);
 	int rc = ans ? report(ans, json) : CG_EXIT_UNAVAILABLE;
+	if (rc == CG_EXIT_OK && !json && p) {
+		/* What the answer applied to, said back: its command and any grant it asked. */
+		char *c = pipeline_text(json_object_get(p, "pipeline"));
+		printf("  call: %s\n", c ? c : "?");
+		free(c);
+		if (json_object_get(p, "grant")) {
+			char *gs =
+			    json_dumps(json_object_get(p, "grant"), JSON_COMPACT | JSON_SORT_KEYS);
+			char *safe = gs ? cg_sanitize_for_terminal(gs) : NULL;
+			printf("  grant asked: %s\n", safe ? safe : "?");
+			free(gs);
+			free(safe);
+		}
+	}
 	json_decref(ans);
 	json_decref(resp);
 	return rc;

@@ -7,6 +7,7 @@ that succeeds.
 import json
 import os
 import shutil
+import socket
 import stat
 import subprocess
 import sys
@@ -716,6 +717,85 @@ class NoDeadEnds(unittest.TestCase):
             ran = d.request(cgtest.make_request([argv], privileged=False), timeout=WAIT)
             self.assertEqual(ran["status"], "ok", ran)
             self.assertTrue(os.path.exists(out))
+
+
+class ApproveByTraceIdOnly(unittest.TestCase):
+    """`callgate approve ID` answers the call whose trace id is ID, never one
+    whose agent-chosen request id is: an attack gave a new call the trace id
+    of one the person had seen (then withdrawn) as its request id, and
+    `approve` of that id ran the new call (found by attack, s34)."""
+
+    def test_a_request_id_equal_to_a_seen_trace_id_is_not_approved(self):
+        with daemon() as d:
+            seen = os.path.join(d.workspace, "seen")
+            swapped = os.path.join(d.workspace, "swapped")
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.connect(d.socket)
+            sock.sendall((json.dumps(cgtest.make_request([["touch", seen]],
+                                                         privileged=False)) + "\n").encode())
+            ta = wait_pending(d, 1)[0]["trace_id"]
+            sock.close()  # the agent withdraws the call the person saw
+            end = time.time() + WAIT
+            while pending(d) and time.time() < end:
+                time.sleep(0.05)
+            b = cgtest.make_request([["touch", swapped]], privileged=False)
+            b["id"] = ta
+            t, box = call_async(d, b)
+            tb = wait_pending(d, 1)[0]["trace_id"]
+            r = d.cli("approve", ta)
+            self.assertEqual(r.returncode, 65, r.stdout + r.stderr)
+            self.assertIn(b"MCP-APPR-I-001", r.stderr)
+            time.sleep(0.3)
+            self.assertFalse(os.path.exists(swapped), "a call the person never saw ran")
+            self.assertEqual([p["trace_id"] for p in pending(d)], [tb])
+            # Control: approving the call by its own trace id runs it, and says what ran.
+            r = d.cli("approve", tb)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn(b"call: touch " + swapped.encode(), r.stdout)
+            t.join(WAIT)
+            self.assertEqual(box["resp"]["status"], "ok", box)
+            self.assertTrue(os.path.exists(swapped))
+
+
+class PendingShowsTheWholeCall(unittest.TestCase):
+    """`callgate pending` shows what `approve` would answer, whole: a grant
+    the agent asks for (an attack hid a week-long root shell grant behind a
+    reason reading "run ls once": the listing showed only the reason), and a
+    call's privilege, cwd and what each stage resolved to."""
+
+    def test_a_grant_request_is_shown_in_words(self):
+        with daemon() as d:
+            spec = {"pipeline": [{"exe": "/usr/bin/dash", "argv": ["**"]}],
+                    "privileged": True, "uses": 100000, "ttl_s": 604800}
+            t, box = call_async(d, cgtest.make_request(
+                None, action="grant", grant=spec, reason="grant: run `ls` once"))
+            wait_pending(d, 1)
+            out = d.cli("pending").stdout.decode()
+            self.assertIn("ASKS GRANT     AS ROOT (privileged), 100000 uses over 604800 s",
+                          out)
+            self.assertRegex(out, r"stage 1 +/usr/bin/dash")
+            self.assertIn("'**'  (* is any one word, ** any words)", out)
+            self.assertIn("nothing runs now", out)
+            p = pending(d)[0]
+            self.assertIn(p["request_sha256"], out)
+            d.cli("deny", p["trace_id"])
+            t.join(WAIT)
+
+    def test_a_call_is_shown_whole(self):
+        with daemon() as d:
+            sub = os.path.join(d.workspace, "sub")
+            os.mkdir(sub)
+            req = cgtest.make_request([["touch", "x"]], privileged=False)
+            req["cwd"] = sub
+            t, box = call_async(d, req)
+            p = wait_pending(d, 1)[0]
+            out = d.cli("pending").stdout.decode()
+            for want in ("trace          " + p["trace_id"], "cwd            " + sub,
+                         "privileged     no", "stage 1 runs", "/usr/bin/touch",
+                         "argv[1]", "touch-needs-a-person"):
+                self.assertIn(want, out)
+            d.cli("deny", p["trace_id"])
+            t.join(WAIT)
 
 
 class ApproverCommandLine(unittest.TestCase):
