@@ -911,7 +911,9 @@ static const struct cg_cli_opt grant_open_opts[] = {
 	  "argv patterns up to the next option (fnmatch; a final ** = any rest)" },
 	{ "--session", "GLOB", "only calls of matching sessions" },
 	{ "--uid", "UID", "only calls from this peer uid" },
-	{ "--path", "DIR", "path-like arguments must stay within DIR (repeatable)" },
+	{ "--path", "DIR",
+	  "the cwd and every word naming a file stay within DIR (repeatable; a screen on the "
+	  "words: docs/approval.md)" },
 	{ "--privileged", NULL, "cover privileged calls (default: only unprivileged ones)" },
 	{ "--env", "NAME", "the calls set exactly these env names (repeatable; default none)" },
 	{ "--cwd", "DIR", "only calls with exactly this working directory" },

@@ -435,6 +435,35 @@ class GrantsBindWhatRuns(unittest.TestCase):
             self.assertEqual(resp["status"], "ok", resp)
             self.assertTrue(os.path.exists(out))
 
+    def test_paths_read_option_values_and_bare_words(self):
+        """A curl grant scoped to the workspace with paths: -o given as
+        --output=/elsewhere or attached (-o/elsewhere) was never checked
+        (found by attack, s34, with tar --directory=/etc as root)."""
+        with cgtest.Daemon(policy_text=POLICY) as d:
+            ws = os.path.realpath(d.workspace)
+            outside = tempfile.mkdtemp(prefix="cg-paths-", dir="/var/tmp")
+            try:
+                r = d.admin("grant_open", grant={
+                    "pipeline": [{"exe": "/usr/bin/curl", "argv": ["curl", "**"]}],
+                    "paths": [ws], "uses": 9, "ttl_s": 60})
+                self.assertEqual(r["reply"]["code"], "CT-OPEN-S-001", r)
+                for word in ("--output=" + outside + "/x", "-o" + outside + "/x"):
+                    resp = d.request(cgtest.make_request(
+                        [["curl", "-s", word, "file://" + ws + "/in"]], privileged=False),
+                        timeout=WAIT)
+                    self.assertEqual(resp["reply"]["code"], "EN-EXEC-D-004", (word, resp))
+                self.assertEqual(os.listdir(outside), [])
+                # Control: values inside the paths are covered.
+                with open(os.path.join(ws, "in"), "w") as f:
+                    f.write("hi")
+                resp = d.request(cgtest.make_request(
+                    [["curl", "-s", "-o" + ws + "/x", "file://" + ws + "/in"]],
+                    privileged=False), timeout=WAIT)
+                self.assertEqual(resp["status"], "ok", resp)
+                self.assertTrue(os.path.exists(os.path.join(ws, "x")))
+            finally:
+                shutil.rmtree(outside, ignore_errors=True)
+
 
 @unittest.skipUnless(shutil.which("tmux"), "tmux is installed by scripts/setup")
 class ApproverScreen(unittest.TestCase):

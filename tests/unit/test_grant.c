@@ -54,6 +54,11 @@ static char *argv_install[] = { "apt", "install", "nginx", NULL };
 static char *argv_remove[] = { "apt", "remove", "nginx", NULL };
 static char *argv_cp[] = { "cp", "a.txt", "/ws/out/b.txt", NULL };
 static char *argv_cp_out[] = { "cp", "a.txt", "/ws/../etc/passwd", NULL };
+/* An attack (s34): a tar grant scoped to the workspace read /etc/shadow as root. */
+static char *argv_tar_eq[] = { "tar", "--directory=/etc", "-cf", "-", "shadow", NULL };
+static char *argv_tar_attached[] = { "tar", "-C/etc", "-cf", "-", "shadow", NULL };
+static char *argv_tar_bare[] = { "tar", "-cf", "-", "shadow", NULL };
+static char *argv_tar_in[] = { "tar", "-C/ws/sub", "--file=/ws/out.tar", "-c", "notes", NULL };
 
 static void call_of(struct cg_call *call, struct cg_request *req, struct cg_stage *st,
 		    struct cg_resolved_stage *rs, char **argv, size_t argc, char *exe,
@@ -139,10 +144,32 @@ Test(grant, paths_scope_path_like_arguments_lexically)
 	struct cg_stage st;
 	struct cg_resolved_stage rs;
 	call_of(&call, &req, &st, &rs, argv_cp, 3, "/usr/bin/cp", "", 7);
+	call.cwd = "/ws";
 	cr_assert_not_null(cg_grants_match(&gs, &call, NULL, NOW));
+	call.cwd = "/etc";
+	cr_assert_null(cg_grants_match(&gs, &call, NULL, NOW),
+		       "a cwd outside: a.txt is /etc/a.txt");
 	call_of(&call, &req, &st, &rs, argv_cp_out, 3, "/usr/bin/cp", "", 7);
+	call.cwd = "/ws";
 	cr_assert_null(cg_grants_match(&gs, &call, NULL, NOW), "'..' cannot climb out");
 	cr_assert_eq(cg_grants_close(&gs, cg_grant_id(g)), 0);
+	g = open_grant("{\"pipeline\":[{\"exe\":\"/usr/bin/tar\",\"argv\":[\"tar\",\"**\"]}],"
+		       "\"paths\":[\"/ws\"],\"uses\":9,\"ttl_s\":60}");
+	cr_assert_eq(cg_grants_add(&gs, g), 0);
+	call_of(&call, &req, &st, &rs, argv_tar_eq, 5, "/usr/bin/tar", "", 7);
+	call.cwd = "/ws";
+	cr_assert_null(cg_grants_match(&gs, &call, NULL, NOW), "an option's value after '='");
+	call_of(&call, &req, &st, &rs, argv_tar_attached, 5, "/usr/bin/tar", "", 7);
+	call.cwd = "/ws";
+	cr_assert_null(cg_grants_match(&gs, &call, NULL, NOW), "a short option's attached value");
+	call_of(&call, &req, &st, &rs, argv_tar_bare, 4, "/usr/bin/tar", "", 7);
+	call.cwd = "/etc";
+	cr_assert_null(cg_grants_match(&gs, &call, NULL, NOW), "a bare word from a cwd outside");
+	call.cwd = "/ws";
+	cr_assert_not_null(cg_grants_match(&gs, &call, NULL, NOW), "the same inside (control)");
+	call_of(&call, &req, &st, &rs, argv_tar_in, 5, "/usr/bin/tar", "", 7);
+	call.cwd = "/ws";
+	cr_assert_not_null(cg_grants_match(&gs, &call, NULL, NOW), "values inside (control)");
 	cr_assert_eq(cg_grants_close(&gs, "nope"), -1);
 }
 
