@@ -375,9 +375,17 @@ static char *admin_handle(struct server *s, struct conn *c, bool *stop, size_t *
 	       (unsigned)c->peer.uid, (int)c->peer.pid);
 	bool answers = action && (strcmp(action, "approve") == 0 || strcmp(action, "deny") == 0 ||
 				  strcmp(action, "grant_open") == 0);
-	if (answers && !c->approver) {
-		/* Only configured approvers answer; the two-person rule then counts
-		 * distinct uids among them (the kernel refuses a repeated uid). */
+	/* What changes the daemon for everyone: its owner's or an approver's. */
+	bool runs_it = action && (strcmp(action, "stop") == 0 || strcmp(action, "reload") == 0 ||
+				  strcmp(action, "grant_close") == 0);
+	if ((answers && !c->approver) || (runs_it && !c->approver && c->peer.uid != geteuid())) {
+		/*
+		 * Only configured approvers answer; the two-person rule then
+		 * counts distinct uids among them (the kernel refuses a repeated
+		 * uid). Other admin peers (--admin-group) may look, not act: an
+		 * attack stopped the daemon, reloaded it and closed an
+		 * approver's grant as a mere member of the admin group.
+		 */
 		cg_log("warn", NULL, "admin %s refused: uid %u is not a configured approver",
 		       action, (unsigned)c->peer.uid);
 		struct cg_reply *r = cg_reply_new(CG_R_APPROVER_NOT_ALLOWED, "{s:I,s:s}", "uid",

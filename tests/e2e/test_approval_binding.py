@@ -176,9 +176,19 @@ class AdminPeersArePeople(unittest.TestCase):
                 return cgtest.as_uid(65534, lambda: cgtest.parse_response(
                     cgtest.send_recv(d.admin_socket, cgtest.encode(req))))
 
-            for action in ("approve", "deny", "grant_open"):
+            gid = d.admin("grant_open", grant={"pipeline": [{"exe": "/usr/bin/id",
+                                                             "argv": ["id"]}],
+                                               "uses": 1, "ttl_s": 60})["reply"]["data"]["grant_id"]
+            for action in ("approve", "deny", "grant_open", "stop", "reload"):
                 r = as_nobody(action)
-                self.assertEqual(r["reply"]["code"], "MCP-IO-E-005", r)
+                self.assertEqual(r["reply"]["code"], "MCP-IO-E-005", (action, r))
+            r = cgtest.as_uid(65534, lambda: cgtest.parse_response(cgtest.send_recv(
+                d.admin_socket, cgtest.encode({"action": "grant_close", "grant_id": gid}))))
+            self.assertEqual(r["reply"]["code"], "MCP-IO-E-005", r)
+            # By effect: the daemon still serves, the grant is still open.
+            self.assertIsNone(d.proc.poll(), "a mere admin peer stopped the daemon")
+            self.assertEqual([g["grant_id"] for g in
+                              d.admin("grant_list")["reply"]["data"]["grants"]], [gid])
             # Reading the queue is not answering it.
             self.assertEqual(as_nobody("pending")["reply"]["code"], "MCP-APPR-S-003")
             time.sleep(0.3)
