@@ -174,9 +174,12 @@ int cg_cli_sandbox(const struct cg_cli *g, int argc, char **argv); /* sandbox */
 int cg_cli_evidence(const struct cg_cli *g, int argc,
 		    char **argv); /* replay, verdict, log, evidence, key */
 int cg_cli_approve(const struct cg_cli *g, int argc,
-		   char **argv);				/* approve, pending, deny, grant */
-int cg_cli_mcp(const struct cg_cli *g, int argc, char **argv);	/* mcp */
-int cg_cli_hook(const struct cg_cli *g, int argc, char **argv); /* hook */
+		   char **argv);			       /* approve, pending, deny, grant */
+int cg_cli_mcp(const struct cg_cli *g, int argc, char **argv); /* mcp */
+
+/* Is name one of the tools `callgate mcp` serves (execute, gate, ...)? */
+bool cg_cli_mcp_tool_known(const char *name);
+int cg_cli_hook(const struct cg_cli *g, int argc, char **argv);	   /* hook */
 int cg_cli_connect(const struct cg_cli *g, int argc, char **argv); /* connect */
 /*
  * evidence prove | consistency | checkpoint | witness-request | witness |

@@ -427,8 +427,13 @@ static json_t *map_call(const json_t *payload, const char *own_server, enum kind
 	if (strncmp(tool, "mcp__", 5) == 0) {
 		const char *server = tool + 5, *sep = strstr(server, "__");
 		size_t sl = sep ? (size_t)(sep - server) : strlen(server);
+		/*
+		 * Ours only when the rest is exactly one of our tools: a server
+		 * named "callgate__evilsrv" gives "mcp__callgate__evilsrv__run",
+		 * which an attack had allowed here as callgate's own.
+		 */
 		if (own_server && *own_server && strlen(own_server) == sl &&
-		    strncmp(server, own_server, sl) == 0) {
+		    strncmp(server, own_server, sl) == 0 && sep && cg_cli_mcp_tool_known(sep + 2)) {
 			/* callgate's own MCP tools go through the daemon's full gate. */
 			*verdict = "allow";
 			goto fail;

@@ -1107,7 +1107,7 @@ static void *job_run(void *arg)
 	return NULL;
 }
 
-static bool known_tool(const char *name)
+bool cg_cli_mcp_tool_known(const char *name)
 {
 	static const char *const names[] = { "execute", "gate", "verdict", "replay", "status" };
 
@@ -1129,7 +1129,7 @@ static void start_call(struct server *srv, const json_t *id, json_t *params)
 		emit_error(id, -32602, "tools/call needs params {name: string, arguments: object}");
 		return;
 	}
-	if (!known_tool(name)) {
+	if (!cg_cli_mcp_tool_known(name)) {
 		char msg[200];
 		snprintf(msg, sizeof(msg), "Unknown tool: %.100s", name);
 		emit_error(id, -32602, msg);

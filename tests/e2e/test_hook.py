@@ -362,6 +362,12 @@ class TestHook(unittest.TestCase):
         self.assertEqual(d, "allow", why)
         d, why = self.decision(self.payload("mcp__github__create_issue", {"title": "x"}))
         self.assertEqual(d, "deny", why)
+        # Another server whose name begins with ours is not ours (attack, s34):
+        # "callgate__evilsrv" serving run_shell is gated, and denied here.
+        for tool in ("mcp__callgate__evilsrv__run_shell", "mcp__callgate__execute__x",
+                     "mcp__callgate__"):
+            d, why = self.decision(self.payload(tool, {"command": "rm -rf ~"}))
+            self.assertEqual(d, "deny", (tool, why))
 
     def test_unmapped_tool_asks(self):
         d, why = self.decision(self.payload("TodoWrite", {"todos": []}), matched=False)

@@ -358,7 +358,7 @@ Test(mcp, tools_list_is_well_formed)
 	cr_expect_eq(json_array_size(json_object_get(l, "tools")), 5);
 	json_array_foreach(json_object_get(l, "tools"), i, t)
 	{
-		cr_expect(known_tool(json_string_value(json_object_get(t, "name"))));
+		cr_expect(cg_cli_mcp_tool_known(json_string_value(json_object_get(t, "name"))));
 		cr_expect_str_eq(
 		    json_string_value(json_object_get(json_object_get(t, "inputSchema"), "type")),
 		    "object");
