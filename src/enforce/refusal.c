@@ -36,6 +36,12 @@ struct cg_reply *cg_en_queue_full(size_t limit)
 	return cg_reply_new(CG_R_APPROVAL_QUEUE_FULL, "{s:I}", "limit", (json_int_t)limit);
 }
 
+struct cg_reply *cg_en_policy_changed(int64_t generation, const char *rule_id)
+{
+	return cg_reply_new(CG_R_POLICY_CHANGED_WAITING, "{s:I,s:s}", "generation",
+			    (json_int_t)generation, "rule_id", rule_id ? rule_id : "");
+}
+
 struct cg_reply *cg_en_approval_timeout(int64_t timeout_ms)
 {
 	return cg_reply_new(CG_R_APPROVAL_TIMEOUT, "{s:I}", "timeout_ms", (json_int_t)timeout_ms);

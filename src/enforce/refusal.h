@@ -43,6 +43,12 @@ struct cg_reply *cg_en_queue_full(size_t limit);
 /* APPROVAL_TIMEOUT: no answer within timeout_ms. Caller frees. */
 struct cg_reply *cg_en_approval_timeout(int64_t timeout_ms);
 
+/*
+ * POLICY_CHANGED_WAITING: policy generation `generation` decides a waiting
+ * call otherwise (rule rule_id) than what the approver was shown. Caller frees.
+ */
+struct cg_reply *cg_en_policy_changed(int64_t generation, const char *rule_id);
+
 /* APPROVAL_DENIED by uid, with why (NULL: "no reason given"). Caller frees. */
 struct cg_reply *cg_en_approval_denied(uid_t uid, const char *why);
 

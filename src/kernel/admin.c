@@ -74,6 +74,34 @@ static struct cg_reply *admin_pending(struct cg_kernel *k, const struct admin_rq
  * not a new one); if it cannot decide, the call does not run either. True:
  * the call was refused (settled) and *r is the answerer's reply. k->lock held.
  */
+/*
+ * Would the policy rung's verdict v show the person another call than the
+ * one they were shown under the old policy's (in j's fold)? Another
+ * decision, rule, number of approvers or constraint set.
+ */
+static bool verdict_changed(const struct cg_job *j, const struct cg_verdict *v)
+{
+	const struct cg_verdict *old = NULL;
+	const struct cg_folded *f = &j->gate.folded;
+	for (size_t i = 0; i < f->n_rungs && !old; i++)
+		if (strcmp(f->rungs[i].rung, "policy") == 0)
+			old = &f->rungs[i].v;
+	if (!old || old->decision != v->decision || old->approvers != v->approvers ||
+	    strcmp(old->rule_id ? old->rule_id : "", v->rule_id ? v->rule_id : "") != 0 ||
+	    old->n_constraints != v->n_constraints)
+		return true;
+	for (size_t i = 0; i < v->n_constraints; i++) {
+		json_t *a = cg_constraints_to_json(old->constraints[i]);
+		json_t *b = cg_constraints_to_json(v->constraints[i]);
+		bool same = a && b && json_equal(a, b) && old->stages[i] == v->stages[i];
+		json_decref(a);
+		json_decref(b);
+		if (!same)
+			return true;
+	}
+	return false;
+}
+
 static bool overruled_locked(struct cg_kernel *k, struct cg_job *j, const char *id,
 			     struct cg_reply **r)
 {
@@ -84,6 +112,24 @@ static bool overruled_locked(struct cg_kernel *k, struct cg_job *j, const char *
 	}
 	struct cg_verdict v = { .decision = CG_DECISION_NONE };
 	int rc = cg_policy_rung(cur->policy, &j->gate.call, &v);
+	if (rc == 0 && v.decision != CG_BLOCK && verdict_changed(j, &v)) {
+		/*
+		 * Not denied, but decided otherwise: more approvers, other
+		 * constraints, another rule. The person approved what the old
+		 * policy showed; the call does not run on it (an attack had a
+		 * call raised to two approvers run on one, with the old
+		 * constraints). The agent sends it again, to be decided and
+		 * shown under the policy in force.
+		 */
+		ev_note(k, j->trace_id, CG_EV_APPROVAL_ANS,
+			json_pack("{s:s,s:I,s:s?,s:b}", "outcome", "overruled", "generation",
+				  (json_int_t)cur->number, "rule_id", v.rule_id, "changed", 1));
+		settle_locked(k, j, cg_en_policy_changed((int64_t)cur->number, v.rule_id));
+		*r = cg_reply_new(CG_R_APPROVAL_STALE, "{s:s,s:I,s:s}", "id", id, "generation",
+				  (json_int_t)cur->number, "rule_id", v.rule_id ? v.rule_id : "");
+		gen_put(cur);
+		return true;
+	}
 	if (rc == 0 && v.decision != CG_BLOCK) {
 		gen_put(cur);
 		return false;

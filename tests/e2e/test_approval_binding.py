@@ -397,6 +397,50 @@ class ReloadOverrulesAWaitingApproval(unittest.TestCase):
             self.assertEqual(resp["status"], "ok", resp)
             self.assertTrue(os.path.exists(target))
 
+    def test_a_reload_that_decides_otherwise_runs_nothing_on_the_old_approval(self):
+        """A rule raised to two approvers, or given other constraints, while a
+        call waits: one approval of what the old policy showed ran the call
+        with the old constraints (found by attack, s34)."""
+        with daemon() as d:
+            target = os.path.join(d.workspace, "made-by-touch")
+            with open(d.policy_path) as f:
+                text = f.read()
+            old_rule = "  - id: touch-needs-a-person\n    decision: defer\n"
+            self.assertIn(old_rule, text)
+            for change in (old_rule + "    approvers: 2\n",
+                           old_rule.replace("touch-needs-a-person", "touch-renamed")):
+                with self.subTest(change=change):
+                    with open(d.policy_path, "w") as f:
+                        f.write(text)
+                    self.assertEqual(d.admin("reload")["reply"]["code"], "MCP-CFG-S-001")
+                    t, box = call_async(d, cgtest.make_request([["touch", target]],
+                                                               privileged=False))
+                    p = wait_pending(d, 1)[0]
+                    with open(d.policy_path, "w") as f:
+                        f.write(text.replace(old_rule, change, 1))
+                    self.assertEqual(d.admin("reload")["reply"]["code"], "MCP-CFG-S-001")
+                    r = d.admin("approve", trace_id=p["trace_id"],
+                                request_sha256=p["request_sha256"])
+                    self.assertEqual(r["reply"]["code"], "MCP-APPR-S-005", r)
+                    t.join(WAIT)
+                    self.assertEqual(box["resp"]["reply"]["code"], "EN-APPR-D-005", box)
+                    self.assertFalse(os.path.exists(target))
+                    self.assertEqual(pending(d), [])
+            # Control: the same reload with nothing about the call changed lets it run.
+            with open(d.policy_path, "w") as f:
+                f.write(text)
+            self.assertEqual(d.admin("reload")["reply"]["code"], "MCP-CFG-S-001")
+            t, box = call_async(d, cgtest.make_request([["touch", target]], privileged=False))
+            p = wait_pending(d, 1)[0]
+            with open(d.policy_path, "w") as f:
+                f.write(text + "\n# a comment: another generation, the same decision\n")
+            self.assertEqual(d.admin("reload")["reply"]["code"], "MCP-CFG-S-001")
+            r = d.admin("approve", trace_id=p["trace_id"], request_sha256=p["request_sha256"])
+            self.assertEqual(r["reply"]["code"], "MCP-APPR-S-001", r)
+            t.join(WAIT)
+            self.assertEqual(box["resp"]["status"], "ok", box)
+            self.assertTrue(os.path.exists(target))
+
 
 class GrantsBindWhatRuns(unittest.TestCase):
     """Item 2: a grant covers one exact shape; any difference is no match."""
