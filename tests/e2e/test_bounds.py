@@ -802,7 +802,7 @@ class KilledBeforeItsCommandStarts(unittest.TestCase):
         # Stage 0 runs (each stage is spawned once the one before it exec'd);
         # stage 1's pid 1 is killed while it builds its view. The call ran in
         # part: the evidence must say so, not "nothing ran".
-        env = {"CALLGATE_TEST_VIEW_STALL_MS": "1500"}
+        env = {"CALLGATE_TEST_VIEW_STALL_MS": "4000"}  # room to find and kill it when loaded
         with cgtest.Daemon(env=env) as d:
             made = os.path.join(d.workspace, "ran")
             req = line(cgtest.make_request([["touch", made], ["cat"]], privileged=False,

@@ -278,9 +278,16 @@ class UserDaemonDefaults(unittest.TestCase):
             ping = subprocess.run([cgtest.CALLGATE, "ping"], capture_output=True,
                                   timeout=30, **as_nobody)
             self.assertEqual(ping.returncode, 0, (ping.stdout, ping.stderr))
-            logged = subprocess.run([cgtest.CALLGATE, "log", "--since", "1h", "--json"],
-                                    capture_output=True, timeout=30, **as_nobody)
-            self.assertEqual(logged.returncode, 0, (logged.stdout, logged.stderr))
+            # A ping is answered before its record is written (docs/evidence.md):
+            # the journal shows it a moment later.
+            deadline = time.monotonic() + 30
+            while True:
+                logged = subprocess.run([cgtest.CALLGATE, "log", "--since", "1h", "--json"],
+                                        capture_output=True, timeout=30, **as_nobody)
+                self.assertEqual(logged.returncode, 0, (logged.stdout, logged.stderr))
+                if b"MCP-SYS-S-001" in logged.stdout or time.monotonic() > deadline:
+                    break
+                time.sleep(0.1)
             self.assertIn(b"MCP-SYS-S-001", logged.stdout)
         finally:
             daemon.terminate()

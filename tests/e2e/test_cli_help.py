@@ -320,7 +320,11 @@ class TextNotJson(unittest.TestCase):
         self.assertTrue(json.loads(r.stdout)["reply"]["data"]["constraints"])
 
     def test_log_is_text_and_json_is_the_journal(self):
-        self.assertEqual(self.d.cli("run", "--no-privileged", "--", "true").returncode, 0)
+        r = self.d.cli("run", "--json", "--no-privileged", "--", "true")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        # Its seal reaches the journal after the reply; a package means it has.
+        cgtest.wait_package_file(self.d.state_dir, json.loads(r.stdout)["reply"]["trace_id"],
+                                 "verdict.md", TIMEOUT)
         r = self.d.cli("log", "--events")
         self.assertEqual(r.returncode, 0, r.stderr)
         out = r.stdout.decode()

@@ -520,11 +520,13 @@ class OwnDaemon(unittest.TestCase):
         finally:
             d.close()
 
-    def test_bad_flags_exit_1_with_one_line(self):
+    def test_bad_flags_exit_64_with_one_line(self):
+        # EX_USAGE: the unit does not restart the daemon for it (exit 1 is a
+        # start-up failure a restart may mend).
         d = cgtest.Daemon(flags=["--max-conns", "zero"])
         try:
             d.spawn()
-            self.assertEqual(d.proc.wait(cgtest.DEFAULT_TIMEOUT), 1)
+            self.assertEqual(d.proc.wait(cgtest.DEFAULT_TIMEOUT), 64)
             self.assertIn("--max-conns", d.log)
         finally:
             d.close()

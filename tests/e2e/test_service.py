@@ -219,7 +219,7 @@ class CallLog(unittest.TestCase):
     def test_bad_log_name(self):
         d = cgtest.Daemon(flags=["--log", "file"])
         try:
-            self.assertEqual(d.spawn().wait(cgtest.DEFAULT_TIMEOUT), 1)
+            self.assertEqual(d.spawn().wait(cgtest.DEFAULT_TIMEOUT), 64)  # EX_USAGE
             self.assertIn("--log needs journal, syslog or stderr", d.log)
         finally:
             d.close()
