@@ -438,6 +438,37 @@ def wait_package_file(state_dir, tid, name, timeout=DEFAULT_TIMEOUT):
             time.sleep(0.05)
 
 
+def wait_listening(path, timeout=DEFAULT_TIMEOUT, proc=None):
+    """Wait until a Unix socket at path accepts a connection: its file exists
+    from bind(), before listen(), so existence alone is not readiness."""
+    deadline = time.monotonic() + timeout
+    while True:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            s.connect(path)
+            return
+        except OSError:
+            if proc is not None and proc.poll() is not None:
+                raise AssertionError("the daemon exited (status %s)" % proc.returncode)
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+        finally:
+            s.close()
+
+
+def verify_live(argv, timeout=DEFAULT_TIMEOUT):
+    """Run the independent verifier (argv) against a live daemon's state until
+    it passes or the deadline: the last events may wait a few ms for their
+    signed checkpoint (head_unsigned meanwhile). The last run is returned."""
+    deadline = time.monotonic() + timeout
+    while True:
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+        if r.returncode == 0 or time.monotonic() > deadline:
+            return r
+        time.sleep(0.2)
+
+
 class TamperCase(unittest.TestCase):
     """Tests that each change their own copy of one stopped daemon's state:
     setUpClass makes the state and calls keep(state_dir); every test then

@@ -102,9 +102,9 @@ class Approval(unittest.TestCase):
         cgtest.wait_package_file(self.d.state_dir, tid, "events.ndjson", WAIT)
         rp = self.d.cli("replay", tid)
         self.assertEqual(rp.returncode, 0, rp.stdout + rp.stderr)
-        vf = subprocess.run([sys.executable, os.path.join(cgtest.SRCDIR, "docs",
-                                                          "verify_trace.py"),
-                             self.d.state_dir, tid], capture_output=True, text=True)
+        vf = cgtest.verify_live([sys.executable, os.path.join(cgtest.SRCDIR, "docs",
+                                                              "verify_trace.py"),
+                                 self.d.state_dir, tid])
         self.assertEqual(vf.returncode, 0, vf.stdout + vf.stderr)
 
     def test_no_execution_without_approval_and_none_after_timeout(self):

@@ -271,10 +271,7 @@ class UserDaemonDefaults(unittest.TestCase):
                                   stdout=log, stderr=log, **as_nobody)
         try:
             sock = os.path.join(env["XDG_RUNTIME_DIR"], "callgate", "callgate.sock")
-            deadline = time.monotonic() + 30
-            while not os.path.exists(sock) and time.monotonic() < deadline:
-                self.assertIsNone(daemon.poll(), "the daemon exited; see " + log.name)
-                time.sleep(0.05)
+            cgtest.wait_listening(sock, 30, daemon)
             ping = subprocess.run([cgtest.CALLGATE, "ping"], capture_output=True,
                                   timeout=30, **as_nobody)
             self.assertEqual(ping.returncode, 0, (ping.stdout, ping.stderr))

@@ -597,10 +597,7 @@ class LogReaderGone(unittest.TestCase):
                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                              stderr=subprocess.PIPE)
         try:
-            deadline = time.monotonic() + 30
-            while not os.path.exists(sock) and time.monotonic() < deadline:
-                self.assertIsNone(p.poll(), "the daemon exited at start")
-                time.sleep(0.05)
+            cgtest.wait_listening(sock, 30, p)
             p.stderr.close()  # the log's reader is gone
             for _ in range(3):
                 s = cgtest.connect(sock, 30)

@@ -47,6 +47,11 @@ def verifier(*args):
                           timeout=cgtest.DEFAULT_TIMEOUT)
 
 
+def verifier_live(*args):
+    """The verifier against a running daemon's state (cgtest.verify_live)."""
+    return cgtest.verify_live([sys.executable, VERIFIER] + list(args))
+
+
 class EvidenceTools(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -141,7 +146,7 @@ class EvidenceTools(unittest.TestCase):
             v = json.load(f)
         self.assertEqual((v["decision"], v["executed"], v["reply"]["code"]),
                          ("UNKNOWN", False, "EN-EXEC-D-003"))
-        r = verifier(self.state, tid)
+        r = verifier_live(self.state, tid)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         # Control: the same command, not privileged, runs and makes the file.
         ok = self.d.request(cgtest.make_request([["touch", made]], privileged=False))
@@ -180,7 +185,7 @@ class EvidenceTools(unittest.TestCase):
 
     def test_independent_verifier_passes_real_traces(self):
         for tid in (self.allowed, self.denied):
-            p = verifier(self.state, tid)
+            p = verifier_live(self.state, tid)
             self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
             p = verifier(os.path.join(self.state, "traces", tid))
             self.assertEqual(p.returncode, 0, p.stdout + p.stderr)

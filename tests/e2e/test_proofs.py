@@ -161,7 +161,7 @@ class Proofs(unittest.TestCase):
         doc = self.load(self.proof)
         self.assertEqual(doc["trace"], self.allowed)
         # Every event of the trace, exactly the journal's bytes.
-        events = cgtest.package_file(self.state, self.allowed, "events.ndjson").decode()
+        events = cgtest.wait_package_file(self.state, self.allowed, "events.ndjson").decode()
         self.assertEqual("".join(e["line"] for e in doc["events"]), events)
         with open(os.path.join(self.state, "keys", "evidence.origin")) as f:
             origin = f.read().strip()

@@ -135,7 +135,7 @@ class Retention(unittest.TestCase):
         p = cli("--state-dir", self.d.state_dir, "replay", tid)
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
         self.assertIn("PASS", p.stdout)
-        p = verifier(self.d.state_dir, tid)
+        p = cgtest.verify_live([sys.executable, VERIFIER, self.d.state_dir, tid])
         self.assertEqual(p.returncode, 0, p.stdout)
 
 
