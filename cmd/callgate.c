@@ -75,13 +75,31 @@ static int help(void)
 			       " a command's\nown options.");
 	(void)cg_cli_help(USAGE, about, global_opts);
 	printf("\nSee callgate(1). Exit codes: the command's own, or 64 usage, 65 invalid,\n"
-	       "66 no state directory, 69 unavailable, 70 error, 77 denied, 124 timeout.\n");
+	       "66 no state directory, 69 unavailable, 70 error, 75 a human would decide (gate,\n"
+	       "policy explain), 77 denied, 124 timeout.\n");
 	return CG_EXIT_OK;
 }
 
-/* An unknown command, named with the closest one. */
+/*
+ * An unknown command, named with the closest one; a few words a new user
+ * reaches for first are pointed at the command that does it.
+ */
 static int bad_command(const char *name)
 {
+	static const char *const meant[][2] = {
+		{ "explain", "policy explain" }, { "check", "policy check" },
+		{ "status", "ping" },		 { "list", "pending" },
+		{ "show", "verdict" },		 { "verify", "replay" },
+		{ "audit", "replay --all" },	 { "exec", "run" },
+	};
+	for (size_t i = 0; i < CG_ARRAY_LEN(meant); i++)
+		if (strcmp(name, meant[i][0]) == 0) {
+			fprintf(stderr,
+				"callgate: unknown command '%s'; did you mean 'callgate %s'? (see "
+				"'callgate --help')\n",
+				name, meant[i][1]);
+			return CG_EXIT_USAGE;
+		}
 	struct cg_cli_opt names[N_COMMANDS + 1];
 	for (size_t i = 0; i < N_COMMANDS; i++)
 		names[i] = (struct cg_cli_opt){ commands[i].name, NULL, commands[i].help };

@@ -203,6 +203,14 @@ class UsageErrors(unittest.TestCase):
     def test_flag_given_a_value_is_named(self):
         self.assert_names(callgate("run", "--json=yes", "--", "ls"), "--json", None)
 
+    def test_first_guesses_point_at_the_command(self):
+        for guess, meant in (("explain", "policy explain"), ("status", "ping"),
+                             ("check", "policy check"), ("list", "pending")):
+            r = callgate(guess)
+            self.assertEqual(r.returncode, EXIT_USAGE, r.stderr)
+            self.assertIn("did you mean 'callgate %s'?" % meant, r.stderr.decode())
+        self.assert_names(callgate("pign"), "pign", "ping")
+
     def test_daemon_usage_errors_name_the_option(self):
         """callgated's bad command line is one line naming the option and the
         nearest valid one, exit 64 (the unit does not restart it), not the
