@@ -1275,8 +1275,19 @@ static void handle(struct server *srv, const char *line, size_t len)
 		emit_result(id, tools_list());
 	else if (strcmp(method, "tools/call") == 0)
 		start_call(srv, id, (json_t *)(uintptr_t)params);
-	else
-		emit_error(id, -32601, "Method not found");
+	else {
+		/* Named (printable ASCII, cut): the peer sees which method it sent. */
+		char msg_text[200], shown[96];
+		size_t k = 0;
+		for (; method[k] && k + 1 < sizeof(shown); k++)
+			shown[k] = method[k] >= 0x20 && method[k] < 0x7f ? method[k] : '?';
+		shown[k] = '\0';
+		snprintf(
+		    msg_text, sizeof(msg_text),
+		    "Method not found: '%s' (served: initialize, ping, tools/list, tools/call)",
+		    shown);
+		emit_error(id, -32601, msg_text);
+	}
 out_msg:
 	json_decref(msg);
 }

@@ -202,6 +202,7 @@ class TestProtocol(McpTestBase):
         m.send({"jsonrpc": "2.0", "id": 7, "method": "no/such"})
         r = m.recv()
         self.assertEqual((r["id"], r["error"]["code"]), (7, -32601))
+        self.assertIn("'no/such'", r["error"]["message"])
         m.send({"jsonrpc": "1.0", "id": 8, "method": "ping"})
         self.assertEqual(m.recv()["error"]["code"], -32600)
         m.send({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": "x"})
