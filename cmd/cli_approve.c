@@ -797,7 +797,12 @@ static int cmd_pending(const struct cg_cli *g, bool json)
 		puts(s ? s : "{}");
 		free(s);
 	} else if (json_array_size(list) == 0) {
-		puts("no calls are waiting");
+		const json_t *on =
+		    json_object_get(json_object_get(reply_of(resp), "data"), "approval");
+		puts(json_is_false(on)
+			 ? "no calls are waiting: this daemon runs without --approval, so a call "
+			   "that needs a person is refused at once unless a grant covers it"
+			 : "no calls are waiting");
 	} else {
 		/*
 		 * Each call whole, as the terminal UI shows it (build_view): what

@@ -62,7 +62,8 @@ static struct cg_reply *admin_pending(struct cg_kernel *k, const struct admin_rq
 	pthread_mutex_unlock(&k->lock);
 	struct cg_reply *r =
 	    cg_reply_new(CG_R_PENDING_LIST, "{s:I}", "count", (json_int_t)json_array_size(list));
-	cg_reply_set_data(r, json_pack("{s:o?}", "pending", list));
+	/* approval: whether calls wait here at all (without it, UNKNOWN is refused at once). */
+	cg_reply_set_data(r, json_pack("{s:o?,s:b}", "pending", list, "approval", k->approval));
 	return r;
 }
 

@@ -864,6 +864,15 @@ class PendingShowsTheWholeCall(unittest.TestCase):
             d.cli("deny", p["trace_id"])
             t.join(WAIT)
 
+    def test_an_empty_queue_says_when_approval_is_off(self):
+        with cgtest.Daemon(policy_text=POLICY) as d:
+            out = d.cli("pending").stdout.decode()
+            self.assertIn("without --approval", out)
+            self.assertFalse(d.admin("pending")["reply"]["data"]["approval"])
+        with daemon() as d:
+            self.assertEqual(d.cli("pending").stdout.decode().strip(), "no calls are waiting")
+            self.assertTrue(d.admin("pending")["reply"]["data"]["approval"])
+
     def test_a_call_is_shown_whole(self):
         with daemon() as d:
             sub = os.path.join(d.workspace, "sub")
