@@ -358,14 +358,21 @@ static void print_connections(json_t *records)
 	json_t *r;
 	json_array_foreach(records, i, r)
 	{
+		/* Refused by the host list (a D code), or allowed but failed upstream (E). */
+		const char *code = json_string_value(json_object_get(r, "code"));
+		const char *dash = code ? strchr(code, '-') : NULL;
+		dash = dash ? strchr(dash + 1, '-') : NULL;
+		bool failed = dash && dash[1] == 'E';
 		fprintf(stderr, "callgate sandbox: net: %s:%d (%s) %s %s\n",
 			json_string_value(json_object_get(r, "host")),
 			(int)json_integer_value(json_object_get(r, "port")),
 			json_is_string(json_object_get(r, "address"))
 			    ? json_string_value(json_object_get(r, "address"))
 			    : "-",
-			json_is_true(json_object_get(r, "allowed")) ? "allowed" : "refused",
-			json_string_value(json_object_get(r, "code")));
+			json_is_true(json_object_get(r, "allowed")) ? "allowed"
+			: failed				    ? "failed upstream"
+								    : "refused",
+			code ? code : "-");
 	}
 }
 

@@ -372,6 +372,17 @@ class SandboxEgress(unittest.TestCase):
         self.assertEqual(self.http.accepted, before + 1)
         self.assertIn("site.test:%d (127.0.0.1) allowed" % self.http.port, p.stderr)
 
+    def test_an_upstream_failure_is_not_called_a_refusal(self):
+        # Allowed by the list, but the name does not resolve: the proxy could
+        # not connect (an E code), which is not the list refusing it.
+        p = self.sandbox("--allow-host", "nothing.invalid:%d" % self.http.port, "--", "curl",
+                         "-sS", "--max-time", "20", "http://nothing.invalid:%d/" % self.http.port)
+        self.assertIn("failed upstream MCP-CONF-E-005", p.stderr)
+        self.assertNotIn(") refused MCP-CONF-E", p.stderr)
+        p = self.sandbox("--allow-host", "nothing.invalid:%d" % self.http.port, "--", "curl",
+                         "-sS", "--max-time", "20", "http://other.invalid:%d/" % self.http.port)
+        self.assertIn(") refused EN-NET-D-001", p.stderr)
+
     def test_unpinned_loopback_and_bypass_refused(self):
         before = self.http.accepted
         # The name resolves (via the pin's absence, to nothing on the list): refused.
