@@ -626,12 +626,20 @@ static int tui(const struct cg_cli *g, int64_t grant_uses, int64_t grant_ttl)
 				break;
 			continue;
 		}
-		/* A grant request is answered y (open it) or not at all: no `g` on a grant. */
+		/*
+		 * A grant request is answered y (open it) or not at all: no `g` on
+		 * a grant. Nor on a call that needs several approvers: a grant is
+		 * one person's, and the daemon never lets one cover such a call.
+		 */
 		bool asks_grant = json_object_get(head, "grant") != NULL;
+		bool several = json_integer_value(json_object_get(head, "approvers_needed")) > 1;
 		const char *keys = asks_grant ? "[y] open this grant   [any other key] deny   "
 						"(Ctrl-C leaves)"
-					      : "[y] approve once   [g] grant this exact call   "
-						"[any other key] deny   (Ctrl-C leaves)";
+				   : several
+				       ? "[y] approve (one of the approvers it needs)   [any other "
+					 "key] deny   (Ctrl-C leaves)"
+				       : "[y] approve once   [g] grant this exact call   "
+					 "[any other key] deny   (Ctrl-C leaves)";
 		const char *sha = json_string_value(json_object_get(head, "request_sha256"));
 		if (strcmp(shown, sha ? sha : "") != 0) {
 			screen_free(&sc);
@@ -682,7 +690,7 @@ static int tui(const struct cg_cli *g, int64_t grant_uses, int64_t grant_ttl)
 		json_t *ans = NULL;
 		if (verified && c == 'y') {
 			ans = answer(g, "approve", head, NULL, NULL);
-		} else if (verified && c == 'g' && !asks_grant) {
+		} else if (verified && c == 'g' && !asks_grant && !several) {
 			json_t *grant = literal_grant(head, grant_uses, grant_ttl);
 			bool go = grant && confirm_grant(tty, tty_fd, grant, cols, rows);
 			if (go)

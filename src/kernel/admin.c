@@ -238,8 +238,7 @@ static void run_shown_call_locked(struct cg_kernel *k, const struct admin_rq *rq
 	    strcmp(sha, p->request_sha256) != 0)
 		return;
 	struct cg_job *j = p->job;
-	struct cg_grant *mg = cg_grants_match(
-	    &k->grants, &j->gate.call, json_object_get(p->view, "constraints"), cg_now_wall_ns());
+	struct cg_grant *mg = grant_for_locked(k, j, json_object_get(p->view, "constraints"));
 	struct cg_reply *over = NULL;
 	if (mg && overruled_locked(k, j, rq->target, &over)) {
 		cg_reply_free(over); /* the grant stays open; the call does not run */

@@ -45,6 +45,14 @@ static void peer_exe(pid_t pid, char *buf, size_t len)
 	buf[n > 0 ? (size_t)n : 0] = '\0';
 }
 
+struct cg_grant *grant_for_locked(struct cg_kernel *k, const struct cg_job *j,
+				  const json_t *constraints)
+{
+	if (j->gate.folded.approvers > 1)
+		return NULL;
+	return cg_grants_match(&k->grants, &j->gate.call, constraints, cg_now_wall_ns());
+}
+
 void use_grant_locked(struct cg_kernel *k, struct cg_job *j, struct cg_grant *gr,
 		      const uid_t *approver)
 {
@@ -139,8 +147,7 @@ int defer_to_human(struct cg_kernel *k, struct cg_job *j, struct cg_job **job_ou
 		json_decref(view);
 		return 1;
 	}
-	struct cg_grant *gr = cg_grants_match(
-	    &k->grants, &j->gate.call, json_object_get(view, "constraints"), cg_now_wall_ns());
+	struct cg_grant *gr = grant_for_locked(k, j, json_object_get(view, "constraints"));
 	if (gr) {
 		use_grant_locked(k, j, gr, NULL);
 		json_decref(view);

@@ -302,6 +302,14 @@ int defer_to_human(struct cg_kernel *k, struct cg_job *j, struct cg_job **job_ou
 bool nobody_to_ask(struct cg_kernel *k, const struct cg_job *j);
 /* An agent's grant request: validated, then queued for a human. Consumes j. */
 void request_grant(struct cg_kernel *k, struct cg_job *j, bool claimed, struct cg_job **job_out);
+/*
+ * The open grant that covers j's call shown with constraints, or NULL. Never
+ * one for a call whose rule needs more than one approver: a grant is opened
+ * by one person, and would let one person run what the policy says needs
+ * two (found by attack). k->lock held.
+ */
+struct cg_grant *grant_for_locked(struct cg_kernel *k, const struct cg_job *j,
+				  const json_t *constraints);
 /* Let j run under gr (a use consumed and recorded). Caller holds k->lock. */
 void use_grant_locked(struct cg_kernel *k, struct cg_job *j, struct cg_grant *gr,
 		      const uid_t *approver);

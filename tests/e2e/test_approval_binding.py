@@ -519,6 +519,55 @@ class GrantsBindWhatRuns(unittest.TestCase):
                 shutil.rmtree(outside, ignore_errors=True)
 
 
+class GrantsNeverStandInForSeveralApprovers(unittest.TestCase):
+    """A grant is one person's: it never covers a call whose rule needs two
+    approvers. One approver's `g` (or grant open, or an agent's grant
+    request answered by one) ran such a call, and then ran it again and
+    again without asking anyone (found by attack, s34)."""
+
+    def test_a_grant_does_not_cover_a_two_person_call(self):
+        two = POLICY.replace("  - id: touch-needs-a-person\n    decision: defer\n",
+                             "  - id: touch-needs-a-person\n    decision: defer\n"
+                             "    approvers: 2\n", 1)
+        self.assertNotEqual(two, POLICY)
+        with cgtest.Daemon(policy_text=two, flags=["--approval", "--approval-timeout", "20000",
+                                                   "--approver-uid", "0",
+                                                   "--approver-uid", "65534"]) as d:
+            made = os.path.join(d.workspace, "two-person")
+            t, box = call_async(d, cgtest.make_request([["touch", made]], privileged=False))
+            p = wait_pending(d, 1)[0]
+            self.assertEqual(p["approvers_needed"], 2)
+            # The approver's g: a grant for exactly the call shown.
+            r = d.admin("grant_open", trace_id=p["trace_id"], request_sha256=p["request_sha256"],
+                        grant={"pipeline": [{"exe": "/usr/bin/touch", "argv": ["**"]}],
+                               "uses": 10, "ttl_s": 600})
+            self.assertEqual(r["reply"]["code"], "CT-OPEN-S-001", r)
+            time.sleep(0.3)
+            self.assertFalse(os.path.exists(made), "one person's grant ran a two-person call")
+            self.assertEqual([x["trace_id"] for x in pending(d)], [p["trace_id"]])
+            # A new call is not covered by that open grant either: it waits.
+            made2 = os.path.join(d.workspace, "two-person-again")
+            t2, box2 = call_async(d, cgtest.make_request([["touch", made2]], privileged=False))
+            wait_pending(d, 2)
+            self.assertFalse(os.path.exists(made2))
+            for x in pending(d):
+                d.admin("deny", trace_id=x["trace_id"])
+            t.join(WAIT)
+            t2.join(WAIT)
+            self.assertFalse(os.path.exists(made) or os.path.exists(made2))
+        # Control: under a one-person rule the same grant covers the call.
+        with daemon() as d:
+            made = os.path.join(d.workspace, "one-person")
+            r = d.admin("grant_open", grant={"pipeline": [{"exe": "/usr/bin/touch",
+                                                           "argv": ["**"]}],
+                                             "uses": 10, "ttl_s": 600})
+            self.assertEqual(r["reply"]["code"], "CT-OPEN-S-001", r)
+            resp = d.request(cgtest.make_request([["touch", made]], privileged=False),
+                             timeout=WAIT)
+            self.assertEqual(resp["status"], "ok", resp)
+            self.assertTrue(os.path.exists(made))
+
+
 @unittest.skipUnless(shutil.which("tmux"), "tmux is installed by scripts/setup")
 class ApproverScreen(unittest.TestCase):
     """Items 2 and 3 at the terminal, driven through tmux."""
