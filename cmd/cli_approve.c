@@ -263,6 +263,15 @@ static void build_view(struct screen *sc, const json_t *p, size_t waiting)
 		     : priv ? privileged_text(json_object_get(p, "constraints"))
 			    : "no: runs as the caller, in a view of its own");
 	screen_field(sc, "cwd", json_string_value(json_object_get(p, "cwd")));
+	if (json_is_true(json_object_get(p, "forward_agent")))
+		screen_field(sc, "ssh agent",
+			     "FORWARDED: the call may use the daemon's ssh agent (its keys sign "
+			     "for it)");
+	if (json_is_integer(json_object_get(p, "timeout_ms"))) {
+		(void)snprintf(line, sizeof(line), "%lld ms",
+			       (long long)json_integer_value(json_object_get(p, "timeout_ms")));
+		screen_field(sc, "timeout", line);
+	}
 	if (priv)
 		/* An attack ran the agent's ws/json/__init__.py as root through python3 -m json.tool. */
 		screen_field(
@@ -428,6 +437,8 @@ static json_t *literal_grant(const json_t *p, int64_t uses, int64_t ttl)
 		      "uses", (json_int_t)uses, "ttl_s", (json_int_t)ttl);
 	if (g && json_is_string(json_object_get(p, "cwd")))
 		json_object_set(g, "cwd", json_object_get(p, "cwd"));
+	if (g && json_is_true(json_object_get(p, "forward_agent")))
+		json_object_set_new(g, "forward_agent", json_true());
 	return g;
 }
 

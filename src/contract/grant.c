@@ -39,6 +39,7 @@ struct cg_grant {
 	uint64_t used;
 	/* What else changes what runs; any difference is no match (issue 12, item 2). */
 	bool privileged;     /* the call's "privileged" MUST equal this (default false) */
+	bool forward_agent;  /* the call's "forward_agent" MUST equal this (default false) */
 	size_t n_env;	     /* the call MUST set exactly these env names */
 	char **env;	     /* sorted */
 	char *cwd;	     /* exact canonical cwd, or NULL for any */
@@ -90,9 +91,10 @@ static bool has_glob(const char *s)
 int cg_grant_parse(json_t *spec, uid_t opened_by, int64_t now_wall_ns, struct cg_grant **out,
 		   struct cg_reply **err)
 {
-	static const char *const known[] = { "pipeline", "session", "uid",	  "paths",
-					     "uses",	 "ttl_s",   "privileged", "env",
-					     "cwd",	 "host",    "constraints" };
+	static const char *const known[] = {
+		"pipeline",   "session", "uid", "paths", "uses",	"ttl_s",
+		"privileged", "env",	 "cwd", "host",	 "constraints", "forward_agent"
+	};
 	if (!json_is_object(spec))
 		return invalid(err, "the grant must be a JSON object");
 	const char *key;
@@ -103,9 +105,9 @@ int cg_grant_parse(json_t *spec, uid_t opened_by, int64_t now_wall_ns, struct cg
 		for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
 			ok |= strcmp(key, known[i]) == 0;
 		if (!ok)
-			return invalid(err,
-				       "unknown key (allowed: pipeline, session, uid, paths, "
-				       "uses, ttl_s, privileged, env, cwd, host, constraints)");
+			return invalid(err, "unknown key (allowed: pipeline, session, uid, paths, "
+					    "uses, ttl_s, privileged, env, cwd, host, constraints, "
+					    "forward_agent)");
 	}
 	json_t *pipe = json_object_get(spec, "pipeline");
 	json_t *uses = json_object_get(spec, "uses");
@@ -218,6 +220,12 @@ int cg_grant_parse(json_t *spec, uid_t opened_by, int64_t now_wall_ns, struct cg
 		return invalid(err, "'privileged' must be true or false");
 	}
 	g->privileged = json_is_true(priv);
+	json_t *fwd = json_object_get(spec, "forward_agent");
+	if (fwd && !json_is_boolean(fwd)) {
+		cg_grant_free(g);
+		return invalid(err, "'forward_agent' must be true or false");
+	}
+	g->forward_agent = json_is_true(fwd);
 	json_t *env = json_object_get(spec, "env");
 	if (env) {
 		if (!json_is_array(env) || json_array_size(env) > 256) {
@@ -410,7 +418,8 @@ static bool covers(const struct cg_grant *g, const struct cg_call *call, const j
 	 * confinement. A grant for an unprivileged shape never covers the same
 	 * shape run as root.
 	 */
-	if (g->privileged != req->privileged || !env_names_equal(g, req))
+	if (g->privileged != req->privileged || g->forward_agent != req->forward_agent ||
+	    !env_names_equal(g, req))
 		return false;
 	if (g->cwd && (!call->cwd || strcmp(g->cwd, call->cwd) != 0))
 		return false;
@@ -520,6 +529,7 @@ json_t *cg_grant_to_json(const struct cg_grant *g)
 		json_array_append_new(env, json_string(g->env[i]));
 	if (o) {
 		json_object_set_new(o, "privileged", json_boolean(g->privileged));
+		json_object_set_new(o, "forward_agent", json_boolean(g->forward_agent));
 		json_object_set_new(o, "env", env ? env : json_array());
 	}
 	if (o && g->cwd)

@@ -52,6 +52,14 @@ json_t *cg_approval_view(const struct cg_call *call, const struct cg_folded *f,
 		return NULL;
 	if (req->actions)
 		json_object_set_new(view, "actions", json_incref(req->actions));
+	/*
+	 * What else changes what runs, so it is shown and bound too: the
+	 * daemon's ssh agent handed to the call (an attack had it used by a
+	 * call shown as plain `ssh-add -l`), and the call's own deadline.
+	 */
+	json_object_set_new(view, "forward_agent", json_boolean(req->forward_agent));
+	json_object_set_new(view, "timeout_ms",
+			    req->timeout_ms >= 0 ? json_integer(req->timeout_ms) : json_null());
 	char *canon = json_dumps(view, JSON_COMPACT | JSON_SORT_KEYS);
 	if (!canon) {
 		json_decref(view);

@@ -14,6 +14,7 @@ import sys
 import tempfile
 import time
 import unittest
+import uuid
 
 import cgtest
 from test_approval import WAIT, b64, call_async, pending, wait_pending
@@ -912,6 +913,48 @@ class PendingShowsTheWholeCall(unittest.TestCase):
             self.assertIn(p["request_sha256"], out)
             d.cli("deny", p["trace_id"])
             t.join(WAIT)
+
+    def test_a_forwarded_ssh_agent_is_shown_bound_and_granted_apart(self):
+        """forward_agent hands the call the daemon's ssh agent: it was in
+        neither the view, its hash nor a grant's match, so a call shown as a
+        plain command used the agent once approved (found by attack, s34)."""
+        d = daemon()
+        agent = os.path.join(d.tmp, "agent.sock")
+        listener = socket.socket(socket.AF_UNIX)
+        listener.bind(agent)
+        listener.listen(4)
+        d.extra_env["SSH_AUTH_SOCK"] = agent
+        try:
+            d.start()
+            out = os.path.join(d.workspace, "fwd")
+            plain = cgtest.make_request([["touch", out]], privileged=False)
+            fwd = dict(plain, forward_agent=True, id=str(uuid.uuid4()))
+            t, box = call_async(d, fwd)
+            p = wait_pending(d, 1)[0]
+            self.assertIs(p["forward_agent"], True)
+            self.assertIn("ssh agent      FORWARDED", d.cli("pending").stdout.decode())
+            d.admin("deny", trace_id=p["trace_id"])
+            t.join(WAIT)
+            t, box = call_async(d, dict(plain, id=str(uuid.uuid4())))
+            q = wait_pending(d, 1)[0]
+            self.assertIs(q["forward_agent"], False)
+            self.assertNotEqual(p["request_sha256"], q["request_sha256"])
+            # A grant for the call shown without the agent does not cover it with one.
+            r = d.admin("grant_open", trace_id=q["trace_id"], request_sha256=q["request_sha256"],
+                        grant={"pipeline": [{"exe": "/usr/bin/touch", "argv": ["**"]}],
+                               "uses": 5, "ttl_s": 600})
+            self.assertEqual(r["reply"]["code"], "CT-OPEN-S-001", r)
+            t.join(WAIT)
+            self.assertEqual(box["resp"]["status"], "ok", box)  # control: covered
+            os.unlink(out)
+            t, box = call_async(d, dict(fwd, id=str(uuid.uuid4())))
+            wait_pending(d, 1)
+            self.assertFalse(os.path.exists(out), "a grant without the agent covered it")
+            d.admin("deny", trace_id=pending(d)[0]["trace_id"])
+            t.join(WAIT)
+        finally:
+            listener.close()
+            d.close()
 
     def test_an_empty_queue_says_when_approval_is_off(self):
         with cgtest.Daemon(policy_text=POLICY) as d:
