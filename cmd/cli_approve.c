@@ -343,14 +343,15 @@ static void build_view(struct screen *sc, const json_t *p, size_t waiting)
 			json_decref(one);
 			(void)snprintf(label, sizeof(label), "  stage %zu", i + 1);
 			screen_field(sc, label, json_string_value(json_object_get(st, "exe")));
-			/* Patterns: "*" is any one word, "**" any words (grant.c). */
-			bool pattern = what && strchr(what, '*');
-			size_t wl = what ? strlen(what) + 48 : 0;
+			/* Patterns, as grant.c matches them (fnmatch, and never a ".." part). */
+			static const char note[] =
+			    "  (* ? [..] match any characters of a word, '/' too, never a '..' "
+			    "part; a last ** matches any further words, whatever they are)";
+			bool pattern = what && strpbrk(what, "*?[");
+			size_t wl = what ? strlen(what) + sizeof(note) : 0;
 			char *shown = what ? malloc(wl) : NULL;
 			if (shown)
-				(void)snprintf(shown, wl, "%s%s", what,
-					       pattern ? "  (* is any one word, ** any words)"
-						       : "");
+				(void)snprintf(shown, wl, "%s%s", what, pattern ? note : "");
 			screen_field(sc, "    argv", shown ? shown : "?");
 			free(shown);
 			free(what);

@@ -348,6 +348,28 @@ static bool within(const char *path, const char *dir)
 	return strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/');
 }
 
+/* Does w name a parent directory: "..", or a path with a ".." component? */
+static bool has_dotdot(const char *w)
+{
+	for (const char *p = strstr(w, ".."); p; p = strstr(p + 1, ".."))
+		if ((p == w || p[-1] == '/') && (p[2] == '\0' || p[2] == '/'))
+			return true;
+	return false;
+}
+
+/*
+ * One argv position: the pattern (fnmatch, '*' matching '/' too) matches the
+ * word; but a wildcard never matches a word with a ".." component: an attack
+ * had a grant for cat '/ws/<star>' read /ws/../../etc/shadow as root. A literal
+ * pattern is unaffected (it names its word exactly).
+ */
+static bool arg_matches(const char *pattern, const char *word)
+{
+	if (fnmatch(pattern, word, 0) != 0)
+		return false;
+	return !(has_glob(pattern) && has_dotdot(word));
+}
+
 /* Does word w, read as a path from cwd, stay within one of the grant's paths? */
 static bool path_within(const struct cg_grant *g, const char *cwd, const char *w)
 {
@@ -370,6 +392,45 @@ static bool path_within(const struct cg_grant *g, const char *cwd, const char *w
  * that takes a path from a file, its environment or the next word after an
  * option, still reaches elsewhere; the rule's constraints are the boundary.
  */
+/*
+ * A word as paths: itself, and each piece of it between '=', ':', '@' and ','
+ * ("if=/etc/shadow", "host:/etc", "@/etc/x"). A URL names a local path only
+ * as file://PATH; another scheme's URL names none.
+ */
+static bool word_within(const struct cg_grant *g, const char *cwd, const char *w)
+{
+	size_t scheme = strspn(w, "abcdefghijklmnopqrstuvwxyz0123456789+.-");
+	if (scheme > 0 && strncmp(w + scheme, "://", 3) == 0)
+		return strncmp(w, "file://", 7) != 0 || path_within(g, cwd, w + 7);
+	if (!path_within(g, cwd, w))
+		return false;
+	char piece[PATH_MAX];
+	for (const char *p = w; *p;) {
+		size_t n = strcspn(p, "=:@,");
+		if (p != w || p[n]) { /* a piece, when the word has a separator */
+			if (n >= sizeof(piece))
+				return false;
+			memcpy(piece, p, n);
+			piece[n] = '\0';
+			if (n && !path_within(g, cwd, piece))
+				return false;
+		}
+		p += n + (p[n] != '\0');
+	}
+	return true;
+}
+
+/*
+ * paths: the call's cwd and every word that could name a file stay within
+ * them, read lexically from the cwd. Every word that is not an option is
+ * read as a path (a bare "shadow" from cwd /etc is /etc/shadow), and so is
+ * each piece of it between '=', ':', '@' or ','; an option's value is too,
+ * after '=' ("--directory=/etc") or attached to a short option ("-C..",
+ * "-C/etc"). A screen on the words, not a boundary (docs/approval.md): a
+ * symlink inside the paths, or a program that takes a path from a file or
+ * its environment, still reaches elsewhere; the rule's constraints are the
+ * boundary.
+ */
 static bool paths_ok(const struct cg_grant *g, const struct cg_call *call)
 {
 	if (g->n_paths == 0)
@@ -382,14 +443,13 @@ static bool paths_ok(const struct cg_grant *g, const struct cg_call *call)
 		for (size_t j = 1; j < st->argc; j++) {
 			const char *a = st->argv[j];
 			if (a[0] != '-') {
-				if (!path_within(g, cwd, a))
+				if (!word_within(g, cwd, a))
 					return false;
 				continue;
 			}
 			const char *eq = strchr(a, '=');
-			const char *slash = strchr(a, '/');
-			const char *value = eq ? eq + 1 : a[1] != '-' ? slash : NULL;
-			if (value && *value && !path_within(g, cwd, value))
+			const char *value = eq ? eq + 1 : a[1] != '-' ? a + 2 : NULL;
+			if (value && *value && !word_within(g, cwd, value))
 				return false;
 		}
 	}
@@ -444,7 +504,7 @@ static bool covers(const struct cg_grant *g, const struct cg_call *call, const j
 		if (st->argc < s->n_args || (!s->rest_any && st->argc != s->n_args))
 			return false;
 		for (size_t j = 0; j < s->n_args; j++)
-			if (fnmatch(s->args[j], st->argv[j], 0) != 0)
+			if (!arg_matches(s->args[j], st->argv[j]))
 				return false;
 	}
 	return paths_ok(g, call);

@@ -907,7 +907,8 @@ class PendingShowsTheWholeCall(unittest.TestCase):
             self.assertIn("ASKS GRANT     AS ROOT (privileged), 100000 uses over 604800 s",
                           out)
             self.assertRegex(out, r"stage 1 +/usr/bin/dash")
-            self.assertIn("'**'  (* is any one word, ** any words)", out)
+            self.assertIn("'**'  (* ? [..] match any characters of a word, '/' too, never a "
+                          "'..' part", out)
             self.assertIn("nothing runs now", out)
             p = pending(d)[0]
             self.assertIn(p["request_sha256"], out)

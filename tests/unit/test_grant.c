@@ -59,6 +59,14 @@ static char *argv_tar_eq[] = { "tar", "--directory=/etc", "-cf", "-", "shadow", 
 static char *argv_tar_attached[] = { "tar", "-C/etc", "-cf", "-", "shadow", NULL };
 static char *argv_tar_bare[] = { "tar", "-cf", "-", "shadow", NULL };
 static char *argv_tar_in[] = { "tar", "-C/ws/sub", "--file=/ws/out.tar", "-c", "notes", NULL };
+/* A second attack (s34b): values with no '/', and paths inside a word. */
+static char *argv_tar_up[] = { "tar", "-C..", "-C..", "-cO", "etc/shadow", NULL };
+static char *argv_dd[] = { "dd", "if=/etc/shadow", NULL };
+static char *argv_file_url[] = { "curl", "file:///etc/shadow", NULL };
+static char *argv_host_path[] = { "scp", "host:/etc/shadow", NULL };
+static char *argv_https[] = { "curl", "-o/ws/page", "https://example.org/a", NULL };
+static char *argv_cat_up[] = { "cat", "/ws/../etc/shadow", NULL };
+static char *argv_cat_in[] = { "cat", "/ws/notes", NULL };
 
 static void call_of(struct cg_call *call, struct cg_request *req, struct cg_stage *st,
 		    struct cg_resolved_stage *rs, char **argv, size_t argc, char *exe,
@@ -170,7 +178,55 @@ Test(grant, paths_scope_path_like_arguments_lexically)
 	call_of(&call, &req, &st, &rs, argv_tar_in, 5, "/usr/bin/tar", "", 7);
 	call.cwd = "/ws";
 	cr_assert_not_null(cg_grants_match(&gs, &call, NULL, NOW), "values inside (control)");
+	call_of(&call, &req, &st, &rs, argv_tar_up, 5, "/usr/bin/tar", "", 7);
+	call.cwd = "/ws";
+	cr_assert_null(cg_grants_match(&gs, &call, NULL, NOW), "an attached value with no '/'");
+	struct {
+		char **argv;
+		size_t argc;
+		char *exe;
+		bool covered;
+	} words[] = { { argv_dd, 2, "/usr/bin/dd", false },
+		      { argv_file_url, 2, "/usr/bin/curl", false },
+		      { argv_host_path, 2, "/usr/bin/scp", false },
+		      { argv_https, 3, "/usr/bin/curl", true } };
+	for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++) {
+		char spec[256];
+		snprintf(spec, sizeof(spec),
+			 "{\"pipeline\":[{\"exe\":\"%s\",\"argv\":[\"%s\",\"**\"]}],"
+			 "\"paths\":[\"/ws\"],\"uses\":9,\"ttl_s\":60}",
+			 words[i].exe, words[i].argv[0]);
+		struct cg_grant *w = open_grant(spec);
+		cr_assert_eq(cg_grants_add(&gs, w), 0);
+		call_of(&call, &req, &st, &rs, words[i].argv, words[i].argc, words[i].exe, "", 7);
+		call.cwd = "/ws";
+		cr_assert_eq(cg_grants_match(&gs, &call, NULL, NOW) != NULL, words[i].covered,
+			     "%s %s", words[i].argv[0], words[i].argv[1]);
+	}
 	cr_assert_eq(cg_grants_close(&gs, "nope"), -1);
+}
+
+/* A wildcard never matches a word with a ".." component (attack, s34b); a literal one does. */
+Test(grant, wildcards_do_not_climb_out)
+{
+	struct cg_grants gs = { 0 };
+	cr_assert_eq(cg_grants_add(&gs, open_grant("{\"pipeline\":[{\"exe\":\"/usr/bin/cat\","
+						   "\"argv\":[\"cat\",\"/ws/*\"]}],"
+						   "\"uses\":9,\"ttl_s\":60}")),
+		     0);
+	struct cg_call call;
+	struct cg_request req;
+	struct cg_stage st;
+	struct cg_resolved_stage rs;
+	call_of(&call, &req, &st, &rs, argv_cat_in, 2, "/usr/bin/cat", "", 7);
+	cr_assert_not_null(cg_grants_match(&gs, &call, NULL, NOW), "control: a file in /ws");
+	call_of(&call, &req, &st, &rs, argv_cat_up, 2, "/usr/bin/cat", "", 7);
+	cr_assert_null(cg_grants_match(&gs, &call, NULL, NOW), "'/ws/*' is not /ws/../etc/shadow");
+	cr_assert_eq(cg_grants_add(&gs, open_grant("{\"pipeline\":[{\"exe\":\"/usr/bin/cat\","
+						   "\"argv\":[\"cat\",\"/ws/../etc/shadow\"]}],"
+						   "\"uses\":9,\"ttl_s\":60}")),
+		     0);
+	cr_assert_not_null(cg_grants_match(&gs, &call, NULL, NOW), "a literal names its word");
 }
 
 /* Issue 12, item 2: everything that changes what runs binds; any difference is no match. */
