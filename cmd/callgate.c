@@ -87,10 +87,14 @@ static int help(void)
 static int bad_command(const char *name)
 {
 	static const char *const meant[][2] = {
-		{ "explain", "policy explain" }, { "check", "policy check" },
-		{ "status", "ping" },		 { "list", "pending" },
-		{ "show", "verdict" },		 { "verify", "replay" },
-		{ "audit", "replay --all" },	 { "exec", "run" },
+		{ "explain", "policy explain" },
+		{ "check", "policy check" },
+		{ "status", "ping" },
+		{ "list", "pending" },
+		{ "show", "verdict" },
+		{ "verify", "replay" },
+		{ "audit", "replay --all" },
+		{ "exec", "run" },
 	};
 	for (size_t i = 0; i < CG_ARRAY_LEN(meant); i++)
 		if (strcmp(name, meant[i][0]) == 0) {
