@@ -779,9 +779,22 @@ static char *pipeline_text(const json_t *pipe)
 				(void)cg_buf_add(&b, "'", 1);
 		}
 	}
+	bool cut = b.truncated;
 	char *raw = cg_buf_cstr(&b);
 	char *safe = raw ? cg_sanitize_for_terminal(raw) : NULL;
 	free(raw);
+	if (safe && cut) {
+		/* Said, never silent: each word is still on its own row of the view. */
+		static const char more[] = " ... [CUT at 1 MiB: every word is on the argv rows]";
+		size_t n = strlen(safe);
+		char *s = realloc(safe, n + sizeof(more));
+		if (!s) {
+			free(safe);
+			return NULL;
+		}
+		memcpy(s + n, more, sizeof(more));
+		safe = s;
+	}
 	return safe;
 }
 
