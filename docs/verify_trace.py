@@ -431,6 +431,8 @@ def outcome_of(f, sealed):
         return "failed"  # permitted, but it never started
     if rtype == "I":
         return "invalid"
+    if ans == "overruled" and get(last_answer(f)[0], "changed") is True:
+        return "refused"  # the policy reloaded meanwhile decides it otherwise: send it again
     if ans in ("denied", "overruled", "timeout"):
         return {"denied": "denied", "overruled": "blocked", "timeout": "approval_timeout"}[ans]
     if rtype == "E":

@@ -676,8 +676,10 @@ static const char *outcome_of(const json_t *f, const json_t *sealed)
 		return "invalid";
 	if (eq(ans, "denied"))
 		return "denied";
-	if (eq(ans, "overruled"))
-		return "blocked"; /* approved, but the policy reloaded meanwhile denies it */
+	if (eq(ans, "overruled")) /* approved, but the policy reloaded meanwhile denies it, */
+		return json_is_true(json_object_get(last_answer(f, NULL), "changed"))
+			   ? "refused" /* or decides it otherwise: sent again, it is decided anew */
+			   : "blocked";
 	if (eq(ans, "timeout"))
 		return "approval_timeout";
 	if (eq(rtype, "E"))

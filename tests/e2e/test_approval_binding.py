@@ -427,6 +427,13 @@ class ReloadOverrulesAWaitingApproval(unittest.TestCase):
                     self.assertEqual(box["resp"]["reply"]["code"], "EN-APPR-D-005", box)
                     self.assertFalse(os.path.exists(target))
                     self.assertEqual(pending(d), [])
+                    # Its verdict says to send it again, not that a rule forbids it.
+                    v = json.loads(cgtest.wait_package_file(d.state_dir, p["trace_id"],
+                                                            "verdict.json"))
+                    self.assertEqual(v["outcome"], "refused", v)
+                    vf = cgtest.verify_live([sys.executable, os.path.join(
+                        cgtest.SRCDIR, "docs", "verify_trace.py"), d.state_dir, p["trace_id"]])
+                    self.assertEqual(vf.returncode, 0, vf.stdout)
             # Control: the same reload with nothing about the call changed lets it run.
             with open(d.policy_path, "w") as f:
                 f.write(text)
