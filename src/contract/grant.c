@@ -392,44 +392,74 @@ static bool path_within(const struct cg_grant *g, const char *cwd, const char *w
  * that takes a path from a file, its environment or the next word after an
  * option, still reaches elsewhere; the rule's constraints are the boundary.
  */
+/* w[0..n) as a path from cwd (a copy, for a piece of a word). */
+static bool piece_within(const struct cg_grant *g, const char *cwd, const char *w, size_t n)
+{
+	char piece[PATH_MAX];
+	if (n >= sizeof(piece))
+		return false;
+	memcpy(piece, w, n);
+	piece[n] = '\0';
+	return n == 0 || path_within(g, cwd, piece);
+}
+
 /*
- * A word as paths: itself, and each piece of it between '=', ':', '@' and ','
- * ("if=/etc/shadow", "host:/etc", "@/etc/x"). A URL names a local path only
- * as file://PATH; another scheme's URL names none.
+ * A word that is not an option, as paths: itself, and what follows each '=',
+ * ':', '@' and ',' in it ("if=/etc/shadow", "host:/etc", "@/etc/x"). A URL
+ * (scheme://) is read as the word itself, a relative path that must not
+ * climb out (cat takes "a://../../etc/shadow" as one); a file:// URL's path
+ * too, after its host ("file://localhost/etc/shadow").
  */
 static bool word_within(const struct cg_grant *g, const char *cwd, const char *w)
 {
-	size_t scheme = strspn(w, "abcdefghijklmnopqrstuvwxyz0123456789+.-");
-	if (scheme > 0 && strncmp(w + scheme, "://", 3) == 0)
-		return strncmp(w, "file://", 7) != 0 || path_within(g, cwd, w + 7);
 	if (!path_within(g, cwd, w))
 		return false;
-	char piece[PATH_MAX];
-	for (const char *p = w; *p;) {
-		size_t n = strcspn(p, "=:@,");
-		if (p != w || p[n]) { /* a piece, when the word has a separator */
-			if (n >= sizeof(piece))
-				return false;
-			memcpy(piece, p, n);
-			piece[n] = '\0';
-			if (n && !path_within(g, cwd, piece))
-				return false;
-		}
-		p += n + (p[n] != '\0');
+	size_t scheme = strspn(w, "abcdefghijklmnopqrstuvwxyz0123456789+.-");
+	if (scheme > 0 && strncmp(w + scheme, "://", 3) == 0) {
+		if (strncmp(w, "file://", 7) != 0)
+			return true;
+		const char *path = strchr(w + 7, '/');
+		return !path || path_within(g, cwd, path);
+	}
+	for (const char *p = w; (p = strpbrk(p, "=:@,")); p++)
+		if (!piece_within(g, cwd, p + 1, strlen(p + 1)))
+			return false;
+	return true;
+}
+
+/*
+ * An option word. "--name=VALUE": VALUE is a word. A short option's bundle
+ * ("-vC/etc", "-so/etc/x", "-C..") does not say where its value begins, so
+ * every place one could begin is read: the first '/' (an absolute value
+ * holds every later one), each '.' after a letter ("-vC.."), and after each
+ * '=', ':', '@' or ','. This refuses some harmless bundles ("-osrc/x.c"
+ * reads "/x.c"): the call then asks a person, as one no grant covers.
+ */
+static bool option_within(const struct cg_grant *g, const char *cwd, const char *a)
+{
+	if (a[1] == '-') {
+		const char *eq = strchr(a, '=');
+		return !eq || word_within(g, cwd, eq + 1);
+	}
+	const char *slash = strchr(a, '/');
+	for (size_t k = 1; a[k]; k++) {
+		bool start = a + k == slash ||
+			     (a[k] == '.' && a[k - 1] != '.' && a[k - 1] != '/') ||
+			     strchr("=:@,", a[k - 1]);
+		if (start && !piece_within(g, cwd, a + k, strlen(a + k)))
+			return false;
 	}
 	return true;
 }
 
 /*
  * paths: the call's cwd and every word that could name a file stay within
- * them, read lexically from the cwd. Every word that is not an option is
- * read as a path (a bare "shadow" from cwd /etc is /etc/shadow), and so is
- * each piece of it between '=', ':', '@' or ','; an option's value is too,
- * after '=' ("--directory=/etc") or attached to a short option ("-C..",
- * "-C/etc"). A screen on the words, not a boundary (docs/approval.md): a
- * symlink inside the paths, or a program that takes a path from a file or
- * its environment, still reaches elsewhere; the rule's constraints are the
- * boundary.
+ * them, read lexically from the cwd: every word that is not an option
+ * (word_within: a bare "shadow" from cwd /etc is /etc/shadow), and every
+ * value an option word could hold (option_within). A screen on the words,
+ * not a boundary (docs/approval.md): a symlink inside the paths, or a
+ * program that takes a path from a file or its environment, still reaches
+ * elsewhere; the rule's constraints are the boundary.
  */
 static bool paths_ok(const struct cg_grant *g, const struct cg_call *call)
 {
@@ -442,14 +472,9 @@ static bool paths_ok(const struct cg_grant *g, const struct cg_call *call)
 		const struct cg_stage *st = &call->req->stages[i];
 		for (size_t j = 1; j < st->argc; j++) {
 			const char *a = st->argv[j];
-			if (a[0] != '-') {
-				if (!word_within(g, cwd, a))
-					return false;
-				continue;
-			}
-			const char *eq = strchr(a, '=');
-			const char *value = eq ? eq + 1 : a[1] != '-' ? a + 2 : NULL;
-			if (value && *value && !word_within(g, cwd, value))
+			bool ok =
+			    a[0] == '-' && a[1] ? option_within(g, cwd, a) : word_within(g, cwd, a);
+			if (!ok)
 				return false;
 		}
 	}

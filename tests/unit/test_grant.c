@@ -66,6 +66,13 @@ static char *argv_file_url[] = { "curl", "file:///etc/shadow", NULL };
 static char *argv_host_path[] = { "scp", "host:/etc/shadow", NULL };
 static char *argv_https[] = { "curl", "-o/ws/page", "https://example.org/a", NULL };
 static char *argv_cat_up[] = { "cat", "/ws/../etc/shadow", NULL };
+/* A third attack (s34c): bundles, a file URL with a host, a scheme cat reads as a path. */
+static char *argv_tar_bundle[] = { "tar", "-cvf", "-", "-vC/etc", "shadow", NULL };
+static char *argv_curl_bundle[] = { "curl", "-so/etc/x", "file:///ws/readme", NULL };
+static char *argv_curl_eq[] = { "curl", "-s", "-o/etc/x=y", "file:///ws/readme", NULL };
+static char *argv_file_host[] = { "curl", "-s", "file://localhost/etc/shadow", NULL };
+static char *argv_cat_scheme[] = { "cat", "a://../../../../etc/shadow", NULL };
+static char *argv_tar_stdin[] = { "tar", "-cf", "-", "notes", NULL };
 static char *argv_cat_in[] = { "cat", "/ws/notes", NULL };
 
 static void call_of(struct cg_call *call, struct cg_request *req, struct cg_stage *st,
@@ -189,7 +196,13 @@ Test(grant, paths_scope_path_like_arguments_lexically)
 	} words[] = { { argv_dd, 2, "/usr/bin/dd", false },
 		      { argv_file_url, 2, "/usr/bin/curl", false },
 		      { argv_host_path, 2, "/usr/bin/scp", false },
-		      { argv_https, 3, "/usr/bin/curl", true } };
+		      { argv_https, 3, "/usr/bin/curl", true },
+		      { argv_tar_bundle, 5, "/usr/bin/tar", false },
+		      { argv_curl_bundle, 3, "/usr/bin/curl", false },
+		      { argv_curl_eq, 4, "/usr/bin/curl", false },
+		      { argv_file_host, 3, "/usr/bin/curl", false },
+		      { argv_cat_scheme, 2, "/usr/bin/cat", false },
+		      { argv_tar_stdin, 4, "/usr/bin/tar", true } };
 	for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++) {
 		char spec[256];
 		snprintf(spec, sizeof(spec),
