@@ -227,11 +227,24 @@ static void screen_field(struct screen *sc, const char *label, const char *value
  * and seccomp (docs/confinement.md, "Contract"). Only with no set at all is
  * it unconfined.
  */
-static const char *privileged_text(const json_t *cons)
+static const char *privileged_text(const json_t *cons, const json_t *pipeline)
 {
 	if (json_array_size(cons) == 0)
 		return "YES: runs as root with no confinement at all (no view, no Landlock, no "
 		       "seccomp)";
+	/* A set may bind some stages only (the view says which, per stage). */
+	size_t i;
+	const json_t *st;
+	json_array_foreach(pipeline, i, st)
+	{
+		const json_t *bound = json_object_get(st, "constraint_sets");
+		if (json_is_array(bound) && json_array_size(bound) == 0)
+			return "YES: runs as root with root's capabilities on the host's own "
+			       "files; "
+			       "A STAGE BELOW IS BOUND BY NO CONSTRAINT SET and runs with no "
+			       "confinement at all (no Landlock, no seccomp, the host's network); "
+			       "the others are bound by the sets named at each stage";
+	}
 	return "YES: runs as root with root's capabilities on the host's own files (no view: "
 	       "hide, tmp, protect and git do not apply); the read, write, exec, net and limit "
 	       "terms of the constraints below still bind it, with no_new_privs and seccomp";
@@ -257,11 +270,12 @@ static void build_view(struct screen *sc, const json_t *p, size_t waiting)
 	screen_field(sc, "peer exe", json_string_value(json_object_get(peer, "exe")));
 	screen_field(sc, "time", json_string_value(json_object_get(p, "time")));
 	screen_field(sc, "reason", json_string_value(json_object_get(p, "reason")));
-	screen_field(sc, "privileged",
-		     json_object_get(p, "grant")
-			 ? "nothing runs now: the agent asks for the grant below"
-		     : priv ? privileged_text(json_object_get(p, "constraints"))
-			    : "no: runs as the caller, in a view of its own");
+	screen_field(
+	    sc, "privileged",
+	    json_object_get(p, "grant") ? "nothing runs now: the agent asks for the grant below"
+	    : priv
+		? privileged_text(json_object_get(p, "constraints"), json_object_get(p, "pipeline"))
+		: "no: runs as the caller, in a view of its own");
 	screen_field(sc, "cwd", json_string_value(json_object_get(p, "cwd")));
 	if (json_is_true(json_object_get(p, "forward_agent")))
 		screen_field(sc, "ssh agent",
@@ -294,6 +308,26 @@ static void build_view(struct screen *sc, const json_t *p, size_t waiting)
 		const char *found = json_string_value(json_object_get(st, "found"));
 		(void)snprintf(label, sizeof(label), "stage %zu runs", i + 1);
 		screen_field(sc, label, exe);
+		const json_t *bound = json_object_get(st, "constraint_sets");
+		if (json_is_array(bound)) {
+			/* Which of the constraint sets below bind this stage (1-based). */
+			size_t k, off = 0;
+			const json_t *x;
+			line[0] = '\0';
+			json_array_foreach(bound, k, x)
+			{
+				if (off + 32 >= sizeof(line))
+					break; /* at most 64 sets: never, in practice */
+				off += (size_t)snprintf(line + off, sizeof(line) - off, "%s%lld",
+							k ? ", " : "constraint set ",
+							(long long)json_integer_value(x) + 1);
+			}
+			if (json_array_size(bound) == 0)
+				snprintf(line, sizeof(line), "%s",
+					 priv ? "NO constraint set: runs as root, unconfined"
+					      : "no constraint set: only the call's own view");
+			screen_field(sc, "  bound by", line);
+		}
 		if (json_is_true(json_object_get(st, "via_symlink")))
 			screen_field(sc, "  found as", found);
 		size_t k;

@@ -542,11 +542,15 @@ def run_of(f):
         return None
     p = f["permit"]
     c = get(p, "confinement")
-    return {"uid": get(p, "run_uid"), "gid": get(p, "run_gid"),
-            "timeout_ms": get(p, "timeout_ms"),
-            "constraints": get(f.get("decision"), "constraints"),
-            "view": get(c, "view"), "network": get(c, "network"), "limits": get(c, "limits"),
-            "confined": get(c, "confined")}
+    every = get(c, "pipeline_confined")
+    r = {"uid": get(p, "run_uid"), "gid": get(p, "run_gid"),
+         "timeout_ms": get(p, "timeout_ms"),
+         "constraints": get(f.get("decision"), "constraints"),
+         "view": get(c, "view"), "network": get(c, "network"), "limits": get(c, "limits"),
+         "confined": every if every is not None else get(c, "confined")}
+    if every is not None:  # stages confined apart: whether each was
+        r["stages_confined"] = [get(s, "confined") is True for s in (get(c, "stages") or [])]
+    return r
 
 
 def expected_verdict(sealed, f):

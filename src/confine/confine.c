@@ -1798,7 +1798,12 @@ static bool one_plan_fits(const uint64_t *stages, size_t n, size_t n_stages)
 	return true;
 }
 
-/* The container plan: stage 0's report with every stage's under "stages". */
+/*
+ * The container plan: stage 0's report with every stage's under "stages",
+ * and pipeline_confined, whether every stage is (stage 0's "confined" alone
+ * had a verdict call a pipeline confined whose second stage ran unconfined
+ * as root: found by attack).
+ */
 static int stages_report(struct cg_confine_plan *top)
 {
 	json_t *all = json_array();
@@ -1808,10 +1813,15 @@ static int stages_report(struct cg_confine_plan *top)
 		return -1;
 	}
 	top->timeout_ms = CG_LIMIT_UNSET;
+	bool every = true;
 	for (size_t i = 0; i < top->n_stage_plans; i++) {
-		(void)json_array_append_new(all, json_deep_copy(top->stage_plans[i]->report));
+		const json_t *r = top->stage_plans[i]->report;
+		every &= json_is_true(json_object_get(r, "confined"));
+		(void)json_array_append_new(all, json_deep_copy(r));
 		top->timeout_ms = limit_min(top->timeout_ms, top->stage_plans[i]->timeout_ms);
 	}
+	if (json_object_set_new(top->report, "pipeline_confined", json_boolean(every)) != 0)
+		return -1;
 	return json_object_set_new(top->report, "stages", all);
 }
 

@@ -28,10 +28,23 @@ json_t *cg_approval_view(const struct cg_call *call, const struct cg_folded *f,
 		json_t *argv = json_array();
 		for (size_t j = 0; argv && j < req->stages[i].argc; j++)
 			json_array_append_new(argv, json_string(req->stages[i].argv[j]));
+		/*
+		 * Which constraint sets bind this stage (indexes into "constraints"):
+		 * a set may govern some stages only, and a stage no set governs
+		 * runs unconfined when privileged (an attack's second stage read
+		 * /etc/shadow as root under a screen that showed one set).
+		 */
+		json_t *bound = json_array();
+		for (size_t k = 0; bound && f && k < f->n_constraints; k++) {
+			uint64_t m = f->stages[k];
+			if (m == 0 || (m & (1ULL << (i < 63 ? i : 63))))
+				json_array_append_new(bound, json_integer((json_int_t)k));
+		}
 		json_array_append_new(stages,
-				      json_pack("{s:o?,s:s,s:s,s:b}", "argv", argv, "exe",
+				      json_pack("{s:o?,s:s,s:s,s:b,s:o?}", "argv", argv, "exe",
 						call->stages[i].exe, "found", call->stages[i].found,
-						"via_symlink", call->stages[i].via_symlink));
+						"via_symlink", call->stages[i].via_symlink,
+						"constraint_sets", bound));
 	}
 	for (size_t i = 0; i < req->n_env; i++)
 		json_object_set_new(env, req->env[i].name, json_string(req->env[i].value));

@@ -834,7 +834,12 @@ static json_t *call_of(const json_t *f)
 			 "reason", jstr(rq, "reason"), "stages", stages ? stages : json_array());
 }
 
-/* How it ran: the permit's uid, deadline and confinement (one for every stage). */
+/*
+ * How it ran: the permit's uid, deadline and confinement. When its stages
+ * were confined apart (a permit with pipeline_confined), "confined" is
+ * whether every stage was and stages_confined says each; a permit without
+ * it had one confinement for every stage (and reads as it always did).
+ */
 static json_t *run_of(const json_t *f)
 {
 	const json_t *p = json_object_get(f, "permit");
@@ -842,12 +847,22 @@ static json_t *run_of(const json_t *f)
 		return NULL;
 	const json_t *c = json_object_get(p, "confinement");
 	const json_t *cons = json_object_get(json_object_get(f, "decision"), "constraints");
-	return json_pack("{s:O?, s:O?, s:O?, s:O?, s:O?, s:O?, s:O?, s:O?}", "uid",
-			 json_object_get(p, "run_uid"), "gid", json_object_get(p, "run_gid"),
-			 "timeout_ms", json_object_get(p, "timeout_ms"), "constraints", cons,
-			 "view", json_object_get(c, "view"), "network",
-			 json_object_get(c, "network"), "limits", json_object_get(c, "limits"),
-			 "confined", json_object_get(c, "confined"));
+	const json_t *every = json_object_get(c, "pipeline_confined");
+	json_t *r = json_pack("{s:O?, s:O?, s:O?, s:O?, s:O?, s:O?, s:O?, s:O?}", "uid",
+			      json_object_get(p, "run_uid"), "gid", json_object_get(p, "run_gid"),
+			      "timeout_ms", json_object_get(p, "timeout_ms"), "constraints", cons,
+			      "view", json_object_get(c, "view"), "network",
+			      json_object_get(c, "network"), "limits", json_object_get(c, "limits"),
+			      "confined", every ? every : json_object_get(c, "confined"));
+	if (r && every) {
+		json_t *each = json_array();
+		size_t i;
+		const json_t *s;
+		json_array_foreach(json_object_get(c, "stages"), i, s) json_array_append_new(
+		    each, json_boolean(json_is_true(json_object_get(s, "confined"))));
+		json_object_set_new(r, "stages_confined", each);
+	}
+	return r;
 }
 
 /* Exit codes, output sizes and hashes, timing of a finished run. */
@@ -1222,7 +1237,17 @@ static void md_run(struct cg_buf *b, const json_t *r)
 	md_json(b, "Network:    ", json_object_get(r, "network"));
 	md_json(b, "Limits:     ", json_object_get(r, "limits"));
 	md_json(b, "Constraints: ", json_object_get(r, "constraints"));
-	md_str(b, "(one confinement applies to every stage)\n");
+	const json_t *each = json_object_get(r, "stages_confined");
+	if (!each) {
+		md_str(b, "(one confinement applies to every stage)\n");
+		return;
+	}
+	md_str(b, "Each stage has its own confinement; confined:");
+	size_t i;
+	const json_t *x;
+	json_array_foreach(each, i, x)
+	    md_fmt(b, "%s stage %zu %s", i ? "," : "", i + 1, json_is_true(x) ? "yes" : "NO");
+	md_str(b, "\n");
 }
 
 static void md_output(struct cg_buf *b, const char *name, const json_t *o)

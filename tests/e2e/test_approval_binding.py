@@ -576,6 +576,60 @@ class GrantsNeverStandInForSeveralApprovers(unittest.TestCase):
             self.assertTrue(os.path.exists(made))
 
 
+class EachStagesConfinementIsSaid(unittest.TestCase):
+    """A constraint set may bind some stages of a pipeline only. The approval
+    screen showed one set for a privileged `ls ws | cat /etc/shadow` whose
+    second stage no set bound (it ran as root, unconfined), and the verdict
+    said the pipeline was confined, one confinement for every stage (found
+    by attack, s34c)."""
+
+    def test_an_unbound_stage_is_shown_and_the_verdict_says_so(self):
+        with cgtest.Daemon(flags=["--approval", "--approval-timeout", "20000"],
+                           policy_text="""version: 1
+rules:
+  - id: ls-confined
+    decision: defer
+    match: { exe: [ls] }
+    constraints:
+      read: ["${workspace}", /usr, /lib, /lib64, /etc/ld.so.cache]
+      exec: [/usr, /bin, /lib, /lib64]
+      net: none
+  - id: cat-ok
+    decision: allow
+    match: { exe: [cat] }
+""") as d:
+            secret = os.path.join(d.tmp, "secret")
+            with open(secret, "w") as f:
+                f.write("not for the agent\n")
+            t, box = call_async(d, cgtest.make_request([["ls", d.workspace], ["cat", secret]],
+                                                       privileged=True))
+            p = wait_pending(d, 1)[0]
+            self.assertEqual([st["constraint_sets"] for st in p["pipeline"]], [[0], []])
+            out = d.cli("pending").stdout.decode()
+            self.assertIn("A STAGE BELOW", out)  # in the privileged row (wrapped)
+            self.assertRegex(out, r"stage 2 runs +/usr/bin/cat\n +bound by +NO constraint set: "
+                                  r"runs as root, unconfined")
+            self.assertRegex(out, r"stage 1 runs +/usr/bin/ls\n +bound by +constraint set 1\n")
+            d.admin("approve", trace_id=p["trace_id"], request_sha256=p["request_sha256"])
+            t.join(WAIT)
+            self.assertEqual(box["resp"]["status"], "ok", box)
+            v = json.loads(cgtest.wait_package_file(d.state_dir, p["trace_id"],
+                                                    "verdict.json"))
+            self.assertIs(v["run"]["confined"], False, v["run"])
+            self.assertEqual(v["run"]["stages_confined"], [True, False], v["run"])
+            md = cgtest.package_file(d.state_dir, p["trace_id"], "verdict.md").decode()
+            self.assertIn("confined: stage 1 yes, stage 2 NO", md)
+            self.assertNotIn("one confinement applies to every stage", md)
+            d.stop()
+            r = subprocess.run([cgtest.CALLGATE, "replay", "--all", "--no-write",
+                                "--state-dir", d.state_dir], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stdout[-2000:])
+            r = subprocess.run([sys.executable, os.path.join(cgtest.SRCDIR, "docs",
+                                                             "verify_trace.py"),
+                                d.state_dir, "--all"], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stdout[-2000:])
+
+
 @unittest.skipUnless(shutil.which("tmux"), "tmux is installed by scripts/setup")
 class ApproverScreen(unittest.TestCase):
     """Items 2 and 3 at the terminal, driven through tmux."""
