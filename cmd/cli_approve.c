@@ -458,11 +458,10 @@ static json_t *literal_grant(const json_t *p, int64_t uses, int64_t ttl)
 		json_array_append_new(
 		    pipe, json_pack("{s:O,s:o}", "exe", json_object_get(st, "exe"), "argv", argv));
 	}
-	json_t *env = json_array();
-	const char *key;
-	const json_t *v;
-	json_object_foreach((json_t *)json_object_get(p, "env"), key, v)
-	    json_array_append_new(env, json_string(key));
+	/* The call's env names with their exact values: "this exact call". */
+	json_t *env = json_is_object(json_object_get(p, "env"))
+			  ? json_deep_copy(json_object_get(p, "env"))
+			  : json_object();
 	json_t *g =
 	    json_pack("{s:o,s:o,s:O,s:b,s:o,s:O,s:O,s:I,s:I}", "pipeline", pipe, "session",
 		      json_literal(json_object_get(p, "session")), "uid",

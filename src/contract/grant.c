@@ -42,6 +42,7 @@ struct cg_grant {
 	bool forward_agent;  /* the call's "forward_agent" MUST equal this (default false) */
 	size_t n_env;	     /* the call MUST set exactly these env names */
 	char **env;	     /* sorted */
+	json_t *env_values;  /* {name: value}: the call MUST set these values too; or NULL */
 	char *cwd;	     /* exact canonical cwd, or NULL for any */
 	char *host;	     /* exact host, or NULL for any */
 	json_t *constraints; /* the call's folded constraints, exactly, or NULL for any */
@@ -66,6 +67,7 @@ void cg_grant_free(struct cg_grant *g)
 	for (size_t i = 0; i < g->n_env; i++)
 		free(g->env[i]);
 	free(g->env);
+	json_decref(g->env_values);
 	free(g->cwd);
 	free(g->host);
 	json_decref(g->constraints);
@@ -227,24 +229,51 @@ int cg_grant_parse(json_t *spec, uid_t opened_by, int64_t now_wall_ns, struct cg
 	}
 	g->forward_agent = json_is_true(fwd);
 	json_t *env = json_object_get(spec, "env");
+	json_t *names = NULL;
+	if (json_is_object(env)) {
+		/* {name: value}: exact values (the approver's g: "this exact call"). */
+		const char *k;
+		json_t *v;
+		names = json_array();
+		json_object_foreach(env, k, v)
+		{
+			if (!json_is_string(v)) {
+				json_decref(names);
+				cg_grant_free(g);
+				return invalid(err, "'env' values must be strings");
+			}
+			json_array_append_new(names, json_string(k));
+		}
+		g->env_values = json_incref(env);
+		env = names;
+	}
 	if (env) {
 		if (!json_is_array(env) || json_array_size(env) > 256) {
+			json_decref(names);
 			cg_grant_free(g);
-			return invalid(err, "'env' must be an array of up to 256 variable names");
+			return invalid(err,
+				       "'env' must be an array of up to 256 variable names, or "
+				       "an object of names and their exact values");
 		}
 		g->env = calloc(json_array_size(env) + 1, sizeof(char *));
-		if (!g->env)
+		if (!g->env) {
+			json_decref(names);
 			goto oom;
+		}
 		for (size_t i = 0; i < json_array_size(env); i++) {
 			const char *e = json_string_value(json_array_get(env, i));
 			if (!e || !*e || strchr(e, '=')) {
+				json_decref(names);
 				cg_grant_free(g);
 				return invalid(err, "'env' entries must be variable names");
 			}
-			if (!(g->env[i] = strdup(e)))
+			if (!(g->env[i] = strdup(e))) {
+				json_decref(names);
 				goto oom;
+			}
 			g->n_env++;
 		}
+		json_decref(names);
 		qsort(g->env, g->n_env, sizeof(char *), cmp_str);
 		for (size_t i = 1; i < g->n_env; i++)
 			if (strcmp(g->env[i - 1], g->env[i]) == 0) {
@@ -481,14 +510,21 @@ static bool paths_ok(const struct cg_grant *g, const struct cg_call *call)
 	return true;
 }
 
-/* Does the call set exactly the env names g lists? */
+/* Does the call set exactly the env names g lists (and their values, when g binds them)? */
 static bool env_names_equal(const struct cg_grant *g, const struct cg_request *req)
 {
 	if (req->n_env != g->n_env)
 		return false;
-	for (size_t i = 0; i < req->n_env; i++)
+	for (size_t i = 0; i < req->n_env; i++) {
 		if (!bsearch(&req->env[i].name, g->env, g->n_env, sizeof(char *), cmp_str))
 			return false;
+		const char *want =
+		    g->env_values
+			? json_string_value(json_object_get(g->env_values, req->env[i].name))
+			: NULL;
+		if (g->env_values && (!want || strcmp(want, req->env[i].value) != 0))
+			return false; /* values bound, and this one differs */
+	}
 	return true; /* the wire refuses a name set twice, so equal counts suffice */
 }
 
@@ -615,7 +651,12 @@ json_t *cg_grant_to_json(const struct cg_grant *g)
 	if (o) {
 		json_object_set_new(o, "privileged", json_boolean(g->privileged));
 		json_object_set_new(o, "forward_agent", json_boolean(g->forward_agent));
-		json_object_set_new(o, "env", env ? env : json_array());
+		if (g->env_values) {
+			json_decref(env);
+			json_object_set(o, "env", g->env_values);
+		} else {
+			json_object_set_new(o, "env", env ? env : json_array());
+		}
 	}
 	if (o && g->cwd)
 		json_object_set_new(o, "cwd", json_string(g->cwd));

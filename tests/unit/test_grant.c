@@ -242,6 +242,37 @@ Test(grant, wildcards_do_not_climb_out)
 	cr_assert_not_null(cg_grants_match(&gs, &call, NULL, NOW), "a literal names its word");
 }
 
+/* env as an object binds the values too (the approver's g: "this exact call"; attack, s34c). */
+Test(grant, env_values_bind_when_given)
+{
+	struct cg_grants gs = { 0 };
+	cr_assert_eq(cg_grants_add(&gs, open_grant("{\"pipeline\":[{\"exe\":\"/usr/bin/apt\","
+						   "\"argv\":[\"apt\",\"**\"]}],"
+						   "\"env\":{\"TZ\":\"UTC\"},"
+						   "\"uses\":9,\"ttl_s\":60}")),
+		     0);
+	struct cg_call call;
+	struct cg_request req;
+	struct cg_stage st;
+	struct cg_resolved_stage rs;
+	struct cg_env_var utc = { .name = "TZ", .value = "UTC" };
+	struct cg_env_var other = { .name = "TZ", .value = "/etc/shadow" };
+	call_of(&call, &req, &st, &rs, argv_install, 3, "/usr/bin/apt", "", 7);
+	req.env = &utc;
+	req.n_env = 1;
+	cr_assert_not_null(cg_grants_match(&gs, &call, NULL, NOW), "the control: the same value");
+	req.env = &other;
+	cr_assert_null(cg_grants_match(&gs, &call, NULL, NOW), "another value is not covered");
+	struct cg_grant *names = open_grant("{\"pipeline\":[{\"exe\":\"/usr/bin/apt\","
+					    "\"argv\":[\"apt\",\"**\"]}],\"env\":[\"TZ\"],"
+					    "\"uses\":9,\"ttl_s\":60}");
+	cr_assert_eq(cg_grants_add(&gs, names), 0);
+	cr_assert_not_null(cg_grants_match(&gs, &call, NULL, NOW), "names alone: any value");
+	json_t *listed = cg_grant_to_json(names);
+	cr_assert(json_is_array(json_object_get(listed, "env")));
+	json_decref(listed);
+}
+
 /* Issue 12, item 2: everything that changes what runs binds; any difference is no match. */
 Test(grant, privilege_env_cwd_host_and_constraints_bind)
 {
