@@ -10,7 +10,9 @@
  * MUST: bind each answer to the request hash that was displayed; flush
  *       typeahead before every prompt so a key pressed earlier (or injected
  *       by a pasted string) cannot answer a request not yet shown.
- * MUST: treat any key but y/g as a denial; Ctrl-C leaves without answering
+ * MUST: answer yes only with y/g on the last page, no only with n/d; every
+ *       other key answers nothing (a pager key an approver presses by reflex
+ *       once denied a call unseen). q and Ctrl-C leave without answering
  *       (the call stays pending and is refused at its deadline).
  */
 #include <errno.h>
@@ -522,6 +524,49 @@ static int read_key(int fd, int ms)
 	return c;
 }
 
+/* Keys past a byte: the arrows and page keys a pager takes (read_nav). */
+enum { KEY_UP = 256, KEY_DOWN, KEY_PGUP, KEY_PGDN, KEY_OTHER };
+
+/*
+ * read_key, with an escape sequence read whole: an arrow or page key as one
+ * of the KEY_ values, anything else starting with ESC as KEY_OTHER (never
+ * its bytes one by one, which would read as separate keys).
+ */
+static int read_nav(int fd, int ms)
+{
+	int c = read_key(fd, ms);
+	if (c != 27)
+		return c;
+	char seq[8];
+	size_t n = 0;
+	int b;
+	while (n < sizeof(seq) - 1 && (b = read_key(fd, 30)) > 0) {
+		seq[n++] = (char)b;
+		if (n >= 2 && ((b >= 'A' && b <= 'Z') || b == '~'))
+			break;
+	}
+	seq[n] = '\0';
+	if (strcmp(seq, "[A") == 0 || strcmp(seq, "OA") == 0)
+		return KEY_UP;
+	if (strcmp(seq, "[B") == 0 || strcmp(seq, "OB") == 0)
+		return KEY_DOWN;
+	if (strcmp(seq, "[5~") == 0)
+		return KEY_PGUP;
+	if (strcmp(seq, "[6~") == 0)
+		return KEY_PGDN;
+	return KEY_OTHER;
+}
+
+static bool key_next(int c)
+{
+	return c == ' ' || c == 'j' || c == '\r' || c == '\n' || c == KEY_DOWN || c == KEY_PGDN;
+}
+
+static bool key_back(int c)
+{
+	return c == 'b' || c == 'k' || c == KEY_UP || c == KEY_PGUP;
+}
+
 /* The terminal's size (rows, columns), with a floor that keeps the UI usable. */
 static void tty_size(int fd, int *rows, int *cols)
 {
@@ -554,7 +599,7 @@ static size_t n_pages(const struct screen *sc, size_t pp)
  * approvable that was not on the screen.
  */
 static void draw_page(FILE *tty, const struct screen *sc, size_t page, size_t pp, const char *title,
-		      const char *answer_keys, const char *note)
+		      const char *answer_keys, const char *note, const char *more_keys)
 {
 	size_t np = n_pages(sc, pp);
 	fprintf(tty, "\033[2J\033[H\r\n  \033[1m%s\033[0m  (page %zu of %zu)\r\n", title, page + 1,
@@ -563,9 +608,9 @@ static void draw_page(FILE *tty, const struct screen *sc, size_t page, size_t pp
 		fprintf(tty, "%s\r\n", sc->rows[i]);
 	if (page + 1 < np)
 		fprintf(tty,
-			"\r\n  [space] next page%s   [any other key] deny   (Ctrl-C leaves)"
+			"\r\n  [space] next page%s   %s"
 			"\r\n  the answer keys appear on the last page\r\n",
-			page ? "   [b] back" : "");
+			page ? "   [b] back" : "", more_keys);
 	else
 		fprintf(tty, "\r\n  %s%s\r\n", answer_keys, page ? "   [b] back" : "");
 	if (note)
@@ -593,22 +638,24 @@ static bool confirm_grant(FILE *tty, int fd, const json_t *grant, int cols, int 
 	bool open = false;
 	const char *keys = "[g] open exactly this grant (the call runs under it)   "
 			   "[any other key] back";
-	draw_page(tty, &sc, page, pp, "callgate: the grant `g` would open", keys, NULL);
+	draw_page(tty, &sc, page, pp, "callgate: the grant `g` would open", keys, NULL,
+		  "[any other key] back");
 	tcflush(fd, TCIFLUSH);
 	while (!interrupted) {
-		int c = read_key(fd, 1000);
+		int c = read_nav(fd, 1000);
 		if (c == 0)
 			continue;
 		bool last = page + 1 >= n_pages(&sc, pp);
-		if (!last && c == ' ') {
+		if (!last && key_next(c)) {
 			page++;
-		} else if (page && c == 'b') {
+		} else if (page && key_back(c)) {
 			page--;
 		} else {
 			open = last && c == 'g' && !sc.oom;
 			break;
 		}
-		draw_page(tty, &sc, page, pp, "callgate: the grant `g` would open", keys, NULL);
+		draw_page(tty, &sc, page, pp, "callgate: the grant `g` would open", keys, NULL,
+			  "[any other key] back");
 	}
 	screen_free(&sc);
 	return open;
@@ -647,7 +694,7 @@ static int tui(const struct cg_cli *g, int64_t grant_uses, int64_t grant_ttl)
 	char shown[80] = "";
 	struct screen sc = { 0 };
 	size_t page = 0, pp = 0;
-	bool verified = false;
+	bool verified = false, left_waiting = false;
 	int rc = CG_EXIT_OK, rows = 24, cols = 80;
 	const char *title = "callgate: a call is waiting for your decision";
 	while (!interrupted) {
@@ -678,13 +725,16 @@ static int tui(const struct cg_cli *g, int64_t grant_uses, int64_t grant_ttl)
 		 */
 		bool asks_grant = json_object_get(head, "grant") != NULL;
 		bool several = json_integer_value(json_object_get(head, "approvers_needed")) > 1;
-		const char *keys = asks_grant ? "[y] open this grant   [any other key] deny   "
-						"(Ctrl-C leaves)"
-				   : several
-				       ? "[y] approve (one of the approvers it needs)   [any other "
-					 "key] deny   (Ctrl-C leaves)"
-				       : "[y] approve once   [g] grant this exact call   "
-					 "[any other key] deny   (Ctrl-C leaves)";
+		const char *keys =
+		    asks_grant ? "[y] open this grant   [n] deny   [q] leave (it "
+				 "stays waiting)"
+		    : several  ? "[y] approve (one of the approvers it needs)   [n] deny   "
+				 "[q] leave (it stays waiting)"
+			       : "[y] approve once   [g] grant this exact call   [n] deny   "
+				 "[q] leave (it stays waiting)";
+		static const char more[] = "[n] deny   [q] leave (it stays waiting)";
+		static const char help[] = "keys: y approve, g grant, n deny, q leave; space or "
+					   "arrows page (no other key answers)";
 		const char *sha = json_string_value(json_object_get(head, "request_sha256"));
 		if (strcmp(shown, sha ? sha : "") != 0) {
 			screen_free(&sc);
@@ -695,47 +745,52 @@ static int tui(const struct cg_cli *g, int64_t grant_uses, int64_t grant_ttl)
 			verified = view_hash_ok(head) && !sc.oom;
 			page = 0;
 			pp = per_page(rows);
-			draw_page(tty, &sc, page, pp, title, verified ? keys : "[any key] deny",
+			draw_page(tty, &sc, page, pp, title,
+				  verified ? keys : "[n] deny   [q] leave (it stays waiting)",
 				  verified
 				      ? NULL
-				      : "THIS VIEW DOES NOT MATCH ITS HASH: it cannot be approved");
+				      : "THIS VIEW DOES NOT MATCH ITS HASH: it cannot be approved",
+				  more);
 			snprintf(shown, sizeof(shown), "%s", sha ? sha : "");
 			/* Keys typed before this request was on screen must not answer it. */
 			tcflush(tty_fd, TCIFLUSH);
 		}
-		int c = read_key(tty_fd, 1000);
+		int c = read_nav(tty_fd, 1000);
 		if (c == 0) {
 			json_decref(resp);
 			continue; /* refresh: it may have been answered elsewhere or timed out */
 		}
-		if (c == 3 || c < 0) {
+		if (c == 3 || c == 'q' || c < 0) {
 			json_decref(resp);
+			left_waiting = true;
 			break; /* leave without answering: the call stays pending */
 		}
 		bool last = page + 1 >= n_pages(&sc, pp);
 		const char *note = NULL;
-		bool paged = true;
-		if (c == ' ' && !last)
+		bool deny = c == 'n' || c == 'd';
+		bool yes = verified && (c == 'y' || (c == 'g' && !asks_grant && !several));
+		if (key_next(c) && !last)
 			page++;
-		else if (c == ' ')
+		else if (key_next(c))
 			note = "this is the last page";
-		else if (c == 'b' && page > 0)
+		else if (key_back(c) && page > 0)
 			page--;
-		else if ((c == 'y' || c == 'g') && !last)
+		else if (yes && !last)
 			note =
 			    "not yet: page to the end first (space); nothing unseen is approvable";
-		else
-			paged = false;
-		if (paged) {
-			draw_page(tty, &sc, page, pp, title, verified ? keys : "[any key] deny",
-				  note);
+		else if (!yes && !deny)
+			note = help;
+		if (!deny && !(yes && last)) {
+			draw_page(tty, &sc, page, pp, title,
+				  verified ? keys : "[n] deny   [q] leave (it stays waiting)", note,
+				  more);
 			json_decref(resp);
 			continue;
 		}
 		json_t *ans = NULL;
 		if (verified && c == 'y') {
 			ans = answer(g, "approve", head, NULL, NULL);
-		} else if (verified && c == 'g' && !asks_grant && !several) {
+		} else if (yes && c == 'g') {
 			json_t *grant = literal_grant(head, grant_uses, grant_ttl);
 			bool go = grant && confirm_grant(tty, tty_fd, grant, cols, rows);
 			if (go)
@@ -743,7 +798,8 @@ static int tui(const struct cg_cli *g, int64_t grant_uses, int64_t grant_ttl)
 			json_decref(grant);
 			if (!go) {
 				/* Back to the call, unanswered. */
-				draw_page(tty, &sc, page, pp, title, keys, "no grant was opened");
+				draw_page(tty, &sc, page, pp, title, keys, "no grant was opened",
+					  more);
 				tcflush(tty_fd, TCIFLUSH);
 				json_decref(resp);
 				continue;
@@ -769,6 +825,9 @@ static int tui(const struct cg_cli *g, int64_t grant_uses, int64_t grant_ttl)
 	fclose(tty);
 	close(tty_fd);
 	tty_fd = -1;
+	if ((left_waiting || interrupted) && shown[0] && strcmp(shown, "-") != 0)
+		fprintf(stderr, "callgate approve: left without answering; the call on screen is "
+				"still waiting (callgate pending lists it)\n");
 	return rc;
 }
 

@@ -629,6 +629,30 @@ class TerminalApprover(unittest.TestCase):
         self.assertEqual(box["resp"]["reply"]["code"], "EN-APPR-D-001")
         self.assertFalse(os.path.exists(path))
 
+    def test_a_stray_key_answers_nothing_and_q_leaves_it_waiting(self):
+        # A pager key pressed by reflex once denied a call not yet read.
+        self.wait_screen("no calls are waiting")
+        path, req = marker_call(self.d, "tui-stray")
+        t, box = call_async(self.d, req)
+        self.wait_screen("[y] approve once")
+        for key in ("Down", "Enter", "PageDown", "j", "x"):  # x last: its note stays
+            subprocess.run(["tmux", "send-keys", "-t", self.session, key], check=True)
+        self.wait_screen("no other key answers")
+        time.sleep(0.3)
+        p = pending(self.d)
+        self.assertEqual(len(p), 1, "a stray key answered the call")
+        self.assertTrue(t.is_alive())
+        subprocess.run(["tmux", "send-keys", "-t", self.session, "q"], check=True)
+        end = time.time() + WAIT
+        while time.time() < end and subprocess.run(
+                ["tmux", "has-session", "-t", self.session], capture_output=True).returncode == 0:
+            time.sleep(0.1)
+        self.assertEqual([x["trace_id"] for x in pending(self.d)], [p[0]["trace_id"]],
+                         "q left the call waiting")
+        self.d.admin("deny", trace_id=p[0]["trace_id"])
+        t.join(WAIT)
+        self.assertFalse(os.path.exists(path))
+
     def test_hostile_reason_renders_inert(self):
         self.wait_screen("no calls are waiting")
         # The wire refuses raw control characters outright; what can reach the
