@@ -1413,6 +1413,22 @@ static int prepare_plan(const struct cg_constraints *const *cons, size_t n,
 			}
 		p->n_sets++;
 	}
+	/*
+	 * The sets intersect, the network too: a set's none (or loopback) holds
+	 * against another set's host list, which would otherwise open the
+	 * proxy's way out (an attack reached a listener through a wrapper's
+	 * net: none, because the inner rule's list came last). The strictest
+	 * mode wins, whatever the order of the sets.
+	 */
+	bool net_none = false, net_loop = false;
+	for (size_t i = 0; i < n; i++) {
+		net_none |= cons[i]->net == CG_NET_NONE;
+		net_loop |= cons[i]->net == CG_NET_LOOPBACK;
+	}
+	if (p->netns && (net_none || net_loop)) {
+		net_mode = net_none ? "none" : "loopback";
+		p->n_egress = 0; /* no proxy: no way out */
+	}
 
 	/*
 	 * Build each ruleset once, here: the children only restrict themselves.

@@ -347,6 +347,45 @@ rules:
 
 
 @unittest.skipUnless(os.path.exists("/usr/bin/curl"), "needs curl")
+@unittest.skipUnless(os.path.exists("/usr/bin/curl"), "needs curl")
+class NoneHoldsAgainstAHostList(unittest.TestCase):
+    """The sets bound to a stage intersect, the network too: a wrapper's
+    `net: none` holds against the wrapped command's host list. The list's
+    proxy was the way out whichever set came last (found by attack, s34d)."""
+
+    def test_a_wrapper_none_and_a_host_list_is_none(self):
+        http = Server()
+        text = policy(http.port, http.port).replace("rules:\n", """commands:
+  timeout:
+    value_flags: [-s, --signal, -k, --kill-after]
+    wraps: { operands: 1 }
+rules:
+""", 1) + """
+  - id: timeout-no-network
+    decision: degrade
+    match: { exe: [timeout] }
+    constraints: { read: ["/"], net: none }
+"""
+        try:
+            with cgtest.Daemon(policy_text=text) as d:
+                url = "http://allowed.test:%d/" % http.port
+                before = http.accepted
+                r = d.request(cgtest.make_request(
+                    [["timeout", "20", "curl", "-sS", "--max-time", "10", url]],
+                    privileged=False), timeout=60)
+                self.assertNotIn("hello from the test server",
+                                 base64.b64decode(r.get("stdout", "")).decode(), r)
+                self.assertEqual(http.accepted, before, "the call reached the server")
+                # Control: curl alone, under its list, reaches it.
+                r = d.request(cgtest.make_request([["curl", "-sS", "--max-time", "10", url]],
+                                                  privileged=False), timeout=60)
+                self.assertIn("hello from the test server",
+                              base64.b64decode(r.get("stdout", "")).decode(), r)
+                self.assertEqual(http.accepted, before + 1)
+        finally:
+            http.close()
+
+
 class SandboxEgress(unittest.TestCase):
     """callgate sandbox --allow-host runs anything with the same proxy."""
 
