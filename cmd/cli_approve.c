@@ -247,9 +247,10 @@ static const char *privileged_text(const json_t *cons, const json_t *pipeline)
 			       "confinement at all (no Landlock, no seccomp, the host's network); "
 			       "the others are bound by the sets named at each stage";
 	}
-	return "YES: runs as root with root's capabilities on the host's own files (no view: "
-	       "hide, tmp, protect and git do not apply); the read, write, exec, net and limit "
-	       "terms of the constraints below still bind it, with no_new_privs and seccomp";
+	return "YES: runs as root on the host's own files (no view: hide, tmp, protect and git "
+	       "do not apply); the constraints below bind what it reads, writes and runs, its "
+	       "network and limits (with no_new_privs and seccomp), but as root it can still "
+	       "chmod, chown and touch any file and renice or prlimit other processes";
 }
 
 static char *pipeline_text(const json_t *pipe);

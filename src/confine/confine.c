@@ -1620,6 +1620,8 @@ static int confine_tail(const struct cg_confine_plan *plan)
 	}
 	if (plan->view && (rc = cg_caps_clear()) != 0)
 		return rc;
+	if (!plan->view && plan->netns && geteuid() == 0 && (rc = cg_caps_drop_net()) != 0)
+		return rc;
 	if (!plan->confined)
 		return set_rlimit(RLIMIT_NOFILE, plan->limits.nofile);
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)

@@ -731,6 +731,27 @@ int cg_caps_lock(void)
 	return prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) == 0 ? 0 : errno;
 }
 
+int cg_caps_drop_net(void)
+{
+	static const int caps[] = { CAP_NET_ADMIN, CAP_NET_RAW, CAP_SYS_ADMIN };
+	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct d[2];
+	for (size_t i = 0; i < CG_ARRAY_LEN(caps); i++)
+		if (prctl(PR_CAPBSET_DROP, caps[i], 0, 0, 0) != 0 && errno != EINVAL)
+			return errno;
+	if (syscall(SYS_capget, &h, d) != 0)
+		return errno;
+	for (size_t i = 0; i < CG_ARRAY_LEN(caps); i++) {
+		uint32_t bit = 1u << (caps[i] % 32);
+		d[caps[i] / 32].effective &= ~bit;
+		d[caps[i] / 32].permitted &= ~bit;
+		d[caps[i] / 32].inheritable &= ~bit;
+	}
+	if (syscall(SYS_capset, &h, d) != 0)
+		return errno;
+	return prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) == 0 ? 0 : errno;
+}
+
 int cg_caps_clear(void)
 {
 	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };

@@ -145,4 +145,14 @@ void cg_view_free(struct cg_view *v);
 int cg_caps_lock(void);
 int cg_caps_clear(void);
 
+/*
+ * A privileged call without a view whose network is a namespace of its own
+ * (none, loopback, a host list) keeps root's capabilities but these: with
+ * CAP_NET_ADMIN it changed the host's network from its namespace (an attack
+ * made a veth pair in pid 1's), and CAP_SYS_ADMIN would let it setns() out.
+ * From the bounding, effective, permitted and inheritable sets; ambient
+ * cleared. 0 or errno.
+ */
+int cg_caps_drop_net(void);
+
 #endif

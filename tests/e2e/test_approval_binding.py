@@ -630,6 +630,45 @@ rules:
             self.assertEqual(r.returncode, 0, r.stdout[-2000:])
 
 
+@unittest.skipUnless(os.geteuid() == 0 and shutil.which("ip"), "root and iproute2")
+class PrivilegedWithoutTheHostsNetwork(unittest.TestCase):
+    """A privileged call whose network is a namespace of its own keeps root's
+    capabilities but CAP_NET_ADMIN, CAP_NET_RAW and CAP_SYS_ADMIN: with them
+    it made a veth pair in the host's namespace (`ip link add … netns 1`),
+    which stayed after the call (found by attack, s34d)."""
+
+    POLICY = """version: 1
+rules:
+  - id: ip-offline
+    decision: defer
+    match: { exe: [ip] }
+    constraints: { read: [/], write: ["${workspace}"], net: none }
+"""
+
+    def run_ip(self, d, argv):
+        t, box = call_async(d, cgtest.make_request([argv], privileged=True))
+        p = wait_pending(d, 1)[0]
+        d.admin("approve", trace_id=p["trace_id"], request_sha256=p["request_sha256"])
+        t.join(WAIT)
+        return box["resp"]
+
+    def test_no_veth_in_the_hosts_namespace(self):
+        name = "cgt%d" % (os.getpid() % 100000)
+        try:
+            with cgtest.Daemon(policy_text=self.POLICY,
+                               flags=["--approval", "--approval-timeout", "20000"]) as d:
+                r = self.run_ip(d, ["ip", "link", "add", name, "netns", "1", "type", "veth",
+                                    "peer", "name", name + "p", "netns", "1"])
+                self.assertNotEqual(r["stages"][0]["exit_code"], 0, r)
+                host = subprocess.run(["ip", "link", "show", name], capture_output=True)
+                self.assertNotEqual(host.returncode, 0, "a veth pair appeared on the host")
+                # Control: the call ran, as root (it reads its own namespace).
+                r = self.run_ip(d, ["ip", "-o", "link", "show", "lo"])
+                self.assertEqual((r["status"], r["stages"][0]["exit_code"]), ("ok", 0), r)
+        finally:
+            subprocess.run(["ip", "link", "del", name], capture_output=True)
+
+
 @unittest.skipUnless(shutil.which("tmux"), "tmux is installed by scripts/setup")
 class ApproverScreen(unittest.TestCase):
     """Items 2 and 3 at the terminal, driven through tmux."""
