@@ -545,11 +545,16 @@ def run_of(f):
     every = get(c, "pipeline_confined")
     r = {"uid": get(p, "run_uid"), "gid": get(p, "run_gid"),
          "timeout_ms": get(p, "timeout_ms"),
-         "constraints": get(f.get("decision"), "constraints"),
-         "view": get(c, "view"), "network": get(c, "network"), "limits": get(c, "limits"),
-         "confined": every if every is not None else get(c, "confined")}
-    if every is not None:  # stages confined apart: whether each was
-        r["stages_confined"] = [get(s, "confined") is True for s in (get(c, "stages") or [])]
+         "constraints": get(f.get("decision"), "constraints")}
+    if every is None:  # one confinement for every stage
+        r.update({"view": get(c, "view"), "network": get(c, "network"),
+                  "limits": get(c, "limits"), "confined": get(c, "confined")})
+        return r
+    # Stages confined apart: whether every one was, and each one's own.
+    r["confined"] = every
+    r["stages"] = [{"confined": get(s, "confined") is True, "view": get(s, "view"),
+                    "network": get(s, "network"), "limits": get(s, "limits")}
+                   for s in (get(c, "stages") or [])]
     return r
 
 

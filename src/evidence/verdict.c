@@ -837,8 +837,11 @@ static json_t *call_of(const json_t *f)
 /*
  * How it ran: the permit's uid, deadline and confinement. When its stages
  * were confined apart (a permit with pipeline_confined), "confined" is
- * whether every stage was and stages_confined says each; a permit without
- * it had one confinement for every stage (and reads as it always did).
+ * whether every stage was, and "stages" has each stage's confinement, view,
+ * network and limits (the top level's were stage 1's alone: an attack's
+ * second stage reached the host's network under a verdict that said "mode
+ * none" for the call). A permit without it had one confinement for every
+ * stage, and reads as it always did.
  */
 static json_t *run_of(const json_t *f)
 {
@@ -848,21 +851,25 @@ static json_t *run_of(const json_t *f)
 	const json_t *c = json_object_get(p, "confinement");
 	const json_t *cons = json_object_get(json_object_get(f, "decision"), "constraints");
 	const json_t *every = json_object_get(c, "pipeline_confined");
-	json_t *r = json_pack("{s:O?, s:O?, s:O?, s:O?, s:O?, s:O?, s:O?, s:O?}", "uid",
-			      json_object_get(p, "run_uid"), "gid", json_object_get(p, "run_gid"),
-			      "timeout_ms", json_object_get(p, "timeout_ms"), "constraints", cons,
-			      "view", json_object_get(c, "view"), "network",
-			      json_object_get(c, "network"), "limits", json_object_get(c, "limits"),
-			      "confined", every ? every : json_object_get(c, "confined"));
-	if (r && every) {
-		json_t *each = json_array();
-		size_t i;
-		const json_t *s;
-		json_array_foreach(json_object_get(c, "stages"), i, s) json_array_append_new(
-		    each, json_boolean(json_is_true(json_object_get(s, "confined"))));
-		json_object_set_new(r, "stages_confined", each);
-	}
-	return r;
+	if (!every)
+		return json_pack(
+		    "{s:O?, s:O?, s:O?, s:O?, s:O?, s:O?, s:O?, s:O?}", "uid",
+		    json_object_get(p, "run_uid"), "gid", json_object_get(p, "run_gid"),
+		    "timeout_ms", json_object_get(p, "timeout_ms"), "constraints", cons, "view",
+		    json_object_get(c, "view"), "network", json_object_get(c, "network"), "limits",
+		    json_object_get(c, "limits"), "confined", json_object_get(c, "confined"));
+	json_t *stages = json_array();
+	size_t i;
+	const json_t *s;
+	json_array_foreach(json_object_get(c, "stages"), i, s) json_array_append_new(
+	    stages, json_pack("{s:b, s:O?, s:O?, s:O?}", "confined",
+			      json_is_true(json_object_get(s, "confined")), "view",
+			      json_object_get(s, "view"), "network", json_object_get(s, "network"),
+			      "limits", json_object_get(s, "limits")));
+	return json_pack("{s:O?, s:O?, s:O?, s:O?, s:O, s:o}", "uid", json_object_get(p, "run_uid"),
+			 "gid", json_object_get(p, "run_gid"), "timeout_ms",
+			 json_object_get(p, "timeout_ms"), "constraints", cons, "confined", every,
+			 "stages", stages);
 }
 
 /* Exit codes, output sizes and hashes, timing of a finished run. */
@@ -1233,21 +1240,27 @@ static void md_run(struct cg_buf *b, const json_t *r)
 	       (long long)json_integer_value(json_object_get(r, "gid")),
 	       (long long)json_integer_value(json_object_get(r, "timeout_ms")),
 	       json_is_true(json_object_get(r, "confined")) ? "yes" : "no");
-	md_json(b, "View:       ", json_object_get(r, "view"));
-	md_json(b, "Network:    ", json_object_get(r, "network"));
-	md_json(b, "Limits:     ", json_object_get(r, "limits"));
-	md_json(b, "Constraints: ", json_object_get(r, "constraints"));
-	const json_t *each = json_object_get(r, "stages_confined");
-	if (!each) {
+	const json_t *stages = json_object_get(r, "stages");
+	if (!stages) {
+		md_json(b, "View:       ", json_object_get(r, "view"));
+		md_json(b, "Network:    ", json_object_get(r, "network"));
+		md_json(b, "Limits:     ", json_object_get(r, "limits"));
+		md_json(b, "Constraints: ", json_object_get(r, "constraints"));
 		md_str(b, "(one confinement applies to every stage)\n");
 		return;
 	}
-	md_str(b, "Each stage has its own confinement; confined:");
+	md_json(b, "Constraints: ", json_object_get(r, "constraints"));
+	md_str(b, "Each stage has its own confinement:\n");
 	size_t i;
-	const json_t *x;
-	json_array_foreach(each, i, x)
-	    md_fmt(b, "%s stage %zu %s", i ? "," : "", i + 1, json_is_true(x) ? "yes" : "NO");
-	md_str(b, "\n");
+	const json_t *s;
+	json_array_foreach(stages, i, s)
+	{
+		md_fmt(b, "Stage %zu:    confined: %s\n", i + 1,
+		       json_is_true(json_object_get(s, "confined")) ? "yes" : "NO");
+		md_json(b, "  View:     ", json_object_get(s, "view"));
+		md_json(b, "  Network:  ", json_object_get(s, "network"));
+		md_json(b, "  Limits:   ", json_object_get(s, "limits"));
+	}
 }
 
 static void md_output(struct cg_buf *b, const char *name, const json_t *o)

@@ -616,9 +616,15 @@ rules:
             v = json.loads(cgtest.wait_package_file(d.state_dir, p["trace_id"],
                                                     "verdict.json"))
             self.assertIs(v["run"]["confined"], False, v["run"])
-            self.assertEqual(v["run"]["stages_confined"], [True, False], v["run"])
+            self.assertEqual([x["confined"] for x in v["run"]["stages"]], [True, False],
+                             v["run"])
+            # Each stage's own network: the first is namespaced, the second the host's.
+            self.assertEqual([x["network"]["mode"] for x in v["run"]["stages"]],
+                             ["none", "host"], v["run"])
+            self.assertNotIn("network", v["run"])  # no stage-1 summary passed off as all
             md = cgtest.package_file(d.state_dir, p["trace_id"], "verdict.md").decode()
-            self.assertIn("confined: stage 1 yes, stage 2 NO", md)
+            self.assertIn("Stage 1:    confined: yes", md)
+            self.assertIn("Stage 2:    confined: NO", md)
             self.assertNotIn("one confinement applies to every stage", md)
             d.stop()
             r = subprocess.run([cgtest.CALLGATE, "replay", "--all", "--no-write",
