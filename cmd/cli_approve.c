@@ -30,6 +30,7 @@
 
 #include "approval.h"
 #include "cli.h"
+#include "confine.h"
 #include "util.h"
 
 /* The admin socket: explicit, or admin.sock beside the agent socket. */
@@ -400,6 +401,28 @@ static void build_view(struct screen *sc, const json_t *p, size_t waiting)
 	char *cons = json_dumps(json_object_get(p, "constraints"), JSON_COMPACT);
 	screen_field(sc, "constraints", cons);
 	free(cons);
+	/* An empty exec list is not "nothing": the defaults apply (and exec implies read). */
+	const json_t *set;
+	size_t ci;
+	bool default_exec = false;
+	json_array_foreach(json_object_get(p, "constraints"), ci, set)
+	{
+		const json_t *ex = json_object_get(set, "exec");
+		default_exec |= json_is_array(ex) && json_array_size(ex) == 0 &&
+				json_array_size(json_object_get(set, "read")) > 0;
+	}
+	if (default_exec) {
+		char dirs[256] = "";
+		for (size_t d = 0; d < CG_ARRAY_LEN(cg_confine_default_exec); d++)
+			if (cg_confine_default_exec[d])
+				snprintf(dirs + strlen(dirs), sizeof(dirs) - strlen(dirs), "%s%s",
+					 dirs[0] ? " " : "", cg_confine_default_exec[d]);
+		(void)snprintf(line, sizeof(line),
+			       "\"exec\":[] is the default program directories (%s), which the "
+			       "call may also read",
+			       dirs);
+		screen_field(sc, "  note", line);
+	}
 	(void)snprintf(line, sizeof(line), "%s (%s, rung %s)",
 		       json_string_value(json_object_get(p, "rule_id")),
 		       json_string_value(json_object_get(p, "code")),

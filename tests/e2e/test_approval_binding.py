@@ -654,6 +654,9 @@ rules:
     def run_ip(self, d, argv):
         t, box = call_async(d, cgtest.make_request([argv], privileged=True))
         p = wait_pending(d, 1)[0]
+        # Its set names no exec trees: the screen says which apply (not "none").
+        self.assertIn('"exec":[] is the default program directories (/usr',
+                      d.cli("pending").stdout.decode())
         d.admin("approve", trace_id=p["trace_id"], request_sha256=p["request_sha256"])
         t.join(WAIT)
         return box["resp"]
