@@ -929,6 +929,24 @@ static void print_grant(const json_t *gr)
 	       (long long)json_integer_value(json_object_get(gr, "used")), exp ? exp : "?",
 	       json_is_true(json_object_get(gr, "privileged")) ? "privileged" : "unprivileged",
 	       sess && sess[0] ? ", session " : "", sess ? sess : "");
+	/* Everything else it is bound to, so that a listing shows what it covers. */
+	const json_t *uid = json_object_get(gr, "uid"), *env = json_object_get(gr, "env");
+	printf("    uid %s", json_is_integer(uid) ? "" : "any");
+	if (json_is_integer(uid))
+		printf("%lld", (long long)json_integer_value(uid));
+	static const char *const rest[] = { "env", "cwd", "host", "paths", "constraints" };
+	for (size_t i = 0; i < CG_ARRAY_LEN(rest); i++) {
+		json_t *v = json_object_get(gr, rest[i]);
+		if (!v || (json_is_array(v) && json_array_size(v) == 0 && strcmp(rest[i], "env")))
+			continue;
+		printf("; %s%s ", rest[i],
+		       strcmp(rest[i], "env") == 0 && json_is_object(env) ? " (values bound)" : "");
+		if (json_is_array(v) && json_array_size(v) == 0)
+			printf("none");
+		else
+			cg_cli_print_value(stdout, v); /* as text, control characters replaced */
+	}
+	printf("\n");
 	free(what);
 	free(id);
 	free(sess);
@@ -977,8 +995,17 @@ static int cmd_pending(const struct cg_cli *g, bool json)
 			for (size_t k = 0; k < sc.n; k++)
 				printf("%s\n", sc.rows[k]);
 			screen_free(&sc);
+			/* The answer for exactly this view: its trace id and hash. */
+			char *t = cg_sanitize_for_terminal(
+			    json_string_value(json_object_get(p, "trace_id")));
+			char *h = cg_sanitize_for_terminal(
+			    json_string_value(json_object_get(p, "request_sha256")));
+			printf("  answer:        callgate approve %s --hash %s\n"
+			       "                 callgate deny %s\n",
+			       t ? t : "?", h ? h : "?", t ? t : "?");
+			free(t);
+			free(h);
 		}
-		printf("\nanswer: callgate approve TRACE_ID | callgate deny TRACE_ID\n");
 	}
 	json_decref(resp);
 	return CG_EXIT_OK;
@@ -996,6 +1023,32 @@ static int cmd_answer(const struct cg_cli *g, const char *action, const char *id
 	if (!resp)
 		return CG_EXIT_UNAVAILABLE;
 	const json_t *p = find_pending(pending_list(resp), id);
+	if (!p) {
+		/*
+		 * Not a trace id: if it is a waiting call's request id, say so (the
+		 * agent chose it), and answer nothing: the person reads the call
+		 * and answers it by its trace id.
+		 */
+		size_t i;
+		const json_t *q;
+		json_array_foreach(pending_list(resp), i, q)
+		{
+			const char *r = json_string_value(json_object_get(q, "id"));
+			if (r && strcmp(r, id) == 0) {
+				char *t = cg_sanitize_for_terminal(
+				    json_string_value(json_object_get(q, "trace_id")));
+				fprintf(
+				    stderr,
+				    "callgate %s: '%s' is the request id of a waiting call, which "
+				    "the agent chose; nothing was answered. Read the call "
+				    "('callgate pending') and answer it by its trace id (%s)\n",
+				    action, id, t ? t : "?");
+				free(t);
+				json_decref(resp);
+				return CG_EXIT_INVALID;
+			}
+		}
+	}
 	const char *tid = p ? json_string_value(json_object_get(p, "trace_id")) : id;
 	const char *sha = hash ? hash
 			  : p  ? json_string_value(json_object_get(p, "request_sha256"))
@@ -1027,6 +1080,8 @@ static int cmd_answer(const struct cg_cli *g, const char *action, const char *id
 	return rc;
 }
 
+#define GRANT_TTL_MAX (7LL * 86400)
+
 static int parse_duration(const char *s, int64_t *out)
 {
 	char *end;
@@ -1039,12 +1094,30 @@ static int parse_duration(const char *s, int64_t *out)
 		mult = 60, end++;
 	else if (*end == 'h')
 		mult = 3600, end++;
+	else if (*end == 'd')
+		mult = 86400, end++;
 	else if (*end == 's')
 		end++;
-	if (*end)
+	/* A grant lives at most 7 days (grant.c): said here, before anyone reads a call. */
+	if (*end || v > GRANT_TTL_MAX / mult)
 		return -1;
 	*out = v * mult;
 	return 0;
+}
+
+/* A bad duration named with the forms that work and the bound. */
+static int bad_duration(const char *cmd, const char *flag, const char *value)
+{
+	char v[48];
+	snprintf(v, sizeof(v), "%s", value);
+	for (char *c = v; *c; c++)
+		if ((unsigned char)*c < 0x20 || *c == 0x7f)
+			*c = '?';
+	fprintf(stderr,
+		"callgate %s: bad value '%s' for '%s': a whole number of s, m, h or d, at most 7d "
+		"(see 'callgate %s --help')\n",
+		cmd, v, flag, cmd);
+	return CG_EXIT_USAGE;
 }
 
 /* A non-negative decimal integer, nothing else. */
@@ -1197,6 +1270,8 @@ static int cmd_grant(const struct cg_cli *g, int argc, char **argv)
 				json_object_set_new(spec, "uses", json_integer(n));
 			else if (strcmp(a, "--ttl") == 0 && parse_duration(v, &n) == 0)
 				json_object_set_new(spec, "ttl_s", json_integer(n));
+			else if (strcmp(a, "--ttl") == 0)
+				bad = bad_duration("grant open", a, v);
 			else
 				bad = cg_cli_bad_option("grant open", a, "bad value for",
 							grant_open_opts);
@@ -1314,12 +1389,19 @@ int cg_cli_approve(const struct cg_cli *g, int argc, char **argv)
 			i++;
 		} else if (strcmp(a, "--grant-ttl") == 0 && !is_pending && !is_deny && has_v) {
 			if (parse_duration(argv[i + 1], &ttl) != 0)
-				return cg_cli_bad_option(cmd, a, "bad value for", opts);
+				return bad_duration(cmd, a, argv[i + 1]);
 			i++;
 		} else if (a[0] != '-' && !id && !is_pending) {
 			id = a;
 		} else {
-			return cg_cli_bad_option(cmd, a, a[0] == '-' ? NULL : "unexpected argument",
+			/* A known flag of this command whose value is missing is named as such. */
+			bool known = false;
+			for (const struct cg_cli_opt *o = opts; o->name && !known; o++)
+				known = o->arg && strcmp(o->name, a) == 0;
+			return cg_cli_bad_option(cmd, a,
+						 known	       ? "a value is needed after"
+						 : a[0] == '-' ? NULL
+							       : "unexpected argument",
 						 opts);
 		}
 	}

@@ -485,11 +485,33 @@ static int log_parse(struct state *st, int argc, char **argv, struct log_args *a
 			a->json = true;
 		else if (strcmp(name, "--events") == 0)
 			a->events = true;
-		else if (strcmp(name, "--trace") == 0)
+		else if (strcmp(name, "--trace") == 0 && !cg_trace_id_valid(v)) {
+			fprintf(stderr, "callgate log: --trace wants a trace id, got '%.40s'\n", v);
+			return CG_EXIT_USAGE;
+		} else if (strcmp(name, "--trace") == 0)
 			a->trace = v;
-		else if (strcmp(name, "--decision") == 0)
+		else if (strcmp(name, "--decision") == 0) {
+			/* A decision or an outcome that exists: a typo is not "no matches". */
+			static const char *const decisions[] = { "ALLOW", "DEGRADE", "UNKNOWN",
+								 "BLOCK" };
+			bool ok = false;
+			for (size_t k = 0; k < CG_ARRAY_LEN(decisions) && !ok; k++)
+				ok = strcasecmp(v, decisions[k]) == 0;
+			for (size_t k = 0; cg_verdict_outcomes[k] && !ok; k++)
+				ok = strcasecmp(v, cg_verdict_outcomes[k]) == 0;
+			if (!ok) {
+				fprintf(
+				    stderr,
+				    "callgate log: --decision wants ALLOW, DEGRADE, UNKNOWN, BLOCK "
+				    "or an outcome (");
+				for (size_t k = 0; cg_verdict_outcomes[k]; k++)
+					fprintf(stderr, "%s%s", k ? ", " : "",
+						cg_verdict_outcomes[k]);
+				fprintf(stderr, "); got '%.40s' (see 'callgate log --help')\n", v);
+				return CG_EXIT_USAGE;
+			}
 			a->decision = v;
-		else if (strcmp(name, "--rule") == 0)
+		} else if (strcmp(name, "--rule") == 0)
 			a->rule = v;
 		else if (strcmp(name, "--session") == 0)
 			a->session = v;

@@ -382,7 +382,8 @@ static void wait_tick(void *arg)
 	n->said = true;
 	fprintf(stderr,
 		"callgate run: no answer yet: the call may be waiting for a person to approve it "
-		"('callgate pending' lists it, request id %s); Ctrl-C withdraws it\n",
+		"('callgate pending' lists it under 'request id %s'; a person answers it by its "
+		"trace id there); Ctrl-C withdraws it\n",
 		n->id);
 }
 

@@ -641,6 +641,12 @@ static bool eq(const char *a, const char *b)
 	return a && b && strcmp(a, b) == 0;
 }
 
+const char *const cg_verdict_outcomes[] = {
+	"allowed", "degraded",	       "approved",    "granted", "denied",    "refused", "blocked",
+	"invalid", "approval_timeout", "run_timeout", "failed",	 "cancelled", "dry_run", "answered",
+	"error",   "incomplete",       "open",	      NULL
+};
+
 /* What happened to the call, in one word (docs/evidence.md "outcome"). */
 static const char *outcome_of(const json_t *f, const json_t *sealed)
 {

@@ -84,4 +84,10 @@ typedef int (*cg_journal_call_fn)(const char *trace, const json_t *facts, size_t
 				  void *arg);
 int cg_journal_calls(const struct cg_journal_view *jv, cg_journal_call_fn fn, void *arg);
 
+/*
+ * Every outcome a verdict can have (outcome_of, and "open" for a trace not
+ * yet sealed), NULL-terminated: what `callgate log --decision` may name.
+ */
+extern const char *const cg_verdict_outcomes[];
+
 #endif

@@ -986,7 +986,8 @@ class ApproveByTraceIdOnly(unittest.TestCase):
             tb = wait_pending(d, 1)[0]["trace_id"]
             r = d.cli("approve", ta)
             self.assertEqual(r.returncode, 65, r.stdout + r.stderr)
-            self.assertIn(b"MCP-APPR-I-001", r.stderr)
+            self.assertIn(b"is the request id of a waiting call", r.stderr)
+            self.assertIn(tb.encode(), r.stderr)  # named, for after reading the call
             time.sleep(0.3)
             self.assertFalse(os.path.exists(swapped), "a call the person never saw ran")
             self.assertEqual([p["trace_id"] for p in pending(d)], [tb])
@@ -1086,7 +1087,8 @@ class PendingShowsTheWholeCall(unittest.TestCase):
             out = d.cli("pending").stdout.decode()
             for want in ("trace          " + p["trace_id"], "cwd            " + sub,
                          "privileged     no", "stage 1 runs", "/usr/bin/touch",
-                         "argv[1]", "touch-needs-a-person"):
+                         "argv[1]", "touch-needs-a-person",
+                         "callgate approve %s --hash %s" % (p["trace_id"], p["request_sha256"])):
                 self.assertIn(want, out)
             d.cli("deny", p["trace_id"])
             t.join(WAIT)

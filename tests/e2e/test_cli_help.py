@@ -203,6 +203,17 @@ class UsageErrors(unittest.TestCase):
     def test_flag_given_a_value_is_named(self):
         self.assert_names(callgate("run", "--json=yes", "--", "ls"), "--json", None)
 
+    def test_values_are_checked_where_typed(self):
+        r = callgate("log", "--decision", "aproved", "--state-dir", "/nonexistent")
+        self.assertEqual(r.returncode, EXIT_USAGE, r.stderr)
+        self.assertIn(b"approval_timeout", r.stderr)  # the valid ones are named
+        r = callgate("deny", "x", "--why")
+        self.assertEqual(r.returncode, EXIT_USAGE, r.stderr)
+        self.assertIn(b"a value is needed after '--why'", r.stderr)
+        r = callgate("approve", "--grant-ttl", "8d")
+        self.assertEqual(r.returncode, EXIT_USAGE, r.stderr)
+        self.assertIn(b"at most 7d", r.stderr)
+
     def test_first_guesses_point_at_the_command(self):
         for guess, meant in (("explain", "policy explain"), ("status", "ping"),
                              ("check", "policy check"), ("list", "pending")):
@@ -441,10 +452,12 @@ class ApproverOutputIsText(unittest.TestCase):
     def test_grant_list_and_pending_are_text(self):
         with cgtest.Daemon(flags=["--approval", "--approval-timeout", "20000"]) as d:
             g = d.cli("grant", "open", "--exe", "/usr/bin/id", "--argv", "id", "-u",
-                      "--uses", "2", "--ttl", "60")
+                      "--uses", "2", "--ttl", "1d", "--uid", "65534", "--path", d.workspace)
             self.assertEqual(g.returncode, 0, g.stderr)
             out = d.cli("grant", "list").stdout.decode()
             self.assertIn("/usr/bin/id", out)
+            self.assertIn("uid 65534", out)  # what it is bound to, not only --json
+            self.assertIn("paths " + d.workspace, out)
             self.assertIn("uses left 2", out)
             self.assertNotIn("{", out)
             self.assertNotIn("\\n", out)
