@@ -987,6 +987,14 @@ static int add_protected(struct cg_view *v, const char *path)
 		free(real);
 		return rc;
 	}
+	/*
+	 * Its parents are anchored too, like a hidden path's: renaming
+	 * sub/ carried sub/Makefile's read-only mount away, and a new
+	 * sub/Makefile (or ~/.bashrc) was written in its place (found by
+	 * attack).
+	 */
+	if (anchor_parents(v, path) != 0)
+		return -1;
 	return list_add(&v->protect, &v->n_protect, path);
 }
 

@@ -844,6 +844,21 @@ class ViewThroughSandbox(unittest.TestCase):
                          control=f"open({self.ws + '/other'!r}, 'w').write('x')")
         self.assertEqual(res, {"hidden": "EACCES", "protected": "EROFS", "control": "OK"})
 
+    def test_a_protected_paths_parents_cannot_be_renamed_away(self):
+        # Renaming sub/ carried sub/Makefile's read-only mount away, and a
+        # new sub/Makefile was written in its place (found by attack, s34e).
+        os.makedirs(os.path.join(self.ws, "sub"))
+        mk = os.path.join(self.ws, "sub", "Makefile")
+        with open(mk, "w") as f:
+            f.write("all:\n")
+        res = self.probe(["--write", self.ws, "--protect", "sub/Makefile"],
+                         mv=f"os.rename({self.ws + '/sub'!r}, {self.ws + '/moved'!r})",
+                         write=f"open({mk!r}, 'a').write('x')",
+                         control=f"open({self.ws + '/sub/other'!r}, 'w').write('x')")
+        self.assertEqual(res, {"mv": "EBUSY", "write": "EROFS", "control": "OK"})
+        with open(mk) as f:
+            self.assertEqual(f.read(), "all:\n")
+
     def test_a_hidden_paths_parents_cannot_be_renamed_away(self):
         # A path is hidden by name when the next view is built: renaming its
         # parent in a write tree once moved it out of every later view's
