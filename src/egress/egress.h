@@ -25,6 +25,13 @@
 #include "reply.h"
 
 #define CG_EGRESS_MAX_CONNS 32
+/*
+ * Connections one call may make in all: past it each is refused unserved
+ * and only counted (one summary record, EGRESS_CALL_CAP). One call's 20,000
+ * refused CONNECTs had made a verdict too large to write and grown the
+ * daemon by hundreds of MB (found by attack).
+ */
+#define CG_EGRESS_MAX_RECORDS 4096
 
 /* The variables a stage with a host list gets, "NAME=value", NULL-ended. */
 extern const char *const cg_egress_env[];

@@ -60,6 +60,7 @@ struct cg_egress {
 	pthread_cond_t idle;
 	unsigned active;
 	json_t *records;
+	size_t over_cap; /* refused unserved past CG_EGRESS_MAX_RECORDS */
 };
 
 /* One connection and what its record will say. */
@@ -852,6 +853,10 @@ static void take_connection(struct cg_egress *e, size_t li)
 	struct conn *c = calloc(1, sizeof(*c));
 	pthread_mutex_lock(&e->lock);
 	bool room = c && e->active < CG_EGRESS_MAX_CONNS;
+	bool total = json_array_size(e->records) + e->active < CG_EGRESS_MAX_RECORDS;
+	if (room && !total)
+		e->over_cap++; /* never served: nothing reached out unrecorded */
+	room = room && total;
 	if (room)
 		e->active++;
 	pthread_mutex_unlock(&e->lock);
@@ -977,6 +982,23 @@ json_t *cg_egress_stop(struct cg_egress *e)
 	cg_confine_set_egress_fd(e->plan, -1);
 	json_t *records = e->records;
 	e->records = NULL;
+	if (e->over_cap && records) {
+		/* The connections past the total, in one record that counts them. */
+		struct cg_reply *r =
+		    cg_egress_call_cap(e->over_cap, CG_EGRESS_MAX_RECORDS, e->rule_id);
+		const struct cg_reply_def *d = r ? cg_reply_def_of(r) : NULL;
+		char *msg = r ? cg_reply_message(r) : NULL;
+		json_t *sum =
+		    d ? json_pack("{s:i,s:s,s:i,s:s,s:b,s:s,s:s?,s:I}", "stage", -1, "host", "-",
+				  "port", 0, "rule", e->rule_id, "allowed", 0, "code", d->code,
+				  "reason", msg, "refused", (json_int_t)e->over_cap)
+		      : NULL;
+		if (!sum || json_array_append_new(records, sum) != 0)
+			cg_log("error", NULL,
+			       "egress: %zu connections past the cap went unrecorded", e->over_cap);
+		free(msg);
+		cg_reply_free(r);
+	}
 	egress_free(e);
 	return records;
 }

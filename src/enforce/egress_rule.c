@@ -253,6 +253,12 @@ struct cg_reply *cg_egress_bad_request(const char *detail, const char *rule_id)
 			    rule_id ? rule_id : "(none)");
 }
 
+struct cg_reply *cg_egress_call_cap(size_t count, size_t limit, const char *rule_id)
+{
+	return cg_reply_new(CG_R_EGRESS_CALL_CAP, "{s:I,s:I,s:s}", "count", (json_int_t)count,
+			    "limit", (json_int_t)limit, "rule_id", rule_id ? rule_id : "(none)");
+}
+
 struct cg_reply *cg_egress_allowed(const char *host, uint16_t port, const char *address,
 				   const char *rule_id)
 {

@@ -71,5 +71,7 @@ struct cg_reply *cg_egress_mismatch(const char *host, uint16_t port, const char 
 struct cg_reply *cg_egress_bad_request(const char *detail, const char *rule_id);
 struct cg_reply *cg_egress_allowed(const char *host, uint16_t port, const char *address,
 				   const char *rule_id);
+/* count connections refused past the per-call total, limit. */
+struct cg_reply *cg_egress_call_cap(size_t count, size_t limit, const char *rule_id);
 
 #endif

@@ -344,9 +344,27 @@ static void md_list(struct cg_buf *b, const char *title, const json_t *a, const 
 }
 
 static void md_heading(struct cg_buf *b, const json_t *v);
-static void md_facts(struct cg_buf *b, const json_t *v);
+static void md_facts(struct cg_buf *b, const json_t *v, size_t max_conns);
 
+/* Connection rows verdict.md shows when all of them would pass its 1 MiB. */
+#define MD_CONN_ROWS 1000
+
+static char *render_md(const json_t *vj, size_t max_conns);
+
+/*
+ * verdict.md: every row, or, when that would pass its 1 MiB, the first
+ * MD_CONN_ROWS connections and a line saying how many more verdict.json
+ * lists. Deterministic (replay renders it again to compare); what fit
+ * before renders as before. One call's 20,000 connections had made the
+ * whole package unwritable (found by attack).
+ */
 char *cg_verdict_render_md(const json_t *vj)
+{
+	char *md = render_md(vj, SIZE_MAX);
+	return md ? md : render_md(vj, MD_CONN_ROWS);
+}
+
+static char *render_md(const json_t *vj, size_t max_conns)
 {
 	const json_t *v = vj;
 	struct cg_buf b;
@@ -373,7 +391,7 @@ char *cg_verdict_render_md(const json_t *vj)
 		md_text(&b, json_string_value(json_object_get(v, "status")));
 		md_str(&b, "\n");
 	}
-	md_facts(&b, v);
+	md_facts(&b, v, max_conns);
 	md_str(&b, "\n## Why\n\n");
 	size_t i;
 	json_t *w;
@@ -1306,7 +1324,7 @@ static void md_results(struct cg_buf *b, const json_t *v)
 		       json_is_true(json_object_get(s, "quarantined")) ? "yes" : "no");
 }
 
-static void md_connections(struct cg_buf *b, const json_t *conns)
+static void md_connections(struct cg_buf *b, const json_t *conns, size_t max_rows)
 {
 	if (!json_array_size(conns))
 		return;
@@ -1321,6 +1339,11 @@ static void md_connections(struct cg_buf *b, const json_t *conns)
 	json_t *c;
 	json_array_foreach(conns, i, c)
 	{
+		if (i == max_rows) {
+			md_fmt(b, "| %zu more connections: verdict.json lists every one |\n",
+			       json_array_size(conns) - i);
+			break;
+		}
 		md_str(b, "|");
 		for (size_t k = 0; k < CG_ARRAY_LEN(keys); k++) {
 			json_t *x = json_object_get(c, keys[k]);
@@ -1346,14 +1369,14 @@ static void md_connections(struct cg_buf *b, const json_t *conns)
 	}
 }
 
-static void md_facts(struct cg_buf *b, const json_t *v)
+static void md_facts(struct cg_buf *b, const json_t *v, size_t max_conns)
 {
 	md_line(b, "Outcome:    ", jstr(v, "outcome"));
 	md_decided_by(b, json_object_get(v, "decided_by"));
 	md_call(b, json_object_get(v, "call"));
 	md_run(b, json_object_get(v, "run"));
 	md_results(b, v);
-	md_connections(b, json_object_get(v, "connections"));
+	md_connections(b, json_object_get(v, "connections"), max_conns);
 }
 
 /* ---- the calls of a journal ---------------------------------------------- */

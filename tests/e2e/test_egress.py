@@ -386,6 +386,56 @@ rules:
             http.close()
 
 
+FLOOD = r"""
+import os, socket, sys
+from urllib.parse import urlsplit
+u = urlsplit(os.environ["HTTP_PROXY"])
+host = ("a" * 60 + ".") * 3 + "not-listed.test"  # long rows: verdict.md passes 1 MiB
+for i in range(int(sys.argv[1])):
+    s = socket.create_connection((u.hostname, u.port))
+    try:  # past the call's total the proxy closes at once
+        s.sendall(b"CONNECT %s:80 HTTP/1.1\r\nHost: %s:80\r\n\r\n" % (host.encode(),
+                                                                      host.encode()))
+        s.recv(4096)
+    except OSError:
+        pass
+    s.close()
+"""
+
+
+class OneCallsConnectionsAreBounded(unittest.TestCase):
+    """One call's 20,000 refused CONNECTs made its verdict too large to write
+    (the package was lost) and grew the daemon by hundreds of MB (found by
+    attack, s34e). A call makes at most CG_EGRESS_MAX_RECORDS connections,
+    each recorded; past it they are refused unserved and counted in one
+    record; verdict.md shows the first rows and says how many more."""
+
+    def test_past_the_total_connections_are_counted_and_the_package_is_written(self):
+        http = Server()
+        try:
+            with cgtest.Daemon(policy_text=policy(http.port, http.port)) as d:
+                script = os.path.join(d.workspace, "flood.py")
+                with open(script, "w") as f:
+                    f.write(FLOOD)
+                r = d.request(cgtest.make_request([["python3", script, "4200"]],
+                                                  privileged=False), timeout=300)
+                self.assertEqual(r["status"], "ok", r["reply"])
+                conns = r["reply"]["data"]["connections"]
+                self.assertEqual(len(conns), 4097)
+                self.assertEqual(conns[-1]["code"], "EN-NET-D-007", conns[-1])
+                self.assertEqual(conns[-1]["refused"], 4200 - 4096)
+                self.assertFalse(any(c["allowed"] for c in conns))
+                tid = r["reply"]["trace_id"]
+                md = cgtest.wait_package_file(d.state_dir, tid, "verdict.md", 120).decode()
+                self.assertIn("more connections: verdict.json lists every one", md)
+                d.stop()
+                p = subprocess.run([cgtest.CALLGATE, "replay", tid, "--state-dir", d.state_dir],
+                                   capture_output=True, text=True)
+                self.assertEqual(p.returncode, 0, p.stdout[-2000:])
+        finally:
+            http.close()
+
+
 class SandboxEgress(unittest.TestCase):
     """callgate sandbox --allow-host runs anything with the same proxy."""
 
