@@ -219,6 +219,18 @@ struct cg_reply *cg_egress_judge_address(const struct cg_constraints *const *set
 {
 	const char *rule = rule_id ? rule_id : "(none)";
 	bool named = true, any = false;
+	/*
+	 * An address on a deny list is denied however it is reached: by its
+	 * literal, or through a name allowed that resolves to it (an attack
+	 * reached a denied 127.0.0.1 through an allowed good.test).
+	 */
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = 0; sets[i]->net == CG_NET_HOSTS && j < sets[i]->n_deny_hosts; j++) {
+			const struct cg_host_entry *e = &sets[i]->deny_hosts[j];
+			if ((!e->port || e->port == port) && same_address(e->name, address))
+				return cg_reply_new(CG_R_EGRESS_DENIED, "{s:s,s:i,s:s}", "host",
+						    host, "port", (int)port, "rule_id", rule);
+		}
 	for (size_t i = 0; i < n; i++) {
 		if (sets[i]->net != CG_NET_HOSTS)
 			continue;

@@ -461,6 +461,17 @@ class SandboxEgress(unittest.TestCase):
         self.assertEqual(self.http.accepted, before + 1)
         self.assertIn("site.test:%d (127.0.0.1) allowed" % self.http.port, p.stderr)
 
+    def test_a_denied_address_is_denied_through_an_allowed_name(self):
+        # --deny-host ADDR held only against the literal; an allowed name
+        # resolving to it went through (found by attack, s34e).
+        before = self.http.accepted
+        p = self.sandbox("--allow-host", "site.test:%d" % self.http.port, "--resolve",
+                         "site.test:127.0.0.1", "--deny-host", "127.0.0.1", "--", "curl",
+                         "-sS", "--max-time", "20", "http://site.test:%d/" % self.http.port)
+        self.assertIn("EN-NET-D-002", p.stderr)
+        self.assertNotIn("hello from the test server", p.stdout)
+        self.assertEqual(self.http.accepted, before)
+
     def test_an_upstream_failure_is_not_called_a_refusal(self):
         # Allowed by the list, but the name does not resolve: the proxy could
         # not connect (an E code), which is not the list refusing it.
