@@ -1313,7 +1313,13 @@ static int prepare_plan(const struct cg_constraints *const *cons, size_t n,
 		}
 		if (want_tcp && strcmp(net_mode, "host") == 0)
 			net_mode = "tcp";
-		if (!want_fs && !want_tcp)
+		/*
+		 * A set without filesystem or TCP terms still gets a ruleset when
+		 * the kernel can scope (ABI 6): without one, `callgate sandbox`
+		 * with no path flag reached a host service on an abstract Unix
+		 * socket, which no view hides (found by attack).
+		 */
+		if (!want_fs && !want_tcp && !cg_landlock_scope_mask(p->abi))
 			continue;
 		rs->handled_fs = want_fs ? cg_landlock_fs_mask(p->abi) : 0;
 		rs->handled_net = want_tcp ? cg_landlock_net_mask(p->abi) : 0;

@@ -9,6 +9,7 @@ the same call. Ordinary agent work must still pass in the same view.
 """
 import base64
 import errno
+import json
 import os
 import shutil
 import signal
@@ -843,6 +844,24 @@ class ViewThroughSandbox(unittest.TestCase):
                          protected=f"open({self.ws + '/Makefile'!r}, 'a').write('x')",
                          control=f"open({self.ws + '/other'!r}, 'w').write('x')")
         self.assertEqual(res, {"hidden": "EACCES", "protected": "EROFS", "control": "OK"})
+
+    def test_no_path_flag_still_scopes_abstract_sockets(self):
+        # With no --read/--write the sandbox made no Landlock ruleset, so
+        # nothing was scoped: a host service on an abstract Unix socket
+        # answered (found by attack, s34e). Needs Landlock ABI 6.
+        name = "\0cg-test-abs-%d" % os.getpid()
+        lst = unix_listener(name)
+        try:
+            r = sandbox("--report", os.path.join(self.ws, "rep.json"), "--", PY, "-c", PROBE,
+                        "abs=" + connect_expr(name), cwd=self.ws)
+            with open(os.path.join(self.ws, "rep.json")) as f:
+                abi = json.load(f)["landlock"]["abi"]
+            if abi < 6:
+                self.skipTest("Landlock cannot scope here (ABI %d < 6)" % abi)
+            self.assertIn("abs EPERM", r.stdout, r.stderr)
+            self.assertFalse(accepted_any(lst), "the host's abstract socket saw a connection")
+        finally:
+            lst.close()
 
     def test_a_protected_paths_parents_cannot_be_renamed_away(self):
         # Renaming sub/ carried sub/Makefile's read-only mount away, and a
