@@ -457,6 +457,7 @@ static int resolve(struct conn *c, struct sockaddr_storage *out, socklen_t *out_
 		return -1;
 	}
 	struct cg_reply *first = NULL;
+	char first_address[sizeof(c->address)] = "";
 	int rc = -1;
 	for (struct addrinfo *a = res; a; a = a->ai_next) {
 		if (a->ai_family != AF_INET && a->ai_family != AF_INET6)
@@ -470,16 +471,21 @@ static int resolve(struct conn *c, struct sockaddr_storage *out, socklen_t *out_
 			rc = 0;
 			break;
 		}
-		if (!first)
+		if (!first) {
 			first = r;
-		else
+			memcpy(first_address, c->address, sizeof(first_address));
+		} else {
 			cg_reply_free(r);
+		}
 	}
 	freeaddrinfo(res);
 	if (rc == 0) {
 		cg_reply_free(first);
 		return 0;
 	}
+	/* The record names the address its refusal names, not the last one tried. */
+	if (first)
+		memcpy(c->address, first_address, sizeof(c->address));
 	c->reply = first ? first
 			 : cg_reply_new(CG_R_EGRESS_UPSTREAM_FAILED, "{s:s,s:i,s:s,s:s}", "host",
 					c->host, "port", (int)c->port, "address", "-", "detail",

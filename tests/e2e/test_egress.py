@@ -472,6 +472,27 @@ class SandboxEgress(unittest.TestCase):
         self.assertNotIn("hello from the test server", p.stdout)
         self.assertEqual(self.http.accepted, before)
 
+    @unittest.skipUnless(os.geteuid() == 0 and shutil.which("unshare"), "root and unshare")
+    def test_a_refusals_record_names_the_address_its_reason_names(self):
+        # A name with two refused addresses: the record named the last one
+        # tried, the reason the first (found by attack, s34e).
+        hosts = os.path.join(tempfile.mkdtemp(prefix="cg-hosts-"), "hosts")
+        with open(hosts, "w") as f:
+            f.write("127.0.0.1 localhost\n10.9.9.9 multi.test\n127.0.0.1 multi.test\n")
+        try:
+            script = ("mount --bind %s /etc/hosts && exec %s sandbox --allow-host "
+                      "multi.test:%d -- curl -sS --max-time 10 http://multi.test:%d/"
+                      % (hosts, cgtest.CALLGATE, self.http.port, self.http.port))
+            p = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True,
+                               text=True, timeout=60)
+            line = [l for l in p.stderr.splitlines() if "net: multi.test" in l]
+            self.assertTrue(line, p.stderr)
+            self.assertIn("EN-NET-D-003", line[0])
+            address = line[0].split("(")[1].split(")")[0]
+            self.assertIn("resolves to %s," % address, p.stdout + p.stderr)
+        finally:
+            shutil.rmtree(os.path.dirname(hosts), ignore_errors=True)
+
     def test_an_upstream_failure_is_not_called_a_refusal(self):
         # Allowed by the list, but the name does not resolve: the proxy could
         # not connect (an E code), which is not the list refusing it.
