@@ -31,6 +31,7 @@
 #include "approval.h"
 #include "cli.h"
 #include "confine.h"
+#include "grant.h"
 #include "util.h"
 
 /* The admin socket: explicit, or admin.sock beside the agent socket. */
@@ -223,12 +224,11 @@ static void screen_field(struct screen *sc, const char *label, const char *value
 }
 
 /*
- * What a privileged call runs with, said exactly: the view is never built
- * for it (run.c), so hide, tmp, protect and git terms do not apply and it
- * keeps root's capabilities; but every constraint set's Landlock (read,
- * write, exec, TCP), net and limit terms still bind it, with no_new_privs
- * and seccomp (docs/confinement.md, "Contract"). Only with no set at all is
- * it unconfined.
+ * What a privileged call runs with, said exactly (docs/confinement.md): no
+ * view, so hide, tmp, protect and git terms do not apply; its sets' Landlock,
+ * net and limit terms bind the stages they govern, with no_new_privs and
+ * seccomp; as root it still changes any file's metadata and acts on other
+ * processes. A stage no set governs, or a call with no set, is unconfined.
  */
 static const char *privileged_text(const json_t *cons, const json_t *pipeline)
 {
@@ -255,6 +255,98 @@ static const char *privileged_text(const json_t *cons, const json_t *pipeline)
 }
 
 static char *pipeline_text(const json_t *pipe);
+
+/* Which of the constraint sets (1-based, as listed below them) bind a stage. */
+static void bound_row(struct screen *sc, const json_t *bound, bool priv)
+{
+	if (!json_is_array(bound))
+		return;
+	char line[1024] = "";
+	size_t k, off = 0;
+	const json_t *x;
+	json_array_foreach(bound, k, x)
+	{
+		if (off + 32 >= sizeof(line))
+			break; /* at most 64 sets: never, in practice */
+		off += (size_t)snprintf(line + off, sizeof(line) - off, "%s%lld",
+					k ? ", " : "constraint set ",
+					(long long)json_integer_value(x) + 1);
+	}
+	if (json_array_size(bound) == 0)
+		snprintf(line, sizeof(line), "%s",
+			 priv ? "NO constraint set: runs as root, unconfined"
+			      : "no constraint set: only the call's own view");
+	screen_field(sc, "  bound by", line);
+}
+
+/*
+ * A grant the agent asks for: what it would let run, unprompted, as whom,
+ * how often and for how long, in words before the JSON (an attack hid a
+ * week-long root shell behind a reassuring reason).
+ */
+static void grant_rows(struct screen *sc, const json_t *grant)
+{
+	char line[1024];
+	long long uses = (long long)json_integer_value(json_object_get(grant, "uses"));
+	long long ttl = (long long)json_integer_value(json_object_get(grant, "ttl_s"));
+	(void)snprintf(line, sizeof(line),
+		       "%s, %lld use%s over %lld s (%.1f days), with no further prompt",
+		       json_is_true(json_object_get(grant, "privileged")) ? "AS ROOT (privileged)"
+									  : "as the caller",
+		       uses, uses == 1 ? "" : "s", ttl, (double)ttl / 86400.0);
+	screen_field(sc, "ASKS GRANT", line);
+	/* Patterns, as grant.c matches them (fnmatch, and never a ".." part). */
+	static const char note[] = "  (* ? [..] match any characters of a word, '/' too, never "
+				   "a '..' part; a last ** matches any further words, whatever "
+				   "they are)";
+	size_t i;
+	const json_t *st;
+	json_array_foreach(json_object_get(grant, "pipeline"), i, st)
+	{
+		char label[32];
+		json_t *one = json_pack("[O]", json_object_get(st, "argv"));
+		char *what = one ? pipeline_text(one) : NULL;
+		json_decref(one);
+		(void)snprintf(label, sizeof(label), "  stage %zu", i + 1);
+		screen_field(sc, label, json_string_value(json_object_get(st, "exe")));
+		size_t wl = what ? strlen(what) + sizeof(note) : 0;
+		char *shown = what ? malloc(wl) : NULL;
+		if (shown)
+			(void)snprintf(shown, wl, "%s%s", what, strpbrk(what, "*?[") ? note : "");
+		screen_field(sc, "    argv", shown ? shown : "?");
+		free(shown);
+		free(what);
+	}
+	char *g = json_dumps(grant, JSON_COMPACT | JSON_SORT_KEYS);
+	screen_field(sc, "  as JSON", g);
+	free(g);
+}
+
+/* An empty exec list is not "nothing": the defaults apply (and exec implies read). */
+static void default_exec_note(struct screen *sc, const json_t *cons)
+{
+	const json_t *set;
+	size_t ci;
+	bool default_exec = false;
+	json_array_foreach(cons, ci, set)
+	{
+		const json_t *ex = json_object_get(set, "exec");
+		default_exec |= json_is_array(ex) && json_array_size(ex) == 0 &&
+				json_array_size(json_object_get(set, "read")) > 0;
+	}
+	if (!default_exec)
+		return;
+	char dirs[256] = "", line[512];
+	for (size_t d = 0; d < CG_ARRAY_LEN(cg_confine_default_exec); d++)
+		if (cg_confine_default_exec[d])
+			snprintf(dirs + strlen(dirs), sizeof(dirs) - strlen(dirs), "%s%s",
+				 dirs[0] ? " " : "", cg_confine_default_exec[d]);
+	(void)snprintf(line, sizeof(line),
+		       "\"exec\":[] is the default program directories (%s), which the call "
+		       "may also read",
+		       dirs);
+	screen_field(sc, "  note", line);
+}
 
 /* The whole approval view of one pending call, as rows. */
 static void build_view(struct screen *sc, const json_t *p, size_t waiting)
@@ -312,26 +404,7 @@ static void build_view(struct screen *sc, const json_t *p, size_t waiting)
 		const char *found = json_string_value(json_object_get(st, "found"));
 		(void)snprintf(label, sizeof(label), "stage %zu runs", i + 1);
 		screen_field(sc, label, exe);
-		const json_t *bound = json_object_get(st, "constraint_sets");
-		if (json_is_array(bound)) {
-			/* Which of the constraint sets below bind this stage (1-based). */
-			size_t k, off = 0;
-			const json_t *x;
-			line[0] = '\0';
-			json_array_foreach(bound, k, x)
-			{
-				if (off + 32 >= sizeof(line))
-					break; /* at most 64 sets: never, in practice */
-				off += (size_t)snprintf(line + off, sizeof(line) - off, "%s%lld",
-							k ? ", " : "constraint set ",
-							(long long)json_integer_value(x) + 1);
-			}
-			if (json_array_size(bound) == 0)
-				snprintf(line, sizeof(line), "%s",
-					 priv ? "NO constraint set: runs as root, unconfined"
-					      : "no constraint set: only the call's own view");
-			screen_field(sc, "  bound by", line);
-		}
+		bound_row(sc, json_object_get(st, "constraint_sets"), priv);
 		if (json_is_true(json_object_get(st, "via_symlink")))
 			screen_field(sc, "  found as", found);
 		size_t k;
@@ -357,72 +430,12 @@ static void build_view(struct screen *sc, const json_t *p, size_t waiting)
 		screen_field(sc, "env", kv);
 		free(kv);
 	}
-	const json_t *grant = json_object_get(p, "grant");
-	if (grant) {
-		/*
-		 * The agent asks for a grant: what it would let run, unprompted, as
-		 * whom, how often and for how long, in words before the JSON (an
-		 * attack hid a week-long root shell behind a reassuring reason).
-		 */
-		long long uses = (long long)json_integer_value(json_object_get(grant, "uses"));
-		long long ttl = (long long)json_integer_value(json_object_get(grant, "ttl_s"));
-		(void)snprintf(line, sizeof(line),
-			       "%s, %lld use%s over %lld s (%.1f days), with no further prompt",
-			       json_is_true(json_object_get(grant, "privileged"))
-				   ? "AS ROOT (privileged)"
-				   : "as the caller",
-			       uses, uses == 1 ? "" : "s", ttl, (double)ttl / 86400.0);
-		screen_field(sc, "ASKS GRANT", line);
-		json_array_foreach(json_object_get(grant, "pipeline"), i, st)
-		{
-			char label[32];
-			json_t *one = json_pack("[O]", json_object_get(st, "argv"));
-			char *what = one ? pipeline_text(one) : NULL;
-			json_decref(one);
-			(void)snprintf(label, sizeof(label), "  stage %zu", i + 1);
-			screen_field(sc, label, json_string_value(json_object_get(st, "exe")));
-			/* Patterns, as grant.c matches them (fnmatch, and never a ".." part). */
-			static const char note[] =
-			    "  (* ? [..] match any characters of a word, '/' too, never a '..' "
-			    "part; a last ** matches any further words, whatever they are)";
-			bool pattern = what && strpbrk(what, "*?[");
-			size_t wl = what ? strlen(what) + sizeof(note) : 0;
-			char *shown = what ? malloc(wl) : NULL;
-			if (shown)
-				(void)snprintf(shown, wl, "%s%s", what, pattern ? note : "");
-			screen_field(sc, "    argv", shown ? shown : "?");
-			free(shown);
-			free(what);
-		}
-		char *g = json_dumps(grant, JSON_COMPACT | JSON_SORT_KEYS);
-		screen_field(sc, "  as JSON", g);
-		free(g);
-	}
+	if (json_object_get(p, "grant"))
+		grant_rows(sc, json_object_get(p, "grant"));
 	char *cons = json_dumps(json_object_get(p, "constraints"), JSON_COMPACT);
 	screen_field(sc, "constraints", cons);
 	free(cons);
-	/* An empty exec list is not "nothing": the defaults apply (and exec implies read). */
-	const json_t *set;
-	size_t ci;
-	bool default_exec = false;
-	json_array_foreach(json_object_get(p, "constraints"), ci, set)
-	{
-		const json_t *ex = json_object_get(set, "exec");
-		default_exec |= json_is_array(ex) && json_array_size(ex) == 0 &&
-				json_array_size(json_object_get(set, "read")) > 0;
-	}
-	if (default_exec) {
-		char dirs[256] = "";
-		for (size_t d = 0; d < CG_ARRAY_LEN(cg_confine_default_exec); d++)
-			if (cg_confine_default_exec[d])
-				snprintf(dirs + strlen(dirs), sizeof(dirs) - strlen(dirs), "%s%s",
-					 dirs[0] ? " " : "", cg_confine_default_exec[d]);
-		(void)snprintf(line, sizeof(line),
-			       "\"exec\":[] is the default program directories (%s), which the "
-			       "call may also read",
-			       dirs);
-		screen_field(sc, "  note", line);
-	}
+	default_exec_note(sc, json_object_get(p, "constraints"));
 	(void)snprintf(line, sizeof(line), "%s (%s, rung %s)",
 		       json_string_value(json_object_get(p, "rule_id")),
 		       json_string_value(json_object_get(p, "code")),
@@ -1080,8 +1093,6 @@ static int cmd_answer(const struct cg_cli *g, const char *action, const char *id
 	return rc;
 }
 
-#define GRANT_TTL_MAX (7LL * 86400)
-
 static int parse_duration(const char *s, int64_t *out)
 {
 	char *end;
@@ -1099,7 +1110,7 @@ static int parse_duration(const char *s, int64_t *out)
 	else if (*end == 's')
 		end++;
 	/* A grant lives at most 7 days (grant.c): said here, before anyone reads a call. */
-	if (*end || v > GRANT_TTL_MAX / mult)
+	if (*end || v > CG_GRANT_MAX_TTL_S / mult)
 		return -1;
 	*out = v * mult;
 	return 0;

@@ -90,6 +90,44 @@ static bool has_glob(const char *s)
 	return strpbrk(s, "*?[") != NULL;
 }
 
+/*
+ * The env a grant binds: an array of names, or an object of names and the
+ * exact values (the approver's g: "this exact call"). Into g->env (sorted)
+ * and g->env_values. 0, -1 with *err, or -2 out of memory.
+ */
+static int parse_env(struct cg_grant *g, json_t *env, struct cg_reply **err)
+{
+	bool values = json_is_object(env);
+	size_t n = values ? json_object_size(env) : json_array_size(env);
+	if ((!values && !json_is_array(env)) || n > 256)
+		return invalid(err, "'env' must be an array of up to 256 variable names, or an "
+				    "object of names and their exact values");
+	if (!(g->env = calloc(n + 1, sizeof(char *))))
+		return -2;
+	const char *k;
+	json_t *v;
+	void *it = values ? json_object_iter(env) : NULL;
+	for (size_t i = 0; i < n; i++) {
+		k = values ? json_object_iter_key(it) : json_string_value(json_array_get(env, i));
+		v = values ? json_object_iter_value(it) : NULL;
+		if (values && !json_is_string(v))
+			return invalid(err, "'env' values must be strings");
+		if (!k || !*k || strchr(k, '='))
+			return invalid(err, "'env' entries must be variable names");
+		if (!(g->env[i] = strdup(k)))
+			return -2;
+		g->n_env++;
+		it = values ? json_object_iter_next(env, it) : NULL;
+	}
+	qsort(g->env, g->n_env, sizeof(char *), cmp_str);
+	for (size_t i = 1; i < g->n_env; i++)
+		if (strcmp(g->env[i - 1], g->env[i]) == 0)
+			return invalid(err, "'env' names a variable twice");
+	if (values)
+		g->env_values = json_incref(env);
+	return 0;
+}
+
 int cg_grant_parse(json_t *spec, uid_t opened_by, int64_t now_wall_ns, struct cg_grant **out,
 		   struct cg_reply **err)
 {
@@ -229,57 +267,12 @@ int cg_grant_parse(json_t *spec, uid_t opened_by, int64_t now_wall_ns, struct cg
 	}
 	g->forward_agent = json_is_true(fwd);
 	json_t *env = json_object_get(spec, "env");
-	json_t *names = NULL;
-	if (json_is_object(env)) {
-		/* {name: value}: exact values (the approver's g: "this exact call"). */
-		const char *k;
-		json_t *v;
-		names = json_array();
-		json_object_foreach(env, k, v)
-		{
-			if (!json_is_string(v)) {
-				json_decref(names);
-				cg_grant_free(g);
-				return invalid(err, "'env' values must be strings");
-			}
-			json_array_append_new(names, json_string(k));
-		}
-		g->env_values = json_incref(env);
-		env = names;
-	}
-	if (env) {
-		if (!json_is_array(env) || json_array_size(env) > 256) {
-			json_decref(names);
-			cg_grant_free(g);
-			return invalid(err,
-				       "'env' must be an array of up to 256 variable names, or "
-				       "an object of names and their exact values");
-		}
-		g->env = calloc(json_array_size(env) + 1, sizeof(char *));
-		if (!g->env) {
-			json_decref(names);
-			goto oom;
-		}
-		for (size_t i = 0; i < json_array_size(env); i++) {
-			const char *e = json_string_value(json_array_get(env, i));
-			if (!e || !*e || strchr(e, '=')) {
-				json_decref(names);
-				cg_grant_free(g);
-				return invalid(err, "'env' entries must be variable names");
-			}
-			if (!(g->env[i] = strdup(e))) {
-				json_decref(names);
-				goto oom;
-			}
-			g->n_env++;
-		}
-		json_decref(names);
-		qsort(g->env, g->n_env, sizeof(char *), cmp_str);
-		for (size_t i = 1; i < g->n_env; i++)
-			if (strcmp(g->env[i - 1], g->env[i]) == 0) {
-				cg_grant_free(g);
-				return invalid(err, "'env' names a variable twice");
-			}
+	int env_rc = env ? parse_env(g, env, err) : 0;
+	if (env_rc == -2)
+		goto oom;
+	if (env_rc != 0) {
+		cg_grant_free(g);
+		return -1;
 	}
 	json_t *cwd = json_object_get(spec, "cwd");
 	if (cwd) {
@@ -411,16 +404,6 @@ static bool path_within(const struct cg_grant *g, const char *cwd, const char *w
 	return false;
 }
 
-/*
- * paths: the call's cwd and every word that could name a file stay within
- * them, read lexically from the cwd. Every word that is not an option is
- * read as a path (a bare "shadow" from cwd /etc is /etc/shadow); an option's
- * value is too, whether after '=' ("--directory=/etc") or attached to a
- * short option ("-C/etc", from its first '/'). A screen on the words, not
- * a boundary (docs/approval.md): a symlink inside the paths, or a program
- * that takes a path from a file, its environment or the next word after an
- * option, still reaches elsewhere; the rule's constraints are the boundary.
- */
 /* w[0..n) as a path from cwd (a copy, for a piece of a word). */
 static bool piece_within(const struct cg_grant *g, const char *cwd, const char *w, size_t n)
 {
@@ -518,11 +501,11 @@ static bool env_names_equal(const struct cg_grant *g, const struct cg_request *r
 	for (size_t i = 0; i < req->n_env; i++) {
 		if (!bsearch(&req->env[i].name, g->env, g->n_env, sizeof(char *), cmp_str))
 			return false;
+		if (!g->env_values)
+			continue;
 		const char *want =
-		    g->env_values
-			? json_string_value(json_object_get(g->env_values, req->env[i].name))
-			: NULL;
-		if (g->env_values && (!want || strcmp(want, req->env[i].value) != 0))
+		    json_string_value(json_object_get(g->env_values, req->env[i].name));
+		if (!want || strcmp(want, req->env[i].value) != 0)
 			return false; /* values bound, and this one differs */
 	}
 	return true; /* the wire refuses a name set twice, so equal counts suffice */

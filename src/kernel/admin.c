@@ -68,14 +68,6 @@ static struct cg_reply *admin_pending(struct cg_kernel *k, const struct admin_rq
 }
 
 /*
- * A call waiting for a person whose answer lets it run: a policy reloaded
- * meanwhile that now denies it wins. BLOCK is final, and an operator's
- * emergency deny must reach calls already waiting (found by a review).
- * Only the policy rung is asked again (the others count calls, and this is
- * not a new one); if it cannot decide, the call does not run either. True:
- * the call was refused (settled) and *r is the answerer's reply. k->lock held.
- */
-/*
  * Would the policy rung's verdict v show the person another call than the
  * one they were shown under the old policy's (in j's fold)? Another
  * decision, rule, number of approvers or constraint set.
@@ -103,6 +95,15 @@ static bool verdict_changed(const struct cg_job *j, const struct cg_verdict *v)
 	return false;
 }
 
+/*
+ * A call waiting for a person whose answer lets it run: a policy reloaded
+ * meanwhile that now denies it, or decides it otherwise than the person was
+ * shown (verdict_changed), wins. BLOCK is final, and an operator's
+ * emergency deny must reach calls already waiting (found by a review).
+ * Only the policy rung is asked again (the others count calls, and this is
+ * not a new one); if it cannot decide, the call does not run either. True:
+ * the call was refused (settled) and *r is the answerer's reply. k->lock held.
+ */
 static bool overruled_locked(struct cg_kernel *k, struct cg_job *j, const char *id,
 			     struct cg_reply **r)
 {
