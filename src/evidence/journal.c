@@ -89,10 +89,45 @@ int cg_event_type_from_name(const char *name, size_t len)
  * needed (verdicts, the log), it is parsed with jansson.
  */
 
+/* Objects whose keys are compared for repeats: this deep, this many keys each. */
+#define JV_KEYS_DEPTH 16
+#define JV_KEYS_MAX   48
+
+/* The keys read so far in each open object, when repeats are looked for. */
+struct jv_keys {
+	const char *at[JV_KEYS_DEPTH][JV_KEYS_MAX];
+	size_t len[JV_KEYS_DEPTH][JV_KEYS_MAX];
+	size_t n[JV_KEYS_DEPTH];
+	bool dup;    /* a key repeated within one object */
+	bool unsure; /* a key spelled with an escape, or past what is tracked */
+};
+
 struct jv {
 	const char *p, *end;
 	int depth;
+	struct jv_keys *keys; /* NULL: no key check */
 };
+
+/*
+ * The key just read (its quotes at k and j->p - 1) against its object's
+ * earlier ones. Raw bytes compare exactly when no key has an escape, so an
+ * escaped key (the daemon writes none) is left to jansson, as is an object
+ * deeper or wider than tracked.
+ */
+static void jv_key(struct jv *j, const char *k)
+{
+	struct jv_keys *t = j->keys;
+	size_t len = (size_t)(j->p - 1 - (k + 1)), d = (size_t)j->depth - 1;
+	if (t->unsure || d >= JV_KEYS_DEPTH || t->n[d] == JV_KEYS_MAX || memchr(k + 1, '\\', len)) {
+		t->unsure = true;
+		return;
+	}
+	for (size_t i = 0; i < t->n[d]; i++)
+		if (t->len[d][i] == len && memcmp(t->at[d][i], k + 1, len) == 0)
+			t->dup = true;
+	t->at[d][t->n[d]] = k + 1;
+	t->len[d][t->n[d]++] = len;
+}
 
 static void jv_ws(struct jv *j)
 {
@@ -113,10 +148,14 @@ static bool jv_string(struct jv *j)
 			return true;
 		if (c < 0x20)
 			return false;
+		if (c >= 0x80 && j->keys)
+			j->keys->unsure = true; /* UTF-8 validity is jansson's to judge */
 		if (c == '\\') {
 			if (j->p >= j->end)
 				return false;
 			c = (unsigned char)*j->p++;
+			if (c == 'u' && j->keys)
+				j->keys->unsure = true; /* \u0000 and lone surrogates too */
 			if (c == 'u') {
 				for (int k = 0; k < 4; k++, j->p++)
 					if (j->p >= j->end || !strchr(hexd, (*j->p | 0x20)) ||
@@ -162,7 +201,11 @@ static bool jv_number(struct jv *j)
 			j->p++;
 		if (j->p == d)
 			return false;
+		if (j->keys)
+			j->keys->unsure = true; /* a real that may overflow */
 	}
+	if (j->keys && j->p - s > 18)
+		j->keys->unsure = true; /* an integer that may not fit */
 	return j->p > s;
 }
 
@@ -179,6 +222,8 @@ static bool jv_container(struct jv *j, char close, bool object)
 {
 	if (++j->depth > 256)
 		return false;
+	if (object && j->keys && j->depth <= JV_KEYS_DEPTH)
+		j->keys->n[j->depth - 1] = 0;
 	j->p++;
 	jv_ws(j);
 	if (j->p < j->end && *j->p == close) {
@@ -189,8 +234,11 @@ static bool jv_container(struct jv *j, char close, bool object)
 	for (;;) {
 		jv_ws(j);
 		if (object) {
+			const char *k = j->p;
 			if (!jv_string(j))
 				return false;
+			if (j->keys)
+				jv_key(j, k);
 			jv_ws(j);
 			if (j->p >= j->end || *j->p != ':')
 				return false;
@@ -237,15 +285,83 @@ static bool jv_value(struct jv *j)
 	}
 }
 
-bool cg_json_object_valid(const char *p, size_t n)
+static bool jv_object(const char *p, size_t n, struct jv_keys *keys)
 {
-	struct jv j = { p, p + n, 0 };
+	struct jv j = { p, p + n, 0, keys };
 	if (n == 0 || *p != '{')
 		return false;
 	if (!jv_value(&j))
 		return false;
 	jv_ws(&j);
 	return j.p == j.end;
+}
+
+bool cg_json_object_valid(const char *p, size_t n)
+{
+	return jv_object(p, n, NULL);
+}
+
+/*
+ * The value of member key of the object at p (checked by jv_object, with
+ * no repeated or escaped key: the first match is the only one): its first
+ * byte, *vend past its last. NULL when absent.
+ */
+static const char *jv_get(const char *p, const char *end, const char *key, const char **vend)
+{
+	struct jv j = { p + 1, end, 0, NULL };
+	size_t kl = strlen(key);
+	for (;;) {
+		jv_ws(&j);
+		const char *k = j.p;
+		if (!jv_string(&j))
+			return NULL; /* the closing brace: absent */
+		bool hit = (size_t)(j.p - k) == kl + 2 && memcmp(k + 1, key, kl) == 0;
+		jv_ws(&j);
+		j.p++; /* the colon */
+		jv_ws(&j);
+		const char *v = j.p;
+		if (!jv_value(&j))
+			return NULL;
+		if (hit) {
+			*vend = j.p;
+			return v;
+		}
+		jv_ws(&j);
+		if (j.p >= j.end || *j.p != ',')
+			return NULL;
+		j.p++;
+	}
+}
+
+/* Member key as a string without escapes into out (cap incl. NUL): 1; 0 absent or not a string; -1 escaped or too long. */
+static int jv_get_plain(const char *p, const char *end, const char *key, char *out, size_t cap)
+{
+	const char *ve = NULL, *v = jv_get(p, end, key, &ve);
+	if (!v || *v != '"')
+		return 0;
+	size_t n = (size_t)(ve - v) - 2;
+	if (memchr(v + 1, '\\', n) || n + 1 > cap)
+		return -1;
+	memcpy(out, v + 1, n);
+	out[n] = '\0';
+	return 1;
+}
+
+/* Member key as an integer (jansson's: no fraction, no exponent): 1; 0 absent or not one. */
+static int jv_get_int(const char *p, const char *end, const char *key, long long *out)
+{
+	const char *ve = NULL, *v = jv_get(p, end, key, &ve);
+	if (!v || !(*v == '-' || (*v >= '0' && *v <= '9')) || memchr(v, '.', (size_t)(ve - v)) ||
+	    memchr(v, 'e', (size_t)(ve - v)) || memchr(v, 'E', (size_t)(ve - v)))
+		return 0;
+	char num[24];
+	size_t n = (size_t)(ve - v);
+	if (n >= sizeof(num))
+		return 0; /* not reached: a longer number made the key check unsure */
+	memcpy(num, v, n);
+	num[n] = '\0';
+	*out = strtoll(num, NULL, 10);
+	return 1;
 }
 
 /* ---- the line parser ----------------------------------------------------- */
@@ -313,11 +429,66 @@ static bool is_hex64(const char *s)
 	return bad == 0;
 }
 
+static bool fields_needed(int type)
+{
+	return type == CG_EV_DECISION || type == CG_EV_SEAL || type == CG_EV_APPROVAL_ANS ||
+	       type == CG_EV_REFUSAL;
+}
+
+/*
+ * parse_payload_fields read without building a tree, from a payload that
+ * jv_object found to be what jansson reads alike: no key repeated in any
+ * object, none escaped, no \u escape, no byte above 0x7f, no number that
+ * might overflow. 0, -1 (the same answers as jansson's), or 1 when a value
+ * read here is escaped or too long (jansson reads it instead).
+ */
+static int payload_fields_fast(struct cg_evline *o, const char *p, size_t n)
+{
+	const char *end = p + n;
+	if (o->type == CG_EV_APPROVAL_ANS) {
+		char out[32];
+		long long have = 0, need = 0;
+		int ro = jv_get_plain(p, end, "outcome", out, sizeof(out));
+		int rh = jv_get_int(p, end, "have", &have), rn = jv_get_int(p, end, "need", &need);
+		if (ro < 0)
+			return 1;
+		o->lets_run =
+		    ro == 1 && (strcmp(out, "grant") == 0 || (strcmp(out, "approved") == 0 &&
+							      rh == 1 && rn == 1 && have >= need));
+		return 0;
+	}
+	if (o->type == CG_EV_DECISION || o->type == CG_EV_REFUSAL) {
+		const char *dj = p, *dend = end;
+		if (o->type == CG_EV_REFUSAL)
+			dj = jv_get(p, end, "decision", &dend);
+		char d[sizeof(o->decision)];
+		int rd = dj && *dj == '{' ? jv_get_plain(dj, dend, "decision", d, sizeof(d)) : 0;
+		if (rd < 0)
+			return 1;
+		if (dj && rd != 1)
+			return -1;
+		if (rd == 1)
+			memcpy(o->decision, d, strlen(d) + 1);
+		const char *re = NULL,
+			   *r = o->type == CG_EV_REFUSAL ? jv_get(p, end, "reply", &re) : NULL;
+		return o->type == CG_EV_REFUSAL && !(r && *r == '{') ? -1 : 0;
+	}
+	long long ev = 0;
+	char h[65];
+	int re = jv_get_int(p, end, "events", &ev), rh = jv_get_plain(p, end, "head", h, sizeof(h));
+	if (rh < 0)
+		return 1;
+	if (re != 1 || ev < 0 || rh != 1 || !is_hex64(h))
+		return -1;
+	o->seal_events = (uint64_t)ev;
+	memcpy(o->seal_head, h, 65);
+	return 0;
+}
+
 /* Decision, refusal and seal payloads carry what the structure check (and log) need. */
 static int parse_payload_fields(struct cg_evline *o, const char *p, size_t n)
 {
-	if (o->type != CG_EV_DECISION && o->type != CG_EV_SEAL && o->type != CG_EV_APPROVAL_ANS &&
-	    o->type != CG_EV_REFUSAL)
+	if (!fields_needed(o->type))
 		return 0;
 	json_t *pl = json_loadb(p, n, JSON_REJECT_DUPLICATES, NULL);
 	if (!pl)
@@ -418,18 +589,32 @@ static int evline_parse(const char *line, size_t len, struct cg_evline *o, const
 	}
 	o->payload_off = (size_t)(c.p - line);
 	o->payload_len = (size_t)(tail - c.p);
-	if (!cg_json_object_valid(c.p, o->payload_len)) {
+	int type_id = cg_event_type_from_name(type, strlen(type));
+	/* The payload's fields are read without jansson when it would read them alike. */
+	struct jv_keys keys;
+	bool with_keys = fields && fields_needed(type_id);
+	if (with_keys) {
+		keys.dup = false;
+		keys.unsure = false;
+	}
+	if (!jv_object(c.p, o->payload_len, with_keys ? &keys : NULL)) {
 		snprintf(why, why_len, "payload is not one JSON object");
 		return -1;
 	}
 	memcpy(o->type_name, type, sizeof(type));
-	o->type = cg_event_type_from_name(type, strlen(type));
+	o->type = type_id;
 	if (o->type < 0) {
 		*check = "type_unknown";
 		snprintf(why, why_len, "event type '%s' is not in the closed set", type);
 		return -1;
 	}
-	if (fields && parse_payload_fields(o, c.p, o->payload_len) < 0) {
+	int fast = !with_keys	 ? 0
+		   : keys.dup	 ? -1
+		   : keys.unsure ? 1
+				 : payload_fields_fast(o, c.p, o->payload_len);
+	if (fast == 1)
+		fast = parse_payload_fields(o, c.p, o->payload_len);
+	if (fast < 0) {
 		snprintf(why, why_len, "%s payload lacks its required members", type);
 		return -1;
 	}

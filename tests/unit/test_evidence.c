@@ -1546,3 +1546,111 @@ Test(evidence, index_lines_naming_lost_bytes_are_dropped_and_rebuilt)
 	cr_assert_eq(access(p, F_OK), 0, "r3 was rebuilt from the journal");
 	ASSERT_PASSES(NULL);
 }
+
+/*
+ * A line of type `type` around `payload`, as cg_evline_parse reads it (the
+ * hash is not checked by the parse: hash_ok is a separate fact).
+ */
+static int parse_payload(const char *type, const char *payload, struct cg_evline *o)
+{
+	char line[8192];
+	snprintf(
+	    line, sizeof(line),
+	    "{\"seq\":1,\"trace\":\"11111111-2222-4333-8444-555555555555\",\"tseq\":1,"
+	    "\"type\":\"%s\",\"ts\":\"2026-11-27T00:00:00.000Z\",\"prev\":\"%s\",\"tprev\":\"%s\","
+	    "\"payload\":%s,\"hash\":\"%s\"}\n",
+	    type, cg_journal_genesis(), cg_journal_genesis(), payload, cg_journal_genesis());
+	const char *check;
+	char why[200];
+	return cg_evline_parse(line, strlen(line), o, &check, why, sizeof(why));
+}
+
+/*
+ * The payload fields the structure check needs are read without building a
+ * tree when jansson would read them alike, and by jansson otherwise: the
+ * answers must be jansson's either way (repeated keys at any depth, escapes,
+ * bytes jansson refuses, numbers that overflow, members of the wrong kind).
+ */
+Test(evidence, payload_fields_read_as_jansson_reads_them)
+{
+	struct cg_evline o;
+	const char *hex = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+	char buf[4096];
+	cr_assert_eq(
+	    parse_payload("refusal", "{\"decision\":{\"decision\":\"BLOCK\"},\"reply\":{}}", &o),
+	    0);
+	cr_assert_str_eq(o.decision, "BLOCK");
+	cr_assert_eq(parse_payload("refusal", "{\"reply\":{\"code\":\"x\"}}", &o), 0);
+	cr_assert_str_eq(o.decision, "");
+	cr_assert_eq(parse_payload("refusal",
+				   "{\"decision\":{\"decision\":\"BL\\u004fCK\"},\"reply\":{}}",
+				   &o),
+		     0);
+	cr_assert_str_eq(o.decision, "BLOCK", "an escaped value is decoded as jansson does");
+	const char *bad_refusals[] = {
+		"{\"decision\":{\"decision\":\"BLOCK\"},\"reply\":[]}",
+		"{\"decision\":null,\"reply\":{}}",
+		"{\"decision\":{\"rule\":\"x\"},\"reply\":{}}",
+		"{\"decision\":{\"decision\":\"BLOCK\"}}",
+		"{\"decision\":{\"decision\":\"BLOCK\",\"decision\":\"ALLOW\"},\"reply\":{}}",
+		"{\"decision\":{\"decision\":\"BLOCK\",\"decisio\\u006e\":\"ALLOW\"},\"reply\":{}}",
+		"{\"decision\":{\"decision\":\"BLOCK\"},\"reply\":{\"a\":{\"b\":{\"c\":1,\"c\":2}}}"
+		"}",
+		"{\"decision\":{\"decision\":\"BLOCK\"},\"reply\":{\"m\":\"\\u0000\"}}",
+		"{\"decision\":{\"decision\":\"BLOCK\"},\"reply\":{\"m\":\"\xff\"}}",
+		"{\"decision\":{\"decision\":\"BLOCK\"},\"reply\":{\"n\":123456789012345678901234}"
+		"}",
+		"{\"decision\":{\"decision\":\"BLOCK\"},\"reply\":{\"n\":1e999}}",
+	};
+	for (size_t i = 0; i < sizeof(bad_refusals) / sizeof(bad_refusals[0]); i++)
+		cr_assert_lt(parse_payload("refusal", bad_refusals[i], &o), 0, "accepted: %s",
+			     bad_refusals[i]);
+	/* Wider than the key check tracks: a repeat among 60 keys is still found. */
+	size_t at = (size_t)snprintf(buf, sizeof(buf),
+				     "{\"decision\":{\"decision\":\"BLOCK\"},\"reply\":{");
+	for (int i = 0; i < 60; i++)
+		at += (size_t)snprintf(buf + at, sizeof(buf) - at, "\"k%d\":1,", i);
+	snprintf(buf + at, sizeof(buf) - at, "\"k3\":2}}");
+	cr_assert_lt(parse_payload("refusal", buf, &o), 0);
+	cr_assert_eq(
+	    parse_payload("decision", "{\"decision\":\"ALLOW\",\"x\":[1,2.5,{\"y\":true}]}", &o),
+	    0);
+	cr_assert_str_eq(o.decision, "ALLOW");
+	cr_assert_lt(parse_payload("decision", "{\"rule\":\"x\"}", &o), 0);
+	cr_assert_lt(parse_payload("decision", "{\"decision\":7}", &o), 0);
+
+	cr_assert_eq(parse_payload("approval.answered",
+				   "{\"outcome\":\"approved\",\"have\":2,\"need\":2}", &o),
+		     0);
+	cr_assert(o.lets_run);
+	cr_assert_eq(parse_payload("approval.answered",
+				   "{\"outcome\":\"approved\",\"have\":1,\"need\":2}", &o),
+		     0);
+	cr_assert_not(o.lets_run);
+	cr_assert_eq(parse_payload("approval.answered",
+				   "{\"outcome\":\"approved\",\"have\":2.0,\"need\":2}", &o),
+		     0);
+	cr_assert_not(o.lets_run, "a real is not an integer to jansson");
+	cr_assert_eq(parse_payload("approval.answered", "{\"outcome\":\"gr\\u0061nt\"}", &o), 0);
+	cr_assert(o.lets_run);
+	cr_assert_eq(parse_payload("approval.answered",
+				   "{\"outcome\":\"denied\",\"have\":9,\"need\":1}", &o),
+		     0);
+	cr_assert_not(o.lets_run);
+
+	snprintf(buf, sizeof(buf), "{\"events\":3,\"head\":\"%s\"}", hex);
+	cr_assert_eq(parse_payload("seal", buf, &o), 0);
+	cr_assert_eq(o.seal_events, 3);
+	cr_assert_str_eq(o.seal_head, hex);
+	const char *bad_seals[][2] = { { "{\"events\":-1,\"head\":\"", "\"}" },
+				       { "{\"events\":3e0,\"head\":\"", "\"}" },
+				       { "{\"events\":3,\"head\":\"x", "\"}" },
+				       { "{\"events\":3,\"events\":4,\"head\":\"", "\"}" },
+				       { "{\"events\":99999999999999999999,\"head\":\"", "\"}" } };
+	for (size_t i = 0; i < sizeof(bad_seals) / sizeof(bad_seals[0]); i++) {
+		snprintf(buf, sizeof(buf), "%s%s%s", bad_seals[i][0], hex, bad_seals[i][1]);
+		cr_assert_lt(parse_payload("seal", buf, &o), 0, "accepted: %s", buf);
+	}
+	/* Other types' payloads are checked for form only, as before. */
+	cr_assert_eq(parse_payload("rung", "{\"a\":1,\"a\":2}", &o), 0);
+}
