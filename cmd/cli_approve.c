@@ -17,6 +17,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <libgen.h>
 #include <limits.h>
 #include <poll.h>
@@ -25,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <termios.h>
 #include <unistd.h>
 
@@ -45,18 +47,37 @@ static const char *admin_path(const struct cg_cli *g, char *buf, size_t len)
 	return buf;
 }
 
+/* Why the last admin_call got no response: an errno (EACCES: this user may not connect). */
+static int admin_errno;
+
 /* One admin round trip. Returns the response (caller decrefs) or NULL after printing why. */
 static json_t *admin_call(const struct cg_cli *g, json_t *req)
 {
 	char buf[PATH_MAX + 16], err[256] = "";
 	json_t *resp = NULL;
-	if (cg_client_call(admin_path(g, buf, sizeof(buf)), req, 10000, &resp, err, sizeof(err)) !=
-	    0) {
-		fprintf(stderr, "callgate: cannot reach the admin socket %s: %s\n",
-			admin_path(g, buf, sizeof(buf)), err[0] ? err : strerror(errno));
-		return NULL;
+	const char *path = admin_path(g, buf, sizeof(buf));
+	if (cg_client_call(path, req, 10000, &resp, err, sizeof(err)) == 0)
+		return resp;
+	admin_errno = errno;
+	struct stat st;
+	if ((admin_errno == EACCES || admin_errno == EPERM) && stat(path, &st) == 0) {
+		const struct group *gr = getgrgid(st.st_gid);
+		fprintf(stderr,
+			"callgate: the admin socket %s is not open to uid %d: it serves root, its "
+			"owner and group %s (callgated --admin-group); answering calls also needs "
+			"an approver (--approver-uid, --approver-group)\n",
+			path, (int)getuid(), gr ? gr->gr_name : "(none)");
+	} else {
+		fprintf(stderr, "callgate: cannot reach the admin socket %s: %s\n", path,
+			err[0] ? err : strerror(admin_errno));
 	}
-	return resp;
+	return NULL;
+}
+
+/* The exit status for an admin_call that got no response: not allowed, or not reached. */
+static int unreached(void)
+{
+	return admin_errno == EACCES || admin_errno == EPERM ? CG_EXIT_DENIED : CG_EXIT_UNAVAILABLE;
 }
 
 static const json_t *reply_of(const json_t *resp)
@@ -737,7 +758,7 @@ static int tui(const struct cg_cli *g, int64_t grant_uses, int64_t grant_ttl)
 	while (!interrupted) {
 		json_t *resp = fetch_pending(g);
 		if (!resp) {
-			rc = CG_EXIT_UNAVAILABLE;
+			rc = unreached();
 			break;
 		}
 		const json_t *list = pending_list(resp);
@@ -970,7 +991,7 @@ static int cmd_pending(const struct cg_cli *g, bool json)
 {
 	json_t *resp = fetch_pending(g);
 	if (!resp)
-		return CG_EXIT_UNAVAILABLE;
+		return unreached();
 	const json_t *list = pending_list(resp);
 	if (json) {
 		char *s = json_dumps(resp, JSON_COMPACT);
@@ -1034,7 +1055,7 @@ static int cmd_answer(const struct cg_cli *g, const char *action, const char *id
 {
 	json_t *resp = fetch_pending(g);
 	if (!resp)
-		return CG_EXIT_UNAVAILABLE;
+		return unreached();
 	const json_t *p = find_pending(pending_list(resp), id);
 	if (!p) {
 		/*
@@ -1073,7 +1094,7 @@ static int cmd_answer(const struct cg_cli *g, const char *action, const char *id
 		json_object_set_new(req, "why", json_string(why));
 	json_t *ans = req ? admin_call(g, req) : NULL;
 	json_decref(req);
-	int rc = ans ? report(ans, json) : CG_EXIT_UNAVAILABLE;
+	int rc = ans ? report(ans, json) : unreached();
 	if (rc == CG_EXIT_OK && !json && p) {
 		/* What the answer applied to, said back: its command and any grant it asked. */
 		char *c = pipeline_text(json_object_get(p, "pipeline"));
@@ -1326,7 +1347,7 @@ static int cmd_grant(const struct cg_cli *g, int argc, char **argv)
 	json_t *resp = admin_call(g, req);
 	json_decref(req);
 	if (!resp)
-		return CG_EXIT_UNAVAILABLE;
+		return unreached();
 	int rc = report(resp, json);
 	const json_t *grants = json_object_get(json_object_get(reply_of(resp), "data"), "grants");
 	if (!json && rc == CG_EXIT_OK && json_is_array(grants)) {

@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "reply.h"
 #include "util.h"
 
 #define CLIENT_MAX_RESPONSE CG_CLI_MAX_RESPONSE
@@ -526,14 +527,27 @@ int cg_client_call(const char *socket_path, json_t *request, int64_t timeout_ms,
 	return cg_client_call_wait(socket_path, request, timeout_ms, NULL, response, err, err_len);
 }
 
+/* The admin socket's refusals of who the peer is: not allowed, rather than a failure. */
+static bool refused_peer(const char *code)
+{
+	static const enum cg_reply_id ids[] = { CG_R_ADMIN_PEER_REFUSED, CG_R_ADMIN_PEER_IN_CALL,
+						CG_R_APPROVER_NOT_ALLOWED };
+	for (size_t i = 0; code && i < sizeof(ids) / sizeof(ids[0]); i++)
+		if (strcmp(code, cg_reply_registry[ids[i]].code) == 0)
+			return true;
+	return false;
+}
+
 int cg_client_exit_code(const json_t *response)
 {
 	const char *status = json_string_value(json_object_get(response, "status"));
-	const char *type =
-	    json_string_value(json_object_get(json_object_get(response, "reply"), "type"));
+	const json_t *reply = json_object_get(response, "reply");
+	const char *type = json_string_value(json_object_get(reply, "type"));
 	/* The deadline statuses first: a command deadline is an E with status timeout. */
 	if (status && strcmp(status, "timeout") == 0)
 		return CG_EXIT_TIMEOUT;
+	if (refused_peer(json_string_value(json_object_get(reply, "code"))))
+		return CG_EXIT_DENIED;
 	if (type && type[0] && !type[1]) {
 		switch (type[0]) {
 		case 'I':

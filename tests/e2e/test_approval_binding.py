@@ -201,6 +201,38 @@ class AdminPeersArePeople(unittest.TestCase):
             t.join(WAIT)
             self.assertTrue(os.path.exists(marker))
 
+    @unittest.skipUnless(shutil.which("setpriv") and os.getuid() == 0, "root and util-linux")
+    def test_the_cli_says_who_may_not_answer(self):
+        # A person refused by the admin socket is not allowed (77), not a failure (70, 69).
+        with daemon(flags=["--admin-group", "nogroup"]) as d:
+            os.chmod(d.tmp, 0o755)
+            marker = os.path.join(d.workspace, "answered-by-whom")
+            t, box = call_async(d, cgtest.make_request([["touch", marker]], privileged=False))
+            p = wait_pending(d, 1)[0]
+
+            def cli_as(uid, gid, *args):
+                return subprocess.run(
+                    ["setpriv", "--reuid=%d" % uid, "--regid=%d" % gid, "--clear-groups",
+                     cgtest.CALLGATE, "--socket", d.socket, "--admin-socket", d.admin_socket]
+                    + list(args), capture_output=True, text=True, timeout=WAIT)
+            # In the admin group, not an approver: the daemon's E-005, exit 77.
+            r = cli_as(65534, 65534, "approve", p["trace_id"])
+            self.assertEqual(r.returncode, 77, r)
+            self.assertIn("MCP-IO-E-005", r.stderr)
+            # Not in the admin group: the socket itself refuses; the message says who it serves.
+            r = cli_as(65533, 65533, "approve", p["trace_id"])
+            self.assertEqual(r.returncode, 77, r)
+            self.assertIn("group nogroup", r.stderr)
+            r = cli_as(65533, 65533, "pending")
+            self.assertEqual(r.returncode, 77, r)
+            # By effect: nothing was answered.
+            time.sleep(0.3)
+            self.assertFalse(os.path.exists(marker))
+            self.assertEqual(len(pending(d)), 1)
+            r = d.cli("deny", p["trace_id"])
+            self.assertEqual(r.returncode, 0, r)
+            t.join(WAIT)
+
     def test_configured_approver_uid_answers(self):
         with daemon(flags=["--admin-group", "nogroup", "--approver-uid", "65534"]) as d:
             os.chmod(d.tmp, 0o755)
