@@ -580,6 +580,32 @@ static void print_rules(const json_t *data)
 		printf("\n");
 }
 
+/* What an UNKNOWN would meet if it were sent: an open grant, a person, or a refusal. */
+static void print_next(const json_t *ap)
+{
+	const json_t *gr = json_object_get(ap, "grant");
+	json_int_t people = json_integer_value(json_object_get(ap, "approvers"));
+	if (gr) {
+		const char *id = json_string_value(json_object_get(gr, "grant_id"));
+		const char *until = json_string_value(json_object_get(gr, "expires"));
+		printf("next:        open grant %s would run it without asking (%lld uses left, "
+		       "until %s)\n",
+		       id ? id : "?",
+		       (long long)json_integer_value(json_object_get(gr, "uses_left")),
+		       until ? until : "?");
+	} else if (json_is_true(json_object_get(ap, "enabled"))) {
+		printf("next:        it would wait for %s (refused if unanswered in %lld s)\n",
+		       people > 1 ? "several approvers" : "a person's approval",
+		       (long long)(json_integer_value(json_object_get(ap, "timeout_ms")) / 1000));
+		if (people > 1)
+			printf("             %lld distinct approvers must say yes\n",
+			       (long long)people);
+	} else if (ap) {
+		printf("next:        it would be refused: approval is off on this daemon and no "
+		       "open grant covers it\n");
+	}
+}
+
 int cg_cli_gate(const struct cg_cli *g, int argc, char **argv)
 {
 	int ret = CG_EXIT_USAGE;
@@ -648,6 +674,8 @@ int cg_cli_gate(const struct cg_cli *g, int argc, char **argv)
 			cg_cli_print_value(stdout, c);
 			putchar('\n');
 		}
+		if (strcmp(decision, "UNKNOWN") == 0)
+			print_next(json_object_get(data, "approval"));
 		printf("trace:       %s\n", trace ? trace : "-");
 	}
 	/* As a check mode: exit 0 only when the call would run (doas -C style). */

@@ -125,6 +125,30 @@ bool nobody_to_ask(struct cg_kernel *k, const struct cg_job *j)
 	return none;
 }
 
+json_t *gate_approval(struct cg_kernel *k, const struct cg_job *j)
+{
+	char sha[65];
+	json_t *view = cg_approval_view(&j->gate.call, &j->gate.folded, j->trace_id, "", sha);
+	pthread_mutex_lock(&k->lock);
+	bool enabled = k->approval;
+	struct cg_grant *gr =
+	    view ? grant_for_locked(k, j, json_object_get(view, "constraints")) : NULL;
+	json_t *grant = gr ? cg_grant_to_json(gr) : NULL;
+	pthread_mutex_unlock(&k->lock);
+	json_decref(view);
+	json_t *a = json_pack("{s:b,s:I,s:i}", "enabled", enabled, "timeout_ms",
+			      (json_int_t)approval_timeout(k, j->gen), "approvers",
+			      j->gate.folded.approvers > 1 ? j->gate.folded.approvers : 1);
+	if (a && grant)
+		json_object_set_new(a, "grant",
+				    json_pack("{s:O,s:O,s:O}", "grant_id",
+					      json_object_get(grant, "grant_id"), "uses_left",
+					      json_object_get(grant, "uses_left"), "expires",
+					      json_object_get(grant, "expires")));
+	json_decref(grant);
+	return a;
+}
+
 int defer_to_human(struct cg_kernel *k, struct cg_job *j, struct cg_job **job_out)
 {
 	char exe[4096];

@@ -122,11 +122,9 @@ static void answer_gate(struct cg_kernel *k, struct cg_job *j)
 	    cg_reply_new(CG_R_GATE_DONE, "{s:s,s:s}", "decision", cg_decision_name(f->decision),
 			 "rule_id", f->rule_id ? f->rule_id : "");
 	json_t *data = json_deep_copy(j->decision);
-	/* What an UNKNOWN would meet if it ran: a human (and for how long), or a refusal. */
+	/* What an UNKNOWN would meet if it ran: an open grant, a human (for how long), or a refusal. */
 	if (data && f->decision == CG_UNKNOWN)
-		json_object_set_new(data, "approval",
-				    json_pack("{s:b,s:I}", "enabled", k->approval, "timeout_ms",
-					      (json_int_t)approval_timeout(k, j->gen)));
+		json_object_set_new(data, "approval", gate_approval(k, j));
 	cg_reply_set_data(r, data);
 	answer_sealed_now(k, j->respond, j->cookie, j->gate.req->id, j->trace_id, r, f, j->decision,
 			  j->gen);

@@ -300,6 +300,12 @@ int defer_to_human(struct cg_kernel *k, struct cg_job *j, struct cg_job **job_ou
  * refusal like a BLOCK (one event). Conservative: false when unsure.
  */
 bool nobody_to_ask(struct cg_kernel *k, const struct cg_job *j);
+/*
+ * What an UNKNOWN call would meet if it were sent (a gate dry run's answer):
+ * {enabled, timeout_ms, approvers, grant?}, where grant names the open
+ * grant that would run it without asking (none is used). New reference.
+ */
+json_t *gate_approval(struct cg_kernel *k, const struct cg_job *j);
 /* An agent's grant request: validated, then queued for a human. Consumes j. */
 void request_grant(struct cg_kernel *k, struct cg_job *j, bool claimed, struct cg_job **job_out);
 /*

@@ -233,6 +233,30 @@ class AdminPeersArePeople(unittest.TestCase):
             self.assertEqual(r.returncode, 0, r)
             t.join(WAIT)
 
+    def test_gate_says_what_an_unknown_would_meet(self):
+        # A dry run names the next step: a person, an open grant (not used up), or a refusal.
+        with daemon() as d:
+            marker = os.path.join(d.workspace, "gated")
+            r = d.cli("gate", "--no-privileged", "--", "touch", marker)
+            self.assertEqual(r.returncode, 75, r)
+            self.assertIn(b"next:        it would wait for a person's approval", r.stdout)
+            gid = d.admin("grant_open", grant={"pipeline": [{"exe": "/usr/bin/touch",
+                                                             "argv": ["touch", "**"]}],
+                                               "uses": 2, "ttl_s": 60})["reply"]["data"]["grant_id"]
+            r = d.cli("gate", "--no-privileged", "--", "touch", marker)
+            self.assertIn(("next:        open grant %s would run it without asking (2 uses left"
+                           % gid).encode(), r.stdout)
+            data = json.loads(d.cli("gate", "--json", "--no-privileged", "--", "touch",
+                                    marker).stdout)["reply"]["data"]
+            self.assertEqual(data["approval"]["grant"]["grant_id"], gid, data)
+            # By effect: the dry runs used nothing and ran nothing.
+            grants = d.admin("grant_list")["reply"]["data"]["grants"]
+            self.assertEqual(grants[0]["uses_left"], 2, grants)
+            self.assertFalse(os.path.exists(marker))
+        with cgtest.Daemon(policy_text=POLICY) as d:
+            r = d.cli("gate", "--no-privileged", "--", "touch", "x")
+            self.assertIn(b"it would be refused: approval is off on this daemon", r.stdout)
+
     def test_configured_approver_uid_answers(self):
         with daemon(flags=["--admin-group", "nogroup", "--approver-uid", "65534"]) as d:
             os.chmod(d.tmp, 0o755)
