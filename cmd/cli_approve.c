@@ -249,7 +249,8 @@ static void screen_field(struct screen *sc, const char *label, const char *value
  * view, so hide, tmp, protect and git terms do not apply; its sets' Landlock,
  * net and limit terms bind the stages they govern, with no_new_privs and
  * seccomp; as root it still changes any file's metadata and acts on other
- * processes. A stage no set governs, or a call with no set, is unconfined.
+ * processes; it follows no symlink where the agent writes (cg_view_nosymfollow).
+ * A stage no set governs, or a call with no set, is unconfined.
  */
 static const char *privileged_text(const json_t *cons, const json_t *pipeline)
 {
@@ -272,7 +273,9 @@ static const char *privileged_text(const json_t *cons, const json_t *pipeline)
 	return "YES: runs as root on the host's own files (no view: hide, tmp, protect and git "
 	       "do not apply); the constraints below bind what it reads, writes and runs, its "
 	       "network and limits (with no_new_privs and seccomp), but as root it can still "
-	       "chmod, chown and touch any file and renice or prlimit other processes";
+	       "chmod, chown and touch any file and renice or prlimit other processes; it follows "
+	       "no symlink under the workspaces, the agent's home and /tmp, but a path elsewhere "
+	       "that the agent can write may lead to any file";
 }
 
 static char *pipeline_text(const json_t *pipe);
@@ -503,7 +506,8 @@ static json_t *json_literal(const json_t *s)
  * the session become literal patterns (metacharacters escaped, so that a
  * literal `*` in an argument is never a glob), and it binds everything else
  * that changes what runs: the resolved executables, privileged, the peer
- * uid (hence the run uid), cwd, host, env names and constraints.
+ * uid (hence the run uid), cwd, host, env names and values, constraints,
+ * forward_agent, and the call's deadline as its longest.
  */
 static json_t *literal_grant(const json_t *p, int64_t uses, int64_t ttl)
 {
@@ -533,6 +537,8 @@ static json_t *literal_grant(const json_t *p, int64_t uses, int64_t ttl)
 		json_object_set(g, "cwd", json_object_get(p, "cwd"));
 	if (g && json_is_true(json_object_get(p, "forward_agent")))
 		json_object_set_new(g, "forward_agent", json_true());
+	if (g && json_is_integer(json_object_get(p, "timeout_ms")))
+		json_object_set(g, "timeout_ms", json_object_get(p, "timeout_ms"));
 	return g;
 }
 
@@ -968,7 +974,8 @@ static void print_grant(const json_t *gr)
 	printf("    uid %s", json_is_integer(uid) ? "" : "any");
 	if (json_is_integer(uid))
 		printf("%lld", (long long)json_integer_value(uid));
-	static const char *const rest[] = { "env", "cwd", "host", "paths", "constraints" };
+	static const char *const rest[] = { "env",   "cwd",	   "host",
+					    "paths", "timeout_ms", "constraints" };
 	for (size_t i = 0; i < CG_ARRAY_LEN(rest); i++) {
 		json_t *v = json_object_get(gr, rest[i]);
 		if (!v || (json_is_array(v) && json_array_size(v) == 0 && strcmp(rest[i], "env")))
@@ -980,6 +987,8 @@ static void print_grant(const json_t *gr)
 		else
 			cg_cli_print_value(stdout, v); /* as text, control characters replaced */
 	}
+	if (json_is_true(json_object_get(gr, "forward_agent")))
+		printf("; ssh agent forwarded");
 	printf("\n");
 	free(what);
 	free(id);
@@ -1179,6 +1188,7 @@ static const struct cg_cli_opt grant_open_opts[] = {
 	{ "--host", "HOST", "only calls with exactly this host" },
 	{ "--uses", "N", "number of uses (required)" },
 	{ "--ttl", "DURATION", "lifetime: N, Ns, Nm or Nh (required)" },
+	{ "--timeout", "DURATION", "only calls whose deadline is at most DURATION" },
 	{ "--json", NULL, "print the daemon's response as JSON" },
 	{ 0 },
 };
@@ -1303,6 +1313,10 @@ static int cmd_grant(const struct cg_cli *g, int argc, char **argv)
 			else if (strcmp(a, "--ttl") == 0 && parse_duration(v, &n) == 0)
 				json_object_set_new(spec, "ttl_s", json_integer(n));
 			else if (strcmp(a, "--ttl") == 0)
+				bad = bad_duration("grant open", a, v);
+			else if (strcmp(a, "--timeout") == 0 && parse_duration(v, &n) == 0)
+				json_object_set_new(spec, "timeout_ms", json_integer(n * 1000));
+			else if (strcmp(a, "--timeout") == 0)
 				bad = bad_duration("grant open", a, v);
 			else
 				bad = cg_cli_bad_option("grant open", a, "bad value for",

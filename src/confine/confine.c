@@ -10,6 +10,9 @@
  * makes async-signal-safe calls, in this order, each for a reason:
  *
  *   1. umask          files the command creates are private by default.
+ *      mount ns       a privileged call (no view, as root): symlinks under the
+ *                     workspaces, the peer's home and /tmp are not followed
+ *                     (cg_view_nosymfollow); needs CAP_SYS_ADMIN.
  *   2. network ns     needs CAP_SYS_ADMIN, so before any privilege is dropped
  *                     (skipped when the child was born in a pooled one:
  *                     cg_confine_spawn, netns.c).
@@ -97,6 +100,9 @@ struct cg_confine_plan {
 	gid_t outer_gid;
 	struct cg_limits limits;
 	bool nproc_cgroup; /* enforce nproc with pids.max (the command runs as root) */
+	char **nosym;	   /* no view, as root: dirs mounted nosymfollow (owned) */
+	size_t n_nosym;
+	char *nosym_cwd; /* entered again through those mounts (owned) */
 	int64_t timeout_ms;
 	bool clear_groups;
 	bool set_ids;
@@ -935,6 +941,31 @@ static const char *class_name(int cls)
 	return cls == 0 ? "read" : cls == 1 ? "write" : cls == 2 ? "exec" : "view";
 }
 
+/*
+ * A privileged call (no view, as root) gets a mount namespace where symlinks
+ * under ctx->nosymfollow are not followed; the report names them. -1 on OOM.
+ */
+static int take_nosymfollow(struct cg_confine_plan *p, const struct cg_confine_ctx *ctx)
+{
+	json_t *dirs = json_array();
+	p->nosym = calloc(ctx->n_nosymfollow, sizeof(*p->nosym));
+	p->nosym_cwd = ctx->cwd ? strdup(ctx->cwd) : NULL;
+	if (!dirs || !p->nosym || !p->nosym_cwd) {
+		json_decref(dirs);
+		return -1;
+	}
+	for (size_t i = 0; i < ctx->n_nosymfollow; i++) {
+		if (!(p->nosym[i] = strdup(ctx->nosymfollow[i]))) {
+			json_decref(dirs);
+			return -1;
+		}
+		p->n_nosym++;
+		(void)json_array_append_new(dirs, json_string(ctx->nosymfollow[i]));
+	}
+	(void)json_object_set_new(p->report, "symlinks_not_followed", dirs);
+	return 0;
+}
+
 static int prepare_plan(const struct cg_constraints *const *cons, size_t n,
 			const struct cg_confine_ctx *ctx, bool setuid_ok,
 			struct cg_confine_plan **out, struct cg_reply **err);
@@ -1522,6 +1553,9 @@ static int prepare_plan(const struct cg_constraints *const *cons, size_t n,
 	if (!p->report)
 		goto oom;
 	(void)json_object_set_new(p->report, "view", cg_view_report(p->view));
+	if (ctx && !ctx->view && ctx->n_nosymfollow && geteuid() == 0 &&
+	    take_nosymfollow(p, ctx) != 0)
+		goto oom;
 	if (p->set_ids)
 		(void)json_object_set_new(
 		    p->report, "ids",
@@ -1554,11 +1588,14 @@ static int set_rlimit(int resource, int64_t v)
 	return setrlimit(resource, &rl) == 0 ? 0 : errno;
 }
 
-/* Steps 1-3 (umask, network namespace, pids.max): before any view. */
+/* Steps 1-3 (umask, a privileged call's mounts, network namespace, pids.max): before any view. */
 static int confine_head(const struct cg_confine_plan *plan)
 {
 	int rc;
 	(void)umask(CONFINE_UMASK);
+	if (plan->n_nosym && (rc = cg_view_nosymfollow((const char *const *)plan->nosym,
+						       plan->n_nosym, plan->nosym_cwd)) != 0)
+		return rc;
 	/* In a view with a user namespace, the clone made it: no second one. */
 	/* Born in a pooled namespace (cg_confine_spawn): it is already ours alone. */
 	if (plan->netns && !netns_given &&
@@ -1793,6 +1830,10 @@ void cg_confine_plan_free(struct cg_confine_plan *plan)
 	for (size_t i = 0; i < plan->n_strings; i++)
 		free(plan->strings[i]);
 	free(plan->strings);
+	for (size_t i = 0; i < plan->n_nosym; i++)
+		free(plan->nosym[i]);
+	free(plan->nosym);
+	free(plan->nosym_cwd);
 	free(plan->paths);
 	free(plan->ports);
 	for (size_t i = 0; i < plan->n_sets; i++)

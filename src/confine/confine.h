@@ -37,6 +37,9 @@ struct cg_confine_ctx {
 	const char *agent_socket; /* forward_agent: the one socket the view keeps reachable */
 	const char *const *own_paths; /* the daemon's state dir and sockets: hidden in every view */
 	size_t n_own_paths;
+	/* No view, as root: where symlinks are not followed (cg_view_nosymfollow). */
+	const char *const *nosymfollow;
+	size_t n_nosymfollow;
 	uid_t uid;
 	gid_t gid;
 };

@@ -731,6 +731,24 @@ int cg_caps_lock(void)
 	return prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) == 0 ? 0 : errno;
 }
 
+int cg_view_nosymfollow(const char *const *dirs, size_t n, const char *cwd)
+{
+	struct stat before, after;
+	struct mount_attr slave = { .propagation = MS_SLAVE };
+	if (stat(".", &before) != 0 || unshare(CLONE_NEWNS) != 0 ||
+	    syscall(SYS_mount_setattr, AT_FDCWD, "/", AT_RECURSIVE, &slave, sizeof(slave)) != 0)
+		return errno;
+	for (size_t i = 0; i < n; i++) {
+		int rc = bind_clone(AT_FDCWD, dirs[i], true, MOUNT_ATTR_NOSYMFOLLOW, 0, dirs[i]);
+		if (rc != 0 && rc != ENOENT)
+			return rc;
+	}
+	/* The old cwd lies under the new mounts: lookups from it would not see them. */
+	if (chdir(cwd) != 0 || stat(".", &after) != 0)
+		return errno;
+	return after.st_dev == before.st_dev && after.st_ino == before.st_ino ? 0 : ESTALE;
+}
+
 int cg_caps_drop_net(void)
 {
 	static const int caps[] = { CAP_NET_ADMIN, CAP_NET_RAW, CAP_SYS_ADMIN };

@@ -45,6 +45,7 @@ struct cg_grant {
 	json_t *env_values;  /* {name: value}: the call MUST set these values too; or NULL */
 	char *cwd;	     /* exact canonical cwd, or NULL for any */
 	char *host;	     /* exact host, or NULL for any */
+	int64_t timeout_ms;  /* the call's deadline MUST be at most this (ms), or 0 for any */
 	json_t *constraints; /* the call's folded constraints, exactly, or NULL for any */
 	struct cg_grant *next;
 };
@@ -131,10 +132,10 @@ static int parse_env(struct cg_grant *g, json_t *env, struct cg_reply **err)
 int cg_grant_parse(json_t *spec, uid_t opened_by, int64_t now_wall_ns, struct cg_grant **out,
 		   struct cg_reply **err)
 {
-	static const char *const known[] = {
-		"pipeline",   "session", "uid", "paths", "uses",	"ttl_s",
-		"privileged", "env",	 "cwd", "host",	 "constraints", "forward_agent"
-	};
+	static const char *const known[] = { "pipeline",  "session", "uid",	    "paths",
+					     "uses",	  "ttl_s",   "privileged",  "env",
+					     "cwd",	  "host",    "constraints", "forward_agent",
+					     "timeout_ms" };
 	if (!json_is_object(spec))
 		return invalid(err, "the grant must be a JSON object");
 	const char *key;
@@ -147,7 +148,7 @@ int cg_grant_parse(json_t *spec, uid_t opened_by, int64_t now_wall_ns, struct cg
 		if (!ok)
 			return invalid(err, "unknown key (allowed: pipeline, session, uid, paths, "
 					    "uses, ttl_s, privileged, env, cwd, host, constraints, "
-					    "forward_agent)");
+					    "forward_agent, timeout_ms)");
 	}
 	json_t *pipe = json_object_get(spec, "pipeline");
 	json_t *uses = json_object_get(spec, "uses");
@@ -284,6 +285,14 @@ int cg_grant_parse(json_t *spec, uid_t opened_by, int64_t now_wall_ns, struct cg
 		if (!(g->cwd = strdup(c)))
 			goto oom;
 	}
+	json_t *tmo = json_object_get(spec, "timeout_ms");
+	if (tmo && (!json_is_integer(tmo) || json_integer_value(tmo) < 1 ||
+		    json_integer_value(tmo) > CG_GRANT_MAX_TTL_S * 1000)) {
+		cg_grant_free(g);
+		return invalid(err, "'timeout_ms' must be an integer from 1 to 604800000 (the "
+				    "longest deadline a call under the grant may have)");
+	}
+	g->timeout_ms = tmo ? json_integer_value(tmo) : 0;
 	json_t *host = json_object_get(spec, "host");
 	if (host) {
 		if (!json_is_string(host)) {
@@ -529,6 +538,9 @@ static bool covers(const struct cg_grant *g, const struct cg_call *call, const j
 		return false;
 	if (g->host && strcmp(g->host, req->host ? req->host : "") != 0)
 		return false;
+	/* A deadline not yet decided is unknown: not within any bound. */
+	if (g->timeout_ms && (call->timeout_ms <= 0 || call->timeout_ms > g->timeout_ms))
+		return false;
 	if (g->constraints) {
 		json_t *none = constraints ? NULL : json_array();
 		bool same = json_equal(g->constraints, constraints ? constraints : none);
@@ -634,6 +646,8 @@ json_t *cg_grant_to_json(const struct cg_grant *g)
 	if (o) {
 		json_object_set_new(o, "privileged", json_boolean(g->privileged));
 		json_object_set_new(o, "forward_agent", json_boolean(g->forward_agent));
+		if (g->timeout_ms)
+			json_object_set_new(o, "timeout_ms", json_integer(g->timeout_ms));
 		if (g->env_values) {
 			json_decref(env);
 			json_object_set(o, "env", g->env_values);

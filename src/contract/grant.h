@@ -65,8 +65,10 @@ int cg_grants_add(struct cg_grants *gs, struct cg_grant *g) __attribute__((warn_
  * constraints is the call's folded constraints as the approval view shows
  * them (its "constraints" member; NULL: none). A grant covers a call only
  * when every stage's exact resolved executable and argv pattern match, and
- * privileged, the set of env names, and (where the grant names them) cwd,
- * host, constraints, session, uid and paths are equal or within.
+ * privileged, forward_agent, the set of env names (and values, where given),
+ * and (where the grant names them) cwd, host, constraints, session, uid and
+ * paths are equal or within, and the call's decided deadline
+ * (call->timeout_ms) is at most the grant's timeout_ms.
  */
 struct cg_grant *cg_grants_match(struct cg_grants *gs, const struct cg_call *call,
 				 const json_t *constraints, int64_t now_wall_ns)

@@ -68,11 +68,14 @@ json_t *cg_approval_view(const struct cg_call *call, const struct cg_folded *f,
 	/*
 	 * What else changes what runs, so it is shown and bound too: the
 	 * daemon's ssh agent handed to the call (an attack had it used by a
-	 * call shown as plain `ssh-add -l`), and the call's own deadline.
+	 * call shown as plain `ssh-add -l`), and the call's own deadline: the
+	 * one it will run under (the request's, capped by the policy, or the
+	 * policy's default), as decided; the request's when not yet decided.
 	 */
 	json_object_set_new(view, "forward_agent", json_boolean(req->forward_agent));
+	int64_t deadline = call->timeout_ms > 0 ? call->timeout_ms : req->timeout_ms;
 	json_object_set_new(view, "timeout_ms",
-			    req->timeout_ms >= 0 ? json_integer(req->timeout_ms) : json_null());
+			    deadline >= 0 ? json_integer(deadline) : json_null());
 	char *canon = json_dumps(view, JSON_COMPACT | JSON_SORT_KEYS);
 	if (!canon) {
 		json_decref(view);

@@ -107,6 +107,7 @@ int cg_gate_decide(const struct cg_gate_ctx *ctx, const char *line, size_t len, 
 		return -1;
 	/* An UNKNOWN call may still run, approved by a human or under a grant. */
 	out->timeout_ms = cg_gate_timeout(ctx->policy, out->req, f);
+	out->call.timeout_ms = out->timeout_ms; /* shown to an approver, bound by grants */
 	if (f->decision != CG_ALLOW && f->decision != CG_DEGRADE)
 		out->refusal = cg_en_refusal(f, out->call.n_stages ? out->call.stages[0].exe : "");
 	return 0;

@@ -15,9 +15,11 @@
  *    request as it found it (sudo wrapping undone).
  */
 #include <errno.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "confine.h"
@@ -94,6 +96,42 @@ static int prepare_identity(struct cg_kernel *k, struct cg_job *j, struct run *r
 	return 0;
 }
 
+/* The world-writable temporary directories: the agent can plant a symlink there too. */
+static const char *const shared_tmp[] = { "/tmp", "/var/tmp", "/dev/shm" };
+
+/* dir canonical into out[*n] (owned), unless missing, "/", or not a directory. */
+static void take_dir(const char *dir, char **out, size_t *n)
+{
+	char *c = realpath(dir, NULL);
+	struct stat st;
+	if (c && strcmp(c, "/") != 0 && stat(c, &st) == 0 && S_ISDIR(st.st_mode))
+		out[(*n)++] = c;
+	else
+		free(c);
+}
+
+/*
+ * Where a privileged call follows no symlink (cg_view_nosymfollow): what the
+ * agent can write, so could point anywhere. Every workspace, the peer's
+ * home when the peer owns it, and the shared temporary directories. The
+ * number of dirs in out (each owned); out holds n_workspaces + 4.
+ */
+static size_t agent_writable(const struct cg_kernel *k, uid_t peer, char **out)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < k->world.n_workspaces; i++)
+		take_dir(k->world.workspaces[i], out, &n);
+	struct passwd pw, *res = NULL;
+	char buf[4096];
+	struct stat st;
+	if (getpwuid_r(peer, &pw, buf, sizeof(buf), &res) == 0 && res && res->pw_dir &&
+	    stat(res->pw_dir, &st) == 0 && st.st_uid == peer)
+		take_dir(res->pw_dir, out, &n);
+	for (size_t i = 0; i < CG_ARRAY_LEN(shared_tmp); i++)
+		take_dir(shared_tmp[i], out, &n);
+	return n;
+}
+
 /* The view the fold's constraints grant, built before anything starts. */
 static int prepare_confinement(struct cg_job *j, struct run *r, struct cg_reply **reply)
 {
@@ -115,9 +153,25 @@ static int prepare_confinement(struct cg_job *j, struct run *r, struct cg_reply 
 				       .n_own_paths = j->k->n_own_paths,
 				       .uid = r->uid,
 				       .gid = r->gid };
+	char **nosym = NULL;
+	if (r->priv && r->root) {
+		nosym =
+		    calloc(j->k->world.n_workspaces + 1 + CG_ARRAY_LEN(shared_tmp), sizeof(*nosym));
+		if (!nosym) {
+			*reply = cg_reply_new(CG_R_OUT_OF_MEMORY, "{s:s}", "doing",
+					      "preparing confinement");
+			return -1;
+		}
+		cctx.n_nosymfollow = agent_writable(j->k, j->peer.uid, nosym);
+		cctx.nosymfollow = (const char *const *)nosym;
+	}
 	const struct cg_folded *f = &j->gate.folded;
-	if (cg_confine_prepare_stages(f->constraints, f->stages, f->n_constraints,
-				      j->gate.call.n_stages, &cctx, &r->plan, reply) != 0)
+	int rc = cg_confine_prepare_stages(f->constraints, f->stages, f->n_constraints,
+					   j->gate.call.n_stages, &cctx, &r->plan, reply);
+	for (size_t i = 0; nosym && i < cctx.n_nosymfollow; i++)
+		free(nosym[i]);
+	free(nosym);
+	if (rc != 0)
 		return -1;
 	r->confinement = cg_confine_report(r->plan);
 	return 0;

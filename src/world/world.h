@@ -58,6 +58,8 @@ struct cg_call {
 	 */
 	json_t *actions;
 	char *trace_id; /* borrowed from the caller */
+	/* The command's deadline as decided (ms; cg_gate_timeout), 0 before it is. */
+	int64_t timeout_ms;
 };
 
 struct cg_world {

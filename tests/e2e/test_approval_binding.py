@@ -693,6 +693,62 @@ rules:
 
 
 @unittest.skipUnless(os.geteuid() == 0 and shutil.which("ip"), "root and iproute2")
+class PrivilegedFollowsNoPlantedSymlink(unittest.TestCase):
+    """An approved privileged `cat ws/notes.txt` read /etc/shadow: the agent
+    made notes.txt a symlink, before the screen or after the approval (found
+    by attack, s35). A privileged call follows no symlink under the
+    workspaces, the peer's home or the shared temporary directories."""
+
+    POLICY = """version: 1
+rules:
+  - id: cat-as-root
+    decision: defer
+    match: { exe: [cat] }
+    constraints: { read: [/], write: [], net: none }
+"""
+
+    def cat(self, d, path):
+        t, box = call_async(d, cgtest.make_request([["cat", path]], privileged=True))
+        p = wait_pending(d, 1)[0]
+        d.admin("approve", trace_id=p["trace_id"], request_sha256=p["request_sha256"])
+        t.join(WAIT)
+        r = box["resp"]
+        return r, b64(r.get("stdout", "")), b64(r["stages"][0].get("stderr", ""))
+
+    def test_a_planted_symlink_is_not_followed(self):
+        with cgtest.Daemon(policy_text=self.POLICY,
+                           flags=["--approval", "--approval-timeout", "20000"]) as d:
+            secret = os.path.join(d.tmp, "secret")  # outside the workspace, root's alone
+            with open(secret, "w") as f:
+                f.write("TOP-SECRET-BYTES\n")
+            os.chmod(secret, 0o600)
+            planted = os.path.join(d.workspace, "notes.txt")
+            os.symlink(secret, planted)
+            in_tmp = tempfile.mktemp(prefix="cg-planted-", dir="/tmp")
+            os.symlink(secret, in_tmp)
+            try:
+                for path in (planted, in_tmp, os.path.join(d.workspace, "..",
+                                                           os.path.basename(d.workspace),
+                                                           "notes.txt")):
+                    r, out, err = self.cat(d, path)
+                    self.assertNotIn(b"TOP-SECRET", out, path)
+                    self.assertIn(b"Too many levels of symbolic links", err, (path, r))
+                self.assertIn(d.workspace, r["reply"]["data"]["confinement"]
+                              ["symlinks_not_followed"])
+            finally:
+                os.unlink(in_tmp)
+            # Control: a regular file there is read, as root.
+            os.unlink(planted)
+            with open(planted, "w") as f:
+                f.write("build notes\n")
+            os.chmod(planted, 0o600)
+            r, out, err = self.cat(d, planted)
+            self.assertEqual(out, b"build notes\n", (r, err))
+            # The call's mounts stayed its own: the host's table does not name them.
+            with open("/proc/self/mountinfo") as f:
+                self.assertNotIn(d.workspace, f.read())
+
+
 class PrivilegedWithoutTheHostsNetwork(unittest.TestCase):
     """A privileged call whose network is a namespace of its own keeps root's
     capabilities but CAP_NET_ADMIN, CAP_NET_RAW and CAP_SYS_ADMIN: with them
@@ -841,10 +897,19 @@ class ApproverScreen(unittest.TestCase):
         self.d.admin("deny", trace_id=p["trace_id"])
         t2.join(WAIT)
         self.assertFalse(os.path.exists(other))
-        # Control: the literal shape runs again under the grant, unprompted.
+        # The deadline shown is bound as the longest: the same call asking for longer waits.
+        self.assertEqual(grants[0]["timeout_ms"], 30000, grants)
         os.unlink(star)
-        resp = self.d.request(cgtest.make_request([["touch", star]], privileged=False),
-                              timeout=WAIT)
+        t3, box3 = call_async(self.d, cgtest.make_request([["touch", star]], privileged=False,
+                                                          timeout_ms=120000))
+        p = wait_pending(self.d, 1)[0]
+        self.assertEqual(p["timeout_ms"], 120000)
+        self.d.admin("deny", trace_id=p["trace_id"])
+        t3.join(WAIT)
+        self.assertFalse(os.path.exists(star))
+        # Control: the literal shape runs again under the grant, unprompted.
+        resp = self.d.request(cgtest.make_request([["touch", star]], privileged=False,
+                                                  timeout_ms=20000), timeout=WAIT)
         self.assertEqual(resp["status"], "ok", resp)
         self.assertEqual(resp["reply"]["data"]["grant_id"], grants[0]["grant_id"])
         self.assertTrue(os.path.exists(star))

@@ -360,3 +360,40 @@ Test(grant, binding_fields_are_validated)
 		refused(spec);
 	}
 }
+
+/* A grant's timeout_ms bounds the deadline its calls run under (as decided), inclusive. */
+Test(grant, timeout_bounds_the_calls_deadline)
+{
+	struct cg_grants gs = { 0 };
+	struct cg_grant *g = open_grant(
+	    "{\"pipeline\":[{\"exe\":\"/usr/bin/apt\",\"argv\":[\"apt\",\"install\",\"*\"]}],"
+	    "\"timeout_ms\":5000,\"uses\":9,\"ttl_s\":60}");
+	cr_assert_not_null(g);
+	cr_assert_eq(cg_grants_add(&gs, g), 0);
+	struct cg_call call;
+	struct cg_request req;
+	struct cg_stage st;
+	struct cg_resolved_stage rs;
+	call_of(&call, &req, &st, &rs, argv_install, 3, "/usr/bin/apt", "s", 1000);
+	call.timeout_ms = 5000;
+	cr_assert_eq(cg_grants_match(&gs, &call, NULL, NOW), g);
+	call.timeout_ms = 30;
+	cr_assert_eq(cg_grants_match(&gs, &call, NULL, NOW), g);
+	call.timeout_ms = 5001;
+	cr_assert_null(cg_grants_match(&gs, &call, NULL, NOW), "a longer deadline");
+	call.timeout_ms = 0;
+	cr_assert_null(cg_grants_match(&gs, &call, NULL, NOW), "a deadline not decided");
+	json_t *j = cg_grant_to_json(g);
+	cr_assert_eq(json_integer_value(json_object_get(j, "timeout_ms")), 5000);
+	json_decref(j);
+	cg_grants_clear(&gs);
+	const char *bad[] = { "0", "-1", "1.5", "\"5000\"", "604800001" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char spec[256];
+		snprintf(spec, sizeof(spec),
+			 "{\"pipeline\":[{\"exe\":\"/usr/bin/apt\",\"argv\":[\"apt\"]}],"
+			 "\"timeout_ms\":%s,\"uses\":1,\"ttl_s\":60}",
+			 bad[i]);
+		refused(spec);
+	}
+}
