@@ -88,12 +88,21 @@ static int extra_arg(const char *sub, const char *arg)
 	return CG_EXIT_USAGE;
 }
 
-/* Print s with control characters replaced (terminal-escape injection). */
+/* Print s for a terminal: controls as ?, what a person cannot see as <U+XXXX> (cg_unicode_hidden). */
 static void put_safe(FILE *f, const char *s, size_t n)
 {
-	for (size_t i = 0; i < n && s[i]; i++) {
-		unsigned char c = (unsigned char)s[i];
-		fputc(c < 0x20 || c == 0x7f ? '?' : c, f);
+	for (size_t i = 0; i < n && s[i];) {
+		uint32_t c;
+		size_t k = cg_utf8_next((const unsigned char *)s + i, n - i, &c);
+		const char *cls = k ? cg_unicode_hidden(c) : "invalid";
+		/* Paths come from the file system, which the wire's check never saw. */
+		if (k == 0 || (cls && c < 0x80))
+			fputc('?', f);
+		else if (cls)
+			fprintf(f, "<U+%04X>", (unsigned)c);
+		else
+			fwrite(s + i, 1, k, f);
+		i += k ? k : 1;
 	}
 }
 
@@ -455,7 +464,7 @@ static void put_payload(const char *p, size_t len)
 	}
 	tb_value(&t, "", v, 0);
 	json_decref(v);
-	fwrite(t.b, 1, t.n, stdout);
+	put_safe(stdout, t.b, t.n);
 	if (t.full)
 		fputs("…", stdout);
 }

@@ -289,6 +289,52 @@ size_t cg_fmt_u64(char *buf, uint64_t v)
 	return len;
 }
 
+size_t cg_utf8_next(const unsigned char *s, size_t n, uint32_t *cp)
+{
+	static const uint32_t min[5] = { 0, 0, 0x80, 0x800, 0x10000 };
+	size_t len = s[0] < 0x80	     ? 1
+		     : (s[0] & 0xe0) == 0xc0 ? 2
+		     : (s[0] & 0xf0) == 0xe0 ? 3
+		     : (s[0] & 0xf8) == 0xf0 ? 4
+					     : 0;
+	if (len == 0 || len > n)
+		return 0;
+	uint32_t v = len == 1 ? s[0] : s[0] & (0x7fu >> len);
+	for (size_t i = 1; i < len; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		v = (v << 6) | (s[i] & 0x3f);
+	}
+	if (v < min[len] || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff))
+		return 0;
+	*cp = v;
+	return len;
+}
+
+const char *cg_unicode_hidden(uint32_t c)
+{
+	if (c < 0x20 || c == 0x7f || (c >= 0x80 && c <= 0x9f))
+		return "control";
+	if (c == 0x061c || c == 0x200e || c == 0x200f || (c >= 0x202a && c <= 0x202e) ||
+	    (c >= 0x2066 && c <= 0x2069))
+		return "bidi";
+	if (c == 0x2028 || c == 0x2029)
+		return "separator";
+	if (c >= 0xe0000 && c <= 0xe007f)
+		return "tag";
+	if ((c >= 0x180b && c <= 0x180d) || c == 0x180f || (c >= 0xfe00 && c <= 0xfe0f) ||
+	    (c >= 0xe0100 && c <= 0xe01ef))
+		return "variation";
+	/* Default_Ignorable_Code_Point (DerivedCoreProperties), the Hangul fillers, U+FFF9-FFFB. */
+	if (c == 0x00ad || c == 0x034f || c == 0x115f || c == 0x1160 || c == 0x17b4 ||
+	    c == 0x17b5 || c == 0x180e || (c >= 0x200b && c <= 0x200d) ||
+	    (c >= 0x2060 && c <= 0x206f) || c == 0x3164 || c == 0xfeff || c == 0xffa0 ||
+	    (c >= 0xfff0 && c <= 0xfffb) || (c >= 0x1bca0 && c <= 0x1bca3) ||
+	    (c >= 0x1d173 && c <= 0x1d17a) || (c >= 0xe0000 && c <= 0xe0fff))
+		return "zero-width";
+	return NULL;
+}
+
 void cg_gate_open(_Atomic uint32_t *g, uint32_t to)
 {
 	atomic_store(g, to);

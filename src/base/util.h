@@ -66,6 +66,23 @@ void cg_hex_encode(const unsigned char *b, size_t n, char *out);
  * children between fork and exec: async-signal-safe. Returns the length.
  */
 size_t cg_fmt_u64(char *buf, uint64_t v);
+
+/*
+ * Decode one UTF-8 sequence at s[0..n): its length and code point, or 0 for
+ * an invalid one (overlong forms and surrogates included: they hide text).
+ */
+size_t cg_utf8_next(const unsigned char *s, size_t n, uint32_t *cp);
+
+/*
+ * The class of a code point a person cannot see as it is, or NULL: "control"
+ * (C0, DEL, C1), "bidi" (reorders the text around it: Trojan Source,
+ * CVE-2021-42574), "separator" (U+2028/2029), "tag" (ASCII smuggling),
+ * "variation" (variation selectors: they change a glyph, emoji need them),
+ * "zero-width" (the rest of Unicode's Default_Ignorable_Code_Point, the
+ * Hangul fillers and interlinear annotation marks). Two words that differ
+ * by one of these look the same on a screen. Tab is a control here.
+ */
+const char *cg_unicode_hidden(uint32_t cp);
 /*
  * A one-shot gate between threads, or processes that share memory
  * (CLONE_VM): a word that starts CG_GATE_PENDING and is opened once, to GO

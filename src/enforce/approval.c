@@ -176,49 +176,6 @@ void cg_pending_free(struct cg_pending *p)
 	free(p);
 }
 
-/* Decode one UTF-8 sequence; returns its length, or 0 when invalid. */
-static size_t utf8_next(const unsigned char *s, uint32_t *cp)
-{
-	if (s[0] < 0x80) {
-		*cp = s[0];
-		return 1;
-	}
-	size_t n;
-	uint32_t c;
-	if ((s[0] & 0xe0) == 0xc0) {
-		n = 2;
-		c = s[0] & 0x1f;
-	} else if ((s[0] & 0xf0) == 0xe0) {
-		n = 3;
-		c = s[0] & 0x0f;
-	} else if ((s[0] & 0xf8) == 0xf0) {
-		n = 4;
-		c = s[0] & 0x07;
-	} else {
-		return 0;
-	}
-	for (size_t i = 1; i < n; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		c = (c << 6) | (s[i] & 0x3f);
-	}
-	/* Overlong forms and surrogates are invalid: they hide characters. */
-	if ((n == 2 && c < 0x80) || (n == 3 && c < 0x800) || (n == 4 && c < 0x10000) ||
-	    c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
-		return 0;
-	*cp = c;
-	return n;
-}
-
-/* Characters that change what a terminal shows without being visible. */
-static bool invisible(uint32_t c)
-{
-	return c < 0x20 || c == 0x7f || (c >= 0x80 && c <= 0x9f) || c == 0xad ||
-	       (c >= 0x200b && c <= 0x200f) || (c >= 0x202a && c <= 0x202e) ||
-	       (c >= 0x2060 && c <= 0x2069) || c == 0xfeff || c == 0x061c || c == 0x180e ||
-	       c == 0x2028 || c == 0x2029 || (c >= 0xfff9 && c <= 0xfffb);
-}
-
 char *cg_sanitize_for_terminal(const char *s)
 {
 	const unsigned char *p = (const unsigned char *)(s ? s : "");
@@ -228,9 +185,10 @@ char *cg_sanitize_for_terminal(const char *s)
 	if (!out)
 		return NULL;
 	size_t o = 0;
+	const unsigned char *end = p + len;
 	while (*p) {
 		uint32_t c;
-		size_t n = utf8_next(p, &c);
+		size_t n = cg_utf8_next(p, (size_t)(end - p), &c);
 		if (n == 0) {
 			o += (size_t)snprintf(out + o, 11, "\\x%02x", *p);
 			p++;
@@ -242,7 +200,7 @@ char *cg_sanitize_for_terminal(const char *s)
 			o += (size_t)snprintf(out + o, 11, "\\t");
 		else if (c < 0x20 || c == 0x7f)
 			o += (size_t)snprintf(out + o, 11, "\\x%02x", (unsigned)c);
-		else if (invisible(c))
+		else if (cg_unicode_hidden(c))
 			o += (size_t)snprintf(out + o, 11, "<U+%04X>", (unsigned)c);
 		else {
 			memcpy(out + o, p, n);

@@ -72,48 +72,6 @@ static struct cg_reply *oom(const char *doing)
 }
 
 /*
- * Decode one UTF-8 sequence at s[0..n). Returns its length and the code
- * point, or 0 for an invalid sequence. Strings reaching here from jansson
- * are valid already; echo() also feeds it arbitrary bytes.
- */
-static size_t utf8_next(const unsigned char *s, size_t n, uint32_t *cp)
-{
-	unsigned char c = s[0];
-	size_t len;
-	uint32_t v, min;
-
-	if (c < 0x80) {
-		*cp = c;
-		return 1;
-	} else if ((c & 0xe0) == 0xc0) {
-		len = 2;
-		v = c & 0x1f;
-		min = 0x80;
-	} else if ((c & 0xf0) == 0xe0) {
-		len = 3;
-		v = c & 0x0f;
-		min = 0x800;
-	} else if ((c & 0xf8) == 0xf0) {
-		len = 4;
-		v = c & 0x07;
-		min = 0x10000;
-	} else {
-		return 0;
-	}
-	if (len > n)
-		return 0;
-	for (size_t i = 1; i < len; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		v = (v << 6) | (s[i] & 0x3f);
-	}
-	if (v < min || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff))
-		return 0;
-	*cp = v;
-	return len;
-}
-
-/*
  * The class of a code point that must not appear in text a human reads, or
  * NULL when it may. Each class hides or reorders text: controls rewrite a
  * terminal, zero-width and tag characters smuggle invisible content (tags
@@ -124,19 +82,9 @@ static const char *forbidden_class(uint32_t cp, bool tab_ok)
 {
 	if (cp == '\t')
 		return tab_ok ? NULL : "control";
-	if (cp < 0x20 || cp == 0x7f || (cp >= 0x80 && cp <= 0x9f))
-		return "control";
-	if ((cp >= 0x200b && cp <= 0x200d) || cp == 0x2060 || cp == 0xfeff || cp == 0x180e ||
-	    cp == 0x00ad || (cp >= 0x2061 && cp <= 0x2064))
-		return "zero-width";
-	if (cp == 0x061c || cp == 0x200e || cp == 0x200f || (cp >= 0x202a && cp <= 0x202e) ||
-	    (cp >= 0x2066 && cp <= 0x2069))
-		return "bidi";
-	if (cp == 0x2028 || cp == 0x2029)
-		return "separator";
-	if (cp >= 0xe0000 && cp <= 0xe007f)
-		return "tag";
-	return NULL;
+	const char *cls = cg_unicode_hidden(cp);
+	/* Variation selectors belong to the text (emoji); every screen shows them escaped. */
+	return cls && strcmp(cls, "variation") != 0 ? cls : NULL;
 }
 
 /*
@@ -153,7 +101,7 @@ static char *echo(const char *s, size_t n)
 		return NULL;
 	while (i < n) {
 		uint32_t cp;
-		size_t k = utf8_next((const unsigned char *)s + i, n - i, &cp);
+		size_t k = cg_utf8_next((const unsigned char *)s + i, n - i, &cp);
 		bool bad = k == 0 || cp == 0 || forbidden_class(cp, false);
 		if (k == 0)
 			k = 1;
@@ -202,7 +150,7 @@ static struct cg_reply *scan_text(const char *field, const json_t *str, bool tab
 
 	for (size_t i = 0; i < n;) {
 		uint32_t cp;
-		size_t k = utf8_next(s + i, n - i, &cp);
+		size_t k = cg_utf8_next(s + i, n - i, &cp);
 		if (k == 0) /* jansson validated it; treat the impossible as hostile */
 			return cg_reply_new(CG_R_UTF8_INVALID, "{s:I}", "offset", (json_int_t)i);
 		if (cp == 0)

@@ -29,6 +29,23 @@ class CliAgainstDaemon(unittest.TestCase):
     def run_cli(self, *args, **kw):
         return self.d.cli(*args, **kw)
 
+    def test_evidence_views_show_hidden_characters_from_the_file_system(self):
+        # The wire refuses them in requests; a resolved cwd comes from the disk (found by attack, s35).
+        d = os.path.join(self.d.workspace, "d\u202eabc\u3164\u0085")
+        os.makedirs(d, exist_ok=True)
+        link = os.path.join(self.d.workspace, "dl")
+        if not os.path.islink(link):
+            os.symlink(os.path.basename(d), link)
+        r = self.run_cli("run", "--json", "--no-privileged", "--cwd", link, "--", "ls")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        tid = json.loads(r.stdout)["reply"]["trace_id"]
+        cgtest.wait_package_file(self.d.state_dir, tid, "verdict.md")
+        for args in (("verdict", tid), ("log", "--trace", tid, "--events")):
+            out = self.run_cli(*args).stdout.decode()
+            for hidden in ("\u202e", "\u3164", "\u0085"):
+                self.assertNotIn(hidden, out, args)
+            self.assertIn("<U+202E>abc<U+3164>", out, args)
+
     def test_non_utf8_cwd_or_env_is_a_usage_error_never_dropped(self):
         for args in ([b"--cwd", b"\xff"], [b"--env", b"A=\xff"]):
             r = self.d.cli("run", "--no-privileged", *args, "--", "ls")

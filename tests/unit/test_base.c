@@ -302,3 +302,51 @@ Test(base, uuid4_from_the_pool_never_repeats_even_across_fork)
 	close(fds[0]);
 	close(fds[1]);
 }
+
+/* One decoder and one list of what a person cannot see, for the wire and every screen. */
+Test(base, utf8_and_hidden_characters)
+{
+	uint32_t c = 0;
+	cr_assert_eq(cg_utf8_next((const unsigned char *)"\xe3\x85\xa4", 3, &c), 3);
+	cr_assert_eq(c, 0x3164);
+	cr_assert_eq(cg_utf8_next((const unsigned char *)"\xc0\xaf", 2, &c), 0, "overlong");
+	cr_assert_eq(cg_utf8_next((const unsigned char *)"\xed\xa0\x80", 3, &c), 0, "surrogate");
+	cr_assert_eq(cg_utf8_next((const unsigned char *)"\xe3\x85", 2, &c), 0, "cut short");
+	cr_assert_eq(cg_utf8_next((const unsigned char *)"\xf4\x90\x80\x80", 4, &c), 0, "> 10FFFF");
+	cr_assert_eq(cg_utf8_next((const unsigned char *)"\xf0\x9f\x98\x80", 4, &c), 4);
+	cr_assert_eq(c, 0x1f600);
+	static const struct {
+		uint32_t cp;
+		const char *cls;
+	} t[] = { { 0x1b, "control" },
+		  { 0x85, "control" },
+		  { 0x202e, "bidi" },
+		  { 0x2067, "bidi" },
+		  { 0x2028, "separator" },
+		  { 0xe0041, "tag" },
+		  { 0xfe0f, "variation" },
+		  { 0xe0100, "variation" },
+		  { 0x180b, "variation" },
+		  { 0x200b, "zero-width" },
+		  { 0x034f, "zero-width" },
+		  { 0x3164, "zero-width" },
+		  { 0x115f, "zero-width" },
+		  { 0xffa0, "zero-width" },
+		  { 0x206a, "zero-width" },
+		  { 0x17b4, "zero-width" },
+		  { 0x1d173, "zero-width" },
+		  { 0xfff9, "zero-width" },
+		  { 'a', NULL },
+		  { 0x00e9, NULL },
+		  { 0x3042, NULL },
+		  { 0x1f600, NULL },
+		  { 0x2764, NULL } };
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		const char *got = cg_unicode_hidden(t[i].cp);
+		if (t[i].cls)
+			cr_assert(got && strcmp(got, t[i].cls) == 0, "U+%04X: %s",
+				  (unsigned)t[i].cp, got ? got : "visible");
+		else
+			cr_assert_null(got, "U+%04X: %s", (unsigned)t[i].cp, got);
+	}
+}
