@@ -194,9 +194,10 @@ static const struct cg_cli_opt ping_opts[] = {
 #define GATE_ABOUT                                                                                 \
 	"Decide without running anything: print the decision (ALLOW, DEGRADE,\n"                   \
 	"UNKNOWN, BLOCK), the rule, each adjudicator's verdict, the constraints and\n"             \
-	"the trace id. Exits 0 when the call would run (ALLOW, DEGRADE), 75 when a\n"              \
-	"human would decide (UNKNOWN), 77 when it is refused (BLOCK), as policy\n"                 \
-	"explain does."
+	"the trace id. Exits 0 when the call would run (ALLOW, DEGRADE, or an\n"                   \
+	"UNKNOWN an open grant covers), 75 when a human would decide (UNKNOWN), 77\n"              \
+	"when it would be refused (BLOCK, or an UNKNOWN on a daemon with approval\n"               \
+	"off and no grant for it)."
 
 /*
  * --help among run's or gate's options, not in the pipeline: "run ls --help"
@@ -580,6 +581,16 @@ static void print_rules(const json_t *data)
 		printf("\n");
 }
 
+/* An UNKNOWN's exit: 0 under an open grant, 77 with nobody to ask, else 75 (a person decides). */
+static int unknown_exit(const json_t *ap)
+{
+	if (json_object_get(ap, "grant"))
+		return CG_EXIT_OK;
+	if (ap && !json_is_true(json_object_get(ap, "enabled")))
+		return CG_EXIT_DENIED;
+	return CG_EXIT_DEFERRED;
+}
+
 /* What an UNKNOWN would meet if it were sent: an open grant, a person, or a refusal. */
 static void print_next(const json_t *ap)
 {
@@ -680,8 +691,8 @@ int cg_cli_gate(const struct cg_cli *g, int argc, char **argv)
 	}
 	/* As a check mode: exit 0 only when the call would run (doas -C style). */
 	ret = strcmp(decision, "ALLOW") == 0 || strcmp(decision, "DEGRADE") == 0 ? CG_EXIT_OK
-	      : strcmp(decision, "UNKNOWN") == 0				 ? CG_EXIT_DEFERRED
-										 : CG_EXIT_DENIED;
+	      : strcmp(decision, "UNKNOWN") == 0 ? unknown_exit(json_object_get(data, "approval"))
+						 : CG_EXIT_DENIED;
 	goto release;
 usage:
 	ret = CG_EXIT_USAGE;

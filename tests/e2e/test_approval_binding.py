@@ -246,6 +246,7 @@ class AdminPeersArePeople(unittest.TestCase):
             r = d.cli("gate", "--no-privileged", "--", "touch", marker)
             self.assertIn(("next:        open grant %s would run it without asking (2 uses left"
                            % gid).encode(), r.stdout)
+            self.assertEqual(r.returncode, 0, r)
             data = json.loads(d.cli("gate", "--json", "--no-privileged", "--", "touch",
                                     marker).stdout)["reply"]["data"]
             self.assertEqual(data["approval"]["grant"]["grant_id"], gid, data)
@@ -256,6 +257,7 @@ class AdminPeersArePeople(unittest.TestCase):
         with cgtest.Daemon(policy_text=POLICY) as d:
             r = d.cli("gate", "--no-privileged", "--", "touch", "x")
             self.assertIn(b"it would be refused: approval is off on this daemon", r.stdout)
+            self.assertEqual(r.returncode, 77, r)
 
     def test_configured_approver_uid_answers(self):
         with daemon(flags=["--admin-group", "nogroup", "--approver-uid", "65534"]) as d:

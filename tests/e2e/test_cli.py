@@ -210,12 +210,14 @@ class CliAgainstDaemon(unittest.TestCase):
         self.assertIn(b"reason:      EN-EXEC-D-001", r.stdout)
         self.assertRegex(r.stdout, rb"why:         recursive delete outside the workspace")
 
-    def test_gate_unknown_exits_as_policy_explain(self):
-        """UNKNOWN (a privileged call: a human decides) is 75 for gate, as for
-        policy explain; BLOCK is 77 for both."""
+    def test_gate_unknown_exits_as_it_would_end(self):
+        """UNKNOWN (a privileged call) is 75 for policy explain (a human
+        decides); gate asks this daemon, which has approval off and no grant:
+        it would be refused, 77 (75 with approval on, 0 under a grant:
+        test_approval_binding)."""
         r = self.run_cli("gate", "--", "ls")
         self.assertIn(b"decision:    UNKNOWN", r.stdout)
-        self.assertEqual(r.returncode, 75, r.stderr + r.stdout)
+        self.assertEqual(r.returncode, 77, r.stderr + r.stdout)
         r = self.run_cli("policy", "explain", "--", "ls")
         self.assertEqual(r.returncode, 75, r.stderr + r.stdout)
 
