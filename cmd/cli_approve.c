@@ -205,7 +205,10 @@ static void screen_row(struct screen *sc, const char *label, const char *text, s
 		sc->oom = true;
 		return;
 	}
-	(void)snprintf(r, need, "  %-14s %.*s", label, (int)len, text);
+	if (label)
+		(void)snprintf(r, need, "  %-14s %.*s", label, (int)len, text);
+	else
+		(void)snprintf(r, need, "  %.*s", (int)len, text);
 	sc->rows[sc->n++] = r;
 }
 
@@ -215,6 +218,15 @@ static void screen_row(struct screen *sc, const char *label, const char *text, s
  * overflows the terminal (a wide character takes two), and the terminal
  * never wraps a row by itself, which would push rows off the page.
  */
+/* Columns of s[0..n) as screen_field counts them (a multi-byte character is two). */
+static int text_cols(const char *s, size_t n)
+{
+	int cols = 0;
+	for (size_t i = 0; i < n; i++)
+		cols += (s[i] & 0xc0) == 0x80 ? 0 : (unsigned char)s[i] >= 0x80 ? 2 : 1;
+	return cols;
+}
+
 static void screen_field(struct screen *sc, const char *label, const char *value)
 {
 	char *v = cg_sanitize_for_terminal(value ? value : "");
@@ -222,11 +234,19 @@ static void screen_field(struct screen *sc, const char *label, const char *value
 		sc->oom = true;
 		return;
 	}
+	/* One word too wide for the value column but not for a row (a hash): a row of its own. */
+	size_t vl = strlen(v);
+	if (!strchr(v, ' ') && text_cols(v, vl) > sc->width && text_cols(v, vl) <= sc->width + 16) {
+		screen_row(sc, label, "", 0);
+		screen_row(sc, NULL, v, vl);
+		free(v);
+		return;
+	}
 	const char *p = v;
 	bool first = true;
 	do {
 		int cols = 0;
-		const char *q = p;
+		const char *q = p, *space = NULL;
 		while (*q) {
 			size_t n = 1;
 			while ((q[n] & 0xc0) == 0x80)
@@ -236,7 +256,12 @@ static void screen_field(struct screen *sc, const char *label, const char *value
 				break;
 			cols += w;
 			q += n;
+			if (q[-1] == ' ')
+				space = q;
 		}
+		/* Break after the last space that fits; a word longer than a row is cut. */
+		if (*q && space)
+			q = space;
 		screen_row(sc, first ? label : "", p, (size_t)(q - p));
 		first = false;
 		p = q;
@@ -662,23 +687,59 @@ static size_t n_pages(const struct screen *sc, size_t pp)
  * Draw one page. Only the last page offers the answer keys: nothing is
  * approvable that was not on the screen.
  */
+/* Keys "[a] x   [b] y" on as many rows as the width needs, broken between keys. */
+static void draw_keys(FILE *tty, const char *keys, int width)
+{
+	const char *p = keys;
+	int used = 2;
+	fputs("  ", tty);
+	while (*p) {
+		const char *sep = strstr(p, "   ");
+		size_t n = sep ? (size_t)(sep - p) : strlen(p);
+		int w = text_cols(p, n);
+		if (used > 2 && used + 3 + w > width) {
+			fputs("\033[K\r\n  ", tty);
+			used = 2;
+		} else if (used > 2) {
+			fputs("   ", tty);
+			used += 3;
+		}
+		fwrite(p, 1, n, tty);
+		used += w;
+		p += n;
+		while (*p == ' ')
+			p++;
+	}
+	fputs("\033[K\r\n", tty);
+}
+
+/*
+ * Draw one page, over the last one (each row cleared to its end, the rest
+ * below): redrawn every second for the countdown, it must not flicker.
+ */
 static void draw_page(FILE *tty, const struct screen *sc, size_t page, size_t pp, const char *title,
 		      const char *answer_keys, const char *note, const char *more_keys)
 {
 	size_t np = n_pages(sc, pp);
-	fprintf(tty, "\033[2J\033[H\r\n  \033[1m%s\033[0m  (page %zu of %zu)\r\n", title, page + 1,
-		np);
+	int width = sc->width + 18;
+	char keys[512];
+	fprintf(tty, "\033[H\033[K\r\n  \033[1m%s\033[0m  (page %zu of %zu)\033[K\r\n", title,
+		page + 1, np);
 	for (size_t i = page * pp; i < sc->n && i < (page + 1) * pp; i++)
-		fprintf(tty, "%s\r\n", sc->rows[i]);
-	if (page + 1 < np)
-		fprintf(tty,
-			"\r\n  [space] next page%s   %s"
-			"\r\n  the answer keys appear on the last page\r\n",
-			page ? "   [b] back" : "", more_keys);
-	else
-		fprintf(tty, "\r\n  %s%s\r\n", answer_keys, page ? "   [b] back" : "");
+		fprintf(tty, "%s\033[K\r\n", sc->rows[i]);
+	fputs("\033[K\r\n", tty);
+	if (page + 1 < np) {
+		snprintf(keys, sizeof(keys), "[space] next page%s   %s", page ? "   [b] back" : "",
+			 more_keys);
+		draw_keys(tty, keys, width);
+		fputs("  the answer keys appear on the last page\033[K\r\n", tty);
+	} else {
+		snprintf(keys, sizeof(keys), "%s%s", answer_keys, page ? "   [b] back" : "");
+		draw_keys(tty, keys, width);
+	}
 	if (note)
-		fprintf(tty, "  %s\r\n", note);
+		fprintf(tty, "  %s\033[K\r\n", note);
+	fputs("\033[J", tty);
 	fflush(tty);
 }
 
@@ -760,6 +821,7 @@ static int tui(const struct cg_cli *g, int64_t grant_uses, int64_t grant_ttl)
 	size_t page = 0, pp = 0;
 	bool verified = false, left_waiting = false;
 	int rc = CG_EXIT_OK, rows = 24, cols = 80;
+	const char *note_kept = NULL; /* the note on screen, kept when the page is redrawn */
 	const char *title = "callgate: a call is waiting for your decision";
 	while (!interrupted) {
 		json_t *resp = fetch_pending(g);
@@ -809,18 +871,34 @@ static int tui(const struct cg_cli *g, int64_t grant_uses, int64_t grant_ttl)
 			verified = view_hash_ok(head) && !sc.oom;
 			page = 0;
 			pp = per_page(rows);
+			note_kept =
+			    verified ? NULL
+				     : "THIS VIEW DOES NOT MATCH ITS HASH: it cannot be approved";
 			draw_page(tty, &sc, page, pp, title,
 				  verified ? keys : "[n] deny   [q] leave (it stays waiting)",
-				  verified
-				      ? NULL
-				      : "THIS VIEW DOES NOT MATCH ITS HASH: it cannot be approved",
-				  more);
+				  note_kept, more);
 			snprintf(shown, sizeof(shown), "%s", sha ? sha : "");
 			/* Keys typed before this request was on screen must not answer it. */
 			tcflush(tty_fd, TCIFLUSH);
 		}
 		int c = read_nav(tty_fd, 1000);
 		if (c == 0) {
+			/* The same call a second later: its time left, drawn again in place. */
+			struct screen fresh = { .width = sc.width };
+			build_view(&fresh, head, json_array_size(list));
+			if (!fresh.oom) {
+				screen_free(&sc);
+				sc = fresh;
+				verified = view_hash_ok(head);
+				if (page >= n_pages(&sc, pp))
+					page = n_pages(&sc, pp) - 1;
+				draw_page(tty, &sc, page, pp, title,
+					  verified ? keys
+						   : "[n] deny   [q] leave (it stays waiting)",
+					  note_kept, more);
+			} else {
+				screen_free(&fresh);
+			}
 			json_decref(resp);
 			continue; /* refresh: it may have been answered elsewhere or timed out */
 		}
@@ -848,6 +926,7 @@ static int tui(const struct cg_cli *g, int64_t grant_uses, int64_t grant_ttl)
 			draw_page(tty, &sc, page, pp, title,
 				  verified ? keys : "[n] deny   [q] leave (it stays waiting)", note,
 				  more);
+			note_kept = note;
 			json_decref(resp);
 			continue;
 		}
@@ -864,6 +943,7 @@ static int tui(const struct cg_cli *g, int64_t grant_uses, int64_t grant_ttl)
 				/* Back to the call, unanswered. */
 				draw_page(tty, &sc, page, pp, title, keys, "no grant was opened",
 					  more);
+				note_kept = "no grant was opened";
 				tcflush(tty_fd, TCIFLUSH);
 				json_decref(resp);
 				continue;
@@ -872,17 +952,31 @@ static int tui(const struct cg_cli *g, int64_t grant_uses, int64_t grant_ttl)
 			ans = answer(g, "deny", head, "denied at the terminal", NULL);
 		}
 		const json_t *r = reply_of(ans);
+		const char *type = json_string_value(json_object_get(r, "type"));
 		char *m =
 		    cg_sanitize_for_terminal(json_string_value(json_object_get(r, "message")));
-		fprintf(tty, "\r\n  -> %s %s: %s\r\n",
-			json_string_value(json_object_get(r, "type")),
-			json_string_value(json_object_get(r, "code")), m ? m : "");
+		bool done = ans && type && strcmp(type, "S") == 0;
+		bool refused = ans && cg_client_exit_code(ans) == CG_EXIT_DENIED && !done;
+		fprintf(tty, "\r\n  -> %s %s: %s\r\n", type ? type : "E",
+			ans ? json_string_value(json_object_get(r, "code")) : "(no answer)",
+			m ? m : "");
+		/* A failed answer stays on screen until a key; one that is not yours ends here. */
+		if (!done)
+			fprintf(tty, "  %s\r\n",
+				refused ? "you may not answer calls here: press a key to leave"
+					: "the call was not answered: press a key to go on");
 		fflush(tty);
 		free(m);
 		json_decref(ans);
 		json_decref(resp);
 		shown[0] = '\0';
-		sleep(1);
+		note_kept = NULL;
+		tcflush(tty_fd, TCIFLUSH);
+		(void)read_key(tty_fd, done ? 1500 : -1);
+		if (refused) {
+			rc = CG_EXIT_DENIED;
+			break;
+		}
 	}
 	screen_free(&sc);
 	restore_tty();

@@ -825,6 +825,23 @@ class ApproverScreen(unittest.TestCase):
         raise AssertionError("screen never showed %r:\n%s\nlog:\n%s" % (needle, self.screen(),
                                                                        self.d.log))
 
+    def test_rows_break_between_words_and_the_countdown_ticks(self):
+        self.wait_screen("no calls are waiting")
+        words = ["word%02d" % i for i in range(60)]  # 419 bytes: three rows of the reason
+        marker = os.path.join(self.d.workspace, "counted")
+        t, box = call_async(self.d, cgtest.make_request([["touch", marker]], privileged=False,
+                                                        reason=" ".join(words)))
+        s = self.wait_screen("s left")
+        for w in words:
+            self.assertIn(w, s, "a word was cut across two rows")
+        left = lambda text: int(text.split(" s left", 1)[0].rsplit(" ", 1)[1])  # noqa: E731
+        first = left(s)
+        time.sleep(2.5)
+        self.assertLess(left(self.screen()), first, "the time left did not move")
+        self.keys("n")
+        t.join(WAIT)
+        self.assertFalse(os.path.exists(marker))
+
     def test_a_10k_argument_is_shown_whole_and_the_rest_after_it(self):
         self.wait_screen("no calls are waiting")
         big = "".join("%05d-" % i for i in range(1707))  # 10,242 bytes, every piece distinct
