@@ -1114,8 +1114,11 @@ static int cmd_pending(const struct cg_cli *g, bool json)
 		 * env, what each stage resolved to, and a grant the agent asks for.
 		 */
 		int rows, cols = 100;
+		const char *env_cols = getenv("COLUMNS");
 		if (isatty(STDOUT_FILENO))
 			tty_size(STDOUT_FILENO, &rows, &cols);
+		else if (env_cols && atoi(env_cols) >= 40 && atoi(env_cols) <= 1000)
+			cols = atoi(env_cols); /* a pipe: as wide as the caller says */
 		size_t i;
 		const json_t *p;
 		json_array_foreach(list, i, p)
