@@ -1273,7 +1273,8 @@ static int parse_count(const char *s, int64_t *out)
 static const struct cg_cli_opt grant_open_opts[] = {
 	{ "--exe", "PATH", "the exact resolved executable (one stage)" },
 	{ "--argv", "PATTERN...",
-	  "argv patterns up to the next option (fnmatch; a final ** = any rest)" },
+	  "argv patterns up to the next grant option (fnmatch; a final ** = any rest; "
+	  "--version is a pattern, a grant option's own name is written \\--uses)" },
 	{ "--session", "GLOB", "only calls of matching sessions" },
 	{ "--uid", "UID", "only calls from this peer uid" },
 	{ "--path", "DIR",
@@ -1289,6 +1290,15 @@ static const struct cg_cli_opt grant_open_opts[] = {
 	{ "--json", NULL, "print the daemon's response as JSON" },
 	{ 0 },
 };
+
+/* Is word one of grant open's own options (where an --argv list ends)? */
+static bool grant_open_opt(const char *word)
+{
+	for (const struct cg_cli_opt *o = grant_open_opts; o->name; o++)
+		if (strcmp(o->name, word) == 0)
+			return true;
+	return strcmp(word, "-h") == 0 || strcmp(word, "--help") == 0;
+}
 
 static const struct cg_cli_opt grant_opts[] = {
 	{ "--json", NULL, "print the daemon's response as JSON (open, list)" },
@@ -1373,8 +1383,12 @@ static int cmd_grant(const struct cg_cli *g, int argc, char **argv)
 				continue;
 			}
 			if (strcmp(a, "--argv") == 0) {
-				/* Every following word up to the next --flag is one pattern. */
-				for (i++; i < argc && strncmp(argv[i], "--", 2) != 0; i++)
+				/*
+				 * Every following word up to the next grant option is one
+				 * pattern, so `--version` or `--force` can be granted (an
+				 * option's own name is written `\--uses`: fnmatch quoting).
+				 */
+				for (i++; i < argc && !grant_open_opt(argv[i]); i++)
 					json_array_append_new(args, json_string(argv[i]));
 				i--;
 				continue;

@@ -305,6 +305,22 @@ class Grants(unittest.TestCase):
     def tearDown(self):
         self.d.close()
 
+    def test_argv_patterns_may_be_options(self):
+        # `--argv dpkg --version` was cut at --version ("unknown option"); only grant
+        # options end the list, and one of their names is written quoted.
+        r = self.d.cli("grant", "open", "--exe", "/usr/bin/dpkg", "--argv", "dpkg", "--version",
+                       "--uses", "1", "--ttl", "60", "--timeout", "20s", "--json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        g = self.d.admin("grant_list")["reply"]["data"]["grants"][0]
+        self.assertEqual(g["pipeline"][0]["argv"], ["dpkg", "--version"])
+        self.assertEqual(g["timeout_ms"], 20000)
+        r = self.d.cli("grant", "open", "--exe", "/usr/bin/echo", "--argv", "echo", "\\--uses",
+                       "--uses", "1", "--ttl", "60", "--json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        g = [x for x in self.d.admin("grant_list")["reply"]["data"]["grants"]
+             if x["pipeline"][0]["exe"] == "/usr/bin/echo"][0]
+        self.assertEqual(g["pipeline"][0]["argv"], ["echo", "\\--uses"])  # matches "--uses"
+
     def test_grant_runs_its_shape_for_its_uses_then_expires_back_to_approval(self):
         r = self.d.cli("grant", "open", "--exe", "/usr/bin/id", "--argv", "id", "-u",
                        "--privileged", "--uses", "2", "--ttl", "60", "--json")
