@@ -320,10 +320,15 @@ static int cmd_verdict(struct state st, int argc, char **argv)
 	/* From traces/ID/, or from the archive retention packed it into. */
 	if (cg_package_read(state_dir, id, json ? "verdict.json" : "verdict.md", 16u << 20, &p,
 			    &n) < 0) {
-		fprintf(stderr,
-			"callgate verdict: no verdict for trace %s (%s); if the journal holds it, "
-			"`callgate evidence rebuild %s` recreates the package\n",
-			id, strerror(errno), id);
+		if (errno == ENOENT)
+			fprintf(stderr,
+				"callgate verdict: no trace package %s in %s (a mistyped id? "
+				"'callgate log' lists the traces; if 'callgate replay %s' finds it "
+				"in the journal, 'callgate evidence rebuild %s' writes it again)\n",
+				id, state_dir, id, id);
+		else
+			fprintf(stderr, "callgate verdict: trace %s's verdict cannot be read: %s\n",
+				id, strerror(errno));
 		return EXIT_FAIL;
 	}
 	if (json) {
