@@ -333,8 +333,11 @@ void cg_kernel_admin(struct cg_kernel *k, const char *line, size_t len, const st
 	if (!r)
 		r = invalid("unknown action (ping, pending, approve, deny, grant_open, "
 			    "grant_list, grant_close, reload)");
+	/* An action that left a trace (a grant opened) answers with it; others with a fresh id. */
 	char trace[40] = "";
-	if (cg_uuid4(trace, sizeof(trace)) != 0)
+	if (r->trace_id[0])
+		memcpy(trace, r->trace_id, sizeof(trace));
+	else if (cg_uuid4(trace, sizeof(trace)) != 0)
 		snprintf(trace, sizeof(trace), "admin");
 	answer_reply(respond, cookie, rid ? rid : "", trace, r);
 	json_decref(o);

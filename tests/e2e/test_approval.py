@@ -328,6 +328,9 @@ class Grants(unittest.TestCase):
         g = json.loads(r.stdout)["reply"]
         self.assertEqual(g["code"], "CT-OPEN-S-001")
         gid = g["data"]["grant_id"]
+        # The reply names the trace that recorded the opening (it named a fresh id).
+        opened = cgtest.wait_package_file(self.d.state_dir, g["trace_id"], "events.ndjson")
+        self.assertIn(gid, opened if isinstance(opened, str) else opened.decode())
         for left in (1, 0):
             resp = self.d.request(cgtest.make_request([["id", "-u"]]), timeout=WAIT)
             self.assertEqual(resp["status"], "ok", resp)
