@@ -267,6 +267,63 @@ static bool env_name_valid(const char *s, size_t n)
 	return true;
 }
 
+/*
+ * Allowed names whose values programs interpret: each value must have the
+ * form a value of that name has, whatever the policy's env_allow says. An
+ * attack set DEBIAN_FRONTEND to "noninteractive;BEGIN{do q(ws/x)}#": debconf
+ * puts the name in a Perl string eval, so an approved root apt-get ran the
+ * agent's file. A locale or TZ value that is a path loads data from where
+ * the agent wrote it.
+ */
+struct value_rule {
+	const char *name; /* exact, or a prefix when it ends with '_' */
+	const char *chars;
+	const char *expected;
+	const char *risk;
+};
+
+static const char word_chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+static const char locale_chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+				   "0123456789_.@+-";
+
+static const struct value_rule value_rules[] = {
+	{ "DEBIAN_FRONTEND", word_chars,
+	  "a frontend name of letters (noninteractive, readline, ...)",
+	  "Perl code (debconf evaluates it)" },
+	{ "LANG", locale_chars, "a locale name such as C.UTF-8 (letters, digits, _.@+-)",
+	  "a path to locale data" },
+	{ "LANGUAGE", locale_chars, "locale names (letters, digits, _.@+-), ':'-separated",
+	  "a path to locale data" },
+	{ "LC_", locale_chars, "a locale name such as C.UTF-8 (letters, digits, _.@+-)",
+	  "a path to locale data" },
+	{ "TERM", locale_chars, "a terminal name such as xterm-256color",
+	  "a path to terminfo data" },
+	{ "TZ", locale_chars, "a zone name such as UTC or Europe/Berlin, or a POSIX TZ rule",
+	  "a path to a zone file" },
+};
+
+/* NULL, or the rule value breaks (its expected form). */
+static const struct value_rule *env_value_bad(const char *name, const char *v)
+{
+	for (size_t i = 0; i < CG_ARRAY_LEN(value_rules); i++) {
+		const struct value_rule *r = &value_rules[i];
+		size_t rl = strlen(r->name);
+		if (r->name[rl - 1] == '_' ? strncmp(name, r->name, rl) != 0
+					   : strcmp(name, r->name) != 0)
+			continue;
+		bool lang = strcmp(r->name, "LANGUAGE") == 0, tz = strcmp(r->name, "TZ") == 0;
+		for (const char *p = v; *p; p++)
+			if (!strchr(r->chars, *p) && !(lang && *p == ':') &&
+			    !(tz && strchr("/:,<>", *p)))
+				return r;
+		/* A zone name is relative to the zone directory: never absolute, never up. */
+		if (tz && (v[0] == '/' || strncmp(v, ":/", 2) == 0 || strstr(v, "..")))
+			return r;
+		return strstr(v, "..") ? r : NULL;
+	}
+	return NULL;
+}
+
 static bool env_allowed(const struct cg_wire_rules *rules, const char *name)
 {
 	for (size_t i = 0; rules->env_allow && i < rules->n_env_allow; i++)
@@ -683,6 +740,10 @@ static struct cg_reply *take_env(json_t *env, const struct cg_wire_rules *rules,
 			snprintf(field, sizeof(field), "env.%.64s", name);
 			return arg_too_big(field, nlen + 1 + json_string_length(val));
 		}
+		const struct value_rule *bad = env_value_bad(name, json_string_value(val));
+		if (bad)
+			return cg_reply_new(CG_R_ENV_VALUE_INVALID, "{s:s,s:s,s:s}", "name", name,
+					    "expected", bad->expected, "risk", bad->risk);
 		struct cg_env_var *ev = &req->env[req->n_env];
 		ev->name = strdup(name);
 		ev->value = dup_json_string(val);

@@ -20,7 +20,8 @@
 #define T   "2026-02-13T14:30:00Z"
 #define IDT "\"id\":\"r1\",\"time\":\"" T "\""
 
-static const char *const allow[] = { "DEBIAN_FRONTEND", "LANG", "FOO", "LD_PRELOAD", "PATH" };
+static const char *const allow[] = { "DEBIAN_FRONTEND", "LANG", "LC_ALL", "TZ", "FOO",
+				     "LD_PRELOAD",	"PATH" };
 static struct cg_wire_rules rules;
 
 static void setup(void)
@@ -228,6 +229,30 @@ static const struct row rows[] = {
 	{ "env not allowed",
 	  "{" IDT ",\"pipeline\":[[\"ls\"]],\"env\":{\"FOO\":\"1\",\"BAR\":\"2\"}}", 0, false,
 	  false, CG_R_ENV_NOT_ALLOWED, "r1", "name", "BAR", 0 },
+	/* Values programs interpret (found by attack, s35: debconf evaluates DEBIAN_FRONTEND). */
+	{ "env debconf code",
+	  "{" IDT
+	  ",\"pipeline\":[[\"ls\"]],\"env\":{\"DEBIAN_FRONTEND\":\"noninteractive;BEGIN{1}#\"}}",
+	  0, false, false, CG_R_ENV_VALUE_INVALID, "r1", "name", "DEBIAN_FRONTEND", 0 },
+	{ "env debconf word",
+	  "{" IDT ",\"pipeline\":[[\"ls\"]],\"env\":{\"DEBIAN_FRONTEND\":\"noninteractive\"}}", 0,
+	  false, false, OK, "r1", NULL, NULL, 0 },
+	{ "env locale path",
+	  "{" IDT ",\"pipeline\":[[\"ls\"]],\"env\":{\"LC_ALL\":\"/tmp/ws/loc\"}}", 0, false, false,
+	  CG_R_ENV_VALUE_INVALID, "r1", "name", "LC_ALL", 0 },
+	{ "env locale name",
+	  "{" IDT ",\"pipeline\":[[\"ls\"]],\"env\":{\"LANG\":\"de_DE.UTF-8@euro\"}}", 0, false,
+	  false, OK, "r1", NULL, NULL, 0 },
+	{ "env TZ absolute", "{" IDT ",\"pipeline\":[[\"ls\"]],\"env\":{\"TZ\":\":/tmp/ws/zone\"}}",
+	  0, false, false, CG_R_ENV_VALUE_INVALID, "r1", "name", "TZ", 0 },
+	{ "env TZ up", "{" IDT ",\"pipeline\":[[\"ls\"]],\"env\":{\"TZ\":\"../../tmp/zone\"}}", 0,
+	  false, false, CG_R_ENV_VALUE_INVALID, "r1", "name", "TZ", 0 },
+	{ "env TZ rule",
+	  "{" IDT ",\"pipeline\":[[\"ls\"]],\"env\":{\"TZ\":\"EST5EDT,M3.2.0,M11.1.0\"}}", 0, false,
+	  false, OK, "r1", NULL, NULL, 0 },
+	{ "env TZ zone",
+	  "{" IDT ",\"pipeline\":[[\"ls\"]],\"env\":{\"TZ\":\"America/Argentina/Buenos_Aires\"}}",
+	  0, false, false, OK, "r1", NULL, NULL, 0 },
 	{ "env case matters", "{" IDT ",\"pipeline\":[[\"ls\"]],\"env\":{\"foo\":\"1\"}}", 0, false,
 	  false, CG_R_ENV_NOT_ALLOWED, "r1", "name", "foo", 0 },
 	/* Characters */
@@ -280,10 +305,12 @@ static const struct row rows[] = {
 	{ "cwd mongolian vowel separator",
 	  "{" IDT ",\"pipeline\":[[\"ls\"]],\"cwd\":\"/w\\u180e\"}", 0, false, false,
 	  CG_R_TEXT_FORBIDDEN_CHAR, "r1", "field", "cwd", 0 },
-	{ "env value LRM", "{" IDT ",\"pipeline\":[[\"ls\"]],\"env\":{\"LANG\":\"C\\u200e\"}}", 0,
-	  false, false, CG_R_TEXT_FORBIDDEN_CHAR, "r1", "field", "env.LANG", 0 },
-	{ "env value tab ok", "{" IDT ",\"pipeline\":[[\"ls\"]],\"env\":{\"LANG\":\"C\\t\"}}", 0,
+	{ "env value LRM", "{" IDT ",\"pipeline\":[[\"ls\"]],\"env\":{\"FOO\":\"C\\u200e\"}}", 0,
+	  false, false, CG_R_TEXT_FORBIDDEN_CHAR, "r1", "field", "env.FOO", 0 },
+	{ "env value tab ok", "{" IDT ",\"pipeline\":[[\"ls\"]],\"env\":{\"FOO\":\"C\\t\"}}", 0,
 	  false, false, OK, "r1", NULL, NULL, 0 },
+	{ "env locale tab", "{" IDT ",\"pipeline\":[[\"ls\"]],\"env\":{\"LANG\":\"C\\t\"}}", 0,
+	  false, false, CG_R_ENV_VALUE_INVALID, "r1", "name", "LANG", 0 },
 	{ "env value NUL", "{" IDT ",\"pipeline\":[[\"ls\"]],\"env\":{\"LANG\":\"C\\u0000\"}}", 0,
 	  false, false, CG_R_ARG_NUL, "r1", "field", "env.LANG", 0 },
 	{ "gate tool bidi",
