@@ -227,9 +227,43 @@ static int text_cols(const char *s, size_t n)
 	return cols;
 }
 
+/*
+ * Runs of 8 or more spaces in s as "<N spaces>", in place: padding pushed an
+ * env value's payload rows below `DEBIAN_FRONTEND=noninteractive`, past where
+ * an approver reads (found by attack). The screen says how many there are.
+ */
+static char *squeeze_spaces(char *s)
+{
+	char *out = malloc(2 * strlen(s) + 1); /* "<8 spaces>" is 10 bytes for 8 */
+	if (!out)
+		return s;
+	size_t o = 0;
+	for (const char *p = s; *p;) {
+		size_t run = strspn(p, " ");
+		if (run >= 8) {
+			char note[32];
+			int k = snprintf(note, sizeof(note), "<%zu spaces>", run);
+			memcpy(out + o, note, (size_t)k);
+			o += (size_t)k;
+			p += run;
+		} else if (run) {
+			memcpy(out + o, p, run);
+			o += run;
+			p += run;
+		} else {
+			out[o++] = *p++;
+		}
+	}
+	out[o] = '\0';
+	free(s);
+	return out;
+}
+
 static void screen_field(struct screen *sc, const char *label, const char *value)
 {
 	char *v = cg_sanitize_for_terminal(value ? value : "");
+	if (v)
+		v = squeeze_spaces(v);
 	if (!v) {
 		sc->oom = true;
 		return;
@@ -299,8 +333,9 @@ static const char *privileged_text(const json_t *cons, const json_t *pipeline)
 	       "do not apply); the constraints below bind what it reads, writes and runs, its "
 	       "network and limits (with no_new_privs and seccomp), but as root it can still "
 	       "chmod, chown and touch any file and renice or prlimit other processes; it follows "
-	       "no symlink under the workspaces, the agent's home and /tmp, but a path elsewhere "
-	       "that the agent can write may lead to any file";
+	       "no symlink where the agent can write (the workspaces, its home, /tmp and the "
+	       "like), but it reads what its arguments and the agent's files name: a list of "
+	       "paths (tar -T, --files-from) or a config file may name any file";
 }
 
 static char *pipeline_text(const json_t *pipe);

@@ -1553,7 +1553,8 @@ static int prepare_plan(const struct cg_constraints *const *cons, size_t n,
 	if (!p->report)
 		goto oom;
 	(void)json_object_set_new(p->report, "view", cg_view_report(p->view));
-	if (ctx && !ctx->view && ctx->n_nosymfollow && geteuid() == 0 &&
+	/* A privileged stage no set governs is unconfined, as the screen says: mounts and all. */
+	if (ctx && !ctx->view && n > 0 && ctx->n_nosymfollow && geteuid() == 0 &&
 	    take_nosymfollow(p, ctx) != 0)
 		goto oom;
 	if (p->set_ids)

@@ -739,8 +739,9 @@ int cg_view_nosymfollow(const char *const *dirs, size_t n, const char *cwd)
 	    syscall(SYS_mount_setattr, AT_FDCWD, "/", AT_RECURSIVE, &slave, sizeof(slave)) != 0)
 		return errno;
 	for (size_t i = 0; i < n; i++) {
+		/* Each was there when the call was prepared: one gone since fails the call. */
 		int rc = bind_clone(AT_FDCWD, dirs[i], true, MOUNT_ATTR_NOSYMFOLLOW, 0, dirs[i]);
-		if (rc != 0 && rc != ENOENT)
+		if (rc != 0)
 			return rc;
 	}
 	/* The old cwd lies under the new mounts: lookups from it would not see them. */

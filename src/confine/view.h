@@ -161,10 +161,10 @@ int cg_caps_drop_net(void);
  * workspaces, the peer's home, the world-writable temporary directories)
  * cloned over themselves with nosymfollow. There the agent can plant a
  * symlink to any file, and root would follow it: an approved `cat
- * ws/notes.txt` read /etc/shadow (found by attack). A dir that does not
- * exist is skipped. The cwd is entered again through the new mounts and
- * must still be the directory it was. Child only, async-signal-safe; 0 or
- * an errno value.
+ * ws/notes.txt` read /etc/shadow (found by attack). Each dir must exist
+ * (one renamed away meanwhile fails the call). The cwd is entered again
+ * through the new mounts and must still be the directory it was. Child
+ * only, async-signal-safe; 0 or an errno value.
  */
 int cg_view_nosymfollow(const char *const *dirs, size_t n, const char *cwd);
 

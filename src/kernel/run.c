@@ -14,7 +14,9 @@
  *  - run_job answers exactly once on every path and leaves the job's
  *    request as it found it (sudo wrapping undone).
  */
+#include <dirent.h>
 #include <errno.h>
+#include <grp.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,40 +98,120 @@ static int prepare_identity(struct cg_kernel *k, struct cg_job *j, struct run *r
 	return 0;
 }
 
-/* The world-writable temporary directories: the agent can plant a symlink there too. */
-static const char *const shared_tmp[] = { "/tmp", "/var/tmp", "/dev/shm" };
+/* Directories whose children are looked at for ones the agent can write. */
+static const char *const writable_bases[] = { "/",	    "/dev",	  "/run",
+					      "/run/user",  "/var",	  "/var/lib",
+					      "/var/cache", "/var/spool", "/var/local",
+					      "/usr/local", "/opt",	  "/srv",
+					      "/home",	    "/mnt",	  "/media" };
 
-/* dir canonical into out[*n] (owned), unless missing, "/", or not a directory. */
-static void take_dir(const char *dir, char **out, size_t *n)
+/* The dirs found so far: canonical, owned, each once. */
+struct dirs {
+	char **v;
+	size_t n, cap;
+};
+
+static void dirs_free(struct dirs *d)
+{
+	for (size_t i = 0; i < d->n; i++)
+		free(d->v[i]);
+	free(d->v);
+	memset(d, 0, sizeof(*d));
+}
+
+/* dir canonical into d, unless missing, "/", not a directory, or there already. -1 on OOM. */
+static int take_dir(struct dirs *d, const char *dir)
 {
 	char *c = realpath(dir, NULL);
 	struct stat st;
-	if (c && strcmp(c, "/") != 0 && stat(c, &st) == 0 && S_ISDIR(st.st_mode))
-		out[(*n)++] = c;
+	bool keep = c && strcmp(c, "/") != 0 && stat(c, &st) == 0 && S_ISDIR(st.st_mode);
+	for (size_t i = 0; keep && i < d->n; i++)
+		keep = strcmp(d->v[i], c) != 0;
+	if (keep && d->n == d->cap) {
+		size_t nc = d->cap ? d->cap * 2 : 16;
+		char **g = realloc(d->v, nc * sizeof(*g));
+		if (!g) {
+			free(c);
+			return -1;
+		}
+		d->v = g;
+		d->cap = nc;
+	}
+	if (keep)
+		d->v[d->n++] = c;
 	else
 		free(c);
+	return 0;
+}
+
+/* May the peer (uid, its groups) create entries in a directory of st? */
+static bool peer_may_write(const struct stat *st, uid_t uid, const gid_t *groups, int ng)
+{
+	if (st->st_mode & S_IWOTH)
+		return true;
+	if (uid == 0)
+		return false; /* a root peer writes everything: only what all may write counts */
+	if (st->st_uid == uid && (st->st_mode & S_IWUSR))
+		return true;
+	for (int i = 0; (st->st_mode & S_IWGRP) && i < ng; i++)
+		if (groups[i] == st->st_gid && groups[i] != 0)
+			return true;
+	return false;
+}
+
+/* Each directory one level under base that the peer may write, into d. -1 on OOM. */
+static int writable_children(struct dirs *d, const char *base, uid_t peer, const gid_t *groups,
+			     int ng)
+{
+	DIR *dir = opendir(base);
+	struct dirent *e;
+	int rc = 0;
+	while (dir && rc == 0 && (e = readdir(dir))) {
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+			continue;
+		char path[4200];
+		struct stat st;
+		snprintf(path, sizeof(path), "%s/%s", strcmp(base, "/") ? base : "", e->d_name);
+		if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode) &&
+		    peer_may_write(&st, peer, groups, ng))
+			rc = take_dir(d, path);
+	}
+	if (dir)
+		closedir(dir);
+	return rc;
 }
 
 /*
  * Where a privileged call follows no symlink (cg_view_nosymfollow): what the
- * agent can write, so could point anywhere. Every workspace, the peer's
- * home when the peer owns it, and the shared temporary directories. The
- * number of dirs in out (each owned); out holds n_workspaces + 4.
+ * agent can write, so could make point anywhere. Every workspace, the peer's
+ * home when the peer owns it, and each directory one level under the usual
+ * places that the peer may write: world-writable, its own, or its group's
+ * (/tmp, /var/tmp, /dev/shm, /run/lock, /run/user/UID, /usr/local for a
+ * member of staff, ...; found by attack: /run/lock was left out). 0, or -1
+ * on OOM.
  */
-static size_t agent_writable(const struct cg_kernel *k, uid_t peer, char **out)
+static int agent_writable(const struct cg_kernel *k, uid_t peer, struct dirs *d)
 {
-	size_t n = 0;
 	for (size_t i = 0; i < k->world.n_workspaces; i++)
-		take_dir(k->world.workspaces[i], out, &n);
+		if (take_dir(d, k->world.workspaces[i]) != 0)
+			return -1;
 	struct passwd pw, *res = NULL;
 	char buf[4096];
+	gid_t groups[256];
+	int ng = 0;
 	struct stat st;
-	if (getpwuid_r(peer, &pw, buf, sizeof(buf), &res) == 0 && res && res->pw_dir &&
-	    stat(res->pw_dir, &st) == 0 && st.st_uid == peer)
-		take_dir(res->pw_dir, out, &n);
-	for (size_t i = 0; i < CG_ARRAY_LEN(shared_tmp); i++)
-		take_dir(shared_tmp[i], out, &n);
-	return n;
+	if (getpwuid_r(peer, &pw, buf, sizeof(buf), &res) == 0 && res) {
+		ng = (int)CG_ARRAY_LEN(groups);
+		if (getgrouplist(res->pw_name, res->pw_gid, groups, &ng) < 0)
+			ng = 0; /* more than fit: the uid and the world still count */
+		if (res->pw_dir && stat(res->pw_dir, &st) == 0 && st.st_uid == peer &&
+		    take_dir(d, res->pw_dir) != 0)
+			return -1;
+	}
+	for (size_t b = 0; b < CG_ARRAY_LEN(writable_bases); b++)
+		if (writable_children(d, writable_bases[b], peer, groups, ng) != 0)
+			return -1;
+	return 0;
 }
 
 /* The view the fold's constraints grant, built before anything starts. */
@@ -153,24 +235,21 @@ static int prepare_confinement(struct cg_job *j, struct run *r, struct cg_reply 
 				       .n_own_paths = j->k->n_own_paths,
 				       .uid = r->uid,
 				       .gid = r->gid };
-	char **nosym = NULL;
+	struct dirs nosym = { 0 };
 	if (r->priv && r->root) {
-		nosym =
-		    calloc(j->k->world.n_workspaces + 1 + CG_ARRAY_LEN(shared_tmp), sizeof(*nosym));
-		if (!nosym) {
+		if (agent_writable(j->k, j->peer.uid, &nosym) != 0) {
+			dirs_free(&nosym);
 			*reply = cg_reply_new(CG_R_OUT_OF_MEMORY, "{s:s}", "doing",
 					      "preparing confinement");
 			return -1;
 		}
-		cctx.n_nosymfollow = agent_writable(j->k, j->peer.uid, nosym);
-		cctx.nosymfollow = (const char *const *)nosym;
+		cctx.n_nosymfollow = nosym.n;
+		cctx.nosymfollow = (const char *const *)nosym.v;
 	}
 	const struct cg_folded *f = &j->gate.folded;
 	int rc = cg_confine_prepare_stages(f->constraints, f->stages, f->n_constraints,
 					   j->gate.call.n_stages, &cctx, &r->plan, reply);
-	for (size_t i = 0; nosym && i < cctx.n_nosymfollow; i++)
-		free(nosym[i]);
-	free(nosym);
+	dirs_free(&nosym);
 	if (rc != 0)
 		return -1;
 	r->confinement = cg_confine_report(r->plan);

@@ -728,10 +728,15 @@ rules:
             os.symlink(secret, planted)
             in_tmp = tempfile.mktemp(prefix="cg-planted-", dir="/tmp")
             os.symlink(secret, in_tmp)
+            # Any directory one level under the usual places that all may write (attack: /run/lock).
+            lock = "/run/lock" if os.path.isdir("/run/lock") and os.stat(
+                "/run/lock").st_mode & 0o002 else "/var/tmp"
+            in_lock = tempfile.mktemp(prefix="cg-planted-", dir=lock)
+            os.symlink(secret, in_lock)
             try:
-                for path in (planted, in_tmp, os.path.join(d.workspace, "..",
-                                                           os.path.basename(d.workspace),
-                                                           "notes.txt")):
+                for path in (planted, in_tmp, in_lock,
+                             os.path.join(d.workspace, "..", os.path.basename(d.workspace),
+                                          "notes.txt")):
                     r, out, err = self.cat(d, path)
                     self.assertNotIn(b"TOP-SECRET", out, path)
                     self.assertIn(b"Too many levels of symbolic links", err, (path, r))
@@ -739,6 +744,7 @@ rules:
                               ["symlinks_not_followed"])
             finally:
                 os.unlink(in_tmp)
+                os.unlink(in_lock)
             # Control: a regular file there is read, as root.
             os.unlink(planted)
             with open(planted, "w") as f:
@@ -1164,6 +1170,21 @@ class PendingShowsTheWholeCall(unittest.TestCase):
             self.assertIn(p["request_sha256"], out)
             d.cli("deny", p["trace_id"])
             t.join(WAIT)
+
+    def test_padding_is_counted_not_shown(self):
+        # 1,500 spaces had pushed an env value's payload rows below what an approver reads.
+        with daemon() as d:
+            marker = os.path.join(d.workspace, "padded")
+            value = "Jane" + " " * 1500 + "PAYLOAD-AFTER-THE-PADDING"
+            t, box = call_async(d, cgtest.make_request([["touch", marker]], privileged=False,
+                                                       env={"GIT_AUTHOR_NAME": value}))
+            p = wait_pending(d, 1)[0]
+            out = d.cli("pending").stdout.decode()
+            self.assertIn("GIT_AUTHOR_NAME=Jane<1500 spaces>PAYLOAD-AFTER-THE-PADDING", out)
+            self.assertEqual(p["env"]["GIT_AUTHOR_NAME"], value, "the view keeps every byte")
+            d.cli("deny", p["trace_id"])
+            t.join(WAIT)
+            self.assertFalse(os.path.exists(marker))
 
     def test_a_forwarded_ssh_agent_is_shown_bound_and_granted_apart(self):
         """forward_agent hands the call the daemon's ssh agent: it was in
