@@ -111,6 +111,9 @@ bool cg_cli_wants_help(int argc, char **argv);
 /* Print usage, an optional paragraph and the option table to stdout; returns CG_EXIT_OK. */
 int cg_cli_help(const char *usage, const char *about, const struct cg_cli_opt *opts);
 
+/* The option of opts that "--word" is one edit from (a typo), or NULL. */
+const char *cg_cli_typo_of(const char *word, const struct cg_cli_opt *opts);
+
 /*
  * Report a bad option on stderr, naming it, why (NULL: "unknown option"), and
  * the closest valid option of opts; returns CG_EXIT_USAGE.

@@ -339,6 +339,7 @@ static const char *privileged_text(const json_t *cons, const json_t *pipeline)
 }
 
 static char *pipeline_text(const json_t *pipe);
+static int parse_count(const char *s, int64_t *out);
 
 /* Which of the constraint sets (1-based, as listed below them) bind a stage. */
 static void bound_row(struct screen *sc, const json_t *bound, bool priv)
@@ -1150,10 +1151,12 @@ static int cmd_pending(const struct cg_cli *g, bool json)
 		 */
 		int rows, cols = 100;
 		const char *env_cols = getenv("COLUMNS");
+		int64_t want = 0;
 		if (isatty(STDOUT_FILENO))
 			tty_size(STDOUT_FILENO, &rows, &cols);
-		else if (env_cols && atoi(env_cols) >= 40 && atoi(env_cols) <= 1000)
-			cols = atoi(env_cols); /* a pipe: as wide as the caller says */
+		else if (env_cols && parse_count(env_cols, &want) == 0 && want >= 40 &&
+			 want <= 1000)
+			cols = (int)want; /* a pipe: as wide as the caller says */
 		size_t i;
 		const json_t *p;
 		json_array_foreach(list, i, p)
@@ -1309,7 +1312,8 @@ static const struct cg_cli_opt grant_open_opts[] = {
 	{ "--exe", "PATH", "the exact resolved executable (one stage)" },
 	{ "--argv", "PATTERN...",
 	  "argv patterns up to the next grant option (fnmatch; a final ** = any rest; "
-	  "--version is a pattern, a grant option's own name is written \\--uses)" },
+	  "--version is a pattern; a grant option's name, or a word one edit from one, is "
+	  "written \\--uses)" },
 	{ "--session", "GLOB", "only calls of matching sessions" },
 	{ "--uid", "UID", "only calls from this peer uid" },
 	{ "--path", "DIR",
@@ -1423,8 +1427,22 @@ static int cmd_grant(const struct cg_cli *g, int argc, char **argv)
 				 * pattern, so `--version` or `--force` can be granted (an
 				 * option's own name is written `\--uses`: fnmatch quoting).
 				 */
-				for (i++; i < argc && !grant_open_opt(argv[i]); i++)
+				for (i++; i < argc && !grant_open_opt(argv[i]); i++) {
+					const char *typo = cg_cli_typo_of(argv[i], grant_open_opts);
+					if (typo) {
+						/* A mistyped option must not become a pattern. */
+						fprintf(
+						    stderr,
+						    "callgate grant open: '%s' after --argv looks "
+						    "like "
+						    "'%s' mistyped; a pattern that is this word is "
+						    "written \\%s (see 'callgate grant --help')\n",
+						    argv[i], typo, argv[i]);
+						bad = CG_EXIT_USAGE;
+						break;
+					}
 					json_array_append_new(args, json_string(argv[i]));
+				}
 				i--;
 				continue;
 			}

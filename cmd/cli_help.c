@@ -93,6 +93,16 @@ static const char *unique_prefix(const char *name, const struct cg_cli_opt *opts
 	return found;
 }
 
+const char *cg_cli_typo_of(const char *word, const struct cg_cli_opt *opts)
+{
+	if (strncmp(word, "--", 2) != 0)
+		return NULL;
+	for (const struct cg_cli_opt *o = opts; o && o->name; o++)
+		if (strcmp(o->name, word) != 0 && distance(word, o->name) == 1)
+			return o->name;
+	return NULL;
+}
+
 int cg_cli_bad_option(const char *sub, const char *bad, const char *why,
 		      const struct cg_cli_opt *opts)
 {

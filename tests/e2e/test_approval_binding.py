@@ -1273,6 +1273,11 @@ class ApproverCommandLine(unittest.TestCase):
                          "--paths", "/tmp", "--uses", "1", "--ttl", "60")
         self.assertEqual(r.returncode, 64)
         self.assertIn("'--paths'", r.stderr)
+        # After --argv a word may be a pattern (--version); one edit from an option is a typo.
+        self.assertIn("looks like '--path' mistyped", r.stderr)
+        self.assertIn("written \\--paths", r.stderr)
+        r = self.run_cli("grant", "open", "--exe", "/usr/bin/id", "--uses", "1", "--pahts", "x")
+        self.assertEqual(r.returncode, 64)
         self.assertIn("did you mean '--path'", r.stderr)
         r = self.run_cli("pending", "--bogus")
         self.assertEqual(r.returncode, 64)
