@@ -1110,10 +1110,16 @@ static void print_grant(const json_t *gr)
 		json_t *v = json_object_get(gr, rest[i]);
 		if (!v || (json_is_array(v) && json_array_size(v) == 0 && strcmp(rest[i], "env")))
 			continue;
+		bool none = (json_is_array(v) && json_array_size(v) == 0) ||
+			    (json_is_object(v) && json_object_size(v) == 0);
 		printf("; %s%s ", rest[i],
-		       strcmp(rest[i], "env") == 0 && json_is_object(env) ? " (values bound)" : "");
-		if (json_is_array(v) && json_array_size(v) == 0)
+		       strcmp(rest[i], "env") == 0 && json_is_object(env) && !none
+			   ? " (values bound)"
+			   : "");
+		if (none)
 			printf("none");
+		else if (json_is_string(v) && !*json_string_value(v))
+			printf("none given (local calls only)"); /* host "": the call named none */
 		else
 			cg_cli_print_value(stdout, v); /* as text, control characters replaced */
 	}

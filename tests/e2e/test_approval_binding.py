@@ -913,6 +913,9 @@ class ApproverScreen(unittest.TestCase):
         grants = self.d.admin("grant_list")["reply"]["data"]["grants"]
         self.assertEqual(len(grants), 1)
         self.assertEqual(grants[0]["pipeline"][0]["argv"], ["touch", lit + "/\\*"])
+        listed = self.d.cli("grant", "list").stdout.decode()
+        self.assertIn("; env none;", listed, "an empty binding reads as none, not blank")
+        self.assertNotRegex(listed, r"; (env|host) ;")
         # A different argument is not covered: it waits for a person, nothing is made.
         other = os.path.join(lit, "delete-all")
         t2, box2 = call_async(self.d, cgtest.make_request([["touch", other]], privileged=False))
