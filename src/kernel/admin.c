@@ -203,6 +203,10 @@ static struct cg_reply *admin_approve(struct cg_kernel *k, const struct admin_rq
 	struct cg_reply *r =
 	    approve_locked(k, rq->target, field(rq, "request_sha256"), rq->peer->uid);
 	pthread_mutex_unlock(&k->lock);
+	/* An answer recorded on the call's trace is answered with that trace id. */
+	if (r && (r->id == CG_R_APPROVAL_RECORDED || r->id == CG_R_APPROVAL_STALE ||
+		  r->id == CG_R_APPROVAL_OVERRULED))
+		cg_reply_set_trace(r, rq->target);
 	return r;
 }
 
@@ -223,7 +227,10 @@ static struct cg_reply *admin_deny(struct cg_kernel *k, const struct admin_rq *r
 			  why ? why : ""));
 	settle_locked(k, j, cg_en_approval_denied(rq->peer->uid, why));
 	pthread_mutex_unlock(&k->lock);
-	return cg_reply_new(CG_R_DENIAL_RECORDED, "{s:s}", "id", rq->target);
+	struct cg_reply *r = cg_reply_new(CG_R_DENIAL_RECORDED, "{s:s}", "id", rq->target);
+	if (r)
+		cg_reply_set_trace(r, rq->target); /* the denial is on the call's trace */
+	return r;
 }
 
 /*

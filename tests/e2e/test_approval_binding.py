@@ -198,6 +198,8 @@ class AdminPeersArePeople(unittest.TestCase):
             # Control: the daemon's owner (the default approver) answers.
             r = d.admin("approve", trace_id=p["trace_id"], request_sha256=p["request_sha256"])
             self.assertEqual(r["reply"]["code"], "MCP-APPR-S-001", r)
+            # Named by the trace that recorded it (it had named a fresh id with no evidence).
+            self.assertEqual(r["reply"]["trace_id"], p["trace_id"], r)
             t.join(WAIT)
             self.assertTrue(os.path.exists(marker))
 
@@ -229,8 +231,9 @@ class AdminPeersArePeople(unittest.TestCase):
             time.sleep(0.3)
             self.assertFalse(os.path.exists(marker))
             self.assertEqual(len(pending(d)), 1)
-            r = d.cli("deny", p["trace_id"])
-            self.assertEqual(r.returncode, 0, r)
+            r = d.admin("deny", trace_id=p["trace_id"])
+            self.assertEqual(r["reply"]["code"], "MCP-APPR-S-002", r)
+            self.assertEqual(r["reply"]["trace_id"], p["trace_id"], r)
             t.join(WAIT)
 
     def test_gate_says_what_an_unknown_would_meet(self):
