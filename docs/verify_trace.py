@@ -401,8 +401,9 @@ def failed_exit(fin):
     return 0
 
 
-def outcome_of(f, sealed):
-    """What happened to the call, in one word."""
+def outcome_of(f, sealed, legacy=False):
+    """What happened to the call, in one word (legacy: as derived before 2026-11-27,
+    when a grant's opening read "answered")."""
     action = text(f.get("request"), "action")
     rtype = text(get(sealed, "reply"), "type")
     decision = text(sealed, "decision")
@@ -439,6 +440,8 @@ def outcome_of(f, sealed):
         return "error"
     if decision == "BLOCK":
         return "blocked"
+    if not legacy and rtype == "S" and text(get(sealed, "reply"), "code") == "CT-OPEN-S-001":
+        return "grant_opened"  # by a person on the admin socket, or an agent's request approved
     return "answered" if rtype == "S" else "refused"
 
 
@@ -473,6 +476,9 @@ def next_step(outcome, f, v):
                             "approver is available, or ask the operator for a grant.",
         "invalid": "Fix the request as the reply message says, then retry.",
         "answered": "Continue: the request was answered; nothing was run.",
+        "grant_opened": "Continue: calls of exactly the grant's shape now run without asking "
+                        "until its uses or its time run out (callgate grant list shows it, "
+                        "callgate grant close ends it); nothing ran now.",
     }
     if outcome == "failed" and integer(stages):
         return ("Only part of the pipeline ran: %d stage(s) started and were killed "
@@ -558,8 +564,9 @@ def run_of(f):
     return r
 
 
-def expected_verdict(sealed, f):
-    """The sealed verdict with what the events add (cg_verdict_with_facts)."""
+def expected_verdict(sealed, f, legacy=False):
+    """The sealed verdict with what the events add (cg_verdict_with_facts; legacy: as
+    derived before 2026-11-27, cg_verdict_with_events_legacy)."""
     v = copy.deepcopy(sealed)
     if not isinstance(v, dict):
         return v
@@ -572,7 +579,7 @@ def expected_verdict(sealed, f):
         v["why"] = [{"rung": text(r, "rung"), "decision": text(r, "decision"),
                      "rule_id": text(r, "rule_id"), "layer": layer_of(text(r, "reason")),
                      "code": text(r, "reason"), "why": get(r, "why")} for r in rungs]
-    outcome = outcome_of(f, sealed)
+    outcome = outcome_of(f, sealed, legacy)
     v["outcome"] = outcome
     v["executed"] = ran(f)
     v["decided_by"] = decided_by(f, sealed)
@@ -592,7 +599,11 @@ def expected_verdict(sealed, f):
     if f["screening"]:
         v["screening"] = f["screening"][-1]
     v["connections"] = f["connections"]
-    if v["executed"]:
+    rq = f.get("request")
+    if outcome == "grant_opened" and isinstance(get(rq, "admin"), str):
+        # An admin's grant opening names no call: who opened it.
+        v["call"] = {"action": "grant_open (admin socket)", "peer": {"uid": get(rq, "uid")}}
+    if v["executed"] or outcome == "grant_opened":  # a grant opened refused nothing
         v["blocked"] = []
     elif not (isinstance(v.get("blocked"), list) and v["blocked"]):
         v["blocked"] = [NOTHING_RAN]
@@ -629,7 +640,7 @@ def check_verdict(vbytes, events, where, probs):
         return
     try:
         want = expected_verdict(alone, f)
-        if same(v, want) or same(v, alone):
+        if same(v, want) or same(v, alone) or same(v, expected_verdict(alone, f, True)):
             return
     except RecursionError:
         probs.add(where, "verdict_mismatch: nested too deeply to compare")

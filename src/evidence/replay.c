@@ -663,16 +663,24 @@ static bool package_file_known(const char *name)
  * the events seal with, a refusal's) with what the trace's events in the
  * journal add (verdict.h). New reference, or NULL.
  */
-static json_t *trace_verdict(const json_t *sealed, const struct cg_journal_view *jv,
-			     const struct tidx *t)
+static json_t *trace_verdict_as(const json_t *sealed, const struct cg_journal_view *jv,
+				const struct tidx *t, bool legacy)
 {
 	struct cg_buf b;
 	cg_buf_init(&b, PACKAGE_CAP);
 	for (size_t k = 0; k < t->n; k++)
 		(void)cg_buf_add(&b, jv->v[t->ix[k]].line, jv->v[t->ix[k]].line_len);
-	json_t *v = b.truncated ? NULL : cg_verdict_with_events(sealed, (const char *)b.p, b.len);
+	json_t *v = b.truncated ? NULL
+		    : legacy	? cg_verdict_with_events_legacy(sealed, (const char *)b.p, b.len)
+				: cg_verdict_with_events(sealed, (const char *)b.p, b.len);
 	cg_buf_free(&b);
 	return v;
+}
+
+static json_t *trace_verdict(const json_t *sealed, const struct cg_journal_view *jv,
+			     const struct tidx *t)
+{
+	return trace_verdict_as(sealed, jv, t, false);
 }
 
 /* Are the bytes fmd[0..fl) exactly the rendering of verdict v? */
@@ -732,6 +740,13 @@ static void check_package_verdict(const struct cg_package_files *pf, const struc
 	const char *mb = cg_package_file(pf, "verdict.md", &ml);
 	bool json_ok = !seen[1] || json_file_is(jb, jl, sv);
 	bool md_ok = !seen[2] || md_is(mb, ml, sv);
+	if ((!json_ok || !md_ok) && sv) {
+		/* A package written before a grant's opening read as one (verdict.h). */
+		json_t *old = trace_verdict_as(sealed, jv, t, true);
+		json_ok = json_ok || json_file_is(jb, jl, old);
+		md_ok = md_ok || md_is(mb, ml, old);
+		json_decref(old);
+	}
 	if ((!json_ok || !md_ok) && !alone)
 		alone = sealed_verdict(seal);
 	if (!json_ok && !json_file_is(jb, jl, alone)) {

@@ -659,14 +659,20 @@ static bool eq(const char *a, const char *b)
 	return a && b && strcmp(a, b) == 0;
 }
 
-const char *const cg_verdict_outcomes[] = {
-	"allowed", "degraded",	       "approved",    "granted", "denied",    "refused", "blocked",
-	"invalid", "approval_timeout", "run_timeout", "failed",	 "cancelled", "dry_run", "answered",
-	"error",   "incomplete",       "open",	      NULL
-};
+const char *const cg_verdict_outcomes[] = { "allowed",	   "degraded", "approved",
+					    "granted",	   "denied",   "refused",
+					    "blocked",	   "invalid",  "approval_timeout",
+					    "run_timeout", "failed",   "cancelled",
+					    "dry_run",	   "answered", "error",
+					    "incomplete",  "open",     "grant_opened",
+					    NULL };
 
-/* What happened to the call, in one word (docs/evidence.md "outcome"). */
-static const char *outcome_of(const json_t *f, const json_t *sealed)
+/*
+ * What happened to the call, in one word (docs/evidence.md "outcome").
+ * legacy: as verdicts were derived before "grant_opened" (2026-11-27), which
+ * replay still accepts for the packages written then.
+ */
+static const char *outcome_of(const json_t *f, const json_t *sealed, bool legacy)
 {
 	const char *action = jstr(json_object_get(f, "request"), "action");
 	const char *rtype = jstr(json_object_get(sealed, "reply"), "type");
@@ -712,6 +718,11 @@ static const char *outcome_of(const json_t *f, const json_t *sealed)
 		return "blocked";
 	if (eq(decision, "UNKNOWN") && !eq(rtype, "S"))
 		return "refused";
+	/* A grant was opened: by a person on the admin socket, or an agent's request approved. */
+	if (!legacy && eq(rtype, "S") &&
+	    eq(jstr(json_object_get(sealed, "reply"), "code"),
+	       cg_reply_registry[CG_R_GRANT_OPENED].code))
+		return "grant_opened";
 	return eq(rtype, "S") ? "answered" : "refused";
 }
 
@@ -799,6 +810,11 @@ static void next_step(char *s, size_t n, const char *outcome, const json_t *f, c
 			 "person's approval or a grant.");
 	else if (eq(outcome, "answered"))
 		snprintf(s, n, "Continue: the request was answered; nothing was run.");
+	else if (eq(outcome, "grant_opened"))
+		snprintf(s, n,
+			 "Continue: calls of exactly the grant's shape now run without asking "
+			 "until its uses or its time run out (callgate grant list shows it, "
+			 "callgate grant close ends it); nothing ran now.");
 	else
 		snprintf(s, n,
 			 "Stop and report trace %s to the operator; the failure was not caused "
@@ -949,13 +965,24 @@ static void restore_compact(json_t *v, const json_t *f)
 		json_object_set_new(v, "why", why_from_rungs(rungs));
 }
 
-json_t *cg_verdict_with_facts(const json_t *sealed, const json_t *f)
+/* An admin's grant opening: who opened it, from its request (which names no call). */
+static void call_of_grant_opening(json_t *v, const json_t *f)
+{
+	const json_t *rq = json_object_get(f, "request");
+	if (!json_is_string(json_object_get(rq, "admin")))
+		return;
+	json_object_set_new(v, "call",
+			    json_pack("{s:s,s:{s:O?}}", "action", "grant_open (admin socket)",
+				      "peer", "uid", json_object_get(rq, "uid")));
+}
+
+static json_t *verdict_with(const json_t *sealed, const json_t *f, bool legacy)
 {
 	json_t *v = json_deep_copy(sealed);
 	if (!v || !f)
 		return v;
 	restore_compact(v, f);
-	const char *outcome = outcome_of(f, sealed);
+	const char *outcome = outcome_of(f, sealed, legacy);
 	bool executed = ran(f);
 	json_object_set_new(v, "outcome", json_string(outcome));
 	json_object_set_new(v, "executed", json_boolean(executed));
@@ -966,7 +993,9 @@ json_t *cg_verdict_with_facts(const json_t *sealed, const json_t *f)
 	if (run)
 		json_object_set_new(v, "run", run);
 	add_results(v, f);
-	if (executed)
+	if (eq(outcome, "grant_opened"))
+		call_of_grant_opening(v, f);
+	if (executed || eq(outcome, "grant_opened")) /* a grant opened refused nothing */
 		json_object_set_new(v, "blocked", json_array());
 	else if (!json_array_size(json_object_get(v, "blocked")))
 		json_object_set_new(v, "blocked",
@@ -979,6 +1008,11 @@ json_t *cg_verdict_with_facts(const json_t *sealed, const json_t *f)
 	return v;
 }
 
+json_t *cg_verdict_with_facts(const json_t *sealed, const json_t *f)
+{
+	return verdict_with(sealed, f, false);
+}
+
 json_t *cg_verdict_of_facts(const json_t *sealed, const json_t *f)
 {
 	if (f && !sealed) /* the one the events hold: a seal's, or a refusal's (one parse) */
@@ -986,12 +1020,24 @@ json_t *cg_verdict_of_facts(const json_t *sealed, const json_t *f)
 	return f && sealed ? cg_verdict_with_facts(sealed, f) : NULL;
 }
 
-json_t *cg_verdict_with_events(const json_t *sealed, const char *events, size_t len)
+static json_t *with_events(const json_t *sealed, const char *events, size_t len, bool legacy)
 {
 	json_t *f = cg_trace_facts(events, len);
-	json_t *v = cg_verdict_of_facts(sealed, f);
+	if (f && !sealed)
+		sealed = json_object_get(f, "sealed");
+	json_t *v = f && sealed ? verdict_with(sealed, f, legacy) : NULL;
 	json_decref(f);
 	return v;
+}
+
+json_t *cg_verdict_with_events(const json_t *sealed, const char *events, size_t len)
+{
+	return with_events(sealed, events, len, false);
+}
+
+json_t *cg_verdict_with_events_legacy(const json_t *sealed, const char *events, size_t len)
+{
+	return with_events(sealed, events, len, true);
 }
 
 /* Append word to b as one shell word: single-quoted when it needs it. */
@@ -1064,7 +1110,7 @@ json_t *cg_call_summary(const char *trace_id, const json_t *f)
 	    jstr(rq, "host"), "session", jstr(rq, "session"), "action", jstr(rq, "action"),
 	    "command", cmd ? cmd : "", "decision", decision, "rule_id", rule ? rule : "", "exit",
 	    exit, "executed", ran(f), "code", jstr(json_object_get(src, "reply"), "code"),
-	    "outcome", sealed || ve ? outcome_of(f, src) : "open");
+	    "outcome", sealed || ve ? outcome_of(f, src, false) : "open");
 	free(cmd);
 	return s;
 }
@@ -1155,6 +1201,7 @@ static void md_heading(struct cg_buf *b, const json_t *v)
 		{ "cancelled", "CANCELLED" },
 		{ "invalid", "INVALID request" },
 		{ "dry_run", "DRY RUN: gate only, nothing ran" },
+		{ "grant_opened", "GRANT OPENED: nothing ran now" },
 		{ "error", "ERROR" },
 	};
 	const char *decision = jstr(v, "decision");
@@ -1177,10 +1224,15 @@ static void md_heading(struct cg_buf *b, const json_t *v)
 	md_str(b, ")");
 }
 
-static void md_decided_by(struct cg_buf *b, const json_t *d)
+static void md_decided_by(struct cg_buf *b, const json_t *d, const char *outcome)
 {
 	if (!d)
 		return;
+	if (!jstr(d, "decision") && eq(outcome, "grant_opened")) {
+		md_str(b, "\n## Decided by\n\n- no policy decision: a person opened the grant on "
+			  "the admin socket\n");
+		return;
+	}
 	if (!jstr(d, "decision")) {
 		md_str(b, "\n## Decided by\n\n- no policy decision: refused before the policy, "
 			  "by the reply above\n");
@@ -1219,13 +1271,16 @@ static void md_decided_by(struct cg_buf *b, const json_t *d)
 	md_line(b, "- grant ", jstr(d, "grant_id"));
 }
 
-static void md_call(struct cg_buf *b, const json_t *c)
+static void md_call(struct cg_buf *b, const json_t *c, const char *outcome)
 {
 	if (!c)
 		return;
 	const json_t *p = json_object_get(c, "peer");
 	md_str(b, "\n## Call\n\n");
-	if (p)
+	if (eq(outcome, "grant_opened") && !json_object_get(p, "pid")) /* an admin: its uid alone */
+		md_fmt(b, "Peer:       uid %lld\n",
+		       (long long)json_integer_value(json_object_get(p, "uid")));
+	else if (p)
 		md_fmt(b, "Peer:       uid %lld, pid %lld, gid %lld\n",
 		       (long long)json_integer_value(json_object_get(p, "uid")),
 		       (long long)json_integer_value(json_object_get(p, "pid")),
@@ -1372,8 +1427,8 @@ static void md_connections(struct cg_buf *b, const json_t *conns, size_t max_row
 static void md_facts(struct cg_buf *b, const json_t *v, size_t max_conns)
 {
 	md_line(b, "Outcome:    ", jstr(v, "outcome"));
-	md_decided_by(b, json_object_get(v, "decided_by"));
-	md_call(b, json_object_get(v, "call"));
+	md_decided_by(b, json_object_get(v, "decided_by"), jstr(v, "outcome"));
+	md_call(b, json_object_get(v, "call"), jstr(v, "outcome"));
 	md_run(b, json_object_get(v, "run"));
 	md_results(b, v);
 	md_connections(b, json_object_get(v, "connections"), max_conns);

@@ -49,6 +49,12 @@ json_t *cg_verdict_of_facts(const json_t *sealed, const json_t *facts);
 
 /* The same, from the events' bytes. */
 json_t *cg_verdict_with_events(const json_t *sealed, const char *events, size_t len);
+/*
+ * The same, derived as before 2026-11-27: a grant's opening read "answered",
+ * with the whole request blocked. replay accepts it for the packages written
+ * then (the journal is the same; only the view of it changed).
+ */
+json_t *cg_verdict_with_events_legacy(const json_t *sealed, const char *events, size_t len);
 
 /*
  * One call as `callgate log` prints it: {time, trace_id, peer{uid,pid},

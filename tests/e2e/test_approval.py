@@ -331,6 +331,15 @@ class Grants(unittest.TestCase):
         # The reply names the trace that recorded the opening (it named a fresh id).
         opened = cgtest.wait_package_file(self.d.state_dir, g["trace_id"], "events.ndjson")
         self.assertIn(gid, opened if isinstance(opened, str) else opened.decode())
+        # Its verdict reads as a grant opened, not as a refusal of the whole request.
+        shown = self.d.cli("verdict", g["trace_id"]).stdout.decode()
+        self.assertIn("# Verdict: GRANT OPENED", shown)
+        self.assertIn("## Blocked\n\n- nothing", shown)
+        self.assertNotIn("refused before the policy", shown)
+        vf = cgtest.verify_live([sys.executable, os.path.join(cgtest.SRCDIR, "docs",
+                                                              "verify_trace.py"),
+                                 self.d.state_dir, g["trace_id"]])
+        self.assertEqual(vf.returncode, 0, vf.stdout + vf.stderr)
         for left in (1, 0):
             resp = self.d.request(cgtest.make_request([["id", "-u"]]), timeout=WAIT)
             self.assertEqual(resp["status"], "ok", resp)

@@ -25,6 +25,7 @@
 #include "journal.h"
 #include "replay.h"
 #include "retention.h"
+#include "verdict.h"
 #include "util.h"
 
 static char state[256];
@@ -1653,4 +1654,60 @@ Test(evidence, payload_fields_read_as_jansson_reads_them)
 	}
 	/* Other types' payloads are checked for form only, as before. */
 	cr_assert_eq(parse_payload("rung", "{\"a\":1,\"a\":2}", &o), 0);
+}
+
+/*
+ * A grant's opening reads as one (outcome grant_opened, nothing blocked)
+ * since 2026-11-27; a package written before, which read "answered" with
+ * the whole request blocked, still replays (the same journal, its older
+ * view), and a verdict that is neither still fails.
+ */
+Test(evidence, a_grant_opening_replays_in_either_view)
+{
+	struct cg_evidence *ev = open_ev(0);
+	cr_assert_eq(cg_evidence_append(ev, "g1", CG_EV_REQUEST,
+					json_pack("{s:s, s:{s:s}, s:i}", "admin", "grant_open",
+						  "grant", "grant_id", "G1", "uid", 0),
+					false),
+		     0);
+	cr_assert_eq(
+	    cg_evidence_append(ev, "g1", CG_EV_VERDICT,
+			       json_pack("{s:s, s:s, s:{s:s, s:s}}", "decision", "ALLOW", "rule_id",
+					 "", "reply", "type", "S", "code", "CT-OPEN-S-001"),
+			       false),
+	    0);
+	cr_assert_eq(
+	    cg_evidence_seal(ev, "g1",
+			     json_pack("{s:s, s:s, s:{s:s, s:s, s:s}}", "decision", "ALLOW",
+				       "rule_id", "", "reply", "type", "S", "code", "CT-OPEN-S-001",
+				       "message", "Grant G1 opened.")),
+	    0);
+	cg_evidence_close(ev);
+	ASSERT_PASSES("g1");
+	json_t *v = load_json("traces/g1/verdict.json");
+	cr_assert_str_eq(json_string_value(json_object_get(v, "outcome")), "grant_opened");
+	cr_assert_eq(json_array_size(json_object_get(v, "blocked")), 0);
+	json_decref(v);
+	size_t n;
+	char *events = slurp("traces/g1/events.ndjson", &n);
+	json_t *sealed = NULL; /* the seal's own, as the package writer takes it */
+	json_t *old = cg_verdict_with_events_legacy(sealed, events, n);
+	cr_assert_not_null(old);
+	cr_assert_str_eq(json_string_value(json_object_get(old, "outcome")), "answered");
+	size_t jl = 0;
+	char *oj = cg_package_json(old, &jl);
+	char *om = cg_verdict_render_md(old);
+	spit("traces/g1/verdict.json", oj, jl);
+	spit("traces/g1/verdict.md", om, strlen(om));
+	ASSERT_PASSES("g1");
+	/* Neither view: a verdict that says the grant was refused. */
+	json_object_set_new(old, "outcome", json_string("refused"));
+	free(oj);
+	oj = cg_package_json(old, &jl);
+	spit("traces/g1/verdict.json", oj, jl);
+	ASSERT_FAILS_WITH("g1", "verdict_mismatch");
+	free(oj);
+	free(om);
+	free(events);
+	json_decref(old);
 }
