@@ -1248,7 +1248,8 @@ static int cmd_answer(const struct cg_cli *g, const char *action, const char *id
 	if (rc == CG_EXIT_OK && !json && p) {
 		/* What the answer applied to, said back: its command and any grant it asked. */
 		char *c = pipeline_text(json_object_get(p, "pipeline"));
-		printf("  call: %s\n", c ? c : "?");
+		if (!c || *c) /* a grant request names no call of its own */
+			printf("  call: %s\n", c ? c : "?");
 		free(c);
 		if (json_object_get(p, "grant")) {
 			char *gs =
