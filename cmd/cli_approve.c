@@ -374,11 +374,13 @@ static void grant_rows(struct screen *sc, const json_t *grant)
 	char line[1024];
 	long long uses = (long long)json_integer_value(json_object_get(grant, "uses"));
 	long long ttl = (long long)json_integer_value(json_object_get(grant, "ttl_s"));
-	(void)snprintf(line, sizeof(line),
-		       "%s, %lld use%s over %lld s (%.1f days), with no further prompt",
+	char days[32] = "";
+	if (ttl >= 86400)
+		(void)snprintf(days, sizeof(days), " (%.1f days)", (double)ttl / 86400.0);
+	(void)snprintf(line, sizeof(line), "%s, %lld use%s over %lld s%s, with no further prompt",
 		       json_is_true(json_object_get(grant, "privileged")) ? "AS ROOT (privileged)"
 									  : "as the caller",
-		       uses, uses == 1 ? "" : "s", ttl, (double)ttl / 86400.0);
+		       uses, uses == 1 ? "" : "s", ttl, days);
 	screen_field(sc, "ASKS GRANT", line);
 	/* Patterns, as grant.c matches them (fnmatch, and never a ".." part). */
 	static const char note[] = "  (* ? [..] match any characters of a word, '/' too, never "
@@ -869,8 +871,16 @@ static int tui(const struct cg_cli *g, int64_t grant_uses, int64_t grant_ttl)
 		const json_t *head = json_array_get(list, 0);
 		if (!head) {
 			if (strcmp(shown, "-") != 0) {
-				fprintf(tty, "\033[2J\033[H\r\n  callgate: no calls are waiting. "
-					     "(q quits)\r\n");
+				const json_t *on = json_object_get(
+				    json_object_get(reply_of(resp), "data"), "approval");
+				fprintf(tty,
+					"\033[2J\033[H\r\n  callgate: no calls are waiting. "
+					"(q quits)\r\n%s",
+					json_is_false(on)
+					    ? "  this daemon runs without --approval: a call that "
+					      "needs a person is refused at once unless a grant "
+					      "covers it\r\n"
+					    : "");
 				fflush(tty);
 				snprintf(shown, sizeof(shown), "-");
 			}

@@ -150,7 +150,7 @@ static int set_cwd(const char *sub, json_t *req, const char *dir)
 	{ "--privileged", NULL, "run as root after a human's approval (the default)" }, \
 	{ "--cwd", "DIR", "working directory in a workspace (default: here)" }, \
 	{ "--env", "NAME=VALUE", "set a variable the policy allows; repeatable" }, \
-	{ "--timeout", "MS", "the command's deadline in ms (capped by policy)" }, \
+	{ "--timeout", "MS", "the command's deadline: ms, or 30s, 5m, 1h (capped by policy)" }, \
 	{ "--reason", "TEXT", "why: shown to the approver and kept in evidence" }, \
 	{ "--session", "NAME", "the agent session the call belongs to" }, \
 	{ "--forward-agent", NULL, "let the call use the daemon's ssh-agent (unprivileged)" }, \
@@ -327,14 +327,25 @@ static int parse_opts(const struct cg_cli *g, int argc, char **argv, struct req_
 				return -1;
 			}
 		} else if (strcmp(name, "--timeout") == 0) {
+			/* Milliseconds, or a duration with its unit (5s, 2m, 1h), as --ttl takes. */
 			char *end = NULL;
 			errno = 0;
 			long long ms = strtoll(v, &end, 10);
-			if (errno || end == v || *end || ms <= 0) {
-				fprintf(stderr, "callgate %s: --timeout needs milliseconds > 0\n",
+			long long unit = !end || !*end		  ? 1
+					 : strcmp(end, "ms") == 0 ? 1
+					 : strcmp(end, "s") == 0  ? 1000
+					 : strcmp(end, "m") == 0  ? 60000
+					 : strcmp(end, "h") == 0  ? 3600000
+								  : 0;
+			/* The range is the daemon's to judge (VAL-I-016); only overflow is ours. */
+			if (errno || end == v || unit == 0 || ms <= 0 || ms > INT64_MAX / unit) {
+				fprintf(stderr,
+					"callgate %s: --timeout needs milliseconds > 0, or a "
+					"duration such as 30s, 5m or 1h\n",
 					sub);
 				return -1;
 			}
+			ms *= unit;
 			o->timeout_ms = ms;
 			json_object_set_new(o->req, "timeout_ms", json_integer(ms));
 		} else if (strcmp(name, "--actions") == 0) {

@@ -135,6 +135,14 @@ class CliAgainstDaemon(unittest.TestCase):
     def test_command_deadline_is_timeout(self):
         r = self.run_cli("run", "--no-privileged", "--timeout", "300", "--", "sleep", "20")
         self.assertEqual(r.returncode, EXIT_TIMEOUT, r.stderr)
+        # A duration with its unit, as grant open --ttl takes one.
+        r = self.run_cli("run", "--no-privileged", "--json", "--timeout", "1s", "--", "sleep",
+                         "20")
+        self.assertEqual(r.returncode, EXIT_TIMEOUT, r.stderr)
+        self.assertEqual(json.loads(r.stdout)["reply"]["params"]["timeout_ms"], 1000)
+        r = self.run_cli("run", "--no-privileged", "--timeout", "5x", "--", "true")
+        self.assertEqual(r.returncode, 64, r.stderr)
+        self.assertIn(b"30s, 5m or 1h", r.stderr)
 
     def test_json_prints_the_raw_response(self):
         r = self.run_cli("run", "--no-privileged", "--json", "--", "echo", "hi")

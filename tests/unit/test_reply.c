@@ -58,7 +58,8 @@ Test(reply, renders_named_params)
 {
 	struct cg_reply *r = cg_reply_new(CG_R_ENV_NOT_ALLOWED, "{s:s}", "name", "FOO");
 	char *m = cg_reply_message(r);
-	cr_assert_str_eq(m, "Environment variable 'FOO' is not on the allow-list.");
+	cr_assert_str_eq(m, "Environment variable 'FOO' is not on the allow-list (the policy's "
+			    "defaults.env_allow).");
 	free(m);
 	cg_reply_free(r);
 }
