@@ -1277,24 +1277,11 @@ static int cmd_answer(const struct cg_cli *g, const char *action, const char *id
 
 static int parse_duration(const char *s, int64_t *out)
 {
-	char *end;
-	errno = 0;
-	long long v = strtoll(s, &end, 10);
-	if (errno || end == s || v <= 0)
-		return -1;
-	int64_t mult = 1;
-	if (*end == 'm')
-		mult = 60, end++;
-	else if (*end == 'h')
-		mult = 3600, end++;
-	else if (*end == 'd')
-		mult = 86400, end++;
-	else if (*end == 's')
-		end++;
 	/* A grant lives at most 7 days (grant.c): said here, before anyone reads a call. */
-	if (*end || v > CG_GRANT_MAX_TTL_S / mult)
+	int64_t ms;
+	if (cg_cli_duration_ms(s, 1000, false, (int64_t)CG_GRANT_MAX_TTL_S * 1000, &ms) != 0)
 		return -1;
-	*out = v * mult;
+	*out = ms / 1000;
 	return 0;
 }
 

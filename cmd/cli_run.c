@@ -328,24 +328,15 @@ static int parse_opts(const struct cg_cli *g, int argc, char **argv, struct req_
 			}
 		} else if (strcmp(name, "--timeout") == 0) {
 			/* Milliseconds, or a duration with its unit (5s, 2m, 1h), as --ttl takes. */
-			char *end = NULL;
-			errno = 0;
-			long long ms = strtoll(v, &end, 10);
-			long long unit = !end || !*end		  ? 1
-					 : strcmp(end, "ms") == 0 ? 1
-					 : strcmp(end, "s") == 0  ? 1000
-					 : strcmp(end, "m") == 0  ? 60000
-					 : strcmp(end, "h") == 0  ? 3600000
-								  : 0;
+			int64_t ms;
 			/* The range is the daemon's to judge (VAL-I-016); only overflow is ours. */
-			if (errno || end == v || unit == 0 || ms <= 0 || ms > INT64_MAX / unit) {
+			if (cg_cli_duration_ms(v, 1, true, INT64_MAX, &ms) != 0) {
 				fprintf(stderr,
 					"callgate %s: --timeout needs milliseconds > 0, or a "
 					"duration such as 30s, 5m or 1h\n",
 					sub);
 				return -1;
 			}
-			ms *= unit;
 			o->timeout_ms = ms;
 			json_object_set_new(o->req, "timeout_ms", json_integer(ms));
 		} else if (strcmp(name, "--actions") == 0) {

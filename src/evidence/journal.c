@@ -469,9 +469,10 @@ static int payload_fields_fast(struct cg_evline *o, const char *p, size_t n)
 			return -1;
 		if (rd == 1)
 			memcpy(o->decision, d, strlen(d) + 1);
-		const char *re = NULL,
-			   *r = o->type == CG_EV_REFUSAL ? jv_get(p, end, "reply", &re) : NULL;
-		return o->type == CG_EV_REFUSAL && !(r && *r == '{') ? -1 : 0;
+		if (o->type == CG_EV_DECISION)
+			return 0;
+		const char *re = NULL, *r = jv_get(p, end, "reply", &re);
+		return r && *r == '{' ? 0 : -1; /* a refusal says what was answered */
 	}
 	long long ev = 0;
 	char h[65];

@@ -1013,19 +1013,22 @@ json_t *cg_verdict_with_facts(const json_t *sealed, const json_t *f)
 	return verdict_with(sealed, f, false);
 }
 
-json_t *cg_verdict_of_facts(const json_t *sealed, const json_t *f)
+static json_t *of_facts(const json_t *sealed, const json_t *f, bool legacy)
 {
 	if (f && !sealed) /* the one the events hold: a seal's, or a refusal's (one parse) */
 		sealed = json_object_get(f, "sealed");
-	return f && sealed ? cg_verdict_with_facts(sealed, f) : NULL;
+	return f && sealed ? verdict_with(sealed, f, legacy) : NULL;
+}
+
+json_t *cg_verdict_of_facts(const json_t *sealed, const json_t *f)
+{
+	return of_facts(sealed, f, false);
 }
 
 static json_t *with_events(const json_t *sealed, const char *events, size_t len, bool legacy)
 {
 	json_t *f = cg_trace_facts(events, len);
-	if (f && !sealed)
-		sealed = json_object_get(f, "sealed");
-	json_t *v = f && sealed ? verdict_with(sealed, f, legacy) : NULL;
+	json_t *v = of_facts(sealed, f, legacy);
 	json_decref(f);
 	return v;
 }

@@ -14,14 +14,10 @@
  *  - run_job answers exactly once on every path and leaves the job's
  *    request as it found it (sudo wrapping undone).
  */
-#include <dirent.h>
 #include <errno.h>
-#include <grp.h>
-#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "confine.h"
@@ -98,122 +94,6 @@ static int prepare_identity(struct cg_kernel *k, struct cg_job *j, struct run *r
 	return 0;
 }
 
-/* Directories whose children are looked at for ones the agent can write. */
-static const char *const writable_bases[] = { "/",	    "/dev",	  "/run",
-					      "/run/user",  "/var",	  "/var/lib",
-					      "/var/cache", "/var/spool", "/var/local",
-					      "/usr/local", "/opt",	  "/srv",
-					      "/home",	    "/mnt",	  "/media" };
-
-/* The dirs found so far: canonical, owned, each once. */
-struct dirs {
-	char **v;
-	size_t n, cap;
-};
-
-static void dirs_free(struct dirs *d)
-{
-	for (size_t i = 0; i < d->n; i++)
-		free(d->v[i]);
-	free(d->v);
-	memset(d, 0, sizeof(*d));
-}
-
-/* dir canonical into d, unless missing, "/", not a directory, or there already. -1 on OOM. */
-static int take_dir(struct dirs *d, const char *dir)
-{
-	char *c = realpath(dir, NULL);
-	struct stat st;
-	bool keep = c && strcmp(c, "/") != 0 && stat(c, &st) == 0 && S_ISDIR(st.st_mode);
-	for (size_t i = 0; keep && i < d->n; i++)
-		keep = strcmp(d->v[i], c) != 0;
-	if (keep && d->n == d->cap) {
-		size_t nc = d->cap ? d->cap * 2 : 16;
-		char **g = realloc(d->v, nc * sizeof(*g));
-		if (!g) {
-			free(c);
-			return -1;
-		}
-		d->v = g;
-		d->cap = nc;
-	}
-	if (keep)
-		d->v[d->n++] = c;
-	else
-		free(c);
-	return 0;
-}
-
-/* May the peer (uid, its groups) create entries in a directory of st? */
-static bool peer_may_write(const struct stat *st, uid_t uid, const gid_t *groups, int ng)
-{
-	if (st->st_mode & S_IWOTH)
-		return true;
-	if (uid == 0)
-		return false; /* a root peer writes everything: only what all may write counts */
-	if (st->st_uid == uid && (st->st_mode & S_IWUSR))
-		return true;
-	for (int i = 0; (st->st_mode & S_IWGRP) && i < ng; i++)
-		if (groups[i] == st->st_gid && groups[i] != 0)
-			return true;
-	return false;
-}
-
-/* Each directory one level under base that the peer may write, into d. -1 on OOM. */
-static int writable_children(struct dirs *d, const char *base, uid_t peer, const gid_t *groups,
-			     int ng)
-{
-	DIR *dir = opendir(base);
-	struct dirent *e;
-	int rc = 0;
-	while (dir && rc == 0 && (e = readdir(dir))) {
-		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-			continue;
-		char path[4200];
-		struct stat st;
-		snprintf(path, sizeof(path), "%s/%s", strcmp(base, "/") ? base : "", e->d_name);
-		if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode) &&
-		    peer_may_write(&st, peer, groups, ng))
-			rc = take_dir(d, path);
-	}
-	if (dir)
-		closedir(dir);
-	return rc;
-}
-
-/*
- * Where a privileged call follows no symlink (cg_view_nosymfollow): what the
- * agent can write, so could make point anywhere. Every workspace, the peer's
- * home when the peer owns it, and each directory one level under the usual
- * places that the peer may write: world-writable, its own, or its group's
- * (/tmp, /var/tmp, /dev/shm, /run/lock, /run/user/UID, /usr/local for a
- * member of staff, ...; found by attack: /run/lock was left out). 0, or -1
- * on OOM.
- */
-static int agent_writable(const struct cg_kernel *k, uid_t peer, struct dirs *d)
-{
-	for (size_t i = 0; i < k->world.n_workspaces; i++)
-		if (take_dir(d, k->world.workspaces[i]) != 0)
-			return -1;
-	struct passwd pw, *res = NULL;
-	char buf[4096];
-	gid_t groups[256];
-	int ng = 0;
-	struct stat st;
-	if (getpwuid_r(peer, &pw, buf, sizeof(buf), &res) == 0 && res) {
-		ng = (int)CG_ARRAY_LEN(groups);
-		if (getgrouplist(res->pw_name, res->pw_gid, groups, &ng) < 0)
-			ng = 0; /* more than fit: the uid and the world still count */
-		if (res->pw_dir && stat(res->pw_dir, &st) == 0 && st.st_uid == peer &&
-		    take_dir(d, res->pw_dir) != 0)
-			return -1;
-	}
-	for (size_t b = 0; b < CG_ARRAY_LEN(writable_bases); b++)
-		if (writable_children(d, writable_bases[b], peer, groups, ng) != 0)
-			return -1;
-	return 0;
-}
-
 /* The view the fold's constraints grant, built before anything starts. */
 static int prepare_confinement(struct cg_job *j, struct run *r, struct cg_reply **reply)
 {
@@ -235,21 +115,22 @@ static int prepare_confinement(struct cg_job *j, struct run *r, struct cg_reply 
 				       .n_own_paths = j->k->n_own_paths,
 				       .uid = r->uid,
 				       .gid = r->gid };
-	struct dirs nosym = { 0 };
+	char **nosym = NULL;
+	size_t n_nosym = 0;
 	if (r->priv && r->root) {
-		if (agent_writable(j->k, j->peer.uid, &nosym) != 0) {
-			dirs_free(&nosym);
+		/* Root follows no symlink the agent could have planted (cg_view_nosymfollow). */
+		if (cg_world_writable_by(&j->k->world, j->peer.uid, &nosym, &n_nosym) != 0) {
 			*reply = cg_reply_new(CG_R_OUT_OF_MEMORY, "{s:s}", "doing",
 					      "preparing confinement");
 			return -1;
 		}
-		cctx.n_nosymfollow = nosym.n;
-		cctx.nosymfollow = (const char *const *)nosym.v;
+		cctx.n_nosymfollow = n_nosym;
+		cctx.nosymfollow = (const char *const *)nosym;
 	}
 	const struct cg_folded *f = &j->gate.folded;
 	int rc = cg_confine_prepare_stages(f->constraints, f->stages, f->n_constraints,
 					   j->gate.call.n_stages, &cctx, &r->plan, reply);
-	dirs_free(&nosym);
+	cg_strv_free(nosym, n_nosym);
 	if (rc != 0)
 		return -1;
 	r->confinement = cg_confine_report(r->plan);

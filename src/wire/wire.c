@@ -276,33 +276,33 @@ static bool env_name_valid(const char *s, size_t n)
  * the agent wrote it.
  */
 struct value_rule {
-	const char *name; /* exact, or a prefix when it ends with '_' */
-	const char *chars;
+	const char *name;  /* exact, or a prefix when it ends with '_' */
+	const char *chars; /* every byte of the value is one of these */
+	bool relative;	   /* a path under a data directory: never absolute */
 	const char *expected;
 	const char *risk;
 };
 
-static const char word_chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
-static const char locale_chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-				   "0123456789_.@+-";
+#define LETTERS	     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+#define LOCALE_CHARS LETTERS "0123456789_.@+-"
 
 static const struct value_rule value_rules[] = {
-	{ "DEBIAN_FRONTEND", word_chars,
+	{ "DEBIAN_FRONTEND", LETTERS, false,
 	  "a frontend name of letters (noninteractive, readline, ...)",
 	  "Perl code (debconf evaluates it)" },
-	{ "LANG", locale_chars, "a locale name such as C.UTF-8 (letters, digits, _.@+-)",
+	{ "LANG", LOCALE_CHARS, false, "a locale name such as C.UTF-8 (letters, digits, _.@+-)",
 	  "a path to locale data" },
-	{ "LANGUAGE", locale_chars, "locale names (letters, digits, _.@+-), ':'-separated",
+	{ "LANGUAGE", LOCALE_CHARS ":", false,
+	  "locale names (letters, digits, _.@+-), ':'-separated", "a path to locale data" },
+	{ "LC_", LOCALE_CHARS, false, "a locale name such as C.UTF-8 (letters, digits, _.@+-)",
 	  "a path to locale data" },
-	{ "LC_", locale_chars, "a locale name such as C.UTF-8 (letters, digits, _.@+-)",
-	  "a path to locale data" },
-	{ "TERM", locale_chars, "a terminal name such as xterm-256color",
+	{ "TERM", LOCALE_CHARS, false, "a terminal name such as xterm-256color",
 	  "a path to terminfo data" },
-	{ "TZ", locale_chars, "a zone name such as UTC or Europe/Berlin, or a POSIX TZ rule",
-	  "a path to a zone file" },
+	{ "TZ", LOCALE_CHARS "/:,<>", true,
+	  "a zone name such as UTC or Europe/Berlin, or a POSIX TZ rule", "a path to a zone file" },
 };
 
-/* NULL, or the rule value breaks (its expected form). */
+/* NULL, or the rule value breaks (its expected form): never "..", never absolute where relative. */
 static const struct value_rule *env_value_bad(const char *name, const char *v)
 {
 	for (size_t i = 0; i < CG_ARRAY_LEN(value_rules); i++) {
@@ -311,15 +311,10 @@ static const struct value_rule *env_value_bad(const char *name, const char *v)
 		if (r->name[rl - 1] == '_' ? strncmp(name, r->name, rl) != 0
 					   : strcmp(name, r->name) != 0)
 			continue;
-		bool lang = strcmp(r->name, "LANGUAGE") == 0, tz = strcmp(r->name, "TZ") == 0;
-		for (const char *p = v; *p; p++)
-			if (!strchr(r->chars, *p) && !(lang && *p == ':') &&
-			    !(tz && strchr("/:,<>", *p)))
-				return r;
-		/* A zone name is relative to the zone directory: never absolute, never up. */
-		if (tz && (v[0] == '/' || strncmp(v, ":/", 2) == 0 || strstr(v, "..")))
-			return r;
-		return strstr(v, "..") ? r : NULL;
+		bool absolute = v[0] == '/' || strncmp(v, ":/", 2) == 0; /* TZ=":/path" too */
+		return v[strspn(v, r->chars)] || strstr(v, "..") || (r->relative && absolute)
+			   ? r
+			   : NULL;
 	}
 	return NULL;
 }

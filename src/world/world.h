@@ -68,6 +68,16 @@ struct cg_world {
 	char **workspaces; /* canonical absolute directories, owned */
 };
 
+/*
+ * Where uid can write, canonical and each once: every workspace, its home
+ * when it owns it, and each directory one level under the usual places
+ * (/tmp, /var/tmp, /dev/shm, /run/lock, /run/user/UID, ...) that it may
+ * write: world-writable, its own, or its group's (for uid 0 only the
+ * world-writable ones). *dirs (free with cg_strv_free). 0, or -1 on OOM.
+ */
+int cg_world_writable_by(const struct cg_world *w, uid_t uid, char ***dirs, size_t *n)
+    __attribute__((warn_unused_result));
+
 /* Build a world from workspace dirs (canonicalised here). 0, or -1 with *err. */
 int cg_world_init(struct cg_world *w, const char *const *workspaces, size_t n,
 		  struct cg_reply **err) __attribute__((warn_unused_result));
