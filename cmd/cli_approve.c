@@ -824,6 +824,38 @@ static bool confirm_grant(FILE *tty, int fd, const json_t *grant, int cols, int 
 	return open;
 }
 
+/*
+ * `d`: the reason a denial tells the agent, typed on the raw terminal. Enter
+ * sends it, Esc or Ctrl-C goes back (false). Printable bytes only; the daemon
+ * judges the text as it judges any `why` (UTF-8, nothing a person cannot see).
+ */
+static bool read_reason(FILE *tty, int fd, char *out, size_t size)
+{
+	size_t n = 0;
+	fprintf(tty, "\r\n  reason the agent is told (Enter denies with it, Esc goes back): ");
+	fflush(tty);
+	tcflush(fd, TCIFLUSH);
+	for (;;) {
+		int c = read_key(fd, -1);
+		if (c < 0 || c == 3 || c == 27 || interrupted)
+			return false;
+		if (c == '\r' || c == '\n') {
+			out[n] = '\0';
+			return n > 0;
+		}
+		if ((c == 127 || c == 8) && n > 0) {
+			/* One character back: its continuation bytes with it. */
+			while (n > 0 && ((unsigned char)out[--n] & 0xC0) == 0x80)
+				;
+			fputs("\b \b", tty);
+		} else if (c >= 0x20 && c != 127 && n + 1 < size) {
+			out[n++] = (char)c;
+			fputc(c, tty);
+		}
+		fflush(tty);
+	}
+}
+
 static int tui(const struct cg_cli *g, int64_t grant_uses, int64_t grant_ttl)
 {
 	tty_fd = open("/dev/tty", O_RDWR | O_CLOEXEC | O_NOCTTY);
@@ -898,15 +930,16 @@ static int tui(const struct cg_cli *g, int64_t grant_uses, int64_t grant_ttl)
 		bool asks_grant = json_object_get(head, "grant") != NULL;
 		bool several = json_integer_value(json_object_get(head, "approvers_needed")) > 1;
 		const char *keys =
-		    asks_grant ? "[y] open this grant   [n] deny   [q] leave (it "
-				 "stays waiting)"
+		    asks_grant ? "[y] open this grant   [n] deny   [d] deny, saying why   [q] "
+				 "leave (it stays waiting)"
 		    : several  ? "[y] approve (one of the approvers it needs)   [n] deny   "
-				 "[q] leave (it stays waiting)"
+				 "[d] deny, saying why   [q] leave (it stays waiting)"
 			       : "[y] approve once   [g] grant this exact call   [n] deny   "
-				 "[q] leave (it stays waiting)";
-		static const char more[] = "[n] deny   [q] leave (it stays waiting)";
-		static const char help[] = "keys: y approve, g grant, n deny, q leave; space or "
-					   "arrows page (no other key answers)";
+				 "[d] deny, saying why   [q] leave (it stays waiting)";
+		static const char more[] = "[n] deny   [d] deny, saying why   [q] leave (it stays "
+					   "waiting)";
+		static const char help[] = "keys: y approve, g grant, n deny, d deny saying why, "
+					   "q leave; space or arrows page (no other key answers)";
 		const char *sha = json_string_value(json_object_get(head, "request_sha256"));
 		if (strcmp(shown, sha ? sha : "") != 0) {
 			screen_free(&sc);
@@ -920,9 +953,8 @@ static int tui(const struct cg_cli *g, int64_t grant_uses, int64_t grant_ttl)
 			note_kept =
 			    verified ? NULL
 				     : "THIS VIEW DOES NOT MATCH ITS HASH: it cannot be approved";
-			draw_page(tty, &sc, page, pp, title,
-				  verified ? keys : "[n] deny   [q] leave (it stays waiting)",
-				  note_kept, more);
+			draw_page(tty, &sc, page, pp, title, verified ? keys : more, note_kept,
+				  more);
 			snprintf(shown, sizeof(shown), "%s", sha ? sha : "");
 			/* Keys typed before this request was on screen must not answer it. */
 			tcflush(tty_fd, TCIFLUSH);
@@ -938,9 +970,7 @@ static int tui(const struct cg_cli *g, int64_t grant_uses, int64_t grant_ttl)
 				verified = view_hash_ok(head);
 				if (page >= n_pages(&sc, pp))
 					page = n_pages(&sc, pp) - 1;
-				draw_page(tty, &sc, page, pp, title,
-					  verified ? keys
-						   : "[n] deny   [q] leave (it stays waiting)",
+				draw_page(tty, &sc, page, pp, title, verified ? keys : more,
 					  note_kept, more);
 			} else {
 				screen_free(&fresh);
@@ -969,9 +999,7 @@ static int tui(const struct cg_cli *g, int64_t grant_uses, int64_t grant_ttl)
 		else if (!yes && !deny)
 			note = help;
 		if (!deny && !(yes && last)) {
-			draw_page(tty, &sc, page, pp, title,
-				  verified ? keys : "[n] deny   [q] leave (it stays waiting)", note,
-				  more);
+			draw_page(tty, &sc, page, pp, title, verified ? keys : more, note, more);
 			note_kept = note;
 			json_decref(resp);
 			continue;
@@ -994,6 +1022,17 @@ static int tui(const struct cg_cli *g, int64_t grant_uses, int64_t grant_ttl)
 				json_decref(resp);
 				continue;
 			}
+		} else if (c == 'd') {
+			char why[256];
+			if (!read_reason(tty, tty_fd, why, sizeof(why))) {
+				draw_page(tty, &sc, page, pp, title, verified ? keys : more,
+					  "not denied: no reason was given", more);
+				note_kept = "not denied: no reason was given";
+				tcflush(tty_fd, TCIFLUSH);
+				json_decref(resp);
+				continue;
+			}
+			ans = answer(g, "deny", head, why, NULL);
 		} else {
 			ans = answer(g, "deny", head, "denied at the terminal", NULL);
 		}

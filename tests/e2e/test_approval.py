@@ -658,6 +658,32 @@ class TerminalApprover(unittest.TestCase):
         self.assertEqual(box["resp"]["reply"]["code"], "EN-APPR-D-001")
         self.assertFalse(os.path.exists(path))
 
+    def test_d_denies_with_the_reason_typed(self):
+        self.wait_screen("no calls are waiting")
+        path, req = marker_call(self.d, "tui-why")
+        t, box = call_async(self.d, req)
+        self.wait_screen("[d] deny, saying why")
+        # Esc goes back: nothing is answered.
+        subprocess.run(["tmux", "send-keys", "-t", self.session, "d"], check=True)
+        self.wait_screen("reason the agent is told")
+        subprocess.run(["tmux", "send-keys", "-t", self.session, "-l", "oops"], check=True)
+        subprocess.run(["tmux", "send-keys", "-t", self.session, "Escape"], check=True)
+        self.wait_screen("not denied: no reason was given")
+        time.sleep(0.3)
+        self.assertTrue(t.is_alive(), "Esc answered the call")
+        self.assertEqual(len(pending(self.d)), 1)
+        subprocess.run(["tmux", "send-keys", "-t", self.session, "d"], check=True)
+        self.wait_screen("reason the agent is told")
+        # A typo taken back with backspace is not sent.
+        subprocess.run(["tmux", "send-keys", "-t", self.session, "-l", "use make checkX"],
+                       check=True)
+        subprocess.run(["tmux", "send-keys", "-t", self.session, "BSpace", "Enter"], check=True)
+        t.join(WAIT)
+        self.assertEqual(box["resp"]["status"], "denied")
+        self.assertIn("use make check", box["resp"]["reply"]["message"])
+        self.assertNotIn("checkX", box["resp"]["reply"]["message"])
+        self.assertFalse(os.path.exists(path))
+
     def test_a_stray_key_answers_nothing_and_q_leaves_it_waiting(self):
         # A pager key pressed by reflex once denied a call not yet read.
         self.wait_screen("no calls are waiting")
