@@ -581,14 +581,16 @@ static void log_line(const json_t *c)
 	const json_t *x = json_object_get(c, "exit");
 	const char *host = str_of(c, "host");
 	const char *rule = str_of(c, "rule_id");
-	char exit_s[24] = "-", head[400];
+	char exit_s[24] = "-", pid_s[24] = "-", head[400];
 	if (json_is_integer(x))
 		snprintf(exit_s, sizeof(exit_s), "%lld", (long long)json_integer_value(x));
-	snprintf(head, sizeof(head), "%s %s %lld/%lld %s %s %s %s exit=%s ", str_of(c, "time"),
+	if (json_is_integer(json_object_get(p, "pid"))) /* an admin's grant opening has none */
+		snprintf(pid_s, sizeof(pid_s), "%lld",
+			 (long long)json_integer_value(json_object_get(p, "pid")));
+	snprintf(head, sizeof(head), "%s %s %lld/%s %s %s %s %s exit=%s ", str_of(c, "time"),
 		 str_of(c, "trace_id"), (long long)json_integer_value(json_object_get(p, "uid")),
-		 (long long)json_integer_value(json_object_get(p, "pid")), *host ? host : "-",
-		 *str_of(c, "decision") ? str_of(c, "decision") : "-", str_of(c, "outcome"),
-		 *rule ? rule : "-", exit_s);
+		 pid_s, *host ? host : "-", *str_of(c, "decision") ? str_of(c, "decision") : "-",
+		 str_of(c, "outcome"), *rule ? rule : "-", exit_s);
 	put_safe(stdout, head, strlen(head));
 	const char *cmd = str_of(c, "command");
 	if (!*cmd) {

@@ -1093,6 +1093,28 @@ char *cg_command_text(const json_t *pipeline, size_t max)
 	return s;
 }
 
+/*
+ * What an admin's grant opening covers, as a command line: "grant open: ARGV |
+ * ARGV" from the grant's stages (their argv patterns). NULL if rq is no opening.
+ */
+static char *grant_opening_text(const json_t *rq)
+{
+	if (!json_is_string(json_object_get(rq, "admin")))
+		return NULL;
+	json_t *argvs = json_array();
+	size_t i;
+	const json_t *st;
+	json_array_foreach(json_object_get(json_object_get(rq, "grant"), "pipeline"), i, st)
+	    json_array_append(argvs, json_object_get(st, "argv"));
+	char *what = cg_command_text(argvs, 0);
+	json_decref(argvs);
+	char *s = NULL;
+	if (what && asprintf(&s, "%s: %s", jstr(rq, "admin"), what) < 0)
+		s = NULL;
+	free(what);
+	return s;
+}
+
 json_t *cg_call_summary(const char *trace_id, const json_t *f)
 {
 	const json_t *rq = json_object_get(f, "request");
@@ -1100,20 +1122,29 @@ json_t *cg_call_summary(const char *trace_id, const json_t *f)
 	const json_t *ve = json_object_get(f, "verdict_event");
 	const json_t *d = json_object_get(f, "decision");
 	const json_t *src = sealed ? sealed : ve;
-	char *cmd = cg_command_text(json_object_get(rq, "pipeline"), 0);
+	char *cmd = grant_opening_text(rq);
+	if (!cmd)
+		cmd = cg_command_text(json_object_get(rq, "pipeline"), 0);
+	/* An opening's peer is the uid its request names (no call, no pid). */
+	json_t *opener = json_is_integer(json_object_get(rq, "uid")) && !json_object_get(f, "peer")
+			     ? json_pack("{s:O}", "uid", json_object_get(rq, "uid"))
+			     : NULL;
 	const char *decision = jstr(d, "decision") ? jstr(d, "decision") : jstr(src, "decision");
 	const char *rule = jstr(d, "rule_id") ? jstr(d, "rule_id") : jstr(src, "rule_id");
 	const json_t *fin = json_object_get(f, "finished");
 	json_t *codes = json_object_get(fin, "exit_codes");
 	json_t *exit =
 	    json_array_size(codes) ? json_array_get(codes, json_array_size(codes) - 1) : NULL;
-	json_t *s = json_pack(
-	    "{s:s?, s:s, s:O?, s:s?, s:s?, s:s?, s:s, s:s?, s:s, s:O?, s:b, s:s?, s:s}", "time",
-	    jstr(f, "time"), "trace_id", trace_id, "peer", json_object_get(f, "peer"), "host",
-	    jstr(rq, "host"), "session", jstr(rq, "session"), "action", jstr(rq, "action"),
-	    "command", cmd ? cmd : "", "decision", decision, "rule_id", rule ? rule : "", "exit",
-	    exit, "executed", ran(f), "code", jstr(json_object_get(src, "reply"), "code"),
-	    "outcome", sealed || ve ? outcome_of(f, src, false) : "open");
+	json_t *s =
+	    json_pack("{s:s?, s:s, s:O?, s:s?, s:s?, s:s?, s:s, s:s?, s:s, s:O?, s:b, s:s?, s:s}",
+		      "time", jstr(f, "time"), "trace_id", trace_id, "peer",
+		      opener ? opener : json_object_get(f, "peer"), "host", jstr(rq, "host"),
+		      "session", jstr(rq, "session"), "action",
+		      jstr(rq, "action") ? jstr(rq, "action") : jstr(rq, "admin"), "command",
+		      cmd ? cmd : "", "decision", decision, "rule_id", rule ? rule : "", "exit",
+		      exit, "executed", ran(f), "code", jstr(json_object_get(src, "reply"), "code"),
+		      "outcome", sealed || ve ? outcome_of(f, src, false) : "open");
+	json_decref(opener);
 	free(cmd);
 	return s;
 }

@@ -336,6 +336,11 @@ class Grants(unittest.TestCase):
         self.assertIn("# Verdict: GRANT OPENED", shown)
         self.assertIn("## Blocked\n\n- nothing", shown)
         self.assertNotIn("refused before the policy", shown)
+        # Its log line says what it opened and who (it read "0/0 ... []").
+        line = [l for l in self.d.cli("log").stdout.decode().splitlines()
+                if g["trace_id"] in l][0]
+        self.assertIn(" %d/- " % os.getuid(), line)
+        self.assertTrue(line.endswith("grant_open: id -u"), line)
         vf = cgtest.verify_live([sys.executable, os.path.join(cgtest.SRCDIR, "docs",
                                                               "verify_trace.py"),
                                  self.d.state_dir, g["trace_id"]])
