@@ -409,30 +409,86 @@ static void grant_rows(struct screen *sc, const json_t *grant)
 	free(g);
 }
 
-/* An empty exec list is not "nothing": the defaults apply (and exec implies read). */
-static void default_exec_note(struct screen *sc, const json_t *cons)
+/* One word of a constraint as text: as is when plain, else single-quoted. */
+static void constraint_word(struct cg_buf *b, const char *w)
 {
-	const json_t *set;
-	size_t ci;
-	bool default_exec = false;
+	bool plain = w[0] && strspn(w, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+				       "0123456789@%+=:,./_-*?${}") == strlen(w);
+	if (plain) {
+		(void)cg_buf_add(b, w, strlen(w));
+		return;
+	}
+	(void)cg_buf_add(b, "'", 1);
+	for (; *w; w++)
+		(void)cg_buf_add(b, *w == '\'' ? "'\\''" : w, *w == '\'' ? 4 : 1);
+	(void)cg_buf_add(b, "'", 1);
+}
+
+/*
+ * The constraint sets as text, one row each: "set N: read /; write none; exec
+ * ...; net none". An empty exec list is not "nothing": the program directories
+ * apply (and exec implies read), and the row says which. A value that is not
+ * a word or a list of words is shown as compact JSON.
+ */
+static void constraint_rows(struct screen *sc, const json_t *cons)
+{
+	if (json_array_size(cons) == 0) {
+		screen_field(sc, "constraints", "none");
+		return;
+	}
+	const json_t *set, *v, *w;
+	const char *key;
+	size_t ci, k;
 	json_array_foreach(cons, ci, set)
 	{
-		const json_t *ex = json_object_get(set, "exec");
-		default_exec |= json_is_array(ex) && json_array_size(ex) == 0 &&
-				json_array_size(json_object_get(set, "read")) > 0;
+		struct cg_buf b;
+		char head[32];
+		cg_buf_init(&b, 1u << 20);
+		(void)snprintf(head, sizeof(head), "set %zu:", ci + 1);
+		(void)cg_buf_add(&b, head, strlen(head));
+		size_t n = 0;
+		json_object_foreach((json_t *)(uintptr_t)set, key, v)
+		{
+			(void)cg_buf_add(&b, n ? "; " : " ", n ? 2 : 1);
+			n++;
+			(void)cg_buf_add(&b, key, strlen(key));
+			(void)cg_buf_add(&b, " ", 1);
+			bool words = json_is_array(v);
+			json_array_foreach(v, k, w) words &= json_is_string(w);
+			if (strcmp(key, "exec") == 0 && words && json_array_size(v) == 0 &&
+			    json_array_size(json_object_get(set, "read")) > 0) {
+				static const char dflt[] = "the default program directories (";
+				(void)cg_buf_add(&b, dflt, sizeof(dflt) - 1);
+				for (size_t d = 0, m = 0; d < CG_ARRAY_LEN(cg_confine_default_exec);
+				     d++)
+					if (cg_confine_default_exec[d]) {
+						(void)cg_buf_add(&b, " ", m++ ? 1 : 0);
+						constraint_word(&b, cg_confine_default_exec[d]);
+					}
+				static const char tail[] = "), which it may also read";
+				(void)cg_buf_add(&b, tail, sizeof(tail) - 1);
+			} else if (words && json_array_size(v) == 0) {
+				(void)cg_buf_add(&b, "none", 4);
+			} else if (words) {
+				json_array_foreach(v, k, w)
+				{
+					(void)cg_buf_add(&b, " ", k ? 1 : 0);
+					constraint_word(&b, json_string_value(w));
+				}
+			} else if (json_is_string(v)) {
+				constraint_word(&b, json_string_value(v));
+			} else {
+				char *j = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+				(void)cg_buf_add(&b, j ? j : "?", strlen(j ? j : "?"));
+				free(j);
+			}
+		}
+		bool cut = b.truncated;
+		char *text = cg_buf_cstr(&b);
+		sc->oom |= !text || cut;
+		screen_field(sc, "constraints", text ? text : "");
+		free(text);
 	}
-	if (!default_exec)
-		return;
-	char dirs[256] = "", line[512];
-	for (size_t d = 0; d < CG_ARRAY_LEN(cg_confine_default_exec); d++)
-		if (cg_confine_default_exec[d])
-			snprintf(dirs + strlen(dirs), sizeof(dirs) - strlen(dirs), "%s%s",
-				 dirs[0] ? " " : "", cg_confine_default_exec[d]);
-	(void)snprintf(line, sizeof(line),
-		       "\"exec\":[] is the default program directories (%s), which the call "
-		       "may also read",
-		       dirs);
-	screen_field(sc, "  note", line);
 }
 
 /* The whole approval view of one pending call, as rows. */
@@ -519,10 +575,7 @@ static void build_view(struct screen *sc, const json_t *p, size_t waiting)
 	}
 	if (json_object_get(p, "grant"))
 		grant_rows(sc, json_object_get(p, "grant"));
-	char *cons = json_dumps(json_object_get(p, "constraints"), JSON_COMPACT);
-	screen_field(sc, "constraints", cons);
-	free(cons);
-	default_exec_note(sc, json_object_get(p, "constraints"));
+	constraint_rows(sc, json_object_get(p, "constraints"));
 	(void)snprintf(line, sizeof(line), "%s (%s, rung %s)",
 		       json_string_value(json_object_get(p, "rule_id")),
 		       json_string_value(json_object_get(p, "code")),

@@ -778,8 +778,11 @@ rules:
         t, box = call_async(d, cgtest.make_request([argv], privileged=True))
         p = wait_pending(d, 1)[0]
         # Its set names no exec trees: the screen says which apply (not "none").
-        self.assertIn('"exec":[] is the default program directories (/usr',
-                      d.cli("pending").stdout.decode())
+        shown = d.cli("pending").stdout.decode()
+        self.assertIn("exec the default program directories (/usr", shown)
+        # The sets read as words, not JSON.
+        self.assertIn("set 1: read /; write ", shown)
+        self.assertNotIn('"read":', shown)
         d.admin("approve", trace_id=p["trace_id"], request_sha256=p["request_sha256"])
         t.join(WAIT)
         return box["resp"]
