@@ -364,51 +364,6 @@ static void bound_row(struct screen *sc, const json_t *bound, bool priv)
 	screen_field(sc, "  bound by", line);
 }
 
-/*
- * A grant the agent asks for: what it would let run, unprompted, as whom,
- * how often and for how long, in words before the JSON (an attack hid a
- * week-long root shell behind a reassuring reason).
- */
-static void grant_rows(struct screen *sc, const json_t *grant)
-{
-	char line[1024];
-	long long uses = (long long)json_integer_value(json_object_get(grant, "uses"));
-	long long ttl = (long long)json_integer_value(json_object_get(grant, "ttl_s"));
-	char days[32] = "";
-	if (ttl >= 86400)
-		(void)snprintf(days, sizeof(days), " (%.1f days)", (double)ttl / 86400.0);
-	(void)snprintf(line, sizeof(line), "%s, %lld use%s over %lld s%s, with no further prompt",
-		       json_is_true(json_object_get(grant, "privileged")) ? "AS ROOT (privileged)"
-									  : "as the caller",
-		       uses, uses == 1 ? "" : "s", ttl, days);
-	screen_field(sc, "ASKS GRANT", line);
-	/* Patterns, as grant.c matches them (fnmatch, and never a ".." part). */
-	static const char note[] = "  (* ? [..] match any characters of a word, '/' too, never "
-				   "a '..' part; a last ** matches any further words, whatever "
-				   "they are)";
-	size_t i;
-	const json_t *st;
-	json_array_foreach(json_object_get(grant, "pipeline"), i, st)
-	{
-		char label[32];
-		json_t *one = json_pack("[O]", json_object_get(st, "argv"));
-		char *what = one ? pipeline_text(one) : NULL;
-		json_decref(one);
-		(void)snprintf(label, sizeof(label), "  stage %zu", i + 1);
-		screen_field(sc, label, json_string_value(json_object_get(st, "exe")));
-		size_t wl = what ? strlen(what) + sizeof(note) : 0;
-		char *shown = what ? malloc(wl) : NULL;
-		if (shown)
-			(void)snprintf(shown, wl, "%s%s", what, strpbrk(what, "*?[") ? note : "");
-		screen_field(sc, "    argv", shown ? shown : "?");
-		free(shown);
-		free(what);
-	}
-	char *g = json_dumps(grant, JSON_COMPACT | JSON_SORT_KEYS);
-	screen_field(sc, "  as JSON", g);
-	free(g);
-}
-
 /* One word of a constraint as text: as is when plain, else single-quoted. */
 static void constraint_word(struct cg_buf *b, const char *w)
 {
@@ -430,10 +385,10 @@ static void constraint_word(struct cg_buf *b, const char *w)
  * apply (and exec implies read), and the row says which. A value that is not
  * a word or a list of words is shown as compact JSON.
  */
-static void constraint_rows(struct screen *sc, const json_t *cons)
+static void constraint_rows(struct screen *sc, const char *label, const json_t *cons)
 {
 	if (json_array_size(cons) == 0) {
-		screen_field(sc, "constraints", "none");
+		screen_field(sc, label, "none");
 		return;
 	}
 	const json_t *set, *v, *w;
@@ -486,9 +441,137 @@ static void constraint_rows(struct screen *sc, const json_t *cons)
 		bool cut = b.truncated;
 		char *text = cg_buf_cstr(&b);
 		sc->oom |= !text || cut;
-		screen_field(sc, "constraints", text ? text : "");
+		screen_field(sc, label, text ? text : "");
 		free(text);
 	}
+}
+
+/*
+ * What else a grant binds, a row each, as grant.c reads it: an absent uid,
+ * session, cwd or host matches any; env names the values it binds. A key this
+ * screen does not know (the daemon refuses them) would be shown as JSON.
+ */
+static void binding_rows(struct screen *sc, const json_t *grant)
+{
+	static const char *const shown[] = { "uses", "ttl_s", "privileged", "pipeline" };
+	static const char *const any[] = { "uid", "session", "cwd", "host" };
+	for (size_t i = 0; i < CG_ARRAY_LEN(any); i++)
+		if (!json_object_get(grant, any[i])) {
+			char label[32];
+			(void)snprintf(label, sizeof(label), "  %s", any[i]);
+			screen_field(sc, label, "any");
+		}
+	const char *key;
+	const json_t *v;
+	json_object_foreach((json_t *)(uintptr_t)grant, key, v)
+	{
+		bool done = false;
+		for (size_t i = 0; i < CG_ARRAY_LEN(shown); i++)
+			done |= strcmp(key, shown[i]) == 0;
+		char label[40], line[64];
+		(void)snprintf(label, sizeof(label), "  %s", key);
+		if (done) {
+			continue;
+		} else if (strcmp(key, "constraints") == 0) {
+			constraint_rows(sc, label, v);
+		} else if (strcmp(key, "env") == 0 && json_object_size(v)) {
+			const char *name;
+			const json_t *val;
+			json_object_foreach((json_t *)(uintptr_t)v, name, val)
+			{
+				char *kv = NULL;
+				if (asprintf(&kv, "%s=%s", name,
+					     json_string_value(val) ? json_string_value(val) : "") <
+				    0)
+					kv = NULL;
+				sc->oom |= !kv;
+				screen_field(sc, label, kv ? kv : "");
+				free(kv);
+			}
+		} else if (strcmp(key, "timeout_ms") == 0 && json_is_integer(v)) {
+			(void)snprintf(line, sizeof(line), "%lld ms at most (the call's deadline)",
+				       (long long)json_integer_value(v));
+			screen_field(sc, label, line);
+		} else if (strcmp(key, "host") == 0 && json_is_string(v) &&
+			   !*json_string_value(v)) {
+			screen_field(sc, label, "none given (local calls only)");
+		} else if (strcmp(key, "session") == 0 && json_is_string(v) &&
+			   !*json_string_value(v)) {
+			screen_field(sc, label, "none given (calls that name no session only)");
+		} else if (json_is_boolean(v)) {
+			screen_field(sc, label, json_is_true(v) ? "yes" : "no");
+		} else if (json_is_string(v)) {
+			screen_field(sc, label, json_string_value(v));
+		} else if (json_is_integer(v)) {
+			(void)snprintf(line, sizeof(line), "%lld",
+				       (long long)json_integer_value(v));
+			screen_field(sc, label, line);
+		} else if ((json_is_array(v) || json_is_object(v)) && json_array_size(v) == 0 &&
+			   json_object_size(v) == 0) {
+			screen_field(sc, label, "none");
+		} else {
+			struct cg_buf b;
+			cg_buf_init(&b, 1u << 20);
+			bool words = json_is_array(v);
+			size_t k;
+			const json_t *w;
+			json_array_foreach(v, k, w) words &= json_is_string(w);
+			json_array_foreach(v, k, w)
+			{
+				(void)cg_buf_add(&b, " ", k ? 1 : 0);
+				constraint_word(&b, json_string_value(w));
+			}
+			char *text = words ? cg_buf_cstr(&b) : json_dumps(v, JSON_COMPACT);
+			if (!words)
+				cg_buf_free(&b);
+			sc->oom |= !text;
+			screen_field(sc, label, text ? text : "");
+			free(text);
+		}
+	}
+}
+
+/*
+ * A grant the agent asks for: what it would let run, unprompted, as whom,
+ * how often and for how long, in words before the JSON (an attack hid a
+ * week-long root shell behind a reassuring reason).
+ */
+static void grant_rows(struct screen *sc, const char *title, const json_t *grant)
+{
+	char line[1024];
+	long long uses = (long long)json_integer_value(json_object_get(grant, "uses"));
+	long long ttl = (long long)json_integer_value(json_object_get(grant, "ttl_s"));
+	char days[32] = "";
+	if (ttl >= 86400)
+		(void)snprintf(days, sizeof(days), " (%.1f days)", (double)ttl / 86400.0);
+	(void)snprintf(line, sizeof(line), "%s, %lld use%s over %lld s%s, with no further prompt",
+		       json_is_true(json_object_get(grant, "privileged")) ? "AS ROOT (privileged)"
+									  : "as the caller",
+		       uses, uses == 1 ? "" : "s", ttl, days);
+	screen_field(sc, title, line);
+	/* Patterns, as grant.c matches them (fnmatch, and never a ".." part). */
+	static const char note[] = "  (* ? [..] match any characters of a word, '/' too, never "
+				   "a '..' part; a last ** matches any further words, whatever "
+				   "they are)";
+	size_t i;
+	const json_t *st;
+	json_array_foreach(json_object_get(grant, "pipeline"), i, st)
+	{
+		char label[32];
+		json_t *one = json_pack("[O]", json_object_get(st, "argv"));
+		char *what = one ? pipeline_text(one) : NULL;
+		json_decref(one);
+		(void)snprintf(label, sizeof(label), "  stage %zu", i + 1);
+		screen_field(sc, label, json_string_value(json_object_get(st, "exe")));
+		size_t wl = what ? strlen(what) + sizeof(note) : 0;
+		char *shown = what ? malloc(wl) : NULL;
+		if (shown)
+			(void)snprintf(shown, wl, "%s%s", what, strpbrk(what, "*?[") ? note : "");
+		screen_field(sc, "    argv", shown ? shown : "?");
+		free(shown);
+		free(what);
+	}
+	binding_rows(sc, grant);
 }
 
 /* The whole approval view of one pending call, as rows. */
@@ -574,8 +657,8 @@ static void build_view(struct screen *sc, const json_t *p, size_t waiting)
 		free(kv);
 	}
 	if (json_object_get(p, "grant"))
-		grant_rows(sc, json_object_get(p, "grant"));
-	constraint_rows(sc, json_object_get(p, "constraints"));
+		grant_rows(sc, "ASKS GRANT", json_object_get(p, "grant"));
+	constraint_rows(sc, "constraints", json_object_get(p, "constraints"));
 	(void)snprintf(line, sizeof(line), "%s (%s, rung %s)",
 		       json_string_value(json_object_get(p, "rule_id")),
 		       json_string_value(json_object_get(p, "code")),
@@ -842,14 +925,7 @@ static void draw_page(FILE *tty, const struct screen *sc, size_t page, size_t pp
 static bool confirm_grant(FILE *tty, int fd, const json_t *grant, int cols, int rows)
 {
 	struct screen sc = { .width = cols - 18 };
-	char *text = json_dumps(grant, JSON_INDENT(1) | JSON_SORT_KEYS);
-	for (char *l = text, *nl; l && *l; l = nl ? nl + 1 : l + strlen(l)) {
-		nl = strchr(l, '\n');
-		if (nl)
-			*nl = '\0';
-		screen_field(&sc, "grant", l);
-	}
-	free(text);
+	grant_rows(&sc, "OPENS GRANT", grant);
 	size_t pp = per_page(rows), page = 0;
 	bool open = false;
 	const char *keys = "[g] open exactly this grant (the call runs under it)   "

@@ -908,8 +908,15 @@ class ApproverScreen(unittest.TestCase):
         self.wait_screen("[g] grant this exact call")
         self.keys("g")
         s = self.wait_screen("open exactly this grant")
-        self.assertIn(lit + "/\\\\*", s, "the star is shown escaped in the grant")
-        self.assertIn('"privileged": false', s)
+        self.assertIn(lit + "/\\*", s, "the star is shown escaped in the grant")
+        # In words, every binding on a row of its own (it was JSON).
+        self.assertRegex(s, r"OPENS GRANT +as the caller, \d+ uses over 1800 s")
+        self.assertRegex(s, r"  session +none given")
+        self.assertRegex(s, r"  uid +%d" % os.getuid())
+        self.assertRegex(s, r"  cwd +/")
+        self.assertRegex(s, r"  timeout_ms +30000 ms at most")
+        self.assertRegex(s, r"  constraints +(none|set 1: )")
+        self.assertNotIn('"privileged"', s)
         self.assertEqual(self.d.admin("grant_list")["reply"]["data"]["grants"], [],
                          "nothing is open before the second key")
         self.keys("g")
