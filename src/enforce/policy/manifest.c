@@ -1867,9 +1867,76 @@ static int cflist_make(struct ld *l, const struct cmdspec *spec, const struct st
 	return 0;
 }
 
+/* The spec of program name, made empty (as if the policy listed it bare) when it has none. */
+static struct cmdspec *spec_of(struct ld *l, const char *name)
+{
+	struct cmdspec *s = cg_smap_get(l->p->spec_by_name, name);
+	if (s)
+		return s;
+	s = ar_alloc(&l->p->ar, sizeof(*s));
+	if (!s) {
+		oom(l);
+		return NULL;
+	}
+	memset(s, 0, sizeof(*s));
+	s->name = ar_strdup(&l->p->ar, name);
+	s->bundling = true;
+	if (!s->name || spec_tables(l, s) != 0 ||
+	    cg_smap_put(l->p->spec_by_name, s->name, s) != 0) {
+		oom(l);
+		return NULL;
+	}
+	return s;
+}
+
+/*
+ * GNU getopt and git accept any unique prefix of a long option, so a rule
+ * naming --force-with-lease must see "--force-w" under that name: each
+ * program's abbreviations expand to the long flags its rules name as well as
+ * to its spec's (struct cmdspec.longs). Two passes: count, then fill. A rule
+ * that names its programs by exe_glob only is not attributed (docs/policy.md).
+ */
+static int rule_longs(struct ld *l)
+{
+	struct cg_policy *p = l->p;
+	for (int pass = 0; pass < 2; pass++)
+		for (size_t i = 0; i < p->n_rules; i++) {
+			struct rule *r = &p->rules[i];
+			const struct strs *lists[] = { &r->flags_any, &r->flags_all, &r->flags_none,
+						       &r->flags_only };
+			for (size_t e = 0; r->kind == RK_COMMAND && e < r->exe.n; e++)
+				for (size_t k = 0; k < CG_ARRAY_LEN(lists); k++)
+					for (size_t f = 0; f < lists[k]->n; f++) {
+						const char *flag = lists[k]->v[f];
+						if (strncmp(flag, "--", 2) != 0 || !flag[2])
+							continue;
+						struct cmdspec *s =
+						    spec_of(l, cg_base_of(r->exe.v[e]));
+						if (!s)
+							return -1;
+						if (pass == 0) {
+							s->longs_cap++;
+							continue;
+						}
+						if (!s->longs.v &&
+						    !(s->longs.v = ar_alloc(
+							  &p->ar, s->longs_cap * sizeof(char *))))
+							return oom(l);
+						bool have = false;
+						for (size_t h = 0; h < s->longs.n && !have; h++)
+							have = strcmp(s->longs.v[h], flag) == 0;
+						if (!have)
+							s->longs.v[s->longs.n++] = flag;
+					}
+		}
+	return 0;
+}
+
 static int precompute_flags(struct ld *l)
 {
 	struct cg_policy *p = l->p;
+	if (rule_longs(l) != 0)
+		return -1;
 	for (size_t i = 0; i < p->n_rules; i++) {
 		struct rule *r = &p->rules[i];
 		r->has_context = r->uid.n || r->user_uid.n || r->gid.n || r->group_gid.n ||

@@ -213,6 +213,14 @@ struct cmdspec {
 	 * path costs a table read per flag, not a string scan per spec entry:
 	 * short options ("-c") by byte, the rest compared by length first.
 	 */
+	/*
+	 * Long flags the policy's rules name for this program (flags_any, _all,
+	 * _none, _only): an abbreviation expands to them as to the spec's own,
+	 * since the program accepts any unique prefix. A program a rule names
+	 * flags for gets a spec for this alone when it has none (not dumped).
+	 */
+	struct strs longs;
+	size_t longs_cap;
 	uint8_t short_vf[32];	  /* bit c: "-c" is a value flag */
 	int16_t short_alias[256]; /* "-c" -> index into alias/canon, or -1 */
 	size_t *alias_len;	  /* strlen(alias[i]) */

@@ -284,8 +284,10 @@ static void spec_unabbrev(const struct cmdspec *s, const char **name, size_t *le
 		return;
 	const char *hit = NULL;
 	size_t hit_len = 0;
-	for (size_t g = 0; g <= s->n_groups; g++) {
-		const struct strs *l = g < s->n_groups ? &s->groups[g] : &s->value_flags;
+	for (size_t g = 0; g <= s->n_groups + 1; g++) {
+		const struct strs *l = g < s->n_groups	  ? &s->groups[g]
+				       : g == s->n_groups ? &s->value_flags
+							  : &s->longs;
 		for (size_t i = 0; i < l->n; i++) {
 			const char *c = l->v[i];
 			size_t cl = strlen(c);
