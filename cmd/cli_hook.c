@@ -567,8 +567,13 @@ static int hook_claude_code(const struct cg_cli *g, enum degrade_mode degrade,
 			json_array_size(json_object_get(data, "constraints")) > 0;
 	bool permits = strcmp(decision, "ALLOW") == 0 || strcmp(decision, "DEGRADE") == 0;
 	bool human = strcmp(decision, "UNKNOWN") == 0;
-	bool waits =
-	    human && json_is_true(json_object_get(json_object_get(data, "approval"), "enabled"));
+	const json_t *approval = json_object_get(data, "approval");
+	/* Someone can say yes inside callgate: its queue, or an open grant that covers it. */
+	bool waits = human && (json_is_true(json_object_get(approval, "enabled")) ||
+			       json_is_object(json_object_get(approval, "grant")));
+	/* What "ask" lets happen: Claude Code runs the tool itself, outside callgate. */
+	static const char outside[] = "; if you allow it here, Claude Code runs it itself, outside "
+				      "callgate: unconfined and unrecorded";
 	const char *refusal = str_or(json_string_value(json_object_get(data, "reason")), code);
 
 	if (kind == K_COMMAND && (permits || waits)) {
@@ -581,7 +586,14 @@ static int hook_claude_code(const struct cg_cli *g, enum degrade_mode degrade,
 			json_t *in = json_deep_copy(json_object_get(payload, "tool_input"));
 			json_object_set_new(in, "command", json_string(cmd));
 			free(cmd);
-			if (waits)
+			if (waits && !json_is_true(json_object_get(approval, "enabled")))
+				snprintf(
+				    reason, sizeof(reason),
+				    "callgate: rule %s needs a human: %s; an open grant covers "
+				    "it, and it runs through callgate under that grant (trace "
+				    "%s)",
+				    rule, rule_why, trace);
+			else if (waits)
 				snprintf(reason, sizeof(reason),
 					 "callgate: rule %s needs a human: %s; the command runs "
 					 "through callgate and waits there for approval (callgate "
@@ -599,8 +611,8 @@ static int hook_claude_code(const struct cg_cli *g, enum degrade_mode degrade,
 		snprintf(reason, sizeof(reason),
 			 "callgate: rule %s would allow this, but it cannot be rewritten to run "
 			 "through callgate exactly as judged (a word that is a lone '|'); run it "
-			 "with callgate's MCP execute tool (trace %s)",
-			 rules, trace);
+			 "with callgate's MCP execute tool (trace %s)%s",
+			 rules, trace, degrade == DEGRADE_DENY ? "" : outside);
 		rc = decide(degrade == DEGRADE_DENY ? "deny" : "ask", reason);
 	} else if (permits && (!confined || kind == K_FILE)) {
 		/* A file tool's whole effect is the path that was decided on, so a
@@ -615,13 +627,27 @@ static int hook_claude_code(const struct cg_cli *g, enum degrade_mode degrade,
 		snprintf(reason, sizeof(reason),
 			 "callgate: rule %s allows this only confined, and a hook cannot confine "
 			 "it; run it through callgate's MCP execute tool, which applies the "
-			 "constraints (trace %s)",
-			 rules, trace);
+			 "constraints (trace %s)%s",
+			 rules, trace, degrade == DEGRADE_DENY ? "" : outside);
 		rc = decide(degrade == DEGRADE_DENY ? "deny" : "ask", reason);
+	} else if (human && !waits && kind == K_COMMAND) {
+		/*
+		 * Nobody can say yes inside callgate (no --approval, no grant), so the
+		 * daemon would refuse it; "ask" would let Claude Code run the command
+		 * as written instead, unconfined and unrecorded (found in s36's walk).
+		 * Other tools have no confinement to lose: they still ask, saying so.
+		 */
+		snprintf(reason, sizeof(reason),
+			 "callgate: [D %s] rule %s needs a human: %s; this daemon has no approval "
+			 "queue (it runs without --approval) and no open grant covers this, so "
+			 "callgate refuses it; an operator may open a grant for it (callgate grant "
+			 "open) or start the daemon with --approval (trace %s)",
+			 refusal, rule, rule_why, trace);
+		rc = decide("deny", reason);
 	} else if (human) {
 		snprintf(reason, sizeof(reason),
-			 "callgate: rule %s defers this to a human: %s (trace %s)", rule, rule_why,
-			 trace);
+			 "callgate: rule %s defers this to a human: %s (trace %s)%s", rule,
+			 rule_why, trace, outside);
 		rc = decide("ask", reason);
 	} else if (strcmp(decision, "BLOCK") == 0) {
 		snprintf(reason, sizeof(reason),

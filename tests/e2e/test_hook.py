@@ -477,12 +477,32 @@ class TestHookApproval(unittest.TestCase):
             p.stderr.close()
             self.assertFalse(os.path.exists(os.path.join(d.workspace, "denied-file")))
 
-    def test_unknown_without_approval_asks(self):
+    def test_unknown_without_approval_is_denied_not_asked(self):
+        # "ask" let Claude Code run the command as written on a yes: outside
+        # callgate, unconfined and unrecorded (s36). With nobody to approve in
+        # callgate the daemon refuses it, and so does the hook.
         with cgtest.Daemon(policy_text=DEFER_POLICY) as d:
             hso = self.run_hook(d, "touch x")
-            self.assertEqual(hso["permissionDecision"], "ask", hso)
+            self.assertEqual(hso["permissionDecision"], "deny", hso)
             self.assertNotIn("updatedInput", hso)
-            self.assertIn("touch-needs-a-human", hso["permissionDecisionReason"])
+            why = hso["permissionDecisionReason"]
+            self.assertIn("touch-needs-a-human", why)
+            self.assertIn("--approval", why)
+            self.assertIn("grant open", why)
+            self.assertFalse(os.path.exists(os.path.join(d.workspace, "x")))
+            # An open grant that covers it is someone's yes: rewritten to run
+            # through callgate, where the grant runs it.
+            r = d.cli("grant", "open", "--exe", "/usr/bin/touch", "--argv", "touch", "x",
+                      "--uses", "1", "--ttl", "60")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            hso = self.run_hook(d, "touch x")
+            self.assertEqual(hso["permissionDecision"], "allow", hso)
+            self.assertIn("open grant", hso["permissionDecisionReason"])
+            cmd = hso["updatedInput"]["command"]
+            self.assertIn("callgate", cmd)
+            r = subprocess.run(cmd, shell=True, cwd=d.workspace, capture_output=True)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertTrue(os.path.exists(os.path.join(d.workspace, "x")))
 
 
 if __name__ == "__main__":
