@@ -518,9 +518,24 @@ static int spawn_all(struct run *r, struct cg_reply **err)
 		if (set_nonblock(fds[0]) != 0)
 			goto pipe_failed;
 
+		/* A name root did not make is not passed on (world.h, argv0_is_exe). */
+		char **renamed = NULL;
+		if (call->stages[i].argv0_is_exe) {
+			size_t argc = call->req->stages[i].argc;
+			renamed = malloc((argc + 1) * sizeof(char *));
+			if (!renamed) {
+				*err = spawn_failed(i, a.exe, 0, ENOMEM);
+				goto abort;
+			}
+			memcpy(renamed, call->req->stages[i].argv, (argc + 1) * sizeof(char *));
+			renamed[0] = call->stages[i].exe;
+			a.argv = renamed;
+		}
 		int report[2];
-		if (pipe_pair(report) != 0)
+		if (pipe_pair(report) != 0) {
+			free(renamed);
 			goto pipe_failed;
+		}
 		a.report_fd = report[1];
 		/* Born inside the call's cgroup where possible, in the view's namespaces. */
 		pid_t pid = cg_confine_spawn(r->tree, a.plan, child_main, &a);
@@ -528,6 +543,7 @@ static int spawn_all(struct run *r, struct cg_reply **err)
 		(void)close(report[1]);
 		if (pid < 0) {
 			(void)close(report[0]);
+			free(renamed);
 			*err = spawn_failed(i, a.exe, 0, fork_errno);
 			goto abort;
 		}
@@ -536,11 +552,12 @@ static int spawn_all(struct run *r, struct cg_reply **err)
 		r->started = i + 1;
 		cg_tree_add(r->tree, pid);
 
-		if (read_report(report[0], i, a.exe, err) != 0) {
-			(void)close(report[0]);
-			goto abort;
-		}
+		/* The report ends at the child's execve or its failure: argv is no longer read. */
+		int reported = read_report(report[0], i, a.exe, err);
 		(void)close(report[0]);
+		free(renamed);
+		if (reported != 0)
+			goto abort;
 		r->res->n_execd = i + 1;
 		/* A child of ours is not reaped yet, so its pid cannot be reused here. */
 		r->procs[i].pidfd = pidfd_open(pid, 0);

@@ -347,6 +347,33 @@ static int root_only(const struct cg_world *w, const char *exe, size_t idx, stru
 	return 0;
 }
 
+/*
+ * May a program found at `found` (a symlink chain to a program named base) be
+ * told it was called by found's name? Yes when the names agree, or when the
+ * last link lies outside every workspace, in a directory root owns and
+ * nobody else may write (unxz in /usr/bin): root named it. A link the agent
+ * could have made is no name.
+ */
+static bool name_is_roots(const struct cg_world *w, const char *found, const char *base)
+{
+	const char *slash = strrchr(found, '/');
+	const char *name = slash ? slash + 1 : found;
+	if (strcmp(name, base) == 0)
+		return true;
+	char dir[PATH_MAX];
+	size_t n = slash ? (size_t)(slash - found) : 0;
+	if (n == 0 || n >= sizeof(dir))
+		return n == 0 && slash; /* "/name": the root directory */
+	memcpy(dir, found, n);
+	dir[n] = '\0';
+	char *real = realpath(dir, NULL);
+	struct stat st;
+	bool roots = real && !containing_workspace(w, real) && stat(real, &st) == 0 &&
+		     st.st_uid == 0 && !(st.st_mode & (S_IWGRP | S_IWOTH));
+	free(real);
+	return roots;
+}
+
 static int resolve_stage(const struct cg_world *w, const struct cg_stage *stage, size_t idx,
 			 struct cg_resolved_stage *rs, struct cg_reply **err)
 {
@@ -373,7 +400,10 @@ static int resolve_stage(const struct cg_world *w, const struct cg_stage *stage,
 		return -1;
 	}
 	/* rs owns found from here on, success or not (cg_call_fini frees it). */
-	return stage_from_found(rs, idx, found, err);
+	if (stage_from_found(rs, idx, found, err) != 0)
+		return -1;
+	rs->argv0_is_exe = rs->via_symlink && !name_is_roots(w, rs->found, rs->base);
+	return 0;
 }
 
 static int resolve_cwd(const struct cg_world *w, const char *req_cwd, struct cg_call *call,

@@ -31,6 +31,13 @@ struct cg_resolved_stage {
 	char *exe;	  /* canonical absolute path that will be executed */
 	char *found;	  /* the path found before canonicalisation (PATH hit or given) */
 	bool via_symlink; /* found != exe: a symlink (or ..) hop was resolved */
+	/*
+	 * The program is started with argv[0] = exe, not the name as sent: the
+	 * name differs from exe's own and is a link root did not make (one in a
+	 * directory root does not own, or others may write). Multi-call programs
+	 * act on that name (git-log runs `git log`), which the policy never read.
+	 */
+	bool argv0_is_exe;
 	const char *base; /* basename of exe (points into exe) */
 };
 

@@ -595,6 +595,38 @@ class RepositoryInTheWorkspace(unittest.TestCase):
         self.assertFalse(os.path.exists(os.path.join(self.git, "f.txt")))
         self.assert_git_untouched()
 
+    def test_no_route_to_a_subcommand_that_writes_any_file(self):
+        # s36 attack: git-record gives .git to "subcommands that record
+        # work", and two routes ran others there. (a) stash show takes diff
+        # options, --output among them; (b) a workspace link named git-log
+        # to /usr/bin/git was decided as `git add` (argv[1]) while git ran
+        # `git log` (it dispatches on argv[0]'s name).
+        with open(os.path.join(self.ws, "evil"), "w") as f:
+            f.write("x\n")
+        for pipeline in ([["git", "add", "evil"]], [["git", "stash"]]):
+            resp = self.run_call(*pipeline)
+            self.assertEqual([s["exit_code"] for s in resp["stages"]], [0], resp)
+        self.run_call(["git", "stash", "show", "--name-only", "--line-prefix=../",
+                       "--output=.git/commondir"])
+        self.run_call(["git", "stash", "show", "--name-only", "--line-prefix=../",
+                       "--outp=.git/commondir"])
+        link = os.path.join(self.ws, "git-log")
+        os.symlink("/usr/bin/git", link)
+        resp = self.run_call([link, "-1", "--format=format:../evil",
+                              "--output=.git/commondir", "add"])
+        self.assert_git_untouched()
+        # The program was told its own name, not the link's, and the record says so.
+        ev = [json.loads(l) for l in cgtest.journal_lines(self.d.state_dir)]
+        shown = [e["payload"]["stages"][0] for e in ev
+                 if e["trace"] == resp["reply"]["trace_id"] and e["type"] == "resolved"]
+        self.assertEqual(shown[0].get("argv0"), "/usr/bin/git", shown)
+        # Control: a link root made keeps its name (unxz in /usr/bin is xz, decompressing).
+        if os.path.islink("/usr/bin/unxz"):
+            subprocess.run(["sh", "-c", "printf hi | xz > %s/h.xz" % self.ws], check=True)
+            resp = self.run_call(["unxz", "h.xz"])
+            self.assertEqual([s["exit_code"] for s in resp["stages"]], [0], resp)
+            self.assertTrue(os.path.exists(os.path.join(self.ws, "h")))
+
     def test_nothing_but_git_runs_while_git_is_writable(self):
         # A nested repository's config is the call's to write; its fsmonitor
         # ran (through sh) while git recorded work with the outer .git
