@@ -1594,6 +1594,7 @@ static int confine_head(const struct cg_confine_plan *plan)
 {
 	int rc;
 	(void)umask(CONFINE_UMASK);
+	cg_oom_first();
 	if (plan->n_nosym && (rc = cg_view_nosymfollow((const char *const *)plan->nosym,
 						       plan->n_nosym, plan->nosym_cwd)) != 0)
 		return rc;

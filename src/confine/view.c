@@ -652,9 +652,28 @@ __attribute__((noreturn)) static void wait_as_init(pid_t pid)
 	_exit(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0));
 }
 
+void cg_oom_first(void)
+{
+	/*
+	 * oom_score_adj 500: the kernel's OOM killer takes a call's processes
+	 * (its pid 1 too, which holds its tmpfs) before the daemon. A call that
+	 * filled its private /tmp killed callgated (s36), and with it every
+	 * running call, waiting approval and grant. Raising is always allowed;
+	 * lowering again needs privilege. Best effort, async-signal-safe.
+	 */
+	static const char adj[] = "500";
+	int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		ssize_t w = write(fd, adj, sizeof(adj) - 1);
+		(void)w;
+		(void)close(fd);
+	}
+}
+
 int cg_view_spawn(const struct cg_view *v, void (*fn)(void *), const void *arg, size_t arg_len,
 		  int init_fd, pid_t *exec_word)
 {
+	cg_oom_first();
 	/*
 	 * A forked pid 1 is a copy of the daemon's memory: no ptrace, no
 	 * /proc/1/mem. A shared one is the daemon itself until it execs

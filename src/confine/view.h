@@ -168,4 +168,10 @@ int cg_caps_drop_net(void);
  */
 int cg_view_nosymfollow(const char *const *dirs, size_t n, const char *cwd);
 
+/*
+ * The calling process (a call's pid 1 or command, in the child) asks the
+ * kernel's OOM killer to take it before the daemon: oom_score_adj 500.
+ */
+void cg_oom_first(void);
+
 #endif

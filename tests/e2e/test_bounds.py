@@ -14,6 +14,7 @@ import os
 import random
 import re
 import signal
+import shutil
 import socket
 import subprocess
 import threading
@@ -957,6 +958,96 @@ class BackPressure(unittest.TestCase):
             p = subprocess.run([cgtest.CALLGATE, "replay", "--all", "--no-write",
                                 "--state-dir", d.state_dir], capture_output=True, text=True)
             self.assertEqual(p.returncode, 0, p.stdout[-2000:] + p.stderr[-2000:])
+
+
+
+def memory_cgroup(limit):
+    """A memory cgroup of limit bytes below this process's own: (procs path,
+    directory), or None when neither cgroup v1's memory controller nor v2's
+    is ours to use."""
+    name = "cg-e2e-oom-%d" % os.getpid()
+    with open("/proc/self/cgroup") as f:
+        lines = f.read().split("\n")
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) == 3 and "memory" in parts[1].split(","):
+            d = os.path.join("/sys/fs/cgroup/memory" + parts[2], name)
+            knob = "memory.limit_in_bytes"
+            break
+        if len(parts) == 3 and parts[0] == "0" and parts[1] == "":
+            base = "/sys/fs/cgroup" + parts[2]
+            try:
+                with open(os.path.join(base, "cgroup.subtree_control")) as f:
+                    if "memory" not in f.read().split():
+                        continue
+            except OSError:
+                continue
+            d = os.path.join(base, name)
+            knob = "memory.max"
+            break
+    else:
+        return None
+    try:
+        os.mkdir(d)
+        with open(os.path.join(d, knob), "w") as f:
+            f.write(str(limit))
+    except OSError:
+        return None
+    return os.path.join(d, "cgroup.procs"), d
+
+
+class DaemonInCgroup(cgtest.Daemon):
+    """A daemon started inside the cgroup whose cgroup.procs is procs."""
+
+    def __init__(self, procs, **kw):
+        super().__init__(**kw)
+        self.procs = procs
+
+    def argv(self):
+        return ["sh", "-c", 'echo $$ > "$0" && exec "$@"', self.procs] + super().argv()
+
+
+@unittest.skipUnless(os.geteuid() == 0 and shutil.which("python3"), "needs root and python3")
+class OutOfMemoryTakesTheCall(unittest.TestCase):
+    """A call that filled its private /tmp inside the daemon's memory limit
+    (systemd MemoryMax=, a container) had the kernel's OOM killer take
+    callgated, whose RSS was the largest: every running call, waiting
+    approval and grant went with it (attack, s36). Judged by the daemon's
+    process after the call, and by the call's own end."""
+
+    def test_the_daemon_outlives_a_call_that_fills_memory(self):
+        cg = memory_cgroup(256 << 20)
+        if not cg:
+            self.skipTest("no memory cgroup of ours to limit")
+        procs, cgdir = cg
+        d = DaemonInCgroup(procs)
+        try:
+            d.start()
+            fill = "f = open('/tmp/fill', 'wb'); [f.write(b'x' * (1 << 20)) for _ in iter(int, 1)]"
+            resp = d.request(cgtest.make_request([["python3", "-c", fill]], privileged=False,
+                                                 timeout_ms=60000), timeout=90)
+            self.assertIsNone(d.proc.poll(), "callgated was killed; log:\n" + d.log)
+            # The call ended (killed), and says so; the daemon answers the next one.
+            self.assertEqual(resp["status"], "ok", resp)
+            self.assertNotEqual(resp["stages"][0]["exit_code"], 0, resp)
+            ping = d.request(cgtest.make_request(None, action="ping"), timeout=10)
+            self.assertEqual(ping["status"], "ok", ping)
+            # Its commands and pid 1 were the OOM killer's first choice.
+            resp = d.request(cgtest.make_request([["cat", "/proc/self/oom_score_adj",
+                                                   "/proc/1/oom_score_adj"]],
+                                                 privileged=False), timeout=30)
+            out = base64.b64decode(resp.get("stdout", "")).decode()
+            self.assertEqual(out.split(), ["500", "500"], resp)
+            with open("/proc/%d/oom_score_adj" % d.proc.pid) as f:
+                self.assertEqual(f.read().strip(), "0")
+        finally:
+            d.close()
+            for _ in range(50):
+                try:
+                    os.rmdir(cgdir)
+                    break
+                except OSError:
+                    time.sleep(0.1)
 
 
 if __name__ == "__main__":
