@@ -1495,22 +1495,22 @@ static int prepare_plan(const struct cg_constraints *const *cons, size_t n,
 	}
 	/*
 	 * RLIMIT_NPROC is not enforced for root (the kernel exempts it), and
-	 * counts every process of the uid rather than this call's. When the
-	 * command keeps uid 0, the call's pids cgroup enforces it instead.
+	 * counts every process of the uid rather than this call's: a developer
+	 * whose uid already runs 256 processes could fork nothing. A root daemon
+	 * enforces it with the call's pids cgroup, for every command's uid; a
+	 * command that keeps uid 0 with no such cgroup is downgraded below.
 	 */
-	if (p->limits.nproc != CG_LIMIT_UNSET && (p->set_ids ? p->uid : geteuid()) == 0) {
-		if (have_pids_cgroup()) {
-			p->nproc_cgroup = true;
-		} else {
-			bool be_all = true;
-			for (size_t i = 0; i < n; i++)
-				if (cons[i]->limits.nproc != CG_LIMIT_UNSET)
-					be_all &= cons[i]->best_effort;
-			if (downgrade(downs, be_all, "nproc",
-				      "root ignores RLIMIT_NPROC and no pids cgroup is writable",
-				      err) != 0)
-				goto fail;
-		}
+	bool root_cmd = (p->set_ids ? p->uid : geteuid()) == 0;
+	if (p->limits.nproc != CG_LIMIT_UNSET && geteuid() == 0 && have_pids_cgroup()) {
+		p->nproc_cgroup = true;
+	} else if (p->limits.nproc != CG_LIMIT_UNSET && root_cmd) {
+		bool be_all = true;
+		for (size_t i = 0; i < n; i++)
+			if (cons[i]->limits.nproc != CG_LIMIT_UNSET)
+				be_all &= cons[i]->best_effort;
+		if (downgrade(downs, be_all, "nproc",
+			      "root ignores RLIMIT_NPROC and no pids cgroup is writable", err) != 0)
+			goto fail;
 	}
 
 	json_t *limits = json_object();
@@ -1636,7 +1636,8 @@ static int confine_tail(const struct cg_confine_plan *plan)
 	int rc;
 	if ((rc = set_rlimit(RLIMIT_CPU, plan->limits.cpu_s)) != 0 ||
 	    (rc = set_rlimit(RLIMIT_AS, plan->limits.as_bytes)) != 0 ||
-	    (rc = set_rlimit(RLIMIT_NPROC, plan->limits.nproc)) != 0 ||
+	    (rc = set_rlimit(RLIMIT_NPROC,
+			     plan->nproc_cgroup ? CG_LIMIT_UNSET : plan->limits.nproc)) != 0 ||
 	    (rc = set_rlimit(RLIMIT_FSIZE, plan->limits.fsize_bytes)) != 0)
 		return rc;
 	/*
@@ -1924,6 +1925,17 @@ fail:
 	free(sel);
 	cg_confine_plan_free(top);
 	return -1;
+}
+
+json_t *cg_confine_sweep(const struct cg_confine_plan *plan, const char *tag)
+{
+	json_t *out = json_array();
+	if (!out || !plan)
+		return out;
+	(void)cg_view_sweep(plan->view, tag, out);
+	for (size_t i = 0; i < plan->n_stage_plans; i++)
+		(void)cg_view_sweep(plan->stage_plans[i]->view, tag, out);
+	return out;
 }
 
 const struct cg_confine_plan *cg_confine_stage_plan(const struct cg_confine_plan *plan, size_t i)

@@ -73,6 +73,13 @@ int cg_confine_prepare_stages(const struct cg_constraints *const *cons, const ui
 			      struct cg_confine_plan **out, struct cg_reply **err)
     __attribute__((warn_unused_result));
 
+/*
+ * After the call's processes are gone: protected names the call made where
+ * none existed are set aside (cg_view_sweep, for every stage's view). The
+ * list of what was (or could not be) set aside; empty when nothing was.
+ */
+json_t *cg_confine_sweep(const struct cg_confine_plan *plan, const char *tag);
+
 /* The plan stage i runs under (plan itself unless it holds per-stage plans). */
 const struct cg_confine_plan *cg_confine_stage_plan(const struct cg_confine_plan *plan, size_t i);
 

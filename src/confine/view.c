@@ -116,9 +116,21 @@ static const char *const home_secrets[] = {
 	".mozilla",
 	".config/google-chrome",
 	".config/chromium",
-	/* agents' own logins */
+	/* agents' and tools' own logins and tokens */
 	".claude/.credentials.json",
+	".claude.json", /* Claude Code's MCP server tokens, an API key login */
 	".codex/auth.json",
+	".config/github-copilot",
+	".cache/huggingface/token",
+	".huggingface/token",
+	".m2/settings.xml",
+	".gradle/gradle.properties",
+	".config/gcloud/credentials.db",
+	".config/doctl",
+	".fly",
+	".config/heroku",
+	".netlify/config.json",
+	".wrangler/config",
 	/* shell and REPL histories: tokens typed on a command line end up here */
 	".bash_history",
 	".zsh_history",
@@ -192,6 +204,8 @@ struct cg_view {
 	size_t n_anchor;
 	char **protect; /* absolute, existing, inside a write tree */
 	size_t n_protect;
+	char **missing; /* protected names that did not exist: set aside if made (cg_view_sweep) */
+	size_t n_missing;
 	char **hide;		 /* absolute, existing, not symlinks */
 	unsigned char *hide_dir; /* 1: cover with a directory, 0: with a file */
 	size_t n_hide;
@@ -1013,7 +1027,7 @@ static int add_protected(struct cg_view *v, const char *path)
 	if (lstat(path, &st) != 0)
 		make_hooks_dir(path);
 	if (lstat(path, &st) != 0)
-		return 0;
+		return list_add(&v->missing, &v->n_missing, path); /* no mount covers it */
 	if (S_ISLNK(st.st_mode)) {
 		/*
 		 * No mount covers a link: where it points is made read-only (when
@@ -1317,6 +1331,68 @@ static void free_list(char **list, size_t n)
 	free(list);
 }
 
+/* Set aside what the call made at v->missing[i] (cg_view_sweep). 0, or an errno. */
+static int set_aside(const struct cg_view *v, size_t i, const char *tag, json_t *out)
+{
+	const char *p = v->missing[i], *tree = NULL;
+	/* The deepest write tree holding it: a workspace under /tmp is bound into a private one. */
+	for (size_t w = 0; w < v->n_write; w++)
+		if (under(p, v->write[w]) && strcmp(p, v->write[w]) != 0 &&
+		    (!tree || strlen(v->write[w]) > strlen(tree)))
+			tree = v->write[w];
+	if (tree && v->private_tmp && strcmp(tree, "/tmp") == 0)
+		return 0; /* the call's /tmp was its own: the host's is not its doing */
+	const char *slash = strrchr(p, '/');
+	if (!tree || !slash || strlen(slash + 1) + strlen(tag) + 24 > NAME_MAX)
+		return 0;
+	/* The name's directory, reached beneath its tree and through no symlink. */
+	size_t tl = strlen(tree) == 1 ? 0 : strlen(tree);
+	char rel[PATH_MAX];
+	size_t rl = (size_t)(slash - p) > tl ? (size_t)(slash - p) - tl - 1 : 0;
+	if (rl >= sizeof(rel))
+		return ENAMETOOLONG;
+	memcpy(rel, p + tl + 1, rl);
+	rel[rl] = '\0';
+	int tfd = open(tree, O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	if (tfd < 0)
+		return errno == ENOENT ? 0 : errno;
+	struct open_how h = { .flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+			      .resolve =
+				  RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS };
+	int dfd = rl ? (int)syscall(SYS_openat2, tfd, rel, &h, sizeof(h)) : dup(tfd);
+	int e = dfd < 0 ? errno : 0;
+	(void)close(tfd);
+	if (dfd < 0)
+		return e == ENOENT || e == ENOTDIR ? 0 : e; /* no directory: no name in it */
+	struct stat st;
+	char aside[NAME_MAX + 1];
+	(void)snprintf(aside, sizeof(aside), "%s.callgate-set-aside-%s", slash + 1, tag);
+	int rc = 0;
+	if (fstatat(dfd, slash + 1, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+		if (renameat2(dfd, slash + 1, dfd, aside, RENAME_NOREPLACE) != 0)
+			rc = errno;
+		else
+			json_array_append_new(
+			    out, json_pack("{s:s,s:s}", "path", p, "set_aside_as", aside));
+	}
+	(void)close(dfd);
+	return rc;
+}
+
+int cg_view_sweep(const struct cg_view *v, const char *tag, json_t *out)
+{
+	int rc = 0;
+	for (size_t i = 0; v && i < v->n_missing; i++) {
+		int e = set_aside(v, i, tag, out);
+		if (e) {
+			json_array_append_new(out, json_pack("{s:s,s:s}", "path", v->missing[i],
+							     "error", cg_errno_name(e)));
+			rc = -1;
+		}
+	}
+	return rc;
+}
+
 void cg_view_free(struct cg_view *v)
 {
 	if (!v)
@@ -1325,6 +1401,7 @@ void cg_view_free(struct cg_view *v)
 	free_list(v->pin, v->n_pin);
 	free_list(v->anchor, v->n_anchor);
 	free_list(v->protect, v->n_protect);
+	free_list(v->missing, v->n_missing);
 	free_list(v->hide, v->n_hide);
 	free_list(v->tmp_dirs, v->n_tmp_dirs);
 	free_list(v->keep, v->n_keep);

@@ -131,6 +131,16 @@ int cg_view_spawn(const struct cg_view *v, void (*fn)(void *), const void *arg, 
 		  int init_fd, pid_t *exec_word);
 
 /* What the view holds, for the report. New reference. */
+/*
+ * After a call, in the daemon: a protected name (a write tree's .envrc,
+ * .claude, .vscode, a .git's commondir under git: write) that did not exist
+ * when the view was made cannot be covered by a mount, so the call could make
+ * it. Each such name that exists now is renamed NAME.callgate-set-aside-TAG
+ * beside itself (reached beneath its tree, no symlink followed), so that
+ * nothing the developer runs later takes it, and appended to out as {path,
+ * set_aside_as} ({path, error} when it could not be). 0, or -1 if any failed.
+ */
+int cg_view_sweep(const struct cg_view *v, const char *tag, json_t *out);
 json_t *cg_view_report(const struct cg_view *v);
 
 void cg_view_free(struct cg_view *v);

