@@ -173,9 +173,25 @@ static const char *const system_hidden[] = {
  * MCP servers; an editor's tasks run commands).
  */
 static const char *const protected_rel[] = {
-	".bashrc", ".bash_profile", ".bash_login", ".profile", ".zshrc",
-	".zshenv", ".zprofile",	    ".gitconfig",  ".claude",  ".mcp.json",
-	".vscode", ".envrc",	    ".gitmodules",
+	".bashrc",
+	".bash_profile",
+	".bash_login",
+	".profile",
+	".zshrc",
+	".zshenv",
+	".zprofile",
+	".gitconfig",
+	".claude",
+	".mcp.json",
+	".vscode",
+	".envrc",
+	".gitmodules",
+	/* hook managers: the developer's git commit runs what these name (core.hooksPath) */
+	".husky",
+	".githooks",
+	".pre-commit-config.yaml",
+	"lefthook.yml",
+	".lefthook.yml",
 };
 /*
  * A repository's .git under git: write (pinned, so that it cannot be renamed

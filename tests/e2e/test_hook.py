@@ -289,7 +289,11 @@ class TestHook(unittest.TestCase):
         for path in (os.path.join(ws, ".git", "modules", "sub", "config"),
                      os.path.join(ws, ".git", "modules", "sub", "hooks", "post-checkout"),
                      os.path.join(ws, ".git", "commondir"), os.path.join(ws, ".gitmodules"),
-                     os.path.join(ws, ".envrc"), os.path.join(ws, ".gitconfig")):
+                     os.path.join(ws, ".envrc"), os.path.join(ws, ".gitconfig"),
+                     # a hook manager's hooks: the developer's git commit runs them (s36)
+                     os.path.join(ws, ".husky", "pre-commit"),
+                     os.path.join(ws, ".githooks", "pre-push"),
+                     os.path.join(ws, ".pre-commit-config.yaml")):
             d, why = self.decision(self.payload("Write", {"file_path": path, "content": "x"}))
             self.assertEqual(d, "deny", (path, why))
         # Reading them stays allowed; writing elsewhere in the workspace too.

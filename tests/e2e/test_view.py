@@ -627,6 +627,20 @@ class RepositoryInTheWorkspace(unittest.TestCase):
             self.assertEqual([s["exit_code"] for s in resp["stages"]], [0], resp)
             self.assertTrue(os.path.exists(os.path.join(self.ws, "h")))
 
+    def test_a_hook_managers_hooks_are_read_only(self):
+        # husky's .husky (core.hooksPath) held a pre-commit hook a call
+        # rewrote; the developer's next git commit ran it (s36 attack).
+        hooks = os.path.join(self.ws, ".husky")
+        os.mkdir(hooks)
+        with open(os.path.join(hooks, "pre-commit"), "w") as f:
+            f.write("#!/bin/sh\nnpm test\n")
+        write = ("open('.husky/pre-commit', 'w').write('id > /tmp/pwned')")
+        self.assert_ran_and_failed([[PY, "-c", write]])
+        self.assert_ran_and_failed([[PY, "-c", "open('.husky/post-merge', 'w').write('x')"]])
+        with open(os.path.join(hooks, "pre-commit")) as f:
+            self.assertEqual(f.read(), "#!/bin/sh\nnpm test\n")
+        self.assertEqual(os.listdir(hooks), ["pre-commit"])
+
     def test_a_protected_name_the_call_made_is_set_aside(self):
         # No mount covers a name that is not there: a call created
         # .claude/settings.json (the hooks Claude Code runs, unconfined),
