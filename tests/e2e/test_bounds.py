@@ -1050,5 +1050,31 @@ class OutOfMemoryTakesTheCall(unittest.TestCase):
                     time.sleep(0.1)
 
 
+
+@unittest.skipUnless(os.geteuid() == 0 and shutil.which("tar"), "needs root and tar")
+class EveryProgramRunnerHasAProcessBound(unittest.TestCase):
+    """tar --checkpoint-action=exec ran 1,000 processes from a workspace
+    writer's call, which set no limits, while an interpreter's was held at
+    256 (attack, s36). Judged by how many of its children started."""
+
+    def test_tar_checkpoint_action_is_held(self):
+        with cgtest.Daemon() as d:
+            ws = d.workspace
+            with open(os.path.join(ws, "bomb.sh"), "w") as f:
+                f.write("i=0; while [ $i -lt 400 ]; do sleep 2 & echo >> started; "
+                        "i=$((i+1)); done\n")
+            with open(os.path.join(ws, "big"), "wb") as f:
+                f.write(os.urandom(2 << 20))
+            resp = d.request(cgtest.make_request(
+                [["tar", "-cf", "o.tar", "--checkpoint=100", "--checkpoint-action=exec=sh bomb.sh",
+                  "big"]], privileged=False, timeout_ms=60000), timeout=90)
+            self.assertEqual(resp["status"], "ok", resp)
+            self.assertEqual(resp["reply"]["data"]["rule_id"], "workspace-writers", resp)
+            with open(os.path.join(ws, "started")) as f:
+                started = len(f.read().splitlines())
+            self.assertGreater(started, 10, "the control: the bomb ran")
+            self.assertLessEqual(started, 256)
+
+
 if __name__ == "__main__":
     unittest.main()
