@@ -549,10 +549,10 @@ static void grant_rows(struct screen *sc, const char *title, const json_t *grant
 									  : "as the caller",
 		       uses, uses == 1 ? "" : "s", ttl, days);
 	screen_field(sc, title, line);
-	/* Patterns, as grant.c matches them (fnmatch, and never a ".." part). */
+	/* Patterns, as grant.c matches them (fnmatch; never a ".." part or an option word). */
 	static const char note[] = "  (* ? [..] match any characters of a word, '/' too, never "
-				   "a '..' part; a last ** matches any further words, whatever "
-				   "they are)";
+				   "a '..' part, nor a word starting with '-' unless the pattern "
+				   "does; a last ** matches any further words, whatever they are)";
 	size_t i;
 	const json_t *st;
 	json_array_foreach(json_object_get(grant, "pipeline"), i, st)

@@ -390,15 +390,19 @@ static bool has_dotdot(const char *w)
 
 /*
  * One argv position: the pattern (fnmatch, '*' matching '/' too) matches the
- * word; but a wildcard never matches a word with a ".." component: an attack
- * had a grant for cat '/ws/<star>' read /ws/../../etc/shadow as root. A literal
- * pattern is unaffected (it names its word exactly).
+ * word; but a wildcard never matches a word with a ".." component (an attack
+ * had a grant for cat '/ws/<star>' read /ws/../../etc/shadow as root), nor an
+ * option word unless the pattern itself starts with '-' (apt install '<star>'
+ * took -oDPkg::Pre-Invoke::=CMD, which runs CMD as root). A literal pattern
+ * is unaffected (it names its word exactly).
  */
 static bool arg_matches(const char *pattern, const char *word)
 {
 	if (fnmatch(pattern, word, 0) != 0)
 		return false;
-	return !(has_glob(pattern) && has_dotdot(word));
+	if (!has_glob(pattern))
+		return true;
+	return !has_dotdot(word) && !(word[0] == '-' && pattern[0] != '-');
 }
 
 /* Does word w, read as a path from cwd, stay within one of the grant's paths? */

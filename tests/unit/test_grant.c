@@ -242,6 +242,38 @@ Test(grant, wildcards_do_not_climb_out)
 	cr_assert_not_null(cg_grants_match(&gs, &call, NULL, NOW), "a literal names its word");
 }
 
+/*
+ * A wildcard is not an option word: apt install '*' took -oDPkg::Pre-Invoke::=CMD,
+ * which runs CMD as root (attack, s36). A pattern that starts with '-' may.
+ */
+static char *argv_apt_opt[] = { "apt", "install", "-oDPkg::Pre-Invoke::=id", NULL };
+static char *argv_apt_dash[] = { "apt", "install", "-", NULL };
+
+Test(grant, wildcards_do_not_take_option_words)
+{
+	struct cg_grants gs = { 0 };
+	cr_assert_eq(cg_grants_add(&gs, open_grant("{\"pipeline\":[{\"exe\":\"/usr/bin/apt\","
+						   "\"argv\":[\"apt\",\"install\",\"*\"]}],"
+						   "\"uses\":9,\"ttl_s\":60}")),
+		     0);
+	struct cg_call call;
+	struct cg_request req;
+	struct cg_stage st;
+	struct cg_resolved_stage rs;
+	call_of(&call, &req, &st, &rs, argv_install, 3, "/usr/bin/apt", "", 7);
+	cr_assert_not_null(cg_grants_match(&gs, &call, NULL, NOW), "control: a package name");
+	call_of(&call, &req, &st, &rs, argv_apt_opt, 3, "/usr/bin/apt", "", 7);
+	cr_assert_null(cg_grants_match(&gs, &call, NULL, NOW), "'*' is not -oDPkg::...");
+	call_of(&call, &req, &st, &rs, argv_apt_dash, 3, "/usr/bin/apt", "", 7);
+	cr_assert_null(cg_grants_match(&gs, &call, NULL, NOW), "'*' is not '-'");
+	cr_assert_eq(cg_grants_add(&gs, open_grant("{\"pipeline\":[{\"exe\":\"/usr/bin/apt\","
+						   "\"argv\":[\"apt\",\"install\",\"-o*\"]}],"
+						   "\"uses\":9,\"ttl_s\":60}")),
+		     0);
+	call_of(&call, &req, &st, &rs, argv_apt_opt, 3, "/usr/bin/apt", "", 7);
+	cr_assert_not_null(cg_grants_match(&gs, &call, NULL, NOW), "'-o*' says options");
+}
+
 /* env as an object binds the values too (the approver's g: "this exact call"; attack, s34c). */
 Test(grant, env_values_bind_when_given)
 {
