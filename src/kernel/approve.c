@@ -117,8 +117,12 @@ static void refuse_deferred(struct cg_kernel *k, struct cg_job *j, struct cg_rep
 
 bool nobody_to_ask(struct cg_kernel *k, const struct cg_job *j)
 {
-	if (sudo_in_play(j))
-		return false; /* sudo_dead_end may have a reply of its own */
+	(void)j;
+	/*
+	 * With nobody to ask, that is the answer, before any sudo dead end: a
+	 * non-root daemon's privileged call said "cannot be enforced on this
+	 * kernel" (E, 70) where "send privileged false" was the fix (s36 walk).
+	 */
 	pthread_mutex_lock(&k->lock);
 	bool none = !k->approval && k->grants.n == 0;
 	pthread_mutex_unlock(&k->lock);
@@ -158,6 +162,15 @@ int defer_to_human(struct cg_kernel *k, struct cg_job *j, struct cg_job **job_ou
 	if (!view)
 		return 1;
 	memcpy(j->request_sha256, sha, sizeof(sha));
+	/* A sudo dead end matters only when someone could say yes: a queue or a grant. */
+	pthread_mutex_lock(&k->lock);
+	bool someone =
+	    k->approval || grant_for_locked(k, j, json_object_get(view, "constraints")) != NULL;
+	pthread_mutex_unlock(&k->lock);
+	if (!someone) {
+		json_decref(view);
+		return 1;
+	}
 	struct cg_reply *dead = sudo_dead_end(j);
 	if (dead) {
 		json_decref(view);

@@ -587,6 +587,18 @@ class PrivilegedFromNonRootDaemon(unittest.TestCase):
         self.assertEqual(resp["reply"]["params"]["exe"], "/usr/bin/apt-get")
         self.assertEqual(resp["status"], "error")
 
+    def test_with_nobody_to_ask_the_refusal_says_so_first(self):
+        # A new user's first `callgate run -- id` on a non-root daemon without
+        # --approval read "cannot be enforced on this kernel" (E, exit 70),
+        # where the fix was --no-privileged (s36 walk).
+        with NonRootDaemon() as d:
+            resp = d.request(cgtest.make_request([["id", "-u"]]), timeout=WAIT)
+            self.assertEqual(resp["reply"]["code"], "EN-EXEC-D-003", resp)
+            self.assertEqual(resp["status"], "denied")
+            r = d.cli("run", "--", "id", "-u")
+            self.assertEqual(r.returncode, 77, r.stderr)
+            self.assertIn(b"EN-EXEC-D-003", r.stderr)
+
     def test_constraints_sudo_cannot_honour_refuse_the_call(self):
         # id is a read-only tool: allowed only under a filesystem/network
         # confinement that sudo (which needs to gain privilege) cannot run under.
