@@ -13,6 +13,10 @@ struct cg_reply *cg_en_refusal(const struct cg_folded *f, const char *exe)
 	/* UNKNOWN waits for a human; with no approver configured it is a refusal. */
 	if (f->decision == CG_UNKNOWN && why != CG_R_PRIVILEGED_NEEDS_APPROVAL)
 		why = CG_R_NEEDS_HUMAN;
+	/* Several people: a grant, which is one person's, never covers it. */
+	if (why == CG_R_NEEDS_HUMAN && f->approvers > 1)
+		return cg_reply_build(CG_R_NEEDS_PEOPLE, "{s:s,s:i}", "rule_id",
+				      f->rule_id ? f->rule_id : "", "needed", (int)f->approvers);
 	if (cg_reply_registry[why].type != CG_RTYPE_D)
 		why = CG_R_DENIED_BY_RULE;
 	const char *rule = f->rule_id ? f->rule_id : "";
@@ -42,8 +46,12 @@ struct cg_reply *cg_en_policy_changed(int64_t generation, const char *rule_id)
 			    (json_int_t)generation, "rule_id", rule_id ? rule_id : "");
 }
 
-struct cg_reply *cg_en_approval_timeout(int64_t timeout_ms)
+struct cg_reply *cg_en_approval_timeout(int64_t timeout_ms, size_t answered, int needed)
 {
+	if (answered > 0 && needed > 1)
+		return cg_reply_new(CG_R_APPROVAL_TIMEOUT_SHORT, "{s:I,s:i,s:i}", "timeout_ms",
+				    (json_int_t)timeout_ms, "answered", (int)answered, "needed",
+				    needed);
 	return cg_reply_new(CG_R_APPROVAL_TIMEOUT, "{s:I}", "timeout_ms", (json_int_t)timeout_ms);
 }
 

@@ -40,8 +40,11 @@ struct cg_reply *cg_en_needs_human(const char *rule_id);
 /* APPROVAL_QUEUE_FULL: limit calls are waiting already. Caller frees. */
 struct cg_reply *cg_en_queue_full(size_t limit);
 
-/* APPROVAL_TIMEOUT: no answer within timeout_ms. Caller frees. */
-struct cg_reply *cg_en_approval_timeout(int64_t timeout_ms);
+/*
+ * APPROVAL_TIMEOUT: no answer within timeout_ms; APPROVAL_TIMEOUT_SHORT when
+ * some of the needed distinct approvers (answered of needed) did. Caller frees.
+ */
+struct cg_reply *cg_en_approval_timeout(int64_t timeout_ms, size_t answered, int needed);
 
 /*
  * POLICY_CHANGED_WAITING: policy generation `generation` decides a waiting

@@ -509,6 +509,32 @@ class AgentAsksForGrant(unittest.TestCase):
 
 
 class NPerson(unittest.TestCase):
+    def policy(self):
+        with open(os.path.join(cgtest.SRCDIR, "tests/e2e/two_person_policy.yaml")) as f:
+            return f.read()
+
+    def test_the_refusals_say_how_many_people(self):
+        # A rule needing two people was refused with "an operator can open a
+        # grant", which never covers it, and timed out as "No approver
+        # answered" after one had (s36 walk).
+        with cgtest.Daemon(policy_text=self.policy()) as d:
+            path = os.path.join(d.workspace, "two")
+            resp = d.request(cgtest.make_request([["touch", path]], privileged=False))
+            self.assertEqual(resp["reply"]["code"], "EN-EXEC-D-006", resp)
+            self.assertIn("2 distinct approvers", resp["reply"]["message"])
+            self.assertNotIn("grant open", resp["reply"]["message"])
+            self.assertFalse(os.path.exists(path))
+        with cgtest.Daemon(policy_text=self.policy(),
+                           flags=["--approval", "--approval-timeout", "1500"]) as d:
+            path = os.path.join(d.workspace, "two")
+            t, box = call_async(d, cgtest.make_request([["touch", path]], privileged=False))
+            p = wait_pending(d, 1)[0]
+            d.admin("approve", trace_id=p["trace_id"], request_sha256=p["request_sha256"])
+            t.join(WAIT)
+            self.assertEqual(box["resp"]["reply"]["code"], "EN-APPR-D-006", box)
+            self.assertIn("1 of the 2", box["resp"]["reply"]["message"])
+            self.assertFalse(os.path.exists(path))
+
     def test_two_distinct_approvers_are_needed(self):
         with open(os.path.join(cgtest.SRCDIR, "tests/e2e/two_person_policy.yaml")) as f:
             policy = f.read()
