@@ -15,8 +15,8 @@ struct cg_reply *cg_en_refusal(const struct cg_folded *f, const char *exe)
 		why = CG_R_NEEDS_HUMAN;
 	/* Several people: a grant, which is one person's, never covers it. */
 	if (why == CG_R_NEEDS_HUMAN && f->approvers > 1)
-		return cg_reply_build(CG_R_NEEDS_PEOPLE, "{s:s,s:i}", "rule_id",
-				      f->rule_id ? f->rule_id : "", "needed", (int)f->approvers);
+		return cg_reply_new(CG_R_NEEDS_PEOPLE, "{s:s,s:i}", "rule_id",
+				    f->rule_id ? f->rule_id : "", "needed", (int)f->approvers);
 	if (cg_reply_registry[why].type != CG_RTYPE_D)
 		why = CG_R_DENIED_BY_RULE;
 	const char *rule = f->rule_id ? f->rule_id : "";
