@@ -341,6 +341,21 @@ static const char *privileged_text(const json_t *cons, const json_t *pipeline)
 static char *pipeline_text(const json_t *pipe);
 static int parse_count(const char *s, int64_t *out);
 
+/* One word of a constraint as text: as is when plain, else single-quoted. */
+static void constraint_word(struct cg_buf *b, const char *w)
+{
+	bool plain = w[0] && strspn(w, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+				       "0123456789@%+=:,./_-*?${}") == strlen(w);
+	if (plain) {
+		(void)cg_buf_add(b, w, strlen(w));
+		return;
+	}
+	(void)cg_buf_add(b, "'", 1);
+	for (; *w; w++)
+		(void)cg_buf_add(b, *w == '\'' ? "'\\''" : w, *w == '\'' ? 4 : 1);
+	(void)cg_buf_add(b, "'", 1);
+}
+
 /* Which of the constraint sets (1-based, as listed below them) bind a stage. */
 static void bound_row(struct screen *sc, const json_t *bound, bool priv)
 {
@@ -364,19 +379,72 @@ static void bound_row(struct screen *sc, const json_t *bound, bool priv)
 	screen_field(sc, "  bound by", line);
 }
 
-/* One word of a constraint as text: as is when plain, else single-quoted. */
-static void constraint_word(struct cg_buf *b, const char *w)
+/* Words of array v after a label, into b: " LABEL w1 w2 ..." (nothing when empty). */
+static void words_after(struct cg_buf *b, const char *label, const json_t *v)
 {
-	bool plain = w[0] && strspn(w, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-				       "0123456789@%+=:,./_-*?${}") == strlen(w);
-	if (plain) {
-		(void)cg_buf_add(b, w, strlen(w));
+	size_t j;
+	const json_t *w;
+	if (!json_array_size(v))
 		return;
+	(void)cg_buf_add(b, label, strlen(label));
+	json_array_foreach(v, j, w) if (json_is_string(w) || json_is_integer(w))
+	{
+		char num[24];
+		(void)cg_buf_add(b, " ", 1);
+		if (json_is_integer(w)) {
+			(void)snprintf(num, sizeof(num), "%lld", (long long)json_integer_value(w));
+			(void)cg_buf_add(b, num, strlen(num));
+		} else {
+			constraint_word(b, json_string_value(w));
+		}
 	}
-	(void)cg_buf_add(b, "'", 1);
-	for (; *w; w++)
-		(void)cg_buf_add(b, *w == '\'' ? "'\\''" : w, *w == '\'' ? 4 : 1);
-	(void)cg_buf_add(b, "'", 1);
+}
+
+/*
+ * What a stage may reach on the network, from the sets that bind it: an
+ * approved curl under a rule with no set had the host's whole network, and
+ * the screen said only "no constraint set" (s36 walk).
+ */
+static void network_row(struct screen *sc, const json_t *cons, const json_t *bound)
+{
+	static const char open[] =
+	    "THE HOST'S WHOLE NETWORK: any host, any port (no constraint set "
+	    "limits it)";
+	if (!json_is_array(bound))
+		return;
+	struct cg_buf b;
+	cg_buf_init(&b, 1u << 16);
+	bool none = false;
+	size_t k;
+	const json_t *x;
+	json_array_foreach(bound, k, x)
+	{
+		const json_t *set = json_array_get(cons, (size_t)json_integer_value(x));
+		const char *net = json_string_value(json_object_get(set, "net"));
+		if (!net || strcmp(net, "unset") == 0)
+			continue;
+		none |= strcmp(net, "none") == 0;
+		char head[48];
+		(void)snprintf(head, sizeof(head), "%sset %lld: ", b.len ? "; " : "",
+			       (long long)json_integer_value(x) + 1);
+		(void)cg_buf_add(&b, head, strlen(head));
+		if (strcmp(net, "loopback") == 0) {
+			(void)cg_buf_add(&b, "loopback only", 13);
+		} else if (strcmp(net, "tcp") == 0) {
+			(void)cg_buf_add(&b, "TCP to any host", 15);
+			words_after(&b, ", ports", json_object_get(set, "ports"));
+		} else if (strcmp(net, "hosts") == 0) {
+			(void)cg_buf_add(&b, "only through the egress proxy, to", 33);
+			words_after(&b, "", json_object_get(set, "allow_hosts"));
+			words_after(&b, "; never", json_object_get(set, "deny_hosts"));
+		} else {
+			constraint_word(&b, net);
+		}
+	}
+	bool limited = b.len > 0;
+	char *text = cg_buf_cstr(&b);
+	screen_field(sc, "  network", none ? "none" : !limited ? open : text ? text : "?");
+	free(text);
 }
 
 /*
@@ -432,6 +500,25 @@ static void constraint_rows(struct screen *sc, const char *label, const json_t *
 				}
 			} else if (json_is_string(v)) {
 				constraint_word(&b, json_string_value(v));
+			} else if (json_is_object(v) && json_object_size(v) == 0) {
+				(void)cg_buf_add(&b, "none", 4);
+			} else if (json_is_object(v)) {
+				/* limits, resolve: "name value, name value" */
+				const char *sub;
+				const json_t *sv;
+				size_t m = 0;
+				json_object_foreach((json_t *)(uintptr_t)v, sub, sv)
+				{
+					char *j =
+					    json_is_string(sv)
+						? strdup(json_string_value(sv))
+						: json_dumps(sv, JSON_COMPACT | JSON_ENCODE_ANY);
+					(void)cg_buf_add(&b, ", ", m++ ? 2 : 0);
+					(void)cg_buf_add(&b, sub, strlen(sub));
+					(void)cg_buf_add(&b, " ", 1);
+					(void)cg_buf_add(&b, j ? j : "?", strlen(j ? j : "?"));
+					free(j);
+				}
 			} else {
 				char *j = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
 				(void)cg_buf_add(&b, j ? j : "?", strlen(j ? j : "?"));
@@ -474,6 +561,12 @@ static void binding_rows(struct screen *sc, const json_t *grant)
 			continue;
 		} else if (strcmp(key, "constraints") == 0) {
 			constraint_rows(sc, label, v);
+			/* What the call under it may reach: every set binds it. */
+			json_t *all = json_array();
+			for (size_t i = 0; all && i < json_array_size(v); i++)
+				json_array_append_new(all, json_integer((json_int_t)i));
+			network_row(sc, v, all);
+			json_decref(all);
 		} else if (strcmp(key, "env") == 0 && json_object_size(v)) {
 			const char *name;
 			const json_t *val;
@@ -631,6 +724,8 @@ static void build_view(struct screen *sc, const json_t *p, size_t waiting)
 		(void)snprintf(label, sizeof(label), "stage %zu runs", i + 1);
 		screen_field(sc, label, exe);
 		bound_row(sc, json_object_get(st, "constraint_sets"), priv);
+		network_row(sc, json_object_get(p, "constraints"),
+			    json_object_get(st, "constraint_sets"));
 		if (json_is_true(json_object_get(st, "via_symlink")))
 			screen_field(sc, "  found as", found);
 		size_t k;
@@ -1303,6 +1398,9 @@ static void print_grant(const json_t *gr)
 	}
 	if (json_is_true(json_object_get(gr, "forward_agent")))
 		printf("; ssh agent forwarded");
+	const json_t *cons = json_object_get(gr, "constraints");
+	if (json_is_array(cons) && json_array_size(cons) == 0)
+		printf("; network: THE HOST'S WHOLE NETWORK (no constraint set limits it)");
 	printf("\n");
 	free(what);
 	free(id);

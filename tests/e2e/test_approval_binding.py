@@ -1187,6 +1187,25 @@ class PendingShowsTheWholeCall(unittest.TestCase):
             d.cli("deny", p["trace_id"])
             t.join(WAIT)
 
+    def test_the_network_a_stage_reaches_is_said(self):
+        # An approved curl under a rule with no constraint set reached any
+        # host; the screen said only "no constraint set" (s36 walk).
+        with cgtest.Daemon(flags=["--approval", "--approval-timeout", "20000"]) as d:
+            t, box = call_async(d, cgtest.make_request([["curl", "-sS", "https://example.com"]],
+                                                       privileged=False))
+            p = wait_pending(d, 1)[0]
+            out = d.cli("pending").stdout.decode()
+            self.assertRegex(out, r"network +THE HOST'S WHOLE NETWORK: any host, any port")
+            d.cli("deny", p["trace_id"])
+            t.join(WAIT)
+            t, box = call_async(d, cgtest.make_request([["id", "-u"]]))
+            p = wait_pending(d, 1)[0]
+            out = d.cli("pending").stdout.decode()
+            self.assertRegex(out, r"network +none")
+            self.assertIn("limits nproc 256", out)
+            d.cli("deny", p["trace_id"])
+            t.join(WAIT)
+
     def test_padding_is_counted_not_shown(self):
         # 1,500 spaces had pushed an env value's payload rows below what an approver reads.
         with daemon() as d:
