@@ -651,6 +651,14 @@ static json_t *tool_execute(struct job *j, const json_t *args, bool *cancelled)
 		return local_failure(CG_R_OUT_OF_MEMORY, json_pack("{s:s}", "doing", "rendering"));
 	}
 	tl += (size_t)snprintf(text + tl, cap - tl, "%s\n", line);
+	/*
+	 * The harness that keeps flagged output out of the model's context is
+	 * this one: the output is still given (the model may need it), but
+	 * marked before it, never silently (s36 walk).
+	 */
+	if (json_is_true(json_object_get(
+		json_object_get(json_object_get(reply, "data"), "screening"), "quarantined")))
+		tl += (size_t)snprintf(text + tl, cap - tl, "%s\n", CG_CLI_QUARANTINE_NOTE);
 	if (json_array_size(stages) > 0) {
 		tl += (size_t)snprintf(text + tl, cap - tl, "exit codes:");
 		json_array_foreach(stages, i, st) tl += (size_t)snprintf(

@@ -453,6 +453,14 @@ int cg_cli_run(const struct cg_cli *g, int argc, char **argv)
 	}
 	bool lost = false; /* output the user did not get: not the command's exit code */
 	if (!o.json) {
+		/* Through the hook, this process is the harness that says so to the model. */
+		if (json_is_true(json_object_get(
+			json_object_get(json_object_get(json_object_get(resp, "reply"), "data"),
+					"screening"),
+			"quarantined"))) {
+			fprintf(stderr, "callgate run: %s\n", CG_CLI_QUARANTINE_NOTE);
+			fflush(stderr);
+		}
 		if (write_b64(json_object_get(resp, "stdout"), stdout) < 0) {
 			fprintf(stderr, "callgate run: stdout could not be decoded or written\n");
 			lost = true;
