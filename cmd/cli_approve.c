@@ -1023,26 +1023,36 @@ static bool confirm_grant(FILE *tty, int fd, const json_t *grant, int cols, int 
 	grant_rows(&sc, "OPENS GRANT", grant);
 	size_t pp = per_page(rows), page = 0;
 	bool open = false;
-	const char *keys = "[g] open exactly this grant (the call runs under it)   "
-			   "[any other key] back";
-	draw_page(tty, &sc, page, pp, "callgate: the grant `g` would open", keys, NULL,
-		  "[any other key] back");
+	/* Pager keys page (space on the last page too: it cancelled, s36); n, q, Esc go back. */
+	const char *keys = "[g] open exactly this grant (the call runs under it)   [n] or [q] "
+			   "return to the call";
+	const char *more = "[n] or [q] return to the call";
+	const char *note = NULL;
+	draw_page(tty, &sc, page, pp, "callgate: the grant `g` would open", keys, NULL, more);
 	tcflush(fd, TCIFLUSH);
 	while (!interrupted) {
 		int c = read_nav(fd, 1000);
 		if (c == 0)
 			continue;
 		bool last = page + 1 >= n_pages(&sc, pp);
-		if (!last && key_next(c)) {
+		note = NULL;
+		if (c == 'g' && last) {
+			open = !sc.oom;
+			break;
+		} else if (c == 'n' || c == 'q' || c == 27 || c == KEY_OTHER || c == 3 || c < 0) {
+			break;
+		} else if (key_next(c) && !last) {
 			page++;
-		} else if (page && key_back(c)) {
+		} else if (key_back(c) && page) {
 			page--;
 		} else {
-			open = last && c == 'g' && !sc.oom;
-			break;
+			note = c == 'g' ? "not yet: page to the end first (space)"
+			       : key_next(c)
+				   ? "this is the last page"
+				   : "keys: g opens the grant, n or q returns to the call";
 		}
-		draw_page(tty, &sc, page, pp, "callgate: the grant `g` would open", keys, NULL,
-			  "[any other key] back");
+		draw_page(tty, &sc, page, pp, "callgate: the grant `g` would open", keys, note,
+			  more);
 	}
 	screen_free(&sc);
 	return open;

@@ -917,6 +917,9 @@ class ApproverScreen(unittest.TestCase):
         self.assertRegex(s, r"  timeout_ms +30000 ms at most")
         self.assertRegex(s, r"  constraints +(none|set 1: )")
         self.assertNotIn('"privileged"', s)
+        # Space on its last page pages nothing and opens nothing (it cancelled: s36).
+        self.keys("Space")
+        self.wait_screen("this is the last page")
         self.assertEqual(self.d.admin("grant_list")["reply"]["data"]["grants"], [],
                          "nothing is open before the second key")
         self.keys("g")
