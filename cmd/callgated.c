@@ -46,8 +46,8 @@
 static const char SYNOPSIS[] =
     "usage: callgated [--socket PATH] [--admin-socket PATH] [--socket-group GROUP]\n"
     "                 [--state-dir DIR] [--policy FILE] [--policy-pubkey FILE]\n"
-    "                 [--workspace DIR]... [--max-conns N] [--read-timeout MS]\n"
-    "                 [--approval] [--approval-timeout MS] [--admin-group GROUP]\n"
+    "                 [--workspace DIR]... [--max-conns N] [--read-timeout MS|DURATION]\n"
+    "                 [--approval] [--approval-timeout MS|DURATION] [--admin-group GROUP]\n"
     "                 [--verify-journal]\n"
     "                 [--approver-uid UID]... [--approver-group GROUP]...\n"
     "                 [--approval-notify PROGRAM [--approval-notify-arg ARG]...]\n"
@@ -204,7 +204,8 @@ int main(int argc, char **argv)
 	const char *policy = NULL, *pubkey = NULL, *group = NULL, *admin_group = NULL;
 	const char *workspaces[MAX_WORKSPACES];
 	size_t n_ws = 0;
-	long long max_conns = 0, read_ms = 0, approval_ms = 0;
+	long long max_conns = 0;
+	int64_t read_ms = 0, approval_ms = 0;
 	bool approval = false, verify_journal = false;
 	bool root = geteuid() == 0;
 	static struct cg_server_config sc; /* the server's own options fill it as they come */
@@ -273,18 +274,21 @@ int main(int argc, char **argv)
 				return EXIT_USAGE;
 			}
 		} else if (strcmp(a, "--approval-timeout") == 0) {
-			if (parse_pos(v, 24LL * 3600 * 1000, &approval_ms) < 0) {
+			if (cg_parse_duration_ms(v, 1, true, 24LL * 3600 * 1000, &approval_ms) <
+			    0) {
 				fprintf(stderr,
-					"callgated: --approval-timeout needs 1..86400000 ms, got "
-					"'%s'\n",
+					"callgated: --approval-timeout needs 1..86400000 ms, or a "
+					"duration (30s, 5m, 1h), got '%s'\n",
 					v);
 				return EXIT_USAGE;
 			}
 		} else if (strcmp(a, "--read-timeout") == 0) {
-			if (parse_pos(v, 3600000, &read_ms) < 0) {
-				fprintf(stderr,
-					"callgated: --read-timeout needs 1..3600000 ms, got '%s'\n",
-					v);
+			if (cg_parse_duration_ms(v, 1, true, 3600000, &read_ms) < 0) {
+				fprintf(
+				    stderr,
+				    "callgated: --read-timeout needs 1..3600000 ms, or a duration "
+				    "(10s, 1m), got '%s'\n",
+				    v);
 				return EXIT_USAGE;
 			}
 		} else {

@@ -116,13 +116,6 @@ bool cg_cli_wants_help(int argc, char **argv);
 /* Print usage, an optional paragraph and the option table to stdout; returns CG_EXIT_OK. */
 int cg_cli_help(const char *usage, const char *about, const struct cg_cli_opt *opts);
 
-/*
- * A duration: a whole number with a unit (s, m, h, d; ms when ms_unit), or
- * bare, counting bare_ms each. *out in ms; 0, or -1 when malformed, not
- * positive, or past max_ms.
- */
-int cg_cli_duration_ms(const char *s, int64_t bare_ms, bool ms_unit, int64_t max_ms, int64_t *out);
-
 /* The option of opts that "--word" is one edit from (a typo), or NULL. */
 const char *cg_cli_typo_of(const char *word, const struct cg_cli_opt *opts);
 

@@ -1555,7 +1555,7 @@ static int parse_duration(const char *s, int64_t *out)
 {
 	/* A grant lives at most 7 days (grant.c): said here, before anyone reads a call. */
 	int64_t ms;
-	if (cg_cli_duration_ms(s, 1000, false, (int64_t)CG_GRANT_MAX_TTL_S * 1000, &ms) != 0)
+	if (cg_parse_duration_ms(s, 1000, false, (int64_t)CG_GRANT_MAX_TTL_S * 1000, &ms) != 0)
 		return -1;
 	*out = ms / 1000;
 	return 0;

@@ -527,26 +527,6 @@ int cg_client_call(const char *socket_path, json_t *request, int64_t timeout_ms,
 	return cg_client_call_wait(socket_path, request, timeout_ms, NULL, response, err, err_len);
 }
 
-int cg_cli_duration_ms(const char *s, int64_t bare_ms, bool ms_unit, int64_t max_ms, int64_t *out)
-{
-	char *end;
-	errno = 0;
-	long long v = strtoll(s, &end, 10);
-	if (errno || end == s || v <= 0)
-		return -1;
-	int64_t unit = !*end				   ? bare_ms
-		       : ms_unit && strcmp(end, "ms") == 0 ? 1
-		       : strcmp(end, "s") == 0		   ? 1000
-		       : strcmp(end, "m") == 0		   ? 60000
-		       : strcmp(end, "h") == 0		   ? 3600000
-		       : strcmp(end, "d") == 0		   ? 86400000
-							   : 0;
-	if (unit == 0 || v > max_ms / unit)
-		return -1;
-	*out = v * unit;
-	return 0;
-}
-
 /* The admin socket's refusals of who the peer is: not allowed, rather than a failure. */
 static bool refused_peer(const char *code)
 {

@@ -330,7 +330,7 @@ static int parse_opts(const struct cg_cli *g, int argc, char **argv, struct req_
 			/* Milliseconds, or a duration with its unit (5s, 2m, 1h), as --ttl takes. */
 			int64_t ms;
 			/* The range is the daemon's to judge (VAL-I-016); only overflow is ours. */
-			if (cg_cli_duration_ms(v, 1, true, INT64_MAX, &ms) != 0) {
+			if (cg_parse_duration_ms(v, 1, true, INT64_MAX, &ms) != 0) {
 				fprintf(stderr,
 					"callgate %s: --timeout needs milliseconds > 0, or a "
 					"duration such as 30s, 5m or 1h\n",

@@ -524,3 +524,23 @@ void cg_parallel_for(size_t n, size_t grain, void (*fn)(size_t i, void *arg), vo
 	for (size_t i = 0; i < started; i++)
 		(void)pthread_join(th[i], NULL);
 }
+
+int cg_parse_duration_ms(const char *s, int64_t bare_ms, bool ms_unit, int64_t max_ms, int64_t *out)
+{
+	char *end;
+	errno = 0;
+	long long v = strtoll(s, &end, 10);
+	if (errno || end == s || v <= 0)
+		return -1;
+	int64_t unit = !*end				   ? bare_ms
+		       : ms_unit && strcmp(end, "ms") == 0 ? 1
+		       : strcmp(end, "s") == 0		   ? 1000
+		       : strcmp(end, "m") == 0		   ? 60000
+		       : strcmp(end, "h") == 0		   ? 3600000
+		       : strcmp(end, "d") == 0		   ? 86400000
+							   : 0;
+	if (unit == 0 || v > max_ms / unit)
+		return -1;
+	*out = v * unit;
+	return 0;
+}

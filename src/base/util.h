@@ -39,6 +39,14 @@ void cg_format_time(int64_t wall_ns, char *buf, size_t len);
 int cg_parse_time(const char *s, int64_t *out_ns);
 
 /*
+ * A duration: a whole number with a unit (s, m, h, d; ms when ms_unit), or
+ * bare, counting bare_ms each. *out in ms; 0, or -1 when malformed, not
+ * positive, or past max_ms. The CLI and the daemon read durations alike.
+ */
+int cg_parse_duration_ms(const char *s, int64_t bare_ms, bool ms_unit, int64_t max_ms,
+			 int64_t *out);
+
+/*
  * A user's own daemon paths, where callgated puts them when it does not run
  * as root: the agent socket $XDG_RUNTIME_DIR/callgate/callgate.sock, the
  * state directory $XDG_STATE_HOME/callgate (else ~/.local/state/callgate).

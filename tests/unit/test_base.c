@@ -75,6 +75,28 @@ Test(base, read_caps_and_reads_whole)
 	free(buf);
 }
 
+/* One duration reader for the CLI and the daemon (callgated --approval-timeout 5s). */
+Test(base, durations)
+{
+	int64_t ms = 0;
+	cr_assert_eq(cg_parse_duration_ms("1500", 1, true, 86400000, &ms), 0);
+	cr_assert_eq(ms, 1500);
+	cr_assert_eq(cg_parse_duration_ms("5s", 1, true, 86400000, &ms), 0);
+	cr_assert_eq(ms, 5000);
+	cr_assert_eq(cg_parse_duration_ms("2m", 1, true, 86400000, &ms), 0);
+	cr_assert_eq(ms, 120000);
+	cr_assert_eq(cg_parse_duration_ms("250ms", 1, true, 86400000, &ms), 0);
+	cr_assert_eq(ms, 250);
+	cr_assert_eq(cg_parse_duration_ms("30", 1000, false, 86400000, &ms), 0);
+	cr_assert_eq(ms, 30000);
+	cr_assert_eq(cg_parse_duration_ms("250ms", 1000, false, 86400000, &ms), -1);
+	cr_assert_eq(cg_parse_duration_ms("2d", 1, true, 86400000, &ms), -1); /* past max */
+	cr_assert_eq(cg_parse_duration_ms("0s", 1, true, 86400000, &ms), -1);
+	cr_assert_eq(cg_parse_duration_ms("-5", 1, true, 86400000, &ms), -1);
+	cr_assert_eq(cg_parse_duration_ms("5x", 1, true, 86400000, &ms), -1);
+	cr_assert_eq(cg_parse_duration_ms("", 1, true, 86400000, &ms), -1);
+}
+
 Test(base, map_put_get_del_and_grow)
 {
 	struct cg_smap *m = cg_smap_new();
