@@ -53,7 +53,8 @@ static const struct cg_cli_opt log_opts[] = {
 	{ "--since", "T", "since an RFC 3339 time or an age: 90s, 15m, 2h, 7d" },
 	{ "--trace", "ID", "only this trace" },
 	{ "--decision", "D",
-	  "only calls decided D (BLOCK, ...) or with outcome D (approved, ...)" },
+	  "only calls decided D (BLOCK, ...), with outcome D (failed, ...), or let through D "
+	  "(approved, granted)" },
 	{ "--rule", "R", "only calls decided by rule R" },
 	{ "--peer", "UID", "only calls from this peer uid" },
 	{ "--session", "S", "only calls of this agent session" },
@@ -234,9 +235,9 @@ static int cmd_replay(struct state st, int argc, char **argv)
 			       (long long)json_integer_value(json_object_get(s, "open")));
 		else {
 			json_t *t = json_array_get(json_object_get(rep, "traces"), 0);
-			printf("trace %s: %s (%s, %lld events)\n", o.trace_id, str_of(t, "status"),
-			       str_of(t, "state"),
-			       (long long)json_integer_value(json_object_get(t, "events")));
+			long long ev = (long long)json_integer_value(json_object_get(t, "events"));
+			printf("trace %s: %s (%s, %lld event%s)\n", o.trace_id, str_of(t, "status"),
+			       str_of(t, "state"), ev, ev == 1 ? "" : "s");
 		}
 		size_t i;
 		json_t *f;
@@ -564,7 +565,7 @@ static bool log_wanted(const struct log_args *a, const json_t *c)
 	if (a->since != INT64_MIN && (!t || cg_parse_time(t, &ts) < 0 || ts < a->since))
 		return false;
 	if (a->decision && !str_is(c, "decision", a->decision, true) &&
-	    !str_is(c, "outcome", a->decision, true))
+	    !str_is(c, "outcome", a->decision, true) && !str_is(c, "via", a->decision, true))
 		return false;
 	if (a->rule && !str_is(c, "rule_id", a->rule, false))
 		return false;

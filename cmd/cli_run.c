@@ -609,11 +609,10 @@ static void print_next(const json_t *ap)
 	if (gr) {
 		const char *id = json_string_value(json_object_get(gr, "grant_id"));
 		const char *until = json_string_value(json_object_get(gr, "expires"));
-		printf("next:        open grant %s would run it without asking (%lld uses left, "
+		long long left = (long long)json_integer_value(json_object_get(gr, "uses_left"));
+		printf("next:        open grant %s would run it without asking (%lld use%s left, "
 		       "until %s)\n",
-		       id ? id : "?",
-		       (long long)json_integer_value(json_object_get(gr, "uses_left")),
-		       until ? until : "?");
+		       id ? id : "?", left, left == 1 ? "" : "s", until ? until : "?");
 	} else if (json_is_true(json_object_get(ap, "enabled"))) {
 		printf("next:        it would wait for %s (refused if unanswered in %lld s)\n",
 		       people > 1 ? "several approvers" : "a person's approval",

@@ -1129,12 +1129,18 @@ json_t *cg_call_summary(const char *trace_id, const json_t *f)
 	json_t *opener = json_is_integer(json_object_get(rq, "uid")) && !json_object_get(f, "peer")
 			     ? json_pack("{s:O}", "uid", json_object_get(rq, "uid"))
 			     : NULL;
-	const char *decision = jstr(d, "decision") ? jstr(d, "decision") : jstr(src, "decision");
+	/* The policy's decision, when one was taken (an invalid request had none: not "BLOCK"). */
+	const char *decision = jstr(d, "decision");
 	const char *rule = jstr(d, "rule_id") ? jstr(d, "rule_id") : jstr(src, "rule_id");
 	const json_t *fin = json_object_get(f, "finished");
 	json_t *codes = json_object_get(fin, "exit_codes");
 	json_t *exit =
 	    json_array_size(codes) ? json_array_get(codes, json_array_size(codes) - 1) : NULL;
+	/* How it was let through, apart from how it ended: approved, then failed (s36 walk). */
+	const char *ans = jstr(last_answer(f, NULL), "outcome");
+	const char *via = ans && strcmp(ans, "grant") == 0	? "granted"
+			  : ans && strcmp(ans, "approved") == 0 ? "approved"
+								: NULL;
 	json_t *s =
 	    json_pack("{s:s?, s:s, s:O?, s:s?, s:s?, s:s?, s:s, s:s?, s:s, s:O?, s:b, s:s?, s:s}",
 		      "time", jstr(f, "time"), "trace_id", trace_id, "peer",
@@ -1144,6 +1150,8 @@ json_t *cg_call_summary(const char *trace_id, const json_t *f)
 		      cmd ? cmd : "", "decision", decision, "rule_id", rule ? rule : "", "exit",
 		      exit, "executed", ran(f), "code", jstr(json_object_get(src, "reply"), "code"),
 		      "outcome", sealed || ve ? outcome_of(f, src, false) : "open");
+	if (s && via)
+		json_object_set_new(s, "via", json_string(via));
 	json_decref(opener);
 	free(cmd);
 	return s;

@@ -6,6 +6,7 @@ progress line on a terminal; and the daemon's `log` action answers the same
 per-call summary.
 """
 import json
+import time
 import os
 import pty
 import subprocess
@@ -36,7 +37,9 @@ class Log(unittest.TestCase):
         for name, pipe, extra in (("echo", [["echo", "it's here"]], {"host": "build-1"}),
                                   ("false", [["false"]], {}),
                                   ("mkfs", [["mkfs.ext4", "/dev/null"]], {}),
-                                  ("touch", [["touch", "x"]], {"session": "s-9"})):
+                                  ("touch", [["touch", "x"]], {"session": "s-9"}),
+                                  # refused before any policy decision (a relative path)
+                                  ("invalid", [["./run.sh"]], {})):
             r = cls.d.request(cgtest.make_request(pipe, privileged=False, **extra))
             cls.t[name] = r["reply"]["trace_id"]
         # A package on disk means the journal holds all of its trace's events.
@@ -68,6 +71,9 @@ class Log(unittest.TestCase):
         self.assertIn(" BLOCK blocked no-mkfs exit=- mkfs.ext4 /dev/null", mkfs)
         false = [l for l in out.splitlines() if self.t["false"] in l][0]
         self.assertIn(" ALLOW failed echo-ok exit=1 false", false)
+        # No policy decision was taken: not "BLOCK" (s36 walk).
+        invalid = [l for l in out.splitlines() if self.t["invalid"] in l][0]
+        self.assertIn(" - - invalid - exit=- ./run.sh", invalid)
 
     def test_json_one_object_per_call(self):
         by = {c["trace_id"]: c for c in self.calls()}
@@ -80,6 +86,29 @@ class Log(unittest.TestCase):
         t = by[self.t["touch"]]
         self.assertEqual((t["decision"], t["outcome"], t["exit"], t["executed"]),
                          ("UNKNOWN", "refused", None, False))
+
+    def test_an_approved_call_that_failed_is_still_approved(self):
+        # --decision approved left out a call a person approved once it
+        # exited non-zero: the outcome column says failed (s36 walk).
+        import threading
+        with cgtest.Daemon(policy_text=POLICY, flags=["--approval"]) as d:
+            box = {}
+            req = cgtest.make_request([["touch", "/nonexistent/dir/x"]], privileged=False)
+            th = threading.Thread(target=lambda: box.update(r=d.request(req, timeout=30)))
+            th.start()
+            for _ in range(100):
+                p = d.admin("pending")["reply"]["data"]["pending"]
+                if p:
+                    break
+                time.sleep(0.05)
+            d.admin("approve", trace_id=p[0]["trace_id"], request_sha256=p[0]["request_sha256"])
+            th.join(30)
+            tid = box["r"]["reply"]["trace_id"]
+            package(d, tid)
+            r = d.cli("log", "--json", "--decision", "approved")
+            calls = [json.loads(l) for l in r.stdout.decode().splitlines()]
+            self.assertEqual([(c["trace_id"], c["outcome"], c["via"]) for c in calls],
+                             [(tid, "failed", "approved")])
 
     def test_filters(self):
         ids = lambda *a: {c["trace_id"] for c in self.calls(*a)}
