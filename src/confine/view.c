@@ -685,13 +685,16 @@ __attribute__((noreturn)) static void wait_as_init(pid_t pid)
 void cg_oom_first(void)
 {
 	/*
-	 * oom_score_adj 500: the kernel's OOM killer takes a call's processes
-	 * (its pid 1 too, which holds its tmpfs) before the daemon. A call that
-	 * filled its private /tmp killed callgated (s36), and with it every
-	 * running call, waiting approval and grant. Raising is always allowed;
-	 * lowering again needs privilege. Best effort, async-signal-safe.
+	 * oom_score_adj 1000: the kernel's OOM killer takes a call's processes
+	 * (its pid 1 too, which holds its tmpfs) before the daemon, whatever
+	 * their sizes: 1000 adds the whole of the memory in question to their
+	 * score, more than any process in it can hold. A call that filled its
+	 * private /tmp killed callgated (s36), and with it every running call,
+	 * waiting approval and grant (500 was not enough for a daemon built with
+	 * ASan). Raising is always allowed; lowering again needs privilege. Best
+	 * effort, async-signal-safe.
 	 */
-	static const char adj[] = "500";
+	static const char adj[] = "1000";
 	int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
 	if (fd >= 0) {
 		ssize_t w = write(fd, adj, sizeof(adj) - 1);

@@ -180,7 +180,7 @@ int cg_view_nosymfollow(const char *const *dirs, size_t n, const char *cwd);
 
 /*
  * The calling process (a call's pid 1 or command, in the child) asks the
- * kernel's OOM killer to take it before the daemon: oom_score_adj 500.
+ * kernel's OOM killer to take it before the daemon: oom_score_adj 1000.
  */
 void cg_oom_first(void);
 

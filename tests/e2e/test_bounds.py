@@ -1037,7 +1037,7 @@ class OutOfMemoryTakesTheCall(unittest.TestCase):
                                                    "/proc/1/oom_score_adj"]],
                                                  privileged=False), timeout=30)
             out = base64.b64decode(resp.get("stdout", "")).decode()
-            self.assertEqual(out.split(), ["500", "500"], resp)
+            self.assertEqual(out.split(), ["1000", "1000"], resp)
             with open("/proc/%d/oom_score_adj" % d.proc.pid) as f:
                 self.assertEqual(f.read().strip(), "0")
         finally:
