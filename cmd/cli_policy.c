@@ -966,10 +966,22 @@ static void deciding_rules(const struct outcome *o, char *out, size_t len)
 }
 
 /* Remember every rule id that some rung's verdict named. */
-static void note_rules(json_t *seen, const struct outcome *o)
+static void seen_rule(const char *rule_id, void *arg)
+{
+	json_object_set_new((json_t *)arg, rule_id, json_true());
+}
+
+/*
+ * The rules a case exercised: each rung's, and every rule that decided a
+ * stage of it, not only the one the pipeline's verdict names (an allow rule
+ * for a later stage, such as docs/policy.md's grep-filter, was never counted).
+ */
+static void note_rules(json_t *seen, const struct cg_policy *p, const struct outcome *o)
 {
 	if (o->refusal)
 		return;
+	if (o->gate.resolved)
+		(void)cg_policy_rules_met(p, &o->gate.call, seen_rule, seen);
 	for (size_t i = 0; i < o->folded.n_rungs; i++) {
 		const char *id = o->folded.rungs[i].v.rule_id;
 		if (id)
@@ -1153,7 +1165,7 @@ static int run_case(struct harness *h, const struct test_args *t, json_t *c, siz
 	struct outcome o;
 	int rc = -1;
 	if (req && harness_decide(h, req, &peer, &o) == 0) {
-		note_rules(ty->seen, &o);
+		note_rules(ty->seen, h->policy, &o);
 		bool pass = case_passes(m, &o);
 		ty->n_fail += !pass;
 		case_report(t, m, label, &o, pass, ty);

@@ -147,6 +147,22 @@ class TestCommandFails(unittest.TestCase):
         verdict, (_, _, failed, _, hit, rules) = summary(r.stdout)
         self.assertEqual((verdict, failed, hit, rules), ("FAIL", 0, 29, 30))
 
+    def test_a_rule_for_a_later_stage_is_exercised(self):
+        # docs/policy.md's grep-filter allows grep as a filter; a pipeline's
+        # verdict names its most restrictive stage's rule (ls's), and the
+        # table could never pass (s36 walk).
+        pol = self.write("filter.yaml", "version: 1\nrules:\n"
+                         "  - id: ls\n    decision: degrade\n    match: { exe: [ls] }\n"
+                         "    constraints: { read: [/], net: none }\n"
+                         "  - id: grep-filter\n    decision: allow\n"
+                         "    match: { exe: [grep], position: [filter] }\n")
+        t = self.write("filter-cases.yaml", "defaults: { privileged: false }\ncases:\n"
+                       "- { pipeline: [[ls], [grep, a]], expect: DEGRADE, rule: ls }\n"
+                       "- { pipeline: [[grep, a]], expect: BLOCK, rule: default-deny }\n")
+        r = cg("policy", "test", pol, t, "--workspace", FIX["ws"], check=0)
+        verdict, (_, _, failed, _, hit, rules) = summary(r.stdout)
+        self.assertEqual((verdict, failed, hit, rules), ("PASS", 0, 2, 2), r.stdout)
+
     def test_malformed_tables_are_refused_before_deciding(self):
         bad = {
             "unknown key": "- { pipeline: [[ls]], expect: ALLOW, expext: BLOCK }\n",

@@ -1198,6 +1198,26 @@ int cg_policy_rung(void *ctx, const struct cg_call *call, struct cg_verdict *out
 	return 0;
 }
 
+struct rules_met {
+	void (*fn)(const char *rule_id, void *arg);
+	void *arg;
+};
+
+static bool report_rule(const struct rule *r, void *arg)
+{
+	struct rules_met *m = arg;
+	m->fn(r ? r->id : "default-deny", m->arg);
+	return true;
+}
+
+int cg_policy_rules_met(const struct cg_policy *p, const struct cg_call *call,
+			void (*fn)(const char *rule_id, void *arg), void *arg)
+{
+	struct fold f;
+	struct rules_met m = { fn, arg };
+	return p && fn && decide_all(p, call, &f, report_rule, &m) == 0 ? 0 : -1;
+}
+
 struct priv_scan {
 	bool all_explicit;
 	const char *first_id;

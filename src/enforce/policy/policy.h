@@ -94,6 +94,15 @@ int cg_policy_rung(void *ctx, const struct cg_call *call, struct cg_verdict *out
 int cg_policy_register_rungs(struct cg_chain *c, struct cg_policy *p)
     __attribute__((warn_unused_result));
 
+/*
+ * Every rule that decides some stage (or wrapped command, or action) of call,
+ * as the policy rung meets them, given to fn one by one ("default-deny" when
+ * none matched). A pipeline's verdict names only its most restrictive stage's
+ * rule; `callgate policy test` counts these as exercised. 0, or -1.
+ */
+int cg_policy_rules_met(const struct cg_policy *p, const struct cg_call *call,
+			void (*fn)(const char *rule_id, void *arg), void *arg);
+
 /* The normalised policy as JSON (`callgate policy dump`). New reference or NULL. */
 json_t *cg_policy_dump(const struct cg_policy *p);
 
