@@ -1229,7 +1229,8 @@ static json_t *initialize_result(const json_t *params)
 	    "\"privileged\": false for ordinary commands: a call without it asks to run as root, "
 	    "which needs a human's approval. Branch on reply.type: S continue, I fix the "
 	    "request, D do not retry the same call (escalate to a human; a D may say which "
-	    "change would be allowed), E stop and report the trace id.");
+	    "change would be allowed), E stop and report the trace id, except MCP-EXEC-E-002 (the "
+	    "command ran past its deadline: retry with a larger timeout_ms if it needs longer).");
 }
 
 static void handle(struct server *srv, const char *line, size_t len)

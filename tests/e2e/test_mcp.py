@@ -178,6 +178,8 @@ class TestProtocol(McpTestBase):
         privileged call instead of resending it with privileged false."""
         r = self.m.initialize()["result"]
         self.assertIn('"privileged": false', r["instructions"])
+        # A deadline is an E reply that is worth retrying with more time (s36 walk).
+        self.assertIn("MCP-EXEC-E-002", r["instructions"])
         tools = {t["name"]: t for t in self.m.request("tools/list")["result"]["tools"]}
         self.assertIn('"privileged": false', tools["execute"]["description"])
 
