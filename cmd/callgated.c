@@ -410,6 +410,23 @@ int main(int argc, char **argv)
 		return EXIT_STARTUP;
 	}
 
+	/*
+	 * A call may fill its workspace's file system: when the journal lives on
+	 * it, every uid's calls are refused until someone frees space (fail
+	 * closed, but a denial of service by one agent; s36 attack). Said once.
+	 */
+	struct stat st_state, st_ws;
+	for (size_t w = 0; w < (n_ws ? n_ws : 1) && stat(state_dir, &st_state) == 0; w++)
+		if (stat(n_ws ? workspaces[w] : ".", &st_ws) == 0 &&
+		    st_ws.st_dev == st_state.st_dev) {
+			cg_log("warn", NULL,
+			       "state dir %s is on the same file system as workspace %s: a call "
+			       "that fills it stops every call until space is freed (the journal "
+			       "cannot be written); give the state dir a file system of its own",
+			       state_dir, n_ws ? workspaces[w] : "(the current directory)");
+			break;
+		}
+
 	struct cg_kernel_config kc = { 0 };
 	kc.on_call = cg_calllog_record;
 	kc.on_call_arg = calllog;

@@ -105,6 +105,11 @@ class Startup(unittest.TestCase):
         p = cli(self.state, "replay", "--all")
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
 
+    def test_a_state_dir_a_call_can_fill_is_warned_of(self):
+        # One call filling the workspace's file system stopped every call
+        # (the journal lives there too; s36 attack): the operator is told.
+        self.assertIn("is on the same file system as workspace", self.d.log)
+
     def test_changed_event_after_the_checkpoint_refuses_the_start(self):
         calls(self.d, 3)
         self.d.stop()
