@@ -20,6 +20,7 @@
 
 #include "kernel_priv.h"
 #include "sign.h"
+#include "util.h"
 
 struct gen *gen_get(struct cg_kernel *k)
 {
@@ -62,6 +63,59 @@ static int load_policy_file(const char *path, const char *pubkey, struct cg_poli
 	return rc;
 }
 
+/*
+ * A signed policy only goes forward: an older signed file and its .sig,
+ * copied back over the current one, verified and reloaded (s36 attack). The
+ * highest serial accepted, and the sha256 of the policy that carried it, are
+ * kept in STATE/policy.serial; a policy with a lower serial, or the same
+ * serial with other bytes, is refused. 0, or -1 with *err.
+ */
+static int serial_forward(const struct cg_kernel *k, const struct cg_policy *p,
+			  struct cg_reply **err)
+{
+	char path[4096], have[128] = "", sha[65] = "";
+	long long seen = 0;
+	if (!k->state_dir ||
+	    snprintf(path, sizeof(path), "%s/policy.serial", k->state_dir) >= (int)sizeof(path))
+		return 0;
+	FILE *f = fopen(path, "re");
+	if (f) {
+		if (!fgets(have, sizeof(have), f) || sscanf(have, "%lld %64s", &seen, sha) != 2)
+			seen = -1; /* unreadable: refuse rather than forget */
+		fclose(f);
+	} else if (errno != ENOENT) {
+		seen = -1;
+	}
+	const char *why = NULL;
+	char detail[256];
+	int64_t serial = cg_policy_serial(p);
+	if (seen < 0)
+		why = "the highest serial accepted so far (STATE/policy.serial) cannot be read";
+	else if (serial < seen)
+		why = "its serial is lower than one already accepted: an older signed policy";
+	else if (serial > 0 && serial == seen && strcmp(sha, cg_policy_sha256(p)) != 0)
+		why = "its serial is the one already accepted, with other bytes: raise the serial";
+	if (why) {
+		(void)snprintf(detail, sizeof(detail), "%s (serial %lld, accepted %lld)", why,
+			       (long long)serial, seen);
+		*err = cg_reply_new(CG_R_POLICY_LOAD_FAILED, "{s:s,s:s}", "source",
+				    cg_policy_source(p), "detail", detail);
+		return -1;
+	}
+	if (serial <= seen) /* the same policy again, or none ordered yet (no serial) */
+		return 0;
+	/* Written whole, then renamed: a crash leaves the old or the new. */
+	char line[128];
+	int n = snprintf(line, sizeof(line), "%lld %s\n", (long long)serial, cg_policy_sha256(p));
+	if (cg_file_write_atomic(path, line, (size_t)n, 0600, false) != 0) {
+		*err = cg_reply_new(CG_R_POLICY_LOAD_FAILED, "{s:s,s:s}", "source",
+				    cg_policy_source(p), "detail",
+				    "the accepted serial could not be kept (STATE/policy.serial)");
+		return -1;
+	}
+	return 0;
+}
+
 int gen_load(struct cg_kernel *k, struct gen **out, struct cg_reply **err)
 {
 	struct cg_policy *p = NULL;
@@ -76,6 +130,10 @@ int gen_load(struct cg_kernel *k, struct gen **out, struct cg_reply **err)
 			return -1;
 		}
 		rc = cg_policy_load_default(&p, err);
+	}
+	if (rc == 0 && k->pubkey_file && serial_forward(k, p, err) != 0) {
+		cg_policy_unref(p);
+		return -1;
 	}
 	if (rc != 0)
 		return -1;

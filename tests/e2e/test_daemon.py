@@ -10,9 +10,12 @@ during a running call, SIGHUP with broken and changed policies).
 import base64
 import os
 import re
+import shutil
 import signal
 import socket
 import stat
+import subprocess
+import tempfile
 import threading
 import time
 import unittest
@@ -386,6 +389,73 @@ class OwnDaemon(unittest.TestCase):
             # And the old policy still decides.
             resp = d.request(cgtest.make_request([["ls"]], privileged=False))
             self.assertEqual(resp["status"], "ok", resp)
+
+    def test_a_signed_policy_is_not_rolled_back(self):
+        # An older signed policy and its .sig, copied back and reloaded,
+        # re-allowed what the newer one denied (s36 attack): signed policies
+        # carry a serial, and the daemon only goes forward.
+        tmp = tempfile.mkdtemp(prefix="cg-sig-", dir="/tmp")
+        key, pub = os.path.join(tmp, "k.pem"), os.path.join(tmp, "k.pub")
+        subprocess.run([cgtest.CALLGATE, "policy", "keygen", key, pub], check=True,
+                       capture_output=True)
+
+        def signed(name, serial, date_decision):
+            path = os.path.join(tmp, name)
+            with open(path, "w") as f:
+                f.write("version: 1\nserial: %d\nrules:\n"
+                        "  - { id: date, decision: %s, why: test, match: { exe: [date] } }\n"
+                        % (serial, date_decision))
+            subprocess.run([cgtest.CALLGATE, "policy", "sign", "--key", key, path],
+                           check=True, capture_output=True)
+            return path
+
+        old = signed("old.yaml", 1, "allow")
+        new = signed("new.yaml", 2, "deny")
+        same = signed("same.yaml", 2, "allow")
+        live = os.path.join(tmp, "policy.yaml")
+
+        def put(src):
+            shutil.copy(src, live)
+            shutil.copy(src + ".sig", live + ".sig")
+
+        def date_status(d):
+            return d.request(cgtest.make_request([["date"]], privileged=False))["status"]
+
+        def reload(d, want):
+            mark = len(d.log)
+            d.send_signal(signal.SIGHUP)
+            log = d.wait_log("SIGHUP reload", start=mark)
+            self.assertIn(want, log[mark:])
+
+        try:
+            put(old)
+            state = os.path.join(tmp, "state")
+            d = cgtest.Daemon(policy=live, flags=["--policy-pubkey", pub])
+            d.state_dir = state
+            d.start()
+            try:
+                self.assertEqual(date_status(d), "ok")
+                put(new)
+                reload(d, "succeeded")
+                self.assertEqual(date_status(d), "denied")
+                for back in (old, same):  # an older serial; the same serial, other bytes
+                    put(back)
+                    reload(d, "failed")
+                    self.assertEqual(date_status(d), "denied", back)
+                self.assertIn("serial", d.log)
+            finally:
+                d.close()
+            # Nor across a restart: the accepted serial is kept in the state dir.
+            put(old)
+            d2 = cgtest.Daemon(policy=live, flags=["--policy-pubkey", pub])
+            d2.state_dir = state
+            p = d2.spawn()
+            p.wait(timeout=30)
+            self.assertNotEqual(p.returncode, 0, d2.log)
+            self.assertIn("lower than one already accepted", d2.log)
+            d2.close()
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
 
     def test_sighup_changed_policy_changes_identity(self):
         with open(DEFAULT_POLICY) as f:

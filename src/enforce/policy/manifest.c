@@ -2064,9 +2064,9 @@ static int load_doc(struct ld *l)
 	yaml_node_t *root = yaml_document_get_root_node(&l->doc);
 	if (!root)
 		return fail(l, NULL, "the policy is empty (it needs at least 'version: 1')");
-	static const char *const keys[] = { "version",		"defaults", "commands",
-					    "opaque_launchers", "rules",    "rate_limits",
-					    "evidence",		NULL };
+	static const char *const keys[] = { "version",	   "serial",	       "defaults",
+					    "commands",	   "opaque_launchers", "rules",
+					    "rate_limits", "evidence",	       NULL };
 	if (check_keys(l, root, "the policy", keys) != 0)
 		return -1;
 	yaml_node_t *v = get(l, root, "version");
@@ -2074,6 +2074,8 @@ static int load_doc(struct ld *l)
 		return fail(l, root, "version is required");
 	int64_t ver = 0;
 	if (get_int(l, v, "version", 1, 1, &ver) != 0)
+		return -1;
+	if ((v = get(l, root, "serial")) && get_int(l, v, "serial", 1, INT64_MAX, &p->serial) != 0)
 		return -1;
 	if (load_defaults(l, get(l, root, "defaults")) != 0)
 		return -1;
@@ -2296,4 +2298,9 @@ const char *cg_policy_sha256(const struct cg_policy *p)
 const char *cg_policy_source(const struct cg_policy *p)
 {
 	return p->source;
+}
+
+int64_t cg_policy_serial(const struct cg_policy *p)
+{
+	return p->serial;
 }

@@ -263,6 +263,7 @@ struct cg_policy {
 	atomic_long refs;
 	char *source;
 	char sha256[65];
+	int64_t serial; /* top-level serial: a signed policy's order (0: none given) */
 	struct arena ar;
 	struct cg_policy_defaults defaults;
 	size_t n_rules;

@@ -78,6 +78,8 @@ void cg_policy_unref(struct cg_policy *p);
 const struct cg_policy_defaults *cg_policy_defaults(const struct cg_policy *p);
 const char *cg_policy_sha256(const struct cg_policy *p); /* hex of the exact bytes */
 const char *cg_policy_source(const struct cg_policy *p);
+/* The policy's top-level serial (0 when it gives none): signed policies only go forward. */
+int64_t cg_policy_serial(const struct cg_policy *p);
 
 /*
  * The policy rung: decides a resolved call (every stage, and every abstract
