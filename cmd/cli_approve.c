@@ -675,8 +675,10 @@ static void build_view(struct screen *sc, const json_t *p, size_t waiting)
 	bool priv = json_is_true(json_object_get(p, "privileged"));
 	screen_field(sc, "trace", json_string_value(json_object_get(p, "trace_id")));
 	screen_field(sc, "request id", json_string_value(json_object_get(p, "id")));
-	screen_field(sc, "session", json_string_value(json_object_get(p, "session")));
-	screen_field(sc, "host", json_string_value(json_object_get(p, "host")));
+	const char *sess = json_string_value(json_object_get(p, "session"));
+	const char *host = json_string_value(json_object_get(p, "host"));
+	screen_field(sc, "session", sess && *sess ? sess : "none given");
+	screen_field(sc, "host", host && *host ? host : "none given (this machine)");
 	(void)snprintf(line, sizeof(line), "uid %lld  gid %lld  pid %lld",
 		       (long long)json_integer_value(json_object_get(peer, "uid")),
 		       (long long)json_integer_value(json_object_get(peer, "gid")),
@@ -765,8 +767,10 @@ static void build_view(struct screen *sc, const json_t *p, size_t waiting)
 		       (long long)json_integer_value(json_object_get(p, "deadline_ms_left")) /
 			   1000);
 	screen_field(sc, "approval", line);
-	(void)snprintf(line, sizeof(line), "%zu more waiting", waiting ? waiting - 1 : 0);
-	screen_field(sc, "queue", line);
+	if (waiting) { /* 0: a listing, which numbers its calls itself */
+		(void)snprintf(line, sizeof(line), "%zu more waiting", waiting - 1);
+		screen_field(sc, "queue", line);
+	}
 	screen_field(sc, "view sha256", json_string_value(json_object_get(p, "request_sha256")));
 }
 
@@ -1449,19 +1453,20 @@ static int cmd_pending(const struct cg_cli *g, bool json)
 		else if (env_cols && parse_count(env_cols, &want) == 0 && want >= 40 &&
 			 want <= 1000)
 			cols = (int)want; /* a pipe: as wide as the caller says */
-		size_t i;
+		size_t i, n = json_array_size(list);
 		const json_t *p;
+		printf("%zu call%s waiting, oldest first\n", n, n == 1 ? "" : "s");
 		json_array_foreach(list, i, p)
 		{
 			struct screen sc = { .width = cols - 18 };
-			build_view(&sc, p, json_array_size(list) - i);
+			build_view(&sc, p, 0);
+			printf("\n-- call %zu of %zu --\n", i + 1, n);
 			if (sc.oom) {
 				screen_free(&sc);
 				json_decref(resp);
 				fprintf(stderr, "callgate pending: out of memory\n");
 				return CG_EXIT_ERROR;
 			}
-			printf("%s", i ? "\n" : "");
 			for (size_t k = 0; k < sc.n; k++)
 				printf("%s\n", sc.rows[k]);
 			screen_free(&sc);
