@@ -74,6 +74,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -1362,8 +1363,10 @@ static int set_aside(const struct cg_view *v, size_t i, const char *tag, json_t 
 	if (tree && v->private_tmp && strcmp(tree, "/tmp") == 0)
 		return 0; /* the call's /tmp was its own: the host's is not its doing */
 	const char *slash = strrchr(p, '/');
-	if (!tree || !slash || strlen(slash + 1) + strlen(tag) + 24 > NAME_MAX)
+	if (!tree || !slash)
 		return 0;
+	if (strlen(slash + 1) + strlen(tag) + 41 > NAME_MAX)
+		return ENAMETOOLONG; /* said, not skipped */
 	/* The name's directory, reached beneath its tree and through no symlink. */
 	size_t tl = strlen(tree) == 1 ? 0 : strlen(tree);
 	char rel[PATH_MAX];
@@ -1385,14 +1388,30 @@ static int set_aside(const struct cg_view *v, size_t i, const char *tag, json_t 
 		return e == ENOENT || e == ENOTDIR ? 0 : e; /* no directory: no name in it */
 	struct stat st;
 	char aside[NAME_MAX + 1];
-	(void)snprintf(aside, sizeof(aside), "%s.callgate-set-aside-%s", slash + 1, tag);
 	int rc = 0;
-	if (fstatat(dfd, slash + 1, &st, AT_SYMLINK_NOFOLLOW) == 0) {
-		if (renameat2(dfd, slash + 1, dfd, aside, RENAME_NOREPLACE) != 0)
-			rc = errno;
-		else
+	/*
+	 * The new name ends in 64 random bits: a call that made the name it
+	 * would get (the trace id is its cgroup's) kept its .envrc when the
+	 * rename met EEXIST (s36 attack). A clash is tried again, never skipped.
+	 */
+	for (int tries = 0; tries < 8 && fstatat(dfd, slash + 1, &st, AT_SYMLINK_NOFOLLOW) == 0;
+	     tries++) {
+		uint64_t r = 0;
+		if (getrandom(&r, sizeof(r), 0) != (ssize_t)sizeof(r)) {
+			rc = errno ? errno : EIO;
+			break;
+		}
+		(void)snprintf(aside, sizeof(aside), "%s.callgate-set-aside-%s-%016llx", slash + 1,
+			       tag, (unsigned long long)r);
+		if (renameat2(dfd, slash + 1, dfd, aside, RENAME_NOREPLACE) == 0) {
 			json_array_append_new(
 			    out, json_pack("{s:s,s:s}", "path", p, "set_aside_as", aside));
+			rc = 0;
+			break;
+		}
+		rc = errno;
+		if (rc != EEXIST)
+			break;
 	}
 	(void)close(dfd);
 	return rc;

