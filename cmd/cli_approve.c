@@ -1878,6 +1878,16 @@ int cg_cli_approve(const struct cg_cli *g, int argc, char **argv)
 			why = argv[++i];
 		} else if (strcmp(a, "--hash") == 0 && !is_pending && has_v) {
 			hash = argv[++i];
+			/* A view hash is 64 hex digits: anything else answers nothing. */
+			if (strlen(hash) != 64 || strspn(hash, "0123456789abcdef") != 64) {
+				fprintf(
+				    stderr,
+				    "callgate %s: --hash wants the view's SHA-256, 64 lower-case "
+				    "hex digits, got '%.70s'; 'callgate pending' prints each "
+				    "call's, or leave --hash out to bind the view just fetched\n",
+				    cmd, hash);
+				return CG_EXIT_USAGE;
+			}
 		} else if (strcmp(a, "--grant-uses") == 0 && !is_pending && !is_deny && has_v) {
 			if (parse_count(argv[i + 1], &uses) != 0 || uses < 1)
 				return cg_cli_bad_option(cmd, a, "bad value for", opts);
@@ -1912,7 +1922,12 @@ int cg_cli_approve(const struct cg_cli *g, int argc, char **argv)
 	}
 	if (id)
 		return cmd_answer(g, "approve", id, hash, NULL, json);
-	if (hash)
-		return cg_cli_bad_option(cmd, "--hash", "needs an ID:", opts);
+	if (hash) {
+		fprintf(stderr,
+			"callgate %s: --hash binds the answer to one call's view: give the call's "
+			"trace id too (callgate %s TRACE_ID --hash SHA256)\n",
+			cmd, cmd);
+		return CG_EXIT_USAGE;
+	}
 	return tui(g, uses, ttl);
 }

@@ -213,6 +213,14 @@ class UsageErrors(unittest.TestCase):
         r = callgate("approve", "--grant-ttl", "8d")
         self.assertEqual(r.returncode, EXIT_USAGE, r.stderr)
         self.assertIn(b"at most 7d", r.stderr)
+        # A view hash is 64 hex digits, and binds one call (s36 walk).
+        r = callgate("approve", "x", "--hash", "deadbeef")
+        self.assertEqual(r.returncode, EXIT_USAGE, r.stderr)
+        self.assertIn(b"64 lower-case hex digits", r.stderr)
+        self.assertIn(b"callgate pending", r.stderr)
+        r = callgate("approve", "--hash", "a" * 64)
+        self.assertEqual(r.returncode, EXIT_USAGE, r.stderr)
+        self.assertIn(b"give the call's trace id too", r.stderr)
 
     def test_first_guesses_point_at_the_command(self):
         for guess, meant in (("explain", "policy explain"), ("status", "ping"),
