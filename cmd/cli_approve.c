@@ -68,8 +68,11 @@ static json_t *admin_call(const struct cg_cli *g, json_t *req)
 			"an approver (--approver-uid, --approver-group)\n",
 			path, (int)getuid(), gr ? gr->gr_name : "(none)");
 	} else {
-		fprintf(stderr, "callgate: cannot reach the admin socket %s: %s\n", path,
-			err[0] ? err : strerror(admin_errno));
+		fprintf(stderr,
+			"callgate: cannot reach the admin socket %s: %s; is callgated running "
+			"with it? (give it with --admin-socket or $CALLGATE_ADMIN_SOCKET; by "
+			"default it is admin.sock beside --socket)\n",
+			path, strerror(admin_errno));
 	}
 	return NULL;
 }

@@ -195,6 +195,12 @@ class CliAgainstDaemon(unittest.TestCase):
         self.assertEqual(r.returncode, EXIT_UNAVAILABLE, r.stderr)
         self.assertIn(b"nope.sock", r.stderr)
         self.assertIn(b"MCP-IO-E-100", r.stderr)  # "CODE: message", as every refusal
+        self.assertIn(b"$CALLGATE_SOCKET", r.stderr)  # where to say which (s36 walk)
+        a = subprocess.run([cgtest.CALLGATE, "--admin-socket", os.path.join(self.d.tmp, "no.sock"),
+                            "pending"], capture_output=True, timeout=30)
+        self.assertEqual(a.returncode, EXIT_UNAVAILABLE, a.stderr)
+        self.assertIn(b"$CALLGATE_ADMIN_SOCKET", a.stderr)
+        self.assertEqual(a.stderr.count(b"no.sock"), 1, a.stderr)  # said once
         j = subprocess.run([cgtest.CALLGATE, "--socket", os.path.join(self.d.tmp, "nope.sock"),
                             "run", "--json", "--", "ls"], capture_output=True, timeout=30)
         self.assertEqual(j.returncode, EXIT_UNAVAILABLE, j.stderr)
