@@ -550,6 +550,15 @@ int cg_cli_ping(const struct cg_cli *g, int argc, char **argv)
 		if (src && sha)
 			printf("policy %s (sha256 %.16s…, generation %lld)\n", src, sha,
 			       (long long)json_integer_value(json_object_get(pol, "generation")));
+		/* An edit that did not load must not look live (s36 walk). */
+		const json_t *fail = json_object_get(json_object_get(r, "data"), "reload_failed");
+		if (fail) {
+			printf("LAST RELOAD FAILED at %s, the policy above stays in force: %s ",
+			       json_string_value(json_object_get(fail, "at")),
+			       json_string_value(json_object_get(fail, "code")));
+			cg_cli_print_value(stdout, json_object_get(fail, "message"));
+			printf("\n");
+		}
 	}
 release:
 	json_decref(resp);

@@ -47,9 +47,14 @@ static struct cg_reply *admin_ping(struct cg_kernel *k, const struct admin_rq *r
 	pthread_mutex_lock(&k->lock);
 	size_t waiting = k->approvals.n, grants = k->grants.n;
 	pthread_mutex_unlock(&k->lock);
-	cg_reply_set_data(r, json_pack("{s:s,s:o,s:I,s:I,s:b}", "version", CALLGATE_VERSION,
-				       "policy", gen_policy_json(g), "pending", (json_int_t)waiting,
-				       "grants", (json_int_t)grants, "approval", k->approval));
+	json_t *data = json_pack("{s:s,s:o,s:I,s:I,s:b}", "version", CALLGATE_VERSION, "policy",
+				 gen_policy_json(g), "pending", (json_int_t)waiting, "grants",
+				 (json_int_t)grants, "approval", k->approval);
+	json_t *failed = gen_reload_failed(k);
+	if (data && failed)
+		json_object_set(data, "reload_failed", failed);
+	json_decref(failed);
+	cg_reply_set_data(r, data);
 	gen_put(g);
 	return r;
 }

@@ -108,8 +108,13 @@ static void answer_refused(struct cg_kernel *k, struct cg_job *j, const struct a
 static void answer_ping(struct cg_kernel *k, struct cg_job *j)
 {
 	struct cg_reply *r = cg_reply_new(CG_R_PONG, "{s:s}", "version", CALLGATE_VERSION);
-	cg_reply_set_data(r, json_pack("{s:s,s:i,s:o}", "version", CALLGATE_VERSION, "protocol",
-				       CALLGATE_PROTOCOL, "policy", gen_policy_json(j->gen)));
+	json_t *data = json_pack("{s:s,s:i,s:o}", "version", CALLGATE_VERSION, "protocol",
+				 CALLGATE_PROTOCOL, "policy", gen_policy_json(j->gen));
+	json_t *failed = gen_reload_failed(k);
+	if (data && failed)
+		json_object_set(data, "reload_failed", failed);
+	json_decref(failed);
+	cg_reply_set_data(r, data);
 	answer_sealed_now(k, j->respond, j->cookie, j->gate.req->id, j->trace_id, r, NULL, NULL,
 			  j->gen);
 }

@@ -170,14 +170,36 @@ json_t *gen_policy_json(const struct gen *g)
 			 (json_int_t)g->number, "source", cg_policy_source(g->policy));
 }
 
+json_t *gen_reload_failed(struct cg_kernel *k)
+{
+	pthread_mutex_lock(&k->gen_lock);
+	json_t *f = json_incref(k->reload_failed);
+	pthread_mutex_unlock(&k->gen_lock);
+	return f;
+}
+
 struct cg_reply *gen_reload(struct cg_kernel *k, bool *ok)
 {
 	struct cg_reply *r = NULL;
 	struct gen *g = NULL;
 	*ok = false;
-	if (gen_load(k, &g, &r) != 0)
+	if (gen_load(k, &g, &r) != 0) {
+		/* Kept for ping: an edit that did not load must not look live (s36 walk). */
+		char at[32];
+		cg_format_time(cg_now_wall_ns(), at, sizeof(at));
+		char *msg = cg_reply_message(r);
+		json_t *f = json_pack("{s:s,s:s,s:s}", "at", at, "code", cg_reply_def_of(r)->code,
+				      "message", msg ? msg : "");
+		free(msg);
+		pthread_mutex_lock(&k->gen_lock);
+		json_decref(k->reload_failed);
+		k->reload_failed = f;
+		pthread_mutex_unlock(&k->gen_lock);
 		return r;
+	}
 	pthread_mutex_lock(&k->gen_lock);
+	json_decref(k->reload_failed);
+	k->reload_failed = NULL;
 	g->number = ++k->gen_seq;
 	struct gen *old = k->gen;
 	k->gen = g;

@@ -254,6 +254,7 @@ void cg_kernel_free(struct cg_kernel *k)
 	cg_evidence_close(k->ev);
 	cg_replay_free(k->replay);
 	gen_put(k->gen);
+	json_decref(k->reload_failed);
 	cg_world_fini(&k->world);
 	free(k->policy_file);
 	free(k->pubkey_file);

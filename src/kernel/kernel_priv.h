@@ -78,6 +78,8 @@ struct cg_kernel {
 	pthread_mutex_t gen_lock; /* guards gen and gen_seq */
 	struct gen *gen;
 	uint64_t gen_seq;
+	json_t
+	    *reload_failed; /* the last reload's failure {at, code, message}, or NULL (gen_lock) */
 
 	pthread_mutex_t replay_lock; /* guards replay */
 	struct cg_replay *replay;
@@ -178,6 +180,8 @@ int gen_load(struct cg_kernel *k, struct gen **out, struct cg_reply **err);
 struct cg_gate_ctx gen_gate_ctx(const struct cg_kernel *k, const struct gen *g);
 /* {sha256, generation, source} of g. New reference, or NULL on OOM. */
 json_t *gen_policy_json(const struct gen *g);
+/* The last reload's failure since the last success ({at, code, message}), or NULL. New ref. */
+json_t *gen_reload_failed(struct cg_kernel *k);
 /* Swap in a fresh generation: POLICY_RELOADED, or the load error. Caller frees; *ok tells. */
 struct cg_reply *gen_reload(struct cg_kernel *k, bool *ok);
 

@@ -389,6 +389,19 @@ class OwnDaemon(unittest.TestCase):
             # And the old policy still decides.
             resp = d.request(cgtest.make_request([["ls"]], privileged=False))
             self.assertEqual(resp["status"], "ok", resp)
+            # ping says the edit did not load (it showed only the old policy: s36 walk) ...
+            out = d.cli("ping").stdout.decode()
+            self.assertIn("LAST RELOAD FAILED", out)
+            self.assertIn("MCP-CFG-E-001", out)
+            self.assertEqual(d.admin("ping")["reply"]["data"]["reload_failed"]["code"],
+                             "MCP-CFG-E-001")
+            # ... until a reload succeeds.
+            with open(d.policy_path, "w") as f:
+                f.write(good)
+            mark = len(d.log)
+            d.send_signal(signal.SIGHUP)
+            d.wait_log("SIGHUP reload", start=mark)
+            self.assertNotIn("LAST RELOAD FAILED", d.cli("ping").stdout.decode())
 
     def test_a_signed_policy_is_not_rolled_back(self):
         # An older signed policy and its .sig, copied back and reloaded,
