@@ -63,6 +63,12 @@ class CliAgainstDaemon(unittest.TestCase):
         r = self.run_cli("run", "--no-privileged", "--", "echo", "hello")
         self.assertNotIn(b"prompt-injection", r.stderr)
 
+    def test_a_sudo_refusal_says_how_in_the_cli_too(self):
+        # It said "send privileged true", the wire's field only (s36 walk).
+        r = self.run_cli("run", "--no-privileged", "--", "sudo", "id")
+        self.assertEqual(r.returncode, 77, r.stderr)
+        self.assertIn(b"without --no-privileged", r.stderr)
+
     def test_ping(self):
         r = self.run_cli("ping")
         self.assertEqual(r.returncode, 0, r.stderr)
