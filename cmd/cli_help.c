@@ -48,34 +48,6 @@ int cg_cli_help(const char *usage, const char *about, const struct cg_cli_opt *o
 	return CG_EXIT_OK;
 }
 
-/*
- * Edit distance (insert, delete, substitute, swap two neighbours: "--cdw" is
- * one step from "--cwd"), capped at 64-byte inputs.
- */
-static size_t distance(const char *a, const char *b)
-{
-	size_t la = strnlen(a, 64), lb = strnlen(b, 64);
-	size_t d[65][65];
-	for (size_t i = 0; i <= la; i++)
-		d[i][0] = i;
-	for (size_t j = 0; j <= lb; j++)
-		d[0][j] = j;
-	for (size_t i = 1; i <= la; i++) {
-		for (size_t j = 1; j <= lb; j++) {
-			size_t best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
-			if (d[i - 1][j] + 1 < best)
-				best = d[i - 1][j] + 1;
-			if (d[i][j - 1] + 1 < best)
-				best = d[i][j - 1] + 1;
-			if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
-			    d[i - 2][j - 2] + 1 < best)
-				best = d[i - 2][j - 2] + 1;
-			d[i][j] = best;
-		}
-	}
-	return d[la][lb];
-}
-
 /* The one entry of opts that starts with name ("--priv"), or NULL. */
 static const char *unique_prefix(const char *name, const struct cg_cli_opt *opts)
 {
@@ -98,7 +70,7 @@ const char *cg_cli_typo_of(const char *word, const struct cg_cli_opt *opts)
 	if (strncmp(word, "--", 2) != 0)
 		return NULL;
 	for (const struct cg_cli_opt *o = opts; o && o->name; o++)
-		if (strcmp(o->name, word) != 0 && distance(word, o->name) == 1)
+		if (strcmp(o->name, word) != 0 && cg_edit_distance(word, o->name) == 1)
 			return o->name;
 	return NULL;
 }
@@ -120,7 +92,7 @@ int cg_cli_bad_option_of(const char *prog, const char *sub, const char *bad, con
 	const char *prefix = unique_prefix(name, opts), *closest = prefix;
 	size_t best = prefix ? 0 : (size_t)-1;
 	for (const struct cg_cli_opt *o = opts; !prefix && o && o->name; o++) {
-		size_t d = distance(name, o->name);
+		size_t d = cg_edit_distance(name, o->name);
 		if (d < best) {
 			best = d;
 			closest = o->name;

@@ -47,6 +47,12 @@ int cg_parse_duration_ms(const char *s, int64_t bare_ms, bool ms_unit, int64_t m
 			 int64_t *out);
 
 /*
+ * Edit distance (insert, delete, substitute, swap two neighbours: "--cdw" is
+ * one step from "--cwd"), capped at 64-byte inputs: for "did you mean".
+ */
+size_t cg_edit_distance(const char *a, const char *b);
+
+/*
  * A user's own daemon paths, where callgated puts them when it does not run
  * as root: the agent socket $XDG_RUNTIME_DIR/callgate/callgate.sock, the
  * state directory $XDG_STATE_HOME/callgate (else ~/.local/state/callgate).

@@ -297,6 +297,17 @@ class CheckAndDump(unittest.TestCase):
                 self.assertEqual(r.returncode, 65)
                 self.assertIn("MCP-CFG-E-001", r.stderr)
 
+    def test_load_errors_say_what_was_meant(self):
+        # s36 walk: a typo named no alternative, and a tab read as a token error.
+        r = cg("policy", "check", self.write(
+            "version: 1\nrules:\n  - { id: x, decision: allow, match: { exe_globs: [ls] } }\n"),
+            check=65)
+        self.assertIn("unknown key 'exe_globs' (did you mean 'exe_glob'?)", r.stderr)
+        r = cg("policy", "check", self.write("version: 1\nrulez: []\n"), check=65)
+        self.assertIn("did you mean 'rules'?", r.stderr)
+        r = cg("policy", "check", self.write("version: 1\nrules:\n\t- id: x\n"), check=65)
+        self.assertIn("a tab: YAML indents with spaces only", r.stderr)
+
     def test_dump_is_json_with_the_file_sha256(self):
         import hashlib
         r = cg("policy", "dump", DEFAULT_POLICY, check=0)

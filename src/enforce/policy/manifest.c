@@ -480,8 +480,17 @@ static int check_keys(struct ld *l, yaml_node_t *n, const char *what, const char
 		for (size_t i = 0; allowed[i]; i++)
 			if (strcmp(allowed[i], ks) == 0)
 				known = true;
-		if (!known)
+		if (!known) {
+			/* The key meant, when one is a typo away ("exe_globs"). */
+			const char *near = NULL;
+			for (size_t i = 0; allowed[i] && !near; i++)
+				if (cg_edit_distance(ks, allowed[i]) <= 2)
+					near = allowed[i];
+			if (near)
+				return fail(l, k, "%s: unknown key '%s' (did you mean '%s'?)", what,
+					    ks, near);
 			return fail(l, k, "%s: unknown key '%s'", what, ks);
+		}
 		for (yaml_node_pair_t *b = n->data.mapping.pairs.start; b < a; b++) {
 			yaml_node_t *kb = node_at(l, b->key);
 			if (kb && kb->type == YAML_SCALAR_NODE &&
@@ -2192,10 +2201,14 @@ int cg_policy_load_buffer(const char *source, const char *buf, size_t len, struc
 	parser_ok = true;
 	yaml_parser_set_input_string(&parser, (const unsigned char *)buf, len);
 	if (!yaml_parser_load(&parser, &l.doc)) {
-		fail(&l, NULL, "line %zu, column %zu: YAML: %s%s%s", parser.problem_mark.line + 1,
+		/* libyaml says "cannot start any token" of a tab: say what it is. */
+		size_t at = parser.problem_mark.index;
+		bool tab = at < len && buf[at] == '\t';
+		fail(&l, NULL, "line %zu, column %zu: YAML: %s%s%s%s", parser.problem_mark.line + 1,
 		     parser.problem_mark.column + 1,
 		     parser.problem ? parser.problem : "syntax error", parser.context ? " " : "",
-		     parser.context ? parser.context : "");
+		     parser.context ? parser.context : "",
+		     tab ? " (a tab: YAML indents with spaces only)" : "");
 		l.err_line = parser.problem_mark.line + 1;
 		l.err_column = parser.problem_mark.column + 1;
 		goto fail_reply;
