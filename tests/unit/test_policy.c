@@ -309,7 +309,7 @@ Test(policy, bad_values_are_errors)
 {
 	load_bad("version: 1\nrules:\n  - id: a\n    decision: permit\n",
 		 "decision must be allow, degrade, defer or deny", 4);
-	load_bad("version: 2\n", "version must be between 1 and 1", 1);
+	load_bad("version: 2\n", "version must be 1, not 2", 1);
 	load_bad("defaults: {}\n", "version is required", 1);
 	load_bad("", "empty", 0);
 	load_bad("version: 1\nversion: 1\n", "duplicate key 'version'", 2);

@@ -440,6 +440,8 @@ static int get_int(struct ld *l, yaml_node_t *n, const char *what, int64_t min, 
 	long long v = strtoll(s, &end, 10);
 	if (errno != 0 || *end != '\0')
 		return fail(l, n, "%s must be an integer, not '%s'", what, s);
+	if ((v < min || v > max) && min == max)
+		return fail(l, n, "%s must be %lld, not %lld", what, (long long)min, v);
 	if (v < min || v > max)
 		return fail(l, n, "%s must be between %lld and %lld, not %lld", what,
 			    (long long)min, (long long)max, v);
