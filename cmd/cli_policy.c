@@ -1621,16 +1621,34 @@ static int diff_one(const char *trace, const json_t *f, size_t i, size_t n, void
 	json_decref(req);
 	const char *now = outcome_name(&o);
 	const char *new_rule = o.refusal ? outcome_code(&o) : o.folded.rule_id;
-	if (strcmp(now, old) != 0) {
+	/*
+	 * What changes: the decision; or, the decision the same, the rule or the
+	 * constraint sets it runs under ("ALLOW, read-only" to "ALLOW, no
+	 * constraints" was not listed: s36 walk).
+	 */
+	const char *what = strcmp(now, old) != 0 ? "decision" : NULL;
+	if (!what && !o.refusal && strcmp(old_rule ? old_rule : "", new_rule ? new_rule : "") != 0)
+		what = "rule";
+	const json_t *old_cons = json_object_get(json_object_get(f, "decision"), "constraints");
+	if (!what && !o.refusal && json_is_array(old_cons)) {
+		json_t *new_cons = json_array();
+		for (size_t k = 0; new_cons && k < o.folded.n_constraints; k++)
+			json_array_append_new(new_cons,
+					      cg_constraints_to_json(o.folded.constraints[k]));
+		if (!json_equal(old_cons, new_cons))
+			what = "constraints";
+		json_decref(new_cons);
+	}
+	if (what) {
 		char *cmd =
 		    cg_command_text(json_object_get(json_object_get(f, "request"), "pipeline"), 0);
 		json_array_append_new(
 		    r->changes,
-		    json_pack("{s:s, s:s?, s:s, s:{s:s, s:s}, s:{s:s, s:s, s:s}}", "trace_id",
+		    json_pack("{s:s, s:s?, s:s, s:s, s:{s:s, s:s}, s:{s:s, s:s, s:s}}", "trace_id",
 			      trace, "time", json_string_value(json_object_get(f, "time")),
-			      "command", cmd ? cmd : "", "old", "decision", old, "rule_id",
-			      old_rule ? old_rule : "", "new", "decision", now, "rule_id",
-			      new_rule ? new_rule : "", "code", outcome_code(&o)));
+			      "command", cmd ? cmd : "", "changed", what, "old", "decision", old,
+			      "rule_id", old_rule ? old_rule : "", "new", "decision", now,
+			      "rule_id", new_rule ? new_rule : "", "code", outcome_code(&o)));
 		free(cmd);
 	}
 	outcome_fini(&o);
@@ -1654,21 +1672,24 @@ static void diff_print(const struct diff_run *r)
 	{
 		const json_t *o = json_object_get(c, "old"), *w = json_object_get(c, "new");
 		char line[512];
-		snprintf(line, sizeof(line), "%s %s  %s (%s) -> %s (%s)  ",
+		const char *what = json_string_value(json_object_get(c, "changed"));
+		snprintf(line, sizeof(line), "%s %s  %s (%s) -> %s (%s)%s  ",
 			 json_string_value(json_object_get(c, "time")),
 			 json_string_value(json_object_get(c, "trace_id")),
 			 json_string_value(json_object_get(o, "decision")),
 			 json_string_value(json_object_get(o, "rule_id")),
 			 json_string_value(json_object_get(w, "decision")),
-			 json_string_value(json_object_get(w, "rule_id")));
+			 json_string_value(json_object_get(w, "rule_id")),
+			 what && strcmp(what, "constraints") == 0 ? " [other constraints]" : "");
 		json_t *text = json_string(line);
 		cg_cli_print_value(stdout, text);
 		json_decref(text);
 		cg_cli_print_value(stdout, json_object_get(c, "command"));
 		fputc('\n', stdout);
 	}
-	printf("%zu of %zu recorded call(s) would change under %s%s", json_array_size(r->changes),
-	       r->calls, r->a->candidate, r->skipped ? "" : "\n");
+	printf("%zu of %zu recorded call(s) would be decided otherwise (decision, rule or "
+	       "constraints) under %s%s",
+	       json_array_size(r->changes), r->calls, r->a->candidate, r->skipped ? "" : "\n");
 	if (r->skipped)
 		printf(" (%zu never decided, skipped)\n", r->skipped);
 }
@@ -1679,9 +1700,10 @@ static int cmd_diff(int argc, char **argv)
 		return cg_cli_help(
 		    "callgate policy diff --journal [OPTIONS] CANDIDATE.yaml",
 		    "Re-decide every call recorded in the journal (exec and gate requests) under\n"
-		    "CANDIDATE through the daemon's one gate, and list the calls whose decision\n"
-		    "would change: time, trace, old decision (rule) -> new decision (rule),\n"
-		    "command. The gate sees the request as recorded: env values are hashes and\n"
+		    "CANDIDATE through the daemon's one gate, and list the calls that would be\n"
+		    "decided otherwise (decision, rule or constraint sets): time, trace, old\n"
+		    "decision (rule) -> new decision (rule), command. The gate sees the request as "
+		    "recorded: env values are hashes and\n"
 		    "secret shapes in argv are redacted, and it is judged at the current time.\n"
 		    "Exit: 0 nothing would change, 1 something would, 65 CANDIDATE does not\n"
 		    "load, 66 no journal, 64 bad command line.",

@@ -99,12 +99,31 @@ class PolicyDiff(unittest.TestCase):
         self.assertEqual(len(line), 1, r.stdout)
         self.assertIn("BLOCK (default-deny) -> ALLOW (ls-ok)", line[0])
         self.assertIn("ls -l", line[0])
-        self.assertIn("4 of 6 recorded call(s) would change", r.stdout)
+        self.assertIn("4 of 6 recorded call(s) would be decided otherwise", r.stdout)
 
     def test_same_policy_changes_nothing(self):
         r = self.diff("--json", self.d.policy_path)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertEqual(json.loads(r.stdout)["changes"], [])
+
+    def test_the_same_decision_under_other_terms_is_listed(self):
+        # echo stays ALLOW but gains a read-only confinement; mkfs stays BLOCK
+        # by another rule: both were left out, as if nothing changed (s36 walk).
+        cand = os.path.join(self.d.tmp, "terms.yaml")
+        with open(cand, "w") as f:
+            f.write(POLICY_A.replace(
+                "    match: { exe: [echo], privileged: false }\n",
+                "    match: { exe: [echo], privileged: false }\n"
+                "    constraints: { read: [/], net: none }\n").replace(
+                "  - id: no-mkfs\n", "  - id: no-mkfs-at-all\n"))
+        r = self.diff("--json", cand)
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        got = {c["trace_id"]: (c["changed"], c["new"]["rule_id"])
+               for c in json.loads(r.stdout)["changes"]}
+        self.assertEqual(got[self.traces["echo"]], ("constraints", "echo-ok"))
+        self.assertEqual(got[self.traces["mkfs"]], ("rule", "no-mkfs-at-all"))
+        self.assertNotIn(self.traces["cat"], got)
+        self.assertIn("[other constraints]", self.diff(cand).stdout)
 
     def test_since_excludes_older_calls(self):
         r = self.diff("--json", "--since", cgtest.now_rfc3339(60), self.cand)
