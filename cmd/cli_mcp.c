@@ -928,7 +928,8 @@ static json_t *tool_evidence(struct job *j, const char *tool, const json_t *args
 	"\"timeout_ms\":{\"type\":\"integer\",\"minimum\":1,\"description\":\"The command's "      \
 	"deadline in milliseconds (capped by policy).\"},"                                         \
 	"\"cwd\":{\"type\":\"string\",\"description\":\"Working directory; must be inside a "      \
-	"configured workspace.\"},"                                                                \
+	"configured workspace (default: the daemon's first workspace, not the project this "       \
+	"server runs in: pass the project's directory).\"},"                                       \
 	"\"host\":{\"type\":\"string\",\"description\":\"The machine whose callgate daemon "       \
 	"decides and runs it, reached over SSH (default: the server's --host, else this one). "    \
 	"Only a host the operator allowed when starting this server (callgate mcp --allow-host, "  \
