@@ -318,8 +318,30 @@ static size_t find(const unsigned char *hay, size_t from, size_t len, const char
 	return p ? (size_t)(p - hay) : len;
 }
 
-/* Apply the per-kind span fixes that the matcher alone cannot express. */
-static void span_fix(struct span *sp, const unsigned char *in, size_t len)
+/* Are in[from..to) all bytes a secret's value is made of (no shell syntax, no spaces)? */
+static bool secret_bytes(const unsigned char *in, size_t from, size_t to, bool lines)
+{
+	for (size_t i = from; i < to; i++) {
+		unsigned char c = in[i];
+		bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+			  (c >= '0' && c <= '9') || c == '+' || c == '/' || c == '=' || c == '.' ||
+			  c == '_' || c == '~' || c == '-' || c == '%' ||
+			  (lines && (c == '\n' || c == '\r'));
+		if (!ok)
+			return false;
+	}
+	return true;
+}
+
+/*
+ * Apply the per-kind span fixes that the matcher alone cannot express. In a
+ * record (strict: argv, a reason) a span may hold only what a secret is made
+ * of, else nothing is redacted: the agent chose what the evidence hid, with
+ * ";token=$(cmd)" or a "BEGIN PRIVATE KEY" with no END before "; id > f"
+ * (s36 attack). Output keeps the wider cut (a key with no END line is cut to
+ * the end). A dropped span is left empty (to == from).
+ */
+static void span_fix(struct span *sp, const unsigned char *in, size_t len, bool strict)
 {
 	if (sp->kind == K_URL_CREDENTIALS) {
 		/* Keep "scheme://" and the "@host" readable; cut user:password. */
@@ -335,7 +357,27 @@ static void span_fix(struct span *sp, const unsigned char *in, size_t len)
 			size_t close = find(in, end + 9, len, "-----");
 			end = close < len ? close + 5 : len;
 		}
+		/* A record: only a whole block whose body is base64 lines. */
+		size_t body_end = find(in, sp->to, len, "-----END ");
+		if (strict && (body_end >= len || !secret_bytes(in, sp->to, body_end, true)))
+			end = sp->from;
 		sp->to = end;
+		if (strict && sp->to == sp->from)
+			return;
+	}
+	if (strict && sp->kind != K_PRIVATE_KEY) {
+		/* The value after "name=" or "user:", never the syntax around it. */
+		size_t v = sp->from;
+		if (sp->kind == K_PASSWORD_PARAM || sp->kind == K_AWS_SECRET_KEY)
+			v = find(in, sp->from, sp->to, "=") < sp->to
+				? find(in, sp->from, sp->to, "=") + 1
+				: sp->from;
+		if (sp->kind == K_URL_CREDENTIALS)
+			v = find(in, sp->from, sp->to, ":") < sp->to
+				? find(in, sp->from, sp->to, ":") + 1
+				: sp->from;
+		if (!secret_bytes(in, v, sp->to, false))
+			sp->to = sp->from;
 	}
 }
 
@@ -358,9 +400,27 @@ static int count_add(json_t *counts, const char *kind)
 	return json_object_set_new(counts, kind, json_integer(c + 1));
 }
 
+static int screen_run(const struct cg_screen *s, bool redact, bool strict, bool detect_injection,
+		      const unsigned char *in, size_t len, unsigned char **out, size_t *out_len,
+		      json_t *counts, bool *quarantined);
+
 int cg_screen_run(const struct cg_screen *s, bool redact, bool detect_injection,
 		  const unsigned char *in, size_t len, unsigned char **out, size_t *out_len,
 		  json_t *counts, bool *quarantined)
+{
+	return screen_run(s, redact, false, detect_injection, in, len, out, out_len, counts,
+			  quarantined);
+}
+
+int cg_screen_record(const struct cg_screen *s, const unsigned char *in, size_t len,
+		     unsigned char **out, size_t *out_len)
+{
+	return screen_run(s, true, true, false, in, len, out, out_len, NULL, NULL);
+}
+
+static int screen_run(const struct cg_screen *s, bool redact, bool strict, bool detect_injection,
+		      const unsigned char *in, size_t len, unsigned char **out, size_t *out_len,
+		      json_t *counts, bool *quarantined)
 {
 	struct cg_screen *ms = (struct cg_screen *)(uintptr_t)s; /* pool is interior-mutable */
 	struct scan sc = { 0 };
@@ -404,7 +464,7 @@ int cg_screen_run(const struct cg_screen *s, bool redact, bool detect_injection,
 		}
 	}
 	for (size_t i = 0; i < sc.n; i++)
-		span_fix(&sc.v[i], in, len);
+		span_fix(&sc.v[i], in, len, strict);
 	if (sc.n > 1)
 		qsort(sc.v, sc.n, sizeof(*sc.v), span_cmp);
 
@@ -422,6 +482,8 @@ int cg_screen_run(const struct cg_screen *s, bool redact, bool detect_injection,
 		char marker[64];
 		int ml;
 
+		if (sp->to == sp->from)
+			continue; /* dropped by span_fix: nothing of it is a secret's */
 		if (sp->from < cursor) {
 			/* Overlaps a span already cut (e.g. inside a key block): the
 			 * bytes are already under that marker; widen it, count once. */

@@ -66,6 +66,16 @@ int cg_screen_run(const struct cg_screen *s, bool redact, bool detect_injection,
 		  const unsigned char *in, size_t len, unsigned char **out, size_t *out_len,
 		  json_t *counts, bool *quarantined) __attribute__((warn_unused_result));
 
+/*
+ * Screen text for a record (an argv element, a reason): secrets redacted as
+ * cg_screen_run does, but a span is cut only where it holds nothing but what
+ * a secret is made of (no shell syntax, no spaces; a private key only as a
+ * whole block of base64 lines): what ran stays readable in the evidence. 0,
+ * or -1 with errno as cg_screen_run.
+ */
+int cg_screen_record(const struct cg_screen *s, const unsigned char *in, size_t len,
+		     unsigned char **out, size_t *out_len) __attribute__((warn_unused_result));
+
 struct cg_exec_result;
 
 /*

@@ -50,8 +50,7 @@ static json_t *screened_string(const struct cg_screen *scr, bool redact, const c
 		return json_string(s);
 	unsigned char *out = NULL;
 	size_t out_len = 0;
-	if (cg_screen_run(scr, true, false, (const unsigned char *)s, strlen(s), &out, &out_len,
-			  NULL, NULL) != 0)
+	if (cg_screen_record(scr, (const unsigned char *)s, strlen(s), &out, &out_len) != 0)
 		return json_string("[WITHHELD: screening failed]");
 	json_t *j = json_stringn((const char *)out, out_len);
 	free(out);

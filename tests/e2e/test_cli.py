@@ -69,6 +69,20 @@ class CliAgainstDaemon(unittest.TestCase):
         self.assertEqual(r.returncode, 77, r.stderr)
         self.assertIn(b"without --no-privileged", r.stderr)
 
+    def test_the_record_shows_what_ran_when_it_looks_like_a_secret(self):
+        # Redaction for the record had hidden shell code the agent dressed as
+        # a secret (a BEGIN PRIVATE KEY line with no END, ";token=$(cmd)"),
+        # while the command ran whole (s36 attack).
+        for script in (": -----BEGIN PRIVATE KEY----- ; echo ran > m1",
+                       "true;token=$(echo ran > m2)"):
+            r = self.run_cli("run", "--json", "--no-privileged", "--", "sh", "-c", script)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            tid = json.loads(r.stdout)["reply"]["trace_id"]
+            cgtest.wait_package_file(self.d.state_dir, tid, "verdict.md")
+            shown = self.run_cli("log", "--json", "--trace", tid).stdout.decode()
+            self.assertIn("echo ran > m", json.loads(shown)["command"])
+            self.assertNotIn("REDACTED", shown)
+
     def test_ping(self):
         r = self.run_cli("ping")
         self.assertEqual(r.returncode, 0, r.stderr)

@@ -368,3 +368,52 @@ Test(screen, exec_result_with_screens_off_is_untouched)
 	json_decref(report);
 	cg_buf_free(&res.out);
 }
+
+/* A record (argv, reason) through cg_screen_record; returns the copy (caller frees). */
+static char *record(const char *s)
+{
+	unsigned char *out = NULL;
+	size_t out_len = 0;
+	cr_assert_eq(cg_screen_record(scr, (const unsigned char *)s, strlen(s), &out, &out_len), 0);
+	return (char *)out;
+}
+
+/*
+ * In a record a redaction holds only a secret's bytes: the agent chose what
+ * the evidence hid with ";token=$(cmd)", "u:$(cmd)@h" and a BEGIN PRIVATE KEY
+ * line with no END before "; id > f", while the command ran whole (s36
+ * attack). Real secrets on a command line are still cut.
+ */
+Test(screen, a_record_never_hides_shell_syntax)
+{
+	static const char *const kept[] = {
+		"true;token=$(id>PW2)",
+		"u=x://u:$(id>PW3)@h",
+		": -----BEGIN PRIVATE KEY----- ; id > PWNroot",
+		"echo -----BEGIN PRIVATE KEY----- >/dev/null; id > PW4; : -----END X-----; echo v",
+		"x ?password=a`id` y",
+	};
+	for (size_t i = 0; i < sizeof(kept) / sizeof(kept[0]); i++) {
+		char *o = record(kept[i]);
+		cr_assert_str_eq(o, kept[i], "hid: %s", o);
+		free(o);
+	}
+	char *o = record("https://x.example/?token=abc123def&q=1");
+	cr_assert_str_eq(o, "https://x.example/[REDACTED:password_param]&q=1");
+	free(o);
+	o = record("https://user:s3cr3t@host/");
+	cr_assert_str_eq(o, "https://[REDACTED:url_credentials]@host/");
+	free(o);
+	o = record("ghp_"
+		   "abcdefghijklmnopqrstuvwxyz0123456789");
+	cr_assert_str_eq(o, "[REDACTED:github_token]");
+	free(o);
+	o = record("-----BEGIN PRIVATE KEY-----\nMIIBVQIBADANBgkqhkiG9w0BAQEFAASCAT8w\nAAAA\n"
+		   "-----END PRIVATE KEY-----");
+	cr_assert_str_eq(o, "[REDACTED:private_key]");
+	free(o);
+	/* Output keeps the wider cut: a key with no END line to the end. */
+	o = screen("-----BEGIN PRIVATE KEY-----\nMIIBVQ", NULL, NULL);
+	cr_assert_str_eq(o, "[REDACTED:private_key]");
+	free(o);
+}
