@@ -60,7 +60,7 @@ static int admit_request(void *arg, const struct cg_request *req, int64_t now_ns
 	if (req->action == CG_ACTION_PING || !req->id_given)
 		return 0;
 	pthread_mutex_lock(&k->replay_lock);
-	int rc = cg_replay_claim(k->replay, req->id, now_ns);
+	int rc = cg_replay_claim(k->replay, req->id, a->peer->uid, now_ns);
 	pthread_mutex_unlock(&k->replay_lock);
 	if (rc == 0) {
 		a->claimed = true;

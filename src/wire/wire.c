@@ -1241,13 +1241,27 @@ out:
 #define REPLAY_DEFAULT_MAX 1000000
 #define REPLAY_MIN_BUCKETS 1024
 
+/*
+ * One uid may hold at most this share of the window (1/8): a uid that filled
+ * the whole table with refused requests had every other uid's calls refused
+ * (s36 attack). Past its share a uid's requests are refused, not others'.
+ */
+#define REPLAY_UID_SHARE 8
+
 struct replay_entry {
 	struct replay_entry *hnext; /* bucket chain */
 	struct replay_entry *qnext; /* insertion order, oldest first */
 	int64_t t_ns;		    /* when it was remembered */
 	bool forgotten;		    /* released by cg_replay_forget */
+	uid_t uid;		    /* whose share it counts in */
 	uint64_t hash;
 	char id[]; /* NUL-terminated */
+};
+
+/* Ids held per uid (a few uids: a short array, searched linearly). */
+struct replay_uid {
+	uid_t uid;
+	size_t n;
 };
 
 struct cg_replay {
@@ -1258,7 +1272,28 @@ struct cg_replay {
 	struct replay_entry **buckets;
 	struct replay_entry *head, *tail; /* expiry queue */
 	uint64_t k0, k1;		  /* SipHash key */
+	struct replay_uid *uids;	  /* ids held per uid */
+	size_t n_uids, cap_uids;
 };
+
+static struct replay_uid *replay_uid_of(struct cg_replay *rp, uid_t uid, bool add)
+{
+	for (size_t i = 0; i < rp->n_uids; i++)
+		if (rp->uids[i].uid == uid)
+			return &rp->uids[i];
+	if (!add)
+		return NULL;
+	if (rp->n_uids == rp->cap_uids) {
+		size_t nc = rp->cap_uids ? rp->cap_uids * 2 : 8;
+		struct replay_uid *g = realloc(rp->uids, nc * sizeof(*g));
+		if (!g)
+			return NULL;
+		rp->uids = g;
+		rp->cap_uids = nc;
+	}
+	rp->uids[rp->n_uids] = (struct replay_uid){ uid, 0 };
+	return &rp->uids[rp->n_uids++];
+}
 
 /*
  * SipHash-2-4 with a random key: ids are chosen by callers, and a keyed hash
@@ -1373,6 +1408,9 @@ static void replay_expire(struct cg_replay *rp, int64_t now_ns)
 		if (!rp->head)
 			rp->tail = NULL;
 		rp->n--;
+		struct replay_uid *u = replay_uid_of(rp, e->uid, false);
+		if (u && u->n && --u->n == 0)
+			*u = rp->uids[--rp->n_uids]; /* a uid with none left goes */
 		free(e);
 	}
 }
@@ -1415,7 +1453,7 @@ bool cg_replay_seen(struct cg_replay *rp, const char *id, int64_t now_ns)
 	return e && !e->forgotten && !expired(rp, e->t_ns, now_ns);
 }
 
-int cg_replay_remember(struct cg_replay *rp, const char *id, int64_t now_ns)
+int cg_replay_remember(struct cg_replay *rp, const char *id, uid_t uid, int64_t now_ns)
 {
 	if (!rp || !id) {
 		errno = EINVAL;
@@ -1431,16 +1469,20 @@ int cg_replay_remember(struct cg_replay *rp, const char *id, int64_t now_ns)
 		e->forgotten = false;
 		return 0;
 	}
-	if (rp->n >= rp->max) {
+	struct replay_uid *u = replay_uid_of(rp, uid, true);
+	size_t share = rp->max / REPLAY_UID_SHARE ? rp->max / REPLAY_UID_SHARE : 1;
+	if (rp->n >= rp->max || (u && u->n >= share)) {
 		errno = ENOSPC; /* fail closed: the caller refuses the request */
 		return -1;
 	}
-	e = malloc(sizeof(*e) + n + 1);
+	e = u ? malloc(sizeof(*e) + n + 1) : NULL;
 	if (!e) {
 		errno = ENOMEM;
 		return -1;
 	}
 	memcpy(e->id, id, n + 1);
+	e->uid = uid;
+	u->n++;
 	e->hash = h;
 	e->t_ns = now_ns;
 	e->forgotten = false;
@@ -1459,11 +1501,11 @@ int cg_replay_remember(struct cg_replay *rp, const char *id, int64_t now_ns)
 	return 0;
 }
 
-int cg_replay_claim(struct cg_replay *rp, const char *id, int64_t now_ns)
+int cg_replay_claim(struct cg_replay *rp, const char *id, uid_t uid, int64_t now_ns)
 {
 	if (cg_replay_seen(rp, id, now_ns))
 		return 1;
-	return cg_replay_remember(rp, id, now_ns) == 0 ? 0 : -1;
+	return cg_replay_remember(rp, id, uid, now_ns) == 0 ? 0 : -1;
 }
 
 void cg_replay_forget(struct cg_replay *rp, const char *id)
@@ -1486,5 +1528,6 @@ void cg_replay_free(struct cg_replay *rp)
 		free(e);
 	}
 	free(rp->buckets);
+	free(rp->uids);
 	free(rp);
 }

@@ -176,17 +176,18 @@ struct cg_replay *cg_replay_new(int64_t window_ns);
 /* true if id was seen within the window (and is thus refused). */
 bool cg_replay_seen(struct cg_replay *rp, const char *id, int64_t now_ns);
 /*
- * Remember an accepted id. 0, or -1 (the caller refuses the request) with
- * errno ENOMEM, or ENOSPC when the window holds its limit of ids and none
- * has expired (fail closed).
+ * Remember an accepted id, counted in uid's share. 0, or -1 (the caller
+ * refuses the request) with errno ENOMEM, or ENOSPC when the window holds its
+ * limit of ids, or uid holds its share (1/8 of it), and none has expired
+ * (fail closed, for that uid only when it is the share).
  */
-int cg_replay_remember(struct cg_replay *rp, const char *id, int64_t now_ns);
+int cg_replay_remember(struct cg_replay *rp, const char *id, uid_t uid, int64_t now_ns);
 /*
  * Check and remember in one step, so two concurrent requests with one id
  * cannot both pass: 1 = seen within the window (refuse with ID_REPLAYED),
  * 0 = newly remembered, -1 = could not remember (errno as above; refuse).
  */
-int cg_replay_claim(struct cg_replay *rp, const char *id, int64_t now_ns)
+int cg_replay_claim(struct cg_replay *rp, const char *id, uid_t uid, int64_t now_ns)
     __attribute__((warn_unused_result));
 /*
  * Release an id claimed by a request that was then refused before it was

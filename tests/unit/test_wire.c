@@ -981,21 +981,22 @@ Test(wire, replay_remember_seen_expire)
 	cr_assert_not_null(rp);
 	int64_t t0 = 1700000000 * SEC;
 	cr_expect_not(cg_replay_seen(rp, "a", t0));
-	cr_expect_eq(cg_replay_remember(rp, "a", t0), 0);
+	cr_expect_eq(cg_replay_remember(rp, "a", 1000, t0), 0);
 	cr_expect(cg_replay_seen(rp, "a", t0));
 	cr_expect(cg_replay_seen(rp, "a", t0 + 120 * SEC - 1), "inside the window");
 	cr_expect_not(cg_replay_seen(rp, "b", t0));
 	cr_expect_not(cg_replay_seen(rp, "A", t0), "ids are case-sensitive");
 	cr_expect_not(cg_replay_seen(rp, "a", t0 + 120 * SEC), "expired at the window");
 	cr_expect_eq(cg_replay_count(rp), 0, "expired entries are dropped");
-	cr_expect_eq(cg_replay_remember(rp, "a", t0 + 121 * SEC), 0, "re-usable after expiry");
+	cr_expect_eq(cg_replay_remember(rp, "a", 1000, t0 + 121 * SEC), 0,
+		     "re-usable after expiry");
 	cr_expect(cg_replay_seen(rp, "a", t0 + 122 * SEC));
 	/* A clock step backwards keeps ids longer, never shorter. */
 	cr_expect(cg_replay_seen(rp, "a", t0));
 	cg_replay_free(rp);
 
 	cr_expect(cg_replay_seen(NULL, "a", t0), "no window fails closed");
-	cr_expect_eq(cg_replay_remember(NULL, "a", t0), -1);
+	cr_expect_eq(cg_replay_remember(NULL, "a", 1000, t0), -1);
 	cg_replay_free(NULL);
 }
 
@@ -1005,19 +1006,41 @@ Test(wire, replay_cap_fails_closed)
 	cr_assert_not_null(rp);
 	cg_replay_set_limit(rp, 3);
 	int64_t t0 = 1700000000 * SEC;
-	cr_expect_eq(cg_replay_remember(rp, "a", t0), 0);
-	cr_expect_eq(cg_replay_remember(rp, "b", t0 + 1 * SEC), 0);
-	cr_expect_eq(cg_replay_remember(rp, "c", t0 + 2 * SEC), 0);
+	/* Three uids: the cap on the whole window, not one uid's share. */
+	cr_expect_eq(cg_replay_remember(rp, "a", 1000, t0), 0);
+	cr_expect_eq(cg_replay_remember(rp, "b", 1001, t0 + 1 * SEC), 0);
+	cr_expect_eq(cg_replay_remember(rp, "c", 1002, t0 + 2 * SEC), 0);
 	errno = 0;
-	cr_expect_eq(cg_replay_remember(rp, "d", t0 + 3 * SEC), -1);
+	cr_expect_eq(cg_replay_remember(rp, "d", 1003, t0 + 3 * SEC), -1);
 	cr_expect_eq(errno, ENOSPC);
 	cr_expect_not(cg_replay_seen(rp, "d", t0 + 3 * SEC), "a refused id is not remembered");
 	cr_expect(cg_replay_seen(rp, "a", t0 + 3 * SEC), "nothing was evicted early");
 	/* Once "a" expires there is room again. */
-	cr_expect_eq(cg_replay_remember(rp, "d", t0 + 10 * SEC), 0);
+	cr_expect_eq(cg_replay_remember(rp, "d", 1003, t0 + 10 * SEC), 0);
 	cr_expect_not(cg_replay_seen(rp, "a", t0 + 10 * SEC));
 	cr_expect(cg_replay_seen(rp, "b", t0 + 10 * SEC));
 	cr_expect_eq(cg_replay_count(rp), 3);
+	cg_replay_free(rp);
+}
+
+/* One uid holds at most 1/8 of the window: its flood refuses only its own requests (s36). */
+Test(wire, replay_one_uid_cannot_fill_the_window)
+{
+	struct cg_replay *rp = cg_replay_new(10 * SEC);
+	cr_assert_not_null(rp);
+	cg_replay_set_limit(rp, 80);
+	int64_t t0 = 1700000000 * SEC;
+	char id[32];
+	for (int i = 0; i < 10; i++) {
+		snprintf(id, sizeof(id), "flood-%d", i);
+		cr_expect_eq(cg_replay_remember(rp, id, 1000, t0), 0);
+	}
+	errno = 0;
+	cr_expect_eq(cg_replay_remember(rp, "flood-10", 1000, t0), -1, "past its share");
+	cr_expect_eq(errno, ENOSPC);
+	cr_expect_eq(cg_replay_remember(rp, "root", 0, t0), 0, "another uid is not refused");
+	/* Its share frees as its ids expire. */
+	cr_expect_eq(cg_replay_remember(rp, "flood-10", 1000, t0 + 10 * SEC), 0);
 	cg_replay_free(rp);
 }
 
@@ -1029,7 +1052,7 @@ Test(wire, replay_many_ids)
 	char id[64];
 	for (int i = 0; i < 20000; i++) {
 		snprintf(id, sizeof(id), "id-%d", i);
-		cr_assert_eq(cg_replay_remember(rp, id, t0 + i), 0);
+		cr_assert_eq(cg_replay_remember(rp, id, (uid_t)(i % 64), t0 + i), 0);
 	}
 	cr_expect_eq(cg_replay_count(rp), 20000);
 	for (int i = 0; i < 20000; i += 97) {
@@ -1048,17 +1071,17 @@ Test(wire, replay_claim_and_forget)
 	struct cg_replay *rp = cg_replay_new(120 * SEC);
 	cr_assert_not_null(rp);
 	int64_t t0 = 1700000000 * SEC;
-	cr_expect_eq(cg_replay_claim(rp, "a", t0), 0, "first claim remembers");
-	cr_expect_eq(cg_replay_claim(rp, "a", t0 + SEC), 1, "second claim is a replay");
+	cr_expect_eq(cg_replay_claim(rp, "a", 1000, t0), 0, "first claim remembers");
+	cr_expect_eq(cg_replay_claim(rp, "a", 1000, t0 + SEC), 1, "second claim is a replay");
 	/* A request refused after its claim gives the id back. */
 	cg_replay_forget(rp, "a");
 	cr_expect_not(cg_replay_seen(rp, "a", t0 + SEC));
-	cr_expect_eq(cg_replay_claim(rp, "a", t0 + 2 * SEC), 0, "usable again after forget");
+	cr_expect_eq(cg_replay_claim(rp, "a", 1000, t0 + 2 * SEC), 0, "usable again after forget");
 	cr_expect(cg_replay_seen(rp, "a", t0 + 2 * SEC));
 	cg_replay_forget(rp, "never-claimed");
 	cg_replay_set_limit(rp, 1);
 	errno = 0;
-	cr_expect_eq(cg_replay_claim(rp, "b", t0 + 3 * SEC), -1, "full window fails closed");
+	cr_expect_eq(cg_replay_claim(rp, "b", 1000, t0 + 3 * SEC), -1, "full window fails closed");
 	cr_expect_eq(errno, ENOSPC);
 	cg_replay_free(rp);
 }
