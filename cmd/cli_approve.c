@@ -687,7 +687,14 @@ static void build_view(struct screen *sc, const json_t *p, size_t waiting)
 		       (long long)json_integer_value(json_object_get(peer, "gid")),
 		       (long long)json_integer_value(json_object_get(peer, "pid")));
 	screen_field(sc, "peer", line);
-	screen_field(sc, "peer exe", json_string_value(json_object_get(peer, "exe")));
+	/* Read from /proc when the call was queued: the caller may exec another program after. */
+	const char *pexe = json_string_value(json_object_get(peer, "exe"));
+	char pline[4200];
+	(void)snprintf(pline, sizeof(pline),
+		       "%s  (what the caller's process ran when the call was "
+		       "queued; it may run another since: not proof of who sent it)",
+		       pexe && *pexe ? pexe : "unknown");
+	screen_field(sc, "peer exe", pline);
 	screen_field(sc, "time", json_string_value(json_object_get(p, "time")));
 	screen_field(sc, "reason", json_string_value(json_object_get(p, "reason")));
 	screen_field(
