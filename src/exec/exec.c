@@ -522,13 +522,16 @@ static int spawn_all(struct run *r, struct cg_reply **err)
 		char **renamed = NULL;
 		if (call->stages[i].argv0_is_exe) {
 			size_t argc = call->req->stages[i].argc;
-			renamed = malloc((argc + 1) * sizeof(char *));
+			renamed =
+			    malloc((argc + 1) * sizeof(char *) + strlen(call->stages[i].argv0) + 1);
 			if (!renamed) {
 				*err = spawn_failed(i, a.exe, 0, ENOMEM);
 				goto abort;
 			}
 			memcpy(renamed, call->req->stages[i].argv, (argc + 1) * sizeof(char *));
-			renamed[0] = call->stages[i].exe;
+			renamed[0] = (char *)(renamed + argc + 1);
+			memcpy(renamed[0], call->stages[i].argv0,
+			       strlen(call->stages[i].argv0) + 1);
 			a.argv = renamed;
 		}
 		int report[2];

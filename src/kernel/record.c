@@ -147,7 +147,7 @@ static json_t *resolved_json(const struct cg_call *call)
 		if (st && s->via_symlink)
 			json_object_set_new(st, "via_symlink", json_true());
 		if (st && s->argv0_is_exe)
-			json_object_set_new(st, "argv0", json_string(s->exe));
+			json_object_set_new(st, "argv0", json_string(s->argv0));
 		json_array_append_new(stages, st);
 	}
 	json_t *o = json_pack("{s:o?,s:s?,s:s?}", "stages", stages, "cwd", call->cwd, "workspace",

@@ -403,6 +403,18 @@ static int resolve_stage(const struct cg_world *w, const struct cg_stage *stage,
 	if (stage_from_found(rs, idx, found, err) != 0)
 		return -1;
 	rs->argv0_is_exe = rs->via_symlink && !name_is_roots(w, rs->found, rs->base);
+	if (rs->argv0_is_exe) {
+		/* The name as sent, its last component the program's own. */
+		const char *sent = stage->argv[0], *slash = strrchr(sent, '/');
+		size_t dir = slash ? (size_t)(slash - sent) + 1 : 0;
+		rs->argv0 = malloc(dir + strlen(rs->base) + 1);
+		if (!rs->argv0) {
+			*err = oom("resolving a command");
+			return -1;
+		}
+		memcpy(rs->argv0, sent, dir);
+		memcpy(rs->argv0 + dir, rs->base, strlen(rs->base) + 1);
+	}
 	return 0;
 }
 
@@ -672,6 +684,7 @@ void cg_call_fini(struct cg_call *call)
 	for (size_t i = 0; i < call->n_stages; i++) {
 		free(call->stages[i].exe);
 		free(call->stages[i].found);
+		free(call->stages[i].argv0);
 	}
 	free(call->stages);
 	free(call->cwd);

@@ -32,12 +32,16 @@ struct cg_resolved_stage {
 	char *found;	  /* the path found before canonicalisation (PATH hit or given) */
 	bool via_symlink; /* found != exe: a symlink (or ..) hop was resolved */
 	/*
-	 * The program is started with argv[0] = exe, not the name as sent: the
-	 * name differs from exe's own and is a link root did not make (one in a
-	 * directory root does not own, or others may write). Multi-call programs
-	 * act on that name (git-log runs `git log`), which the policy never read.
+	 * The program is started under its own name: argv[0] is the name as
+	 * sent with its last component replaced by exe's (/ws/.venv/bin/python
+	 * becomes /ws/.venv/bin/python3.11, so the directory a venv's python
+	 * finds itself by stays), when the name differs from exe's own and is a
+	 * link root did not make (one in a directory root does not own, or others
+	 * may write). Multi-call programs act on the name (git-log runs `git
+	 * log`), which the policy never read. argv0 holds it (owned).
 	 */
 	bool argv0_is_exe;
+	char *argv0;
 	const char *base; /* basename of exe (points into exe) */
 };
 

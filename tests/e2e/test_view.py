@@ -640,10 +640,22 @@ class RepositoryInTheWorkspace(unittest.TestCase):
             ev = [json.loads(l) for l in cgtest.journal_lines(self.d.state_dir)]
             shown = [e["payload"]["stages"][0] for e in ev
                      if e["trace"] == resp["reply"]["trace_id"] and e["type"] == "resolved"]
-            self.assertEqual(shown[0].get("argv0"), "/usr/bin/xz", shown)
+            self.assertEqual(shown[0].get("argv0"), os.path.join(self.ws, "xz"), shown)
             resp = self.run_call(["unxz", "h.xz"])
             self.assertEqual([s["exit_code"] for s in resp["stages"]], [0], resp)
             self.assertTrue(os.path.exists(os.path.join(self.ws, "h")))
+
+    @unittest.skipUnless(os.path.exists("/usr/bin/python3"), "needs /usr/bin/python3")
+    def test_a_venvs_python_still_finds_its_venv(self):
+        # argv[0] of a program reached through a link the agent made is the
+        # program's own name in the same directory: the venv's python still
+        # finds pyvenv.cfg (the resolved path alone had made it the system's).
+        venv = os.path.join(self.ws, ".venv")
+        subprocess.run(["/usr/bin/python3", "-m", "venv", "--without-pip", venv], check=True)
+        resp = self.run_call([os.path.join(venv, "bin", "python"), "-c",
+                              "import sys; print(sys.prefix)"])
+        self.assertEqual([s["exit_code"] for s in resp["stages"]], [0], resp)
+        self.assertEqual(base64.b64decode(resp.get("stdout", "")).decode().strip(), venv)
 
     def test_a_nested_repositorys_config_runs_no_shell_under_a_fetch(self):
         # A nested repository the agent made named a shell as its
