@@ -344,12 +344,14 @@ static const char *privileged_text(const json_t *cons, const json_t *pipeline)
 static char *pipeline_text(const json_t *pipe);
 static int parse_count(const char *s, int64_t *out);
 
-/* One word of a constraint as text: as is when plain, else single-quoted. */
-static void constraint_word(struct cg_buf *b, const char *w)
+/* Characters a word needs no quotes for: a command's, and a constraint's (which names ${vars}). */
+#define WORD_PLAIN	 "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789@%+=:,./_-"
+#define CONSTRAINT_PLAIN WORD_PLAIN "*?${}"
+
+/* One word as shell text: as is when every character is in plain, else single-quoted. */
+static void shell_word(struct cg_buf *b, const char *w, const char *plain)
 {
-	bool plain = w[0] && strspn(w, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-				       "0123456789@%+=:,./_-*?${}") == strlen(w);
-	if (plain) {
+	if (w[0] && strspn(w, plain) == strlen(w)) {
 		(void)cg_buf_add(b, w, strlen(w));
 		return;
 	}
@@ -357,6 +359,27 @@ static void constraint_word(struct cg_buf *b, const char *w)
 	for (; *w; w++)
 		(void)cg_buf_add(b, *w == '\'' ? "'\\''" : w, *w == '\'' ? 4 : 1);
 	(void)cg_buf_add(b, "'", 1);
+}
+
+static void constraint_word(struct cg_buf *b, const char *w)
+{
+	shell_word(b, w, CONSTRAINT_PLAIN);
+}
+
+/* An array of strings as words joined by spaces, into b; false (nothing added) if v is not one. */
+static bool words_text(struct cg_buf *b, const json_t *v)
+{
+	size_t k;
+	const json_t *w;
+	if (!json_is_array(v))
+		return false;
+	json_array_foreach(v, k, w) if (!json_is_string(w)) return false;
+	json_array_foreach(v, k, w)
+	{
+		(void)cg_buf_add(b, " ", k ? 1 : 0);
+		constraint_word(b, json_string_value(w));
+	}
+	return true;
 }
 
 /* Which of the constraint sets (1-based, as listed below them) bind a stage. */
@@ -382,24 +405,23 @@ static void bound_row(struct screen *sc, const json_t *bound, bool priv)
 	screen_field(sc, "  bound by", line);
 }
 
-/* Words of array v after a label, into b: " LABEL w1 w2 ..." (nothing when empty). */
+/* Words of array v (strings, or integers) after a label, into b: "LABEL w1 w2" (nothing when empty). */
 static void words_after(struct cg_buf *b, const char *label, const json_t *v)
 {
-	size_t j;
-	const json_t *w;
 	if (!json_array_size(v))
 		return;
 	(void)cg_buf_add(b, label, strlen(label));
-	json_array_foreach(v, j, w) if (json_is_string(w) || json_is_integer(w))
+	(void)cg_buf_add(b, " ", 1);
+	if (words_text(b, v))
+		return;
+	size_t j;
+	const json_t *w;
+	json_array_foreach(v, j, w)
 	{
 		char num[24];
-		(void)cg_buf_add(b, " ", 1);
-		if (json_is_integer(w)) {
-			(void)snprintf(num, sizeof(num), "%lld", (long long)json_integer_value(w));
-			(void)cg_buf_add(b, num, strlen(num));
-		} else {
-			constraint_word(b, json_string_value(w));
-		}
+		(void)snprintf(num, sizeof(num), "%s%lld", j ? " " : "",
+			       (long long)json_integer_value(w));
+		(void)cg_buf_add(b, num, strlen(num));
 	}
 }
 
@@ -462,9 +484,9 @@ static void constraint_rows(struct screen *sc, const char *label, const json_t *
 		screen_field(sc, label, "none");
 		return;
 	}
-	const json_t *set, *v, *w;
+	const json_t *set, *v;
 	const char *key;
-	size_t ci, k;
+	size_t ci;
 	json_array_foreach(cons, ci, set)
 	{
 		struct cg_buf b;
@@ -479,9 +501,8 @@ static void constraint_rows(struct screen *sc, const char *label, const json_t *
 			n++;
 			(void)cg_buf_add(&b, key, strlen(key));
 			(void)cg_buf_add(&b, " ", 1);
-			bool words = json_is_array(v);
-			json_array_foreach(v, k, w) words &= json_is_string(w);
-			if (strcmp(key, "exec") == 0 && words && json_array_size(v) == 0 &&
+			bool empty = json_is_array(v) && json_array_size(v) == 0;
+			if (strcmp(key, "exec") == 0 && empty &&
 			    json_array_size(json_object_get(set, "read")) > 0) {
 				static const char dflt[] = "the default program directories (";
 				(void)cg_buf_add(&b, dflt, sizeof(dflt) - 1);
@@ -493,14 +514,10 @@ static void constraint_rows(struct screen *sc, const char *label, const json_t *
 					}
 				static const char tail[] = "), which it may also read";
 				(void)cg_buf_add(&b, tail, sizeof(tail) - 1);
-			} else if (words && json_array_size(v) == 0) {
+			} else if (empty) {
 				(void)cg_buf_add(&b, "none", 4);
-			} else if (words) {
-				json_array_foreach(v, k, w)
-				{
-					(void)cg_buf_add(&b, " ", k ? 1 : 0);
-					constraint_word(&b, json_string_value(w));
-				}
+			} else if (words_text(&b, v)) {
+				/* a list of words, added */
 			} else if (json_is_string(v)) {
 				constraint_word(&b, json_string_value(v));
 			} else if (json_is_object(v) && json_object_size(v) == 0) {
@@ -608,15 +625,7 @@ static void binding_rows(struct screen *sc, const json_t *grant)
 		} else {
 			struct cg_buf b;
 			cg_buf_init(&b, 1u << 20);
-			bool words = json_is_array(v);
-			size_t k;
-			const json_t *w;
-			json_array_foreach(v, k, w) words &= json_is_string(w);
-			json_array_foreach(v, k, w)
-			{
-				(void)cg_buf_add(&b, " ", k ? 1 : 0);
-				constraint_word(&b, json_string_value(w));
-			}
+			bool words = words_text(&b, v);
 			char *text = words ? cg_buf_cstr(&b) : json_dumps(v, JSON_COMPACT);
 			if (!words)
 				cg_buf_free(&b);
@@ -1345,21 +1354,9 @@ static char *pipeline_text(const json_t *pipe)
 			const char *s = json_string_value(w);
 			if (!s)
 				s = "";
-			bool plain =
-			    s[0] && strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-					      "0123456789@%+=:,./_-") == strlen(s);
 			if (j)
 				(void)cg_buf_add(&b, " ", 1);
-			if (!plain)
-				(void)cg_buf_add(&b, "'", 1);
-			for (const char *c = s; *c; c++) {
-				if (*c == '\'')
-					(void)cg_buf_add(&b, "'\\''", 4);
-				else
-					(void)cg_buf_add(&b, c, 1);
-			}
-			if (!plain)
-				(void)cg_buf_add(&b, "'", 1);
+			shell_word(&b, s, WORD_PLAIN);
 		}
 	}
 	bool cut = b.truncated;

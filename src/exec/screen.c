@@ -352,33 +352,26 @@ static void span_fix(struct span *sp, const unsigned char *in, size_t len, bool 
 			sp->to -= 1;
 	}
 	if (sp->kind == K_PRIVATE_KEY) {
-		size_t end = find(in, sp->to, len, "-----END ");
-		if (end < len) {
-			size_t close = find(in, end + 9, len, "-----");
+		size_t body_end = find(in, sp->to, len, "-----END "), end = len;
+		if (body_end < len) {
+			size_t close = find(in, body_end + 9, len, "-----");
 			end = close < len ? close + 5 : len;
 		}
 		/* A record: only a whole block whose body is base64 lines. */
-		size_t body_end = find(in, sp->to, len, "-----END ");
-		if (strict && (body_end >= len || !secret_bytes(in, sp->to, body_end, true)))
-			end = sp->from;
-		sp->to = end;
-		if (strict && sp->to == sp->from)
-			return;
+		bool whole = body_end < len && secret_bytes(in, sp->to, body_end, true);
+		sp->to = strict && !whole ? sp->from : end;
+		return;
 	}
-	if (strict && sp->kind != K_PRIVATE_KEY) {
-		/* The value after "name=" or "user:", never the syntax around it. */
-		size_t v = sp->from;
-		if (sp->kind == K_PASSWORD_PARAM || sp->kind == K_AWS_SECRET_KEY)
-			v = find(in, sp->from, sp->to, "=") < sp->to
-				? find(in, sp->from, sp->to, "=") + 1
-				: sp->from;
-		if (sp->kind == K_URL_CREDENTIALS)
-			v = find(in, sp->from, sp->to, ":") < sp->to
-				? find(in, sp->from, sp->to, ":") + 1
-				: sp->from;
-		if (!secret_bytes(in, v, sp->to, false))
-			sp->to = sp->from;
-	}
+	if (!strict)
+		return;
+	/* The value after "name=" or "user:", never the syntax around it. */
+	const char *sep = sp->kind == K_PASSWORD_PARAM || sp->kind == K_AWS_SECRET_KEY ? "="
+			  : sp->kind == K_URL_CREDENTIALS			       ? ":"
+										       : NULL;
+	size_t at = sep ? find(in, sp->from, sp->to, sep) : sp->to;
+	size_t v = at < sp->to ? at + 1 : sp->from;
+	if (!secret_bytes(in, v, sp->to, false))
+		sp->to = sp->from;
 }
 
 static void append(unsigned char *dst, size_t *pos, const void *p, size_t n)

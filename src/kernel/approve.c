@@ -115,14 +115,14 @@ static void refuse_deferred(struct cg_kernel *k, struct cg_job *j, struct cg_rep
 		      j->decision, j->gen);
 }
 
-bool nobody_to_ask(struct cg_kernel *k, const struct cg_job *j)
+/*
+ * With nobody to ask (no queue, no grant at all) that is the answer, before
+ * any sudo dead end: a non-root daemon's privileged call said "cannot be
+ * enforced on this kernel" (E, 70) where "send privileged false" was the fix
+ * (s36 walk).
+ */
+bool nobody_to_ask(struct cg_kernel *k)
 {
-	(void)j;
-	/*
-	 * With nobody to ask, that is the answer, before any sudo dead end: a
-	 * non-root daemon's privileged call said "cannot be enforced on this
-	 * kernel" (E, 70) where "send privileged false" was the fix (s36 walk).
-	 */
 	pthread_mutex_lock(&k->lock);
 	bool none = !k->approval && k->grants.n == 0;
 	pthread_mutex_unlock(&k->lock);
@@ -162,20 +162,23 @@ int defer_to_human(struct cg_kernel *k, struct cg_job *j, struct cg_job **job_ou
 	if (!view)
 		return 1;
 	memcpy(j->request_sha256, sha, sizeof(sha));
-	/* A sudo dead end matters only when someone could say yes: a queue or a grant. */
-	pthread_mutex_lock(&k->lock);
-	bool someone =
-	    k->approval || grant_for_locked(k, j, json_object_get(view, "constraints")) != NULL;
-	pthread_mutex_unlock(&k->lock);
-	if (!someone) {
-		json_decref(view);
-		return 1;
-	}
-	struct cg_reply *dead = sudo_dead_end(j);
-	if (dead) {
-		json_decref(view);
-		refuse_deferred(k, j, dead);
-		return -1;
+	/*
+	 * A sudo dead end matters only when someone could say yes, a queue or a
+	 * grant covering it; it spawns sudo, so outside the lock, and the grant
+	 * is looked up again below (it may be used up meanwhile).
+	 */
+	if (sudo_in_play(j)) {
+		pthread_mutex_lock(&k->lock);
+		bool someone = k->approval ||
+			       grant_for_locked(k, j, json_object_get(view, "constraints")) != NULL;
+		pthread_mutex_unlock(&k->lock);
+		struct cg_reply *dead = someone ? sudo_dead_end(j) : NULL;
+		if (!someone || dead) {
+			json_decref(view);
+			if (dead)
+				refuse_deferred(k, j, dead);
+			return dead ? -1 : 1;
+		}
 	}
 
 	pthread_mutex_lock(&k->lock);

@@ -194,8 +194,8 @@ static void decided(struct cg_kernel *k, struct cg_job *j, bool claimed, struct 
 	 * refusal event (answer_denied) is its trace.
 	 */
 	bool gate = j->gate.req->action == CG_ACTION_GATE;
-	bool refuse = !gate && (f->decision == CG_BLOCK ||
-				(f->decision == CG_UNKNOWN && nobody_to_ask(k, j)));
+	bool refuse =
+	    !gate && (f->decision == CG_BLOCK || (f->decision == CG_UNKNOWN && nobody_to_ask(k)));
 	if (!refuse) {
 		ev_note_request(k, j);
 		ev_note_decided(k, j->trace_id, &j->gate, j->decision);

@@ -303,7 +303,7 @@ int defer_to_human(struct cg_kernel *k, struct cg_job *j, struct cg_job **job_ou
  * off, no grant open, and no sudo dead end to name? Then the call is a
  * refusal like a BLOCK (one event). Conservative: false when unsure.
  */
-bool nobody_to_ask(struct cg_kernel *k, const struct cg_job *j);
+bool nobody_to_ask(struct cg_kernel *k);
 /*
  * What an UNKNOWN call would meet if it were sent (a gate dry run's answer):
  * {enabled, timeout_ms, approvers, grant?}, where grant names the open
