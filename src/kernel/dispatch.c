@@ -55,7 +55,7 @@ static int admit_request(void *arg, const struct cg_request *req, int64_t now_ns
 {
 	struct admit *a = arg;
 	struct cg_kernel *k = a->k;
-	if (k->ev && !a->request)
+	if (k->ev && !a->request && req->action != CG_ACTION_PING)
 		a->request = ev_request_json(k, req, a->peer, a->redact);
 	if (req->action == CG_ACTION_PING || !req->id_given)
 		return 0;
@@ -105,6 +105,11 @@ static void answer_refused(struct cg_kernel *k, struct cg_job *j, const struct a
 			   NULL, NULL, j->gen);
 }
 
+/*
+ * Liveness: not a call, so not recorded (like the admin socket's ping). Its
+ * trace id names no trace; a ping refused as invalid is recorded as any
+ * invalid request is.
+ */
 static void answer_ping(struct cg_kernel *k, struct cg_job *j)
 {
 	struct cg_reply *r = cg_reply_new(CG_R_PONG, "{s:s}", "version", CALLGATE_VERSION);
@@ -115,8 +120,7 @@ static void answer_ping(struct cg_kernel *k, struct cg_job *j)
 		json_object_set(data, "reload_failed", failed);
 	json_decref(failed);
 	cg_reply_set_data(r, data);
-	answer_sealed_now(k, j->respond, j->cookie, j->gate.req->id, j->trace_id, r, NULL, NULL,
-			  j->gen);
+	answer_reply(j->respond, j->cookie, j->gate.req->id, j->trace_id, r);
 }
 
 /* A gate dry run: the decision itself is the answer; nothing runs. */
@@ -267,9 +271,9 @@ static void dispatch(struct cg_kernel *k, const char *line, size_t len, bool had
 	int refused = cg_gate_decide(&ctx, line, len, had_newline, too_long, peer, admit_request,
 				     &a, &j->gate);
 	j->ev_request = a.request; /* noted, or recorded in the refusal, from here on */
-	/* Only a refusal on the request path is one event; other actions note the request now. */
+	/* Only a refusal on the request path is one event; other actions but ping note the request now. */
 	if (refused == 0 && j->gate.req->action != CG_ACTION_EXEC &&
-	    j->gate.req->action != CG_ACTION_GATE)
+	    j->gate.req->action != CG_ACTION_GATE && j->gate.req->action != CG_ACTION_PING)
 		ev_note_request(k, j);
 	if (refused != 0) {
 		answer_refused(k, j, &a, line, len, had_newline);

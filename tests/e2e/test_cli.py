@@ -338,17 +338,20 @@ class UserDaemonDefaults(unittest.TestCase):
             ping = subprocess.run([cgtest.CALLGATE, "ping"], capture_output=True,
                                   timeout=30, **as_nobody)
             self.assertEqual(ping.returncode, 0, (ping.stdout, ping.stderr))
-            # A ping is answered before its record is written (docs/evidence.md):
-            # the journal shows it a moment later.
+            # A ping is not recorded; a dry run is, answered before its record
+            # is written (docs/evidence.md): the journal shows it a moment later.
+            gate = subprocess.run([cgtest.CALLGATE, "gate", "--json", "--no-privileged",
+                                   "--", "ls"], capture_output=True, timeout=30, **as_nobody)
+            trace = json.loads(gate.stdout)["reply"]["trace_id"].encode()
             deadline = time.monotonic() + 30
             while True:
                 logged = subprocess.run([cgtest.CALLGATE, "log", "--since", "1h", "--json"],
                                         capture_output=True, timeout=30, **as_nobody)
                 self.assertEqual(logged.returncode, 0, (logged.stdout, logged.stderr))
-                if b"MCP-SYS-S-001" in logged.stdout or time.monotonic() > deadline:
+                if trace in logged.stdout or time.monotonic() > deadline:
                     break
                 time.sleep(0.1)
-            self.assertIn(b"MCP-SYS-S-001", logged.stdout)
+            self.assertIn(trace, logged.stdout)
         finally:
             daemon.terminate()
             daemon.wait(timeout=30)

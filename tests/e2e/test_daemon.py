@@ -8,6 +8,7 @@ and stale sockets, the admin socket's owner check), and signals (SIGTERM
 during a running call, SIGHUP with broken and changed policies).
 """
 import base64
+import json
 import os
 import re
 import shutil
@@ -251,6 +252,29 @@ class SharedDaemon(unittest.TestCase):
             self.d.connect().close()
         resp = self.d.request(cgtest.make_request(None, action="ping"))
         self.assertEqual(resp["status"], "ok")
+
+    def test_a_ping_writes_no_evidence_but_an_invalid_one_is_recorded(self):
+        # A ping is not a call (docs/protocol.md): a flood of them costs no
+        # disk. A refused call after the pings shows the writer has caught up.
+        pings = set()
+        for _ in range(20):
+            resp = self.d.request(cgtest.make_request(None, action="ping"))
+            self.assertEqual(resp["status"], "ok")
+            pings.add(resp["reply"]["trace_id"])
+        stale = self.d.request(cgtest.make_request(None, action="ping",
+                                                   time="2000-01-01T00:00:00Z"))
+        self.assertEqual(reply_of(self, stale)["code"], "MCP-VAL-I-007", stale)
+        last = self.d.request(cgtest.make_request([["rm", "-rf", "/"]], privileged=False))
+        want = {stale["reply"]["trace_id"], last["reply"]["trace_id"]}
+        deadline = time.monotonic() + 30
+        while True:
+            traces = [json.loads(l)["trace"] for l in cgtest.journal_lines(self.d.state_dir)]
+            if want <= set(traces) or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        self.assertLessEqual(want, set(traces))
+        self.assertEqual(len(pings), 20)
+        self.assertFalse(pings & set(traces))
 
     def test_socket_modes_are_owner_only(self):
         for p in (self.d.socket, self.d.admin_socket):
