@@ -630,6 +630,7 @@ static struct cg_reply *take_time(json_t *root, const struct cg_wire_rules *rule
 	int64_t window_s = rules->freshness_s > 0 ? rules->freshness_s : CG_WIRE_FRESHNESS_S;
 	if (window_s > 1000000000LL)
 		window_s = 1000000000LL;
+	int64_t ahead_s = window_s < CG_WIRE_AHEAD_S ? window_s : CG_WIRE_AHEAD_S;
 	int64_t window_ns = window_s * 1000000000LL, diff_ns;
 	if (dir < 0)
 		diff_ns = INT64_MIN;
@@ -637,7 +638,7 @@ static struct cg_reply *take_time(json_t *root, const struct cg_wire_rules *rule
 		diff_ns = INT64_MAX;
 	else if (__builtin_sub_overflow(t_ns, rules->now_ns, &diff_ns))
 		diff_ns = t_ns < rules->now_ns ? INT64_MIN : INT64_MAX;
-	bool stale = diff_ns<-window_ns, future = diff_ns> window_ns;
+	bool stale = diff_ns<-window_ns, future = diff_ns> ahead_s * 1000000000LL;
 	if (stale || future) {
 		char *e = echo(s, n);
 		if (!e)
@@ -645,9 +646,9 @@ static struct cg_reply *take_time(json_t *root, const struct cg_wire_rules *rule
 		json_int_t off_s = (json_int_t)(diff_ns / 1000000000LL);
 		enum cg_reply_id id =
 		    stale ? CG_REPLY_OWNED(CG_R_TIME_STALE) : CG_REPLY_OWNED(CG_R_TIME_FUTURE);
-		struct cg_reply *r =
-		    cg_reply_build(id, "{s:s,s:I,s:I}", "time", e, stale ? "age_s" : "ahead_s",
-				   stale ? -off_s : off_s, "window_s", (json_int_t)window_s);
+		struct cg_reply *r = cg_reply_build(
+		    id, "{s:s,s:I,s:I}", "time", e, stale ? "age_s" : "ahead_s",
+		    stale ? -off_s : off_s, "window_s", (json_int_t)(stale ? window_s : ahead_s));
 		free(e);
 		return r;
 	}

@@ -24,12 +24,16 @@
 
 #include "reply.h"
 
-#define CG_WIRE_MAX_LINE      (1024 * 1024) /* bytes, newline included */
-#define CG_WIRE_MAX_ID	      128
-#define CG_WIRE_MAX_STAGES    64
-#define CG_WIRE_MAX_ARGS      4096
-#define CG_WIRE_MAX_ENV	      256
-#define CG_WIRE_FRESHNESS_S   60
+#define CG_WIRE_MAX_LINE    (1024 * 1024) /* bytes, newline included */
+#define CG_WIRE_MAX_ID	    128
+#define CG_WIRE_MAX_STAGES  64
+#define CG_WIRE_MAX_ARGS    4096
+#define CG_WIRE_MAX_ENV	    256
+#define CG_WIRE_FRESHNESS_S 60
+/* How far ahead of the daemon's clock a request may be dated (at most the
+ * window): a request dated ahead moves the restart mark past its time, so
+ * this bounds how long one request can lock callers out after a restart. */
+#define CG_WIRE_AHEAD_S	      5
 #define CG_WIRE_MAX_TIMEOUTMS (24LL * 3600 * 1000)
 
 /* One argv or NAME=value string, its NUL excluded: the kernel's MAX_ARG_STRLEN

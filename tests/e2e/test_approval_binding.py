@@ -1001,7 +1001,7 @@ class ReplayAfterRestart(unittest.TestCase):
 
 
     def test_bytes_dated_ahead_of_the_clock_are_refused_after_a_restart(self):
-        # Dated 20 s ahead (inside the 60 s window), the request is still
+        # Dated 4 s ahead (inside the 5 s taken), the request is still
         # dated after the restart: the daemon that took it marked its time in
         # the socket's lock, and its successor starts from the mark.
         d = daemon().start()
@@ -1012,7 +1012,7 @@ class ReplayAfterRestart(unittest.TestCase):
                 f.write(COUNTER)
             line = cgtest.encode(cgtest.make_request([["python3", script, counter]],
                                                      privileged=False,
-                                                     time=cgtest.now_rfc3339(20)))
+                                                     time=cgtest.now_rfc3339(4)))
             first = cgtest.parse_response(d.raw(line))
             self.assertEqual(first["status"], "ok", first)
             d.stop()
@@ -1021,6 +1021,24 @@ class ReplayAfterRestart(unittest.TestCase):
             self.assertEqual(replay["reply"]["code"], "MCP-VAL-I-024", replay)
             time.sleep(0.3)
             self.assertEqual(open(counter).read(), "ran\n", "ran a second time")
+        finally:
+            d.close()
+
+
+    def test_one_request_dated_far_ahead_locks_nobody_out_after_a_restart(self):
+        # s36 attack: one request dated 55 s ahead (inside the 60 s window),
+        # even one the policy refuses, moved the restart mark 55 s ahead, and
+        # every caller was refused for that long after the next restart.
+        d = daemon().start()
+        try:
+            far = d.request(cgtest.make_request([["rm", "-rf", "/"]], privileged=False,
+                                                time=cgtest.now_rfc3339(30)))
+            self.assertEqual(far["reply"]["code"], "MCP-VAL-I-008", far)
+            d.stop()
+            d.start()
+            fresh = d.request(cgtest.make_request([["true"]], privileged=False))
+            # Decided by the policy, not refused as dated before the mark.
+            self.assertIn("decision", fresh["reply"].get("data", {}), fresh)
         finally:
             d.close()
 
