@@ -136,7 +136,8 @@ static struct {
 	char v1_pids_base[PATH_MAX];
 	char v2_base[PATH_MAX];
 	char why_not[160]; /* why there is no cgroup tree, for the report */
-} cgs = { -1, false, -1, "", "", "" };
+	size_t killed;	   /* calls of daemons that are gone killed by the sweep */
+} cgs = { -1, false, -1, "", "", "", 0 };
 static pthread_once_t cgs_once = PTHREAD_ONCE_INIT;
 static atomic_ulong tree_counter;
 
@@ -195,7 +196,33 @@ static int open_base(const char *mount, const char *own, char *out, size_t len)
 	return open(out, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 }
 
-/* Remove empty per-call cgroups a crashed daemon left behind (best effort). */
+static void kill_cgroup(int cg_fd);
+
+/*
+ * A call a daemon that is gone left running: nothing enforces its deadline
+ * or records what it does any more, so it is killed (its trace was marked
+ * incomplete when the journal was opened). Then its cgroup is removed once
+ * the kernel has finished the exits (at most a second).
+ */
+static void kill_leftover(int base_fd, const char *name)
+{
+	int fd = openat(base_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	kill_cgroup(fd);
+	(void)close(fd);
+	int i = 0;
+	while (unlinkat(base_fd, name, AT_REMOVEDIR) != 0 && errno == EBUSY && i++ < 100) {
+		struct timespec ts = { 0, 10 * 1000000L };
+		(void)nanosleep(&ts, NULL);
+	}
+	cgs.killed++;
+}
+
+/*
+ * Per-call cgroups a crashed daemon left behind: removed, and what still
+ * runs in them killed first (best effort).
+ */
 static void sweep(int base_fd)
 {
 	int fd = dup(base_fd);
@@ -217,10 +244,13 @@ static void sweep(int base_fd)
 		 */
 		char *end;
 		long owner = strtol(e->d_name, &end, 10);
-		if (end == e->d_name || *end != '-' || owner <= 0 || kill((pid_t)owner, 0) == 0 ||
-		    errno != ESRCH)
+		if (end == e->d_name || *end != '-' || owner <= 0)
 			continue;
-		(void)unlinkat(base_fd, e->d_name, AT_REMOVEDIR); /* EBUSY if still populated */
+		/* Ours only when the pid was reused (a container's restart): we made none yet. */
+		if (owner != (long)getpid() && (kill((pid_t)owner, 0) == 0 || errno != ESRCH))
+			continue;
+		if (unlinkat(base_fd, e->d_name, AT_REMOVEDIR) != 0 && errno == EBUSY)
+			kill_leftover(base_fd, e->d_name);
 	}
 	(void)closedir(d);
 }
@@ -270,6 +300,12 @@ static bool have_cgroup_tree(void)
 {
 	(void)pthread_once(&cgs_once, detect_cgroups);
 	return cgs.v2_base_fd >= 0;
+}
+
+size_t cg_confine_sweep_gone(void)
+{
+	(void)have_cgroup_tree();
+	return cgs.killed;
 }
 
 static bool have_pids_cgroup(void)
@@ -683,34 +719,39 @@ static int signal_procs(int cg_fd, int sig)
 	return n_listed;
 }
 
+/* SIGKILL to every process in the cgroup cg_fd and below. */
+static void kill_cgroup(int cg_fd)
+{
+	/* cgroup.kill (5.14+) kills the whole subtree atomically: a fork bomb
+	 * cannot outrun it the way it outruns a pid loop. */
+	int fd = openat(cg_fd, "cgroup.kill", O_WRONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		int ok = cg_write_all(fd, "1", 1);
+		(void)close(fd);
+		if (ok == 0)
+			return;
+	}
+	/* Older kernels: freeze, kill what is listed, thaw; repeat. */
+	int ffd = openat(cg_fd, "cgroup.freeze", O_WRONLY | O_CLOEXEC);
+	if (ffd >= 0)
+		(void)cg_write_all(ffd, "1", 1);
+	for (int i = 0; i < 16 && signal_procs(cg_fd, SIGKILL) > 0; i++)
+		;
+	if (ffd >= 0) {
+		(void)cg_write_all(ffd, "0", 1);
+		(void)close(ffd);
+	}
+}
+
 void cg_tree_kill(struct cg_tree *t, int sig)
 {
 	if (!t)
 		return;
 	if (t->cg_fd >= 0) {
-		if (sig == SIGKILL) {
-			/* cgroup.kill (5.14+) kills the whole subtree atomically: a
-			 * fork bomb cannot outrun it the way it outruns a pid loop. */
-			int fd = openat(t->cg_fd, "cgroup.kill", O_WRONLY | O_CLOEXEC);
-			if (fd >= 0) {
-				int ok = cg_write_all(fd, "1", 1);
-				(void)close(fd);
-				if (ok == 0)
-					return;
-			}
-			/* Older kernels: freeze, kill what is listed, thaw; repeat. */
-			int ffd = openat(t->cg_fd, "cgroup.freeze", O_WRONLY | O_CLOEXEC);
-			if (ffd >= 0)
-				(void)cg_write_all(ffd, "1", 1);
-			for (int i = 0; i < 16 && signal_procs(t->cg_fd, SIGKILL) > 0; i++)
-				;
-			if (ffd >= 0) {
-				(void)cg_write_all(ffd, "0", 1);
-				(void)close(ffd);
-			}
-			return;
-		}
-		(void)signal_procs(t->cg_fd, sig);
+		if (sig == SIGKILL)
+			kill_cgroup(t->cg_fd);
+		else
+			(void)signal_procs(t->cg_fd, sig);
 		return;
 	}
 	if (t->pgid > 0)

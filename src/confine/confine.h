@@ -197,6 +197,13 @@ pid_t cg_confine_fork(struct cg_tree *t, const struct cg_confine_plan *plan);
 pid_t cg_confine_spawn(struct cg_tree *t, const struct cg_confine_plan *plan, int (*fn)(void *),
 		       void *arg);
 /*
+ * Find this process's cgroup tree now rather than at the first call, and
+ * sweep what daemons that are gone left in it: empty per-call cgroups are
+ * removed, and calls still running there are killed first (no deadline or
+ * record covers them any more). Returns how many such calls were killed.
+ */
+size_t cg_confine_sweep_gone(void);
+/*
  * Find and open callgate-init, for every later view: beside this program,
  * else in LIBEXECDIR/callgate; a regular executable file owned by root or
  * by us, writable by no one else. 0 and where (its path), or -1 and where

@@ -177,6 +177,12 @@ int cg_kernel_new(const struct cg_kernel_config *cfg, struct cg_kernel **out, st
 		cg_log("info", NULL, "views: pid 1 becomes %s once the command runs", init);
 	else
 		cg_log("warn", NULL, "views: %s; pid 1 stays a copy of the daemon", init);
+	size_t gone = cg_confine_sweep_gone();
+	if (gone)
+		cg_log("warn", NULL,
+		       "killed %zu call(s) a callgated that is gone left running: no deadline or "
+		       "record covered them any more (their traces are marked incomplete)",
+		       gone);
 	/* Network namespaces made ahead of the calls that need one (root only). */
 	k->netns_pool = cg_netns_pool_start(CG_NETNS_POOL_SIZE) == 0;
 	if (start_threads(k, cfg->n_workers, &err) != 0)

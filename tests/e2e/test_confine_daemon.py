@@ -20,6 +20,7 @@ would wait for a human); each test works in its own inside/outside trees.
 import base64
 import errno
 import os
+import signal
 import socket
 import threading
 import time
@@ -499,6 +500,59 @@ class ConfinedByPolicy(unittest.TestCase):
             time.sleep(0.05)
         self.assertEqual(cgtest.pids_running("sleep", "61.25"), [],
                          "setsid grandchild outlived the deadline")
+
+
+# Writes the time to argv[1] every 50 ms for a minute.
+TICK = r"""
+import sys, time
+for _ in range(1200):
+    with open(sys.argv[1], "w") as f:
+        f.write(str(time.time()))
+    time.sleep(0.05)
+"""
+
+
+class LeftRunningByACrash(unittest.TestCase):
+    def test_a_call_a_crashed_daemon_left_running_is_killed_at_the_next_start(self):
+        # s36 attack: an allowed call outlived a daemon crash with no
+        # deadline, and the next daemon neither killed nor recorded it.
+        d = cgtest.Daemon()
+        self.addCleanup(d.close)
+        d.start()
+        script = os.path.join(d.workspace, "tick.py")
+        tick = os.path.join(d.workspace, "tick")
+        with open(script, "w") as f:
+            f.write(TICK)
+        req = cgtest.make_request([["python3", script, tick]], privileged=False,
+                                  timeout_ms=60000)
+        answered = []
+
+        def call():
+            try:
+                answered.append(d.request(req, timeout=90))
+            except Exception as e:  # the daemon is killed mid-call
+                answered.append(e)
+
+        t = threading.Thread(target=call)
+        t.start()
+        deadline = time.monotonic() + 30
+        while not os.path.exists(tick) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        pids = cgtest.pids_running("python3", script)
+        self.assertTrue(pids, (answered, d.log))
+        d.stop(signal.SIGKILL)
+        t.join(30)
+        time.sleep(0.3)
+        self.assertTrue(all(cgtest.pid_alive(p) for p in pids), "the crash alone kills it")
+        d.start()
+        deadline = time.monotonic() + 10
+        while any(cgtest.pid_alive(p) for p in pids) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertFalse([p for p in pids if cgtest.pid_alive(p)], d.log)
+        self.assertIn("killed 1 call(s) a callgated that is gone left running", d.log)
+        before = os.path.getmtime(tick)
+        time.sleep(0.3)
+        self.assertEqual(os.path.getmtime(tick), before, "the call still writes")
 
 
 if __name__ == "__main__":
