@@ -1707,7 +1707,8 @@ static int confine_tail(const struct cg_confine_plan *plan)
 	}
 	if (plan->view && (rc = cg_caps_clear()) != 0)
 		return rc;
-	if (!plan->view && plan->netns && geteuid() == 0 && (rc = cg_caps_drop_net()) != 0)
+	if (!plan->view && (plan->confined || plan->netns) && geteuid() == 0 &&
+	    (rc = cg_caps_drop_root(plan->netns)) != 0)
 		return rc;
 	if (!plan->confined)
 		return set_rlimit(RLIMIT_NOFILE, plan->limits.nofile);

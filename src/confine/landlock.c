@@ -63,7 +63,9 @@ uint64_t cg_landlock_fs_mask(int abi)
 {
 	if (abi < 1)
 		return 0;
-	uint64_t m = CG_LL_FS_WRITE | LANDLOCK_ACCESS_FS_EXECUTE;
+	/* Handled, and so denied, though no class grants them: device nodes. */
+	uint64_t m = CG_LL_FS_WRITE | LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_MAKE_CHAR |
+		     LANDLOCK_ACCESS_FS_MAKE_BLOCK;
 	/* Case by case, as the kernel documents each ABI: */
 	if (abi < 2) /* REFER (cross-directory link/rename) came with ABI 2 */
 		m &= ~LANDLOCK_ACCESS_FS_REFER;

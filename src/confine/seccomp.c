@@ -126,6 +126,29 @@ static int deny_setid_modes(scmp_filter_ctx ctx)
 				return -1;
 		}
 	}
+	/*
+	 * Device nodes: a root caller's approved `tar -xf` made a 0666 node of
+	 * the host's disk in the workspace, owned by the agent, which the agent
+	 * then opened outside any call (s37 attack). No agent task makes one.
+	 */
+	static const struct {
+		const char *name;
+		unsigned arg;
+	} mknods[] = { { "mknod", 1 }, { "mknodat", 2 } };
+	static const unsigned long types[] = { S_IFCHR, S_IFBLK };
+	for (size_t i = 0; i < sizeof(mknods) / sizeof(mknods[0]); i++) {
+		int nr = seccomp_syscall_resolve_name(mknods[i].name);
+		if (nr == __NR_SCMP_ERROR)
+			continue;
+		for (size_t t = 0; t < 2; t++) {
+			struct scmp_arg_cmp cmp = { .arg = mknods[i].arg,
+						    .op = SCMP_CMP_MASKED_EQ,
+						    .datum_a = S_IFMT,
+						    .datum_b = types[t] };
+			if (seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 1, cmp) != 0)
+				return -1;
+		}
+	}
 	/* openat2 passes its mode in memory, which seccomp cannot read: libc falls back. */
 	int nr = seccomp_syscall_resolve_name("openat2");
 	if (nr != __NR_SCMP_ERROR && seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), nr, 0) != 0)
@@ -272,6 +295,7 @@ json_t *cg_seccomp_denied_json(void)
 	(void)json_array_append_new(a,
 				    json_string("chmod/open/mknod family with set-uid or set-gid "
 						"mode bits"));
+	(void)json_array_append_new(a, json_string("mknod of a character or block device"));
 	(void)json_array_append_new(a, json_string("openat2 (ENOSYS)"));
 	(void)json_array_append_new(a, json_string("socket(AF_VSOCK) (EAFNOSUPPORT)"));
 	return a;

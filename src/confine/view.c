@@ -803,17 +803,17 @@ int cg_view_nosymfollow(const char *const *dirs, size_t n, const char *cwd)
 	return after.st_dev == before.st_dev && after.st_ino == before.st_ino ? 0 : ESTALE;
 }
 
-int cg_caps_drop_net(void)
+/* Drop caps[] from every set; the ambient set is cleared. 0 or errno. */
+static int caps_drop(const int *caps, size_t n)
 {
-	static const int caps[] = { CAP_NET_ADMIN, CAP_NET_RAW, CAP_SYS_ADMIN };
 	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
 	struct __user_cap_data_struct d[2];
-	for (size_t i = 0; i < CG_ARRAY_LEN(caps); i++)
+	for (size_t i = 0; i < n; i++)
 		if (prctl(PR_CAPBSET_DROP, caps[i], 0, 0, 0) != 0 && errno != EINVAL)
 			return errno;
 	if (syscall(SYS_capget, &h, d) != 0)
 		return errno;
-	for (size_t i = 0; i < CG_ARRAY_LEN(caps); i++) {
+	for (size_t i = 0; i < n; i++) {
 		uint32_t bit = 1u << (caps[i] % 32);
 		d[caps[i] / 32].effective &= ~bit;
 		d[caps[i] / 32].permitted &= ~bit;
@@ -822,6 +822,18 @@ int cg_caps_drop_net(void)
 	if (syscall(SYS_capset, &h, d) != 0)
 		return errno;
 	return prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) == 0 ? 0 : errno;
+}
+
+int cg_caps_drop_root(bool net)
+{
+	static const int caps[] = { /* devices, the kernel and file capabilities */
+				    CAP_MKNOD, CAP_SYS_MODULE, CAP_SYS_RAWIO, CAP_SETFCAP,
+				    CAP_LINUX_IMMUTABLE, CAP_SYS_BOOT, CAP_SYS_TIME, CAP_MAC_ADMIN,
+				    CAP_MAC_OVERRIDE,
+				    /* the network's namespace and setns() out of it */
+				    CAP_NET_ADMIN, CAP_NET_RAW, CAP_SYS_ADMIN
+	};
+	return caps_drop(caps, CG_ARRAY_LEN(caps) - (net ? 0 : 3));
 }
 
 int cg_caps_clear(void)

@@ -156,14 +156,17 @@ int cg_caps_lock(void);
 int cg_caps_clear(void);
 
 /*
- * A privileged call without a view whose network is a namespace of its own
- * (none, loopback, a host list) keeps root's capabilities but these: with
- * CAP_NET_ADMIN it changed the host's network from its namespace (an attack
- * made a veth pair in pid 1's), and CAP_SYS_ADMIN would let it setns() out.
- * From the bounding, effective, permitted and inheritable sets; ambient
- * cleared. 0 or errno.
+ * A privileged call without a view that a constraint set governs keeps
+ * root's capabilities but these: CAP_MKNOD (an approved `tar -xf` made a
+ * 0666 node of the host's disk in the workspace, s37 attack), module and raw
+ * I/O, file capabilities, immutable flags, reboot, the clock and MAC; and
+ * when its network is a namespace of its own (none, loopback, a host list,
+ * net), CAP_NET_ADMIN (it changed the host's network from its namespace: an
+ * attack made a veth pair in pid 1's), CAP_NET_RAW and CAP_SYS_ADMIN (which
+ * would let it setns() out). From the bounding, effective, permitted and
+ * inheritable sets; ambient cleared. 0 or errno.
  */
-int cg_caps_drop_net(void);
+int cg_caps_drop_root(bool net);
 
 /*
  * A privileged call has no view, but a mount namespace of its own: the

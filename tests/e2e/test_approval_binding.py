@@ -4,6 +4,7 @@
 counter that must not grow, a call that stays pending) next to a control
 that succeeds.
 """
+import io
 import json
 import os
 import shutil
@@ -695,6 +696,56 @@ rules:
                                                              "verify_trace.py"),
                                 d.state_dir, "--all"], capture_output=True, text=True)
             self.assertEqual(r.returncode, 0, r.stdout[-2000:])
+
+
+@unittest.skipUnless(os.geteuid() == 0, "root")
+class PrivilegedMakesNoDeviceNode(unittest.TestCase):
+    """An approved root `tar -xf` of the agent's archive made 0666 device
+    nodes in the workspace, owned by the agent (the host's disk among them),
+    which the agent then opened outside any call (s37 attack)."""
+
+    POLICY = """version: 1
+rules:
+  - id: tar-in-workspace
+    decision: defer
+    match: { exe: [tar, python3] }
+    constraints: { read: [/], write: ["${workspace}"], net: none }
+"""
+
+    def run_approved(self, d, argv):
+        t, box = call_async(d, cgtest.make_request([argv], privileged=True))
+        p = wait_pending(d, 1)[0]
+        d.admin("approve", trace_id=p["trace_id"], request_sha256=p["request_sha256"])
+        t.join(WAIT)
+        return box["resp"]
+
+    def test_no_device_node_comes_out_of_an_approved_call(self):
+        import tarfile
+        with cgtest.Daemon(policy_text=self.POLICY,
+                           flags=["--approval", "--approval-timeout", "20000"]) as d:
+            archive = os.path.join(d.workspace, "assets.tar")
+            with tarfile.open(archive, "w") as t:
+                for name, typ in (("assets/null", tarfile.CHRTYPE),
+                                  ("assets/loop", tarfile.BLKTYPE)):
+                    m = tarfile.TarInfo(name)
+                    m.type, m.mode = typ, 0o666
+                    m.devmajor, m.devminor = (1, 3) if typ == tarfile.CHRTYPE else (7, 0)
+                    t.addfile(m)
+                m = tarfile.TarInfo("assets/readme")
+                m.size = 3
+                t.addfile(m, io.BytesIO(b"hi\n"))
+            r = self.run_approved(d, ["tar", "-xf", archive, "-C", d.workspace])
+            self.assertEqual(r["status"], "ok", r)
+            # The plain file came out; no device node did, by any route.
+            self.assertTrue(os.path.isfile(os.path.join(d.workspace, "assets", "readme")))
+            for name in ("null", "loop"):
+                self.assertFalse(os.path.lexists(os.path.join(d.workspace, "assets", name)),
+                                 b64(r["stages"][0].get("stderr", "")))
+            node = os.path.join(d.workspace, "direct")
+            r = self.run_approved(d, ["python3", "-c", "import os, stat, sys; os.mknod("
+                                      "sys.argv[1], 0o666 | stat.S_IFCHR, os.makedev(1, 3))",
+                                      node])
+            self.assertFalse(os.path.lexists(node), r)
 
 
 @unittest.skipUnless(os.geteuid() == 0 and shutil.which("ip"), "root and iproute2")
