@@ -193,6 +193,45 @@ static const char *const protected_rel[] = {
 	".pre-commit-config.yaml",
 	"lefthook.yml",
 	".lefthook.yml",
+	"lefthook.yaml",
+	".lefthook.yaml",
+	"lefthook.toml",
+	".lefthook.toml",
+	"lefthook.json",
+	".lefthook.json",
+	"lefthook-local.yml",
+	".lefthook-local.yml",
+	"lefthook-local.yaml",
+	".lefthook-local.yaml",
+	"lefthook-local.toml",
+	".lefthook-local.toml",
+	"lefthook-local.json",
+	".lefthook-local.json",
+	".config/lefthook.yml",
+	".config/lefthook.yaml",
+	/*
+	 * What other tools run on a benign action (s37 attack): Mercurial's and
+	 * Jujutsu's repositories (hg status loads .hg/hgrc's hooks and
+	 * extensions), pdb's start-up commands, direnv's local file, mise's
+	 * configuration (trusted by path, not content), and other agents' and
+	 * editors' project settings (hooks, MCP servers, language servers).
+	 */
+	".hg",
+	".jj",
+	".pdbrc",
+	".envrc.local",
+	"mise.toml",
+	".mise.toml",
+	"mise.local.toml",
+	".mise.local.toml",
+	".mise",
+	".config/mise.toml",
+	".config/mise",
+	".gemini",
+	".cursor",
+	".codex",
+	".zed",
+	".devcontainer",
 };
 /*
  * A repository's .git under git: write (pinned, so that it cannot be renamed
@@ -1083,12 +1122,80 @@ static int add_protected(struct cg_view *v, const char *path)
 	return list_add(&v->protect, &v->n_protect, path);
 }
 
+/* The first line of a small file, without its newline, in out; or "". */
+static void first_line(const char *path, char *out, size_t cap)
+{
+	out[0] = '\0';
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	ssize_t n = read(fd, out, cap - 1);
+	(void)close(fd);
+	out[n > 0 ? n : 0] = '\0';
+	out[strcspn(out, "\r\n")] = '\0';
+}
+
+/*
+ * The .git files of the repository's checkouts inside the write trees: a
+ * linked worktree's (.git/worktrees/NAME/gitdir names it) and each
+ * submodule's (a `path = ` of .gitmodules). A call re-pointed one at a
+ * repository of its own with core.fsmonitor set, which the developer's
+ * git status at the root then ran (s37 attack): read-only, like the root's.
+ * Only those that exist: a submodule the call checks out is its own.
+ */
+static int protect_checkouts(struct cg_view *v, const char *tree, const char *git)
+{
+	char buf[PATH_MAX], line[PATH_MAX];
+	glob_t g;
+	if (snprintf(buf, sizeof(buf), "%s/worktrees/*/gitdir", git) < (int)sizeof(buf) &&
+	    glob(buf, GLOB_NOSORT | GLOB_NOESCAPE, NULL, &g) == 0) {
+		int rc = 0;
+		for (size_t k = 0; rc == 0 && k < g.gl_pathc; k++) {
+			first_line(g.gl_pathv[k], line, sizeof(line));
+			if (line[0] == '/' && !strstr(line, "/../") && access(line, F_OK) == 0)
+				rc = add_protected(v, line);
+		}
+		globfree(&g);
+		if (rc != 0)
+			return -1;
+	}
+	if (snprintf(buf, sizeof(buf), "%s/.gitmodules", tree) >= (int)sizeof(buf))
+		return 0;
+	FILE *f = fopen(buf, "re");
+	if (!f)
+		return 0;
+	int rc = 0;
+	while (rc == 0 && fgets(line, sizeof(line), f)) {
+		char *p = line + strspn(line, " \t");
+		if (strncmp(p, "path", 4) != 0)
+			continue;
+		p += 4 + strspn(p + 4, " \t");
+		if (*p != '=')
+			continue;
+		p += 1 + strspn(p + 1, " \t");
+		p[strcspn(p, "\r\n")] = '\0';
+		for (size_t n = strlen(p); n && (p[n - 1] == ' ' || p[n - 1] == '\t'); n--)
+			p[n - 1] = '\0';
+		/* A plain relative path below the tree; anything else is not a checkout here. */
+		if (!*p || *p == '/' || strchr(p, '"') || strchr(p, '\\') || strstr(p, "..") ||
+		    snprintf(buf, sizeof(buf), "%s/%s/.git", tree, p) >= (int)sizeof(buf))
+			continue;
+		struct stat st;
+		if (lstat(buf, &st) == 0)
+			rc = add_protected(v, buf);
+	}
+	(void)fclose(f);
+	return rc;
+}
+
 /*
  * The repository at the root of write tree `tree`. Its .git names the programs
  * the developer's own git runs later, outside any call: hooks, config, and
  * where to take them from (commondir, a .git file's gitdir). Read-only as a
  * whole, and so also a mount point that cannot be renamed away; under
- * git: write, pinned in place read-write with those parts read-only.
+ * git: write, pinned in place read-write with those parts read-only. With
+ * no .git there, one the call makes is set aside after it (a separate
+ * git dir's .git file had re-pointed the developer's git, s37 attack).
  */
 static int protect_git(struct cg_view *v, const char *tree, bool git_write)
 {
@@ -1099,7 +1206,7 @@ static int protect_git(struct cg_view *v, const char *tree, bool git_write)
 		return -1;
 	}
 	if (lstat(git, &st) != 0)
-		return errno == ENOENT ? 0 : -1;
+		return errno == ENOENT ? add_protected(v, git) : -1;
 	if (S_ISLNK(st.st_mode)) {
 		/*
 		 * A link can be swapped for a fresh .git (it is in a writable tree),
@@ -1108,7 +1215,11 @@ static int protect_git(struct cg_view *v, const char *tree, bool git_write)
 		errno = ELOOP;
 		return -1;
 	}
-	if (!S_ISDIR(st.st_mode) || !git_write)
+	if (!S_ISDIR(st.st_mode))
+		return add_protected(v, git);
+	if (protect_checkouts(v, tree, git) != 0)
+		return -1;
+	if (!git_write)
 		return add_protected(v, git);
 	if (list_add(&v->pin, &v->n_pin, git) != 0)
 		return -1;

@@ -321,6 +321,32 @@ class TestHook(unittest.TestCase):
             for name in links:
                 os.unlink(os.path.join(ws, name))
 
+    def test_every_name_the_view_protects_is_refused_to_the_file_tools(self):
+        """The default policy's action-write-protected must cover every name
+        the view keeps read-only or sets aside (protected_rel in
+        src/confine/view.c), so the two lists cannot drift apart (s37 attack:
+        lefthook's other names, .hg, .pdbrc, mise's and other agents' settings)."""
+        import re
+        with open(os.path.join(os.path.dirname(__file__), "..", "..", "src", "confine",
+                               "view.c")) as f:
+            src = f.read()
+        body = re.search(r"protected_rel\[\] = \{(.*?)\};", src, re.S).group(1)
+        names = re.findall(r'"([^"]+)"', body)
+        shell = {".bashrc", ".bash_profile", ".bash_login", ".profile", ".zshrc", ".zshenv",
+                 ".zprofile"}  # a home's start-up files: no tool reads them in a workspace
+        names = [n for n in names if n not in shell]
+        self.assertGreater(len(names), 40)
+        ws = self.d.workspace
+        for name in names:
+            for path in (os.path.join(ws, name), os.path.join(ws, name, "x"),
+                         os.path.join(ws, "sub", name)):
+                if path.endswith("/x") and ("." in os.path.basename(name)[1:] or name in (
+                        ".gitconfig", ".gitmodules", ".envrc", ".pdbrc")):
+                    continue  # a file's name: nothing beneath it
+                d, why = self.decision(self.payload("Write", {"file_path": path,
+                                                              "content": "x"}))
+                self.assertEqual(d, "deny", (path, why))
+
     def test_a_path_that_cannot_be_resolved_is_not_judged_allowed(self):
         # A chain of links whose real path is longer than realpath takes
         # (PATH_MAX) is still followed by the kernel: judged as written, a

@@ -452,6 +452,21 @@ class ViewThroughDaemon(unittest.TestCase):
                               "os.stat('/dev/sda')")
         self.assertEqual(res, {"null": "OK", "disk": "ENOENT"})
 
+    def test_a_repository_a_call_makes_at_the_root_is_set_aside(self):
+        # s37 attack: in a workspace with no .git (a monorepo's package), a
+        # call's `git init --separate-git-dir` left a .git file there that
+        # re-pointed the developer's git at the call's repository and its
+        # core.fsmonitor. Nothing covers a missing name: it is set aside.
+        self.assertFalse(os.path.lexists(os.path.join(self.d.workspace, ".git")))
+        resp, out, err = self.call([["sh", "-c", "git init -q --separate-git-dir=.gd . && "
+                                                 "git --git-dir=.gd config core.fsmonitor 'touch x'"]])
+        self.assertFalse(os.path.lexists(os.path.join(self.d.workspace, ".git")), (resp, err))
+        aside = [n for n in os.listdir(self.d.workspace) if n.startswith(".git.callgate-set-aside-")]
+        self.assertEqual(len(aside), 1, os.listdir(self.d.workspace))
+        shutil.rmtree(os.path.join(self.d.workspace, ".gd"), ignore_errors=True)
+        for n in aside:
+            os.unlink(os.path.join(self.d.workspace, n))
+
     def test_echo_tee_per_stage_terms(self):
         out_p = os.path.join(self.d.workspace, "out.txt")
         resp, out, err = self.call([["echo", "x"], ["tee", "out.txt"]])
@@ -763,6 +778,52 @@ class RepositoryInTheWorkspace(unittest.TestCase):
             self.assertFalse(os.path.lexists(os.path.join(self.ws, name)),
                              (name, sorted(os.listdir(self.ws))))
         self.assert_git_untouched()
+
+    def test_the_git_files_of_submodules_and_worktrees_are_read_only(self):
+        # s37 attack: a call re-pointed a submodule's (and an in-workspace
+        # worktree's) .git file at a repository of its own with
+        # core.fsmonitor set; the developer's git status at the root ran it.
+        sub = os.path.join(self.ws, "sub")
+        os.makedirs(sub)
+        with open(os.path.join(self.ws, ".gitmodules"), "w") as f:
+            f.write('[submodule "sub"]\n\tpath = sub\n\turl = ./sub.git\n')
+        with open(os.path.join(sub, ".git"), "w") as f:
+            f.write("gitdir: ../.git/modules/sub\n")
+        subprocess.run(["git", "-C", self.ws, "worktree", "add", "-q", ".wt/feature", "-b",
+                        "feature"], check=True, capture_output=True)
+        wt = os.path.join(self.ws, ".wt", "feature", ".git")
+        files = {}
+        for path in (os.path.join(sub, ".git"), wt):
+            with open(path) as f:
+                files[path] = f.read()
+        for path in files:
+            rel = os.path.relpath(path, self.ws)
+            for code in ("open(%r, 'w').write('gitdir: ../evil')" % rel,
+                         "open(%r + '.n', 'w').write('gitdir: ../evil'); "
+                         "os.rename(%r + '.n', %r)" % (rel, rel, rel),
+                         "os.rename(%r, %r)" % (os.path.dirname(rel) or ".",
+                                                (os.path.dirname(rel) or ".") + "-moved")):
+                self.assert_ran_and_failed([[PY, "-c", "import os; " + code]])
+        for path, text in files.items():
+            with open(path) as f:
+                self.assertEqual(f.read(), text, path)
+
+    def test_a_mercurial_repository_is_read_only_and_a_new_one_set_aside(self):
+        # s37 attack: hg status loaded the extension and ran the hooks a call
+        # wrote into .hg/hgrc; .pdbrc ran under the developer's pdb.
+        hg = os.path.join(self.ws, ".hg")
+        os.makedirs(hg)
+        with open(os.path.join(hg, "hgrc"), "w") as f:
+            f.write("[ui]\n")
+        self.assert_ran_and_failed([[PY, "-c", "open('.hg/hgrc', 'a').write("
+                                            "'[hooks]\\npre-status = touch x\\n')"]])
+        with open(os.path.join(hg, "hgrc")) as f:
+            self.assertEqual(f.read(), "[ui]\n")
+        resp = self.run_call([PY, "-c", "import os; open('.pdbrc', 'w').write('!import os'); "
+                                        "os.makedirs('.jj/repo'); os.makedirs('.gemini')"])
+        self.assertEqual([s["exit_code"] for s in resp["stages"]], [0], resp)
+        for name in (".pdbrc", ".jj", ".gemini"):
+            self.assertFalse(os.path.lexists(os.path.join(self.ws, name)), name)
 
     def test_nothing_but_git_runs_while_git_is_writable(self):
         # A nested repository's config is the call's to write; its fsmonitor
