@@ -312,13 +312,16 @@ static void screen_field(struct screen *sc, const char *label, const char *value
  * net and limit terms bind the stages they govern, with no_new_privs and
  * seccomp; as root it still changes any file's metadata and acts on other
  * processes; it follows no symlink where the agent writes (cg_view_nosymfollow).
- * A stage no set governs, or a call with no set, is unconfined.
+ * A stage no set governs, or a call with no set, is unconfined, but follows
+ * no such symlink either (unless it runs mount or umount).
  */
 static const char *privileged_text(const json_t *cons, const json_t *pipeline)
 {
 	if (json_array_size(cons) == 0)
 		return "YES: runs as root with no confinement at all (no view, no Landlock, no "
-		       "seccomp)";
+		       "seccomp), except that it follows no symlink where the agent can write (the "
+		       "workspaces, its home, /tmp and the like) and mounts it makes stay its own "
+		       "(mount and umount excepted: they act on the host's and follow them)";
 	/* A set may bind some stages only (the view says which, per stage). */
 	size_t i;
 	const json_t *st;

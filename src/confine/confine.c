@@ -1594,9 +1594,15 @@ static int prepare_plan(const struct cg_constraints *const *cons, size_t n,
 	if (!p->report)
 		goto oom;
 	(void)json_object_set_new(p->report, "view", cg_view_report(p->view));
-	/* A privileged stage no set governs is unconfined, as the screen says: mounts and all. */
-	if (ctx && !ctx->view && n > 0 && ctx->n_nosymfollow && geteuid() == 0 &&
-	    take_nosymfollow(p, ctx) != 0)
+	/*
+	 * A privileged stage no set governs is unconfined, as the screen says,
+	 * but it follows no symlink the agent planted either: an approved root
+	 * `curl -o data.json` wrote /etc/cron.d through a link the agent made
+	 * after the screen was shown (s37 attack). Its own mounts then stay in
+	 * its namespace, except for mount and umount, whose job they are.
+	 */
+	if (ctx && !ctx->view && (n > 0 || !ctx->host_mounts) && ctx->n_nosymfollow &&
+	    geteuid() == 0 && take_nosymfollow(p, ctx) != 0)
 		goto oom;
 	if (p->set_ids)
 		(void)json_object_set_new(

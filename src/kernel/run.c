@@ -128,6 +128,11 @@ static int prepare_confinement(struct cg_job *j, struct run *r, struct cg_reply 
 		}
 		cctx.n_nosymfollow = n_nosym;
 		cctx.nosymfollow = (const char *const *)nosym;
+		for (size_t i = 0; i < j->gate.call.n_stages; i++) {
+			const char *b = j->gate.call.stages[i].base;
+			cctx.host_mounts |=
+			    b && (strcmp(b, "mount") == 0 || strcmp(b, "umount") == 0);
+		}
 	}
 	const struct cg_folded *f = &j->gate.folded;
 	int rc = cg_confine_prepare_stages(f->constraints, f->stages, f->n_constraints,

@@ -810,6 +810,34 @@ rules:
             with open("/proc/self/mountinfo") as f:
                 self.assertNotIn(d.workspace, f.read())
 
+    def test_an_unconfined_call_follows_no_planted_symlink_either(self):
+        # s37 attack: an approved root `curl -o data.json URL` (a rule with no
+        # constraint set: "no confinement at all") wrote /etc/cron.d through
+        # data.json, a link the agent made after the screen was shown.
+        policy = """version: 1
+rules:
+  - id: tee-as-root
+    decision: defer
+    match: { exe: [tee] }
+"""
+        with cgtest.Daemon(policy_text=policy,
+                           flags=["--approval", "--approval-timeout", "20000"]) as d:
+            target = os.path.join(d.tmp, "cron-like")  # outside the workspace
+            planted = os.path.join(d.workspace, "data.json")
+            os.symlink(target, planted)
+            t, box = call_async(d, cgtest.make_request([["tee", "data.json"]],
+                                                       privileged=True))
+            p = wait_pending(d, 1)[0]
+            self.assertIn("no confinement at all", d.cli("pending").stdout.decode())
+            d.admin("approve", trace_id=p["trace_id"], request_sha256=p["request_sha256"])
+            t.join(WAIT)
+            r = box["resp"]
+            self.assertFalse(os.path.exists(target), r)
+            self.assertIn(b"Too many levels of symbolic links",
+                          b64(r["stages"][0].get("stderr", "")), r)
+            with open("/proc/self/mountinfo") as f:
+                self.assertNotIn(d.workspace, f.read())
+
 
 class PrivilegedWithoutTheHostsNetwork(unittest.TestCase):
     """A privileged call whose network is a namespace of its own keeps root's
