@@ -93,6 +93,46 @@ static int unreachable(const struct cg_cli *g, const char *sub, const char *err,
 	return unreadable ? CG_EXIT_ERROR : CG_EXIT_UNAVAILABLE;
 }
 
+/*
+ * For a terminal: a command's bytes as they are, but for the escape
+ * sequences a terminal acts on beyond drawing. OSC, DCS, APC, PM and SOS
+ * strings (the title, the clipboard through OSC 52, links) and CSI window
+ * operations (final byte t: some report text back as if typed) are dropped;
+ * colours and cursor movement stay. An allowed call's output set the
+ * user's clipboard through callgate run (s37 attack). Returns the new length.
+ */
+static size_t tty_clean(unsigned char *p, size_t n)
+{
+	size_t o = 0;
+	for (size_t i = 0; i < n;) {
+		if (p[i] != 0x1b || i + 1 >= n) {
+			p[o++] = p[i++];
+			continue;
+		}
+		unsigned char k = p[i + 1];
+		if (k == ']' || k == 'P' || k == '_' || k == '^' || k == 'X') {
+			/* A string: to BEL (OSC's other end) or ESC \, or the end of the output. */
+			size_t j = i + 2;
+			while (j < n && p[j] != 0x07 &&
+			       !(p[j] == 0x1b && j + 1 < n && p[j + 1] == '\\'))
+				j++;
+			i = j >= n ? n : p[j] == 0x07 ? j + 1 : j + 2;
+			continue;
+		}
+		if (k == '[') {
+			size_t j = i + 2;
+			while (j < n && p[j] >= 0x20 && p[j] <= 0x3f)
+				j++;
+			if (j < n && p[j] == 't') {
+				i = j + 1;
+				continue;
+			}
+		}
+		p[o++] = p[i++];
+	}
+	return o;
+}
+
 /* Decode a base64 field and write it to f. 0, or -1 if it does not decode. */
 static int write_b64(const json_t *v, FILE *f)
 {
@@ -103,6 +143,8 @@ static int write_b64(const json_t *v, FILE *f)
 	unsigned char *p = cg_base64_decode(s, strlen(s), &n);
 	if (!p)
 		return -1;
+	if (isatty(fileno(f)))
+		n = tty_clean(p, n);
 	size_t w = fwrite(p, 1, n, f);
 	free(p);
 	return w == n ? 0 : -1;

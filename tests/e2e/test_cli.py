@@ -29,6 +29,41 @@ class CliAgainstDaemon(unittest.TestCase):
     def run_cli(self, *args, **kw):
         return self.d.cli(*args, **kw)
 
+    def test_run_keeps_a_commands_terminal_requests_from_the_terminal(self):
+        # s37 attack: an allowed call's output set the user's clipboard (OSC
+        # 52) and the window title through callgate run. Colours stay; a pipe
+        # gets the bytes as they are.
+        import pty
+        fmt = r"\033]52;c;ZXZpbA==\007\033[31mred\033[0m\033]0;title\033\\ok\033[21t\n"
+        argv = [cgtest.CALLGATE, "--socket", self.d.socket, "run", "--no-privileged", "--",
+                "printf", fmt]
+        master, slave = pty.openpty()
+        try:
+            p = subprocess.run(argv, stdout=slave, stderr=subprocess.PIPE, timeout=60,
+                               cwd=self.d.workspace)
+            os.close(slave)
+            slave = -1
+            out = b""
+            while True:
+                try:
+                    chunk = os.read(master, 4096)
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                out += chunk
+        finally:
+            os.close(master)
+            if slave >= 0:
+                os.close(slave)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn(b"\x1b[31mred\x1b[0m", out)
+        self.assertIn(b"ok", out)
+        for bad in (b"\x1b]52", b"\x1b]0;", b"[21t"):
+            self.assertNotIn(bad, out)
+        piped = subprocess.run(argv, capture_output=True, timeout=60, cwd=self.d.workspace)
+        self.assertIn(b"\x1b]52;c;ZXZpbA==\x07", piped.stdout)
+
     def test_evidence_views_show_hidden_characters_from_the_file_system(self):
         # The wire refuses them in requests; a resolved cwd comes from the disk (found by attack, s35).
         d = os.path.join(self.d.workspace, "d\u202eabc\u3164\u0085")
