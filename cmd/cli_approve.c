@@ -337,10 +337,11 @@ static const char *privileged_text(const json_t *cons, const json_t *pipeline)
 	}
 	return "YES: runs as root on the host's own files (no view: hide, tmp, protect and git "
 	       "do not apply); the constraints below bind what it reads, writes and runs, its "
-	       "network and limits (with no_new_privs and seccomp), but as root it can still "
-	       "chmod, chown and touch any file and renice or prlimit other processes; it follows "
-	       "no symlink where the agent can write (the workspaces, its home, /tmp and the "
-	       "like), but it reads what its arguments and the agent's files name: a list of "
+	       "network and limits (with no_new_privs and seccomp), and every file system but its "
+	       "write trees is read-only to it (no chmod or chown there either), but as root it "
+	       "can still chown any file inside them and renice or prlimit other processes; it "
+	       "follows no symlink where the agent can write (the workspaces, its home, /tmp and "
+	       "the like), but it reads what its arguments and the agent's files name: a list of "
 	       "paths (tar -T, --files-from) or a config file may name any file";
 }
 

@@ -102,6 +102,8 @@ struct cg_confine_plan {
 	bool nproc_cgroup; /* enforce nproc with pids.max (the command runs as root) */
 	char **nosym;	   /* no view, as root: dirs mounted nosymfollow (owned) */
 	size_t n_nosym;
+	char **rw; /* and, bound by a set: the write trees; every other mount read-only (owned) */
+	size_t n_rw;
 	char *nosym_cwd; /* entered again through those mounts (owned) */
 	int64_t timeout_ms;
 	bool clear_groups;
@@ -1003,6 +1005,39 @@ static int take_nosymfollow(struct cg_confine_plan *p, const struct cg_confine_c
 		p->n_nosym++;
 		(void)json_array_append_new(dirs, json_string(ctx->nosymfollow[i]));
 	}
+	/* Bound by a set: its write trees stay writable, every other mount is read-only. */
+	json_t *rw = json_array();
+	size_t cap = 0;
+	for (size_t s = 0; s < p->n_sets; s++)
+		cap += p->sets[s].n_paths;
+	p->rw = cap ? calloc(cap, sizeof(*p->rw)) : NULL;
+	if (!rw || (cap && !p->rw)) {
+		json_decref(rw);
+		json_decref(dirs);
+		return -1;
+	}
+	for (size_t s = 0; s < p->n_sets; s++)
+		for (size_t k = 0; k < p->sets[s].n_paths; k++) {
+			const struct cg_landlock_path *lp = &p->sets[s].paths[k];
+			bool dup = false;
+			if (!(lp->access & LANDLOCK_ACCESS_FS_WRITE_FILE))
+				continue;
+			for (size_t i = 0; i < p->n_rw && !dup; i++)
+				dup = strcmp(p->rw[i], lp->path) == 0;
+			if (dup)
+				continue;
+			if (!(p->rw[p->n_rw] = strdup(lp->path))) {
+				json_decref(rw);
+				json_decref(dirs);
+				return -1;
+			}
+			p->n_rw++;
+			(void)json_array_append_new(rw, json_string(lp->path));
+		}
+	if (p->n_sets)
+		(void)json_object_set_new(p->report, "writable_mounts_only", rw);
+	else
+		json_decref(rw);
 	(void)json_object_set_new(p->report, "symlinks_not_followed", dirs);
 	return 0;
 }
@@ -1636,6 +1671,14 @@ static int set_rlimit(int resource, int64_t v)
 	return setrlimit(resource, &rl) == 0 ? 0 : errno;
 }
 
+/* Last of the head: a privileged call a set binds writes only its write trees, metadata too. */
+static int read_only_rest(const struct cg_confine_plan *plan)
+{
+	if (!plan->n_nosym || !plan->n_sets)
+		return 0;
+	return cg_view_read_only_but((const char *const *)plan->rw, plan->n_rw, plan->nosym_cwd);
+}
+
 /* Steps 1-3 (umask, a privileged call's mounts, network namespace, pids.max): before any view. */
 static int confine_head(const struct cg_confine_plan *plan)
 {
@@ -1655,7 +1698,7 @@ static int confine_head(const struct cg_confine_plan *plan)
 	if (plan->n_egress && (rc = cg_netns_send_listener(plan->egress_fd)) != 0)
 		return rc;
 	if (!plan->nproc_cgroup)
-		return 0;
+		return read_only_rest(plan);
 	if (!joined_tree || !joined_tree->pids_max[0])
 		return EPERM; /* not in a pids cgroup: cannot enforce */
 	if (joined_tree->pids_procs[0]) {
@@ -1674,7 +1717,7 @@ static int confine_head(const struct cg_confine_plan *plan)
 		return errno;
 	rc = write(fd, num, len) == (ssize_t)len ? 0 : (errno ? errno : EIO);
 	(void)close(fd);
-	return rc;
+	return rc ? rc : read_only_rest(plan);
 }
 
 /* Steps 4-8 (rlimits, ids, capabilities, no_new_privs, Landlock, seccomp). */
@@ -1884,6 +1927,9 @@ void cg_confine_plan_free(struct cg_confine_plan *plan)
 	for (size_t i = 0; i < plan->n_nosym; i++)
 		free(plan->nosym[i]);
 	free(plan->nosym);
+	for (size_t i = 0; i < plan->n_rw; i++)
+		free(plan->rw[i]);
+	free(plan->rw);
 	free(plan->nosym_cwd);
 	free(plan->paths);
 	free(plan->ports);

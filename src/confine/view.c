@@ -824,6 +824,55 @@ int cg_caps_lock(void)
 	return prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) == 0 ? 0 : errno;
 }
 
+int cg_view_read_only_but(const char *const *rw, size_t n_rw, const char *cwd)
+{
+	int keep[CG_VIEW_RW_MAX];
+	size_t k = 0;
+	int rc = 0;
+	struct stat before, after;
+	if (n_rw > CG_VIEW_RW_MAX)
+		return E2BIG;
+	if (stat(".", &before) != 0)
+		return errno;
+	for (; k < n_rw; k++) {
+		int s = open_nofollow(AT_FDCWD, rw[k]);
+		keep[k] = s < 0 ? -1
+				: sys_open_tree(s, "",
+						OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC |
+						    AT_EMPTY_PATH | AT_RECURSIVE);
+		rc = keep[k] < 0 ? errno : 0;
+		if (s >= 0)
+			(void)close(s);
+		if (rc)
+			break;
+	}
+	struct mount_attr ro = { .attr_set = MOUNT_ATTR_RDONLY };
+	if (!rc && syscall(SYS_mount_setattr, AT_FDCWD, "/", AT_RECURSIVE, &ro, sizeof(ro)) != 0)
+		rc = errno;
+	for (size_t done = 0; !rc && done < n_rw; done++) {
+		size_t best = SIZE_MAX;
+		for (size_t i = 0; i < n_rw; i++)
+			if (keep[i] >= 0 && (best == SIZE_MAX || strlen(rw[i]) < strlen(rw[best])))
+				best = i;
+		int t = open_nofollow(AT_FDCWD, rw[best]);
+		if (t < 0 || sys_move_mount(keep[best], t) != 0)
+			rc = errno ? errno : EIO;
+		if (t >= 0)
+			(void)close(t);
+		(void)close(keep[best]);
+		keep[best] = -1;
+	}
+	for (size_t i = 0; i < k && i < n_rw; i++)
+		if (keep[i] >= 0)
+			(void)close(keep[i]);
+	if (rc)
+		return rc;
+	/* The cwd lies under the new mounts now (or under a read-only one). */
+	if (chdir(cwd) != 0 || stat(".", &after) != 0)
+		return errno;
+	return after.st_dev == before.st_dev && after.st_ino == before.st_ino ? 0 : ESTALE;
+}
+
 int cg_view_nosymfollow(const char *const *dirs, size_t n, const char *cwd)
 {
 	struct stat before, after;
@@ -831,6 +880,7 @@ int cg_view_nosymfollow(const char *const *dirs, size_t n, const char *cwd)
 	if (stat(".", &before) != 0 || unshare(CLONE_NEWNS) != 0 ||
 	    syscall(SYS_mount_setattr, AT_FDCWD, "/", AT_RECURSIVE, &slave, sizeof(slave)) != 0)
 		return errno;
+
 	for (size_t i = 0; i < n; i++) {
 		/* Each was there when the call was prepared: one gone since fails the call. */
 		int rc = bind_clone(AT_FDCWD, dirs[i], true, MOUNT_ATTR_NOSYMFOLLOW, 0, dirs[i]);

@@ -180,6 +180,19 @@ int cg_caps_drop_root(bool net);
  * only, async-signal-safe; 0 or an errno value.
  */
 int cg_view_nosymfollow(const char *const *dirs, size_t n, const char *cwd);
+/*
+ * In that namespace, when a constraint set binds the call, and once
+ * nothing of the setup writes a file any more (pids.max): every mount
+ * read-only but the write trees rw, which keep the host's own attributes
+ * (cloned before / goes read-only, so that one the host mounts read-only
+ * stays so), shortest path first. Landlock binds what a file holds, not
+ * its owner, mode, times or attributes: a confined root `make install`
+ * chowned a file in /etc to the agent, who then rewrote it (s37 attack).
+ * The cwd is entered again. Child only, async-signal-safe; 0 or errno.
+ */
+int cg_view_read_only_but(const char *const *rw, size_t n_rw, const char *cwd);
+/* Write trees cg_view_read_only_but keeps writable at most (more: E2BIG, the call does not run). */
+#define CG_VIEW_RW_MAX 64
 
 /*
  * The calling process (a call's pid 1 or command, in the child) asks the

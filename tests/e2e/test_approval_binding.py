@@ -748,6 +748,40 @@ rules:
             self.assertFalse(os.path.lexists(node), r)
 
 
+    def test_no_metadata_changes_outside_the_write_trees(self):
+        # s37 attack: an approved root `make install`, confined to writing the
+        # workspace, chowned a file in /etc to the agent, who then rewrote it:
+        # Landlock binds what a file holds, not its owner or mode.
+        with cgtest.Daemon(policy_text=self.POLICY,
+                           flags=["--approval", "--approval-timeout", "20000"]) as d:
+            outside = os.path.join(d.tmp, "system-file")
+            inside = os.path.join(d.workspace, "built")
+            for path in (outside, inside):
+                with open(path, "w") as f:
+                    f.write("x\n")
+                os.chmod(path, 0o644)
+            code = ("import os, sys\n"
+                    "for p in sys.argv[1:]:\n"
+                    "    for f in (lambda: os.chmod(p, 0o666), lambda: os.chown(p, 65534, -1),\n"
+                    "              lambda: os.utime(p, (1, 1))):\n"
+                    "        try:\n"
+                    "            f()\n"
+                    "        except OSError as e:\n"
+                    "            print(p, e.errno)\n")
+            script = os.path.join(d.workspace, "meta.py")
+            with open(script, "w") as f:
+                f.write(code)
+            r = self.run_approved(d, ["python3", script, outside, inside])
+            self.assertEqual(r["status"], "ok", r)
+            st = os.stat(outside)
+            self.assertEqual((st.st_mode & 0o777, st.st_uid), (0o644, 0), b64(r.get("stdout", "")))
+            self.assertNotEqual(st.st_mtime, 1)
+            st = os.stat(inside)  # the write tree's own files: root may
+            self.assertEqual((st.st_mode & 0o777, st.st_uid, st.st_mtime), (0o666, 65534, 1))
+            self.assertIn(d.workspace, r["reply"]["data"]["confinement"]
+                          ["writable_mounts_only"])
+
+
 @unittest.skipUnless(os.geteuid() == 0 and shutil.which("ip"), "root and iproute2")
 class PrivilegedFollowsNoPlantedSymlink(unittest.TestCase):
     """An approved privileged `cat ws/notes.txt` read /etc/shadow: the agent
