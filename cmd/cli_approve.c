@@ -313,7 +313,7 @@ static void screen_field(struct screen *sc, const char *label, const char *value
  * seccomp; as root it still changes any file's metadata and acts on other
  * processes; it follows no symlink where the agent writes (cg_view_nosymfollow).
  * A stage no set governs, or a call with no set, is unconfined, but follows
- * no such symlink either (unless it runs mount or umount).
+ * no such symlink either (unless every stage is mount or umount).
  */
 static const char *privileged_text(const json_t *cons, const json_t *pipeline)
 {
@@ -321,7 +321,10 @@ static const char *privileged_text(const json_t *cons, const json_t *pipeline)
 		return "YES: runs as root with no confinement at all (no view, no Landlock, no "
 		       "seccomp), except that it follows no symlink where the agent can write (the "
 		       "workspaces, its home, /tmp and the like) and mounts it makes stay its own "
-		       "(mount and umount excepted: they act on the host's and follow them)";
+		       "(a call of mount or umount alone excepted: it acts on the host's, follows "
+		       "them, and a file system it mounts without nodev,nosuid may hold the "
+		       "agent's "
+		       "device nodes and set-uid programs)";
 	/* A set may bind some stages only (the view says which, per stage). */
 	size_t i;
 	const json_t *st;

@@ -97,18 +97,27 @@ static int unreachable(const struct cg_cli *g, const char *sub, const char *err,
  * For a terminal: a command's bytes as they are, but for the escape
  * sequences a terminal acts on beyond drawing. OSC, DCS, APC, PM and SOS
  * strings (the title, the clipboard through OSC 52, links) and CSI window
- * operations (final byte t: some report text back as if typed) are dropped;
- * colours and cursor movement stay. An allowed call's output set the
- * user's clipboard through callgate run (s37 attack). Returns the new length.
+ * operations (final byte t: some report text back as if typed) are dropped,
+ * and so are C1 controls written as UTF-8 (U+0080 to U+009F: U+009D is OSC
+ * too) and a sequence cut by the end of the output (stdout's lone ESC and
+ * stderr's `]52;…` made one OSC on the terminal); colours and cursor
+ * movement stay. An allowed call's output set the user's clipboard through
+ * callgate run (s37 attack). Returns the new length.
  */
 static size_t tty_clean(unsigned char *p, size_t n)
 {
 	size_t o = 0;
 	for (size_t i = 0; i < n;) {
-		if (p[i] != 0x1b || i + 1 >= n) {
+		if (p[i] == 0xc2 && i + 1 < n && p[i + 1] >= 0x80 && p[i + 1] <= 0x9f) {
+			i += 2;
+			continue;
+		}
+		if (p[i] != 0x1b) {
 			p[o++] = p[i++];
 			continue;
 		}
+		if (i + 1 >= n)
+			break; /* a lone ESC at the end */
 		unsigned char k = p[i + 1];
 		if (k == ']' || k == 'P' || k == '_' || k == '^' || k == 'X') {
 			/* A string: to BEL (OSC's other end) or ESC \, or the end of the output. */
@@ -123,7 +132,9 @@ static size_t tty_clean(unsigned char *p, size_t n)
 			size_t j = i + 2;
 			while (j < n && p[j] >= 0x20 && p[j] <= 0x3f)
 				j++;
-			if (j < n && p[j] == 't') {
+			if (j >= n)
+				break; /* cut by the end */
+			if (p[j] == 't') {
 				i = j + 1;
 				continue;
 			}

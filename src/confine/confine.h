@@ -40,7 +40,7 @@ struct cg_confine_ctx {
 	/* No view, as root: where symlinks are not followed (cg_view_nosymfollow). */
 	const char *const *nosymfollow;
 	size_t n_nosymfollow;
-	/* Unconfined and running mount or umount: their job is the host's mount table. */
+	/* Every stage is mount or umount: their job is the host's mount table (if unconfined). */
 	bool host_mounts;
 	uid_t uid;
 	gid_t gid;

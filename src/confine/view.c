@@ -73,6 +73,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -262,7 +263,11 @@ struct cg_view {
 	size_t n_protect;
 	char **missing; /* protected names that did not exist: set aside if made (cg_view_sweep) */
 	size_t n_missing;
-	uint64_t swept_at;	 /* sweeps seen when the view was prepared (swept_since) */
+	/* (dev, ino) of protect[i] when the view was prepared (cg_view_sweep) */
+	struct file_id {
+		dev_t dev;
+		ino_t ino;
+	} * protect_id;
 	char **hide;		 /* absolute, existing, not symlinks */
 	unsigned char *hide_dir; /* 1: cover with a directory, 0: with a file */
 	size_t n_hide;
@@ -1169,7 +1174,17 @@ static int add_protected(struct cg_view *v, const char *path)
 	 */
 	if (anchor_parents(v, path) != 0)
 		return -1;
-	return list_add(&v->protect, &v->n_protect, path);
+	size_t had = v->n_protect;
+	if (list_add(&v->protect, &v->n_protect, path) != 0)
+		return -1;
+	if (v->n_protect == had)
+		return 0; /* already held */
+	struct file_id *ids = realloc(v->protect_id, v->n_protect * sizeof(*ids));
+	if (!ids)
+		return -1;
+	v->protect_id = ids;
+	ids[had] = (struct file_id){ .dev = st.st_dev, .ino = st.st_ino };
+	return 0;
 }
 
 /* The first line of a small file, without its newline, in out; or "". */
@@ -1183,6 +1198,50 @@ static void first_line(const char *path, char *out, size_t cap)
 	(void)close(fd);
 	out[n > 0 ? n : 0] = '\0';
 	out[strcspn(out, "\r\n")] = '\0';
+}
+
+/*
+ * The value of `key = value` on a git config line, as git reads it (the key
+ * in any case; quotes, backslash escapes, a comment after # or ; outside
+ * quotes, blanks around it dropped): 0, or -1 when the line is not that key
+ * (s37 attack: `path = "a#b"`, which git itself writes, and `Path =` were
+ * skipped, and those submodules' .git files stayed writable).
+ */
+static int config_value(const char *line, const char *key, char *out, size_t cap)
+{
+	const char *p = line + strspn(line, " \t");
+	size_t kl = strlen(key);
+	if (strncasecmp(p, key, kl) != 0)
+		return -1;
+	p += kl;
+	p += strspn(p, " \t");
+	if (*p++ != '=')
+		return -1;
+	p += strspn(p, " \t");
+	size_t o = 0, end = 0;
+	bool quoted = false;
+	for (; *p && *p != '\n' && *p != '\r' && o + 1 < cap; p++) {
+		if (*p == '"') {
+			quoted = !quoted;
+			continue;
+		}
+		if (!quoted && (*p == '#' || *p == ';'))
+			break;
+		char c = *p;
+		if (c == '\\') {
+			c = *++p;
+			c = c == 'n' ? '\n' : c == 't' ? '\t' : c == 'b' ? '\b' : c;
+			if (!c)
+				break;
+		} else if (!quoted && (c == ' ' || c == '\t')) {
+			out[o++] = c;
+			continue;
+		}
+		out[o++] = c;
+		end = o;
+	}
+	out[end] = '\0';
+	return 0;
 }
 
 /*
@@ -1215,20 +1274,13 @@ static int protect_checkouts(struct cg_view *v, const char *tree, const char *gi
 	if (!f)
 		return 0;
 	int rc = 0;
+	char val[PATH_MAX];
 	while (rc == 0 && fgets(line, sizeof(line), f)) {
-		char *p = line + strspn(line, " \t");
-		if (strncmp(p, "path", 4) != 0)
+		if (config_value(line, "path", val, sizeof(val)) != 0)
 			continue;
-		p += 4 + strspn(p + 4, " \t");
-		if (*p != '=')
-			continue;
-		p += 1 + strspn(p + 1, " \t");
-		p[strcspn(p, "\r\n")] = '\0';
-		for (size_t n = strlen(p); n && (p[n - 1] == ' ' || p[n - 1] == '\t'); n--)
-			p[n - 1] = '\0';
-		/* A plain relative path below the tree; anything else is not a checkout here. */
-		if (!*p || *p == '/' || strchr(p, '"') || strchr(p, '\\') || strstr(p, "..") ||
-		    snprintf(buf, sizeof(buf), "%s/%s/.git", tree, p) >= (int)sizeof(buf))
+		/* A relative path below the tree; anything else is not a checkout here. */
+		if (!val[0] || val[0] == '/' || strstr(val, "..") ||
+		    snprintf(buf, sizeof(buf), "%s/%s/.git", tree, val) >= (int)sizeof(buf))
 			continue;
 		struct stat st;
 		if (lstat(buf, &st) == 0)
@@ -1236,6 +1288,33 @@ static int protect_checkouts(struct cg_view *v, const char *tree, const char *gi
 	}
 	(void)fclose(f);
 	return rc;
+}
+
+/*
+ * A write tree with no .git: one the call makes is set aside, and so is a
+ * HEAD, without which git does not take the directory itself for a
+ * repository (a call made HEAD, objects/, refs/ and a config with
+ * core.worktree and core.fsmonitor there, and the developer's git status in
+ * the workspace ran it, s37 attack). A tree that is a bare repository
+ * already keeps its HEAD, config, hooks and commondir read-only.
+ */
+static int protect_bare(struct cg_view *v, const char *tree, const char *git)
+{
+	static const char *const names[] = { "HEAD", "config", "hooks", "commondir" };
+	char buf[PATH_MAX];
+	struct stat st;
+	if (add_protected(v, git) != 0)
+		return -1;
+	if (snprintf(buf, sizeof(buf), "%s/HEAD", tree) >= (int)sizeof(buf)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	bool bare = lstat(buf, &st) == 0 && S_ISREG(st.st_mode);
+	for (size_t i = 0; i < (bare ? CG_ARRAY_LEN(names) : 1); i++)
+		if (snprintf(buf, sizeof(buf), "%s/%s", tree, names[i]) >= (int)sizeof(buf) ||
+		    add_protected(v, buf) != 0)
+			return -1;
+	return 0;
 }
 
 /*
@@ -1256,7 +1335,7 @@ static int protect_git(struct cg_view *v, const char *tree, bool git_write)
 		return -1;
 	}
 	if (lstat(git, &st) != 0)
-		return errno == ENOENT ? add_protected(v, git) : -1;
+		return errno == ENOENT ? protect_bare(v, tree, git) : -1;
 	if (S_ISLNK(st.st_mode)) {
 		/*
 		 * A link can be swapped for a fresh .git (it is in a writable tree),
@@ -1456,8 +1535,6 @@ static int make_filesystems(struct cg_view *v)
 	return 0;
 }
 
-static uint64_t swept_count(void);
-
 int cg_view_prepare(const struct cg_view_spec *s, struct cg_view **out, struct cg_reply **err)
 {
 	struct cg_view *v = calloc(1, sizeof(*v));
@@ -1465,7 +1542,6 @@ int cg_view_prepare(const struct cg_view_spec *s, struct cg_view **out, struct c
 	if (!v)
 		goto fail;
 	v->empty_fd = -1;
-	v->swept_at = swept_count(); /* before any protected name is looked at */
 	v->private_tmp = !s->shared_tmp;
 	v->noexec_writes = s->git_write;
 	if (!s->cwd || s->cwd[0] != '/' || !(v->cwd = strdup(s->cwd))) {
@@ -1529,51 +1605,11 @@ static void free_list(char **list, size_t n)
 }
 
 /*
- * The protected paths some call's sweep set aside, each with the sweep's
- * number (uintptr_t), for the whole process. A call that began while another
- * call's new name was there saw it as existing and held it read-only; the
- * other's sweep renamed it on the host, the read-only mount moved with it,
- * and the first call wrote a fresh one that no sweep took (s37 attack). So a
- * held name set aside since a view was prepared is swept at its end too.
+ * Set aside what the call made at protected path p (cg_view_sweep); with
+ * keep, only when the file there now is not keep. 0, or an errno.
  */
-static struct {
-	pthread_mutex_t mu;
-	struct cg_smap *paths;
-	uint64_t n;
-} swept = { .mu = PTHREAD_MUTEX_INITIALIZER };
-
-static void swept_note(const char *path)
-{
-	(void)pthread_mutex_lock(&swept.mu);
-	if (!swept.paths)
-		swept.paths = cg_smap_new();
-	swept.n++;
-	/* Not remembered (ENOMEM): a later call sweeps every name it held, below. */
-	if (!swept.paths || cg_smap_put(swept.paths, path, (void *)(uintptr_t)swept.n) != 0)
-		swept.n = UINT64_MAX / 2;
-	(void)pthread_mutex_unlock(&swept.mu);
-}
-
-static uint64_t swept_count(void)
-{
-	(void)pthread_mutex_lock(&swept.mu);
-	uint64_t n = swept.n;
-	(void)pthread_mutex_unlock(&swept.mu);
-	return n;
-}
-
-/* Was path set aside after the view that held it was prepared? */
-static bool swept_since(const char *path, uint64_t since)
-{
-	(void)pthread_mutex_lock(&swept.mu);
-	uintptr_t at = swept.paths ? (uintptr_t)cg_smap_get(swept.paths, path) : 0;
-	bool lost = swept.n >= UINT64_MAX / 2 && since < UINT64_MAX / 2;
-	(void)pthread_mutex_unlock(&swept.mu);
-	return lost || (uint64_t)at > since;
-}
-
-/* Set aside what the call made at protected path p (cg_view_sweep). 0, or an errno. */
-static int set_aside(const struct cg_view *v, const char *p, const char *tag, json_t *out)
+static int set_aside(const struct cg_view *v, const char *p, const struct file_id *keep,
+		     const char *tag, json_t *out)
 {
 	const char *tree = NULL;
 	/* The deepest write tree holding it: a workspace under /tmp is bound into a private one. */
@@ -1610,6 +1646,11 @@ static int set_aside(const struct cg_view *v, const char *p, const char *tag, js
 	struct stat st;
 	char aside[NAME_MAX + 1];
 	int rc = 0;
+	if (keep && fstatat(dfd, slash + 1, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    st.st_dev == keep->dev && st.st_ino == keep->ino) {
+		(void)close(dfd);
+		return 0; /* what the call held: its own file still */
+	}
 	/*
 	 * The new name ends in 64 random bits: a call that made the name it
 	 * would get (the trace id is its cgroup's) kept its .envrc when the
@@ -1625,7 +1666,6 @@ static int set_aside(const struct cg_view *v, const char *p, const char *tag, js
 		(void)snprintf(aside, sizeof(aside), "%s.callgate-set-aside-%s-%016llx", slash + 1,
 			       tag, (unsigned long long)r);
 		if (renameat2(dfd, slash + 1, dfd, aside, RENAME_NOREPLACE) == 0) {
-			swept_note(p);
 			json_array_append_new(
 			    out, json_pack("{s:s,s:s}", "path", p, "set_aside_as", aside));
 			rc = 0;
@@ -1639,10 +1679,11 @@ static int set_aside(const struct cg_view *v, const char *p, const char *tag, js
 	return rc;
 }
 
-/* Set aside p, or say in out why not. 0 or -1. */
-static int sweep_one(const struct cg_view *v, const char *p, const char *tag, json_t *out)
+/* Set aside p (unless it is still keep), or say in out why not. 0 or -1. */
+static int sweep_one(const struct cg_view *v, const char *p, const struct file_id *keep,
+		     const char *tag, json_t *out)
 {
-	int e = set_aside(v, p, tag, out);
+	int e = set_aside(v, p, keep, tag, out);
 	if (e)
 		json_array_append_new(out,
 				      json_pack("{s:s,s:s}", "path", p, "error", cg_errno_name(e)));
@@ -1653,10 +1694,17 @@ int cg_view_sweep(const struct cg_view *v, const char *tag, json_t *out)
 {
 	int rc = 0;
 	for (size_t i = 0; v && i < v->n_missing; i++)
-		rc |= sweep_one(v, v->missing[i], tag, out);
-	for (size_t i = 0; v && i < v->n_protect; i++)
-		if (swept_since(v->protect[i], v->swept_at))
-			rc |= sweep_one(v, v->protect[i], tag, out);
+		rc |= sweep_one(v, v->missing[i], NULL, tag, out);
+	/*
+	 * A name the call held read-only that is another file now: a host-side
+	 * rename (by another call that made the name, or its sweep) carried the
+	 * read-only mount away with the old file, and this call could then write
+	 * a fresh one (s37 attack, twice). Calls cannot rename what they hold, so
+	 * only the host can; a developer's save by rename during the call is set
+	 * aside too (renamed, never deleted).
+	 */
+	for (size_t i = 0; v && v->protect_id && i < v->n_protect; i++)
+		rc |= sweep_one(v, v->protect[i], &v->protect_id[i], tag, out);
 	return rc;
 }
 
@@ -1668,6 +1716,7 @@ void cg_view_free(struct cg_view *v)
 	free_list(v->pin, v->n_pin);
 	free_list(v->anchor, v->n_anchor);
 	free_list(v->protect, v->n_protect);
+	free(v->protect_id);
 	free_list(v->missing, v->n_missing);
 	free_list(v->hide, v->n_hide);
 	free_list(v->tmp_dirs, v->n_tmp_dirs);

@@ -128,9 +128,11 @@ static int prepare_confinement(struct cg_job *j, struct run *r, struct cg_reply 
 		}
 		cctx.n_nosymfollow = n_nosym;
 		cctx.nosymfollow = (const char *const *)nosym;
+		/* Every stage: a `mount | curl` took the links away from curl too (s37 attack). */
+		cctx.host_mounts = j->gate.call.n_stages > 0;
 		for (size_t i = 0; i < j->gate.call.n_stages; i++) {
 			const char *b = j->gate.call.stages[i].base;
-			cctx.host_mounts |=
+			cctx.host_mounts &=
 			    b && (strcmp(b, "mount") == 0 || strcmp(b, "umount") == 0);
 		}
 	}

@@ -682,7 +682,7 @@ class TerminalApprover(unittest.TestCase):
         # constraint sets (touch in the workspace has some) still apply.
         self.assertIn("privileged     YES: runs as root", s)
         self.assertIn("still", s)
-        self.assertIn("chmod, chown", s)  # what the terms do not reach is said too
+        self.assertIn("chown any file inside", s)  # what the terms do not reach is said too
         self.assertNotIn("outside any confinement", s)
         self.assertIn("the agent can write here", s)  # the cwd's code runs as root too
         subprocess.run(["tmux", "send-keys", "-t", self.session, "y"], check=True)

@@ -34,7 +34,8 @@ class CliAgainstDaemon(unittest.TestCase):
         # 52) and the window title through callgate run. Colours stay; a pipe
         # gets the bytes as they are.
         import pty
-        fmt = r"\033]52;c;ZXZpbA==\007\033[31mred\033[0m\033]0;title\033\\ok\033[21t\n"
+        fmt = (r"\033]52;c;ZXZpbA==\007\033[31mred\033[0m\033]0;title\033\\ok\033[21t"
+               r"\302\235" r"52;c;QzE=\007\n\033")  # a C1 OSC in UTF-8; a lone ESC at the end
         argv = [cgtest.CALLGATE, "--socket", self.d.socket, "run", "--no-privileged", "--",
                 "printf", fmt]
         master, slave = pty.openpty()
@@ -59,7 +60,8 @@ class CliAgainstDaemon(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertIn(b"\x1b[31mred\x1b[0m", out)
         self.assertIn(b"ok", out)
-        for bad in (b"\x1b]52", b"\x1b]0;", b"[21t"):
+        self.assertFalse(out.endswith(b"\x1b"), out)
+        for bad in (b"\x1b]52", b"\x1b]0;", b"[21t", b"\xc2\x9d"):
             self.assertNotIn(bad, out)
         piped = subprocess.run(argv, capture_output=True, timeout=60, cwd=self.d.workspace)
         self.assertIn(b"\x1b]52;c;ZXZpbA==\x07", piped.stdout)

