@@ -852,7 +852,7 @@ rules:
 rules:
   - id: tee-as-root
     decision: defer
-    match: { exe: [tee] }
+    match: { exe: [tee, mount] }
 """
         with cgtest.Daemon(policy_text=policy,
                            flags=["--approval", "--approval-timeout", "20000"]) as d:
@@ -871,6 +871,14 @@ rules:
                           b64(r["stages"][0].get("stderr", "")), r)
             with open("/proc/self/mountinfo") as f:
                 self.assertNotIn(d.workspace, f.read())
+            # A mount stage in the pipeline does not take the others out of it
+            # (s37 attack: `mount | curl -o data.json` wrote /etc).
+            t, box = call_async(d, cgtest.make_request([["mount"], ["tee", "data.json"]],
+                                                       privileged=True))
+            p = wait_pending(d, 1)[0]
+            d.admin("approve", trace_id=p["trace_id"], request_sha256=p["request_sha256"])
+            t.join(WAIT)
+            self.assertFalse(os.path.exists(target), box["resp"])
 
 
 class PrivilegedWithoutTheHostsNetwork(unittest.TestCase):
