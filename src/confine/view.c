@@ -263,11 +263,14 @@ struct cg_view {
 	size_t n_protect;
 	char **missing; /* protected names that did not exist: set aside if made (cg_view_sweep) */
 	size_t n_missing;
-	/* (dev, ino) of protect[i] when the view was prepared (cg_view_sweep) */
+	/* protect[i] when the view was prepared, and whether a running call may have made it */
 	struct file_id {
 		dev_t dev;
 		ino_t ino;
+		bool suspect;
 	} * protect_id;
+	int64_t started_ns;	 /* when prepared: in live_views until freed */
+	int64_t suspect_from_ns; /* a protected file changed since then may be a call's */
 	char **hide;		 /* absolute, existing, not symlinks */
 	unsigned char *hide_dir; /* 1: cover with a directory, 0: with a file */
 	size_t n_hide;
@@ -1183,7 +1186,10 @@ static int add_protected(struct cg_view *v, const char *path)
 	if (!ids)
 		return -1;
 	v->protect_id = ids;
-	ids[had] = (struct file_id){ .dev = st.st_dev, .ino = st.st_ino };
+	int64_t changed = (int64_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec;
+	ids[had] = (struct file_id){ .dev = st.st_dev,
+				     .ino = st.st_ino,
+				     .suspect = changed >= v->suspect_from_ns };
 	return 0;
 }
 
@@ -1535,6 +1541,63 @@ static int make_filesystems(struct cg_view *v)
 	return 0;
 }
 
+/*
+ * When each view still alive was prepared (a view lives until its call's
+ * sweep is done). A protected name that changed since the oldest of them
+ * began may be one a running call made (it was missing at that call's
+ * start, so that call may also rename it away): a view that holds it checks
+ * at its end that it holds the same file (cg_view_sweep). The margin covers
+ * the coarse clock file times come from.
+ */
+static struct {
+	pthread_mutex_t mu;
+	int64_t *at;
+	size_t n, cap;
+} live_views = { .mu = PTHREAD_MUTEX_INITIALIZER };
+#define LIVE_MARGIN_NS (20 * 1000000LL)
+
+/* Register v; its suspect_from_ns is the oldest live view's start. 0, or -1 (ENOMEM). */
+static int live_add(struct cg_view *v)
+{
+	int rc = 0;
+	v->started_ns = cg_now_wall_ns();
+	(void)pthread_mutex_lock(&live_views.mu);
+	if (live_views.n == live_views.cap) {
+		size_t cap = live_views.cap ? live_views.cap * 2 : 64;
+		int64_t *a = realloc(live_views.at, cap * sizeof(*a));
+		if (a) {
+			live_views.at = a;
+			live_views.cap = cap;
+		}
+	}
+	if (live_views.n < live_views.cap) {
+		live_views.at[live_views.n++] = v->started_ns;
+		int64_t oldest = v->started_ns;
+		for (size_t i = 0; i < live_views.n; i++)
+			oldest = live_views.at[i] < oldest ? live_views.at[i] : oldest;
+		v->suspect_from_ns = oldest - LIVE_MARGIN_NS;
+	} else {
+		v->started_ns = 0;
+		errno = ENOMEM;
+		rc = -1;
+	}
+	(void)pthread_mutex_unlock(&live_views.mu);
+	return rc;
+}
+
+static void live_del(const struct cg_view *v)
+{
+	if (!v->started_ns)
+		return;
+	(void)pthread_mutex_lock(&live_views.mu);
+	for (size_t i = 0; i < live_views.n; i++)
+		if (live_views.at[i] == v->started_ns) {
+			live_views.at[i] = live_views.at[--live_views.n];
+			break;
+		}
+	(void)pthread_mutex_unlock(&live_views.mu);
+}
+
 int cg_view_prepare(const struct cg_view_spec *s, struct cg_view **out, struct cg_reply **err)
 {
 	struct cg_view *v = calloc(1, sizeof(*v));
@@ -1542,6 +1605,9 @@ int cg_view_prepare(const struct cg_view_spec *s, struct cg_view **out, struct c
 	if (!v)
 		goto fail;
 	v->empty_fd = -1;
+	doing = "registering the view";
+	if (live_add(v) != 0)
+		goto fail;
 	v->private_tmp = !s->shared_tmp;
 	v->noexec_writes = s->git_write;
 	if (!s->cwd || s->cwd[0] != '/' || !(v->cwd = strdup(s->cwd))) {
@@ -1699,12 +1765,13 @@ int cg_view_sweep(const struct cg_view *v, const char *tag, json_t *out)
 	 * A name the call held read-only that is another file now: a host-side
 	 * rename (by another call that made the name, or its sweep) carried the
 	 * read-only mount away with the old file, and this call could then write
-	 * a fresh one (s37 attack, twice). Calls cannot rename what they hold, so
-	 * only the host can; a developer's save by rename during the call is set
-	 * aside too (renamed, never deleted).
+	 * a fresh one (s37 attack, twice). Only names that changed since the
+	 * oldest live call began (one of them may have made it) are checked: a
+	 * developer's long-standing .envrc saved by rename during a call stays.
 	 */
 	for (size_t i = 0; v && v->protect_id && i < v->n_protect; i++)
-		rc |= sweep_one(v, v->protect[i], &v->protect_id[i], tag, out);
+		if (v->protect_id[i].suspect)
+			rc |= sweep_one(v, v->protect[i], &v->protect_id[i], tag, out);
 	return rc;
 }
 
@@ -1717,6 +1784,7 @@ void cg_view_free(struct cg_view *v)
 	free_list(v->anchor, v->n_anchor);
 	free_list(v->protect, v->n_protect);
 	free(v->protect_id);
+	live_del(v);
 	free_list(v->missing, v->n_missing);
 	free_list(v->hide, v->n_hide);
 	free_list(v->tmp_dirs, v->n_tmp_dirs);

@@ -874,6 +874,28 @@ class RepositoryInTheWorkspace(unittest.TestCase):
                          sorted(os.listdir(self.ws)))
         self.assert_git_untouched()
 
+    def test_a_developers_save_during_a_call_is_not_set_aside(self):
+        # The check above is only for names that changed since the oldest
+        # live call began: the developer's own .envrc, saved by an editor
+        # that renames over it while a call runs, stays where it is.
+        envrc = os.path.join(self.ws, ".envrc")
+        with open(envrc, "w") as f:
+            f.write("export A=1\n")
+        time.sleep(0.1)
+        box = {}
+        t = threading.Thread(target=lambda: box.update(r=self.run_call(
+            [PY, "-c", "import time; time.sleep(1.5)"])))
+        t.start()
+        time.sleep(0.7)
+        with open(envrc + ".swp", "w") as f:
+            f.write("export A=2\n")
+        os.rename(envrc + ".swp", envrc)
+        t.join(60)
+        self.assertEqual([s["exit_code"] for s in box["r"]["stages"]], [0], box)
+        with open(envrc) as f:
+            self.assertEqual(f.read(), "export A=2\n")
+        os.unlink(envrc)
+
     def test_nothing_but_git_runs_while_git_is_writable(self):
         # A nested repository's config is the call's to write; its fsmonitor
         # ran (through sh) while git recorded work with the outer .git
