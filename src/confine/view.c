@@ -269,6 +269,9 @@ struct cg_view {
 		ino_t ino;
 		bool suspect;
 	} * protect_id;
+	char **link; /* protected names that are links: the link itself, watched (cg_view_sweep) */
+	size_t n_link;
+	struct file_id *link_id;
 	int64_t started_ns;	 /* when prepared: in live_views until freed */
 	int64_t suspect_from_ns; /* a protected file changed since then may be a call's */
 	char **hide;		 /* absolute, existing, not symlinks */
@@ -1143,6 +1146,28 @@ static void make_hooks_dir(const char *path)
 	(void)close(fd);
 }
 
+static bool file_changed_since(const struct stat *st, int64_t since_ns)
+{
+	return (int64_t)st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec >= since_ns;
+}
+
+/* path on a list with the file it is now (st), checked at the sweep when suspect. */
+static int held_add(char ***list, size_t *n, struct file_id **ids, const char *path,
+		    const struct stat *st, bool suspect)
+{
+	size_t had = *n;
+	if (list_add(list, n, path) != 0)
+		return -1;
+	if (*n == had)
+		return 0; /* already there */
+	struct file_id *g = realloc(*ids, *n * sizeof(*g));
+	if (!g)
+		return -1;
+	*ids = g;
+	g[had] = (struct file_id){ .dev = st->st_dev, .ino = st->st_ino, .suspect = suspect };
+	return 0;
+}
+
 /* A protected path (absolute) inside some write tree that exists. */
 static int add_protected(struct cg_view *v, const char *path)
 {
@@ -1161,9 +1186,16 @@ static int add_protected(struct cg_view *v, const char *path)
 	if (S_ISLNK(st.st_mode)) {
 		/*
 		 * No mount covers a link: where it points is made read-only (when
-		 * that lies in a write tree), so nothing is written through it. The
-		 * link itself can still be replaced (docs/confinement.md).
+		 * that lies in a write tree), so nothing is written through it, and
+		 * the link itself is set aside after the call if it is another file
+		 * then (replaced by the call). One a running call may have made is
+		 * set aside whatever it is: a dangling one that call made held
+		 * nothing, and an overlapping call wrote the name (s37 attack).
 		 */
+		if (file_changed_since(&st, v->suspect_from_ns)
+			? list_add(&v->missing, &v->n_missing, path)
+			: held_add(&v->link, &v->n_link, &v->link_id, path, &st, true))
+			return -1;
 		char *real = realpath(path, NULL);
 		int rc = real && strcmp(real, path) != 0 ? add_protected(v, real) : 0;
 		free(real);
@@ -1177,20 +1209,8 @@ static int add_protected(struct cg_view *v, const char *path)
 	 */
 	if (anchor_parents(v, path) != 0)
 		return -1;
-	size_t had = v->n_protect;
-	if (list_add(&v->protect, &v->n_protect, path) != 0)
-		return -1;
-	if (v->n_protect == had)
-		return 0; /* already held */
-	struct file_id *ids = realloc(v->protect_id, v->n_protect * sizeof(*ids));
-	if (!ids)
-		return -1;
-	v->protect_id = ids;
-	int64_t changed = (int64_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec;
-	ids[had] = (struct file_id){ .dev = st.st_dev,
-				     .ino = st.st_ino,
-				     .suspect = changed >= v->suspect_from_ns };
-	return 0;
+	return held_add(&v->protect, &v->n_protect, &v->protect_id, path, &st,
+			file_changed_since(&st, v->suspect_from_ns));
 }
 
 /* The first line of a small file, without its newline, in out; or "". */
@@ -1772,6 +1792,8 @@ int cg_view_sweep(const struct cg_view *v, const char *tag, json_t *out)
 	for (size_t i = 0; v && v->protect_id && i < v->n_protect; i++)
 		if (v->protect_id[i].suspect)
 			rc |= sweep_one(v, v->protect[i], &v->protect_id[i], tag, out);
+	for (size_t i = 0; v && v->link_id && i < v->n_link; i++)
+		rc |= sweep_one(v, v->link[i], &v->link_id[i], tag, out);
 	return rc;
 }
 
@@ -1784,6 +1806,8 @@ void cg_view_free(struct cg_view *v)
 	free_list(v->anchor, v->n_anchor);
 	free_list(v->protect, v->n_protect);
 	free(v->protect_id);
+	free_list(v->link, v->n_link);
+	free(v->link_id);
 	live_del(v);
 	free_list(v->missing, v->n_missing);
 	free_list(v->hide, v->n_hide);

