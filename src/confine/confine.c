@@ -69,8 +69,9 @@
 #include "util.h"
 #include "view.h"
 
-#define CONFINE_MAX_PATHS  256 /* per plan, all sets together */
-#define CONFINE_VIEW_EXTRA 6   /* Landlock rules a set gets in a view (devices, shm, tmp) */
+#define CONFINE_MAX_PATHS 256 /* per plan, all sets together */
+#define CONFINE_VIEW_EXTRA                                                                         \
+	6 /* Landlock rules a set gets beside its own (devices; shm, tmp in a view) */
 
 const char *const cg_confine_default_exec[9] = { "/usr",    "/bin",   "/sbin",
 						 "/lib",    "/lib32", "/lib64",
@@ -1020,7 +1021,11 @@ static int take_nosymfollow(struct cg_confine_plan *p, const struct cg_confine_c
 		for (size_t k = 0; k < p->sets[s].n_paths; k++) {
 			const struct cg_landlock_path *lp = &p->sets[s].paths[k];
 			bool dup = false;
-			if (!(lp->access & LANDLOCK_ACCESS_FS_WRITE_FILE))
+			struct stat st;
+			/* Devices are written on a read-only mount too (/dev/null). */
+			if (!(lp->access & LANDLOCK_ACCESS_FS_WRITE_FILE) ||
+			    (stat(lp->path, &st) == 0 &&
+			     (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode))))
 				continue;
 			for (size_t i = 0; i < p->n_rw && !dup; i++)
 				dup = strcmp(p->rw[i], lp->path) == 0;
@@ -1304,7 +1309,7 @@ static int prepare_plan(const struct cg_constraints *const *cons, size_t n,
 			       ? cons[i]->n_read + cons[i]->n_write +
 				     (cons[i]->n_exec ? cons[i]->n_exec
 						      : CG_ARRAY_LEN(cg_confine_default_exec)) +
-				     (ctx && ctx->view ? CONFINE_VIEW_EXTRA : 0)
+				     CONFINE_VIEW_EXTRA
 			       : 0;
 		n_ports += cons[i]->net == CG_NET_TCP ? cons[i]->n_ports : 0;
 	}
@@ -1331,7 +1336,8 @@ static int prepare_plan(const struct cg_constraints *const *cons, size_t n,
 	 */
 	const char *view_rules[CONFINE_VIEW_EXTRA] = { "/dev/null", "/dev/zero", "/dev/full",
 						       "/dev/tty",  NULL,	 NULL };
-	size_t n_view_rules = 0;
+	/* Without a view (a privileged call) the host's own devices: `2>/dev/null` failed. */
+	size_t n_view_rules = 4;
 	if (p->view) {
 		view_rules[4] = cg_view_shm_rule_path(p->view);
 		n_view_rules = view_rules[4] ? 5 : 4;

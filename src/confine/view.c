@@ -77,6 +77,7 @@
 #include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -267,6 +268,11 @@ struct cg_view {
 	struct file_id {
 		dev_t dev;
 		ino_t ino;
+		mode_t type;
+		/* An inode number is soon reused: when the file was born, where the file
+		 * system says, and for what is not a directory its change time (a
+		 * directory's changes with every entry made in it: .git's would). */
+		struct timespec ctime, btime;
 		bool suspect;
 	} * protect_id;
 	char **link; /* protected names that are links: the link itself, watched (cg_view_sweep) */
@@ -1151,6 +1157,32 @@ static bool file_changed_since(const struct stat *st, int64_t since_ns)
 	return (int64_t)st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec >= since_ns;
 }
 
+/* The file at dfd + name as a file_id; false if it is not there. */
+static bool file_id_of(int dfd, const char *name, struct file_id *id)
+{
+	struct statx sx;
+	if (statx(dfd, name, AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS | STATX_BTIME, &sx) != 0)
+		return false;
+	bool dir = S_ISDIR(sx.stx_mode), born = sx.stx_mask & STATX_BTIME;
+	*id = (struct file_id){
+		.dev = makedev(sx.stx_dev_major, sx.stx_dev_minor),
+		.ino = sx.stx_ino,
+		.type = sx.stx_mode & S_IFMT,
+		.ctime = { dir ? 0 : (time_t)sx.stx_ctime.tv_sec,
+			   dir ? 0 : (long)sx.stx_ctime.tv_nsec },
+		.btime = { born ? (time_t)sx.stx_btime.tv_sec : 0,
+			   born ? (long)sx.stx_btime.tv_nsec : 0 },
+	};
+	return true;
+}
+
+static bool same_file(const struct file_id *a, const struct file_id *b)
+{
+	return a->dev == b->dev && a->ino == b->ino && a->type == b->type &&
+	       a->ctime.tv_sec == b->ctime.tv_sec && a->ctime.tv_nsec == b->ctime.tv_nsec &&
+	       a->btime.tv_sec == b->btime.tv_sec && a->btime.tv_nsec == b->btime.tv_nsec;
+}
+
 /* path on a list with the file it is now (st), checked at the sweep when suspect. */
 static int held_add(char ***list, size_t *n, struct file_id **ids, const char *path,
 		    const struct stat *st, bool suspect)
@@ -1164,7 +1196,10 @@ static int held_add(char ***list, size_t *n, struct file_id **ids, const char *p
 	if (!g)
 		return -1;
 	*ids = g;
-	g[had] = (struct file_id){ .dev = st->st_dev, .ino = st->st_ino, .suspect = suspect };
+	if (!file_id_of(AT_FDCWD, path, &g[had]))
+		/* Gone since it was looked at: taken for another file at the sweep. */
+		g[had] = (struct file_id){ .dev = st->st_dev, .ino = st->st_ino, .type = 1 };
+	g[had].suspect = suspect;
 	return 0;
 }
 
@@ -1732,8 +1767,8 @@ static int set_aside(const struct cg_view *v, const char *p, const struct file_i
 	struct stat st;
 	char aside[NAME_MAX + 1];
 	int rc = 0;
-	if (keep && fstatat(dfd, slash + 1, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-	    st.st_dev == keep->dev && st.st_ino == keep->ino) {
+	struct file_id now;
+	if (keep && file_id_of(dfd, slash + 1, &now) && same_file(&now, keep)) {
 		(void)close(dfd);
 		return 0; /* what the call held: its own file still */
 	}

