@@ -1337,7 +1337,11 @@ static int protect_checkouts(struct cg_view *v, const char *tree, const char *gi
 	int rc = 0;
 	char val[PATH_MAX];
 	while (rc == 0 && fgets(line, sizeof(line), f)) {
-		if (config_value(line, "path", val, sizeof(val)) != 0)
+		/* A section header may share the line with a key: [submodule "s"] path = s */
+		const char *kv = line + strspn(line, " \t");
+		if (*kv == '[' && strchr(kv, ']'))
+			kv = strchr(kv, ']') + 1;
+		if (config_value(kv, "path", val, sizeof(val)) != 0)
 			continue;
 		/* A relative path below the tree; anything else is not a checkout here. */
 		if (!val[0] || val[0] == '/' || strstr(val, "..") ||

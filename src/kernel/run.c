@@ -259,12 +259,12 @@ static int execute(struct cg_kernel *k, struct cg_job *j, struct run *r, struct 
 	r->set_aside = cg_confine_sweep(r->plan, tag);
 	size_t si;
 	const json_t *sa;
-	json_array_foreach(r->set_aside, si, sa)
-	    cg_log("warn", j->trace_id, "protected name made by the call: %s %s %s",
-		   json_string_value(json_object_get(sa, "path")),
-		   json_object_get(sa, "error") ? "could not be set aside:" : "set aside as",
-		   json_string_value(json_object_get(
-		       sa, json_object_get(sa, "error") ? "error" : "set_aside_as")));
+	json_array_foreach(r->set_aside, si, sa) cg_log(
+	    "warn", j->trace_id, "protected name made or replaced while the call ran: %s %s %s",
+	    json_string_value(json_object_get(sa, "path")),
+	    json_object_get(sa, "error") ? "could not be set aside:" : "set aside as",
+	    json_string_value(
+		json_object_get(sa, json_object_get(sa, "error") ? "error" : "set_aside_as")));
 	if (r->gated && cg_gate_wait(&r->permit, -1) != 0) {
 		/* Refused at the gate: nothing exec'd; say why, not how the stage failed. */
 		cg_log("error", j->trace_id, "permit not durable; nothing ran");

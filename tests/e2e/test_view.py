@@ -806,8 +806,9 @@ class RepositoryInTheWorkspace(unittest.TestCase):
         with open(os.path.join(self.ws, ".gitmodules"), "w") as f:
             f.write('[submodule "sub"]\n\tpath = sub\n\turl = ./sub.git\n'
                     '[submodule "a#b"]\n\tpath = "a#b"\n\turl = ./x.git\n'
-                    '[submodule "c"]\n\tPath = c ; third\n\turl = ./c.git\n')
-        for name in ("sub", "a#b", "c"):
+                    '[submodule "c"]\n\tPath = c ; third\n\turl = ./c.git\n'
+                    '[submodule "d"] path = d\n')
+        for name in ("sub", "a#b", "c", "d"):
             os.makedirs(os.path.join(self.ws, name))
             with open(os.path.join(self.ws, name, ".git"), "w") as f:
                 f.write("gitdir: ../.git/modules/%s\n" % name)
@@ -816,7 +817,8 @@ class RepositoryInTheWorkspace(unittest.TestCase):
         wt = os.path.join(self.ws, ".wt", "feature", ".git")
         files = {}
         for path in (os.path.join(sub, ".git"), os.path.join(self.ws, "a#b", ".git"),
-                     os.path.join(self.ws, "c", ".git"), wt):
+                     os.path.join(self.ws, "c", ".git"), os.path.join(self.ws, "d", ".git"),
+                     wt):
             with open(path) as f:
                 files[path] = f.read()
         for path in files:
