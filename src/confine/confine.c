@@ -112,6 +112,7 @@ struct cg_confine_plan {
 	uid_t uid;
 	gid_t gid;
 	const struct sock_fprog *seccomp;
+	const struct sock_fprog *seccomp_root; /* stacked on it, or NULL */
 	struct cg_view *view; /* the call's world, or NULL (privileged, or not asked for) */
 	size_t n_stage_plans; /* > 0: one plan per stage, each with its own terms and view */
 	struct cg_confine_plan **stage_plans;
@@ -1567,6 +1568,10 @@ static int prepare_plan(const struct cg_constraints *const *cons, size_t n,
 	}
 	if (p->confined) {
 		p->seccomp = cg_seccomp_filter();
+		/* Root without a view: no Unix socket either (cg_seccomp_filter_root). */
+		if (p->seccomp && ctx && !ctx->view && !ctx->set_ids && geteuid() == 0 &&
+		    !(p->seccomp_root = cg_seccomp_filter_root()))
+			p->seccomp = NULL;
 		if (!p->seccomp) {
 			int e = errno;
 			*err = cg_reply_new(CG_R_CONFINE_SETUP_FAILED, "{s:s,s:s}", "detail",
@@ -1634,6 +1639,10 @@ static int prepare_plan(const struct cg_constraints *const *cons, size_t n,
 	downs = skipped = paths_j = notes = NULL; /* owned by the report now */
 	if (!p->report)
 		goto oom;
+	if (p->seccomp_root)
+		(void)json_array_append_new(
+		    json_object_get(json_object_get(p->report, "seccomp"), "denied"),
+		    json_string("socket(AF_UNIX) (as root without a view)"));
 	(void)json_object_set_new(p->report, "view", cg_view_report(p->view));
 	/*
 	 * A privileged stage no set governs is unconfined, as the screen says,
@@ -1775,7 +1784,9 @@ static int confine_tail(const struct cg_confine_plan *plan)
 	/* After Landlock, whose O_PATH fds stay open until execve. */
 	if ((rc = set_rlimit(RLIMIT_NOFILE, plan->limits.nofile)) != 0)
 		return rc;
-	return cg_seccomp_load(plan->seccomp);
+	if ((rc = cg_seccomp_load(plan->seccomp)) != 0)
+		return rc;
+	return plan->seccomp_root ? cg_seccomp_load(plan->seccomp_root) : 0;
 }
 
 int cg_confine_child(const struct cg_confine_plan *plan)

@@ -156,9 +156,14 @@ static int deny_setid_modes(scmp_filter_ctx ctx)
 	return 0;
 }
 
-static struct sock_fprog prog;
-static int compile_errno;
-static pthread_once_t compile_once = PTHREAD_ONCE_INIT;
+/* A filter compiled once per process. */
+struct compiled {
+	pthread_once_t once;
+	struct sock_fprog prog;
+	int err;
+};
+static struct compiled base = { .once = PTHREAD_ONCE_INIT },
+		       root_extra = { .once = PTHREAD_ONCE_INIT };
 
 static int add_rules(scmp_filter_ctx ctx)
 {
@@ -211,7 +216,7 @@ static int add_rules(scmp_filter_ctx ctx)
 	return deny_setid_modes(ctx);
 }
 
-static void compile(void)
+static void compile(struct compiled *c, int (*rules)(scmp_filter_ctx))
 {
 	int memfd = -1;
 	void *buf = NULL;
@@ -223,56 +228,90 @@ static void compile(void)
 	 */
 	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
 	if (!ctx) {
-		compile_errno = ENOMEM;
+		c->err = ENOMEM;
 		return;
 	}
 	/* We set no_new_privs ourselves, earlier, in the child. */
-	if (seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0) != 0 || add_rules(ctx) != 0) {
-		compile_errno = EINVAL;
+	if (seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0) != 0 || rules(ctx) != 0) {
+		c->err = EINVAL;
 		goto release_ctx;
 	}
 	memfd = memfd_create("cg-seccomp", MFD_CLOEXEC);
 	if (memfd < 0) {
-		compile_errno = errno;
+		c->err = errno;
 		goto release_ctx;
 	}
 	if (seccomp_export_bpf(ctx, memfd) != 0) {
-		compile_errno = EIO;
+		c->err = EIO;
 		goto close_memfd;
 	}
 	struct stat st;
 	if (fstat(memfd, &st) != 0 || st.st_size <= 0 ||
 	    st.st_size % (off_t)sizeof(struct sock_filter) != 0 ||
 	    st.st_size / (off_t)sizeof(struct sock_filter) > BPF_MAXINSNS) {
-		compile_errno = EIO;
+		c->err = EIO;
 		goto close_memfd;
 	}
 	buf = malloc((size_t)st.st_size);
 	if (!buf) {
-		compile_errno = ENOMEM;
+		c->err = ENOMEM;
 		goto close_memfd;
 	}
 	if (pread(memfd, buf, (size_t)st.st_size, 0) != st.st_size) {
-		compile_errno = EIO;
+		c->err = EIO;
 		free(buf);
 		goto close_memfd;
 	}
-	prog.len = (unsigned short)(st.st_size / (off_t)sizeof(struct sock_filter));
-	prog.filter = buf;
+	c->prog.len = (unsigned short)(st.st_size / (off_t)sizeof(struct sock_filter));
+	c->prog.filter = buf;
 close_memfd:
 	(void)close(memfd);
 release_ctx:
 	seccomp_release(ctx);
 }
 
-const struct sock_fprog *cg_seccomp_filter(void)
+/*
+ * Stacked on the base filter for a privileged call a constraint set binds:
+ * no Unix socket of its own. Its file system is read-only but for its write
+ * trees, in its own mount namespace; a descriptor the agent opened outside
+ * (of /etc) and passed over a socket in the workspace reached the host's
+ * mount, and approved root code changed a file's owner and mode through it
+ * (s37 attack). socketpair(2) stays: it reaches no one outside.
+ */
+static int add_root_rules(scmp_filter_ctx ctx)
 {
-	(void)pthread_once(&compile_once, compile);
-	if (!prog.filter) {
-		errno = compile_errno ? compile_errno : EINVAL;
+	return seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 1,
+				SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffu, AF_UNIX));
+}
+
+static void compile_base(void)
+{
+	compile(&base, add_rules);
+}
+
+static void compile_root_extra(void)
+{
+	compile(&root_extra, add_root_rules);
+}
+
+static const struct sock_fprog *compiled(struct compiled *c, void (*fn)(void))
+{
+	(void)pthread_once(&c->once, fn);
+	if (!c->prog.filter) {
+		errno = c->err ? c->err : EINVAL;
 		return NULL;
 	}
-	return &prog;
+	return &c->prog;
+}
+
+const struct sock_fprog *cg_seccomp_filter(void)
+{
+	return compiled(&base, compile_base);
+}
+
+const struct sock_fprog *cg_seccomp_filter_root(void)
+{
+	return compiled(&root_extra, compile_root_extra);
 }
 
 int cg_seccomp_load(const struct sock_fprog *p)

@@ -29,6 +29,9 @@ struct sock_fprog;
  */
 const struct sock_fprog *cg_seccomp_filter(void);
 
+/* Stacked on it for a privileged call a constraint set binds: no socket(AF_UNIX). */
+const struct sock_fprog *cg_seccomp_filter_root(void);
+
 /* In the child: load the filter (no_new_privs MUST be set). 0 or errno. */
 int cg_seccomp_load(const struct sock_fprog *prog);
 

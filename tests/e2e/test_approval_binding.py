@@ -13,6 +13,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 import uuid
@@ -784,6 +785,60 @@ rules:
             self.assertEqual((st.st_mode & 0o777, st.st_uid, st.st_mtime), (0o666, 65534, 1))
             self.assertIn(d.workspace, r["reply"]["data"]["confinement"]
                           ["writable_mounts_only"])
+
+
+    def test_no_descriptor_from_outside_reaches_the_host_mounts(self):
+        # s37 attack on the read-only mounts: a process of the agent's outside
+        # any call passed an /etc directory descriptor over a socket in the
+        # workspace, and the approved root code chowned and chmodded a file
+        # there through it (the descriptor is on the host's mount).
+        import socket as so
+        with cgtest.Daemon(policy_text=self.POLICY,
+                           flags=["--approval", "--approval-timeout", "20000"]) as d:
+            outside = os.path.join(d.tmp, "sys")
+            os.makedirs(outside)
+            victim = os.path.join(outside, "victim")
+            with open(victim, "w") as f:
+                f.write("x\n")
+            os.chmod(victim, 0o600)
+            path = os.path.join(d.workspace, "fd.sock")
+            lst = so.socket(so.AF_UNIX)
+            lst.bind(path)
+            lst.listen(1)
+            dfd = os.open(outside, os.O_RDONLY | os.O_DIRECTORY)
+
+            def serve():
+                lst.settimeout(20)
+                try:
+                    c, _ = lst.accept()
+                    so.send_fds(c, [b"x"], [dfd])
+                    c.close()
+                except OSError:
+                    pass
+            th = threading.Thread(target=serve)
+            th.start()
+            script = os.path.join(d.workspace, "take.py")
+            with open(script, "w") as f:
+                f.write("import os, socket, sys\n"
+                        "try:\n"
+                        "    s = socket.socket(socket.AF_UNIX)\n"
+                        "    s.connect(sys.argv[1])\n"
+                        "    _, fds, _, _ = socket.recv_fds(s, 1, 1)\n"
+                        "    os.chmod('victim', 0o666, dir_fd=fds[0])\n"
+                        "    print('changed')\n"
+                        "except OSError as e:\n"
+                        "    print('refused', e.errno)\n")
+            r = self.run_approved(d, ["python3", script, path])
+            with so.socket(so.AF_UNIX) as wake:  # the call never came: let serve() end
+                try:
+                    wake.connect(path)
+                except OSError:
+                    pass
+                th.join(30)
+            lst.close()
+            os.close(dfd)
+            self.assertEqual(os.stat(victim).st_mode & 0o777, 0o600, r)
+            self.assertIn(b"refused", b64(r.get("stdout", "")), r)
 
 
 @unittest.skipUnless(os.geteuid() == 0 and shutil.which("ip"), "root and iproute2")
