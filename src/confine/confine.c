@@ -987,6 +987,47 @@ static const char *class_name(int cls)
 }
 
 /*
+ * In that namespace a call a set binds sees every mount read-only but its
+ * write trees (cg_view_read_only_but): the paths its sets let it write,
+ * once each; devices are written on a read-only mount too (/dev/null). The
+ * report names them. -1 on OOM.
+ */
+static int take_write_trees(struct cg_confine_plan *p)
+{
+	json_t *rw = json_array();
+	size_t cap = 0;
+	for (size_t s = 0; s < p->n_sets; s++)
+		cap += p->sets[s].n_paths;
+	p->rw = cap ? calloc(cap, sizeof(*p->rw)) : NULL;
+	if (!rw || (cap && !p->rw)) {
+		json_decref(rw);
+		return -1;
+	}
+	for (size_t s = 0; s < p->n_sets; s++)
+		for (size_t k = 0; k < p->sets[s].n_paths; k++) {
+			const struct cg_landlock_path *lp = &p->sets[s].paths[k];
+			bool dup = false;
+			struct stat st;
+			if (!(lp->access & LANDLOCK_ACCESS_FS_WRITE_FILE) ||
+			    (stat(lp->path, &st) == 0 &&
+			     (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode))))
+				continue;
+			for (size_t i = 0; i < p->n_rw && !dup; i++)
+				dup = strcmp(p->rw[i], lp->path) == 0;
+			if (dup)
+				continue;
+			if (!(p->rw[p->n_rw] = strdup(lp->path))) {
+				json_decref(rw);
+				return -1;
+			}
+			p->n_rw++;
+			(void)json_array_append_new(rw, json_string(lp->path));
+		}
+	(void)json_object_set_new(p->report, "writable_mounts_only", rw);
+	return 0;
+}
+
+/*
  * A privileged call (no view, as root) gets a mount namespace where symlinks
  * under ctx->nosymfollow are not followed; the report names them. -1 on OOM.
  */
@@ -1007,45 +1048,8 @@ static int take_nosymfollow(struct cg_confine_plan *p, const struct cg_confine_c
 		p->n_nosym++;
 		(void)json_array_append_new(dirs, json_string(ctx->nosymfollow[i]));
 	}
-	/* Bound by a set: its write trees stay writable, every other mount is read-only. */
-	json_t *rw = json_array();
-	size_t cap = 0;
-	for (size_t s = 0; s < p->n_sets; s++)
-		cap += p->sets[s].n_paths;
-	p->rw = cap ? calloc(cap, sizeof(*p->rw)) : NULL;
-	if (!rw || (cap && !p->rw)) {
-		json_decref(rw);
-		json_decref(dirs);
-		return -1;
-	}
-	for (size_t s = 0; s < p->n_sets; s++)
-		for (size_t k = 0; k < p->sets[s].n_paths; k++) {
-			const struct cg_landlock_path *lp = &p->sets[s].paths[k];
-			bool dup = false;
-			struct stat st;
-			/* Devices are written on a read-only mount too (/dev/null). */
-			if (!(lp->access & LANDLOCK_ACCESS_FS_WRITE_FILE) ||
-			    (stat(lp->path, &st) == 0 &&
-			     (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode))))
-				continue;
-			for (size_t i = 0; i < p->n_rw && !dup; i++)
-				dup = strcmp(p->rw[i], lp->path) == 0;
-			if (dup)
-				continue;
-			if (!(p->rw[p->n_rw] = strdup(lp->path))) {
-				json_decref(rw);
-				json_decref(dirs);
-				return -1;
-			}
-			p->n_rw++;
-			(void)json_array_append_new(rw, json_string(lp->path));
-		}
-	if (p->n_sets)
-		(void)json_object_set_new(p->report, "writable_mounts_only", rw);
-	else
-		json_decref(rw);
 	(void)json_object_set_new(p->report, "symlinks_not_followed", dirs);
-	return 0;
+	return p->n_sets ? take_write_trees(p) : 0;
 }
 
 static int prepare_plan(const struct cg_constraints *const *cons, size_t n,
@@ -1686,7 +1690,11 @@ static int set_rlimit(int resource, int64_t v)
 	return setrlimit(resource, &rl) == 0 ? 0 : errno;
 }
 
-/* Last of the head: a privileged call a set binds writes only its write trees, metadata too. */
+/*
+ * Last of the head: a privileged call a set binds writes only its write trees,
+ * metadata too. Its namespace (n_nosym) always exists: the workspaces are
+ * among the directories the agent can write.
+ */
 static int read_only_rest(const struct cg_confine_plan *plan)
 {
 	if (!plan->n_nosym || !plan->n_sets)

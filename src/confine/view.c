@@ -933,14 +933,13 @@ static int caps_drop(const int *caps, size_t n)
 
 int cg_caps_drop_root(bool net)
 {
-	static const int caps[] = { /* devices, the kernel and file capabilities */
-				    CAP_MKNOD, CAP_SYS_MODULE, CAP_SYS_RAWIO, CAP_SETFCAP,
-				    CAP_LINUX_IMMUTABLE, CAP_SYS_BOOT, CAP_SYS_TIME, CAP_MAC_ADMIN,
-				    CAP_MAC_OVERRIDE,
-				    /* the network's namespace and setns() out of it */
-				    CAP_NET_ADMIN, CAP_NET_RAW, CAP_SYS_ADMIN
-	};
-	return caps_drop(caps, CG_ARRAY_LEN(caps) - (net ? 0 : 3));
+	/* Devices, the kernel and file capabilities; and the network's namespace and setns(). */
+	static const int always[] = { CAP_MKNOD,    CAP_SYS_MODULE,	 CAP_SYS_RAWIO,
+				      CAP_SETFCAP,  CAP_LINUX_IMMUTABLE, CAP_SYS_BOOT,
+				      CAP_SYS_TIME, CAP_MAC_ADMIN,	 CAP_MAC_OVERRIDE };
+	static const int with_net[] = { CAP_NET_ADMIN, CAP_NET_RAW, CAP_SYS_ADMIN };
+	int rc = caps_drop(always, CG_ARRAY_LEN(always));
+	return rc || !net ? rc : caps_drop(with_net, CG_ARRAY_LEN(with_net));
 }
 
 int cg_caps_clear(void)
