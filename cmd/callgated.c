@@ -48,7 +48,7 @@ static const char SYNOPSIS[] =
     "                 [--state-dir DIR] [--policy FILE] [--policy-pubkey FILE]\n"
     "                 [--workspace DIR]... [--max-conns N] [--read-timeout MS|DURATION]\n"
     "                 [--approval] [--approval-timeout MS|DURATION] [--admin-group GROUP]\n"
-    "                 [--verify-journal]\n"
+    "                 [--verify-journal] [--disk-reserve BYTES|PCT%]\n"
     "                 [--approver-uid UID]... [--approver-group GROUP]...\n"
     "                 [--approval-notify PROGRAM [--approval-notify-arg ARG]...]\n"
     "                 [--max-conns-per-uid N] [--write-idle-ms MS]\n"
@@ -68,11 +68,13 @@ static void usage(FILE *f)
 		"a system directory such as /home, /etc or /tmp: the daemon will not start);\n"
 		"--max-conns 1024; --read-timeout 10000; --max-conns-per-uid 256;\n"
 		"--write-idle-ms 30000; --max-reply-bytes 268435456; --output-budget\n"
-		"1073741824; --admit-queue 512; --log journal under systemd\n"
-		"($JOURNAL_STREAM or $NOTIFY_SOCKET set), else stderr; --syslog-socket\n"
-		"/dev/log. Sockets passed by systemd (FileDescriptorName=agent, admin)\n"
-		"are served instead of binding. A start verifies the events after the\n"
-		"last signed checkpoint; --verify-journal verifies the whole journal.\n"
+		"1073741824; --admit-queue 512; --disk-reserve 5%% of the state's file\n"
+		"system, at most 1G (with less free, new calls are turned away); --log\n"
+		"journal under systemd ($JOURNAL_STREAM or $NOTIFY_SOCKET set), else\n"
+		"stderr; --syslog-socket /dev/log. Sockets passed by systemd\n"
+		"(FileDescriptorName=agent, admin) are served instead of binding. A start\n"
+		"verifies the events after the last signed checkpoint; --verify-journal\n"
+		"verifies the whole journal.\n"
 		"See callgated(8).\n",
 		CG_DEFAULT_SOCKET, CG_DEFAULT_ADMIN_SOCKET_NAME, CG_DEFAULT_STATE_DIR);
 }
@@ -117,6 +119,38 @@ static int parse_pos(const char *s, long long max, long long *out)
 		return -1;
 	*out = v;
 	return 0;
+}
+
+/*
+ * --disk-reserve: N bytes, N with K, M or G (binary multiples), N% of the
+ * file system (1..90), or 0 for none. 0, or -1.
+ */
+static int parse_reserve(const char *s, struct cg_kernel_config *kc)
+{
+	char *end = NULL;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno != 0 || end == s || s[0] == '-' || s[0] == '+')
+		return -1;
+	static const struct {
+		const char *suffix;
+		unsigned shift;
+	} units[] = { { "", 0 }, { "K", 10 }, { "M", 20 }, { "G", 30 } };
+	if (strcmp(end, "%") == 0) {
+		if (v < 1 || v > 90)
+			return -1;
+		kc->disk_reserve_pct = (unsigned)v;
+		return 0;
+	}
+	for (size_t i = 0; i < CG_ARRAY_LEN(units); i++)
+		if (strcmp(end, units[i].suffix) == 0) {
+			if (v > (1ULL << 50) >> units[i].shift)
+				return -1;
+			kc->disk_reserve = (uint64_t)v << units[i].shift;
+			kc->no_disk_reserve = v == 0;
+			return 0;
+		}
+	return -1;
 }
 
 /* A group name or number to a gid. 0, or -1 after printing why. */
@@ -207,6 +241,7 @@ int main(int argc, char **argv)
 	long long max_conns = 0;
 	int64_t read_ms = 0, approval_ms = 0;
 	bool approval = false, verify_journal = false;
+	struct cg_kernel_config reserve = { 0 }; /* --disk-reserve, parsed */
 	bool root = geteuid() == 0;
 	static struct cg_server_config sc; /* the server's own options fill it as they come */
 	static char passed_buf[PATH_MAX], passed_admin_buf[PATH_MAX];
@@ -279,6 +314,15 @@ int main(int argc, char **argv)
 				fprintf(stderr,
 					"callgated: --approval-timeout needs 1..86400000 ms, or a "
 					"duration (30s, 5m, 1h), got '%s'\n",
+					v);
+				return EXIT_USAGE;
+			}
+		} else if (strcmp(a, "--disk-reserve") == 0) {
+			if (parse_reserve(v, &reserve) < 0) {
+				fprintf(stderr,
+					"callgated: --disk-reserve needs bytes (N, or N with K, M "
+					"or G), a percentage of the file system (1%%..90%%), or 0 "
+					"for none, got '%s'\n",
 					v);
 				return EXIT_USAGE;
 			}
@@ -437,6 +481,9 @@ int main(int argc, char **argv)
 	kc.policy_pubkey_file = pubkey;
 	kc.approval = approval;
 	kc.verify_journal = verify_journal;
+	kc.disk_reserve = reserve.disk_reserve;
+	kc.disk_reserve_pct = reserve.disk_reserve_pct;
+	kc.no_disk_reserve = reserve.no_disk_reserve;
 	kc.approval_timeout_ms = approval_ms;
 	/*
 	 * Hidden from every call: the sockets and their lock files, whose mtime

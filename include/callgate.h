@@ -82,6 +82,11 @@ struct cg_kernel_config {
 	bool approval;			/* UNKNOWN waits for a human (admin socket); else refused */
 	bool verify_journal;		/* start-up verifies the whole journal, not from the
 					   last signed checkpoint */
+	uint64_t disk_reserve;		/* bytes the evidence leaves free on its file system:
+					   below it new calls are turned away (MCP-LOG-E-006) */
+	unsigned disk_reserve_pct;	/* … or this percent of the file system; both 0: 5%,
+					   at most 1 GiB */
+	bool no_disk_reserve;		/* no reserve (--disk-reserve 0) */
 	int64_t approval_timeout_ms;	/* 0: the policy's (default 60 s) */
 	const char *const *own_paths;	/* the caller's own files every call's view hides */
 	size_t n_own_paths;		/* (its sockets); state_dir is hidden anyway */

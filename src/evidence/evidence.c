@@ -48,6 +48,7 @@
 #include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 #include <dirent.h>
@@ -226,6 +227,8 @@ struct cg_evidence {
 	pthread_mutex_t live_mu;     /* guards live: whoever writes packages appends there */
 	struct cg_live_archive live; /* the segment archive packages are appended to */
 	int64_t last_pack_ns;	     /* package thread: when retention last looked */
+	uint64_t reserve;	     /* the disk reserve in bytes (set at open); 0: none */
+	_Atomic bool disk_low;	     /* below it when last asked */
 	/* Test-only knobs (environment, read at open; see docs/limits.md). */
 	size_t high_water; /* ADMIT_HIGH_WATER, or CALLGATE_TEST_EVIDENCE_HIGH_WATER */
 	int stall_ms;	   /* CALLGATE_TEST_EVIDENCE_STALL_MS: the writer sleeps per batch */
@@ -1515,6 +1518,51 @@ free_verdict:
 	return -1;
 }
 
+/* The reserve cfg asks for on a file system of total bytes (evidence.h). */
+static uint64_t reserve_of(const struct cg_evidence_config *cfg, uint64_t total)
+{
+	if (cfg->no_reserve)
+		return 0;
+	if (cfg->reserve_pct)
+		return total / 100 * cfg->reserve_pct;
+	if (cfg->reserve_bytes)
+		return cfg->reserve_bytes;
+	uint64_t pct5 = total / 20, cap = (uint64_t)1 << 30;
+	return pct5 < cap ? pct5 : cap;
+}
+
+bool cg_evidence_disk_low(struct cg_evidence *ev, uint64_t *avail, uint64_t *reserve)
+{
+	struct statvfs sv;
+	*avail = 0;
+	*reserve = ev->reserve;
+	if (!ev->reserve)
+		return false;
+	int asked = fstatvfs(ev->dir_fd, &sv);
+	int e = errno;
+	if (asked == 0)
+		*avail = (uint64_t)sv.f_bavail * sv.f_frsize;
+	bool low = asked != 0 || *avail < ev->reserve;
+	if (atomic_exchange(&ev->disk_low, low) == low)
+		return low;
+	if (asked != 0)
+		cg_log("error", NULL,
+		       "evidence: cannot ask the file system of %s for its free space (%s): new "
+		       "calls are turned away",
+		       ev->state_dir, strerror(e));
+	else if (low)
+		cg_log("error", NULL,
+		       "evidence: %" PRIu64
+		       " bytes free under %s, below the disk reserve of %" PRIu64
+		       ": new calls are turned away until there is room (--disk-reserve)",
+		       *avail, ev->state_dir, ev->reserve);
+	else
+		cg_log("info", NULL,
+		       "evidence: %" PRIu64 " bytes free under %s again: calls are taken", *avail,
+		       ev->state_dir);
+	return low;
+}
+
 bool cg_evidence_backlogged(struct cg_evidence *ev, size_t *pending)
 {
 	pthread_mutex_lock(&ev->mu);
@@ -2102,6 +2150,18 @@ int cg_evidence_open(const struct cg_evidence_config *cfg, struct cg_evidence **
 		fail = CG_R_EVIDENCE_LOCKED;
 		goto fail;
 	}
+	struct statvfs sv;
+	if (fstatvfs(ev->dir_fd, &sv) != 0) {
+		snprintf(why, sizeof(why), "cannot ask the file system of %.300s for its size: %s",
+			 ev->state_dir, strerror(errno));
+		goto fail;
+	}
+	ev->reserve = reserve_of(&ev->cfg, (uint64_t)sv.f_blocks * sv.f_frsize);
+	cg_log("info", NULL,
+	       "evidence: disk reserve %" PRIu64 " bytes of the %" PRIu64
+	       "-byte file system under %s (%" PRIu64 " free)",
+	       ev->reserve, (uint64_t)sv.f_blocks * sv.f_frsize, ev->state_dir,
+	       (uint64_t)sv.f_bavail * sv.f_frsize);
 	/*
 	 * A new key is made only for a new journal: with events already written,
 	 * a missing key means someone removed it (a fresh key would sign whatever

@@ -66,6 +66,15 @@ struct cg_evidence_config {
 	bool verify_all;     /* start-up verifies the whole journal, not from the resume point */
 	int64_t retention_s; /* pack packages of segments older than this (s); 0: never */
 	bool archive;	     /* packages go to their segment's archive as they are sealed */
+	/*
+	 * The disk reserve: the space the evidence leaves free on the state's
+	 * file system (cg_evidence_disk_low). reserve_bytes, or reserve_pct
+	 * percent of the file system; both 0: 5% of it, at most 1 GiB;
+	 * no_reserve: none.
+	 */
+	uint64_t reserve_bytes;
+	unsigned reserve_pct;
+	bool no_reserve;
 };
 
 struct cg_evidence;
@@ -118,6 +127,16 @@ int cg_evidence_append_gated(struct cg_evidence *ev, const char *trace_id, enum 
  */
 int cg_evidence_seal(struct cg_evidence *ev, const char *trace_id, json_t *verdict)
     __attribute__((warn_unused_result));
+
+/*
+ * Is the state's file system below the disk reserve? Then new calls are
+ * turned away before anything is recorded (dispatch.c), and what already
+ * runs records into the reserve: the evidence never fills the disk, and no
+ * answered call goes unrecorded for want of space. *avail and *reserve get
+ * the figures (bytes). A file system that cannot be asked counts as low.
+ * Logs each change of state once. Any thread.
+ */
+bool cg_evidence_disk_low(struct cg_evidence *ev, uint64_t *avail, uint64_t *reserve);
 
 /*
  * Is the writer so far behind that new calls should be turned away (back-

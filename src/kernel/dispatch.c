@@ -252,6 +252,14 @@ static void dispatch(struct cg_kernel *k, const char *line, size_t len, bool had
 		    cg_reply_new(CG_R_EVIDENCE_BACKLOG, "{s:I}", "pending", (json_int_t)pending));
 		return;
 	}
+	uint64_t avail = 0, reserve = 0;
+	if (k->ev && cg_evidence_disk_low(k->ev, &avail, &reserve)) {
+		/* The evidence would fill the disk: turned away like a backlog. */
+		answer_reply(respond, cookie, "", trace,
+			     cg_reply_new(CG_R_EVIDENCE_DISK_LOW, "{s:I,s:I}", "free",
+					  (json_int_t)avail, "reserve", (json_int_t)reserve));
+		return;
+	}
 	struct gen *g = gen_get(k);
 	struct cg_job *j = job_new(k, peer, respond, cookie, trace);
 	if (!j) {

@@ -166,6 +166,9 @@ int cg_kernel_new(const struct cg_kernel_config *cfg, struct cg_kernel **out, st
 			.verify_all = cfg->verify_journal,
 			.retention_s = cg_policy_defaults(k->gen->policy)->evidence_retention_s,
 			.archive = cg_policy_defaults(k->gen->policy)->evidence_archive,
+			.reserve_bytes = cfg->disk_reserve,
+			.reserve_pct = cfg->disk_reserve_pct,
+			.no_reserve = cfg->no_disk_reserve,
 		};
 		if (cg_evidence_open(&ec, &k->ev, &err) != 0)
 			goto fail_replay;

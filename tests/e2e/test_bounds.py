@@ -929,6 +929,106 @@ class LoopBudget(unittest.TestCase):
             self.refuse(d)
             self.assertNotIn("the loop's budget", self.log_after(d))
 
+class DiskReserve(unittest.TestCase):
+    """The evidence never fills its disk: below --disk-reserve new calls are
+    turned away before anything is recorded (MCP-LOG-E-006), what was
+    answered is whole in the journal, and calls are taken again once there
+    is room. Judged on a tmpfs of its own under the state directory."""
+
+    MIB = 1 << 20
+
+    def setUp(self):
+        self.d = cgtest.Daemon(flags=["--disk-reserve", "12M"])
+        os.makedirs(self.d.state_dir)
+        r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=40m", "tmpfs",
+                            self.d.state_dir], capture_output=True, text=True)
+        if r.returncode != 0:
+            self.d.close()
+            self.skipTest("no tmpfs mount here: " + r.stderr.strip())
+        self.d.start()
+
+    def tearDown(self):
+        try:
+            self.d.stop()
+        except cgtest.DaemonError:
+            pass
+        subprocess.run(["umount", "-l", self.d.state_dir], capture_output=True)
+        self.d.close()
+
+    def free(self):
+        st = os.statvfs(self.d.state_dir)
+        return st.f_bavail * st.f_frsize
+
+    def refuse(self):
+        return self.d.request(cgtest.make_request([["rm", "-rf", "/"]]), timeout=60)
+
+    def replay_all(self):
+        p = subprocess.run([cgtest.CALLGATE, "replay", "--all", "--no-write", "--state-dir",
+                            self.d.state_dir], capture_output=True, text=True)
+        self.assertEqual(p.returncode, 0, p.stdout[-2000:] + p.stderr[-2000:])
+
+    def test_below_the_reserve_calls_are_turned_away_and_taken_again_after(self):
+        d = self.d
+        self.assertEqual(code_of(self.refuse()), "EN-EXEC-D-001")
+        filler = os.path.join(d.state_dir, "filler")
+        with open(filler, "wb") as f:
+            f.write(b"\0" * (self.free() - 8 * self.MIB))
+        r = self.refuse()
+        self.assertEqual(code_of(r), "MCP-LOG-E-006", r)
+        self.assertIn("disk reserve", r["reply"]["message"])
+        # Nothing ran: an allowed call is turned away the same way.
+        marker = os.path.join(d.workspace, "ran")
+        r = d.request(cgtest.make_request([["touch", marker]], cwd=d.workspace,
+                                          privileged=False), timeout=60)
+        self.assertEqual(code_of(r), "MCP-LOG-E-006", r)
+        self.assertFalse(os.path.exists(marker))
+        self.assertIsNone(d.proc.poll())
+        self.assertIn("below the disk reserve", d.log)
+        os.unlink(filler)
+        r = self.refuse()
+        self.assertEqual(code_of(r), "EN-EXEC-D-001", r)
+        self.assertIn("again: calls are taken", d.log)
+
+    def test_a_bad_reserve_is_refused_by_name(self):
+        for bad in ["5x", "-1", "0%", "91%", "2000000000G", "", "1.5G"]:
+            r = subprocess.run([cgtest.CALLGATED, "--disk-reserve", bad], capture_output=True,
+                               text=True, timeout=30)
+            self.assertEqual(r.returncode, 64, (bad, r.stderr))
+            self.assertIn("--disk-reserve needs", r.stderr)
+
+    def test_a_flood_of_refusals_stops_short_of_a_full_disk(self):
+        d = self.d
+        codes, denied, lock = [], [], threading.Lock()
+
+        def flood():  # about 40 MiB of evidence at most: more than the tmpfs holds
+            for _ in range(250):
+                r = self.refuse()
+                with lock:
+                    codes.append(code_of(r))
+                    if r.get("status") == "denied":
+                        denied.append(r["reply"]["trace_id"])
+                if code_of(r) == "MCP-LOG-E-006":
+                    return
+        threads = [threading.Thread(target=flood) for _ in range(16)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(set(codes), {"EN-EXEC-D-001", "MCP-LOG-E-006"}, set(codes))
+        self.assertGreater(len(denied), 100)
+        # The reserve took what was in flight: the disk never filled.
+        self.assertGreater(self.free(), 4 * self.MIB)
+        self.assertNotIn("journal failed", d.log)
+        self.assertNotIn("not recorded", d.log)
+        self.assertNotIn("not written", d.log)
+        d.stop()
+        self.replay_all()
+        events = subprocess.run([cgtest.CALLGATE, "log", "--state-dir", d.state_dir,
+                                 "--json"], capture_output=True, text=True)
+        for trace in random.sample(denied, 20):
+            self.assertIn(trace, events.stdout)
+
+
 class BackPressure(unittest.TestCase):
     def test_backlog_turns_calls_away_and_drops_no_event(self):
         env = {"CALLGATE_TEST_EVIDENCE_HIGH_WATER": "16",

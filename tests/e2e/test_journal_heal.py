@@ -34,7 +34,8 @@ def call(d, argv):
 @unittest.skipUnless(os.geteuid() == 0, "mounting a small tmpfs needs root")
 class JournalHeals(unittest.TestCase):
     def test_full_disk_refuses_then_heals_without_restart(self):
-        d = cgtest.Daemon(policy_text=POLICY)
+        # No disk reserve: this is the path past it, the disk full to the last byte.
+        d = cgtest.Daemon(policy_text=POLICY, flags=["--disk-reserve", "0"])
         os.makedirs(d.state_dir)
         subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m,mode=0700", "cg-heal",
                         d.state_dir], check=True)
