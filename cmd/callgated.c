@@ -416,6 +416,16 @@ int main(int argc, char **argv)
 	if ((group && lookup_group(group, &gid) < 0) ||
 	    (admin_group && lookup_group(admin_group, &admin_gid) < 0))
 		return EXIT_STARTUP;
+	if (group && !root) {
+		/* It cannot switch uid: another uid's calls would run as this one. */
+		fprintf(stderr,
+			"callgated: --socket-group needs a daemon run as root: this one runs "
+			"every call as its own uid (%u), so a member of %s would act as you. "
+			"Run the agent as this user, or the daemon as root (each call then runs "
+			"as its caller)\n",
+			(unsigned)geteuid(), group);
+		return EXIT_USAGE;
+	}
 
 	/* Before any thread exists (see the invariant above). */
 	sigset_t mask;
@@ -465,8 +475,8 @@ int main(int argc, char **argv)
 		    st_ws.st_dev == st_state.st_dev) {
 			cg_log("warn", NULL,
 			       "state dir %s is on the same file system as workspace %s: a call "
-			       "that fills it stops every call until space is freed (the journal "
-			       "cannot be written); give the state dir a file system of its own",
+			       "that fills it past the disk reserve turns every call away until "
+			       "space is freed; give the state dir a file system of its own",
 			       state_dir, n_ws ? workspaces[w] : "(the current directory)");
 			break;
 		}

@@ -136,6 +136,83 @@ int cg_mkdirs(const char *path, mode_t parents, mode_t mode)
 	return 0;
 }
 
+/* One step of cg_dir_trusted: last when it is the path itself. */
+static int step_trusted(const char *step, bool last, bool sticky_last, char *why, size_t why_len)
+{
+	struct stat st;
+	uid_t me = geteuid();
+	if (lstat(step, &st) != 0) {
+		snprintf(why, why_len, "%.300s: %s", step, strerror(errno));
+		return -1;
+	}
+	bool link = S_ISLNK(st.st_mode), sticky = (st.st_mode & S_ISVTX) != 0;
+	mode_t others = me != 0 && st.st_gid == getegid() ? S_IWOTH : (S_IWGRP | S_IWOTH);
+	const char *bad = st.st_uid != 0 && st.st_uid != me ? "owned by another user"
+			  : !link && !S_ISDIR(st.st_mode)   ? "not a directory"
+			  : !link && (st.st_mode & others) && !(sticky && (!last || sticky_last))
+			      ? "writable by other users"
+			      : NULL;
+	if (!bad)
+		return 0;
+	snprintf(why, why_len, "%.300s is %s (uid %u, mode %04o)", step, bad, (unsigned)st.st_uid,
+		 (unsigned)(st.st_mode & 07777));
+	errno = EPERM;
+	return -1;
+}
+
+/* Every step of the absolute path abs, from / on. */
+static int steps_trusted(const char *abs, bool sticky_last, char *why, size_t why_len)
+{
+	char buf[PATH_MAX];
+	size_t n = strlen(abs);
+	while (n > 1 && abs[n - 1] == '/')
+		n--;
+	if (n >= sizeof(buf)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	memcpy(buf, abs, n);
+	buf[n] = '\0';
+	if (step_trusted("/", n == 1, sticky_last, why, why_len) != 0)
+		return -1;
+	for (size_t i = 1; i <= n; i++) {
+		if (i < n && buf[i] != '/')
+			continue;
+		char c = buf[i];
+		buf[i] = '\0';
+		int rc = step_trusted(buf, i == n, sticky_last, why, why_len);
+		buf[i] = c;
+		if (rc != 0)
+			return -1;
+	}
+	return 0;
+}
+
+int cg_dir_trusted(const char *path, bool sticky_last, char *why, size_t why_len)
+{
+	char abs[PATH_MAX], real[PATH_MAX];
+	if (path[0] == '/') {
+		if (snprintf(abs, sizeof(abs), "%s", path) >= (int)sizeof(abs)) {
+			errno = ENAMETOOLONG;
+			return -1;
+		}
+	} else {
+		char cwd[PATH_MAX];
+		if (!getcwd(cwd, sizeof(cwd)) ||
+		    snprintf(abs, sizeof(abs), "%s/%s", cwd, path) >= (int)sizeof(abs)) {
+			errno = ENAMETOOLONG;
+			return -1;
+		}
+	}
+	if (steps_trusted(abs, sticky_last, why, why_len) != 0)
+		return -1;
+	if (!realpath(abs, real)) {
+		snprintf(why, why_len, "%.300s: %s", abs, strerror(errno));
+		return -1;
+	}
+	return strcmp(real, abs) == 0 ? 0 : steps_trusted(real, sticky_last, why, why_len);
+}
+
 int cg_file_read(const char *path, size_t cap, char **out, size_t *out_len)
 {
 	return read_from(AT_FDCWD, path, 0, cap, out, out_len);

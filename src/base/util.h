@@ -172,6 +172,18 @@ int cg_file_read_at(int dir_fd, const char *path, size_t cap, char **p, size_t *
 int cg_mkdirs(const char *path, mode_t parents, mode_t mode);
 
 /*
+ * May nobody but this process's euid (and root) change what path names?
+ * Every step from / to path, as written and once resolved, must be owned by
+ * root or the euid and writable by nobody else: a directory with the sticky
+ * bit (/tmp) may be writable by others on the way, since they cannot rename
+ * what is not theirs there, and as the last step too when sticky_last; a
+ * daemon that is not root also takes a step writable by its own egid (a
+ * private user group). 0; or -1 with errno (EPERM: why names the step, its
+ * owner and mode; else what the walk met).
+ */
+int cg_dir_trusted(const char *path, bool sticky_last, char *why, size_t why_len);
+
+/*
  * The birth time of path (relative to dirfd; "" for dirfd itself, which may
  * be an O_PATH descriptor), in ns since the epoch, from statx; 0 when the
  * file system keeps none or statx fails. Tells a directory from another

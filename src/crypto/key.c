@@ -57,6 +57,12 @@ EVP_PKEY *cg_key_load(const char *path, enum cg_key_kind kind, bool owner_only, 
 			 (unsigned)(st.st_mode & 0777));
 		return NULL;
 	}
+	/* A key of another user's making is theirs: they can sign with it too. */
+	if (owner_only && stat(path, &st) == 0 && st.st_uid != geteuid()) {
+		snprintf(why, why_len, "owned by uid %u, not by this process's uid %u",
+			 (unsigned)st.st_uid, (unsigned)geteuid());
+		return NULL;
+	}
 	char *pem = NULL;
 	size_t len = 0;
 	if (cg_file_read(path, 64 * 1024, &pem, &len) != 0) {

@@ -66,6 +66,25 @@ int open_listener(const char *path, mode_t mode, gid_t gid, int *lock_out, struc
 		       strerror(errno));
 		goto fail;
 	}
+	/*
+	 * In a directory another user can change, the socket could be swapped
+	 * for a link between bind and chmod, or for their own socket later.
+	 * Directly in a sticky one (/tmp) it cannot: others rename only theirs.
+	 */
+	char dir[PATH_MAX], untrusted[400];
+	const char *slash = strrchr(path, '/');
+	snprintf(dir, sizeof(dir), "%.*s",
+		 slash == path ? 1
+		 : slash       ? (int)(slash - path)
+			       : 1,
+		 slash ? path : ".");
+	if (cg_dir_trusted(dir, true, untrusted, sizeof(untrusted)) != 0) {
+		cg_log("error", NULL,
+		       "refusing the socket %s: %s (choose a directory only the daemon's user "
+		       "and root can change, or a sticky one such as /tmp)",
+		       path, untrusted);
+		goto fail;
+	}
 	if (snprintf(lockpath, sizeof(lockpath), "%s.lock", path) >= (int)sizeof(lockpath)) {
 		cg_log("error", NULL, "socket path %s is too long", path);
 		goto fail;
@@ -138,12 +157,13 @@ int open_listener(const char *path, mode_t mode, gid_t gid, int *lock_out, struc
 		cg_log("error", NULL, "cannot bind %s: %s", path, strerror(errno));
 		goto fail;
 	}
-	if (gid != (gid_t)-1 && chown(path, (uid_t)-1, gid) < 0) {
+	/* Never through a link: what is at path now may not be what bind made. */
+	if (gid != (gid_t)-1 && fchownat(AT_FDCWD, path, (uid_t)-1, gid, AT_SYMLINK_NOFOLLOW) < 0) {
 		cg_log("error", NULL, "cannot give %s to group %u: %s", path, (unsigned)gid,
 		       strerror(errno));
 		goto unlink_path;
 	}
-	if (chmod(path, mode) < 0) {
+	if (fchmodat(AT_FDCWD, path, mode, AT_SYMLINK_NOFOLLOW) < 0) {
 		cg_log("error", NULL, "cannot chmod %s: %s", path, strerror(errno));
 		goto unlink_path;
 	}

@@ -353,7 +353,7 @@ static int segment_open(struct cg_evidence *ev, uint64_t first_seq)
 {
 	char path[4200];
 	snprintf(path, sizeof(path), "%s/journal/%016" PRIu64 ".ndjson", ev->state_dir, first_seq);
-	int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+	int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
 		return -1;
 	/* The new name must survive a crash too: sync the directory. */
@@ -619,7 +619,7 @@ static void write_latest_note(struct cg_evidence *ev, const char *note, size_t l
 	char tmp[4300], dst[4300];
 	snprintf(tmp, sizeof(tmp), "%s/checkpoint.note.tmp", ev->state_dir);
 	snprintf(dst, sizeof(dst), "%s/checkpoint.note", ev->state_dir);
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
 	bool ok = fd >= 0 && cg_write_all(fd, note, len) == 0;
 	if (fd >= 0)
 		close(fd);
@@ -761,7 +761,7 @@ static void resume_write(struct cg_evidence *ev, const char *buf, size_t len)
 	char tmp[4300], dst[4300];
 	snprintf(tmp, sizeof(tmp), "%s/%s.tmp", ev->state_dir, CG_RESUME_FILE);
 	snprintf(dst, sizeof(dst), "%s/%s", ev->state_dir, CG_RESUME_FILE);
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
 	bool ok = fd >= 0 && cg_write_all(fd, buf, len) == 0;
 	if (fd >= 0)
 		close(fd);
@@ -2128,7 +2128,25 @@ int cg_evidence_open(const struct cg_evidence_config *cfg, struct cg_evidence **
 		goto fail;
 	}
 	snprintf(path, sizeof(path), "%s/journal", ev->state_dir);
-	if (cg_mkdirs(ev->state_dir, 0700, 0700) < 0 || cg_mkdirs(path, 0700, 0700) < 0) {
+	if (cg_mkdirs(ev->state_dir, 0700, 0700) < 0) {
+		snprintf(why, sizeof(why), "cannot create %.300s: %s", ev->state_dir,
+			 strerror(errno));
+		goto fail;
+	}
+	/*
+	 * A state directory someone else made, or could change, is theirs: links
+	 * they planted would take the daemon's writes, and a key they planted
+	 * would sign the evidence. Refused before anything in it is opened.
+	 */
+	char untrusted[400];
+	if (cg_dir_trusted(ev->state_dir, false, untrusted, sizeof(untrusted)) != 0) {
+		snprintf(why, sizeof(why),
+			 "%.380s: another user could change the state directory (choose one "
+			 "only the daemon's user and root can write, on every step from /)",
+			 untrusted);
+		goto fail;
+	}
+	if (cg_mkdirs(path, 0700, 0700) < 0) {
 		snprintf(why, sizeof(why), "cannot create %.300s: %s", path, strerror(errno));
 		goto fail;
 	}
@@ -2140,7 +2158,7 @@ int cg_evidence_open(const struct cg_evidence_config *cfg, struct cg_evidence **
 	snprintf(path, sizeof(path), "%s/journal", ev->state_dir);
 	ev->dir_fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	snprintf(path, sizeof(path), "%s/%s", ev->state_dir, CG_EVIDENCE_LOCK);
-	ev->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	ev->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (ev->dir_fd < 0 || ev->lock_fd < 0) {
 		snprintf(why, sizeof(why), "cannot open %.300s: %s", path, strerror(errno));
 		goto fail;
@@ -2193,7 +2211,7 @@ int cg_evidence_open(const struct cg_evidence_config *cfg, struct cg_evidence **
 		goto fail;
 	}
 	snprintf(path, sizeof(path), "%s/checkpoints.ndjson", ev->state_dir);
-	ev->ckpt_fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	ev->ckpt_fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
 	if (ev->ckpt_fd < 0) {
 		snprintf(why, sizeof(why), "cannot open %.300s: %s", path, strerror(errno));
 		goto fail;

@@ -50,8 +50,8 @@ static struct cg_reply *resolve_failed(int err)
 
 /*
  * Why the canonical directory p cannot be a workspace, or NULL: the root,
- * a top-level tree, anything at or below a system tree, or a user's home
- * itself (a project below it is fine).
+ * a top-level tree, anything at or below a system tree, a user's home
+ * itself or anything in its dot-directories (a project below it is fine).
  */
 static const char *system_tree(const char *p)
 {
@@ -78,10 +78,17 @@ static const char *system_tree(const char *p)
 	for (struct passwd *pw; !why && (pw = getpwent());)
 		if (pw->pw_dir && pw->pw_dir[0] == '/' && strcmp(pw->pw_dir, "/") != 0) {
 			char *home = realpath(pw->pw_dir, NULL);
+			size_t hl = home ? strlen(home) : 0;
 			if (home && strcmp(home, p) == 0)
 				why = "a user's home directory cannot be a workspace (its start-up "
 				      "files, agent settings and services would be the agent's): "
 				      "name a project directory below it";
+			else if (home && hl > 1 && strncmp(p, home, hl) == 0 && p[hl] == '/' &&
+				 p[hl + 1] == '.')
+				why = "a directory in a home's dot-directories cannot be a "
+				      "workspace (~/.config, ~/.local and the like hold the user's "
+				      "settings, services and programs on PATH): name a project "
+				      "directory";
 			free(home);
 		}
 	endpwent();

@@ -684,6 +684,128 @@ class WorkspaceRequired(unittest.TestCase):
             self.assertIn("WA-RES-E-002", p.stderr, ws)
             self.assertFalse(os.path.exists(sock), ws)
 
+    def test_a_homes_dot_directories_are_refused(self):
+        home = tempfile.mkdtemp(prefix="cg-home-")
+        self.addCleanup(shutil.rmtree, home, True)
+        for sub in (".config", ".local/bin", ".config/systemd/user"):
+            os.makedirs(os.path.join(home, sub), exist_ok=True)
+        os.makedirs(os.path.join(home, "src/.hidden"))
+        user = "cgdot%d" % os.getpid()
+        subprocess.run(["useradd", "-M", "-d", home, user], check=True)
+        self.addCleanup(subprocess.run, ["userdel", user], capture_output=True)
+        for ws in (".config", ".local/bin", ".config/systemd/user"):
+            p, sock = self.start("/", "--workspace", os.path.join(home, ws))
+            self.assertNotEqual(p.returncode, 0, ws)
+            self.assertIn("dot-directories", p.stderr, ws)
+            self.assertFalse(os.path.exists(sock), ws)
+        # A project below the home, even a dotted one inside it, is a workspace.
+        sock = os.path.join(home, "cg.sock")
+        p = subprocess.Popen([cgtest.CALLGATED, "--socket", sock, "--state-dir",
+                              os.path.join(home, "state"), "--log", "stderr",
+                              "--workspace", os.path.join(home, "src/.hidden")],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+        try:
+            cgtest.wait_listening(sock, 30, p)
+        finally:
+            p.terminate()
+            p.wait(timeout=30)
+
+
+class StateAndSocketOwnership(unittest.TestCase):
+    """A state directory or a socket directory another user made or can change
+    is refused before the daemon writes anything there: links planted in it
+    would take root's writes, a key planted in it would sign the evidence, a
+    socket swapped for a link would have root chmod the link's target
+    (attack s38b F1, F2)."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="cg-own-", dir="/tmp")
+        os.chmod(self.tmp, 0o755)
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+        self.ws = os.path.join(self.tmp, "ws")
+        os.mkdir(self.ws)
+        self.canary = os.path.join("/etc", "cg-own-canary-%d" % os.getpid())
+        with open(self.canary, "w") as f:
+            f.write("ORIGINAL\n")
+        os.chmod(self.canary, 0o600)
+        self.addCleanup(os.unlink, self.canary)
+
+    def start(self, state, sock, *flags):
+        p = subprocess.Popen([cgtest.CALLGATED, "--socket", sock, "--state-dir", state,
+                              "--workspace", self.ws, "--log", "stderr", *flags],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        try:
+            out, err = p.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.terminate()
+            out, err = p.communicate(timeout=30)
+            self.fail("the daemon started: " + err[-2000:])
+        return p.returncode, err
+
+    def as_nobody(self, path, *argv):
+        os.makedirs(path)
+        os.chown(path, cgtest.NOBODY if hasattr(cgtest, "NOBODY") else 65534, -1)
+        for a in argv:
+            subprocess.run(["runuser", "-u", "nobody", "--", *a], check=True)
+
+    def test_a_state_directory_another_user_made_is_refused(self):
+        state = os.path.join(self.tmp, "state")
+        self.as_nobody(state, ["ln", "-s", self.canary, os.path.join(state,
+                                                                     "checkpoint.note.tmp")],
+                       ["ln", "-s", self.canary, os.path.join(state, "checkpoints.ndjson")],
+                       ["mkdir", "-m", "0755", os.path.join(state, "keys")])
+        rc, err = self.start(state, os.path.join(self.tmp, "cg.sock"))
+        self.assertNotEqual(rc, 0)
+        self.assertIn("owned by another user", err)
+        with open(self.canary) as f:
+            self.assertEqual(f.read(), "ORIGINAL\n")
+        self.assertEqual(os.stat(self.canary).st_mode & 0o777, 0o600)
+        self.assertFalse(os.path.exists(os.path.join(state, "journal")))
+
+    def test_a_state_directory_below_one_others_can_write_is_refused(self):
+        shared = os.path.join(self.tmp, "shared")
+        os.mkdir(shared)
+        os.chmod(shared, 0o777)  # no sticky bit: anyone renames anything here
+        rc, err = self.start(os.path.join(shared, "state"), os.path.join(self.tmp, "cg.sock"))
+        self.assertNotEqual(rc, 0)
+        self.assertIn("writable by other users", err)
+
+    def test_a_socket_directory_another_user_owns_is_refused(self):
+        sockdir = os.path.join(self.tmp, "run")
+        self.as_nobody(sockdir)
+        rc, err = self.start(os.path.join(self.tmp, "state"), os.path.join(sockdir, "cg.sock"),
+                             "--socket-group", "nogroup")
+        self.assertNotEqual(rc, 0)
+        self.assertIn("refusing the socket", err)
+        self.assertFalse(os.path.exists(os.path.join(sockdir, "cg.sock")))
+
+    def test_a_key_of_another_users_making_is_refused(self):
+        state = os.path.join(self.tmp, "state")
+        os.makedirs(os.path.join(state, "keys"))
+        os.chmod(state, 0o700)
+        key = os.path.join(state, "keys", "evidence.key")
+        subprocess.run(["openssl", "genpkey", "-algorithm", "ed25519", "-out", key],
+                       check=True, capture_output=True)
+        os.chmod(key, 0o600)
+        os.chown(key, 65534, -1)
+        rc, err = self.start(state, os.path.join(self.tmp, "cg.sock"))
+        self.assertNotEqual(rc, 0)
+        self.assertIn("owned by uid 65534", err)
+
+    def test_a_non_root_daemon_takes_no_socket_group(self):
+        sockdir = os.path.join(self.tmp, "nb")
+        self.as_nobody(sockdir)
+        r = subprocess.run(["runuser", "-u", "nobody", "--", cgtest.CALLGATED, "--socket",
+                            os.path.join(sockdir, "cg.sock"), "--state-dir",
+                            os.path.join(sockdir, "state"), "--workspace", sockdir,
+                            "--socket-group", "nogroup"],
+                           capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.returncode, 64, r.stderr)
+        self.assertIn("--socket-group needs a daemon run as root", r.stderr)
+        self.assertFalse(os.path.exists(os.path.join(sockdir, "cg.sock")))
+
 
 class LogReaderGone(unittest.TestCase):
     """The daemon's stderr reader going away (a log pipe closed) makes the
