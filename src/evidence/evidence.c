@@ -2146,6 +2146,12 @@ int cg_evidence_open(const struct cg_evidence_config *cfg, struct cg_evidence **
 			 untrusted);
 		goto fail;
 	}
+	struct stat sd;
+	if (stat(ev->state_dir, &sd) == 0 && (sd.st_mode & (S_IRWXG | S_IRWXO)))
+		cg_log("warn", NULL,
+		       "state dir %s is open to other users (mode %04o): every uid's call records "
+		       "under traces/ are readable there; chmod 700 it",
+		       ev->state_dir, (unsigned)(sd.st_mode & 07777));
 	if (cg_mkdirs(path, 0700, 0700) < 0) {
 		snprintf(why, sizeof(why), "cannot create %.300s: %s", path, strerror(errno));
 		goto fail;

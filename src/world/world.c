@@ -35,7 +35,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 static struct cg_reply *oom(const char *doing)
@@ -493,111 +495,188 @@ static char *none(int e)
 }
 
 /*
- * Does absolute path p pass through /proc, as the daemon resolves it prefix
- * by prefix (a link to /proc/self, to /proc, or "/proc//self" written out)?
- * /proc's links (self, cwd, root, fd) resolve as the daemon's process, not
- * the agent's whose own tool acts on the path: such a path is not judged.
- * A prefix that cannot be resolved for another reason than a missing name
- * counts as passing through (fail closed).
+ * Name-walking steps one request's file resources may take in all (every
+ * name looked at, and every name a link adds): a walk costs a system call or
+ * two per step on the event loop's thread, and a request holds up to 256
+ * resources of up to PATH_MAX each. Past it: E2BIG, the request is refused.
  */
-static bool through_proc(const char *p)
+#define RESOLVE_STEPS 16384
+
+/* The walk of one resource (real_resource). */
+struct walk {
+	char todo[2 * PATH_MAX]; /* the names still to walk, '/'-separated */
+	char real[PATH_MAX];	 /* where the walk is: canonical, no link in it */
+	size_t len;		 /* strlen(real) */
+	int fd;			 /* O_PATH of real while it exists, else -1 */
+	bool missing;		 /* a name did not exist: the rest is appended */
+	bool leaf;		 /* real is not a directory: no name may follow */
+	size_t *budget;		 /* the request's steps left */
+};
+
+/* Append name to w->real. 0, or -1 with errno. */
+static int walk_append(struct walk *w, const char *name, size_t n)
 {
-	char pre[PATH_MAX];
-	size_t n = strlen(p);
-	if (n >= sizeof(pre))
-		return true;
-	for (size_t i = 1; i <= n; i++) {
-		if (i < n && p[i] != '/')
-			continue;
-		memcpy(pre, p, i);
-		pre[i] = '\0';
-		char *r = realpath(pre, NULL);
-		if (!r)
-			return errno != ENOENT && errno != ENOTDIR;
-		bool in = strncmp(r, "/proc", 5) == 0 && (r[5] == '/' || !r[5]);
-		free(r);
-		if (in)
-			return true;
+	size_t sep = w->len > 1 ? 1 : 0;
+	if (w->len + sep + n >= sizeof(w->real)) {
+		errno = ENAMETOOLONG;
+		return -1;
 	}
-	return false;
+	if (sep)
+		w->real[w->len++] = '/';
+	memcpy(w->real + w->len, name, n);
+	w->len += n;
+	w->real[w->len] = '\0';
+	return 0;
+}
+
+/* Go to dirfd's entry name (O_PATH, a directory), leaving the old one. */
+static int walk_enter(struct walk *w, int dirfd, const char *name)
+{
+	int fd = openat(dirfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	struct statfs sf;
+	/* /proc's links resolve as the daemon's process, not the agent's. */
+	if (fstatfs(fd, &sf) != 0 || sf.f_type == PROC_SUPER_MAGIC) {
+		close(fd);
+		errno = EXDEV;
+		return -1;
+	}
+	close(w->fd);
+	w->fd = fd;
+	return 0;
+}
+
+/* One name of the walk. 0, or -1 with errno. */
+static int walk_name(struct walk *w, const char *name, size_t n, int *hops)
+{
+	char c[NAME_MAX + 1], target[PATH_MAX];
+	if (n == 0 || (n == 1 && name[0] == '.'))
+		return 0;
+	if (w->leaf) {
+		errno = ENOTDIR;
+		return -1;
+	}
+	bool dotdot = n == 2 && name[0] == '.' && name[1] == '.';
+	if (w->missing) {
+		/*
+		 * .. after a missing name: a tool that makes the missing
+		 * directories first lands beyond it where links below may lead
+		 * anywhere (found by a review).
+		 */
+		if (dotdot) {
+			errno = EINVAL;
+			return -1;
+		}
+		return walk_append(w, name, n);
+	}
+	if (dotdot) {
+		if (walk_enter(w, w->fd, "..") != 0)
+			return -1;
+		while (w->len > 1 && w->real[w->len - 1] != '/')
+			w->len--;
+		if (w->len > 1)
+			w->len--;
+		w->real[w->len] = '\0';
+		return 0;
+	}
+	if (n > NAME_MAX) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	memcpy(c, name, n);
+	c[n] = '\0';
+	struct stat st;
+	if (fstatat(w->fd, c, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+		if (errno != ENOENT)
+			return -1;
+		w->missing = true;
+		return walk_append(w, name, n);
+	}
+	if (S_ISLNK(st.st_mode)) {
+		/* Where it points is where the tool lands (a dangling one too). */
+		ssize_t tl = readlinkat(w->fd, c, target, sizeof(target) - 1);
+		if (tl <= 0 || ++*hops > 40) {
+			errno = tl < 0 ? errno : ELOOP;
+			return -1;
+		}
+		size_t rest = strlen(w->todo);
+		if ((size_t)tl + 1 + rest >= sizeof(w->todo)) {
+			errno = ENAMETOOLONG;
+			return -1;
+		}
+		memmove(w->todo + tl + 1, w->todo, rest + 1);
+		memcpy(w->todo, target, (size_t)tl);
+		w->todo[tl] = '/';
+		if (target[0] == '/') {
+			w->len = 1;
+			w->real[1] = '\0';
+			return walk_enter(w, AT_FDCWD, "/");
+		}
+		return 0;
+	}
+	if (walk_append(w, name, n) != 0)
+		return -1;
+	if (S_ISDIR(st.st_mode))
+		return walk_enter(w, w->fd, c);
+	w->leaf = true;
+	return 0;
 }
 
 /*
- * Where a file resource really lies: its existing part with symlinks
- * followed (realpath), the rest appended (nothing below a missing name can
- * be a symlink yet; a .. there is refused). Relative to cwd. A malloc'd
- * absolute path, or NULL with errno (not a path, too long, unreadable).
+ * Where a file resource really lies, walked name by name from / as the
+ * kernel would walk it for the agent's tool: links followed (a dangling
+ * one to where it points), .. taken from where the walk really is, the
+ * part below the first missing name appended (nothing there can be a link
+ * yet; a .. there is refused). A walk that enters /proc is refused (EXDEV):
+ * /proc's links (self, cwd, root, fd) resolve as the daemon's process, not
+ * the agent's. One system call or two per name, each counted against the
+ * request's budget. Relative to cwd. A malloc'd absolute path, or NULL
+ * with errno (not a path, too long, unreadable, E2BIG past the budget).
  */
-static char *real_resource(const char *cwd, const char *res)
+static char *real_resource(const char *cwd, const char *res, size_t *budget)
 {
-	char full[PATH_MAX], rest[PATH_MAX] = "";
-	int hops = 0;
+	struct walk *w = calloc(1, sizeof(*w));
+	if (!w)
+		return none(ENOMEM);
+	char *out = NULL;
+	int hops = 0, e = 0;
+	w->budget = budget;
+	w->fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	w->real[0] = '/';
+	w->len = 1;
 	if (!res[0])
-		return none(EINVAL);
-	if (snprintf(full, sizeof(full), "%s%s%s", res[0] == '/' ? "" : cwd,
-		     res[0] == '/' ? "" : "/", res) >= (int)sizeof(full))
-		return none(ENAMETOOLONG);
-	for (;;) {
-		/* Checked on every path followed: a dangling link's target too. */
-		if (through_proc(full))
-			return none(EXDEV);
-		char *real = realpath(full, NULL);
-		if (real || errno != ENOENT) {
-			if (!real)
-				return NULL; /* realpath's errno */
-			char out[PATH_MAX];
-			size_t n = (size_t)snprintf(out, sizeof(out), "%s", real);
-			free(real);
-			/* The missing tail, one name at a time. */
-			for (char *save = NULL, *c = strtok_r(rest, "/", &save); c;
-			     c = strtok_r(NULL, "/", &save)) {
-				if (strcmp(c, ".") == 0)
-					continue;
-				/*
-				 * .. after a missing name: a tool that makes the
-				 * missing directories first lands beyond it where
-				 * links below may lead anywhere (found by a review).
-				 */
-				if (strcmp(c, "..") == 0)
-					return none(EINVAL);
-				int m =
-				    snprintf(out + n, sizeof(out) - n, "%s%s", n > 1 ? "/" : "", c);
-				if (m < 0 || (size_t)m >= sizeof(out) - n)
-					return none(ENAMETOOLONG);
-				n += (size_t)m;
-			}
-			return strdup(out);
+		e = EINVAL;
+	else if (snprintf(w->todo, sizeof(w->todo), "%s%s%s", res[0] == '/' ? "" : cwd,
+			  res[0] == '/' ? "" : "/", res) >= (int)sizeof(w->todo))
+		e = ENAMETOOLONG;
+	else if (w->fd < 0)
+		e = errno;
+	while (!e && w->todo[0]) {
+		if (*w->budget == 0) {
+			e = E2BIG;
+			break;
 		}
-		/* A dangling symlink: where it points is where a write would land. */
-		struct stat st;
-		char *sl = strrchr(full, '/');
-		if (!sl)
-			return none(EINVAL);
-		if (lstat(full, &st) == 0 && S_ISLNK(st.st_mode)) {
-			char target[PATH_MAX], next[PATH_MAX];
-			ssize_t tl = readlink(full, target, sizeof(target) - 1);
-			if (tl <= 0 || ++hops > 40)
-				return none(tl < 0 ? errno : ELOOP);
-			target[tl] = '\0';
-			*sl = '\0';
-			if (snprintf(next, sizeof(next), "%s%s%s", target[0] == '/' ? "" : full,
-				     target[0] == '/' ? "" : "/", target) >= (int)sizeof(next))
-				return none(ENAMETOOLONG);
-			memcpy(full, next, strlen(next) + 1);
-			continue;
+		--*w->budget;
+		char name[NAME_MAX + 2];
+		size_t n = strcspn(w->todo, "/");
+		size_t skip = n + (w->todo[n] == '/');
+		if (n > NAME_MAX) {
+			e = ENAMETOOLONG;
+			break;
 		}
-		/* Missing: move the last name to the tail and try its parent. */
-		char tail[PATH_MAX];
-		if (snprintf(tail, sizeof(tail), "%s%s%s", sl + 1, rest[0] ? "/" : "", rest) >=
-		    (int)sizeof(tail))
-			return none(ENAMETOOLONG);
-		memcpy(rest, tail, strlen(tail) + 1);
-		if (sl == full) {
-			full[1] = '\0'; /* "/" exists */
-		} else {
-			*sl = '\0';
-		}
+		memcpy(name, w->todo, n);
+		memmove(w->todo, w->todo + skip, strlen(w->todo + skip) + 1);
+		if (walk_name(w, name, n, &hops) != 0)
+			e = errno ? errno : EINVAL;
 	}
+	if (!e && !(out = strdup(w->real)))
+		e = ENOMEM;
+	if (w->fd >= 0)
+		close(w->fd);
+	free(w);
+	errno = e;
+	return out;
 }
 
 /* call->actions: the request's, with file resources where they really lie. */
@@ -612,7 +691,7 @@ static int resolve_actions(const struct cg_request *req, struct cg_call *call,
 		return -1;
 	}
 	static const char *const file_types[] = { "read", "write", "delete", "exec" };
-	size_t i;
+	size_t i, budget = RESOLVE_STEPS;
 	json_t *a;
 	json_array_foreach(call->actions, i, a)
 	{
@@ -624,7 +703,7 @@ static int resolve_actions(const struct cg_request *req, struct cg_call *call,
 		if (!file || !res || !call->cwd)
 			continue;
 		errno = 0;
-		char *real = real_resource(call->cwd, res);
+		char *real = real_resource(call->cwd, res, &budget);
 		if (!real) {
 			/*
 			 * Not judged is not allowed: a symlink chain too long for

@@ -929,6 +929,57 @@ class LoopBudget(unittest.TestCase):
             self.refuse(d)
             self.assertNotIn("the loop's budget", self.log_after(d))
 
+class ResolveBudget(unittest.TestCase):
+    """A file action's path is walked name by name, each name once, against a
+    budget per request (world.c RESOLVE_STEPS): before, one gate request of
+    240 paths like /usr/../usr/../... held the daemon's one loop thread for
+    122 s, and one path through a 2,000-level directory for 164 s, admin
+    socket included (attack s38a F1)."""
+
+    def gate(self, d, resources, timeout=60):
+        acts = [{"action_type": "read", "tool": "Read", "resource": r} for r in resources]
+        return d.request(cgtest.make_request(action="gate", actions=acts, privileged=False,
+                                             cwd=d.workspace), timeout=timeout)
+
+    def test_paths_that_cost_a_walk_each_do_not_hold_the_loop(self):
+        with cgtest.Daemon() as d:
+            deep = os.path.join(d.workspace, "deep")
+            try:
+                self.walks(d, deep)
+            finally:  # rm, not shutil.rmtree: 2,000 levels are past Python's recursion limit
+                subprocess.run(["rm", "-rf", deep])
+
+    def walks(self, d, deep):
+        os.mkdir(deep)
+        fd = os.open(deep, os.O_RDONLY)
+        for _ in range(2000):
+            os.mkdir("d", dir_fd=fd)
+            nfd = os.open("d", os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = nfd
+        os.close(fd)
+        pinged = []
+
+        def ping():
+            time.sleep(0.5)
+            pinged.append(d.request(cgtest.make_request(action="ping"), timeout=60))
+        t = threading.Thread(target=ping)
+        t.start()
+        # Every name exists: the old walk did a realpath of each prefix.
+        r = self.gate(d, ["/" + "usr/../" * 580 + "etc/hostname"] * 240, timeout=100)
+        self.assertEqual(code_of(r), "WA-RES-I-008", r)
+        self.assertIn("E2BIG", r["reply"]["message"])
+        t.join(100)
+        self.assertEqual(code_of(pinged[0]), "MCP-SYS-S-001", pinged)
+        # Within the budget, the same paths are judged where they lead.
+        r = self.gate(d, ["/" + "usr/../" * 20 + "etc/hostname"] * 4)
+        self.assertEqual(code_of(r), "MCP-GATE-S-001", r)
+        r = self.gate(d, ["deep/" + "d/" * 2000 + "x"])
+        self.assertEqual(code_of(r), "MCP-GATE-S-001", r)
+        r = self.gate(d, ["deep/" + "d/" * 1500 + "../" * 1510 + "etc/shadow"])
+        self.assertEqual(r["reply"]["params"]["rule_id"], "action-secrets", r)
+
+
 class DiskReserve(unittest.TestCase):
     """The evidence never fills its disk: below --disk-reserve new calls are
     turned away before anything is recorded (MCP-LOG-E-006), what was
