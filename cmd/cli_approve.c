@@ -22,6 +22,7 @@
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -304,6 +305,45 @@ static void screen_field(struct screen *sc, const char *label, const char *value
 		p = q;
 	} while (*p);
 	free(v);
+}
+
+/*
+ * A row under a value with characters outside ASCII, naming each (up to
+ * eight) by code point and place: a Cyrillic a, a no-break space or a
+ * combining mark looks like ASCII on a terminal but is another argument.
+ */
+static void non_ascii_row(struct screen *sc, const char *value)
+{
+	char out[256] = "";
+	size_t o = 0, shown = 0, chars = 0, more = 0;
+	for (const unsigned char *p = (const unsigned char *)(value ? value : ""); *p;) {
+		chars++;
+		if (*p < 0x80) {
+			p++;
+			continue;
+		}
+		/* The wire took only valid UTF-8: a lead byte and its continuations. */
+		size_t n = *p >= 0xf0 ? 4 : *p >= 0xe0 ? 3 : 2;
+		uint32_t cp = *p & (0x7f >> n);
+		for (size_t k = 1; k < n && (p[k] & 0xc0) == 0x80; k++)
+			cp = cp << 6 | (p[k] & 0x3f);
+		for (p++; (*p & 0xc0) == 0x80; p++)
+			;
+		if (shown == 8) {
+			more++;
+			continue;
+		}
+		int m = snprintf(out + o, sizeof(out) - o, "%sU+%04X at char %zu",
+				 shown ? ", " : "", (unsigned)cp, chars);
+		if (m > 0 && (size_t)m < sizeof(out) - o)
+			o += (size_t)m;
+		shown++;
+	}
+	if (!shown)
+		return;
+	if (more)
+		(void)snprintf(out + o, sizeof(out) - o, " and %zu more", more);
+	screen_field(sc, "  ! not ASCII", out);
 }
 
 /*
@@ -751,6 +791,7 @@ static void build_view(struct screen *sc, const json_t *p, size_t waiting)
 		const char *found = json_string_value(json_object_get(st, "found"));
 		(void)snprintf(label, sizeof(label), "stage %zu runs", i + 1);
 		screen_field(sc, label, exe);
+		non_ascii_row(sc, exe);
 		bound_row(sc, json_object_get(st, "constraint_sets"), priv);
 		network_row(sc, json_object_get(p, "constraints"),
 			    json_object_get(st, "constraint_sets"));
@@ -762,6 +803,7 @@ static void build_view(struct screen *sc, const json_t *p, size_t waiting)
 		{
 			(void)snprintf(label, sizeof(label), "  argv[%zu]", k);
 			screen_field(sc, label, json_string_value(a));
+			non_ascii_row(sc, json_string_value(a));
 		}
 	}
 	const char *key;
@@ -777,6 +819,7 @@ static void build_view(struct screen *sc, const json_t *p, size_t waiting)
 		}
 		(void)snprintf(kv, n, "%s=%s", key, json_string_value(v));
 		screen_field(sc, "env", kv);
+		non_ascii_row(sc, kv);
 		free(kv);
 	}
 	if (json_object_get(p, "grant"))

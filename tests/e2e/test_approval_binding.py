@@ -1422,6 +1422,21 @@ class PendingShowsTheWholeCall(unittest.TestCase):
             t.join(WAIT)
             self.assertFalse(os.path.exists(marker))
 
+    def test_characters_that_look_like_ascii_are_named(self):
+        # A Cyrillic a, a combining mark and a no-break space printed as they
+        # are: the approver read `pip install pandas --index-url=...` (s38b F6).
+        with daemon() as d:
+            args = ["p\u0430ndas", "n\u0336umpy", "--index-url=http://evil\u00a0x"]
+            t, box = call_async(d, cgtest.make_request([["touch", *args]], privileged=False))
+            p = wait_pending(d, 1)[0]
+            out = d.cli("pending").stdout.decode()
+            self.assertRegex(out, r"argv\[1\] +p.ndas\n +! not ASCII +U\+0430 at char 2\n")
+            self.assertIn("U+0336 at char 2", out)
+            self.assertIn("U+00A0 at char 24", out)
+            self.assertEqual(out.count("! not ASCII"), 3, out)
+            d.cli("deny", p["trace_id"])
+            t.join(WAIT)
+
     def test_a_forwarded_ssh_agent_is_shown_bound_and_granted_apart(self):
         """forward_agent hands the call the daemon's ssh agent: it was in
         neither the view, its hash nor a grant's match, so a call shown as a
