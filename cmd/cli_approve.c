@@ -715,11 +715,13 @@ static void grant_rows(struct screen *sc, const char *title, const json_t *grant
 		json_decref(one);
 		(void)snprintf(label, sizeof(label), "  stage %zu", i + 1);
 		screen_field(sc, label, json_string_value(json_object_get(st, "exe")));
+		non_ascii_row(sc, json_string_value(json_object_get(st, "exe")));
 		size_t wl = what ? strlen(what) + sizeof(note) : 0;
 		char *shown = what ? malloc(wl) : NULL;
 		if (shown)
 			(void)snprintf(shown, wl, "%s%s", what, strpbrk(what, "*?[") ? note : "");
 		screen_field(sc, "    argv", shown ? shown : "?");
+		non_ascii_row(sc, what);
 		free(shown);
 		free(what);
 	}
@@ -753,6 +755,7 @@ static void build_view(struct screen *sc, const json_t *p, size_t waiting)
 	screen_field(sc, "peer exe", pline);
 	screen_field(sc, "time", json_string_value(json_object_get(p, "time")));
 	screen_field(sc, "reason", json_string_value(json_object_get(p, "reason")));
+	non_ascii_row(sc, json_string_value(json_object_get(p, "reason")));
 	screen_field(
 	    sc, "privileged",
 	    json_object_get(p, "grant") ? "nothing runs now: the agent asks for the grant below"
@@ -760,6 +763,7 @@ static void build_view(struct screen *sc, const json_t *p, size_t waiting)
 		? privileged_text(json_object_get(p, "constraints"), json_object_get(p, "pipeline"))
 		: "no: runs as the caller, in a view of its own");
 	screen_field(sc, "cwd", json_string_value(json_object_get(p, "cwd")));
+	non_ascii_row(sc, json_string_value(json_object_get(p, "cwd")));
 	if (json_is_true(json_object_get(p, "forward_agent")))
 		screen_field(sc, "ssh agent",
 			     "FORWARDED: the call may use the daemon's ssh agent (its keys sign "

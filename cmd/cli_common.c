@@ -217,6 +217,26 @@ static int chan_open_local(struct chan *c, const char *path, int64_t deadline, c
 		errno = e;
 		return -1;
 	}
+	/*
+	 * A daemon is root's or the user's own: a socket another user serves
+	 * (one who took a path in /tmp first) would read the call and answer it
+	 * as it liked. Root may talk to a user's daemon (as its approver).
+	 */
+	struct ucred cred = { .uid = (uid_t)-1 };
+	socklen_t cl = sizeof(cred);
+	uid_t me = geteuid();
+	if (me != 0 && (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0 ||
+			(cred.uid != 0 && cred.uid != me))) {
+		char who[160];
+		(void)snprintf(who, sizeof(who),
+			       " is served by uid %u, neither root nor you: not sending it a call",
+			       (unsigned)cred.uid);
+		if (err && err_len)
+			(void)snprintf(err, err_len, "%s%s", path, who);
+		close(fd);
+		errno = EPERM;
+		return -1;
+	}
 	*c = (struct chan){ fd, fd, -1, path, true, -1 };
 	return 0;
 }

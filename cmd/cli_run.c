@@ -25,6 +25,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "approval.h"
 #include "cli.h"
 #include "util.h"
 
@@ -534,6 +535,15 @@ int cg_cli_run(const struct cg_cli *g, int argc, char **argv)
 		}
 		if (json_is_true(json_object_get(resp, "stdout_truncated")))
 			fprintf(stderr, "callgate run: stdout was truncated at the output cap\n");
+		/* Something the call made was set aside after it: say so, after its output. */
+		const json_t *reply = json_object_get(resp, "reply");
+		const char *rcode = json_string_value(json_object_get(reply, "code"));
+		if (rcode && strcmp(rcode, "MCP-EXEC-S-002") == 0) {
+			char *m = cg_sanitize_for_terminal(
+			    json_string_value(json_object_get(reply, "message")));
+			fprintf(stderr, "callgate run: %s: %s\n", rcode, m ? m : "");
+			free(m);
+		}
 	}
 	json_t *ec = json_object_get(json_array_get(stages, n - 1), "exit_code");
 	if (!json_is_integer(ec)) {

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "util.h"
@@ -146,7 +147,13 @@ static int step_trusted(const char *step, bool last, bool sticky_last, char *why
 		return -1;
 	}
 	bool link = S_ISLNK(st.st_mode), sticky = (st.st_mode & S_ISVTX) != 0;
-	mode_t others = me != 0 && st.st_gid == getegid() ? S_IWOTH : (S_IWGRP | S_IWOTH);
+	/*
+	 * A non-root daemon's own group may write (a private user group),
+	 * unless an access ACL is there: then the group bits are its mask,
+	 * and a named user it lists may write too.
+	 */
+	bool acl = lgetxattr(step, "system.posix_acl_access", NULL, 0) > 0;
+	mode_t others = me != 0 && st.st_gid == getegid() && !acl ? S_IWOTH : (S_IWGRP | S_IWOTH);
 	const char *bad = st.st_uid != 0 && st.st_uid != me ? "owned by another user"
 			  : !link && !S_ISDIR(st.st_mode)   ? "not a directory"
 			  : !link && (st.st_mode & others) && !(sticky && (!last || sticky_last))

@@ -229,6 +229,13 @@ struct cg_evidence {
 	int64_t last_pack_ns;	     /* package thread: when retention last looked */
 	uint64_t reserve;	     /* the disk reserve in bytes (set at open); 0: none */
 	_Atomic bool disk_low;	     /* below it when last asked */
+	/* Under mu: bytes admitted calls may still write (cg_evidence_promise). */
+	uint64_t promised;
+	/* Ended calls' promises, oldest first: kept until done_ticket reaches ticket. */
+	struct promise {
+		struct promise *next;
+		uint64_t ticket, bytes;
+	} * promises, **promises_tail;
 	/* Test-only knobs (environment, read at open; see docs/limits.md). */
 	size_t high_water; /* ADMIT_HIGH_WATER, or CALLGATE_TEST_EVIDENCE_HIGH_WATER */
 	int stall_ms;	   /* CALLGATE_TEST_EVIDENCE_STALL_MS: the writer sleeps per batch */
@@ -1531,6 +1538,43 @@ static uint64_t reserve_of(const struct cg_evidence_config *cfg, uint64_t total)
 	return pct5 < cap ? pct5 : cap;
 }
 
+void cg_evidence_promise(struct cg_evidence *ev, uint64_t bytes)
+{
+	pthread_mutex_lock(&ev->mu);
+	ev->promised += bytes;
+	pthread_mutex_unlock(&ev->mu);
+}
+
+void cg_evidence_promise_end(struct cg_evidence *ev, uint64_t bytes)
+{
+	struct promise *p = malloc(sizeof(*p));
+	pthread_mutex_lock(&ev->mu);
+	if (!p || ev->done_ticket >= ev->next_ticket) {
+		/* Nothing of it still waits (or no memory to wait: let it go now). */
+		ev->promised -= bytes < ev->promised ? bytes : ev->promised;
+		free(p);
+	} else {
+		*p = (struct promise){ NULL, ev->next_ticket, bytes };
+		*ev->promises_tail = p;
+		ev->promises_tail = &p->next;
+	}
+	pthread_mutex_unlock(&ev->mu);
+}
+
+/* mu held: the bytes still promised, once what is on disk is let go. */
+static uint64_t promised_locked(struct cg_evidence *ev)
+{
+	while (ev->promises && ev->promises->ticket <= ev->done_ticket) {
+		struct promise *p = ev->promises;
+		ev->promises = p->next;
+		if (!ev->promises)
+			ev->promises_tail = &ev->promises;
+		ev->promised -= p->bytes < ev->promised ? p->bytes : ev->promised;
+		free(p);
+	}
+	return ev->promised;
+}
+
 bool cg_evidence_disk_low(struct cg_evidence *ev, uint64_t *avail, uint64_t *reserve)
 {
 	struct statvfs sv;
@@ -1538,10 +1582,16 @@ bool cg_evidence_disk_low(struct cg_evidence *ev, uint64_t *avail, uint64_t *res
 	*reserve = ev->reserve;
 	if (!ev->reserve)
 		return false;
+	pthread_mutex_lock(&ev->mu);
+	uint64_t promised = promised_locked(ev);
+	pthread_mutex_unlock(&ev->mu);
 	int asked = fstatvfs(ev->dir_fd, &sv);
 	int e = errno;
-	if (asked == 0)
-		*avail = (uint64_t)sv.f_bavail * sv.f_frsize;
+	if (asked == 0) {
+		uint64_t free_now = (uint64_t)sv.f_bavail * sv.f_frsize;
+		/* What admitted calls will still write is as good as written. */
+		*avail = free_now > promised ? free_now - promised : 0;
+	}
 	bool low = asked != 0 || *avail < ev->reserve;
 	if (atomic_exchange(&ev->disk_low, low) == low)
 		return low;
@@ -1552,10 +1602,10 @@ bool cg_evidence_disk_low(struct cg_evidence *ev, uint64_t *avail, uint64_t *res
 		       ev->state_dir, strerror(e));
 	else if (low)
 		cg_log("error", NULL,
-		       "evidence: %" PRIu64
-		       " bytes free under %s, below the disk reserve of %" PRIu64
+		       "evidence: %" PRIu64 " bytes free under %s once admitted calls are recorded "
+		       "(%" PRIu64 " promised), below the disk reserve of %" PRIu64
 		       ": new calls are turned away until there is room (--disk-reserve)",
-		       *avail, ev->state_dir, ev->reserve);
+		       *avail, ev->state_dir, promised, ev->reserve);
 	else
 		cg_log("info", NULL,
 		       "evidence: %" PRIu64 " bytes free under %s again: calls are taken", *avail,
@@ -2096,6 +2146,7 @@ int cg_evidence_open(const struct cg_evidence_config *cfg, struct cg_evidence **
 		ev->cfg.checkpoint_ms = CKPT_MS_MAX;
 	ev->lock_fd = ev->seg_fd = ev->ckpt_fd = ev->dir_fd = -1;
 	ev->wake_fd = -1;
+	ev->promises_tail = &ev->promises;
 	ev->high_water =
 	    (size_t)cg_test_knob("CALLGATE_TEST_EVIDENCE_HIGH_WATER", ADMIT_HIGH_WATER, LONG_MAX);
 	ev->stall_ms = (int)cg_test_knob("CALLGATE_TEST_EVIDENCE_STALL_MS", 0, LONG_MAX);
@@ -2305,6 +2356,10 @@ void cg_evidence_close(struct cg_evidence *ev)
 	EVP_PKEY_free(ev->key);
 	cg_smap_free(ev->traces, tstate_free);
 	cg_smap_free(ev->cut, NULL);
+	for (struct promise *p = ev->promises, *nx; p; p = nx) {
+		nx = p->next;
+		free(p);
+	}
 	json_decref(ev->cut_pending);
 	free(ev->batch);
 	free(ev->resume);

@@ -139,6 +139,16 @@ int cg_evidence_seal(struct cg_evidence *ev, const char *trace_id, json_t *verdi
 bool cg_evidence_disk_low(struct cg_evidence *ev, uint64_t *avail, uint64_t *reserve);
 
 /*
+ * What an admitted call may still write (an estimate from its request's
+ * size) is counted with the reserve: from its admission
+ * (cg_evidence_promise) until everything queued by the time it ended is on
+ * disk, packages included (cg_evidence_promise_end, the same bytes). So a
+ * burst of large calls admitted together cannot write past the reserve.
+ */
+void cg_evidence_promise(struct cg_evidence *ev, uint64_t bytes);
+void cg_evidence_promise_end(struct cg_evidence *ev, uint64_t bytes);
+
+/*
  * Is the writer so far behind that new calls should be turned away (back-
  * pressure instead of an unbounded queue)? *pending (when not NULL) gets the
  * number of items waiting. Never blocks on disk.

@@ -27,6 +27,9 @@
 #include "kernel_priv.h"
 #include "util.h"
 
+/* Evidence a call writes besides its request's bytes, at most (dispatch). */
+#define DISK_PROMISE_BASE ((uint64_t)64 << 10)
+
 void release_claim(struct cg_kernel *k, const char *id)
 {
 	pthread_mutex_lock(&k->replay_lock);
@@ -271,6 +274,16 @@ static void dispatch(struct cg_kernel *k, const char *line, size_t len, bool had
 		return;
 	}
 	j->gen = g; /* the job holds the generation now */
+	if (k->ev) {
+		/*
+		 * What this call may still write, counted against the disk reserve
+		 * until it is on disk: its request, recorded in its events, its
+		 * package's events.ndjson and its verdicts, and the rest of a
+		 * call's evidence (a refusal's is about 12 KB).
+		 */
+		j->disk_promise = 4 * (uint64_t)len + DISK_PROMISE_BASE;
+		cg_evidence_promise(k->ev, j->disk_promise);
+	}
 	struct admit a = { .k = k,
 			   .peer = peer,
 			   .trace = j->trace_id,

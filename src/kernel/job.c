@@ -239,6 +239,8 @@ void job_put(struct cg_job *j)
 {
 	if (!j || atomic_fetch_sub(&j->refs, 1) != 1)
 		return;
+	if (j->disk_promise)
+		cg_evidence_promise_end(j->k->ev, j->disk_promise);
 	cg_reply_free(j->final);
 	cg_pending_free(j->pending);
 	json_decref(j->decision);

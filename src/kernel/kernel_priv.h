@@ -137,6 +137,7 @@ struct cg_job {
 	json_t *ev_request;
 	struct cg_peer peer;
 	char trace_id[40];
+	uint64_t disk_promise; /* evidence bytes counted against the disk reserve (dispatch.c) */
 	cg_respond_fn respond;
 	void *cookie;
 	/* With a call log, respond is job.c's logging wrapper and these the submitter's. */

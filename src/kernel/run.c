@@ -369,6 +369,23 @@ static struct cg_reply *ran_reply(const struct cg_job *j, const struct run *r)
 				    (json_int_t)j->gate.timeout_ms);
 	if (res->cancelled)
 		return cg_reply_new(CG_R_EXEC_CANCELLED, NULL);
+	if (json_array_size(r->set_aside)) {
+		/* The agent is told, or its next git call fails with no reason given. */
+		char names[512] = "";
+		size_t o = 0, i;
+		const json_t *sa;
+		json_array_foreach(r->set_aside, i, sa)
+		{
+			int m = snprintf(names + o, sizeof(names) - o, "%s%s", i ? ", " : "",
+					 json_string_value(json_object_get(sa, "path")));
+			if (m < 0 || (size_t)m >= sizeof(names) - o)
+				break;
+			o += (size_t)m;
+		}
+		return cg_reply_new(CG_R_EXEC_DONE_SET_ASIDE, "{s:I,s:i,s:s,s:O}", "stages",
+				    (json_int_t)res->n_stages, "exit_code", last, "names", names,
+				    "set_aside", r->set_aside);
+	}
 	return cg_reply_new(CG_R_EXEC_DONE, "{s:I,s:i}", "stages", (json_int_t)res->n_stages,
 			    "exit_code", last);
 }

@@ -500,7 +500,7 @@ static char *none(int e)
  * two per step on the event loop's thread, and a request holds up to 256
  * resources of up to PATH_MAX each. Past it: E2BIG, the request is refused.
  */
-#define RESOLVE_STEPS 16384
+#define RESOLVE_STEPS 8192
 
 /* The walk of one resource (real_resource). */
 struct walk {
@@ -508,9 +508,11 @@ struct walk {
 	char real[PATH_MAX];	 /* where the walk is: canonical, no link in it */
 	size_t len;		 /* strlen(real) */
 	int fd;			 /* O_PATH of real while it exists, else -1 */
-	bool missing;		 /* a name did not exist: the rest is appended */
-	bool leaf;		 /* real is not a directory: no name may follow */
-	size_t *budget;		 /* the request's steps left */
+	dev_t dev;		 /* fd's device, once known not to be procfs */
+	bool dev_known;
+	bool missing;	/* a name did not exist: the rest is appended */
+	bool leaf;	/* real is not a directory: no name may follow */
+	size_t *budget; /* the request's steps left */
 };
 
 /* Append name to w->real. 0, or -1 with errno. */
@@ -529,26 +531,35 @@ static int walk_append(struct walk *w, const char *name, size_t n)
 	return 0;
 }
 
-/* Go to dirfd's entry name (O_PATH, a directory), leaving the old one. */
-static int walk_enter(struct walk *w, int dirfd, const char *name)
+/*
+ * Go to dirfd's entry name (O_PATH, a directory), leaving the old one;
+ * known: its lstat, when the walk has it. A directory on the device the
+ * walk is on is on the same file system; another one is asked what it is.
+ */
+static int walk_enter(struct walk *w, int dirfd, const char *name, const struct stat *known)
 {
 	int fd = openat(dirfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
 	struct statfs sf;
-	/* /proc's links resolve as the daemon's process, not the agent's. */
-	if (fstatfs(fd, &sf) != 0 || sf.f_type == PROC_SUPER_MAGIC) {
-		close(fd);
-		errno = EXDEV;
-		return -1;
+	struct stat st;
+	if (!known || !w->dev_known || known->st_dev != w->dev) {
+		/* /proc's links resolve as the daemon's process, not the agent's. */
+		if (fstatfs(fd, &sf) != 0 || sf.f_type == PROC_SUPER_MAGIC || fstat(fd, &st) != 0) {
+			close(fd);
+			errno = EXDEV;
+			return -1;
+		}
+		w->dev = st.st_dev;
+		w->dev_known = true;
 	}
 	close(w->fd);
 	w->fd = fd;
 	return 0;
 }
 
-/* One name of the walk. 0, or -1 with errno. */
-static int walk_name(struct walk *w, const char *name, size_t n, int *hops)
+/* One name of the walk (nofollow: a link there is the place itself). 0, or -1 with errno. */
+static int walk_name(struct walk *w, const char *name, size_t n, bool nofollow, int *hops)
 {
 	char c[NAME_MAX + 1], target[PATH_MAX];
 	if (n == 0 || (n == 1 && name[0] == '.'))
@@ -571,7 +582,7 @@ static int walk_name(struct walk *w, const char *name, size_t n, int *hops)
 		return walk_append(w, name, n);
 	}
 	if (dotdot) {
-		if (walk_enter(w, w->fd, "..") != 0)
+		if (walk_enter(w, w->fd, "..", NULL) != 0)
 			return -1;
 		while (w->len > 1 && w->real[w->len - 1] != '/')
 			w->len--;
@@ -593,6 +604,10 @@ static int walk_name(struct walk *w, const char *name, size_t n, int *hops)
 		w->missing = true;
 		return walk_append(w, name, n);
 	}
+	if (S_ISLNK(st.st_mode) && nofollow) {
+		w->leaf = true;
+		return walk_append(w, name, n);
+	}
 	if (S_ISLNK(st.st_mode)) {
 		/* Where it points is where the tool lands (a dangling one too). */
 		ssize_t tl = readlinkat(w->fd, c, target, sizeof(target) - 1);
@@ -611,14 +626,14 @@ static int walk_name(struct walk *w, const char *name, size_t n, int *hops)
 		if (target[0] == '/') {
 			w->len = 1;
 			w->real[1] = '\0';
-			return walk_enter(w, AT_FDCWD, "/");
+			return walk_enter(w, AT_FDCWD, "/", NULL);
 		}
 		return 0;
 	}
 	if (walk_append(w, name, n) != 0)
 		return -1;
 	if (S_ISDIR(st.st_mode))
-		return walk_enter(w, w->fd, c);
+		return walk_enter(w, w->fd, c, &st);
 	w->leaf = true;
 	return 0;
 }
@@ -631,10 +646,12 @@ static int walk_name(struct walk *w, const char *name, size_t n, int *hops)
  * yet; a .. there is refused). A walk that enters /proc is refused (EXDEV):
  * /proc's links (self, cwd, root, fd) resolve as the daemon's process, not
  * the agent's. One system call or two per name, each counted against the
- * request's budget. Relative to cwd. A malloc'd absolute path, or NULL
- * with errno (not a path, too long, unreadable, E2BIG past the budget).
+ * request's budget. Relative to cwd. Without follow_last, a link at the
+ * last name (no '/' after it) is the place itself, as unlink takes it. A
+ * malloc'd absolute path, or NULL with errno (not a path, too long,
+ * unreadable, E2BIG past the budget).
  */
-static char *real_resource(const char *cwd, const char *res, size_t *budget)
+static char *real_resource(const char *cwd, const char *res, bool follow_last, size_t *budget)
 {
 	struct walk *w = calloc(1, sizeof(*w));
 	if (!w)
@@ -666,8 +683,10 @@ static char *real_resource(const char *cwd, const char *res, size_t *budget)
 			break;
 		}
 		memcpy(name, w->todo, n);
+		/* The last name, with no '/' after it: a delete takes a link itself. */
+		bool nofollow = !follow_last && skip == n && !w->todo[n];
 		memmove(w->todo, w->todo + skip, strlen(w->todo + skip) + 1);
-		if (walk_name(w, name, n, &hops) != 0)
+		if (walk_name(w, name, n, nofollow, &hops) != 0)
 			e = errno ? errno : EINVAL;
 	}
 	if (!e && !(out = strdup(w->real)))
@@ -703,7 +722,8 @@ static int resolve_actions(const struct cg_request *req, struct cg_call *call,
 		if (!file || !res || !call->cwd)
 			continue;
 		errno = 0;
-		char *real = real_resource(call->cwd, res, &budget);
+		/* A delete removes a link, not what it points at: it is judged where it is. */
+		char *real = real_resource(call->cwd, res, strcmp(ty, "delete") != 0, &budget);
 		if (!real) {
 			/*
 			 * Not judged is not allowed: a symlink chain too long for

@@ -1436,6 +1436,17 @@ class PendingShowsTheWholeCall(unittest.TestCase):
             self.assertEqual(out.count("! not ASCII"), 3, out)
             d.cli("deny", p["trace_id"])
             t.join(WAIT)
+            # A grant's program and words, and the call's reason, too (s38c F5).
+            spec = {"pipeline": [{"exe": "/usr/bin/dash", "argv": ["dash", "p\u0430ndas"]}],
+                    "uses": 1, "ttl_s": 60}
+            t, box = call_async(d, cgtest.make_request(None, action="grant", grant=spec,
+                                                       reason="r\u0435ason"))
+            p = wait_pending(d, 1)[0]
+            out = d.cli("pending").stdout.decode()
+            self.assertRegex(out, r"argv +dash 'p.ndas'\n +! not ASCII +U\+0430 at char 8\n")
+            self.assertIn("U+0435 at char 2", out)
+            d.cli("deny", p["trace_id"])
+            t.join(WAIT)
 
     def test_a_forwarded_ssh_agent_is_shown_bound_and_granted_apart(self):
         """forward_agent hands the call the daemon's ssh agent: it was in

@@ -980,6 +980,38 @@ class ResolveBudget(unittest.TestCase):
         self.assertEqual(r["reply"]["params"]["rule_id"], "action-secrets", r)
 
 
+class DeleteTakesTheLink(unittest.TestCase):
+    """A delete removes a link, not what it points at: judged where the link
+    is (s38c: a delete of a link outside the workspace that pointed inside
+    was judged inside and allowed; rm then removed the outside link)."""
+
+    def test_a_delete_is_judged_where_the_link_is(self):
+        with cgtest.Daemon() as d:
+            inside = os.path.join(d.workspace, "f.txt")
+            open(inside, "w").close()
+            outside_link = os.path.join(d.tmp, "victim-link")
+            os.symlink(inside, outside_link)
+            inside_link = os.path.join(d.workspace, "to-etc")
+            os.symlink("/etc/hostname", inside_link)
+
+            def allowed(action, res):  # let through: ALLOW, or DEGRADE (with constraints)
+                r = d.request(cgtest.make_request(action="gate", privileged=False,
+                                                  cwd=d.workspace, actions=[
+                                                      {"action_type": action, "tool": "Bash",
+                                                       "resource": res}]))
+                return r["reply"]["params"]["decision"] in ("ALLOW", "DEGRADE")
+
+            self.assertFalse(allowed("delete", outside_link))
+            # The link in the workspace is the workspace's to delete.
+            self.assertTrue(allowed("delete", inside_link))
+            # Writing through either still lands where it points.
+            self.assertTrue(allowed("write", outside_link))
+            self.assertFalse(allowed("write", inside_link))
+            # With a '/' after it, a delete goes through the link.
+            os.symlink(d.tmp, os.path.join(d.workspace, "up"))
+            self.assertFalse(allowed("delete", os.path.join(d.workspace, "up") + "/"))
+
+
 class DiskReserve(unittest.TestCase):
     """The evidence never fills its disk: below --disk-reserve new calls are
     turned away before anything is recorded (MCP-LOG-E-006), what was
@@ -990,21 +1022,22 @@ class DiskReserve(unittest.TestCase):
 
     def setUp(self):
         self.d = cgtest.Daemon(flags=["--disk-reserve", "12M"])
+        self.addCleanup(self.d.close)
         os.makedirs(self.d.state_dir)
-        r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=40m", "tmpfs",
+        # 0700: a state directory others may write is refused (tmpfs's own default is 1777).
+        r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=40m,mode=0700", "tmpfs",
                             self.d.state_dir], capture_output=True, text=True)
         if r.returncode != 0:
-            self.d.close()
             self.skipTest("no tmpfs mount here: " + r.stderr.strip())
+        self.addCleanup(subprocess.run, ["umount", "-l", self.d.state_dir], capture_output=True)
+        self.addCleanup(self.stop)
         self.d.start()
 
-    def tearDown(self):
+    def stop(self):
         try:
             self.d.stop()
         except cgtest.DaemonError:
             pass
-        subprocess.run(["umount", "-l", self.d.state_dir], capture_output=True)
-        self.d.close()
 
     def free(self):
         st = os.statvfs(self.d.state_dir)

@@ -794,6 +794,32 @@ class StateAndSocketOwnership(unittest.TestCase):
         self.assertNotEqual(rc, 0)
         self.assertIn("owned by uid 65534", err)
 
+    def test_the_cli_sends_no_call_to_another_users_socket(self):
+        # s38c: a user who took a socket path in /tmp first would read the
+        # calls of everyone who uses it, and answer them as it liked.
+        sq = os.path.join(self.tmp, "sq")
+        self.as_nobody(sq)
+        os.chmod(sq, 0o777)
+        sock = os.path.join(sq, "cg.sock")
+        srv = subprocess.Popen(["runuser", "-u", "nobody", "--", "python3", "-c",
+                                "import socket, os, sys\n"
+                                "s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1])\n"
+                                "os.chmod(sys.argv[1], 0o777); s.listen(4); print('up', flush=True)\n"
+                                "c, _ = s.accept(); d = c.recv(65536)\n"
+                                "print('GOT', len(d), flush=True)\n", sock],
+                               stdout=subprocess.PIPE, text=True)
+        try:
+            self.assertEqual(srv.stdout.readline().strip(), "up")
+            r = subprocess.run(["runuser", "-u", "daemon", "--", cgtest.CALLGATE, "--socket",
+                                sock, "run", "--", "true"], capture_output=True, text=True,
+                               timeout=30)
+            self.assertEqual(r.returncode, 69, r.stderr)
+            self.assertIn("is served by uid 65534, neither root nor you", r.stderr)
+        finally:
+            srv.kill()
+            out, _ = srv.communicate(timeout=30)
+        self.assertNotRegex(out, r"GOT [1-9]")  # the connection carried no call
+
     def test_a_non_root_daemon_takes_no_socket_group(self):
         sockdir = os.path.join(self.tmp, "nb")
         self.as_nobody(sockdir)

@@ -463,6 +463,11 @@ class ViewThroughDaemon(unittest.TestCase):
         self.assertFalse(os.path.lexists(os.path.join(self.d.workspace, ".git")), (resp, err))
         aside = [n for n in os.listdir(self.d.workspace) if n.startswith(".git.callgate-set-aside-")]
         self.assertEqual(len(aside), 1, os.listdir(self.d.workspace))
+        # The agent is told, in the reply itself (a new user's git init was undone
+        # without a word, and every later git call failed: ux-s38 #1).
+        self.assertEqual(resp["reply"]["code"], "MCP-EXEC-S-002", resp["reply"])
+        self.assertIn(os.path.join(self.d.workspace, ".git"), resp["reply"]["message"])
+        self.assertIn("ask the developer", resp["reply"]["message"])
         shutil.rmtree(os.path.join(self.d.workspace, ".gd"), ignore_errors=True)
         for n in aside:
             os.unlink(os.path.join(self.d.workspace, n))
