@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "confine.h"
 #include "reply.h"
 #include "util.h"
 
@@ -654,7 +655,23 @@ static void print_value(FILE *f, json_t *v, int depth)
 		json_object_foreach(v, k, x)
 		{
 			fprintf(f, "%s%s ", first ? "" : depth ? ", " : "; ", k);
-			print_value(f, x, depth + 1);
+			/*
+			 * A constraint set's empty exec is not "nothing": the default
+			 * program directories apply (confine.h), as the approver's
+			 * screen says too.
+			 */
+			if (strcmp(k, "exec") == 0 && json_is_array(x) && json_array_size(x) == 0 &&
+			    json_array_size(json_object_get(v, "read")) > 0) {
+				fputs("the default program directories (", f);
+				for (size_t d = 0, m = 0; d < CG_ARRAY_LEN(cg_confine_default_exec);
+				     d++)
+					if (cg_confine_default_exec[d])
+						fprintf(f, "%s%s", m++ ? " " : "",
+							cg_confine_default_exec[d]);
+				fputc(')', f);
+			} else {
+				print_value(f, x, depth + 1);
+			}
 			first = false;
 		}
 		if (depth)

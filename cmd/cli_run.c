@@ -91,6 +91,12 @@ static int unreachable(const struct cg_cli *g, const char *sub, const char *err,
 			"callgate %s: is callgated running? Give its socket with --socket "
 			"PATH or $CALLGATE_SOCKET\n",
 			sub);
+	if (e == EACCES && !remote)
+		fprintf(stderr,
+			"callgate %s: the daemon runs, but this user may not use its socket: the "
+			"operator gives it the daemon's --socket-group (and you log in again), or "
+			"you use the daemon that runs as you\n",
+			sub);
 	return unreadable ? CG_EXIT_ERROR : CG_EXIT_UNAVAILABLE;
 }
 

@@ -46,13 +46,17 @@ struct cg_reply *cg_en_policy_changed(int64_t generation, const char *rule_id)
 			    (json_int_t)generation, "rule_id", rule_id ? rule_id : "");
 }
 
-struct cg_reply *cg_en_approval_timeout(int64_t timeout_ms, size_t answered, int needed)
+struct cg_reply *cg_en_approval_timeout(int64_t timeout_ms, size_t answered, int needed,
+					const char *rule_id, const char *why)
 {
+	rule_id = rule_id ? rule_id : "";
+	why = why && *why ? why : "no reason given";
 	if (answered > 0 && needed > 1)
-		return cg_reply_new(CG_R_APPROVAL_TIMEOUT_SHORT, "{s:I,s:i,s:i}", "timeout_ms",
-				    (json_int_t)timeout_ms, "answered", (int)answered, "needed",
-				    needed);
-	return cg_reply_new(CG_R_APPROVAL_TIMEOUT, "{s:I}", "timeout_ms", (json_int_t)timeout_ms);
+		return cg_reply_new(CG_R_APPROVAL_TIMEOUT_SHORT, "{s:I,s:i,s:i,s:s,s:s}",
+				    "timeout_ms", (json_int_t)timeout_ms, "answered", (int)answered,
+				    "needed", needed, "rule_id", rule_id, "why", why);
+	return cg_reply_new(CG_R_APPROVAL_TIMEOUT, "{s:I,s:s,s:s}", "timeout_ms",
+			    (json_int_t)timeout_ms, "rule_id", rule_id, "why", why);
 }
 
 struct cg_reply *cg_en_approval_denied(uid_t uid, const char *why)

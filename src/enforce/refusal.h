@@ -42,9 +42,11 @@ struct cg_reply *cg_en_queue_full(size_t limit);
 
 /*
  * APPROVAL_TIMEOUT: no answer within timeout_ms; APPROVAL_TIMEOUT_SHORT when
- * some of the needed distinct approvers (answered of needed) did. Caller frees.
+ * some of the needed distinct approvers (answered of needed) did. Both name
+ * the rule that sent the call to a person, and its why. Caller frees.
  */
-struct cg_reply *cg_en_approval_timeout(int64_t timeout_ms, size_t answered, int needed);
+struct cg_reply *cg_en_approval_timeout(int64_t timeout_ms, size_t answered, int needed,
+					const char *rule_id, const char *why);
 
 /*
  * POLICY_CHANGED_WAITING: policy generation `generation` decides a waiting

@@ -231,8 +231,10 @@ static void expire_locked(struct cg_kernel *k, int64_t now)
 			struct cg_job *j = p->job;
 			ev_note(k, j->trace_id, CG_EV_APPROVAL_ANS,
 				json_pack("{s:s}", "outcome", "timeout"));
-			settle_locked(
-			    k, j, cg_en_approval_timeout(p->timeout_ms, p->n_approvals, p->needed));
+			settle_locked(k, j,
+				      cg_en_approval_timeout(p->timeout_ms, p->n_approvals,
+							     p->needed, j->gate.folded.rule_id,
+							     j->gate.folded.why));
 		}
 		p = next;
 	}

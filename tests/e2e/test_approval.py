@@ -114,6 +114,10 @@ class Approval(unittest.TestCase):
             self.assertEqual(resp["status"], "timeout", resp)
             self.assertEqual(resp["reply"]["code"], "EN-APPR-D-002")
             self.assertEqual(resp["reply"]["type"], "D")
+            # Which rule sent it to a person, and what to do (ux-s38 #9).
+            self.assertIn("Rule %s sends it to a person" % resp["reply"]["params"]["rule_id"],
+                          resp["reply"]["message"])
+            self.assertIn("callgate approve", resp["reply"]["message"])
             self.assertFalse(os.path.exists(path), "ran without approval")
             # An approval after the deadline finds nothing to approve.
             r = d.admin("approve", trace_id=resp["reply"]["trace_id"], request_sha256="x")

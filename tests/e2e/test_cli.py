@@ -262,6 +262,12 @@ class CliAgainstDaemon(unittest.TestCase):
                             "run", "--json", "--", "ls"], capture_output=True, timeout=30)
         self.assertEqual(j.returncode, EXIT_UNAVAILABLE, j.stderr)
         self.assertEqual(json.loads(j.stdout)["reply"]["code"], "MCP-IO-E-100")
+        # A daemon that runs but whose socket this user may not use says so (ux-s38 #11).
+        p = subprocess.run(["runuser", "-u", "daemon", "--", cgtest.CALLGATE, "--socket",
+                            self.d.socket, "ping"], capture_output=True, timeout=30)
+        self.assertEqual(p.returncode, EXIT_UNAVAILABLE, p.stderr)
+        self.assertIn(b"this user may not use its socket", p.stderr)
+        self.assertIn(b"--socket-group", p.stderr)
 
     def test_busy_daemon_is_reported_not_hung(self):
         # At the cap the daemon answers "busy" without reading the request;
