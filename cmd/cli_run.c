@@ -169,6 +169,47 @@ static int write_b64(const json_t *v, FILE *f)
 }
 
 /*
+ * A stage that failed with what a view's refusal reads like ("Read-only
+ * file system", "Permission denied", "Operation not permitted") may have met
+ * the view, not the file's own mode: say which rule confined it and how to
+ * see its terms (ux-s38: confinement read like ordinary permission errors).
+ * Only a hint: the words come from the command.
+ */
+static void confinement_hint(const json_t *resp, const json_t *stages)
+{
+	static const char *const refused[] = { "Read-only file system", "Permission denied",
+					       "Operation not permitted" };
+	const json_t *data = json_object_get(json_object_get(resp, "reply"), "data");
+	if (!json_object_get(data, "confinement"))
+		return;
+	size_t i;
+	const json_t *st;
+	json_array_foreach(stages, i, st)
+	{
+		const json_t *ec = json_object_get(st, "exit_code");
+		const char *b64 = json_string_value(json_object_get(st, "stderr"));
+		if (!json_is_integer(ec) || json_integer_value(ec) == 0 || !b64 || !*b64)
+			continue;
+		size_t n = 0;
+		unsigned char *p = cg_base64_decode(b64, strlen(b64), &n);
+		bool met = false;
+		for (size_t r = 0; p && !met && r < CG_ARRAY_LEN(refused); r++)
+			met = memmem(p, n, refused[r], strlen(refused[r])) != NULL;
+		free(p);
+		if (!met)
+			continue;
+		const char *rule = json_string_value(json_object_get(data, "rule_id"));
+		fprintf(stderr,
+			"callgate run: stage %zu ran in a view of its own (rule %s): a refusal "
+			"above may be the view's, not the file's mode. `callgate gate "
+			"--no-privileged -- CMD` shows what the rule lets it read, write and "
+			"run; a policy change or a grant widens it\n",
+			i + 1, rule ? rule : "?");
+		return;
+	}
+}
+
+/*
  * Set the request's cwd: dir made absolute against the caller's working
  * directory (the daemon resolves it, so it must mean what it meant in the
  * user's shell), or with dir NULL the caller's working directory itself.
@@ -541,6 +582,7 @@ int cg_cli_run(const struct cg_cli *g, int argc, char **argv)
 		}
 		if (json_is_true(json_object_get(resp, "stdout_truncated")))
 			fprintf(stderr, "callgate run: stdout was truncated at the output cap\n");
+		confinement_hint(resp, stages);
 		/* Something the call made was set aside after it: say so, after its output. */
 		const json_t *reply = json_object_get(resp, "reply");
 		const char *rcode = json_string_value(json_object_get(reply, "code"));

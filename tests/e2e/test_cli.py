@@ -106,6 +106,17 @@ class CliAgainstDaemon(unittest.TestCase):
         self.assertEqual(r.returncode, 77, r.stderr)
         self.assertIn(b"without --no-privileged", r.stderr)
 
+    def test_a_refusal_by_the_view_is_said_to_be_one(self):
+        # ux-s38 #5: a write outside the view read like an ordinary EACCES.
+        r = self.run_cli("run", "--no-privileged", "--", "touch", "/etc/cg-view-hint")
+        self.assertNotEqual(r.returncode, 0, r.stderr)
+        self.assertFalse(os.path.exists("/etc/cg-view-hint"))
+        self.assertIn(b"ran in a view of its own (rule ", r.stderr)
+        # A failure of another kind gets no such hint.
+        r = self.run_cli("run", "--no-privileged", "--", "ls", "/no-such-dir-cg")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertNotIn(b"view of its own", r.stderr)
+
     def test_the_record_shows_what_ran_when_it_looks_like_a_secret(self):
         # Redaction for the record had hidden shell code the agent dressed as
         # a secret (a BEGIN PRIVATE KEY line with no END, ";token=$(cmd)"),

@@ -83,6 +83,26 @@ class TestOwnTraces(unittest.TestCase):
         self.assertEqual(types[-1], "seal")
         self.assertIn("exec.finished", types)
 
+    def test_the_cli_verdict_asks_the_daemon_when_the_state_is_not_ours(self):
+        # ux-s38 #7: an agent's `callgate verdict TRACE` read only the state
+        # directory, which is root's; the daemon serves its own traces.
+        mine = nobody_gate(self.d)
+        other = root_call(self.d)
+
+        def cli(*args):
+            return subprocess.run(["runuser", "-u", "nobody", "--", cgtest.CALLGATE, "--socket",
+                                   self.d.socket, "--state-dir", self.d.state_dir, "verdict",
+                                   *args], capture_output=True, text=True, timeout=60)
+        r = cli(mine)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("Trace:      " + mine, r.stdout)
+        j = cli(mine, "--json")
+        self.assertEqual(json.loads(j.stdout)["trace_id"], mine)
+        r = cli(other)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("MCP-LOG-I-102", r.stderr)
+        self.assertNotIn(MARK, r.stdout + r.stderr)
+
     def test_log_limit_keeps_the_newest(self):
         for _ in range(3):
             root_call(self.d)
