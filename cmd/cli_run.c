@@ -34,7 +34,8 @@
 
 /*
  * The protocol's default is privileged; a person who did not choose it is
- * told how not to. On a terminal only: scripts keep the one refusal line.
+ * told how not to. On a terminal only: scripts keep the one refusal line
+ * (which names --no-privileged itself).
  */
 static void privileged_hint(const json_t *req, const json_t *resp)
 {
