@@ -59,6 +59,15 @@ struct cg_cli {
  * exchange (0: none). Returns 0 with *response (caller decrefs), or -1 with
  * errno set and a message in err (when err is not NULL).
  */
+/*
+ * A daemon is root's or the user's own: a socket another user serves (one
+ * who took a path in /tmp first) would read the call and answer it as it
+ * liked. 0 when fd's server (SO_PEERCRED) is root or this euid, or this
+ * process is root (it may talk to a user's daemon, as its approver); else
+ * -1 with err naming path and the server's uid.
+ */
+int cg_cli_peer_check(int fd, const char *path, char *err, size_t err_len);
+
 int cg_client_call(const char *socket_path, json_t *request, int64_t timeout_ms, json_t **response,
 		   char *err, size_t err_len);
 

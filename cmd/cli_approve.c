@@ -549,8 +549,7 @@ static void constraint_rows(struct screen *sc, const char *label, const json_t *
 			(void)cg_buf_add(&b, key, strlen(key));
 			(void)cg_buf_add(&b, " ", 1);
 			bool empty = json_is_array(v) && json_array_size(v) == 0;
-			if (strcmp(key, "exec") == 0 && empty &&
-			    json_array_size(json_object_get(set, "read")) > 0) {
+			if (strcmp(key, "exec") == 0 && cg_confine_exec_defaulted(set)) {
 				static const char dflt[] = "the default program directories (";
 				(void)cg_buf_add(&b, dflt, sizeof(dflt) - 1);
 				for (size_t d = 0, m = 0; d < CG_ARRAY_LEN(cg_confine_default_exec);

@@ -187,6 +187,22 @@ static void chan_close(struct chan *c, bool graceful)
 	c->pid = -1;
 }
 
+int cg_cli_peer_check(int fd, const char *path, char *err, size_t err_len)
+{
+	struct ucred cred = { .uid = (uid_t)-1 };
+	socklen_t cl = sizeof(cred);
+	uid_t me = geteuid();
+	if (me == 0 || (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0 &&
+			(cred.uid == 0 || cred.uid == me)))
+		return 0;
+	if (err && err_len)
+		(void)snprintf(
+		    err, err_len,
+		    "%s is served by uid %u, neither root nor you: not sending it a call", path,
+		    (unsigned)cred.uid);
+	return -1;
+}
+
 /*
  * Connect to the local socket. Non-blocking from the start, so the deadline
  * covers connect too: a Unix socket whose listen queue is full answers
@@ -218,22 +234,7 @@ static int chan_open_local(struct chan *c, const char *path, int64_t deadline, c
 		errno = e;
 		return -1;
 	}
-	/*
-	 * A daemon is root's or the user's own: a socket another user serves
-	 * (one who took a path in /tmp first) would read the call and answer it
-	 * as it liked. Root may talk to a user's daemon (as its approver).
-	 */
-	struct ucred cred = { .uid = (uid_t)-1 };
-	socklen_t cl = sizeof(cred);
-	uid_t me = geteuid();
-	if (me != 0 && (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0 ||
-			(cred.uid != 0 && cred.uid != me))) {
-		char who[160];
-		(void)snprintf(who, sizeof(who),
-			       " is served by uid %u, neither root nor you: not sending it a call",
-			       (unsigned)cred.uid);
-		if (err && err_len)
-			(void)snprintf(err, err_len, "%s%s", path, who);
+	if (cg_cli_peer_check(fd, path, err, err_len) != 0) {
 		close(fd);
 		errno = EPERM;
 		return -1;
@@ -660,8 +661,7 @@ static void print_value(FILE *f, json_t *v, int depth)
 			 * program directories apply (confine.h), as the approver's
 			 * screen says too.
 			 */
-			if (strcmp(k, "exec") == 0 && json_is_array(x) && json_array_size(x) == 0 &&
-			    json_array_size(json_object_get(v, "read")) > 0) {
+			if (strcmp(k, "exec") == 0 && cg_confine_exec_defaulted(v)) {
 				fputs("the default program directories (", f);
 				for (size_t d = 0, m = 0; d < CG_ARRAY_LEN(cg_confine_default_exec);
 				     d++)

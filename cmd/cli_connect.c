@@ -112,6 +112,12 @@ int cg_cli_connect(const struct cg_cli *g, int argc, char **argv)
 			close(sock);
 		return CG_EXIT_UNAVAILABLE;
 	}
+	char why[512];
+	if (cg_cli_peer_check(sock, path, why, sizeof(why)) != 0) {
+		fprintf(stderr, "callgate connect: %s\n", why);
+		close(sock);
+		return CG_EXIT_UNAVAILABLE;
+	}
 	int rc = relay(sock);
 	int e = errno;
 	close(sock); /* after a hang-up: the daemon cancels the call */

@@ -19,6 +19,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <grp.h>
+#include <pwd.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -137,6 +139,17 @@ int cg_mkdirs(const char *path, mode_t parents, mode_t mode)
 	return 0;
 }
 
+/* Is gid the private group of uid: named as it, with no member listed? */
+static bool private_group(gid_t gid, uid_t uid)
+{
+	char gbuf[4096], pbuf[4096];
+	struct group gr, *g = NULL;
+	struct passwd pw, *p = NULL;
+	return getgrgid_r(gid, &gr, gbuf, sizeof(gbuf), &g) == 0 && g &&
+	       getpwuid_r(uid, &pw, pbuf, sizeof(pbuf), &p) == 0 && p &&
+	       strcmp(g->gr_name, p->pw_name) == 0 && (!g->gr_mem || !g->gr_mem[0]);
+}
+
 /* One step of cg_dir_trusted: last when it is the path itself. */
 static int step_trusted(const char *step, bool last, bool sticky_last, char *why, size_t why_len)
 {
@@ -148,12 +161,15 @@ static int step_trusted(const char *step, bool last, bool sticky_last, char *why
 	}
 	bool link = S_ISLNK(st.st_mode), sticky = (st.st_mode & S_ISVTX) != 0;
 	/*
-	 * A non-root daemon's own group may write (a private user group),
-	 * unless an access ACL is there: then the group bits are its mask,
-	 * and a named user it lists may write too.
+	 * A non-root daemon's own private group may write (a user private
+	 * group: its name the user's, no member listed), unless an access ACL
+	 * is there: then the group bits are its mask, and a named user it
+	 * lists may write too.
 	 */
 	bool acl = lgetxattr(step, "system.posix_acl_access", NULL, 0) > 0;
-	mode_t others = me != 0 && st.st_gid == getegid() && !acl ? S_IWOTH : (S_IWGRP | S_IWOTH);
+	mode_t others = me != 0 && st.st_gid == getegid() && !acl && private_group(st.st_gid, me)
+			    ? S_IWOTH
+			    : (S_IWGRP | S_IWOTH);
 	const char *bad = st.st_uid != 0 && st.st_uid != me ? "owned by another user"
 			  : !link && !S_ISDIR(st.st_mode)   ? "not a directory"
 			  : !link && (st.st_mode & others) && !(sticky && (!last || sticky_last))
@@ -197,19 +213,14 @@ static int steps_trusted(const char *abs, bool sticky_last, char *why, size_t wh
 
 int cg_dir_trusted(const char *path, bool sticky_last, char *why, size_t why_len)
 {
-	char abs[PATH_MAX], real[PATH_MAX];
-	if (path[0] == '/') {
-		if (snprintf(abs, sizeof(abs), "%s", path) >= (int)sizeof(abs)) {
-			errno = ENAMETOOLONG;
-			return -1;
-		}
-	} else {
-		char cwd[PATH_MAX];
-		if (!getcwd(cwd, sizeof(cwd)) ||
-		    snprintf(abs, sizeof(abs), "%s/%s", cwd, path) >= (int)sizeof(abs)) {
-			errno = ENAMETOOLONG;
-			return -1;
-		}
+	char abs[PATH_MAX], real[PATH_MAX], cwd[PATH_MAX];
+	/* Every failure names itself in why. */
+	snprintf(why, why_len, "%.300s: %s", path, strerror(ENAMETOOLONG));
+	if (path[0] == '/' ? snprintf(abs, sizeof(abs), "%s", path) >= (int)sizeof(abs)
+			   : !getcwd(cwd, sizeof(cwd)) || snprintf(abs, sizeof(abs), "%s/%s", cwd,
+								   path) >= (int)sizeof(abs)) {
+		errno = ENAMETOOLONG;
+		return -1;
 	}
 	if (steps_trusted(abs, sticky_last, why, why_len) != 0)
 		return -1;

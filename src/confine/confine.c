@@ -76,6 +76,13 @@
 const char *const cg_confine_default_exec[9] = { "/usr",    "/bin",   "/sbin",
 						 "/lib",    "/lib32", "/lib64",
 						 "/libx32", "/opt",   "/usr/local" };
+
+bool cg_confine_exec_defaulted(const json_t *set)
+{
+	const json_t *exec = json_object_get(set, "exec");
+	return json_is_array(exec) && json_array_size(exec) == 0;
+}
+
 #define CONFINE_UMASK 077
 /* How long a stage's command waits for its permit before it gives up (EIO, ETIMEDOUT). */
 #define CONFINE_GATE_WAIT_MS 60000

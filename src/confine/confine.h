@@ -55,6 +55,13 @@ struct cg_confine_plan;
 extern const char *const cg_confine_default_exec[9];
 
 /*
+ * Does the constraint set (as cg_constraints_to_json writes it) get those?
+ * Its filesystem is confined (it has an exec list) and the list is empty.
+ * What every view of a set (gate, the approver's screen) shows for exec.
+ */
+bool cg_confine_exec_defaulted(const json_t *set);
+
+/*
  * Prepare confinement for the intersection of n constraint sets (n may be 0:
  * baseline hardening only). On success 0 and *out (free with
  * cg_confine_plan_free); on failure -1 and *err (the call must not run).

@@ -2237,6 +2237,12 @@ int cg_evidence_open(const struct cg_evidence_config *cfg, struct cg_evidence **
 	       "-byte file system under %s (%" PRIu64 " free)",
 	       ev->reserve, (uint64_t)sv.f_blocks * sv.f_frsize, ev->state_dir,
 	       (uint64_t)sv.f_bavail * sv.f_frsize);
+	if (ev->reserve && ev->reserve >= (uint64_t)sv.f_bavail * sv.f_frsize)
+		cg_log("error", NULL,
+		       "evidence: the disk reserve (%" PRIu64 " bytes) is not below the free space "
+		       "under %s: every call will be turned away until there is more room; lower "
+		       "--disk-reserve or free space",
+		       ev->reserve, ev->state_dir);
 	/*
 	 * A new key is made only for a new journal: with events already written,
 	 * a missing key means someone removed it (a fresh key would sign whatever

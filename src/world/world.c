@@ -731,8 +731,10 @@ static int resolve_actions(const struct cg_request *req, struct cg_call *call,
 			 * out of the workspace (found by a review).
 			 */
 			int e = errno ? errno : EINVAL;
-			*err = e == ENOMEM
-				   ? oom("resolving the actions")
+			*err = e == ENOMEM ? oom("resolving the actions")
+			       : e == E2BIG
+				   ? cg_reply_new(CG_R_RESOLVE_BUDGET, "{s:i,s:I}", "limit",
+						  RESOLVE_STEPS, "index", (json_int_t)i)
 				   : cg_reply_new(CG_R_RESOURCE_UNRESOLVABLE, "{s:I,s:s,s:s}",
 						  "index", (json_int_t)i, "path", res, "errno_name",
 						  cg_errno_name(e));
