@@ -281,6 +281,18 @@ static void print_verdict_md(const char *p, size_t n)
 }
 
 /*
+ * A verdict as JSON, every character outside ASCII as a \u escape (a path
+ * from the file system can hold C1 controls or a right-to-left override).
+ */
+static void print_json_for_terminal(const json_t *v)
+{
+	char *t = json_dumps(v, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII);
+	if (t)
+		printf("%s\n", t);
+	free(t);
+}
+
+/*
  * The verdict of trace id as the daemon reads it for this peer (the socket's
  * verdict action: a peer reads the traces of its own uid), printed as the
  * state's verdict.md or verdict.json would be.
@@ -304,10 +316,7 @@ static int verdict_from_daemon(const char *socket, const char *id, bool json)
 	if (!json_is_object(v)) {
 		ret = cg_cli_print_refusal("verdict", resp);
 	} else if (json) {
-		char *t = json_dumps(v, JSON_INDENT(2) | JSON_SORT_KEYS);
-		if (t)
-			printf("%s\n", t);
-		free(t);
+		print_json_for_terminal(v);
 	} else {
 		char *md = cg_verdict_render_md(v);
 		if (md)
@@ -384,6 +393,13 @@ static int cmd_verdict(struct state st, int argc, char **argv)
 		/* As the socket's verdict action reads it: one object, no member twice. */
 		json_t *v = json_loadb(p, n, JSON_REJECT_DUPLICATES, NULL);
 		bool whole = json_is_object(v);
+		if (whole && isatty(STDOUT_FILENO)) {
+			/* A name from the file system may hold a terminal's controls: escaped. */
+			print_json_for_terminal(v);
+			json_decref(v);
+			free(p);
+			return CG_EXIT_OK;
+		}
 		json_decref(v);
 		if (!whole) {
 			fprintf(stderr,

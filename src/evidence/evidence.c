@@ -1575,15 +1575,16 @@ static uint64_t promised_locked(struct cg_evidence *ev)
 	return ev->promised;
 }
 
-bool cg_evidence_disk_low(struct cg_evidence *ev, uint64_t *avail, uint64_t *reserve)
+bool cg_evidence_disk_low(struct cg_evidence *ev, uint64_t *avail, uint64_t *promised_out,
+			  uint64_t *reserve)
 {
 	struct statvfs sv;
-	*avail = 0;
+	*avail = *promised_out = 0;
 	*reserve = ev->reserve;
 	if (!ev->reserve)
 		return false;
 	pthread_mutex_lock(&ev->mu);
-	uint64_t promised = promised_locked(ev);
+	uint64_t promised = *promised_out = promised_locked(ev);
 	pthread_mutex_unlock(&ev->mu);
 	int asked = fstatvfs(ev->dir_fd, &sv);
 	int e = errno;

@@ -132,11 +132,13 @@ int cg_evidence_seal(struct cg_evidence *ev, const char *trace_id, json_t *verdi
  * Is the state's file system below the disk reserve? Then new calls are
  * turned away before anything is recorded (dispatch.c), and what already
  * runs records into the reserve: the evidence never fills the disk, and no
- * answered call goes unrecorded for want of space. *avail and *reserve get
+ * answered call goes unrecorded for want of space. *avail (free space less
+ * what admitted calls may still write), *promised (that) and *reserve get
  * the figures (bytes). A file system that cannot be asked counts as low.
  * Logs each change of state once. Any thread.
  */
-bool cg_evidence_disk_low(struct cg_evidence *ev, uint64_t *avail, uint64_t *reserve);
+bool cg_evidence_disk_low(struct cg_evidence *ev, uint64_t *avail, uint64_t *promised,
+			  uint64_t *reserve);
 
 /*
  * What an admitted call may still write (an estimate from its request's

@@ -231,6 +231,33 @@ static void decided(struct cg_kernel *k, struct cg_job *j, bool claimed, struct 
 }
 
 /*
+ * What resolution added to what the call's evidence records: a short
+ * request can name resources that resolve to long paths (a link to a deep
+ * directory), each recorded in the resolved event, the decision, both
+ * verdicts and the package's copy of the events (a 14.6 KB gate request
+ * wrote 2 MB, s38d). Counted against the disk reserve like the request.
+ */
+static void promise_resolved(struct cg_kernel *k, struct cg_job *j)
+{
+	const struct cg_call *c = &j->gate.call;
+	uint64_t bytes = c->cwd ? strlen(c->cwd) : 0;
+	for (size_t i = 0; i < c->n_stages; i++)
+		bytes += (c->stages[i].exe ? strlen(c->stages[i].exe) : 0) +
+			 (c->stages[i].found ? strlen(c->stages[i].found) : 0);
+	size_t i;
+	const json_t *act;
+	json_array_foreach(c->actions, i, act)
+	{
+		const char *r = json_string_value(json_object_get(act, "resource"));
+		bytes += r ? strlen(r) : 0;
+	}
+	if (!bytes)
+		return;
+	j->disk_promise += 8 * bytes;
+	cg_evidence_promise(k->ev, 8 * bytes);
+}
+
+/*
  * The request path. Every return has answered exactly once, or handed the
  * job to someone who will; *job_out is set only for such a job.
  */
@@ -255,12 +282,13 @@ static void dispatch(struct cg_kernel *k, const char *line, size_t len, bool had
 		    cg_reply_new(CG_R_EVIDENCE_BACKLOG, "{s:I}", "pending", (json_int_t)pending));
 		return;
 	}
-	uint64_t avail = 0, reserve = 0;
-	if (k->ev && cg_evidence_disk_low(k->ev, &avail, &reserve)) {
+	uint64_t avail = 0, promised = 0, reserve = 0;
+	if (k->ev && cg_evidence_disk_low(k->ev, &avail, &promised, &reserve)) {
 		/* The evidence would fill the disk: turned away like a backlog. */
 		answer_reply(respond, cookie, "", trace,
-			     cg_reply_new(CG_R_EVIDENCE_DISK_LOW, "{s:I,s:I}", "free",
-					  (json_int_t)avail, "reserve", (json_int_t)reserve));
+			     cg_reply_new(CG_R_EVIDENCE_DISK_LOW, "{s:I,s:I,s:I}", "free",
+					  (json_int_t)avail, "promised", (json_int_t)promised,
+					  "reserve", (json_int_t)reserve));
 		return;
 	}
 	struct gen *g = gen_get(k);
@@ -292,6 +320,8 @@ static void dispatch(struct cg_kernel *k, const char *line, size_t len, bool had
 	int refused = cg_gate_decide(&ctx, line, len, had_newline, too_long, peer, admit_request,
 				     &a, &j->gate);
 	j->ev_request = a.request; /* noted, or recorded in the refusal, from here on */
+	if (k->ev)
+		promise_resolved(k, j);
 	/* Only a refusal on the request path is one event; other actions but ping note the request now. */
 	if (refused == 0 && j->gate.req->action != CG_ACTION_EXEC &&
 	    j->gate.req->action != CG_ACTION_GATE && j->gate.req->action != CG_ACTION_PING)

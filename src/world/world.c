@@ -635,6 +635,23 @@ static int walk_name(struct walk *w, const char *name, size_t n, bool nofollow, 
 	if (S_ISDIR(st.st_mode))
 		return walk_enter(w, w->fd, c, &st);
 	w->leaf = true;
+	if (w->dev_known && st.st_dev == w->dev)
+		return 0;
+	/*
+	 * A file mounted on its own where a workspace file would be (a bind
+	 * mount of a /proc or /sys file): the tool would write the kernel's
+	 * setting, not a file (s38d: the domain name changed).
+	 */
+	int fd = openat(w->fd, c, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	struct statfs sf;
+	bool kernel = fd < 0 || fstatfs(fd, &sf) != 0 || sf.f_type == PROC_SUPER_MAGIC ||
+		      sf.f_type == SYSFS_MAGIC;
+	if (fd >= 0)
+		close(fd);
+	if (kernel) {
+		errno = EXDEV;
+		return -1;
+	}
 	return 0;
 }
 

@@ -980,6 +980,34 @@ class ResolveBudget(unittest.TestCase):
         self.assertEqual(r["reply"]["params"]["rule_id"], "action-secrets", r)
 
 
+class KernelFileInTheWorkspace(unittest.TestCase):
+    """A /proc or /sys file mounted where a workspace file would be is not
+    judged as that file: the agent's own Write would set the kernel's
+    value (s38d: a bind mount of /proc/sys/kernel/domainname as notes.txt
+    was judged a workspace write, and the domain name changed)."""
+
+    def test_a_mounted_kernel_file_is_not_judged_a_workspace_file(self):
+        with cgtest.Daemon() as d:
+            target = os.path.join(d.workspace, "notes.txt")
+            open(target, "w").close()
+            r = subprocess.run(["mount", "--bind", "/proc/sys/kernel/domainname", target],
+                               capture_output=True, text=True)
+            if r.returncode != 0:
+                self.skipTest("no bind mount here: " + r.stderr.strip())
+            try:
+                acts = [{"action_type": "write", "tool": "Write", "resource": "notes.txt"}]
+                r = d.request(cgtest.make_request(action="gate", privileged=False,
+                                                  cwd=d.workspace, actions=acts))
+                self.assertEqual(code_of(r), "WA-RES-I-008", r)
+                self.assertIn("EXDEV", r["reply"]["message"])
+            finally:
+                subprocess.run(["umount", target])
+            # The same name as a plain file is the workspace's.
+            r = d.request(cgtest.make_request(action="gate", privileged=False,
+                                              cwd=d.workspace, actions=acts))
+            self.assertEqual(code_of(r), "MCP-GATE-S-001", r)
+
+
 class DeleteTakesTheLink(unittest.TestCase):
     """A delete removes a link, not what it points at: judged where the link
     is (s38c: a delete of a link outside the workspace that pointed inside
