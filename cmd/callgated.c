@@ -407,9 +407,12 @@ int main(int argc, char **argv)
 			return EXIT_STARTUP;
 		}
 	}
-	if (cg_mkdirs(state_dir, 0755, 0700) < 0) {
-		fprintf(stderr, "callgated: cannot create state dir %s: %s\n", state_dir,
-			strerror(errno));
+	char untrusted[400];
+	if (cg_mkdirs_trusted(state_dir, 0755, 0700, false, untrusted, sizeof(untrusted)) < 0) {
+		fprintf(stderr,
+			"callgated: state dir %s: %s (choose one only the daemon's user and root "
+			"can write, on every step from /)\n",
+			state_dir, untrusted);
 		return EXIT_STARTUP;
 	}
 	gid_t gid = (gid_t)-1, admin_gid = (gid_t)-1;

@@ -231,6 +231,34 @@ int cg_dir_trusted(const char *path, bool sticky_last, char *why, size_t why_len
 	return strcmp(real, abs) == 0 ? 0 : steps_trusted(real, sticky_last, why, why_len);
 }
 
+int cg_mkdirs_trusted(const char *path, mode_t parents, mode_t mode, bool sticky_last, char *why,
+		      size_t why_len)
+{
+	char have[PATH_MAX];
+	struct stat st;
+	if (snprintf(have, sizeof(have), "%s", path) >= (int)sizeof(have)) {
+		snprintf(why, why_len, "%.300s: %s", path, strerror(ENAMETOOLONG));
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	/* The deepest part that exists (lstat: a link there is judged, not followed). */
+	while (lstat(have, &st) != 0) {
+		char *slash = strrchr(have, '/');
+		if (!slash || slash == have) {
+			snprintf(have, sizeof(have), "%s", path[0] == '/' ? "/" : ".");
+			break;
+		}
+		*slash = '\0';
+	}
+	if (strcmp(have, path) != 0 && cg_dir_trusted(have, true, why, why_len) != 0)
+		return -1;
+	if (cg_mkdirs(path, parents, mode) != 0) {
+		snprintf(why, why_len, "cannot create %.300s: %s", path, strerror(errno));
+		return -1;
+	}
+	return cg_dir_trusted(path, sticky_last, why, why_len);
+}
+
 int cg_file_read(const char *path, size_t cap, char **out, size_t *out_len)
 {
 	return read_from(AT_FDCWD, path, 0, cap, out, out_len);

@@ -184,6 +184,15 @@ int cg_mkdirs(const char *path, mode_t parents, mode_t mode);
 int cg_dir_trusted(const char *path, bool sticky_last, char *why, size_t why_len);
 
 /*
+ * cg_mkdirs for a directory the daemon will trust: the deepest part of path
+ * that exists must be trusted first (cg_dir_trusted, a sticky one such as
+ * /tmp allowed), so that nothing is made through another user's link; then
+ * path itself once made (sticky_last as given). 0, or -1 with errno and why.
+ */
+int cg_mkdirs_trusted(const char *path, mode_t parents, mode_t mode, bool sticky_last, char *why,
+		      size_t why_len);
+
+/*
  * The birth time of path (relative to dirfd; "" for dirfd itself, which may
  * be an O_PATH descriptor), in ns since the epoch, from statx; 0 when the
  * file system keeps none or statx fails. Tells a directory from another

@@ -52,13 +52,17 @@ EVP_PKEY *cg_key_load(const char *path, enum cg_key_kind kind, bool owner_only, 
 		      size_t why_len)
 {
 	struct stat st;
-	if (owner_only && stat(path, &st) == 0 && (st.st_mode & 077) != 0) {
+	if (owner_only && stat(path, &st) != 0) {
+		snprintf(why, why_len, "%s", cg_errno_name(errno));
+		return NULL;
+	}
+	if (owner_only && (st.st_mode & 077) != 0) {
 		snprintf(why, why_len, "readable by others (mode %o)",
 			 (unsigned)(st.st_mode & 0777));
 		return NULL;
 	}
 	/* A key of another user's making is theirs: they can sign with it too. */
-	if (owner_only && stat(path, &st) == 0 && st.st_uid != geteuid()) {
+	if (owner_only && st.st_uid != geteuid()) {
 		snprintf(why, why_len, "owned by uid %u, not by this process's uid %u",
 			 (unsigned)st.st_uid, (unsigned)geteuid());
 		return NULL;

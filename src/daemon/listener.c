@@ -19,23 +19,6 @@
 #include "server_priv.h"
 #include "util.h"
 
-/* mkdir -p for the socket's directory: the last gets mode, those above it 0755. */
-static int make_parent(const char *path, mode_t mode)
-{
-	char dir[PATH_MAX];
-	size_t n = strlen(path);
-	if (n >= sizeof(dir)) {
-		errno = ENAMETOOLONG;
-		return -1;
-	}
-	memcpy(dir, path, n + 1);
-	char *slash = strrchr(dir, '/');
-	if (!slash || slash == dir)
-		return 0;
-	*slash = '\0';
-	return cg_mkdirs(dir, 0755, mode);
-}
-
 /*
  * Bind and listen on path without clobbering a live daemon:
  *  1. an exclusive flock on "<path>.lock" (two daemons starting together
@@ -60,17 +43,14 @@ int open_listener(const char *path, mode_t mode, gid_t gid, int *lock_out, struc
 		goto fail;
 	}
 	memcpy(sa.sun_path, path, strlen(path) + 1);
-	mode_t dmode = geteuid() == 0 ? 0755 : (gid != (gid_t)-1 ? 0710 : 0700);
-	if (make_parent(path, dmode) < 0) {
-		cg_log("error", NULL, "cannot create the directory of %s: %s", path,
-		       strerror(errno));
-		goto fail;
-	}
 	/*
-	 * In a directory another user can change, the socket could be swapped
-	 * for a link between bind and chmod, or for their own socket later.
-	 * Directly in a sticky one (/tmp) it cannot: others rename only theirs.
+	 * The socket's directory, made if missing (the last with dmode, those
+	 * above it 0755). In a directory another user can change, the socket
+	 * could be swapped for a link between bind and chmod, or for their own
+	 * socket later; directly in a sticky one (/tmp) it cannot: others rename
+	 * only theirs. Nothing is made through a directory of theirs either.
 	 */
+	mode_t dmode = geteuid() == 0 ? 0755 : (gid != (gid_t)-1 ? 0710 : 0700);
 	char dir[PATH_MAX], untrusted[400];
 	const char *slash = strrchr(path, '/');
 	snprintf(dir, sizeof(dir), "%.*s",
@@ -78,7 +58,7 @@ int open_listener(const char *path, mode_t mode, gid_t gid, int *lock_out, struc
 		 : slash       ? (int)(slash - path)
 			       : 1,
 		 slash ? path : ".");
-	if (cg_dir_trusted(dir, true, untrusted, sizeof(untrusted)) != 0) {
+	if (cg_mkdirs_trusted(dir, 0755, dmode, true, untrusted, sizeof(untrusted)) != 0) {
 		cg_log("error", NULL,
 		       "refusing the socket %s: %s (choose a directory only the daemon's user "
 		       "and root can change, or a sticky one such as /tmp)",

@@ -2180,18 +2180,15 @@ int cg_evidence_open(const struct cg_evidence_config *cfg, struct cg_evidence **
 		goto fail;
 	}
 	snprintf(path, sizeof(path), "%s/journal", ev->state_dir);
-	if (cg_mkdirs(ev->state_dir, 0700, 0700) < 0) {
-		snprintf(why, sizeof(why), "cannot create %.300s: %s", ev->state_dir,
-			 strerror(errno));
-		goto fail;
-	}
 	/*
 	 * A state directory someone else made, or could change, is theirs: links
 	 * they planted would take the daemon's writes, and a key they planted
-	 * would sign the evidence. Refused before anything in it is opened.
+	 * would sign the evidence. Refused before anything in it is opened, and
+	 * nothing is made through a directory of theirs on the way.
 	 */
 	char untrusted[400];
-	if (cg_dir_trusted(ev->state_dir, false, untrusted, sizeof(untrusted)) != 0) {
+	if (cg_mkdirs_trusted(ev->state_dir, 0700, 0700, false, untrusted, sizeof(untrusted)) !=
+	    0) {
 		snprintf(why, sizeof(why),
 			 "%.380s: another user could change the state directory (choose one "
 			 "only the daemon's user and root can write, on every step from /)",

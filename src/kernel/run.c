@@ -378,8 +378,13 @@ static struct cg_reply *ran_reply(const struct cg_job *j, const struct run *r)
 		{
 			int m = snprintf(names + o, sizeof(names) - o, "%s%s", i ? ", " : "",
 					 json_string_value(json_object_get(sa, "path")));
-			if (m < 0 || (size_t)m >= sizeof(names) - o)
+			if (m < 0 || (size_t)m + 32 >= sizeof(names) - o) {
+				/* The rest by count: every one is in the reply's set_aside. */
+				names[o] = '\0';
+				(void)snprintf(names + o, sizeof(names) - o, "%s%zu more",
+					       o ? " and " : "", json_array_size(r->set_aside) - i);
 				break;
+			}
 			o += (size_t)m;
 		}
 		return cg_reply_new(CG_R_EXEC_DONE_SET_ASIDE, "{s:I,s:i,s:s,s:O}", "stages",

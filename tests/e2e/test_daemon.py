@@ -764,6 +764,18 @@ class StateAndSocketOwnership(unittest.TestCase):
         self.assertEqual(os.stat(self.canary).st_mode & 0o777, 0o600)
         self.assertFalse(os.path.exists(os.path.join(state, "journal")))
 
+    def test_nothing_is_made_through_another_users_link(self):
+        # review-s38 L8: the state directory was made before it was checked,
+        # so root made directories wherever a user's link pointed.
+        target = tempfile.mkdtemp(prefix="cg-own-target-", dir="/root")
+        self.addCleanup(shutil.rmtree, target, True)
+        udir = os.path.join(self.tmp, "u")
+        self.as_nobody(udir, ["ln", "-s", target, os.path.join(udir, "l")])
+        rc, err = self.start(os.path.join(udir, "l", "state"), os.path.join(self.tmp, "cg.sock"))
+        self.assertNotEqual(rc, 0)
+        self.assertIn("owned by another user", err)
+        self.assertEqual(os.listdir(target), [])
+
     def test_a_state_directory_below_one_others_can_write_is_refused(self):
         shared = os.path.join(self.tmp, "shared")
         os.mkdir(shared)
