@@ -139,15 +139,26 @@ int cg_mkdirs(const char *path, mode_t parents, mode_t mode)
 	return 0;
 }
 
-/* Is gid the private group of uid: named as it, with no member listed? */
+/*
+ * Is gid the private group of uid: named as it, no member listed, and no
+ * other user's primary group? (Start-up only: the password database is
+ * walked with getpwent.)
+ */
 static bool private_group(gid_t gid, uid_t uid)
 {
 	char gbuf[4096], pbuf[4096];
 	struct group gr, *g = NULL;
 	struct passwd pw, *p = NULL;
-	return getgrgid_r(gid, &gr, gbuf, sizeof(gbuf), &g) == 0 && g &&
-	       getpwuid_r(uid, &pw, pbuf, sizeof(pbuf), &p) == 0 && p &&
-	       strcmp(g->gr_name, p->pw_name) == 0 && (!g->gr_mem || !g->gr_mem[0]);
+	if (getgrgid_r(gid, &gr, gbuf, sizeof(gbuf), &g) != 0 || !g ||
+	    getpwuid_r(uid, &pw, pbuf, sizeof(pbuf), &p) != 0 || !p ||
+	    strcmp(g->gr_name, p->pw_name) != 0 || (g->gr_mem && g->gr_mem[0]))
+		return false;
+	bool alone = true;
+	setpwent();
+	for (struct passwd *o; alone && (o = getpwent());)
+		alone = o->pw_gid != gid || o->pw_uid == uid;
+	endpwent();
+	return alone;
 }
 
 /* One step of cg_dir_trusted: last when it is the path itself. */

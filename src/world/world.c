@@ -510,6 +510,7 @@ struct walk {
 	int fd;			 /* O_PATH of real while it exists, else -1 */
 	dev_t dev;		 /* fd's device, once known not to be procfs */
 	bool dev_known;
+	bool writing;	/* a write or delete: no kernel interface is a file to it */
 	bool missing;	/* a name did not exist: the rest is appended */
 	bool leaf;	/* real is not a directory: no name may follow */
 	size_t *budget; /* the request's steps left */
@@ -531,6 +532,19 @@ static int walk_append(struct walk *w, const char *name, size_t n)
 	return 0;
 }
 
+/* The file systems that are the kernel's settings, not files: a write there sets it. */
+static bool kernel_fs(unsigned long type)
+{
+	static const unsigned long types[] = { SYSFS_MAGIC,	    CGROUP_SUPER_MAGIC,
+					       CGROUP2_SUPER_MAGIC, DEBUGFS_MAGIC,
+					       TRACEFS_MAGIC,	    SECURITYFS_MAGIC,
+					       BPF_FS_MAGIC,	    EFIVARFS_MAGIC };
+	for (size_t i = 0; i < CG_ARRAY_LEN(types); i++)
+		if (type == types[i])
+			return true;
+	return false;
+}
+
 /*
  * Go to dirfd's entry name (O_PATH, a directory), leaving the old one;
  * known: its lstat, when the walk has it. A directory on the device the
@@ -544,8 +558,13 @@ static int walk_enter(struct walk *w, int dirfd, const char *name, const struct 
 	struct statfs sf;
 	struct stat st;
 	if (!known || !w->dev_known || known->st_dev != w->dev) {
-		/* /proc's links resolve as the daemon's process, not the agent's. */
-		if (fstatfs(fd, &sf) != 0 || sf.f_type == PROC_SUPER_MAGIC || fstat(fd, &st) != 0) {
+		/*
+		 * /proc's links resolve as the daemon's process, not the agent's;
+		 * a write below sysfs, cgroupfs and the like sets the kernel's
+		 * values (s38e: one mounted in the workspace was judged as it).
+		 */
+		if (fstatfs(fd, &sf) != 0 || sf.f_type == PROC_SUPER_MAGIC ||
+		    (w->writing && kernel_fs((unsigned long)sf.f_type)) || fstat(fd, &st) != 0) {
 			close(fd);
 			errno = EXDEV;
 			return -1;
@@ -635,6 +654,11 @@ static int walk_name(struct walk *w, const char *name, size_t n, bool nofollow, 
 	if (S_ISDIR(st.st_mode))
 		return walk_enter(w, w->fd, c, &st);
 	w->leaf = true;
+	/* A device node is the device: a write there writes the disk (s38e). */
+	if (w->writing && (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode))) {
+		errno = EXDEV;
+		return -1;
+	}
 	if (w->dev_known && st.st_dev == w->dev)
 		return 0;
 	/*
@@ -662,13 +686,17 @@ static int walk_name(struct walk *w, const char *name, size_t n, bool nofollow, 
  * part below the first missing name appended (nothing there can be a link
  * yet; a .. there is refused). A walk that enters /proc is refused (EXDEV):
  * /proc's links (self, cwd, root, fd) resolve as the daemon's process, not
- * the agent's. One system call or two per name, each counted against the
- * request's budget. Relative to cwd. Without follow_last, a link at the
+ * the agent's; when writing (a write or delete), so is a walk into sysfs,
+ * cgroupfs and the like, or to a device node: the tool would set the
+ * kernel's values or write the device. One system call or two per name,
+ * each counted against the request's budget. Relative to cwd. Without
+ * follow_last, a link at the
  * last name (no '/' after it) is the place itself, as unlink takes it. A
  * malloc'd absolute path, or NULL with errno (not a path, too long,
  * unreadable, E2BIG past the budget).
  */
-static char *real_resource(const char *cwd, const char *res, bool follow_last, size_t *budget)
+static char *real_resource(const char *cwd, const char *res, bool writing, bool follow_last,
+			   size_t *budget)
 {
 	struct walk *w = calloc(1, sizeof(*w));
 	if (!w)
@@ -676,6 +704,7 @@ static char *real_resource(const char *cwd, const char *res, bool follow_last, s
 	char *out = NULL;
 	int hops = 0, e = 0;
 	w->budget = budget;
+	w->writing = writing;
 	w->fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	w->real[0] = '/';
 	w->len = 1;
@@ -740,7 +769,9 @@ static int resolve_actions(const struct cg_request *req, struct cg_call *call,
 			continue;
 		errno = 0;
 		/* A delete removes a link, not what it points at: it is judged where it is. */
-		char *real = real_resource(call->cwd, res, strcmp(ty, "delete") != 0, &budget);
+		bool del = strcmp(ty, "delete") == 0;
+		char *real =
+		    real_resource(call->cwd, res, del || strcmp(ty, "write") == 0, !del, &budget);
 		if (!real) {
 			/*
 			 * Not judged is not allowed: a symlink chain too long for

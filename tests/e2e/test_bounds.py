@@ -16,6 +16,7 @@ import re
 import signal
 import shutil
 import socket
+import stat
 import subprocess
 import threading
 import time
@@ -1006,6 +1007,37 @@ class KernelFileInTheWorkspace(unittest.TestCase):
             r = d.request(cgtest.make_request(action="gate", privileged=False,
                                               cwd=d.workspace, actions=acts))
             self.assertEqual(code_of(r), "MCP-GATE-S-001", r)
+
+
+class KernelDirsAndDevicesInTheWorkspace(unittest.TestCase):
+    """A write into a sysfs or cgroup directory, or to a device node, is no
+    workspace write wherever it is mounted (s38e: the agent's Write through a
+    sysfs mounted in the workspace changed a kernel parameter)."""
+
+    def test_writes_into_kernel_interfaces_are_not_judged_as_the_workspace(self):
+        with cgtest.Daemon() as d:
+            mnt = os.path.join(d.workspace, "sy")
+            os.mkdir(mnt)
+            r = subprocess.run(["mount", "--bind", "/sys/module", mnt], capture_output=True,
+                               text=True)
+            if r.returncode != 0:
+                self.skipTest("no bind mount here: " + r.stderr.strip())
+            node = os.path.join(d.workspace, "null-dev")
+            os.mknod(node, 0o600 | stat.S_IFCHR, os.makedev(1, 3))
+
+            def code(action, res):
+                acts = [{"action_type": action, "tool": "Write", "resource": res}]
+                return code_of(d.request(cgtest.make_request(
+                    action="gate", privileged=False, cwd=d.workspace, actions=acts)))
+            try:
+                for res in ("sy/printk/parameters/time", "null-dev"):
+                    self.assertEqual(code("write", res), "WA-RES-I-008", res)
+                    self.assertEqual(code("delete", res), "WA-RES-I-008", res)
+                # Reading them is inspection, as before.
+                self.assertEqual(code("read", "sy/printk/parameters/time"), "MCP-GATE-S-001")
+            finally:
+                subprocess.run(["umount", mnt])
+                os.unlink(node)
 
 
 class DeleteTakesTheLink(unittest.TestCase):

@@ -321,6 +321,19 @@ class TestHook(unittest.TestCase):
             for name in links:
                 os.unlink(os.path.join(ws, name))
 
+    def test_the_file_tools_make_no_repository_under_another_name(self):
+        # s38e: Write made HEAD, objects/, refs/ and a config with
+        # core.fsmonitor in lib/; the developer's git status there ran it.
+        ws = self.d.workspace
+        for path in (os.path.join(ws, "HEAD"), os.path.join(ws, "lib", "HEAD")):
+            d, why = self.decision(self.payload("Write", {"file_path": path, "content": "x"}))
+            self.assertEqual(d, "deny", (path, why))
+            self.assertIn("action-write-protected", why)
+        # A config or a refs/ file alone is no repository: still the workspace's.
+        d, why = self.decision(self.payload("Write", {"file_path": os.path.join(
+            ws, "lib", "config"), "content": "x"}))
+        self.assertEqual(d, "allow", why)
+
     def test_every_name_the_view_protects_is_refused_to_the_file_tools(self):
         """The default policy's action-write-protected must cover every name
         the view keeps read-only or sets aside (protected_rel in
