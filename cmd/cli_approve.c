@@ -645,6 +645,7 @@ static void binding_rows(struct screen *sc, const json_t *grant)
 					kv = NULL;
 				sc->oom |= !kv;
 				screen_field(sc, label, kv ? kv : "");
+				non_ascii_row(sc, kv);
 				free(kv);
 			}
 		} else if (strcmp(key, "timeout_ms") == 0 && json_is_integer(v)) {
@@ -661,6 +662,7 @@ static void binding_rows(struct screen *sc, const json_t *grant)
 			screen_field(sc, label, json_is_true(v) ? "yes" : "no");
 		} else if (json_is_string(v)) {
 			screen_field(sc, label, json_string_value(v));
+			non_ascii_row(sc, json_string_value(v));
 		} else if (json_is_integer(v)) {
 			(void)snprintf(line, sizeof(line), "%lld",
 				       (long long)json_integer_value(v));
@@ -798,8 +800,10 @@ static void build_view(struct screen *sc, const json_t *p, size_t waiting)
 		bound_row(sc, json_object_get(st, "constraint_sets"), priv);
 		network_row(sc, json_object_get(p, "constraints"),
 			    json_object_get(st, "constraint_sets"));
-		if (json_is_true(json_object_get(st, "via_symlink")))
+		if (json_is_true(json_object_get(st, "via_symlink"))) {
 			screen_field(sc, "  found as", found);
+			non_ascii_row(sc, found);
+		}
 		size_t k;
 		const json_t *a;
 		json_array_foreach(json_object_get(st, "argv"), k, a)

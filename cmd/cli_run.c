@@ -170,6 +170,26 @@ static int write_b64(const json_t *v, FILE *f)
 }
 
 /*
+ * A call that ended otherwise (its deadline, a cancel) may still have had
+ * names set aside (the reply's data lists them): one line each.
+ */
+static void set_aside_note(const json_t *resp)
+{
+	const json_t *data = json_object_get(json_object_get(resp, "reply"), "data");
+	size_t i;
+	const json_t *sa;
+	json_array_foreach(json_object_get(data, "set_aside"), i, sa)
+	{
+		char *p = cg_sanitize_for_terminal(json_string_value(json_object_get(sa, "path")));
+		fprintf(stderr,
+			"callgate run: %s, which the call made where a protected name was missing, "
+			"was set aside after it; ask the developer to make it\n",
+			p ? p : "?");
+		free(p);
+	}
+}
+
+/*
  * A stage that failed with what a view's refusal reads like ("Read-only
  * file system", "Permission denied", "Operation not permitted") may have met
  * the view, not the file's own mode: say which rule confined it and how to
@@ -543,6 +563,8 @@ int cg_cli_run(const struct cg_cli *g, int argc, char **argv)
 	if (!status || strcmp(status, "ok") != 0) {
 		ret = o.json ? cg_client_exit_code(resp) : cg_cli_print_refusal("run", resp);
 		if (!o.json)
+			set_aside_note(resp);
+		if (!o.json)
 			privileged_hint(o.req, resp);
 		goto release;
 	}
@@ -592,6 +614,8 @@ int cg_cli_run(const struct cg_cli *g, int argc, char **argv)
 			    json_string_value(json_object_get(reply, "message")));
 			fprintf(stderr, "callgate run: %s: %s\n", rcode, m ? m : "");
 			free(m);
+		} else {
+			set_aside_note(resp);
 		}
 	}
 	json_t *ec = json_object_get(json_array_get(stages, n - 1), "exit_code");

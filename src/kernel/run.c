@@ -425,6 +425,9 @@ static json_t *run_data(const struct cg_job *j, const struct run *r)
 		json_object_set_new(data, "approved_by", approvers_json(j));
 	if (j->grant_id[0])
 		json_object_set_new(data, "grant_id", json_string(j->grant_id));
+	/* Whatever the reply's code (a deadline, a cancel): what was set aside is said. */
+	if (json_array_size(r->set_aside))
+		json_object_set(data, "set_aside", r->set_aside);
 	return data;
 }
 

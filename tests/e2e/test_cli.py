@@ -106,6 +106,20 @@ class CliAgainstDaemon(unittest.TestCase):
         self.assertEqual(r.returncode, 77, r.stderr)
         self.assertIn(b"without --no-privileged", r.stderr)
 
+    def test_what_was_set_aside_is_said_when_the_call_timed_out_too(self):
+        # review-s38 L3: the set-aside notice was in the success reply only.
+        ws = self.d.workspace
+        if os.path.lexists(os.path.join(ws, ".git")):
+            self.skipTest("the workspace has a .git")
+        r = self.run_cli("run", "--no-privileged", "--timeout", "2s", "--", "sh", "-c",
+                         "mkdir .git; sleep 20")
+        self.assertEqual(r.returncode, 124, r.stderr)
+        self.assertIn(b".git, which the call made where a protected name was missing, was "
+                      b"set aside", r.stderr)
+        for n in os.listdir(ws):
+            if n.startswith(".git.callgate-set-aside-"):
+                os.rmdir(os.path.join(ws, n))
+
     def test_a_refusal_by_the_view_is_said_to_be_one(self):
         # ux-s38 #5: a write outside the view read like an ordinary EACCES.
         r = self.run_cli("run", "--no-privileged", "--", "touch", "/etc/cg-view-hint")
