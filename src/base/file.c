@@ -158,6 +158,11 @@ static bool private_group(gid_t gid, uid_t uid)
 	for (struct passwd *o; alone && (o = getpwent());)
 		alone = o->pw_gid != gid || o->pw_uid == uid;
 	endpwent();
+	/* Nor a second group of the same gid (groupadd -o) whose members get it. */
+	setgrent();
+	for (struct group *o; alone && (o = getgrent());)
+		alone = o->gr_gid != gid || strcmp(o->gr_name, p->pw_name) == 0;
+	endgrent();
 	return alone;
 }
 

@@ -1381,18 +1381,24 @@ static int protect_bare(struct cg_view *v, const char *tree, const char *git)
 	return 0;
 }
 
+static bool gitfile_dir(const struct cg_view *v, const char *tree, const char *git, char *dir,
+			size_t cap);
+static int protect_gitdir(struct cg_view *v, const char *git, bool git_write);
+
 /*
  * The repository at the root of write tree `tree`. Its .git names the programs
  * the developer's own git runs later, outside any call: hooks, config, and
  * where to take them from (commondir, a .git file's gitdir). Read-only as a
  * whole, and so also a mount point that cannot be renamed away; under
- * git: write, pinned in place read-write with those parts read-only. With
- * no .git there, one the call makes is set aside after it (a separate
- * git dir's .git file had re-pointed the developer's git, s37 attack).
+ * git: write, pinned in place read-write with those parts read-only. A .git
+ * file is read-only, and the git directory it names too when a write tree
+ * holds it (s38f: its config and hooks were the call's to write). With no
+ * .git there, one the call makes is set aside after it (a separate git
+ * dir's .git file had re-pointed the developer's git, s37 attack).
  */
 static int protect_git(struct cg_view *v, const char *tree, bool git_write)
 {
-	char git[PATH_MAX], buf[PATH_MAX];
+	char git[PATH_MAX];
 	struct stat st;
 	if (snprintf(git, sizeof(git), "%s/.git", tree) >= (int)sizeof(git)) {
 		errno = ENAMETOOLONG; /* unprotected is not an option: the stage does not run */
@@ -1408,10 +1414,59 @@ static int protect_git(struct cg_view *v, const char *tree, bool git_write)
 		errno = ELOOP;
 		return -1;
 	}
-	if (!S_ISDIR(st.st_mode))
-		return add_protected(v, git);
+	if (!S_ISDIR(st.st_mode)) {
+		/* A .git file: its gitdir, when a write tree holds it, is the repository. */
+		char dir[PATH_MAX];
+		if (add_protected(v, git) != 0)
+			return -1;
+		return gitfile_dir(v, tree, git, dir, sizeof(dir))
+			   ? protect_gitdir(v, dir, git_write)
+			   : 0;
+	}
 	if (protect_checkouts(v, tree, git) != 0)
 		return -1;
+	return protect_gitdir(v, git, git_write);
+}
+
+/*
+ * The directory a .git file at git names (gitdir: PATH, relative to tree),
+ * when it exists and some write tree of v holds it: true with it in dir.
+ * (One outside every write tree is read-only to the call anyway.)
+ */
+static bool gitfile_dir(const struct cg_view *v, const char *tree, const char *git, char *dir,
+			size_t cap)
+{
+	char *text = NULL, named[PATH_MAX];
+	size_t len = 0;
+	if (cg_file_read(git, 4096, &text, &len) != 0)
+		return false;
+	const char *p = strncmp(text, "gitdir:", 7) == 0 ? text + 7 : NULL;
+	while (p && (*p == ' ' || *p == '\t'))
+		p++;
+	size_t n = p ? strcspn(p, "\r\n") : 0;
+	bool ok = n > 0 && snprintf(named, sizeof(named), "%s%s%.*s", p[0] == '/' ? "" : tree,
+				    p[0] == '/' ? "" : "/", (int)n, p) < (int)sizeof(named);
+	free(text);
+	char *real = ok ? realpath(named, NULL) : NULL;
+	bool held = false;
+	for (size_t w = 0; real && !held && w < v->n_write; w++) {
+		size_t wl = strlen(v->write[w]);
+		held = strncmp(real, v->write[w], wl) == 0 && (real[wl] == '/' || !real[wl]);
+	}
+	if (held)
+		held = snprintf(dir, cap, "%s", real) < (int)cap;
+	free(real);
+	return held;
+}
+
+/*
+ * A repository's git directory in a write tree: read-only as a whole; under
+ * git: write, pinned in place read-write with the parts that name programs
+ * read-only (git_protected).
+ */
+static int protect_gitdir(struct cg_view *v, const char *git, bool git_write)
+{
+	char buf[PATH_MAX];
 	if (!git_write)
 		return add_protected(v, git);
 	if (list_add(&v->pin, &v->n_pin, git) != 0)

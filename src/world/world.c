@@ -535,10 +535,12 @@ static int walk_append(struct walk *w, const char *name, size_t n)
 /* The file systems that are the kernel's settings, not files: a write there sets it. */
 static bool kernel_fs(unsigned long type)
 {
-	static const unsigned long types[] = { SYSFS_MAGIC,	    CGROUP_SUPER_MAGIC,
-					       CGROUP2_SUPER_MAGIC, DEBUGFS_MAGIC,
-					       TRACEFS_MAGIC,	    SECURITYFS_MAGIC,
-					       BPF_FS_MAGIC,	    EFIVARFS_MAGIC };
+	/* fusectl's and configfs's magic numbers: no macro in linux/magic.h here. */
+	static const unsigned long types[] = {
+		SYSFS_MAGIC,	CGROUP_SUPER_MAGIC, CGROUP2_SUPER_MAGIC, DEBUGFS_MAGIC,
+		TRACEFS_MAGIC,	SECURITYFS_MAGIC,   BPF_FS_MAGIC,	 EFIVARFS_MAGIC,
+		BINFMTFS_MAGIC, PSTOREFS_MAGIC,	    0x65735543UL,	 0x62656570UL,
+	};
 	for (size_t i = 0; i < CG_ARRAY_LEN(types); i++)
 		if (type == types[i])
 			return true;
@@ -669,7 +671,7 @@ static int walk_name(struct walk *w, const char *name, size_t n, bool nofollow, 
 	int fd = openat(w->fd, c, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 	struct statfs sf;
 	bool kernel = fd < 0 || fstatfs(fd, &sf) != 0 || sf.f_type == PROC_SUPER_MAGIC ||
-		      sf.f_type == SYSFS_MAGIC;
+		      kernel_fs((unsigned long)sf.f_type);
 	if (fd >= 0)
 		close(fd);
 	if (kernel) {

@@ -329,6 +329,11 @@ class TestHook(unittest.TestCase):
             d, why = self.decision(self.payload("Write", {"file_path": path, "content": "x"}))
             self.assertEqual(d, "deny", (path, why))
             self.assertIn("action-write-protected", why)
+        # A bare repository's (NAME.git) config and hooks too (s38f).
+        for path in (os.path.join(ws, "fixtures", "x.git", "config"),
+                     os.path.join(ws, "fixtures", "x.git", "hooks", "post-update")):
+            d, why = self.decision(self.payload("Write", {"file_path": path, "content": "x"}))
+            self.assertEqual(d, "deny", (path, why))
         # A config or a refs/ file alone is no repository: still the workspace's.
         d, why = self.decision(self.payload("Write", {"file_path": os.path.join(
             ws, "lib", "config"), "content": "x"}))

@@ -452,6 +452,25 @@ class ViewThroughDaemon(unittest.TestCase):
                               "os.stat('/dev/sda')")
         self.assertEqual(res, {"null": "OK", "disk": "ENOENT"})
 
+    def test_the_git_dir_a_root_git_file_names_is_read_only_too(self):
+        # s38f: with ws/.git a file (git init --separate-git-dir=.gd), the
+        # call wrote .gd/config's core.fsmonitor, which the developer's git
+        # status ran.
+        ws = self.d.workspace
+        self.assertFalse(os.path.lexists(os.path.join(ws, ".git")))
+        subprocess.run(["git", "init", "-q", "--separate-git-dir", os.path.join(ws, ".gd"), ws],
+                       check=True)
+        try:
+            before = open(os.path.join(ws, ".gd", "config")).read()
+            resp, out, err = self.call([["sh", "-c", "echo '[core] fsmonitor = x' >> .gd/config;"
+                                                     " mkdir -p .gd/hooks; echo x > "
+                                                     ".gd/hooks/post-checkout; true"]])
+            self.assertEqual(open(os.path.join(ws, ".gd", "config")).read(), before, err)
+            self.assertFalse(os.path.exists(os.path.join(ws, ".gd", "hooks", "post-checkout")))
+        finally:
+            shutil.rmtree(os.path.join(ws, ".gd"), ignore_errors=True)
+            os.unlink(os.path.join(ws, ".git"))
+
     def test_a_repository_a_call_makes_at_the_root_is_set_aside(self):
         # s37 attack: in a workspace with no .git (a monorepo's package), a
         # call's `git init --separate-git-dir` left a .git file there that
