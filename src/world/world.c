@@ -548,6 +548,21 @@ static bool kernel_fs(unsigned long type)
 }
 
 /*
+ * Is the directory fd a git directory, by git's own test (HEAD, objects/,
+ * refs/), whatever its name? The developer's git obeys its config and hooks:
+ * the file tools made one in lib/ whose core.fsmonitor ran on git status
+ * (s38e, s38f; a separate git dir .gd, a bare NAME.git).
+ */
+static bool git_dir(int fd)
+{
+	struct stat h, o, r;
+	return fstatat(fd, "HEAD", &h, AT_SYMLINK_NOFOLLOW) == 0 &&
+	       (S_ISREG(h.st_mode) || S_ISLNK(h.st_mode)) &&
+	       fstatat(fd, "objects", &o, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(o.st_mode) &&
+	       fstatat(fd, "refs", &r, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(r.st_mode);
+}
+
+/*
  * Go to dirfd's entry name (O_PATH, a directory), leaving the old one;
  * known: its lstat, when the walk has it. A directory on the device the
  * walk is on is on the same file system; another one is asked what it is.
@@ -573,6 +588,11 @@ static int walk_enter(struct walk *w, int dirfd, const char *name, const struct 
 		}
 		w->dev = st.st_dev;
 		w->dev_known = true;
+	}
+	if (w->writing && git_dir(fd)) {
+		close(fd);
+		errno = EROFS; /* resolve_actions: RESOURCE_IN_GIT_DIR */
+		return -1;
 	}
 	close(w->fd);
 	w->fd = fd;
@@ -781,7 +801,9 @@ static int resolve_actions(const struct cg_request *req, struct cg_call *call,
 			 * out of the workspace (found by a review).
 			 */
 			int e = errno ? errno : EINVAL;
-			*err = e == ENOMEM ? oom("resolving the actions")
+			*err = e == ENOMEM  ? oom("resolving the actions")
+			       : e == EROFS ? cg_reply_new(CG_R_RESOURCE_IN_GIT_DIR, "{s:I,s:s}",
+							   "index", (json_int_t)i, "path", res)
 			       : e == E2BIG
 				   ? cg_reply_new(CG_R_RESOLVE_BUDGET, "{s:i,s:I}", "limit",
 						  RESOLVE_STEPS, "index", (json_int_t)i)

@@ -18,6 +18,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import time
 import unittest
@@ -334,6 +335,22 @@ class TestHook(unittest.TestCase):
                      os.path.join(ws, "fixtures", "x.git", "hooks", "post-update")):
             d, why = self.decision(self.payload("Write", {"file_path": path, "content": "x"}))
             self.assertEqual(d, "deny", (path, why))
+        # A git directory of any other name, by git's own test (s38f: a
+        # separate git dir .gd named by the workspace's .git file).
+        gd = os.path.join(ws, "sub", ".gd")
+        subprocess.run(["git", "init", "-q", "--separate-git-dir", gd,
+                        os.path.join(ws, "sub")], check=True)
+        try:
+            for path in (os.path.join(gd, "config"), os.path.join(gd, "hooks", "pre-commit")):
+                r = self.run_hook(self.payload("Write", {"file_path": path, "content": "x"}))
+                self.assertEqual(r.returncode, 2, (path, r.stdout, r.stderr))
+                self.assertIn(b"WA-RES-I-010", r.stderr)
+            # Reading it is inspection.
+            d, why = self.decision(self.payload("Read", {"file_path": os.path.join(gd,
+                                                                                   "config")}))
+            self.assertEqual(d, "allow", why)
+        finally:
+            shutil.rmtree(os.path.join(ws, "sub"), ignore_errors=True)
         # A config or a refs/ file alone is no repository: still the workspace's.
         d, why = self.decision(self.payload("Write", {"file_path": os.path.join(
             ws, "lib", "config"), "content": "x"}))
