@@ -231,13 +231,16 @@ static void decided(struct cg_kernel *k, struct cg_job *j, bool claimed, struct 
 }
 
 /*
- * What resolution added to what the call's evidence records: a short
- * request can name resources that resolve to long paths (a link to a deep
- * directory), each recorded in the resolved event, the decision, both
- * verdicts and the package's copy of the events (a 14.6 KB gate request
- * wrote 2 MB, s38d). Counted against the disk reserve like the request.
+ * What this call may still write, counted against the disk reserve until
+ * it is on disk (job_put ends it), once the gate has resolved it and before
+ * anything of it is recorded: its request line, recorded in its events, its
+ * package's events.ndjson and its verdicts (four times); the paths
+ * resolution added, recorded in the resolved event, the decision, both
+ * verdicts and the package (eight times: a 14.6 KB gate request whose
+ * resources resolved through a link to long paths wrote 2 MB, s38d); and
+ * the rest of a call's evidence (a refusal's is about 12 KB).
  */
-static void promise_resolved(struct cg_kernel *k, struct cg_job *j)
+static void promise_call(struct cg_kernel *k, struct cg_job *j, size_t len)
 {
 	const struct cg_call *c = &j->gate.call;
 	uint64_t bytes = c->cwd ? strlen(c->cwd) : 0;
@@ -251,10 +254,8 @@ static void promise_resolved(struct cg_kernel *k, struct cg_job *j)
 		const char *r = json_string_value(json_object_get(act, "resource"));
 		bytes += r ? strlen(r) : 0;
 	}
-	if (!bytes)
-		return;
-	j->disk_promise += 8 * bytes;
-	cg_evidence_promise(k->ev, 8 * bytes);
+	j->disk_promise = 4 * (uint64_t)len + 8 * bytes + DISK_PROMISE_BASE;
+	cg_evidence_promise(k->ev, j->disk_promise);
 }
 
 /*
@@ -302,16 +303,6 @@ static void dispatch(struct cg_kernel *k, const char *line, size_t len, bool had
 		return;
 	}
 	j->gen = g; /* the job holds the generation now */
-	if (k->ev) {
-		/*
-		 * What this call may still write, counted against the disk reserve
-		 * until it is on disk: its request, recorded in its events, its
-		 * package's events.ndjson and its verdicts, and the rest of a
-		 * call's evidence (a refusal's is about 12 KB).
-		 */
-		j->disk_promise = 4 * (uint64_t)len + DISK_PROMISE_BASE;
-		cg_evidence_promise(k->ev, j->disk_promise);
-	}
 	struct admit a = { .k = k,
 			   .peer = peer,
 			   .trace = j->trace_id,
@@ -321,7 +312,7 @@ static void dispatch(struct cg_kernel *k, const char *line, size_t len, bool had
 				     &a, &j->gate);
 	j->ev_request = a.request; /* noted, or recorded in the refusal, from here on */
 	if (k->ev)
-		promise_resolved(k, j);
+		promise_call(k, j, len);
 	/* Only a refusal on the request path is one event; other actions but ping note the request now. */
 	if (refused == 0 && j->gate.req->action != CG_ACTION_EXEC &&
 	    j->gate.req->action != CG_ACTION_GATE && j->gate.req->action != CG_ACTION_PING)

@@ -510,10 +510,9 @@ struct walk {
 	int fd;			 /* O_PATH of real while it exists, else -1 */
 	dev_t dev;		 /* fd's device, once known not to be procfs */
 	bool dev_known;
-	bool writing;	/* a write or delete: no kernel interface is a file to it */
-	bool missing;	/* a name did not exist: the rest is appended */
-	bool leaf;	/* real is not a directory: no name may follow */
-	size_t *budget; /* the request's steps left */
+	bool writing; /* a write or delete: no kernel interface is a file to it */
+	bool missing; /* a name did not exist: the rest is appended */
+	bool leaf;    /* real is not a directory: no name may follow */
 };
 
 /* Append name to w->real. 0, or -1 with errno. */
@@ -548,6 +547,20 @@ static bool kernel_fs(unsigned long type)
 }
 
 /*
+ * Is what fd is on a place the walk may not judge as a file? /proc, whose
+ * links resolve as the daemon's process, not the agent's; when writing,
+ * sysfs, cgroupfs and the like too, where a write sets the kernel's values
+ * (s38d, s38e: one mounted in the workspace was judged as it). A file
+ * system that cannot be asked counts as one (fail closed).
+ */
+static bool kernel_place(const struct walk *w, int fd)
+{
+	struct statfs sf;
+	return fstatfs(fd, &sf) != 0 || sf.f_type == PROC_SUPER_MAGIC ||
+	       (w->writing && kernel_fs((unsigned long)sf.f_type));
+}
+
+/*
  * Is the directory fd a git directory, by git's own test (HEAD, objects/,
  * refs/), whatever its name? The developer's git obeys its config and hooks:
  * the file tools made one in lib/ whose core.fsmonitor ran on git status
@@ -572,16 +585,9 @@ static int walk_enter(struct walk *w, int dirfd, const char *name, const struct 
 	int fd = openat(dirfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
-	struct statfs sf;
 	struct stat st;
 	if (!known || !w->dev_known || known->st_dev != w->dev) {
-		/*
-		 * /proc's links resolve as the daemon's process, not the agent's;
-		 * a write below sysfs, cgroupfs and the like sets the kernel's
-		 * values (s38e: one mounted in the workspace was judged as it).
-		 */
-		if (fstatfs(fd, &sf) != 0 || sf.f_type == PROC_SUPER_MAGIC ||
-		    (w->writing && kernel_fs((unsigned long)sf.f_type)) || fstat(fd, &st) != 0) {
+		if (kernel_place(w, fd) || fstat(fd, &st) != 0) {
 			close(fd);
 			errno = EXDEV;
 			return -1;
@@ -597,6 +603,27 @@ static int walk_enter(struct walk *w, int dirfd, const char *name, const struct 
 	close(w->fd);
 	w->fd = fd;
 	return 0;
+}
+
+/*
+ * The walk ends at dirfd's entry c, not a directory (st its lstat): it is
+ * the place, unless a write there writes a device, or it is a file mounted
+ * on its own where a workspace file would be (a bind mount of a /proc or
+ * /sys file: s38d, the domain name changed). 0, or -1 with EXDEV.
+ */
+static int walk_leaf(struct walk *w, const char *c, const struct stat *st)
+{
+	w->leaf = true;
+	bool kernel = w->writing && (S_ISCHR(st->st_mode) || S_ISBLK(st->st_mode));
+	if (!kernel && (!w->dev_known || st->st_dev != w->dev)) {
+		int fd = openat(w->fd, c, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		kernel = fd < 0 || kernel_place(w, fd);
+		if (fd >= 0)
+			close(fd);
+	}
+	if (kernel)
+		errno = EXDEV;
+	return kernel ? -1 : 0;
 }
 
 /* One name of the walk (nofollow: a link there is the place itself). 0, or -1 with errno. */
@@ -675,30 +702,7 @@ static int walk_name(struct walk *w, const char *name, size_t n, bool nofollow, 
 		return -1;
 	if (S_ISDIR(st.st_mode))
 		return walk_enter(w, w->fd, c, &st);
-	w->leaf = true;
-	/* A device node is the device: a write there writes the disk (s38e). */
-	if (w->writing && (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode))) {
-		errno = EXDEV;
-		return -1;
-	}
-	if (w->dev_known && st.st_dev == w->dev)
-		return 0;
-	/*
-	 * A file mounted on its own where a workspace file would be (a bind
-	 * mount of a /proc or /sys file): the tool would write the kernel's
-	 * setting, not a file (s38d: the domain name changed).
-	 */
-	int fd = openat(w->fd, c, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-	struct statfs sf;
-	bool kernel = fd < 0 || fstatfs(fd, &sf) != 0 || sf.f_type == PROC_SUPER_MAGIC ||
-		      kernel_fs((unsigned long)sf.f_type);
-	if (fd >= 0)
-		close(fd);
-	if (kernel) {
-		errno = EXDEV;
-		return -1;
-	}
-	return 0;
+	return walk_leaf(w, c, &st);
 }
 
 /*
@@ -712,10 +716,9 @@ static int walk_name(struct walk *w, const char *name, size_t n, bool nofollow, 
  * cgroupfs and the like, or to a device node: the tool would set the
  * kernel's values or write the device. One system call or two per name,
  * each counted against the request's budget. Relative to cwd. Without
- * follow_last, a link at the
- * last name (no '/' after it) is the place itself, as unlink takes it. A
- * malloc'd absolute path, or NULL with errno (not a path, too long,
- * unreadable, E2BIG past the budget).
+ * follow_last, a link at the last name (no '/' after it) is the place
+ * itself, as unlink takes it. A malloc'd absolute path, or NULL with errno
+ * (not a path, too long, unreadable, E2BIG past the budget).
  */
 static char *real_resource(const char *cwd, const char *res, bool writing, bool follow_last,
 			   size_t *budget)
@@ -725,7 +728,6 @@ static char *real_resource(const char *cwd, const char *res, bool writing, bool 
 		return none(ENOMEM);
 	char *out = NULL;
 	int hops = 0, e = 0;
-	w->budget = budget;
 	w->writing = writing;
 	w->fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	w->real[0] = '/';
@@ -738,11 +740,11 @@ static char *real_resource(const char *cwd, const char *res, bool writing, bool 
 	else if (w->fd < 0)
 		e = errno;
 	while (!e && w->todo[0]) {
-		if (*w->budget == 0) {
+		if (*budget == 0) {
 			e = E2BIG;
 			break;
 		}
-		--*w->budget;
+		--*budget;
 		char name[NAME_MAX + 2];
 		size_t n = strcspn(w->todo, "/");
 		size_t skip = n + (w->todo[n] == '/');
@@ -752,7 +754,7 @@ static char *real_resource(const char *cwd, const char *res, bool writing, bool 
 		}
 		memcpy(name, w->todo, n);
 		/* The last name, with no '/' after it: a delete takes a link itself. */
-		bool nofollow = !follow_last && skip == n && !w->todo[n];
+		bool nofollow = !follow_last && skip == n;
 		memmove(w->todo, w->todo + skip, strlen(w->todo + skip) + 1);
 		if (walk_name(w, name, n, nofollow, &hops) != 0)
 			e = errno ? errno : EINVAL;
