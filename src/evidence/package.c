@@ -52,7 +52,7 @@ static int write_file_at(int dfd, const char *name, const char *p, size_t n)
 
 char *cg_package_json(const json_t *j, size_t *len)
 {
-	char *s = json_dumps(j, JSON_INDENT(2) | JSON_ENCODE_ANY);
+	char *s = json_dumps(j, CG_PACKAGE_JSON_FLAGS);
 	if (!s)
 		return NULL;
 	*len = strlen(s);

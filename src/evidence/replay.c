@@ -668,11 +668,17 @@ static json_t *trace_verdict_as(const json_t *sealed, const struct cg_journal_vi
 {
 	struct cg_buf b;
 	cg_buf_init(&b, PACKAGE_CAP);
-	for (size_t k = 0; k < t->n; k++)
-		(void)cg_buf_add(&b, jv->v[t->ix[k]].line, jv->v[t->ix[k]].line_len);
+	const char *lines = jv->v[t->ix[0]].line; /* one line (a refusal's) is read where it is */
+	size_t len = jv->v[t->ix[0]].line_len;
+	if (t->n > 1) {
+		for (size_t k = 0; k < t->n; k++)
+			(void)cg_buf_add(&b, jv->v[t->ix[k]].line, jv->v[t->ix[k]].line_len);
+		lines = (const char *)b.p;
+		len = b.len;
+	}
 	json_t *v = b.truncated ? NULL
-		    : legacy	? cg_verdict_with_events_legacy(sealed, (const char *)b.p, b.len)
-				: cg_verdict_with_events(sealed, (const char *)b.p, b.len);
+		    : legacy	? cg_verdict_with_events_legacy(sealed, lines, len)
+				: cg_verdict_with_events(sealed, lines, len);
 	cg_buf_free(&b);
 	return v;
 }
@@ -692,15 +698,33 @@ static bool md_is(const char *fmd, size_t fl, const json_t *v)
 	return same;
 }
 
+struct spelled {
+	const char *file;
+	size_t len, at; /* bytes of the file, and how many the dump has matched */
+};
+
+/* json_dump_callback's sink: the next bytes of the dump must be the file's next bytes. */
+static int spelled_next(const char *buf, size_t size, void *arg)
+{
+	struct spelled *sp = arg;
+	if (size > sp->len - sp->at || memcmp(sp->file + sp->at, buf, size) != 0)
+		return -1; /* stops the dump at the first difference */
+	sp->at += size;
+	return 0;
+}
+
 /* Is the file fb[0..fl) verdict v, as the package writer spells it, or (parsed) equal to it? */
 static bool json_file_is(const char *fb, size_t fl, const json_t *v)
 {
 	if (!fb || !v)
 		return false;
-	size_t el = 0;
-	char *expect = cg_package_json(v, &el);
-	bool same = expect && el == fl && memcmp(expect, fb, fl) == 0;
-	free(expect);
+	/* Compared as it is dumped, in cg_package_json's spelling: the dump and its newline. */
+	bool same = false;
+	if (fl > 0 && fb[fl - 1] == '\n') {
+		struct spelled sp = { fb, fl - 1, 0 };
+		same = json_dump_callback(v, spelled_next, &sp, CG_PACKAGE_JSON_FLAGS) == 0 &&
+		       sp.at == sp.len;
+	}
 	if (!same) { /* spelled otherwise (an older writer): the same JSON still counts */
 		json_t *fv = json_loadb(fb, fl, JSON_REJECT_DUPLICATES, NULL);
 		same = fv && json_equal(v, fv);

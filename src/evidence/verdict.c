@@ -299,10 +299,16 @@ json_t *cg_verdict_render(const struct cg_verdict_facts *f, const char *trace_id
 /* Terminal-safe text: control characters (ANSI escapes included) become '?'. */
 static void md_text(struct cg_buf *b, const char *s)
 {
-	for (; s && *s; s++) {
-		unsigned char c = (unsigned char)*s;
-		char ch = (c < 0x20 || c == 0x7f) ? '?' : (char)c;
-		(void)cg_buf_add(b, &ch, 1);
+	while (s && *s) {
+		size_t run = 0; /* printable bytes go in together */
+		while (s[run] && (unsigned char)s[run] >= 0x20 && s[run] != 0x7f)
+			run++;
+		(void)cg_buf_add(b, s, run);
+		s += run;
+		if (*s) {
+			(void)cg_buf_add(b, "?", 1);
+			s++;
+		}
 	}
 }
 
