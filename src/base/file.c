@@ -335,6 +335,25 @@ free_tmp:
 	return rc;
 }
 
+void cg_file_hold_ahead(int fd, uint64_t end, size_t need, uint64_t ahead, uint64_t *held)
+{
+	uint64_t to = end + need;
+	if (fd < 0 || !ahead || *held >= to + ahead / 2)
+		return; /* enough still held, or nothing asked */
+	if (fallocate(fd, FALLOC_FL_KEEP_SIZE, (off_t)end, (off_t)(to + ahead - end)) == 0)
+		*held = to + ahead;
+}
+
+void cg_file_release_ahead(int fd, uint64_t *held)
+{
+	struct stat st;
+	/* Only past the real size: bytes written (a torn tail too) are never touched. */
+	if (fd >= 0 && fstat(fd, &st) == 0 && *held > (uint64_t)st.st_size)
+		(void)fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, st.st_size,
+				(off_t)(*held - (uint64_t)st.st_size));
+	*held = 0;
+}
+
 bool cg_file_zeros(int fd, uint64_t from, uint64_t to)
 {
 	unsigned char b[65536];

@@ -201,6 +201,17 @@ int cg_mkdirs_trusted(const char *path, mode_t parents, mode_t mode, bool sticky
 int64_t cg_dir_btime_ns(int dirfd, const char *path);
 /* Are the bytes [from, to) of fd all zero (and all readable)? */
 bool cg_file_zeros(int fd, uint64_t from, uint64_t to);
+/*
+ * Space held past the end of an append-only file: with end + need about to be
+ * written, keep [end, end + need + ahead) allocated (FALLOC_FL_KEEP_SIZE: the
+ * size, so every reader, is unchanged), renewed once less than half of ahead
+ * is left; *held is where the allocation reaches. Appends there cannot fail
+ * for want of space when something else fills the file system. Best effort:
+ * a file system that cannot allocate ahead, or is full, changes nothing.
+ * cg_file_release_ahead gives back what lies past the file's real size.
+ */
+void cg_file_hold_ahead(int fd, uint64_t end, size_t need, uint64_t ahead, uint64_t *held);
+void cg_file_release_ahead(int fd, uint64_t *held);
 /* The same from byte offset from on (ERANGE when the file is shorter than from). */
 int cg_file_read_from(const char *path, uint64_t from, size_t cap, char **p, size_t *len);
 

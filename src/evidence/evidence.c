@@ -88,6 +88,7 @@
 #define RESUME_READ_CAP	  ((size_t)256 << 20)
 #define PKG_BACKLOG_CAP	  8192u /* packages waiting to be written; past this the writer waits */
 #define HEAL_PROBE_MS	  1000	/* a failed journal tries to reopen this often */
+#define HOLD_AHEAD_MAX	  ((uint64_t)4 << 20) /* the most the journal holds past its end */
 #define RETENTION_TICK_MS 60000 /* with retention on, old segments are looked at this often */
 
 static const char *const ev_names[] = {
@@ -173,6 +174,7 @@ struct cg_evidence {
 	struct cg_evidence_config cfg;
 	int lock_fd, seg_fd, ckpt_fd, dir_fd;
 	uint64_t seg_bytes;
+	uint64_t seg_held; /* the segment's blocks are allocated up to here (hold_ahead) */
 	char seg_name[32]; /* the current segment's file name */
 	/* writer-only */
 	uint64_t seq;
@@ -356,6 +358,35 @@ static struct cg_evline *tstate_evlines(const struct tstate *t, json_t *diff)
 
 /* ---- the writer ------------------------------------------------------------------ */
 
+/*
+ * Space the journal and the live archive hold past their ends: half the disk
+ * reserve, at most HOLD_AHEAD_MAX (none with --disk-reserve 0). A call
+ * admitted while there was room that then fills the file system (the state
+ * beside a workspace) still has its finish, verdict, seal and package
+ * written there instead of tearing a line and losing its package (s38c).
+ */
+static uint64_t ahead_of(const struct cg_evidence *ev)
+{
+	return ev->reserve / 2 < HOLD_AHEAD_MAX ? ev->reserve / 2 : HOLD_AHEAD_MAX;
+}
+
+static void release_ahead(struct cg_evidence *ev)
+{
+	cg_file_release_ahead(ev->seg_fd, &ev->seg_held);
+}
+
+/* The current segment's archive, opened with its space held before packages need it. */
+static void archive_ready(struct cg_evidence *ev)
+{
+	if (!atomic_load(&ev->archive) || !ev->cfg.write_traces || !ahead_of(ev))
+		return;
+	pthread_mutex_lock(&ev->live_mu);
+	if (cg_live_archive_ready(&ev->live, ev->state_dir, ev->seg_name, false) < 0)
+		cg_log("warn", NULL, "evidence: the archive of %s is not open yet: %s",
+		       ev->seg_name, strerror(errno));
+	pthread_mutex_unlock(&ev->live_mu);
+}
+
 static int segment_open(struct cg_evidence *ev, uint64_t first_seq)
 {
 	char path[4200];
@@ -370,11 +401,13 @@ static int segment_open(struct cg_evidence *ev, uint64_t first_seq)
 		errno = e;
 		return -1;
 	}
+	release_ahead(ev);
 	if (ev->seg_fd >= 0)
 		close(ev->seg_fd);
 	ev->seg_fd = fd;
 	ev->seg_bytes = 0;
 	snprintf(ev->seg_name, sizeof(ev->seg_name), "%016" PRIu64 ".ndjson", first_seq);
+	archive_ready(ev);
 	return 0;
 }
 
@@ -383,6 +416,7 @@ static int batch_write(struct cg_evidence *ev)
 {
 	if (ev->batch_len == 0)
 		return 0;
+	cg_file_hold_ahead(ev->seg_fd, ev->seg_bytes, ev->batch_len, ahead_of(ev), &ev->seg_held);
 	if (cg_write_all(ev->seg_fd, ev->batch, ev->batch_len) < 0)
 		return -1;
 	ev->seg_bytes += ev->batch_len;
@@ -1163,6 +1197,7 @@ static int heal(struct cg_evidence *ev, int cause, int64_t failed_at_ns, uint64_
 	ev->seq = 0;
 	memcpy(ev->head, cg_journal_genesis(), 65);
 	ev->batch_len = 0;
+	release_ahead(ev);
 	if (ev->seg_fd >= 0)
 		close(ev->seg_fd);
 	ev->seg_fd = -1;
@@ -1612,6 +1647,14 @@ bool cg_evidence_disk_low(struct cg_evidence *ev, uint64_t *avail, uint64_t *pro
 		       "evidence: %" PRIu64 " bytes free under %s again: calls are taken", *avail,
 		       ev->state_dir);
 	return low;
+}
+
+int cg_evidence_failed(struct cg_evidence *ev)
+{
+	pthread_mutex_lock(&ev->mu);
+	int e = ev->failed;
+	pthread_mutex_unlock(&ev->mu);
+	return e;
 }
 
 bool cg_evidence_backlogged(struct cg_evidence *ev, size_t *pending)
@@ -2104,6 +2147,7 @@ static int recover(struct cg_evidence *ev, json_t *torn, char *why, size_t why_l
 			goto free_all;
 		}
 		ev->seg_bytes = (uint64_t)st.st_size;
+		ev->seg_held = 0; /* held again at the first append */
 		snprintf(ev->seg_name, sizeof(ev->seg_name), "%s", names[n_names - 1]);
 	} else if (segment_open(ev, 1) < 0) {
 		snprintf(why, why_len, "cannot create the first segment: %s", strerror(errno));
@@ -2230,6 +2274,7 @@ int cg_evidence_open(const struct cg_evidence_config *cfg, struct cg_evidence **
 		goto fail;
 	}
 	ev->reserve = reserve_of(&ev->cfg, (uint64_t)sv.f_blocks * sv.f_frsize);
+	ev->live.ahead = ahead_of(ev);
 	cg_log("info", NULL,
 	       "evidence: disk reserve %" PRIu64 " bytes of the %" PRIu64
 	       "-byte file system under %s (%" PRIu64 " free)",
@@ -2277,6 +2322,7 @@ int cg_evidence_open(const struct cg_evidence_config *cfg, struct cg_evidence **
 		snprintf(why, sizeof(why), "cannot open %.300s: %s", path, strerror(errno));
 		goto fail;
 	}
+	archive_ready(ev);
 	if (pthread_create(&ev->pkg_thr, NULL, package_main, ev) != 0) {
 		snprintf(why, sizeof(why), "cannot start the package thread");
 		goto fail;
@@ -2349,6 +2395,7 @@ void cg_evidence_close(struct cg_evidence *ev)
 	}
 	(void)write_packages(ev, ev->pkgs, false, false);
 	cg_live_archive_close(&ev->live);
+	release_ahead(ev);
 	if (ev->seg_fd >= 0)
 		close(ev->seg_fd);
 	if (ev->ckpt_fd >= 0)

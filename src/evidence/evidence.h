@@ -156,6 +156,12 @@ void cg_evidence_promise_end(struct cg_evidence *ev, uint64_t bytes);
  * number of items waiting. Never blocks on disk.
  */
 bool cg_evidence_backlogged(struct cg_evidence *ev, size_t *pending);
+/*
+ * The errno that closed the journal, or 0 while it takes events. A closed
+ * journal takes nothing until it heals: the daemon turns calls away meanwhile,
+ * so that no answer it gives goes unrecorded (s39b).
+ */
+int cg_evidence_failed(struct cg_evidence *ev);
 
 /*
  * Work not yet done: queued items plus waiting trace packages, each package
@@ -278,6 +284,8 @@ void cg_package_free(struct cg_package *p);
 
 /* j as a package's JSON files hold it: indented, with a final newline. Caller frees; NULL on OOM. */
 char *cg_package_json(const json_t *j, size_t *len);
+/* The jansson flags of that spelling (replay compares a file with it as it dumps). */
+#define CG_PACKAGE_JSON_FLAGS (JSON_INDENT(2) | JSON_ENCODE_ANY)
 
 /*
  * Write traces/<trace_id>/ under state_dir atomically (a temporary

@@ -333,16 +333,20 @@ int cg_live_archive_repair(const char *state_dir, const char *segment, bool for_
 
 void cg_live_archive_close(struct cg_live_archive *la)
 {
+	cg_file_release_ahead(la->tar_fd, &la->tar_held);
+	cg_file_release_ahead(la->idx_fd, &la->idx_held);
 	if (la->tar_fd >= 0)
 		close(la->tar_fd);
 	if (la->idx_fd >= 0)
 		close(la->idx_fd);
 	la->tar_fd = la->idx_fd = -1;
 	la->segment[0] = '\0';
-	la->end = 0;
+	la->end = la->idx_end = 0; /* ahead stays: it is the evidence's setting */
+	la->appendable = false;
 }
 
-static int live_open(struct cg_live_archive *la, const char *state_dir, const char *segment)
+static int live_open(struct cg_live_archive *la, const char *state_dir, const char *segment,
+		     bool for_append)
 {
 	char tar[4400], idx[4400], dir[4300];
 	cg_live_archive_close(la);
@@ -350,7 +354,7 @@ static int live_open(struct cg_live_archive *la, const char *state_dir, const ch
 	if (mkdir(dir, 0755) != 0 && errno != EEXIST)
 		return -1;
 	uint64_t cut = 0;
-	if (cg_live_archive_repair(state_dir, segment, true, &cut) < 0)
+	if (cg_live_archive_repair(state_dir, segment, for_append, &cut) < 0)
 		return -1;
 	if (cut)
 		cg_log("warn", NULL, "evidence: %" PRIu64 " torn byte(s) cut off the end of %s",
@@ -359,13 +363,16 @@ static int live_open(struct cg_live_archive *la, const char *state_dir, const ch
 	la->tar_fd = open_own(tar, O_RDWR | O_CREAT, 0644);
 	la->idx_fd = open_own(idx, O_WRONLY | O_APPEND | O_CREAT, 0644);
 	off_t end = la->tar_fd >= 0 ? lseek(la->tar_fd, 0, SEEK_END) : -1;
-	if (la->idx_fd < 0 || end < 0) {
+	off_t idx_end = la->idx_fd >= 0 ? lseek(la->idx_fd, 0, SEEK_END) : -1;
+	if (idx_end < 0 || end < 0) {
 		int e = errno;
 		cg_live_archive_close(la);
 		errno = e;
 		return -1;
 	}
 	la->end = (uint64_t)end;
+	la->idx_end = (uint64_t)idx_end;
+	la->appendable = for_append;
 	snprintf(la->segment, sizeof(la->segment), "%s", segment);
 	return 0;
 }
@@ -385,15 +392,31 @@ static int pwrite_all(int fd, const unsigned char *p, size_t n, uint64_t at)
 	return 0;
 }
 
-int cg_live_archive_append(struct cg_live_archive *la, const char *state_dir, const char *segment,
-			   const char *trace_id, const struct cg_package *pk)
+int cg_live_archive_ready(struct cg_live_archive *la, const char *state_dir, const char *segment,
+			  bool for_append)
 {
-	if (!cg_trace_id_valid(trace_id) || strlen(segment) >= sizeof(la->segment)) {
+	if (strlen(segment) >= sizeof(la->segment)) {
 		errno = EINVAL;
 		return -1;
 	}
-	if (strcmp(la->segment, segment) != 0 && live_open(la, state_dir, segment) < 0)
+	/* Opened ahead of an append, zeros at its end stayed: cut them now (repair). */
+	if ((strcmp(la->segment, segment) != 0 || (for_append && !la->appendable)) &&
+	    live_open(la, state_dir, segment, for_append) < 0)
 		return -1;
+	cg_file_hold_ahead(la->tar_fd, la->end, 0, la->ahead, &la->tar_held);
+	cg_file_hold_ahead(la->idx_fd, la->idx_end, 0, la->ahead / 64, &la->idx_held);
+	return 0;
+}
+
+int cg_live_archive_append(struct cg_live_archive *la, const char *state_dir, const char *segment,
+			   const char *trace_id, const struct cg_package *pk)
+{
+	if (!cg_trace_id_valid(trace_id) ||
+	    cg_live_archive_ready(la, state_dir, segment, true) < 0) {
+		if (!cg_trace_id_valid(trace_id))
+			errno = EINVAL;
+		return -1;
+	}
 	size_t total = 0;
 	for (size_t i = 0; i < CG_PACKAGE_N; i++)
 		total += BLOCK + padded(pk->len[i]);
@@ -413,6 +436,9 @@ int cg_live_archive_append(struct cg_live_archive *la, const char *state_dir, co
 	}
 	char line[CG_TRACE_ID_MAX + 32];
 	int ln = snprintf(line, sizeof(line), "%s %" PRIu64 "\n", trace_id, la->end);
+	/* Space held ahead: a call that filled the disk still gets its package. */
+	cg_file_hold_ahead(la->tar_fd, la->end, total, la->ahead, &la->tar_held);
+	cg_file_hold_ahead(la->idx_fd, la->idx_end, (size_t)ln, la->ahead / 64, &la->idx_held);
 	int rc = pwrite_all(la->tar_fd, buf, total, la->end) == 0 &&
 			 cg_write_all(la->idx_fd, line, (size_t)ln) == 0
 		     ? 0
@@ -421,6 +447,7 @@ int cg_live_archive_append(struct cg_live_archive *la, const char *state_dir, co
 	free(buf);
 	if (rc == 0) {
 		la->end += total;
+		la->idx_end += (uint64_t)ln;
 		return 0;
 	}
 	/* Nothing half-written stays: the next package is written over it. */

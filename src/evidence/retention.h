@@ -105,10 +105,14 @@ struct cg_live_archive {
 	int tar_fd, idx_fd;
 	char segment[40]; /* the journal segment whose archive is open, or "" */
 	uint64_t end;	  /* where the next member goes */
+	uint64_t idx_end; /* where the index's next line goes */
+	uint64_t ahead;	  /* space to hold past both ends (cg_file_hold_ahead), or 0 */
+	uint64_t tar_held, idx_held;
+	bool appendable; /* opened for an append: a torn tail and end zeros were cut */
 };
 #define CG_LIVE_ARCHIVE_INIT                                                                       \
 	{                                                                                          \
-		-1, -1, "", 0                                                                      \
+		-1, -1, "", 0, 0, 0, 0, 0, false                                                   \
 	}
 
 /*
@@ -120,6 +124,14 @@ struct cg_package;
 int cg_live_archive_append(struct cg_live_archive *la, const char *state_dir, const char *segment,
 			   const char *trace_id, const struct cg_package *pk);
 void cg_live_archive_close(struct cg_live_archive *la);
+/*
+ * Open segment's archive and hold la->ahead past its end now, while there is
+ * room: the next packages fit even when a call fills the file system
+ * meanwhile. Zeros at the end (an end-of-archive marker) are cut only
+ * for_append, as an append does. 0, or -1 with errno.
+ */
+int cg_live_archive_ready(struct cg_live_archive *la, const char *state_dir, const char *segment,
+			  bool for_append);
 
 /*
  * Repair segment's archive after a crash while appending. The index keeps

@@ -334,6 +334,38 @@ static bool secret_bytes(const unsigned char *in, size_t from, size_t to, bool l
 }
 
 /*
+ * Where a key block's END line and its closing dashes are: the last answers,
+ * reused while they still hold. Spans come in order, so a stream of BEGIN
+ * lines with no END costs one pass, not one to the end per line (s39a:
+ * 160,000 BEGIN lines held a worker for 66 s).
+ */
+struct key_ends {
+	bool valid;
+	size_t from, end;   /* no "-----END " starts in [from, end); end is one, or len */
+	size_t body, close; /* find(body + 9, "-----") */
+};
+
+static size_t key_end(struct key_ends *k, const unsigned char *in, size_t from, size_t len)
+{
+	if (!k->valid || from < k->from || from > k->end) {
+		k->from = from;
+		k->end = find(in, from, len, "-----END ");
+		k->body = SIZE_MAX;
+		k->valid = true;
+	}
+	return k->end;
+}
+
+static size_t key_close(struct key_ends *k, const unsigned char *in, size_t body, size_t len)
+{
+	if (k->body != body) {
+		k->body = body;
+		k->close = find(in, body + 9, len, "-----");
+	}
+	return k->close;
+}
+
+/*
  * Apply the per-kind span fixes that the matcher alone cannot express. In a
  * record (strict: argv, a reason) a span may hold only what a secret is made
  * of, else nothing is redacted: the agent chose what the evidence hid, with
@@ -341,7 +373,8 @@ static bool secret_bytes(const unsigned char *in, size_t from, size_t to, bool l
  * (s36 attack). Output keeps the wider cut (a key with no END line is cut to
  * the end). A dropped span is left empty (to == from).
  */
-static void span_fix(struct span *sp, const unsigned char *in, size_t len, bool strict)
+static void span_fix(struct span *sp, const unsigned char *in, size_t len, bool strict,
+		     struct key_ends *k)
 {
 	if (sp->kind == K_URL_CREDENTIALS) {
 		/* Keep "scheme://" and the "@host" readable; cut user:password. */
@@ -352,9 +385,9 @@ static void span_fix(struct span *sp, const unsigned char *in, size_t len, bool 
 			sp->to -= 1;
 	}
 	if (sp->kind == K_PRIVATE_KEY) {
-		size_t body_end = find(in, sp->to, len, "-----END "), end = len;
+		size_t body_end = key_end(k, in, sp->to, len), end = len;
 		if (body_end < len) {
-			size_t close = find(in, body_end + 9, len, "-----");
+			size_t close = key_close(k, in, body_end, len);
 			end = close < len ? close + 5 : len;
 		}
 		/* A record: only a whole block whose body is base64 lines. */
@@ -456,8 +489,9 @@ static int screen_run(const struct cg_screen *s, bool redact, bool strict, bool 
 			goto fail_scratch;
 		}
 	}
+	struct key_ends k = { 0 };
 	for (size_t i = 0; i < sc.n; i++)
-		span_fix(&sc.v[i], in, len, strict);
+		span_fix(&sc.v[i], in, len, strict, &k);
 	if (sc.n > 1)
 		qsort(sc.v, sc.n, sizeof(*sc.v), span_cmp);
 

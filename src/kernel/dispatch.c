@@ -283,6 +283,14 @@ static void dispatch(struct cg_kernel *k, const char *line, size_t len, bool had
 		    cg_reply_new(CG_R_EVIDENCE_BACKLOG, "{s:I}", "pending", (json_int_t)pending));
 		return;
 	}
+	int closed = k->ev ? cg_evidence_failed(k->ev) : 0;
+	if (closed) {
+		/* A refusal or a dry run is answered before it is recorded: none while it cannot be. */
+		answer_reply(respond, cookie, "", trace,
+			     cg_reply_new(CG_R_EVIDENCE_CLOSED, "{s:s}", "errno_name",
+					  cg_errno_name(closed)));
+		return;
+	}
 	uint64_t avail = 0, promised = 0, reserve = 0;
 	if (k->ev && cg_evidence_disk_low(k->ev, &avail, &promised, &reserve)) {
 		/* The evidence would fill the disk: turned away like a backlog. */

@@ -930,6 +930,24 @@ class LoopBudget(unittest.TestCase):
             self.refuse(d)
             self.assertNotIn("the loop's budget", self.log_after(d))
 
+class ScreenCost(unittest.TestCase):
+    """Output screening costs one pass: a stream of key BEGIN lines with no END
+    had made the screen search to the end once per line (quadratic): 160,000
+    lines (4.3 MB) held a worker for 66 s of CPU, and the 16 MiB cap about 15
+    minutes (attack s39a F3). Judged by the reply arriving well inside the
+    request's timeout, the lines still cut."""
+
+    def test_key_begin_lines_without_end_cost_one_pass(self):
+        with cgtest.Daemon() as d:
+            code = "import sys; sys.stdout.write('-----BEGIN PRIVATE KEY-----\\n' * 160000)"
+            r = d.request(cgtest.make_request([["python3", "-c", code]], privileged=False,
+                                              cwd=d.workspace), timeout=30)
+            self.assertEqual(r["status"], "ok", str(r)[:2000])
+            out = base64.b64decode(r["stdout"])
+            self.assertNotIn(b"BEGIN PRIVATE KEY", out)
+            self.assertIn(b"[REDACTED:", out)
+
+
 class ResolveBudget(unittest.TestCase):
     """A file action's path is walked name by name, each name once, against a
     budget per request (world.c RESOLVE_STEPS): before, one gate request of
@@ -1171,6 +1189,87 @@ class DiskReserve(unittest.TestCase):
                                  "--json"], capture_output=True, text=True)
         for trace in random.sample(denied, 20):
             self.assertIn(trace, events.stdout)
+
+
+@unittest.skipUnless(os.geteuid() == 0, "mounting a small tmpfs needs root")
+class SharedDisk(unittest.TestCase):
+    """A call that fills the file system its workspace shares with the state
+    (admitted while there was room) is still finished, verdicted and sealed:
+    the journal holds space past its end. Then calls are turned away below
+    the reserve, and taken again once the operator frees space (s38c)."""
+
+    POLICY = """
+version: 1
+rules:
+  - id: fill-and-true
+    decision: allow
+    why: the test's own commands
+    match:
+      exe: [dd, "true"]
+"""
+
+    def setUp(self):
+        self.d = cgtest.Daemon(policy_text=self.POLICY)
+        self.addCleanup(self.d.close)
+        self.fs = os.path.join(self.d.tmp, "fs")
+        os.makedirs(self.fs)
+        r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24m,mode=0700", "tmpfs",
+                            self.fs], capture_output=True, text=True)
+        if r.returncode != 0:
+            self.skipTest("no tmpfs mount here: " + r.stderr.strip())
+        self.addCleanup(subprocess.run, ["umount", "-l", self.fs], capture_output=True)
+        self.d.state_dir = os.path.join(self.fs, "state")
+        self.d.workspace = os.path.join(self.fs, "ws")
+        os.makedirs(self.d.workspace)
+        self.d.workspaces = [self.d.workspace]
+        self.addCleanup(self.stop)
+        self.d.start()
+
+    def stop(self):
+        try:
+            self.d.stop()
+        except cgtest.DaemonError:
+            pass
+
+    def call(self, argv):
+        return self.d.request(cgtest.make_request([argv], cwd=self.d.workspace,
+                                                  privileged=False), timeout=120)
+
+    def test_a_call_that_fills_the_disk_is_still_sealed(self):
+        d = self.d
+        # Two calls at once, each writing more than the file system holds.
+        bigs = [os.path.join(d.workspace, "big%d" % i) for i in range(2)]
+        replies = []
+        threads = [threading.Thread(target=lambda b=b: replies.append(self.call(
+            ["dd", "if=/dev/zero", "of=" + b, "bs=64k", "count=1024"]))) for b in bigs]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for r in replies:  # dd ran; it stopped at ENOSPC itself
+            self.assertEqual(r["status"], "ok", r)
+        self.assertEqual(os.statvfs(self.fs).f_bavail, 0, "the calls did not fill the disk")
+        # Turned away below the reserve; nothing unrecorded, the journal never closed.
+        r = self.call(["true"])
+        self.assertEqual(code_of(r), "MCP-LOG-E-006", r)
+        self.assertNotIn("journal failed", d.log)
+        self.assertIsNone(d.proc.poll())
+        for r in replies:
+            p = subprocess.run([cgtest.CALLGATE, "verdict", "--state-dir", d.state_dir,
+                                "--json", r["reply"]["trace_id"]], capture_output=True, text=True)
+            self.assertEqual(p.returncode, 0, p.stdout[-2000:] + p.stderr[-2000:] + d.log[-3000:])
+            self.assertTrue(json.loads(p.stdout)["executed"], p.stdout[-2000:])
+        for b in bigs:  # the operator frees space: calls are taken again
+            os.unlink(b)
+        r = self.call(["true"])
+        self.assertEqual(r["status"], "ok", r)
+        d.stop()
+        p = subprocess.run([cgtest.CALLGATE, "replay", "--all", "--no-write", "--state-dir",
+                            d.state_dir], capture_output=True, text=True)
+        self.assertEqual(p.returncode, 0, p.stdout[-2000:] + p.stderr[-2000:])
+        # It starts again on the same file system (a torn tail once kept it down).
+        d.start()
+        self.assertEqual(self.call(["true"])["status"], "ok")
 
 
 class BackPressure(unittest.TestCase):

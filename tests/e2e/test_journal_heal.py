@@ -86,6 +86,14 @@ class JournalHeals(unittest.TestCase):
             if refused == 3:
                 break
         self.assertEqual(refused, 3, "the journal never closed on a full disk")
+        # While it is closed nothing is answered that it could not record: a
+        # refusal and a dry run (answered before they are recorded) are turned
+        # away too, not denied under a trace id the journal never holds (s39b).
+        for req in (cgtest.make_request([["rm", "-rf", "/"]]),
+                    cgtest.make_request([["ls"]], action="gate")):
+            r = d.request(req)
+            self.assertEqual(r["reply"]["code"], "MCP-LOG-E-007", r)
+            self.assertIn("ENOSPC", r["reply"]["message"])
 
         os.unlink(filler)
         healed_marker = os.path.join(d.workspace, "ran-after-heal")
