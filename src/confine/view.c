@@ -88,6 +88,7 @@
 #define VIEW_MAX_PATHS	256	    /* per list */
 #define VIEW_STACK	(64 * 1024) /* the command's stack until it execs */
 #define VIEW_HOSTNAME	"callgate"
+#define GITMODULES_CAP	((size_t)1 << 20) /* the most of a .gitmodules read */
 #define VIEW_MNT_DETACH 2 /* <sys/mount.h> clashes with <linux/mount.h> in glibc 2.36 */
 
 /* Credential stores under the call's home: hidden in every view. */
@@ -263,6 +264,7 @@ struct cg_view {
 	char **protect; /* absolute, existing, inside a write tree */
 	size_t n_protect;
 	char **missing; /* protected names that did not exist: set aside if made (cg_view_sweep) */
+	char failed_at[PATH_MAX]; /* the file a failed prepare could not take, or "" */
 	size_t n_missing;
 	/* protect[i] when the view was prepared, and whether a running call may have made it */
 	struct file_id {
@@ -1247,17 +1249,20 @@ static int add_protected(struct cg_view *v, const char *path)
 			file_changed_since(&st, v->suspect_from_ns));
 }
 
-/* The first line of a small file, without its newline, in out; or "". */
+/*
+ * The first line of a small regular file, without its newline, in out; or "".
+ * Read as every file a call may have made is read here (cg_file_read): never
+ * a FIFO or device, which had held a worker for good (s39a), nor past cap.
+ */
 static void first_line(const char *path, char *out, size_t cap)
 {
+	char *text = NULL;
+	size_t len = 0;
 	out[0] = '\0';
-	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
+	if (cg_file_read(path, cap - 1, &text, &len) != 0)
 		return;
-	ssize_t n = read(fd, out, cap - 1);
-	(void)close(fd);
-	out[n > 0 ? n : 0] = '\0';
-	out[strcspn(out, "\r\n")] = '\0';
+	snprintf(out, cap, "%.*s", (int)strcspn(text, "\r\n"), text);
+	free(text);
 }
 
 /*
@@ -1330,12 +1335,25 @@ static int protect_checkouts(struct cg_view *v, const char *tree, const char *gi
 	}
 	if (snprintf(buf, sizeof(buf), "%s/.gitmodules", tree) >= (int)sizeof(buf))
 		return 0;
-	FILE *f = fopen(buf, "re");
-	if (!f)
-		return 0;
+	/*
+	 * A regular file of at most GITMODULES_CAP, opened without blocking: a
+	 * call had made .gitmodules a FIFO (or a link to /dev/zero), and every
+	 * later view build of its uid hung reading it (s39a). Anything else
+	 * there, or more, and the stage does not run; the name itself, made by
+	 * a call, is set aside after it.
+	 */
+	char *text = NULL;
+	size_t len = 0;
+	if (cg_file_read(buf, GITMODULES_CAP, &text, &len) != 0) {
+		if (errno == ENOENT || errno == ENOTDIR)
+			return 0;
+		snprintf(v->failed_at, sizeof(v->failed_at), "%s", buf);
+		return -1;
+	}
 	int rc = 0;
 	char val[PATH_MAX];
-	while (rc == 0 && fgets(line, sizeof(line), f)) {
+	for (char *next = text, *at; rc == 0 && (at = strsep(&next, "\n"));) {
+		snprintf(line, sizeof(line), "%s", at);
 		/* A section header may share the line with a key: [submodule "s"] path = s */
 		const char *kv = line + strspn(line, " \t");
 		if (*kv == '[' && strchr(kv, ']'))
@@ -1350,7 +1368,7 @@ static int protect_checkouts(struct cg_view *v, const char *tree, const char *gi
 		if (lstat(buf, &st) == 0)
 			rc = add_protected(v, buf);
 	}
-	(void)fclose(f);
+	free(text);
 	return rc;
 }
 
@@ -1765,7 +1783,13 @@ int cg_view_prepare(const struct cg_view_spec *s, struct cg_view **out, struct c
 	return 0;
 fail:;
 	int e = errno;
-	*err = cg_reply_new(CG_R_CONFINE_SETUP_FAILED, "{s:s,s:s}", "detail", doing, "errno_name",
+	char detail[PATH_MAX + 100];
+	if (v && v->failed_at[0]) /* the file, when one is to blame: it may be the call's own */
+		snprintf(detail, sizeof(detail), "%s (%s is not a regular file of at most 1 MiB)",
+			 doing, v->failed_at);
+	else
+		snprintf(detail, sizeof(detail), "%s", doing);
+	*err = cg_reply_new(CG_R_CONFINE_SETUP_FAILED, "{s:s,s:s}", "detail", detail, "errno_name",
 			    cg_errno_name(e ? e : ENOMEM));
 	cg_view_free(v);
 	return -1;

@@ -809,6 +809,38 @@ class RepositoryInTheWorkspace(unittest.TestCase):
         t.join(60)
         return box["a"], b
 
+    def test_a_gitmodules_that_blocks_holds_no_other_call(self):
+        # A call made .gitmodules a FIFO (or a link to /dev/zero), which every
+        # later view build read as root: their workers hung for good and the
+        # daemon no longer stopped (s39a). Each other call is answered now.
+        for make in ("os.mkfifo('.gitmodules')", "os.symlink('/dev/zero', '.gitmodules')"):
+            first = ("import os, time; %s; open('a-made-it', 'w').close(); time.sleep(2)"
+                     % make)
+            ready = os.path.join(self.ws, "a-made-it")
+            box = {}
+            t = threading.Thread(target=lambda: box.update(a=self.run_call([PY, "-c", first])))
+            t.start()
+            for _ in range(200):
+                if os.path.exists(ready):
+                    break
+                time.sleep(0.02)
+            self.assertTrue(os.path.exists(ready), box)
+            started = time.monotonic()
+            # A call with the workspace to write: its view protects the submodules.
+            b = self.d.request(cgtest.make_request([["sh", "-c", "echo B"]], privileged=False),
+                               timeout=30)
+            self.assertLess(time.monotonic() - started, 20)
+            # Not run without its submodules' protection: refused by name, or run.
+            self.assertIn(b["status"], ("ok", "error"), b)
+            if b["status"] == "error":
+                self.assertIn(".gitmodules", b["reply"]["message"], b)
+            t.join(60)
+            self.assertEqual(box["a"]["status"], "ok", box)
+            self.assertFalse(os.path.lexists(os.path.join(self.ws, ".gitmodules")))
+            os.unlink(ready)
+        self.d.stop()  # it still stops (a hung worker had kept it from exiting)
+        self.assert_git_untouched()
+
     def test_an_overlapping_call_cannot_keep_a_name_another_call_made(self):
         # s37 attack: call B began while call A's new .envrc was there, so B
         # held it read-only; A's sweep renamed it on the host, B's read-only
