@@ -1669,6 +1669,8 @@ static const struct cg_cli_opt grant_open_opts[] = {
 	  "the cwd and every word naming a file stay within DIR (repeatable; a screen on the "
 	  "words: docs/approval.md)" },
 	{ "--privileged", NULL, "cover privileged calls (default: only unprivileged ones)" },
+	{ "--forward-agent", NULL,
+	  "cover calls that forward the daemon's ssh agent (default: only calls without)" },
 	{ "--env", "NAME", "the calls set exactly these env names (repeatable; default none)" },
 	{ "--cwd", "DIR", "only calls with exactly this working directory" },
 	{ "--host", "HOST", "only calls with exactly this host" },
@@ -1768,6 +1770,10 @@ static int cmd_grant(const struct cg_cli *g, int argc, char **argv)
 			}
 			if (strcmp(a, "--privileged") == 0) {
 				json_object_set_new(spec, "privileged", json_true());
+				continue;
+			}
+			if (strcmp(a, "--forward-agent") == 0) {
+				json_object_set_new(spec, "forward_agent", json_true());
 				continue;
 			}
 			if (strcmp(a, "--argv") == 0) {

@@ -922,7 +922,7 @@ static json_t *tool_evidence(struct job *j, const char *tool, const json_t *args
 	"(default true, the protocol's most restrictive default); false runs as the caller.\"},"   \
 	"\"forward_agent\":{\"type\":\"boolean\",\"description\":\"Forward the daemon owner's "    \
 	"SSH "                                                                                     \
-	"agent to the command (only with privileged false).\"},"                                   \
+	"agent to the command (only with privileged false; a human decides, or a grant).\"},"      \
 	"\"env\":{\"type\":\"object\",\"additionalProperties\":{\"type\":\"string\"},"             \
 	"\"description\":\"Environment variables (only names on the policy's allow-list).\"},"     \
 	"\"timeout_ms\":{\"type\":\"integer\",\"minimum\":1,\"description\":\"The command's "      \

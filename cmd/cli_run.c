@@ -275,7 +275,7 @@ static int set_cwd(const char *sub, json_t *req, const char *dir)
 	{ "--timeout", "MS", "the command's deadline: ms, or 30s, 5m, 1h (capped by policy)" }, \
 	{ "--reason", "TEXT", "why: shown to the approver and kept in evidence" }, \
 	{ "--session", "NAME", "the agent session the call belongs to" }, \
-	{ "--forward-agent", NULL, "let the call use the daemon's ssh-agent (unprivileged)" }, \
+	{ "--forward-agent", NULL, "let the call use the daemon's ssh-agent (unprivileged; a human decides, or a grant)" }, \
 	{ "--host", "NAME", "send the call to NAME's daemon over ssh (default: this host)" }, \
 	{ "--id", "ID", "the request id (default: a fresh UUIDv4)" }
 /* clang-format on */

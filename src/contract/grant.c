@@ -193,7 +193,14 @@ int cg_grant_parse(json_t *spec, uid_t opened_by, int64_t now_wall_ns, struct cg
 				       "each stage needs 'argv', an array of 1 to 4096 patterns");
 		}
 		struct gstage *s = &g->stages[i];
-		if (!(s->exe = strdup(e)))
+		/*
+		 * A call is matched by the program it resolves to (links followed),
+		 * so the grant names that too: one opened for /usr/bin/npm, a link
+		 * to npm-cli.js, had opened and never matched (ux-s39). The reply
+		 * names the program the grant holds.
+		 */
+		char real[PATH_MAX];
+		if (!(s->exe = strdup(realpath(e, real) ? real : e)))
 			goto oom;
 		size_t n = json_array_size(argv);
 		const char *last = json_string_value(json_array_get(argv, n - 1));

@@ -505,6 +505,13 @@ class ForwardAgent(unittest.TestCase):
             self.assertEqual(p.stdout, b"")
             p = d.cli("run", "--no-privileged", "--forward-agent", "--", "printenv",
                       "SSH_AUTH_SOCK")
+            self.assertEqual(p.returncode, 77, p)  # a human decides, or a grant (s39a)
+            self.assertIn(b"forward-agent", p.stderr)
+            p = d.cli("grant", "open", "--exe", "/usr/bin/printenv", "--argv", "printenv",
+                      "SSH_AUTH_SOCK", "--forward-agent", "--uses", "1", "--ttl", "60")
+            self.assertEqual(p.returncode, 0, p)
+            p = d.cli("run", "--no-privileged", "--forward-agent", "--", "printenv",
+                      "SSH_AUTH_SOCK")
             self.assertEqual(p.returncode, 0, p)
             self.assertEqual(p.stdout.decode().strip(), sock)
         finally:

@@ -459,6 +459,13 @@ class TestCompleteness(unittest.TestCase):
         self.assertNotIn("cg-agent", r["structuredContent"].get("stdout", ""))
         r = self.call("execute", {"argv": ["printenv", "SSH_AUTH_SOCK"], "privileged": False,
                                   "forward_agent": True})
+        # The agent is lent only by a human's decision or a grant (s39a).
+        self.assertEqual(r["structuredContent"]["reply"]["code"], "EN-EXEC-D-004", r)
+        g = self.d.cli("grant", "open", "--exe", "/usr/bin/printenv", "--argv", "printenv",
+                       "SSH_AUTH_SOCK", "--forward-agent", "--uses", "1", "--ttl", "60")
+        self.assertEqual(g.returncode, 0, g)
+        r = self.call("execute", {"argv": ["printenv", "SSH_AUTH_SOCK"], "privileged": False,
+                                  "forward_agent": True})
         self.assertFalse(r["isError"], r)
         self.assertTrue(r["structuredContent"]["stdout"].strip(), r)
         # forward_agent with a privileged call: the daemon's own I reply.

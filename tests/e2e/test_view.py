@@ -1116,6 +1116,18 @@ class ForwardAgentInAView(unittest.TestCase):
                     f.write(PROBE)
                 ops = {"agent": connect_expr(agent), "other": connect_expr(other)}
                 argv = [PY, probe] + [f"{k}={v}" for k, v in ops.items()]
+                # Asking is not enough: the agent signs with every key it holds,
+                # so a human decides, or a grant one opened (s39a: any allowed
+                # call that asked had listed, used and wiped the keys).
+                resp = d.request(cgtest.make_request([argv], privileged=False,
+                                                     forward_agent=True), timeout=60)
+                self.assertEqual(resp["reply"]["code"], "EN-EXEC-D-004", resp)
+                self.assertIn("forward-agent", resp["reply"]["message"])
+                self.assertFalse(accepted_any(a), "an ungranted call reached the agent")
+                # Through a symlinked python3 too: the grant holds the program it resolves to.
+                r = d.cli("grant", "open", "--exe", PY, "--argv", PY, probe, "**",
+                          "--forward-agent", "--uses", "1", "--ttl", "60")
+                self.assertEqual(r.returncode, 0, r.stderr)
                 res = {}
                 for fwd in (True, False):
                     resp = d.request(cgtest.make_request([argv], privileged=False,

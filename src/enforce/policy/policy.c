@@ -1239,6 +1239,20 @@ int cg_privilege_rung(void *ctx, const struct cg_call *call, struct cg_verdict *
 	*out = (struct cg_verdict){ .decision = CG_DECISION_NONE };
 	if (!call || !call->req)
 		return -1;
+	if (!call->req->privileged && call->req->forward_agent) {
+		/*
+		 * The daemon's ssh agent signs with every key it holds, for
+		 * whatever the call asks: any allowed call that asked had listed
+		 * the keys, signed data of its choosing and wiped them (s39a).
+		 * A human decides, or a grant one opened (it binds forward_agent).
+		 */
+		out->decision = CG_UNKNOWN;
+		out->rule_id = "forward-agent";
+		out->reason = CG_R_NEEDS_HUMAN;
+		out->why = "the daemon's ssh agent would sign for the call with every key it holds";
+		out->approvers = 1;
+		return 0;
+	}
 	if (!call->req->privileged) {
 		out->decision = CG_ALLOW;
 		out->rule_id = "unprivileged";
