@@ -235,6 +235,20 @@ static const char *const protected_rel[] = {
 	".codex",
 	".zed",
 	".devcontainer",
+	/*
+	 * What a developer's tools run on opening the project, before anyone
+	 * builds anything (s39a): cargo metadata, as rust-analyzer runs it, took
+	 * .cargo/config.toml's build.rustc-wrapper and ran it as the developer;
+	 * JetBrains' startup tasks, yarn's yarnPath (any yarn command), and
+	 * (neo)vim's project exrc files likewise.
+	 */
+	".cargo/config.toml",
+	".cargo/config",
+	".idea",
+	".yarnrc.yml",
+	".nvim.lua",
+	".nvimrc",
+	".exrc",
 };
 /*
  * A repository's .git under git: write (pinned, so that it cannot be renamed

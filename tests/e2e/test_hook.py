@@ -376,7 +376,8 @@ class TestHook(unittest.TestCase):
             for path in (os.path.join(ws, name), os.path.join(ws, name, "x"),
                          os.path.join(ws, "sub", name)):
                 if path.endswith("/x") and ("." in os.path.basename(name)[1:] or name in (
-                        ".gitconfig", ".gitmodules", ".envrc", ".pdbrc")):
+                        ".gitconfig", ".gitmodules", ".envrc", ".pdbrc", ".cargo/config",
+                        ".nvimrc", ".exrc")):
                     continue  # a file's name: nothing beneath it
                 d, why = self.decision(self.payload("Write", {"file_path": path,
                                                               "content": "x"}))

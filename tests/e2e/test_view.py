@@ -809,6 +809,25 @@ class RepositoryInTheWorkspace(unittest.TestCase):
         t.join(60)
         return box["a"], b
 
+    def test_what_tools_run_on_opening_the_project_is_read_only(self):
+        # cargo metadata (rust-analyzer, on opening the project) ran a call's
+        # .cargo/config.toml build.rustc-wrapper as the developer (s39a F4).
+        plant = ("import os; os.makedirs('.cargo', exist_ok=True); "
+                 "open('.cargo/config.toml', 'w').write('[build]\\nrustc-wrapper = \"/tmp/w\"\\n'); "
+                 "open('.yarnrc.yml', 'w').write('yarnPath: ./evil.cjs\\n')")
+        resp = self.run_call([PY, "-c", plant])
+        self.assertEqual([s["exit_code"] for s in resp["stages"]], [0], resp)
+        for name in (".cargo/config.toml", ".yarnrc.yml"):
+            self.assertFalse(os.path.lexists(os.path.join(self.ws, name)), name)
+        # One the developer keeps is read-only to calls.
+        keep = os.path.join(self.ws, ".cargo", "config.toml")
+        os.makedirs(os.path.dirname(keep), exist_ok=True)
+        with open(keep, "w") as f:
+            f.write("[build]\n")
+        self.assert_ran_and_failed([[PY, "-c", "open('.cargo/config.toml', 'a').write('x')"]])
+        with open(keep) as f:
+            self.assertEqual(f.read(), "[build]\n")
+
     def test_a_gitmodules_that_blocks_holds_no_other_call(self):
         # A call made .gitmodules a FIFO (or a link to /dev/zero), which every
         # later view build read as root: their workers hung for good and the
