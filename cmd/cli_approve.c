@@ -48,6 +48,34 @@ static const char *admin_path(const struct cg_cli *g, char *buf, size_t len)
 	return buf;
 }
 
+/*
+ * The global option an answer line needs to reach the same admin socket when
+ * pasted (ux-s39: `pending --admin-socket P` printed lines without it, which
+ * then failed): --admin-socket when one was given (or set), else --socket
+ * when that is not the default. "" when a bare callgate gets there anyway.
+ */
+static void answer_via(const struct cg_cli *g, char *out, size_t cap)
+{
+	const char *opt = g->admin_socket_path ? "--admin-socket" : "--socket";
+	const char *path = g->admin_socket_path ? g->admin_socket_path : g->socket_path;
+	char user[PATH_MAX];
+	bool plain = !g->admin_socket_path &&
+		     (strcmp(path, CG_DEFAULT_SOCKET) == 0 ||
+		      (cg_user_socket_path(user, sizeof(user)) == 0 && strcmp(path, user) == 0));
+	out[0] = '\0';
+	if (plain)
+		return;
+	bool bare = path[0] && strspn(path, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+					    "0123456789_./-+:@%") == strlen(path);
+	char *shown = cg_sanitize_for_terminal(path);
+	if (bare || !strchr(shown ? shown : "'", '\''))
+		snprintf(out, cap, " %s %s%s%s", opt, bare ? "" : "'", shown ? shown : "?",
+			 bare ? "" : "'");
+	else /* a quote in the path: named, not pasteable */
+		snprintf(out, cap, " %s PATH", opt);
+	free(shown);
+}
+
 /* Why the last admin_call got no response: an errno (EACCES: this user may not connect). */
 static int admin_errno;
 
@@ -1539,9 +1567,11 @@ static int cmd_pending(const struct cg_cli *g, bool json)
 			    json_string_value(json_object_get(p, "trace_id")));
 			char *h = cg_sanitize_for_terminal(
 			    json_string_value(json_object_get(p, "request_sha256")));
-			printf("  answer:        callgate approve %s --hash %s\n"
-			       "                 callgate deny %s\n",
-			       t ? t : "?", h ? h : "?", t ? t : "?");
+			char via[PATH_MAX + 32];
+			answer_via(g, via, sizeof(via));
+			printf("  answer:        callgate%s approve %s --hash %s\n"
+			       "                 callgate%s deny %s\n",
+			       via, t ? t : "?", h ? h : "?", via, t ? t : "?");
 			free(t);
 			free(h);
 		}

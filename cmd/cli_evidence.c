@@ -362,13 +362,15 @@ static int cmd_verdict(struct state st, int argc, char **argv)
 		return CG_EXIT_USAGE;
 	}
 	/*
-	 * An agent cannot read the daemon's state (or has none by default
-	 * here): the daemon reads it its own traces.
+	 * An agent cannot read the daemon's state, or there is none where no
+	 * one said to look (a daemon started with --state-dir elsewhere, root's
+	 * too: ux-s39): the daemon reads it its own traces.
 	 */
 	char journal[4200];
 	(void)snprintf(journal, sizeof(journal), "%s/journal", st.dir);
-	if (geteuid() != 0 && st.socket && access(journal, X_OK) != 0 &&
-	    (errno == EACCES || (errno == ENOENT && strcmp(st.from, "the default") == 0)))
+	if (st.socket && access(journal, X_OK) != 0 &&
+	    ((errno == EACCES && geteuid() != 0) ||
+	     (errno == ENOENT && strcmp(st.from, "the default") == 0)))
 		return verdict_from_daemon(st.socket, id, json);
 	if (cg_cli_state_dir_check("verdict", st.dir, st.from) < 0)
 		return CG_EXIT_NOINPUT;

@@ -463,8 +463,19 @@ static int resolve_cwd(const struct cg_world *w, const char *req_cwd, struct cg_
 	call->cwd_btime_ns = cg_dir_btime_ns(AT_FDCWD, call->cwd);
 	const char *ws = containing_workspace(w, call->cwd);
 	if (!ws) {
-		*err = cg_reply_new(CG_R_CWD_OUTSIDE_WORKSPACE, "{s:s,s:s}", "cwd", want,
-				    "resolved", call->cwd);
+		/* Named, so that an agent can send a cwd that is one (ux-s39). */
+		char list[1024] = "";
+		for (size_t i = 0, at = 0; i < w->n_workspaces; i++) {
+			int n = snprintf(list + at, sizeof(list) - at, "%s%s", i ? ", " : "",
+					 w->workspaces[i]);
+			if (n < 0 || (size_t)n >= sizeof(list) - at) {
+				list[at] = '\0'; /* the first KiB of them */
+				break;
+			}
+			at += (size_t)n;
+		}
+		*err = cg_reply_new(CG_R_CWD_OUTSIDE_WORKSPACE, "{s:s,s:s,s:s}", "cwd", want,
+				    "resolved", call->cwd, "workspaces", list);
 		goto free_joined;
 	}
 	call->workspace = strdup(ws);

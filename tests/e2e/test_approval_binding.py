@@ -670,6 +670,9 @@ rules:
             self.assertEqual([st["constraint_sets"] for st in p["pipeline"]], [[0], []])
             out = d.cli("pending").stdout.decode()
             self.assertIn("A STAGE BELOW", out)  # in the privileged row (wrapped)
+            # The answer lines reach the same admin socket when pasted (ux-s39).
+            self.assertIn("callgate --admin-socket %s approve %s --hash %s" % (
+                d.admin_socket, p["trace_id"], p["request_sha256"]), out)
             self.assertRegex(out, r"stage 2 runs +/usr/bin/cat\n +bound by +NO constraint set: "
                                   r"runs as root, unconfined")
             self.assertRegex(out, r"stage 1 runs +/usr/bin/ls\n +bound by +constraint set 1\n")

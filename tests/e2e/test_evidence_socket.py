@@ -103,6 +103,17 @@ class TestOwnTraces(unittest.TestCase):
         self.assertIn("MCP-LOG-I-102", r.stderr)
         self.assertNotIn(MARK, r.stdout + r.stderr)
 
+    @unittest.skipIf(os.path.exists("/var/lib/callgate/journal"), "a state at the default path")
+    def test_the_cli_verdict_asks_the_daemon_when_there_is_no_state_at_the_default(self):
+        # ux-s39 M8: root, with the daemon's state elsewhere and no --state-dir,
+        # got "no state directory to read" though the socket answers.
+        other = root_call(self.d)
+        env = {k: v for k, v in os.environ.items() if k != "CALLGATE_STATE_DIR"}
+        r = subprocess.run([cgtest.CALLGATE, "--socket", self.d.socket, "verdict", other],
+                           capture_output=True, text=True, timeout=60, env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("Trace:      " + other, r.stdout)
+
     def test_log_limit_keeps_the_newest(self):
         for _ in range(3):
             root_call(self.d)

@@ -39,6 +39,8 @@ class DefaultCwd(unittest.TestCase):
             resp = d.request(cgtest.make_request([["pwd"]], privileged=False))
             self.assertEqual(resp["reply"]["code"], "WA-RES-I-004", resp)
             self.assertNotIn("stdout", resp)
+            # It names the workspace, so that the agent can send a cwd in it (ux-s39).
+            self.assertIn(os.path.realpath(d.workspace), resp["reply"]["message"])
 
 
 # The drift bug of issue 10: `policy explain` skipped defaults.cwd, so it
