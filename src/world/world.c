@@ -384,7 +384,7 @@ static bool name_is_roots(const struct cg_world *w, const char *found, const cha
 }
 
 static int resolve_stage(const struct cg_world *w, const struct cg_stage *stage, size_t idx,
-			 struct cg_resolved_stage *rs, struct cg_reply **err)
+			 const char *cwd, struct cg_resolved_stage *rs, struct cg_reply **err)
 {
 	const char *arg0 = stage->argc > 0 ? stage->argv[0] : NULL;
 	char *found = NULL;
@@ -395,12 +395,20 @@ static int resolve_stage(const struct cg_world *w, const struct cg_stage *stage,
 		return -1;
 	}
 	if (strchr(arg0, '/')) {
-		if (arg0[0] != '/') {
+		/*
+		 * ./hello, .venv/bin/python: from the call's working directory,
+		 * as a shell runs them (ux-s39: refused, with advice that ran an
+		 * ELF file through sh). The program is judged where it resolves.
+		 */
+		if (arg0[0] != '/' && !cwd) {
 			*err = cg_reply_new(CG_R_EXE_PATH_RELATIVE, "{s:I,s:s}", "stage",
 					    (json_int_t)idx, "path", arg0);
 			return -1;
 		}
-		found = strdup(arg0);
+		if (arg0[0] == '/')
+			found = strdup(arg0);
+		else if (asprintf(&found, "%s/%s", strcmp(cwd, "/") ? cwd : "", arg0) < 0)
+			found = NULL;
 		if (!found) {
 			*err = oom("resolving a command");
 			return -1;
@@ -857,11 +865,20 @@ int cg_world_resolve(const struct cg_world *w, const struct cg_request *req,
 			goto fini_call;
 		}
 		call->n_stages = req->n_stages;
-		for (size_t i = 0; i < req->n_stages; i++)
-			if (resolve_stage(w, &req->stages[i], i, &call->stages[i], err) != 0)
-				goto fini_call;
 	}
-	if (resolve_cwd(w, req->cwd, call, err) != 0 || resolve_actions(req, call, err) != 0)
+	/* A program named relative to the cwd needs the cwd first; else the stages' errors come first. */
+	bool relative = false;
+	for (size_t i = 0; i < req->n_stages; i++) {
+		const char *a0 = req->stages[i].argc > 0 ? req->stages[i].argv[0] : NULL;
+		relative |= a0 && a0[0] != '/' && strchr(a0, '/');
+	}
+	if (relative && resolve_cwd(w, req->cwd, call, err) != 0)
+		goto fini_call;
+	for (size_t i = 0; i < req->n_stages; i++)
+		if (resolve_stage(w, &req->stages[i], i, call->cwd, &call->stages[i], err) != 0)
+			goto fini_call;
+	if ((!relative && resolve_cwd(w, req->cwd, call, err) != 0) ||
+	    resolve_actions(req, call, err) != 0)
 		goto fini_call;
 	return 0;
 

@@ -60,6 +60,34 @@ rules:
 """
 
 
+class WorkspacePrograms(unittest.TestCase):
+    """A program the project built runs as `./prog`, confined to the workspace
+    (ux-s39 H2: refused as a relative path, with advice that ran an ELF file
+    through sh). Judged by effect: it ran, and its write outside did not land."""
+
+    def test_a_workspace_program_runs_by_its_relative_name_and_only_confined(self):
+        outside = "/var/tmp/cg-wsprog-%d" % os.getpid()
+        with cgtest.Daemon() as d:
+            sub = os.path.join(d.workspace, "bin")
+            os.mkdir(sub)
+            prog = os.path.join(sub, "prog")
+            with open(prog, "w") as f:
+                f.write("#!/bin/sh\ntouch ran; touch %s; echo done\n" % outside)
+            os.chmod(prog, 0o755)
+            r = d.cli("run", "--no-privileged", "--", "./bin/prog")
+            self.assertEqual(r.stdout.decode().strip(), "done", r)
+            self.assertTrue(os.path.exists(os.path.join(d.workspace, "ran")))
+            self.assertFalse(os.path.exists(outside), "a workspace program wrote outside")
+            g = d.cli("gate", "--no-privileged", "--", "./bin/prog")
+            self.assertIn("workspace-programs-confined", g.stdout.decode())
+            # From a sub directory too; and ../ out of the workspace is judged where it lies.
+            r = d.request(cgtest.make_request([["./prog"]], privileged=False, cwd=sub))
+            self.assertEqual(r["status"], "ok", r)
+            r = d.request(cgtest.make_request([["../../../../../../../usr/bin/rm", "-rf", "/"]],
+                                              privileged=False, cwd=sub))
+            self.assertEqual(r["reply"]["code"], "EN-EXEC-D-001", r)
+
+
 class OneGate(unittest.TestCase):
     def test_policy_explain_and_the_daemon_agree_on_defaults_cwd(self):
         with cgtest.Daemon(policy_text=DRIFT_POLICY) as d:

@@ -485,7 +485,9 @@ Test(policy, default_policy_decisions)
 	}
 	/* unknown programs and argv[0] tricks: default deny */
 	expect(p, "/opt/unknown/tool", CG_BLOCK, "default-deny");
-	expect(p, "/ws/proj/ls", CG_BLOCK, "default-deny");
+	/* a program in the workspace (a copy of ls too) runs only confined to it */
+	expect(p, "/ws/proj/ls", CG_DEGRADE, "workspace-programs-confined");
+	expect(p, "/ws/../opt/ls", CG_BLOCK, "default-deny");
 	cg_policy_unref(p);
 }
 

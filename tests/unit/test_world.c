@@ -211,18 +211,25 @@ Test(world, non_executable_file)
 	expect_reply(p, NULL, "EXE_NOT_EXECUTABLE");
 }
 
-Test(world, relative_path_with_slash_refused)
+/* A name with a slash that is not absolute is taken from the call's cwd, as a shell does. */
+Test(world, relative_path_is_taken_from_the_cwd)
 {
-	expect_reply("bin/ls", NULL, "EXE_PATH_RELATIVE");
-	expect_reply("./ls", NULL, "EXE_PATH_RELATIVE");
 	struct cg_call call;
 	struct cg_reply *err = NULL;
-	cr_assert_eq(resolve1("./ls", NULL, &call, &err), -1);
-	char *msg = cg_reply_message(err);
-	cr_assert(strstr(msg, "not searched"), "message says why: %s", msg);
-	cr_assert(strstr(msg, "sh ./ls"), "message names the form that works: %s", msg);
-	free(msg);
-	cg_reply_free(err);
+	cr_assert_eq(resolve1("../rm", NULL, &call, &err), 0); /* the cwd is the workspace */
+	cr_assert_str_eq(call.stages[0].exe, "/usr/bin/rm");
+	char want[600];
+	snprintf(want, sizeof(want), "%s/../rm", ws);
+	cr_assert_str_eq(call.stages[0].found, want);
+	cg_call_fini(&call);
+	char sub[512];
+	path_in(sub, sizeof(sub), "ws/sub");
+	cr_assert_eq(resolve1("../../rm", sub, &call, &err), 0);
+	cr_assert_str_eq(call.stages[0].exe, "/usr/bin/rm");
+	cg_call_fini(&call);
+	expect_reply("bin/ls", NULL, "EXE_PATH_INVALID");
+	/* The cwd's own errors come first for such a name: there is nothing to take it from. */
+	expect_reply("./ls", "/etc", "CWD_OUTSIDE_WORKSPACE");
 }
 
 Test(world, explicit_path_errors)

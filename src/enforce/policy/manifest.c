@@ -1094,6 +1094,31 @@ static int get_preds(struct ld *l, yaml_node_t *n, const char *what, uint32_t ru
 	return preds_prefilter(l, out);
 }
 
+/*
+ * match.exe_within: directories (absolute, or ${workspace}/${cwd} and a
+ * sub-path) the resolved program must lie in: a program the project built
+ * (./hello, .venv/bin/python), which no exe or exe_glob can name ahead of
+ * the workspace. Held when the program is within any of them.
+ */
+static int get_exe_within(struct ld *l, yaml_node_t *n, struct rule *r)
+{
+	struct strs s = { 0 };
+	if (get_strs(l, n, "match.exe_within", &s) != 0)
+		return -1;
+	r->exe_within.v = ar_alloc(&l->p->ar, (s.n + 1) * sizeof(struct pred));
+	if (!r->exe_within.v)
+		return oom(l);
+	for (size_t i = 0; i < s.n; i++) {
+		struct pred *pr = &r->exe_within.v[i];
+		pr->kind = P_WITHIN;
+		pr->src = s.v[i];
+		if (get_dir(l, seq_item(l, n, i), s.v[i], pr) != 0)
+			return -1;
+	}
+	r->exe_within.n = s.n;
+	return 0;
+}
+
 static int get_pathlist(struct ld *l, yaml_node_t *n, const char *what, size_t *count,
 			const char *const **out)
 {
@@ -1546,17 +1571,17 @@ static int resolve_names(struct ld *l, yaml_node_t *n, bool group, struct strs *
 static int load_match(struct ld *l, struct rule *r, yaml_node_t *m)
 {
 	static const char *const keys[] = {
-		"exe",	      "exe_glob",    "argv0",	   "subcommand", "flags_any",	"flags_all",
-		"flags_none", "flags_only",  "args_any",   "args_all",	 "args_none",	"min_args",
-		"max_args",   "position",    "uid",	   "gid",	 "user",	"group",
-		"session",    "host",	     "privileged", "env_any",	 "action_type", "tool",
-		"resource",   "action_args", NULL
+		"exe",	     "exe_glob",   "exe_within",  "argv0",	"subcommand", "flags_any",
+		"flags_all", "flags_none", "flags_only",  "args_any",	"args_all",   "args_none",
+		"min_args",  "max_args",   "position",	  "uid",	"gid",	      "user",
+		"group",     "session",	   "host",	  "privileged", "env_any",    "action_type",
+		"tool",	     "resource",   "action_args", NULL
 	};
-	static const char *const command_keys[] = { "exe",	  "exe_glob",	"argv0",
-						    "subcommand", "flags_any",	"flags_all",
-						    "flags_none", "flags_only", "args_any",
-						    "args_all",	  "args_none",	"min_args",
-						    "max_args",	  "position",	NULL };
+	static const char *const command_keys[] = {
+		"exe",	     "exe_glob",   "exe_within", "argv0",    "subcommand", "flags_any",
+		"flags_all", "flags_none", "flags_only", "args_any", "args_all",   "args_none",
+		"min_args",  "max_args",   "position",	 NULL
+	};
 	static const char *const action_keys[] = { "action_type", "tool", "resource", "action_args",
 						   NULL };
 	char what[200];
@@ -1581,6 +1606,8 @@ static int load_match(struct ld *l, struct rule *r, yaml_node_t *m)
 	if ((v = get(l, m, "exe")) && load_exe(l, r, v) != 0)
 		return -1;
 	if ((v = get(l, m, "exe_glob")) && get_globs(l, v, "match.exe_glob", true, &r->exe_glob))
+		return -1;
+	if ((v = get(l, m, "exe_within")) && get_exe_within(l, v, r) != 0)
 		return -1;
 	if ((v = get(l, m, "argv0")) && get_globs(l, v, "match.argv0", false, &r->argv0))
 		return -1;

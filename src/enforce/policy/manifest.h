@@ -155,7 +155,8 @@ struct rule {
 	struct strs exe;     /* expanded absolute paths */
 	struct strs exe_src; /* as written */
 	struct globs exe_glob;
-	struct globs argv0; /* basename of argv[0] as sent (multi-call binaries) */
+	struct preds exe_within; /* P_WITHIN directories the resolved program lies in */
+	struct globs argv0;	 /* basename of argv[0] as sent (multi-call binaries) */
 	size_t n_sub;
 	struct strs *sub; /* word sequences */
 	struct strs flags_any, flags_all, flags_none, flags_only;

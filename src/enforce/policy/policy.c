@@ -727,6 +727,12 @@ static bool command_holds(const struct rule *r, struct sctx *sc, bool exe_known)
 	 */
 	if (!exe_known && (r->exe.n || r->exe_glob.n) && !glob_any(&r->exe_glob, sc->exe))
 		return false;
+	if (r->exe_within.n) {
+		struct argtext a; /* the resolved program: absolute and canonical already */
+		argtext_init(&a, sc->exe, SIZE_MAX);
+		if (!any_pred(sc, &r->exe_within, &a))
+			return false;
+	}
 	if (r->argv0.n && !glob_any(&r->argv0, cg_base_of(sc->st->argv[0])))
 		return false;
 	if (!context_holds(r, sc->call))
@@ -1451,6 +1457,12 @@ static json_t *rule_json(const struct cg_policy *p, const struct rule *r)
 		json_object_set_new(m, "exe_paths", strs_json(&r->exe));
 	if (r->exe_glob.n)
 		json_object_set_new(m, "exe_glob", globs_json(&r->exe_glob));
+	if (r->exe_within.n) {
+		json_t *a = json_array();
+		for (size_t i = 0; a && i < r->exe_within.n; i++)
+			json_array_append_new(a, json_string(r->exe_within.v[i].src));
+		json_object_set_new(m, "exe_within", a);
+	}
 	if (r->argv0.n)
 		json_object_set_new(m, "argv0", globs_json(&r->argv0));
 	if (r->n_sub) {
