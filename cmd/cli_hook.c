@@ -10,7 +10,9 @@
  *
  * Mapping (docs/agents.md has the table):
  *  - Bash: a command that is plain words (and simple '|' between stages)
- *    becomes a pipeline; anything with shell syntax becomes the opaque
+ *    becomes a pipeline; a list of such commands joined by && (; || after a
+ *    command, and cd DIR before a &&) is gated part by part (hook_chain);
+ *    anything else with shell syntax becomes the opaque
  *    [["/bin/sh","-c",CMD]], which policy judges as an opaque launcher.
  *  - Write/Edit/MultiEdit/NotebookEdit: a write action on the path;
  *    Read/Glob/Grep/LS: a read action on the path (or the cwd).
@@ -257,6 +259,76 @@ fail:
 	return NULL;
 }
 
+/*
+ * A Bash command that is a list of plain commands joined by && (and, after
+ * a command, ; or ||): its parts, each {"pipeline": [...]} or, before a &&,
+ * {"cd": DIR}, and {"sep": "&&"|";"|"||"} after each part but the last.
+ * NULL unless there are two parts or more and every part is plain words
+ * (split_command) or cd DIR with one plain DIR: anything else is judged as
+ * the opaque shell command it is. Agents chain constantly (ux-s39: `git add
+ * -A && git commit` ran as sh -c, where .git is read-only to a shell, and
+ * failed after it was allowed); each part is gated and run on its own.
+ */
+static json_t *split_chain(const char *cmd)
+{
+	json_t *parts = json_array();
+	size_t n = strlen(cmd), start = 0;
+	char quote = 0;
+	if (!parts)
+		return NULL;
+	for (size_t i = 0; i <= n; i++) {
+		char c = i < n ? cmd[i] : '\0';
+		if (quote) {
+			quote = c == quote ? 0 : quote;
+			if (c)
+				continue;
+			goto fail; /* an unclosed quote */
+		}
+		if (c == '\'' || c == '"') {
+			quote = c;
+			continue;
+		}
+		const char *sep = c == '\0'			  ? ""
+				  : c == '&' && cmd[i + 1] == '&' ? "&&"
+				  : c == '|' && cmd[i + 1] == '|' ? "||"
+				  : c == ';'			  ? ";"
+								  : NULL;
+		if (!sep)
+			continue;
+		char *text = strndup(cmd + start, i - start);
+		if (!text)
+			goto fail;
+		/* cd DIR: the following parts' cwd (only before &&: it must have worked). */
+		json_t *w = split_command(text), *part = NULL;
+		const char *w0 = json_string_value(json_array_get(json_array_get(w, 0), 0));
+		if (w && json_array_size(w) == 1 && w0 && strcmp(w0, "cd") == 0) {
+			const json_t *args = json_array_get(w, 0);
+			const char *dir = json_string_value(json_array_get(args, 1));
+			if (json_array_size(args) == 2 && dir && *dir && strcmp(dir, "-") != 0 &&
+			    strcmp(sep, "&&") == 0)
+				part = json_pack("{s:s}", "cd", dir);
+		} else if (w) {
+			part = json_pack("{s:O}", "pipeline", w);
+		}
+		json_decref(w);
+		free(text);
+		if (!part)
+			goto fail;
+		json_array_append_new(parts, part);
+		if (*sep)
+			json_object_set_new(part, "sep", json_string(sep));
+		i += strlen(sep) ? strlen(sep) - 1 : 0;
+		start = i + 1;
+	}
+	if (json_array_size(parts) < 2 ||
+	    json_object_get(json_array_get(parts, json_array_size(parts) - 1), "cd"))
+		goto fail;
+	return parts;
+fail:
+	json_decref(parts);
+	return NULL;
+}
+
 /* The host of an http(s) URL, lower-cased, into host (NUL-terminated); -1 if none. */
 static int url_host(const char *url, char *host, size_t len)
 {
@@ -482,6 +554,133 @@ static char *read_stdin(size_t *len)
 	return NULL;
 }
 
+/*
+ * A chain (split_chain): each command part gated on its own, in the cwd the
+ * cd parts before it leave. Allowed only when every part may run through
+ * callgate (permits, or waits for a human or a grant there): then the
+ * command becomes the same list of `callgate run` commands, separators and
+ * cd kept, so the shell keeps its meaning (a part after && runs only if the
+ * one before succeeded) and the daemon decides each again as it runs. A
+ * part that is denied, or that nobody can approve, denies the whole with
+ * that part named; any other answer judges the command as the opaque shell
+ * command it is (return 1: the caller goes on as before).
+ */
+static int hook_chain(const struct cg_cli *g, const json_t *payload, const json_t *req,
+		      const json_t *parts, int *rc)
+{
+	size_t n = json_array_size(parts), cap = 1, len = 0, rl = 0, runs = 0;
+	char *cwd = strdup(str_or(json_string_value(json_object_get(req, "cwd")), ""));
+	char *cmd = calloc(1, 1), reason[1024], rules[512] = "";
+	int out = 1;
+	for (size_t i = 0; cwd && cmd && i < n; i++) {
+		const json_t *part = json_array_get(parts, i);
+		const char *dir = json_string_value(json_object_get(part, "cd"));
+		const char *sep = str_or(json_string_value(json_object_get(part, "sep")), "");
+		char *text = NULL;
+		if (dir) {
+			/* The next parts' cwd, as the shell's own cd leaves it (kept in the
+			 * command too: Claude Code's shell keeps its cwd after it). */
+			char *next = NULL, q[PATH_MAX * 4 + 8];
+			size_t ql = 0;
+			if ((dir[0] != '/' && !cwd[0]) ||
+			    (dir[0] == '/' ? asprintf(&next, "%s", dir)
+					   : asprintf(&next, "%s/%s", cwd, dir)) < 0 ||
+			    put_quoted(q, sizeof(q), &ql, "cd") != 0 ||
+			    put_quoted(q, sizeof(q), &ql, dir) != 0 || !(text = strdup(q))) {
+				free(next);
+				goto done; /* no cwd to take it from: judged whole */
+			}
+			free(cwd);
+			cwd = next;
+		} else {
+			json_t *r = json_deep_copy(req), *resp = NULL;
+			char err[256] = "";
+			json_object_set(r, "pipeline", json_object_get(part, "pipeline"));
+			if (cwd[0])
+				json_object_set_new(r, "cwd", json_string(cwd));
+			int called = r ? cg_client_call(g->socket_path, r, HOOK_TIMEOUT_MS, &resp,
+							err, sizeof(err))
+				       : -1;
+			json_decref(r);
+			if (called != 0) {
+				*rc = block("the callgate daemon at %s cannot be reached (%s)",
+					    g->socket_path, err);
+				out = 0;
+				goto done;
+			}
+			const json_t *reply = json_object_get(resp, "reply");
+			const json_t *data = json_object_get(reply, "data");
+			const char *type =
+			    str_or(json_string_value(json_object_get(reply, "type")), "?");
+			const char *dec = json_string_value(json_object_get(data, "decision"));
+			const char *rule =
+			    str_or(json_string_value(json_object_get(data, "rule_id")), "?");
+			const char *why =
+			    str_or(json_string_value(json_object_get(data, "why")), "");
+			const char *trace =
+			    str_or(json_string_value(json_object_get(reply, "trace_id")), "-");
+			const json_t *appr = json_object_get(data, "approval");
+			bool s_ok = strcmp(type, "S") == 0 && dec;
+			bool permits =
+			    s_ok && (strcmp(dec, "ALLOW") == 0 || strcmp(dec, "DEGRADE") == 0);
+			bool human = s_ok && strcmp(dec, "UNKNOWN") == 0;
+			bool waits = human && (json_is_true(json_object_get(appr, "enabled")) ||
+					       json_is_object(json_object_get(appr, "grant")));
+			bool blocked = s_ok && strcmp(dec, "BLOCK") == 0;
+			if (blocked || (human && !waits)) {
+				/* Denied, or nobody can say yes: so is the whole, naming the part. */
+				snprintf(
+				    reason, sizeof(reason),
+				    "callgate: command %zu of the %zu joined here %s by rule %s: "
+				    "%s%s (trace %s); nothing of it ran",
+				    i + 1, n, blocked ? "is denied" : "needs a human", rule, why,
+				    blocked ? ""
+					    : "; this daemon has no approval queue and no open "
+					      "grant covers it",
+				    trace);
+				*rc = decide("deny", reason);
+				out = 0;
+			}
+			if (rl < sizeof(rules) && (permits || waits))
+				rl += (size_t)snprintf(rules + rl, sizeof(rules) - rl, "%s%s%s",
+						       rl ? ", " : "", rule,
+						       waits ? " (waits for a human)" : "");
+			json_decref(resp);
+			if (!permits && !waits)
+				goto done; /* denied above, or not a decision: judged whole */
+			text = run_command(g->socket_path, json_object_get(part, "pipeline"),
+					   cwd[0] ? cwd : NULL,
+					   json_string_value(json_object_get(req, "session")));
+			runs++;
+		}
+		if (!text)
+			goto done;
+		cap += strlen(text) + strlen(sep) + 2;
+		char *grown = realloc(cmd, cap);
+		if (!grown) {
+			free(text);
+			goto done;
+		}
+		cmd = grown;
+		len += (size_t)snprintf(cmd + len, cap - len, *sep ? "%s %s " : "%s%s", text, sep);
+		free(text);
+	}
+	if (!cwd || !cmd || runs == 0)
+		goto done;
+	json_t *in = json_deep_copy(json_object_get(payload, "tool_input"));
+	json_object_set_new(in, "command", json_string(cmd));
+	snprintf(reason, sizeof(reason),
+		 "callgate: %s runs through callgate on its own, confined as its rule requires "
+		 "(%s)",
+		 runs == 1 ? "the command after cd" : "each command joined here", rules);
+	*rc = decide_input("allow", reason, in);
+	out = 0;
+done:
+	free(cmd);
+	free(cwd);
+	return out;
+}
+
 static int hook_claude_code(const struct cg_cli *g, enum degrade_mode degrade,
 			    const char *own_server)
 {
@@ -524,6 +723,18 @@ static int hook_claude_code(const struct cg_cli *g, enum degrade_mode degrade,
 		else
 			rc = block("%s", why);
 		goto out_payload;
+	}
+	if (kind == K_COMMAND) {
+		/* A chain of plain commands: each gated and run on its own. */
+		const json_t *st = json_array_get(json_object_get(req, "pipeline"), 0);
+		const char *sh = json_string_value(json_array_get(st, 0));
+		json_t *parts = sh && strcmp(sh, "/bin/sh") == 0
+				    ? split_chain(json_string_value(json_array_get(st, 2)))
+				    : NULL;
+		int handled = parts ? hook_chain(g, payload, req, parts, &rc) : 1;
+		json_decref(parts);
+		if (handled == 0)
+			goto out_req;
 	}
 	if (cg_client_call(g->socket_path, req, HOOK_TIMEOUT_MS, &resp, err, sizeof(err)) != 0) {
 		rc = block("the callgate daemon at %s cannot be reached (%s)", g->socket_path, err);

@@ -20,6 +20,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import tempfile
 import time
 import unittest
 import uuid
@@ -185,8 +186,8 @@ class TestHook(unittest.TestCase):
         self.assertEqual(len(exec_requests(self.d)), before, "a refused command never ran")
 
     def test_bash_shell_syntax_is_opaque_and_never_simply_allowed(self):
-        for cmd in ("ls; rm -rf /tmp/x", "echo $HOME", "ls > out.txt", "ls *", "ls && id",
-                    "FOO=1 ls", "ls || true", "echo `id`", "ls ~"):
+        for cmd in ("echo $HOME", "ls > out.txt", "ls *", "FOO=1 ls", "echo `id`", "ls ~",
+                    "ls & id", "ls && echo $HOME", "cd $HOME && ls", "ls; (id)"):
             d, why, upd = self.bash(cmd)
             # Judged as the opaque shell command, not as its first word.
             self.assertNotIn("read-only-tools", why, cmd)
@@ -195,6 +196,40 @@ class TestHook(unittest.TestCase):
                 self.assertEqual(words[words.index("--") + 1:], ["/bin/sh", "-c", cmd])
             else:
                 self.assertIn(d, ("ask", "deny"), "%r -> %s (%s)" % (cmd, d, why))
+
+    def test_a_chain_of_plain_commands_is_gated_command_by_command(self):
+        # ux-s39 H1: `git add -A && git commit` ran as one sh -c, whose view
+        # keeps .git read-only, and failed after it was allowed.
+        ws = tempfile.mkdtemp(dir=self.d.workspace)
+        git = ["git", "-C", ws]
+        subprocess.run(git + ["init", "-q"], check=True)
+        subprocess.run(git + ["config", "user.email", "a@example.org"], check=True)
+        subprocess.run(git + ["config", "user.name", "a"], check=True)
+        os.mkdir(os.path.join(ws, "sub"))
+        with open(os.path.join(ws, "sub", "f.txt"), "w") as f:
+            f.write("x\n")
+        p = self.payload("Bash", {"command": "cd sub && git add -A && git commit -qm wip"},
+                         cwd=ws)
+        d, why = self.decision(p)
+        self.assertEqual(d, "allow", why)
+        self.assertIn("git-record", why)
+        upd = json.loads(self.run_hook(p).stdout)["hookSpecificOutput"]["updatedInput"]
+        r = subprocess.run(["bash", "-c", upd["command"]], cwd=ws, capture_output=True,
+                           timeout=TIMEOUT)  # where Claude Code's shell is
+        self.assertEqual(r.returncode, 0, r)
+        log = subprocess.run(git + ["log", "--format=%s", "--name-only"], capture_output=True,
+                             text=True)
+        self.assertEqual(log.stdout.split(), ["wip", "sub/f.txt"], log)
+        # One command denied: the whole is, named, and nothing of it runs.
+        marker = os.path.join(ws, "ran-first")
+        before = len(exec_requests(self.d))
+        d, why, upd = self.bash("touch %s; rm -rf /var/tmp/x && ls" % marker)
+        self.assertEqual(d, "deny", why)
+        self.assertIn("command 2 of the 3", why)
+        self.assertIn("rm-recursive-elsewhere", why)
+        self.assertIsNone(upd)
+        self.assertFalse(os.path.exists(marker))
+        self.assertEqual(len(exec_requests(self.d)), before)
 
     def test_a_lone_pipe_word_is_not_rewritten(self):
         # run would read a '|' argument as a stage separator: never rewritten.
