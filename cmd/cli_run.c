@@ -216,10 +216,24 @@ static void confinement_hint(const json_t *resp, const json_t *stages)
 		bool met = false;
 		for (size_t r = 0; p && !met && r < CG_ARRAY_LEN(refused); r++)
 			met = memmem(p, n, refused[r], strlen(refused[r])) != NULL;
+		/* A host /tmp file the call cannot see: its /tmp is its own (ux-s39). */
+		const json_t *view = json_object_get(json_object_get(data, "confinement"), "view");
+		const char *tmp = json_string_value(json_object_get(view, "tmp"));
+		static const char enoent[] = "No such file or directory";
+		bool own_tmp = p && !met && tmp && strcmp(tmp, "private") == 0 &&
+			       memmem(p, n, enoent, strlen(enoent)) && memmem(p, n, "/tmp/", 5);
 		free(p);
+		const char *rule = json_string_value(json_object_get(data, "rule_id"));
+		if (own_tmp) {
+			fprintf(stderr,
+				"callgate run: stage %zu ran with a /tmp of its own (rule %s: tmp "
+				"private): the host's /tmp is not there; pass files through the "
+				"workspace\n",
+				i + 1, rule ? rule : "?");
+			return;
+		}
 		if (!met)
 			continue;
-		const char *rule = json_string_value(json_object_get(data, "rule_id"));
 		fprintf(stderr,
 			"callgate run: stage %zu ran in a view of its own (rule %s): a refusal "
 			"above may be the view's, not the file's mode. `callgate gate "

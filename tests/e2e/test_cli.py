@@ -6,6 +6,7 @@ command's own, and 64/65/69/70/77/124 from cli.h), the refusal line, --json.
 import json
 import os
 import subprocess
+import tempfile
 import unittest
 
 import cgtest
@@ -130,6 +131,12 @@ class CliAgainstDaemon(unittest.TestCase):
         r = self.run_cli("run", "--no-privileged", "--", "ls", "/no-such-dir-cg")
         self.assertNotEqual(r.returncode, 0)
         self.assertNotIn(b"view of its own", r.stderr)
+        self.assertNotIn(b"/tmp of its own", r.stderr)
+        # ux-s39 M5: a host /tmp file was a silent "No such file": the call's /tmp is its own.
+        with tempfile.NamedTemporaryFile(dir="/tmp", prefix="cg-host-") as f:
+            r = self.run_cli("run", "--no-privileged", "--", "cat", f.name)
+            self.assertNotEqual(r.returncode, 0)
+            self.assertIn(b"ran with a /tmp of its own (rule ", r.stderr)
 
     def test_the_record_shows_what_ran_when_it_looks_like_a_secret(self):
         # Redaction for the record had hidden shell code the agent dressed as
