@@ -271,8 +271,8 @@ static int search_path(const char *path, const char *name, size_t idx, char **fo
 		free(non_exec);
 		return -1;
 	}
-	*err = cg_reply_new(CG_R_EXE_NOT_FOUND, "{s:I,s:s}", "stage", (json_int_t)idx, "command",
-			    name);
+	*err = cg_reply_new(CG_R_EXE_NOT_FOUND, "{s:I,s:s,s:s}", "stage", (json_int_t)idx,
+			    "command", name, "path", path);
 	return -1;
 }
 
@@ -390,8 +390,8 @@ static int resolve_stage(const struct cg_world *w, const struct cg_stage *stage,
 	char *found = NULL;
 
 	if (!arg0 || !*arg0) {
-		*err = cg_reply_new(CG_R_EXE_NOT_FOUND, "{s:I,s:s}", "stage", (json_int_t)idx,
-				    "command", "");
+		*err = cg_reply_new(CG_R_EXE_NOT_FOUND, "{s:I,s:s,s:s}", "stage", (json_int_t)idx,
+				    "command", "", "path", w->path);
 		return -1;
 	}
 	if (strchr(arg0, '/')) {

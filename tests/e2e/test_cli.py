@@ -225,6 +225,8 @@ class CliAgainstDaemon(unittest.TestCase):
         r = self.run_cli("run", "--no-privileged", "--", "no-such-command-cg")
         self.assertEqual(r.returncode, EXIT_INVALID, r.stderr)
         self.assertIn(b"callgate run: WA-RES-I-001", r.stderr)
+        # It names the PATH it looked on (ux-s39 M6).
+        self.assertIn(b"/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", r.stderr)
 
     def test_dangerous_env_is_invalid(self):
         r = self.run_cli("run", "--no-privileged", "--env", "LD_PRELOAD=/x.so", "--", "true")

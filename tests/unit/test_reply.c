@@ -77,10 +77,13 @@ Test(reply, missing_param_renders_placeholder_and_numbers_render)
 Test(reply, stage_index_is_counted_from_one_in_the_message)
 {
 	/* params keep the 0-based index (pipeline[1] is the second stage); people read "stage 2" */
-	struct cg_reply *r = cg_reply_new(CG_R_EXE_NOT_FOUND, "{s:I,s:s}", "stage", (json_int_t)1,
-					  "command", "nosuchcmd");
+	struct cg_reply *r =
+	    cg_reply_new(CG_R_EXE_NOT_FOUND, "{s:I,s:s,s:s}", "stage", (json_int_t)1, "command",
+			 "nosuchcmd", "path", "/usr/bin");
 	char *m = cg_reply_message(r);
-	cr_assert_str_eq(m, "Stage 2: command 'nosuchcmd' was not found on the controlled PATH.");
+	cr_assert(strstr(m, "Stage 2: command 'nosuchcmd' was not found on the controlled PATH "
+			    "(/usr/bin);") == m,
+		  "%s", m);
 	free(m);
 	cr_assert_eq(json_integer_value(json_object_get(r->params, "stage")), 1);
 	cg_reply_free(r);
