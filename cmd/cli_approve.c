@@ -580,11 +580,10 @@ static void constraint_rows(struct screen *sc, const char *label, const json_t *
 			if (strcmp(key, "exec") == 0 && cg_confine_exec_defaulted(set)) {
 				static const char dflt[] = "the default program directories (";
 				(void)cg_buf_add(&b, dflt, sizeof(dflt) - 1);
-				for (size_t d = 0, m = 0; d < CG_ARRAY_LEN(cg_confine_default_exec);
-				     d++)
-					if (cg_confine_default_exec[d]) {
+				for (size_t d = 0, m = 0; d < CG_ARRAY_LEN(cg_exec_default); d++)
+					if (cg_exec_default[d]) {
 						(void)cg_buf_add(&b, " ", m++ ? 1 : 0);
-						constraint_word(&b, cg_confine_default_exec[d]);
+						constraint_word(&b, cg_exec_default[d]);
 					}
 				static const char tail[] = "), which it may also read";
 				(void)cg_buf_add(&b, tail, sizeof(tail) - 1);

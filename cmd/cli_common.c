@@ -663,11 +663,10 @@ static void print_value(FILE *f, json_t *v, int depth)
 			 */
 			if (strcmp(k, "exec") == 0 && cg_confine_exec_defaulted(v)) {
 				fputs("the default program directories (", f);
-				for (size_t d = 0, m = 0; d < CG_ARRAY_LEN(cg_confine_default_exec);
-				     d++)
-					if (cg_confine_default_exec[d])
+				for (size_t d = 0, m = 0; d < CG_ARRAY_LEN(cg_exec_default); d++)
+					if (cg_exec_default[d])
 						fprintf(f, "%s%s", m++ ? " " : "",
-							cg_confine_default_exec[d]);
+							cg_exec_default[d]);
 				fputc(')', f);
 			} else {
 				print_value(f, x, depth + 1);

@@ -83,7 +83,7 @@ static const struct cg_cli_opt sandbox_opts[] = {
 	"service sockets hidden), under Landlock, seccomp and the limits. See\n"                   \
 	"callgate-sandbox(1) and docs/confinement.md."
 
-/* `--write P` alone reads everything (exec: see cg_confine_default_exec). */
+/* `--write P` alone reads everything (exec: see cg_exec_default). */
 static const char *const default_read[] = { "/" };
 static void usage(FILE *f)
 {
@@ -665,8 +665,8 @@ int cg_cli_sandbox(const struct cg_cli *g, int argc, char **argv)
 				"too. --exec replaces the default trees, so name those you need "
 				"as well (--exec /usr --exec DIR); the defaults:",
 				cmd[0], exe);
-			for (size_t d = 0; d < CG_ARRAY_LEN(cg_confine_default_exec); d++)
-				fprintf(stderr, " %s", cg_confine_default_exec[d]);
+			for (size_t d = 0; d < CG_ARRAY_LEN(cg_exec_default); d++)
+				fprintf(stderr, " %s", cg_exec_default[d]);
 			fputc('\n', stderr);
 		}
 		rc = fail.step == 2 ? (fail.err == ENOENT ? 127 : 126) : CG_EXIT_ERROR;

@@ -73,10 +73,6 @@
 #define CONFINE_VIEW_EXTRA                                                                         \
 	6 /* Landlock rules a set gets beside its own (devices; shm, tmp in a view) */
 
-const char *const cg_confine_default_exec[9] = { "/usr",    "/bin",   "/sbin",
-						 "/lib",    "/lib32", "/lib64",
-						 "/libx32", "/opt",   "/usr/local" };
-
 bool cg_confine_exec_defaulted(const json_t *set)
 {
 	const json_t *exec = json_object_get(set, "exec");
@@ -1317,12 +1313,11 @@ static int prepare_plan(const struct cg_constraints *const *cons, size_t n,
 	const char *net_mode = "host";
 
 	for (size_t i = 0; i < n; i++) {
-		n_paths += cons[i]->fs
-			       ? cons[i]->n_read + cons[i]->n_write +
-				     (cons[i]->n_exec ? cons[i]->n_exec
-						      : CG_ARRAY_LEN(cg_confine_default_exec)) +
-				     CONFINE_VIEW_EXTRA
-			       : 0;
+		n_paths += cons[i]->fs ? cons[i]->n_read + cons[i]->n_write +
+					     (cons[i]->n_exec ? cons[i]->n_exec
+							      : CG_ARRAY_LEN(cg_exec_default)) +
+					     CONFINE_VIEW_EXTRA
+				       : 0;
 		n_ports += cons[i]->net == CG_NET_TCP ? cons[i]->n_ports : 0;
 	}
 	if (n_paths > CONFINE_MAX_PATHS) {
@@ -1474,11 +1469,10 @@ static int prepare_plan(const struct cg_constraints *const *cons, size_t n,
 			 */
 			bool dflt = c->n_exec == 0;
 			const char *const *lists[4] = { c->read, c->write,
-							dflt ? cg_confine_default_exec : c->exec,
+							dflt ? cg_exec_default : c->exec,
 							view_rules };
 			size_t counts[4] = { c->n_read, c->n_write,
-					     dflt ? CG_ARRAY_LEN(cg_confine_default_exec)
-						  : c->n_exec,
+					     dflt ? CG_ARRAY_LEN(cg_exec_default) : c->n_exec,
 					     n_view_rules };
 			if (dflt)
 				(void)json_array_append_new(

@@ -49,12 +49,6 @@ struct cg_confine_ctx {
 struct cg_confine_plan;
 
 /*
- * The exec trees a filesystem-confined set gets when it lists none: the
- * system's program and library directories (missing ones are skipped).
- */
-extern const char *const cg_confine_default_exec[9];
-
-/*
  * Does the constraint set (as cg_constraints_to_json writes it) get those?
  * Its filesystem is confined (it has an exec list) and the list is empty.
  * What every view of a set (gate, the approver's screen) shows for exec.

@@ -15,6 +15,9 @@
 #include <stdio.h>
 #include <string.h>
 
+const char *const cg_exec_default[9] = { "/usr",   "/bin",    "/sbin", "/lib",	    "/lib32",
+					 "/lib64", "/libx32", "/opt",  "/usr/local" };
+
 const char *cg_decision_name(enum cg_decision d)
 {
 	switch (d) {

@@ -76,6 +76,12 @@ struct cg_limits {
 };
 
 /*
+ * The exec trees a filesystem-confined set gets when it lists none: the
+ * system's program and library directories (missing ones are skipped).
+ */
+extern const char *const cg_exec_default[9];
+
+/*
  * What a DEGRADE (or constrained ALLOW) grants. Path lists may contain the
  * tokens "${workspace}" (the call's workspace), "${cwd}" and "${home}",
  * expanded at confinement time. All memory is owned by the policy generation.
@@ -85,7 +91,7 @@ struct cg_constraints {
 	size_t n_read, n_write, n_exec;
 	const char *const *read;  /* read-only trees */
 	const char *const *write; /* read-write trees */
-	const char *const *exec;  /* trees whose files may be executed */
+	const char *const *exec;  /* trees whose files may be executed (none: cg_exec_default) */
 	enum cg_net net;
 	size_t n_ports;
 	const uint16_t *ports; /* for CG_NET_TCP */

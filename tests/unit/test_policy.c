@@ -1041,6 +1041,34 @@ Test(policy, lint_finds_shadowed_and_unreachable_rules)
 	cg_policy_unref(p);
 }
 
+/* A rule whose programs lie outside its exec trees: every call it allows would fail (ux-s39). */
+Test(policy, lint_finds_programs_outside_the_exec_trees)
+{
+	struct cg_policy *p =
+	    load_ok("version: 1\nrules:\n"
+		    "  - id: proj\n    decision: degrade\n"
+		    "    match: {exe_glob: [\"/srv/proj/bin/*\"]}\n"
+		    "    constraints: {read: [/], write: [\"${workspace}\"]}\n"
+		    "  - id: ws-bad\n    decision: degrade\n"
+		    "    match: {exe_within: [\"${workspace}\"]}\n"
+		    "    constraints: {read: [/], exec: [/usr]}\n"
+		    "  - id: ws-ok\n    decision: degrade\n"
+		    "    match: {exe_within: [\"${workspace}/bin\"]}\n"
+		    "    constraints: {read: [/], exec: [/usr, \"${workspace}\"]}\n"
+		    "  - id: ls-ok\n    decision: degrade\n"
+		    "    match: {exe: [/usr/bin/ls]}\n"
+		    "    constraints: {read: [/]}\n");
+	json_t *l = cg_policy_lint(p);
+	char *s = json_dumps(l, JSON_SORT_KEYS);
+	cr_assert(strstr(s, "under /srv/proj/bin/, outside"), "%s", s);
+	cr_assert(strstr(s, "\"kind\": \"exec-missing\", \"rule\": \"ws-bad\""), "%s", s);
+	cr_assert_null(strstr(s, "\"rule\": \"ws-ok\""), "%s", s);
+	cr_assert_null(strstr(s, "\"rule\": \"ls-ok\""), "%s", s);
+	free(s);
+	json_decref(l);
+	cg_policy_unref(p);
+}
+
 /* ---- lifetime, threads, allocation ---------------------------------------------- */
 
 static void *ref_worker(void *arg)

@@ -27,6 +27,7 @@
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -1629,6 +1630,66 @@ static bool exe_covers(const struct rule *i, const struct rule *j)
 	return true;
 }
 
+/* Is where (an absolute path or ${var}/…) one of trees[0..n) or below one, as written? */
+static bool under_a_tree(const char *where, const char *const *trees, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		size_t tl = strlen(trees[i]);
+		while (tl > 1 && trees[i][tl - 1] == '/')
+			tl--;
+		if ((tl == 1 && trees[i][0] == '/' && where[0] == '/') ||
+		    (strncmp(where, trees[i], tl) == 0 && (where[tl] == '\0' || where[tl] == '/')))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * A rule whose programs lie outside the trees its constraints let run: it
+ * loads, and then every call it allows fails to start with EACCES (ux-s39:
+ * an exe_glob under the workspace with no exec: key). Programs as the rule
+ * names them: exe paths, exe_glob up to the first wildcard's directory,
+ * exe_within directories.
+ */
+static void lint_exec_trees(json_t *a, const struct rule *r)
+{
+	const struct cg_constraints *c = r->cons;
+	if (!c || !c->fs || r->decision == RD_DENY || r->kind != RK_COMMAND)
+		return;
+	const char *const *trees = c->n_exec ? c->exec : cg_exec_default;
+	size_t nt = c->n_exec ? c->n_exec : CG_ARRAY_LEN(cg_exec_default);
+	char list[256] = "", where[PATH_BUF];
+	for (size_t i = 0, at = 0; i < nt && at < sizeof(list); i++)
+		at +=
+		    (size_t)snprintf(list + at, sizeof(list) - at, "%s%s", i ? " " : "", trees[i]);
+	size_t n = r->exe.n + r->exe_glob.n + r->exe_within.n;
+	for (size_t i = 0; i < n; i++) {
+		const char *s = i < r->exe.n ? r->exe.v[i]
+				: i < r->exe.n + r->exe_glob.n
+				    ? r->exe_glob.v[i - r->exe.n].src
+				    : r->exe_within.v[i - r->exe.n - r->exe_glob.n].src;
+		size_t len =
+		    i < r->exe.n || i >= r->exe.n + r->exe_glob.n ? strlen(s) : strcspn(s, "*?[{");
+		if (i >= r->exe.n && i < r->exe.n + r->exe_glob.n)
+			while (len > 1 && s[len - 1] != '/')
+				len--; /* the literal directory before the first wildcard */
+		snprintf(where, sizeof(where), "%.*s", (int)len, s);
+		/* An exe that is here, where it really lies: names expand to every PATH directory. */
+		char real[PATH_MAX];
+		if (i < r->exe.n && !realpath(where, real))
+			continue;
+		if (i < r->exe.n)
+			snprintf(where, sizeof(where), "%s", real);
+		if (where[0] && !under_a_tree(where, trees, nt))
+			finding(
+			    a, r->id, "exec-missing",
+			    "runs programs under %s, outside the trees its constraints let run "
+			    "(exec: %s): every call it allows fails to start (EACCES); add that "
+			    "directory to exec:",
+			    where, list);
+	}
+}
+
 json_t *cg_policy_lint(const struct cg_policy *p)
 {
 	if (!p)
@@ -1653,6 +1714,7 @@ json_t *cg_policy_lint(const struct cg_policy *p)
 				finding(a, r->id, "unreachable",
 					"exe_glob '%s' cannot match a canonical path", s);
 		}
+		lint_exec_trees(a, r);
 		for (size_t x = 0; x < r->flags_all.n; x++)
 			for (size_t y = 0; y < r->flags_none.n; y++)
 				if (strcmp(r->flags_all.v[x], r->flags_none.v[y]) == 0)
