@@ -504,9 +504,10 @@ static void stdin_note(void)
 }
 
 /*
- * On a terminal, a call with no answer after a few seconds says why it may
- * be waiting, once: a person must approve it (or a rule deferred it), and
- * how to find it and withdraw it. Off a terminal nothing is printed.
+ * A call with no answer after a few seconds says why it may be waiting,
+ * once, on stderr: a person must approve it (or a rule deferred it), and
+ * how to find it and withdraw it. Off a terminal too (ux-s39: an agent's
+ * call sat a minute in silence); not with --json.
  */
 struct wait_note {
 	char id[64];
@@ -560,7 +561,7 @@ int cg_cli_run(const struct cg_cli *g, int argc, char **argv)
 	const char *rid = json_string_value(json_object_get(o.req, "id"));
 	snprintf(note.id, sizeof(note.id), "%s", rid ? rid : "?");
 	struct cg_client_wait w = { .cancel_fd = -1,
-				    .tick = isatty(STDERR_FILENO) && !o.json ? wait_tick : NULL,
+				    .tick = !o.json ? wait_tick : NULL,
 				    .tick_arg = &note,
 				    .tick_ms = 3000 };
 	char err[512];

@@ -253,8 +253,9 @@ class Approval(unittest.TestCase):
 
 
 class WaitingOnATerminal(unittest.TestCase):
-    """A `callgate run` waiting for a person says so on a terminal, once,
-    with the request id `callgate pending` shows; off a terminal it is quiet."""
+    """A `callgate run` waiting for a person says so, once, with the request
+    id `callgate pending` shows: on a terminal, and off one (an agent's call
+    sat in silence, ux-s39); with --json it is quiet."""
 
     def test_a_waiting_call_says_why_on_a_terminal_only(self):
         import pty
@@ -282,7 +283,12 @@ class WaitingOnATerminal(unittest.TestCase):
             q = subprocess.run(argv[:5] + ["wait-note-2"] + argv[6:], capture_output=True,
                                stdin=subprocess.DEVNULL, cwd=d.workspace, timeout=WAIT)
             self.assertEqual(q.returncode, 124, q.stderr)
-            self.assertNotIn(b"no answer yet", q.stderr)
+            self.assertEqual(q.stderr.count(b"no answer yet"), 1, q.stderr)
+            self.assertIn(b"request id wait-note-2", q.stderr)
+            j = subprocess.run(argv[:4] + ["--json", "--id", "wait-note-3"] + argv[6:],
+                               capture_output=True, stdin=subprocess.DEVNULL, cwd=d.workspace,
+                               timeout=WAIT)
+            self.assertNotIn(b"no answer yet", j.stderr)
 
 
 class ShutdownWithWaitingCalls(unittest.TestCase):
