@@ -593,11 +593,23 @@ int cg_cli_run(const struct cg_cli *g, int argc, char **argv)
 	bool lost = false; /* output the user did not get: not the command's exit code */
 	if (!o.json) {
 		/* Through the hook, this process is the harness that says so to the model. */
-		if (json_is_true(json_object_get(
-			json_object_get(json_object_get(json_object_get(resp, "reply"), "data"),
-					"screening"),
-			"quarantined"))) {
+		const json_t *screening = json_object_get(
+		    json_object_get(json_object_get(resp, "reply"), "data"), "screening");
+		if (json_is_true(json_object_get(screening, "quarantined"))) {
 			fprintf(stderr, "callgate run: %s\n", CG_CLI_QUARANTINE_NOTE);
+			fflush(stderr);
+		}
+		/*
+		 * Said, so that an agent editing a file from this output does not
+		 * write the placeholder back (ux-s39 L8: redaction was silent).
+		 */
+		json_int_t redacted = json_integer_value(json_object_get(screening, "redacted"));
+		if (redacted > 0) {
+			fprintf(
+			    stderr,
+			    "callgate run: %lld secret%s in the output shown as [REDACTED:kind]; "
+			    "the files it came from are unchanged\n",
+			    (long long)redacted, redacted == 1 ? "" : "s");
 			fflush(stderr);
 		}
 		if (write_b64(json_object_get(resp, "stdout"), stdout) < 0) {

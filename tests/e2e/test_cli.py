@@ -138,6 +138,17 @@ class CliAgainstDaemon(unittest.TestCase):
             self.assertNotEqual(r.returncode, 0)
             self.assertIn(b"ran with a /tmp of its own (rule ", r.stderr)
 
+    def test_a_redaction_in_the_output_is_said(self):
+        # ux-s39 L8: silent, and an agent editing from the output wrote it back.
+        with open(os.path.join(self.d.workspace, "keys.txt"), "w") as f:
+            f.write("AWS_KEY=AKIAIOSFODNN7EXAMPLE\n")
+        r = self.run_cli("run", "--no-privileged", "--", "cat", "keys.txt")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout, b"AWS_KEY=[REDACTED:aws_access_key]\n")
+        self.assertIn(b"1 secret in the output shown as [REDACTED:kind]", r.stderr)
+        r = self.run_cli("run", "--no-privileged", "--", "echo", "plain")
+        self.assertNotIn(b"REDACTED", r.stderr)
+
     def test_the_record_shows_what_ran_when_it_looks_like_a_secret(self):
         # Redaction for the record had hidden shell code the agent dressed as
         # a secret (a BEGIN PRIVATE KEY line with no END, ";token=$(cmd)"),
