@@ -222,7 +222,19 @@ static void confinement_hint(const json_t *resp, const json_t *stages)
 		static const char enoent[] = "No such file or directory";
 		bool own_tmp = p && !met && tmp && strcmp(tmp, "private") == 0 &&
 			       memmem(p, n, enoent, strlen(enoent)) && memmem(p, n, "/tmp/", 5);
+		/* git's own config and hooks: no grant or rule makes them a call's (ux-s39 L5). */
+		bool git_own =
+		    met && (memmem(p, n, ".git/config", 11) || memmem(p, n, ".git/hooks", 10));
 		free(p);
+		if (git_own) {
+			fprintf(
+			    stderr,
+			    "callgate run: stage %zu could not write the repository's own config "
+			    "or hooks, which are read-only to every call (they name programs "
+			    "the developer's git runs later): the developer runs this one\n",
+			    i + 1);
+			return;
+		}
 		const char *rule = json_string_value(json_object_get(data, "rule_id"));
 		if (own_tmp) {
 			fprintf(stderr,
