@@ -128,13 +128,13 @@ class CliAgainstDaemon(unittest.TestCase):
         self.assertFalse(os.path.exists("/etc/cg-view-hint"))
         self.assertIn(b"ran in a view of its own (rule ", r.stderr)
         # git's own config is no rule's to widen: said so (ux-s39 L5).
-        ws = tempfile.mkdtemp(dir=self.d.workspace)
-        subprocess.run(["git", "init", "-q", ws], check=True)
-        r = self.run_cli("run", "--no-privileged", "--cwd", ws, "--", "git", "remote", "add",
-                         "origin", "https://example.com/x.git")
-        self.assertNotEqual(r.returncode, 0, r.stderr)
-        self.assertIn(b"read-only to every call", r.stderr)
-        self.assertNotIn(b"grant widens it", r.stderr)
+        with cgtest.Daemon() as d:  # a workspace that is a repository at its root
+            subprocess.run(["git", "init", "-q", d.workspace], check=True)
+            r = d.cli("run", "--no-privileged", "--", "git", "remote", "add", "origin",
+                      "https://example.com/x.git")
+            self.assertNotEqual(r.returncode, 0, r.stderr)
+            self.assertIn(b"read-only to every call", r.stderr)
+            self.assertNotIn(b"grant widens it", r.stderr)
         # A failure of another kind gets no such hint.
         r = self.run_cli("run", "--no-privileged", "--", "ls", "/no-such-dir-cg")
         self.assertNotEqual(r.returncode, 0)
