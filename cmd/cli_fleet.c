@@ -330,7 +330,7 @@ static PGconn *db_open(const char *sub, const char *conninfo)
 	return db;
 }
 
-/* True when every table and view of dist/fleet.sql exists; -1 on error. */
+/* True when every table, view and row policy of dist/fleet.sql exists; -1 on error. */
 static int schema_present(const char *sub, PGconn *db)
 {
 	PGresult *r = pq_run(sub, db, PGRES_TUPLES_OK, "cannot look for the schema",
@@ -338,7 +338,9 @@ static int schema_present(const char *sub, PGconn *db)
 			     "to_regclass('callgate.events') IS NOT NULL AND "
 			     "to_regclass('callgate.checkpoints') IS NOT NULL AND "
 			     "to_regclass('callgate.denials_by_rule') IS NOT NULL AND "
-			     "to_regclass('callgate.approvals') IS NOT NULL",
+			     "to_regclass('callgate.approvals') IS NOT NULL AND "
+			     "EXISTS (SELECT 1 FROM pg_policies WHERE schemaname = 'callgate' "
+			     "AND policyname = 'shipper_adds')",
 			     0, NULL, NULL, NULL, 0);
 	if (!r)
 		return -1;

@@ -51,6 +51,39 @@ CREATE TABLE IF NOT EXISTS callgate.checkpoints (
     PRIMARY KEY (host, seq)
 );
 
+-- Who may ship each log: the database role that first shipped it. With one
+-- role per host, row-level security lets a role add rows only to logs it
+-- ships, and change only its own logs' last_shipped (grant UPDATE on that
+-- column alone): host A's credentials had inserted host B's next event
+-- (B's ship then stopped for good) and overwritten B's pinned key (s39b).
+-- Everyone may read every row: verify re-checks them all. The tables'
+-- owner and superusers are not bound by it (docs/fleet.md).
+ALTER TABLE callgate.hosts ADD COLUMN IF NOT EXISTS shipper text NOT NULL DEFAULT current_user;
+ALTER TABLE callgate.hosts ENABLE ROW LEVEL SECURITY;
+ALTER TABLE callgate.events ENABLE ROW LEVEL SECURITY;
+ALTER TABLE callgate.checkpoints ENABLE ROW LEVEL SECURITY;
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_policies
+                    WHERE schemaname = 'callgate' AND policyname = 'shipper_reads') THEN
+        CREATE POLICY shipper_reads ON callgate.hosts FOR SELECT USING (true);
+        CREATE POLICY shipper_adds ON callgate.hosts FOR INSERT
+            WITH CHECK (shipper = current_user);
+        CREATE POLICY shipper_marks ON callgate.hosts FOR UPDATE
+            USING (shipper = current_user) WITH CHECK (shipper = current_user);
+        CREATE POLICY shipper_reads ON callgate.events FOR SELECT USING (true);
+        CREATE POLICY shipper_adds ON callgate.events FOR INSERT
+            WITH CHECK (EXISTS (SELECT 1 FROM callgate.hosts h
+                                 WHERE h.host = events.host AND h.shipper = current_user));
+        CREATE POLICY shipper_reads ON callgate.checkpoints FOR SELECT USING (true);
+        CREATE POLICY shipper_adds ON callgate.checkpoints FOR INSERT
+            WITH CHECK (EXISTS (SELECT 1 FROM callgate.hosts h
+                                 WHERE h.host = checkpoints.host
+                                   AND h.shipper = current_user));
+    END IF;
+END
+$$;
+
 -- Denials by rule, per host and per day (UTC): every call whose reply was a
 -- refusal (type D: denied by policy, refused by an approver, approval timed out).
 -- A call refused at once is one 'refusal' event, its rule in its decision.

@@ -510,5 +510,79 @@ class Fleet(unittest.TestCase):
         self.assertEqual(r.returncode, 66, r.stderr)
 
 
+@unittest.skipUnless(pg_bin("initdb") and shutil.which("psql"),
+                     "Debian's postgresql package is not installed (scripts/setup)")
+class FleetRoles(unittest.TestCase):
+    """One role per host: a host's credentials add rows only to its own log
+    and change only its last_shipped (s39b F2: host A's role had inserted host
+    B's next event, so that B's ship stopped for good, and overwritten B's
+    pinned key). Judged by effect: B ships on and verifies."""
+
+    def setUp(self):
+        self.pg = Cluster().start()
+        self.addCleanup(self.pg.stop)
+        fleet_sql = os.path.join(os.path.dirname(__file__), "..", "..", "dist", "fleet.sql")
+        subprocess.run(["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", self.pg.url, "-f",
+                        fleet_sql], check=True, capture_output=True)
+        for role in ("shipa", "shipb"):
+            self.pg.sql("CREATE ROLE %s LOGIN; GRANT USAGE ON SCHEMA callgate TO %s; "
+                        "GRANT SELECT, INSERT ON callgate.hosts, callgate.events, "
+                        "callgate.checkpoints TO %s; "
+                        "GRANT UPDATE (last_shipped) ON callgate.hosts TO %s"
+                        % (role, role, role, role))
+        self.d = {}
+        for name in ("a", "b"):
+            d = cgtest.Daemon()
+            self.addCleanup(d.close)
+            d.start()
+            ok = d.request(cgtest.make_request([["true"]], privileged=False))
+            self.assertEqual(ok["status"], "ok", ok)
+            d.stop()
+            self.d[name] = d
+
+    def url(self, role):
+        return self.pg.url.replace("fleet@", role + "@")
+
+    def ship(self, name, role):
+        return cli("evidence", "ship", "--to", self.url(role), "--state-dir",
+                   self.d[name].state_dir)
+
+    def test_a_hosts_role_writes_only_its_own_log(self):
+        for name in ("a", "b"):
+            r = self.ship(name, "ship" + name)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        ha, hb = origin(self.d["a"].state_dir), origin(self.d["b"].state_dir)
+        # A's role forges B's next event and B's key: refused by the database.
+        nxt = int(self.pg.sql("SELECT max(seq) FROM callgate.events WHERE host = '%s'"
+                              % hb)[0][0]) + 1
+        forge = ("INSERT INTO callgate.events (host, seq, trace, tseq, type, ts, hash, "
+                 "leaf_hash, line) SELECT host, %d, trace, tseq, type, ts, hash, leaf_hash, "
+                 "line FROM callgate.events WHERE host = '%s' AND seq = 1" % (nxt, hb))
+        for sql in (forge,
+                    "UPDATE callgate.hosts SET pubkey = (SELECT pubkey FROM callgate.hosts "
+                    "WHERE host = '%s') WHERE host = '%s'" % (ha, hb),
+                    "UPDATE callgate.hosts SET hostname = 'web2' WHERE host = '%s'" % ha):
+            with self.assertRaises(AssertionError, msg=sql):
+                self.pg.sql(sql, url=self.url("shipa"))
+        # Another log's row is not A's to touch: the update finds no row of it.
+        before = self.pg.sql("SELECT last_shipped FROM callgate.hosts WHERE host = '%s'" % hb)
+        self.pg.sql("UPDATE callgate.hosts SET last_shipped = now() + interval '1 day' "
+                    "WHERE host = '%s'" % hb, url=self.url("shipa"))
+        self.assertEqual(self.pg.sql("SELECT last_shipped FROM callgate.hosts WHERE host = "
+                                     "'%s'" % hb), before)
+        # B's own role ships on, and B verifies.
+        d = self.d["b"].start()
+        ok = d.request(cgtest.make_request([["true"]], privileged=False))
+        self.assertEqual(ok["status"], "ok", ok)
+        d.stop()
+        r = self.ship("b", "shipb")
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        v = cli("evidence", "verify", "--from", self.pg.url)
+        self.assertEqual(v.returncode, 0, v.stdout + v.stderr)
+        # A role cannot ship a log another role first shipped.
+        r = self.ship("b", "shipa")
+        self.assertNotEqual(r.returncode, 0, r.stdout)
+
+
 if __name__ == "__main__":
     unittest.main()
