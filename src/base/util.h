@@ -212,6 +212,9 @@ bool cg_file_zeros(int fd, uint64_t from, uint64_t to);
  */
 void cg_file_hold_ahead(int fd, uint64_t end, size_t need, uint64_t ahead, uint64_t *held);
 void cg_file_release_ahead(int fd, uint64_t *held);
+/* More than any hold reaches past a file's end: with *held = size + this, a release
+ * gives back what a run killed before its own release held. */
+#define CG_FILE_HOLD_SWEEP ((uint64_t)128 << 20)
 /* The same from byte offset from on (ERANGE when the file is shorter than from). */
 int cg_file_read_from(const char *path, uint64_t from, size_t cap, char **p, size_t *len);
 

@@ -88,7 +88,8 @@
 #define RESUME_READ_CAP	  ((size_t)256 << 20)
 #define PKG_BACKLOG_CAP	  8192u /* packages waiting to be written; past this the writer waits */
 #define HEAL_PROBE_MS	  1000	/* a failed journal tries to reopen this often */
-#define HOLD_AHEAD_MAX	  ((uint64_t)4 << 20) /* the most the journal holds past its end */
+#define HOLD_AHEAD_MAX	  ((uint64_t)4 << 20)  /* what each file holds past its end, at most */
+#define HOLD_PROMISED_MAX ((uint64_t)64 << 20) /* … or, to cover promises, at most this */
 #define RETENTION_TICK_MS 60000 /* with retention on, old segments are looked at this often */
 
 static const char *const ev_names[] = {
@@ -174,8 +175,12 @@ struct cg_evidence {
 	struct cg_evidence_config cfg;
 	int lock_fd, seg_fd, ckpt_fd, dir_fd;
 	uint64_t seg_bytes;
-	uint64_t seg_held; /* the segment's blocks are allocated up to here (hold_ahead) */
-	char seg_name[32]; /* the current segment's file name */
+	uint64_t seg_held;  /* the segment's blocks are allocated up to here (hold_want) */
+	uint64_t ckpt_held; /* checkpoints.ndjson's, likewise */
+	/* Held and not yet written (journal, checkpoints, live archive): counted as free. */
+	_Atomic uint64_t spare_seg, spare_ckpt, spare_live;
+	_Atomic uint64_t promised_seen; /* promised, as last computed under mu */
+	char seg_name[32];		/* the current segment's file name */
 	/* writer-only */
 	uint64_t seq;
 	char head[65];
@@ -359,20 +364,51 @@ static struct cg_evline *tstate_evlines(const struct tstate *t, json_t *diff)
 /* ---- the writer ------------------------------------------------------------------ */
 
 /*
- * Space the journal and the live archive hold past their ends: half the disk
- * reserve, at most HOLD_AHEAD_MAX (none with --disk-reserve 0). A call
- * admitted while there was room that then fills the file system (the state
- * beside a workspace) still has its finish, verdict, seal and package
- * written there instead of tearing a line and losing its package (s38c).
+ * Space the journal, its checkpoints and the live archive hold past their
+ * ends: half the disk reserve, at most HOLD_AHEAD_MAX (none with
+ * --disk-reserve 0). A call admitted while there was room that then fills
+ * the file system (the state beside a workspace) still has its finish,
+ * verdict, seal, checkpoint and package written there instead of tearing a
+ * line and losing its package (s38c, s39d).
  */
 static uint64_t ahead_of(const struct cg_evidence *ev)
 {
 	return ev->reserve / 2 < HOLD_AHEAD_MAX ? ev->reserve / 2 : HOLD_AHEAD_MAX;
 }
 
+/*
+ * What the journal and the archive each hold: that, or all that admitted
+ * calls are promised to write when it is more (at most HOLD_PROMISED_MAX):
+ * twenty calls of 100 KB requests had been admitted against 4.2 MB while
+ * 614 KiB was held, and three that ran ended incomplete (s39d). What is
+ * held unwritten (spare) covers promises at admission: holding for them
+ * does not count them twice.
+ */
+static uint64_t hold_want(struct cg_evidence *ev)
+{
+	uint64_t a = ahead_of(ev), p = atomic_load(&ev->promised_seen);
+	if (!a)
+		return 0;
+	p = p < HOLD_PROMISED_MAX ? p : HOLD_PROMISED_MAX;
+	return p > a ? p : a;
+}
+
+static uint64_t spare_of(uint64_t held, uint64_t end)
+{
+	return held > end ? held - end : 0;
+}
+
 static void release_ahead(struct cg_evidence *ev)
 {
 	cg_file_release_ahead(ev->seg_fd, &ev->seg_held);
+	atomic_store(&ev->spare_seg, 0);
+}
+
+/* live_mu held: what the live archive holds and has not written yet. */
+static void live_spare(struct cg_evidence *ev)
+{
+	atomic_store(&ev->spare_live, spare_of(ev->live.tar_held, ev->live.end) +
+					  spare_of(ev->live.idx_held, ev->live.idx_end));
 }
 
 /* The current segment's archive, opened with its space held before packages need it. */
@@ -381,9 +417,11 @@ static void archive_ready(struct cg_evidence *ev)
 	if (!atomic_load(&ev->archive) || !ev->cfg.write_traces || !ahead_of(ev))
 		return;
 	pthread_mutex_lock(&ev->live_mu);
+	ev->live.ahead = hold_want(ev);
 	if (cg_live_archive_ready(&ev->live, ev->state_dir, ev->seg_name, false) < 0)
 		cg_log("warn", NULL, "evidence: the archive of %s is not open yet: %s",
 		       ev->seg_name, strerror(errno));
+	live_spare(ev);
 	pthread_mutex_unlock(&ev->live_mu);
 }
 
@@ -416,10 +454,11 @@ static int batch_write(struct cg_evidence *ev)
 {
 	if (ev->batch_len == 0)
 		return 0;
-	cg_file_hold_ahead(ev->seg_fd, ev->seg_bytes, ev->batch_len, ahead_of(ev), &ev->seg_held);
+	cg_file_hold_ahead(ev->seg_fd, ev->seg_bytes, ev->batch_len, hold_want(ev), &ev->seg_held);
 	if (cg_write_all(ev->seg_fd, ev->batch, ev->batch_len) < 0)
 		return -1;
 	ev->seg_bytes += ev->batch_len;
+	atomic_store(&ev->spare_seg, spare_of(ev->seg_held, ev->seg_bytes));
 	ev->batch_len = 0;
 	return 0;
 }
@@ -704,6 +743,10 @@ static int checkpoint(struct cg_evidence *ev, bool final)
 	free(b64);
 	free(n64);
 	off_t at = lseek(ev->ckpt_fd, 0, SEEK_END);
+	/* Held too: a checkpoint torn at ENOSPC had closed the journal (s39d). */
+	if (at >= 0 && n > 0)
+		cg_file_hold_ahead(ev->ckpt_fd, (uint64_t)at, (size_t)n, ahead_of(ev) / 8,
+				   &ev->ckpt_held);
 	if (n < 0 || (size_t)n >= sizeof(line) || !note || at < 0 ||
 	    cg_write_all(ev->ckpt_fd, line, (size_t)n) < 0) {
 		int e = errno ? errno : ENOMEM;
@@ -717,6 +760,7 @@ static int checkpoint(struct cg_evidence *ev, bool final)
 		ev->last_note_ns = now;
 	}
 	free(note);
+	atomic_store(&ev->spare_ckpt, spare_of(ev->ckpt_held, (uint64_t)at + (uint64_t)n));
 	ev->ckpt_line_off = (uint64_t)at;
 	ev->ckpt_line_valid = true;
 	ev->since_ckpt = 0;
@@ -844,7 +888,9 @@ static int write_package(struct cg_evidence *ev, const struct package *pk)
 	} else if ((rc = cg_package_render(pk->t->buf, pk->t->len, pk->verdict, facts, pk->replay,
 					   pk->diff, &r)) == 0) {
 		pthread_mutex_lock(&ev->live_mu);
+		ev->live.ahead = hold_want(ev);
 		rc = cg_live_archive_append(&ev->live, ev->state_dir, pk->seg, pk->trace, &r);
+		live_spare(ev);
 		pthread_mutex_unlock(&ev->live_mu);
 		cg_package_free(&r);
 	}
@@ -1577,6 +1623,7 @@ void cg_evidence_promise(struct cg_evidence *ev, uint64_t bytes)
 {
 	pthread_mutex_lock(&ev->mu);
 	ev->promised += bytes;
+	atomic_store(&ev->promised_seen, ev->promised);
 	pthread_mutex_unlock(&ev->mu);
 }
 
@@ -1607,6 +1654,7 @@ static uint64_t promised_locked(struct cg_evidence *ev)
 		ev->promised -= p->bytes < ev->promised ? p->bytes : ev->promised;
 		free(p);
 	}
+	atomic_store(&ev->promised_seen, ev->promised);
 	return ev->promised;
 }
 
@@ -1625,8 +1673,14 @@ bool cg_evidence_disk_low(struct cg_evidence *ev, uint64_t *avail, uint64_t *pro
 	int e = errno;
 	if (asked == 0) {
 		uint64_t free_now = (uint64_t)sv.f_bavail * sv.f_frsize;
-		/* What admitted calls will still write is as good as written. */
-		*avail = free_now > promised ? free_now - promised : 0;
+		/*
+		 * What admitted calls will still write is as good as written,
+		 * less what the evidence already holds unwritten for it.
+		 */
+		uint64_t spare = atomic_load(&ev->spare_seg) + atomic_load(&ev->spare_ckpt) +
+				 atomic_load(&ev->spare_live);
+		uint64_t need = promised > spare ? promised - spare : 0;
+		*avail = free_now > need ? free_now - need : 0;
 	}
 	bool low = asked != 0 || *avail < ev->reserve;
 	if (atomic_exchange(&ev->disk_low, low) == low)
@@ -2147,7 +2201,9 @@ static int recover(struct cg_evidence *ev, json_t *torn, char *why, size_t why_l
 			goto free_all;
 		}
 		ev->seg_bytes = (uint64_t)st.st_size;
-		ev->seg_held = 0; /* held again at the first append */
+		/* What a run that did not close (SIGKILL) held past the end goes back. */
+		ev->seg_held = (uint64_t)st.st_size + CG_FILE_HOLD_SWEEP;
+		release_ahead(ev); /* held again at the first append */
 		snprintf(ev->seg_name, sizeof(ev->seg_name), "%s", names[n_names - 1]);
 	} else if (segment_open(ev, 1) < 0) {
 		snprintf(why, why_len, "cannot create the first segment: %s", strerror(errno));
@@ -2322,6 +2378,11 @@ int cg_evidence_open(const struct cg_evidence_config *cfg, struct cg_evidence **
 		snprintf(why, sizeof(why), "cannot open %.300s: %s", path, strerror(errno));
 		goto fail;
 	}
+	struct stat cst;
+	if (fstat(ev->ckpt_fd, &cst) == 0) { /* a killed run's hold goes back */
+		ev->ckpt_held = (uint64_t)cst.st_size + CG_FILE_HOLD_SWEEP;
+		cg_file_release_ahead(ev->ckpt_fd, &ev->ckpt_held);
+	}
 	archive_ready(ev);
 	if (pthread_create(&ev->pkg_thr, NULL, package_main, ev) != 0) {
 		snprintf(why, sizeof(why), "cannot start the package thread");
@@ -2396,6 +2457,7 @@ void cg_evidence_close(struct cg_evidence *ev)
 	(void)write_packages(ev, ev->pkgs, false, false);
 	cg_live_archive_close(&ev->live);
 	release_ahead(ev);
+	cg_file_release_ahead(ev->ckpt_fd, &ev->ckpt_held);
 	if (ev->seg_fd >= 0)
 		close(ev->seg_fd);
 	if (ev->ckpt_fd >= 0)

@@ -372,6 +372,11 @@ static int live_open(struct cg_live_archive *la, const char *state_dir, const ch
 	}
 	la->end = (uint64_t)end;
 	la->idx_end = (uint64_t)idx_end;
+	/* What a run killed before its own release held past the ends goes back. */
+	la->tar_held = la->end + CG_FILE_HOLD_SWEEP;
+	la->idx_held = la->idx_end + CG_FILE_HOLD_SWEEP;
+	cg_file_release_ahead(la->tar_fd, &la->tar_held);
+	cg_file_release_ahead(la->idx_fd, &la->idx_held);
 	la->appendable = for_append;
 	snprintf(la->segment, sizeof(la->segment), "%s", segment);
 	return 0;

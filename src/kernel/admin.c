@@ -315,15 +315,16 @@ static struct cg_reply *admin_reload(struct cg_kernel *k, const struct admin_rq 
 static const struct {
 	const char *name;
 	struct cg_reply *(*fn)(struct cg_kernel *, const struct admin_rq *);
+	bool answers; /* decides a call or opens what decides calls: its record must be possible */
 } actions[] = {
-	{ "ping", admin_ping },
-	{ "pending", admin_pending },
-	{ "approve", admin_approve },
-	{ "deny", admin_deny },
-	{ "grant_open", admin_grant_open },
-	{ "grant_list", admin_grant_list },
-	{ "grant_close", admin_grant_close },
-	{ "reload", admin_reload },
+	{ "ping", admin_ping, false },
+	{ "pending", admin_pending, false },
+	{ "approve", admin_approve, true },
+	{ "deny", admin_deny, true },
+	{ "grant_open", admin_grant_open, true },
+	{ "grant_list", admin_grant_list, false },
+	{ "grant_close", admin_grant_close, true },
+	{ "reload", admin_reload, false },
 };
 
 void cg_kernel_admin(struct cg_kernel *k, const char *line, size_t len, const struct cg_peer *peer,
@@ -339,9 +340,19 @@ void cg_kernel_admin(struct cg_kernel *k, const char *line, size_t len, const st
 	struct cg_reply *r = NULL;
 	if (!json_is_object(o) || !action)
 		r = invalid(o ? "an object with a string 'action' is required" : jerr.text);
-	for (size_t i = 0; !r && i < CG_ARRAY_LEN(actions); i++)
-		if (strcmp(action, actions[i].name) == 0)
-			r = actions[i].fn(k, &rq);
+	for (size_t i = 0; !r && i < CG_ARRAY_LEN(actions); i++) {
+		if (strcmp(action, actions[i].name) != 0)
+			continue;
+		/*
+		 * While the journal is closed an answer or a grant would not be
+		 * recorded (s39d: a grant opened then ran a call later, with no
+		 * record of who opened it): turned away like an agent's call.
+		 */
+		int closed = actions[i].answers && k->ev ? cg_evidence_failed(k->ev) : 0;
+		r = closed ? cg_reply_new(CG_R_EVIDENCE_CLOSED, "{s:s}", "errno_name",
+					  cg_errno_name(closed))
+			   : actions[i].fn(k, &rq);
+	}
 	if (!r)
 		r = invalid("unknown action (ping, pending, approve, deny, grant_open, "
 			    "grant_list, grant_close, reload)");

@@ -94,6 +94,15 @@ class JournalHeals(unittest.TestCase):
             r = d.request(req)
             self.assertEqual(r["reply"]["code"], "MCP-LOG-E-007", r)
             self.assertIn("ENOSPC", r["reply"]["message"])
+        # Nor a grant or an answer on the admin socket (s39d: a grant opened
+        # while closed later ran a call, with no record of its opening).
+        r = d.admin("grant_open", grant={"pipeline": [{"exe": "/usr/bin/true", "argv": ["true"]}],
+                                         "uses": 1, "ttl_s": 60})
+        self.assertEqual(r["reply"]["code"], "MCP-LOG-E-007", r)
+        r = d.admin("deny", trace_id="00000000-0000-4000-8000-000000000000")
+        self.assertEqual(r["reply"]["code"], "MCP-LOG-E-007", r)
+        self.assertEqual(d.admin("grant_list")["reply"]["data"]["grants"], [])
+        self.assertEqual(d.admin("ping")["reply"]["type"], "S")  # reading still answers
 
         os.unlink(filler)
         healed_marker = os.path.join(d.workspace, "ran-after-heal")
