@@ -404,10 +404,31 @@ int cg_live_archive_ready(struct cg_live_archive *la, const char *state_dir, con
 		errno = EINVAL;
 		return -1;
 	}
-	/* Opened ahead of an append, zeros at its end stayed: cut them now (repair). */
-	if ((strcmp(la->segment, segment) != 0 || (for_append && !la->appendable)) &&
-	    live_open(la, state_dir, segment, for_append) < 0)
-		return -1;
+	if (strcmp(la->segment, segment) != 0) {
+		if (live_open(la, state_dir, segment, for_append) < 0)
+			return -1;
+	} else if (for_append && !la->appendable) {
+		/*
+		 * Opened ahead of an append: zeros at its end stayed; cut them now,
+		 * keeping the descriptors and what they hold (a reopen had given the
+		 * hold back just as a call filled the disk).
+		 */
+		uint64_t cut = 0;
+		if (cg_live_archive_repair(state_dir, segment, true, &cut) < 0)
+			return -1;
+		off_t end = lseek(la->tar_fd, 0, SEEK_END);
+		off_t idx_end = lseek(la->idx_fd, 0, SEEK_END);
+		if (end < 0 || idx_end < 0)
+			return -1;
+		if (cut) { /* a shorter file lost what was held past its old end */
+			cg_log("warn", NULL, "evidence: %" PRIu64 " byte(s) cut off the end of %s",
+			       cut, segment);
+			la->tar_held = la->idx_held = 0;
+		}
+		la->end = (uint64_t)end;
+		la->idx_end = (uint64_t)idx_end;
+		la->appendable = true;
+	}
 	cg_file_hold_ahead(la->tar_fd, la->end, 0, la->ahead, &la->tar_held);
 	cg_file_hold_ahead(la->idx_fd, la->idx_end, 0, la->ahead / 64, &la->idx_held);
 	return 0;
