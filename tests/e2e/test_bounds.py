@@ -1206,6 +1206,14 @@ rules:
     why: the test's own commands
     match:
       exe: [dd, "true"]
+  - id: fill-by-python
+    decision: degrade
+    why: the test's own commands
+    match:
+      exe: [python3]
+    constraints:
+      read: [/]
+      write: ["${workspace}"]
 """
 
     def setUp(self):
@@ -1280,14 +1288,16 @@ rules:
         replies, lock = [], threading.Lock()
 
         def one(i):
-            pad = "x" * 100000 if i % 2 else None  # an unknown field: ignored, but promised for
-            r = d.request(cgtest.make_request(
-                [["dd", "if=/dev/zero", "of=" + os.path.join(d.workspace, "big%d" % i),
-                  "bs=64k", "count=1024"]], cwd=d.workspace, privileged=False,
-                padding=pad), timeout=120)
+            # A 100 KB command (recorded in its events and package) every other call.
+            body = ("f = open(%r, 'wb')\ntry:\n    while True: f.write(b'x' * 65536); f.flush()\n"
+                    "except OSError as e: print('stop', e)\n" % os.path.join(d.workspace,
+                                                                         "big%d" % i))
+            code = "exec(%r) #%s" % (body, "A" * (100000 if i % 2 else 0))  # one line
+            r = d.request(cgtest.make_request([["python3", "-c", code]], cwd=d.workspace,
+                                              privileged=False), timeout=120)
             with lock:
                 replies.append(r)
-        threads = [threading.Thread(target=one, args=(i,)) for i in range(24)]
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(32)]
         for t in threads:
             t.start()
         for t in threads:
