@@ -88,6 +88,7 @@
 #define RESUME_READ_CAP	  ((size_t)256 << 20)
 #define PKG_BACKLOG_CAP	  8192u /* packages waiting to be written; past this the writer waits */
 #define HEAL_PROBE_MS	  1000	/* a failed journal tries to reopen this often */
+#define PACKAGE_RETRY_MS  250	/* a package with no room is tried again this often */
 #define HOLD_AHEAD_MAX	  ((uint64_t)4 << 20)  /* what each file holds past its end, at most */
 #define HOLD_PROMISED_MAX ((uint64_t)64 << 20) /* … or, to cover promises, at most this */
 #define RETENTION_TICK_MS 60000 /* with retention on, old segments are looked at this often */
@@ -180,6 +181,7 @@ struct cg_evidence {
 	/* Held and not yet written (journal, checkpoints, live archive): counted as free. */
 	_Atomic uint64_t spare_seg, spare_ckpt, spare_live;
 	_Atomic uint64_t promised_seen; /* promised, as last computed under mu */
+	_Atomic uint64_t live_ahead;	/* live.ahead, readable without live_mu */
 	char seg_name[32];		/* the current segment's file name */
 	/* writer-only */
 	uint64_t seq;
@@ -418,6 +420,7 @@ static void archive_ready(struct cg_evidence *ev)
 		return;
 	pthread_mutex_lock(&ev->live_mu);
 	ev->live.ahead = hold_want(ev);
+	atomic_store(&ev->live_ahead, ev->live.ahead);
 	if (cg_live_archive_ready(&ev->live, ev->state_dir, ev->seg_name, false) < 0)
 		cg_log("warn", NULL, "evidence: the archive of %s is not open yet: %s",
 		       ev->seg_name, strerror(errno));
@@ -458,13 +461,16 @@ static int batch_write(struct cg_evidence *ev)
 	cg_file_hold_ahead(ev->seg_fd, ev->seg_bytes, ev->batch_len, want, &ev->seg_held);
 	/*
 	 * The archive's packages come only once calls end, when a call may have
-	 * filled the disk: its hold grows here, with the promises (s39d: 22 of
-	 * 64 packages were lost). Only when the package thread is not writing:
-	 * the journal never waits on packages.
+	 * filled the disk: its hold grows here, in the batch that holds a call's
+	 * permit, before the call can run (s39d: packages were lost). The lock
+	 * is taken only when the hold must grow (promises rose past it), so the
+	 * journal seldom waits for a package being appended.
 	 */
-	if (want && atomic_load(&ev->archive) && pthread_mutex_trylock(&ev->live_mu) == 0) {
+	if (want > atomic_load(&ev->live_ahead) && atomic_load(&ev->archive)) {
+		pthread_mutex_lock(&ev->live_mu);
 		if (want > ev->live.ahead && strcmp(ev->live.segment, ev->seg_name) == 0) {
 			ev->live.ahead = want;
+			atomic_store(&ev->live_ahead, want);
 			if (cg_live_archive_ready(&ev->live, ev->state_dir, ev->seg_name, false) ==
 			    0)
 				live_spare(ev);
@@ -905,6 +911,7 @@ static int write_package(struct cg_evidence *ev, const struct package *pk)
 					   pk->diff, &r)) == 0) {
 		pthread_mutex_lock(&ev->live_mu);
 		ev->live.ahead = hold_want(ev);
+		atomic_store(&ev->live_ahead, ev->live.ahead);
 		rc = cg_live_archive_append(&ev->live, ev->state_dir, pk->seg, pk->trace, &r);
 		live_spare(ev);
 		pthread_mutex_unlock(&ev->live_mu);
@@ -922,15 +929,50 @@ static int write_package(struct cg_evidence *ev, const struct package *pk)
  * written: admission reopens package by package, not after a whole batch,
  * so a call held back behind a flood waits for one package, not a batch.
  */
+/*
+ * Write one package; on the package thread (counted), a full file system is
+ * waited out, retrying every PACKAGE_RETRY_MS until the daemon stops: a call
+ * admitted while another was filling the disk had its package lost (s39d).
+ * Meanwhile the packages behind it wait too, its call's promise stays
+ * counted, and admission turns new calls away (below the reserve, or at the
+ * backlog's cap), so nothing else is answered that could not be packaged.
+ */
+static void write_package_waiting(struct cg_evidence *ev, const struct package *pk, bool counted)
+{
+	bool waited = false;
+	while (write_package(ev, pk) < 0) {
+		int e = errno;
+		pthread_mutex_lock(&ev->mu);
+		bool stop = ev->pkg_stop;
+		pthread_mutex_unlock(&ev->mu);
+		if ((e != ENOSPC && e != EDQUOT) || !counted || stop) {
+			cg_log("error", pk->trace, "evidence: trace package not written: %s%s",
+			       strerror(e),
+			       e == ENOSPC || e == EDQUOT
+				   ? " (callgate evidence rebuild writes it from the journal)"
+				   : "");
+			return;
+		}
+		if (!waited)
+			cg_log("warn", pk->trace,
+			       "evidence: no space for a trace package under %s: waiting for room "
+			       "(retried every %d ms)",
+			       ev->state_dir, PACKAGE_RETRY_MS);
+		waited = true;
+		usleep(PACKAGE_RETRY_MS * 1000);
+	}
+	if (waited)
+		cg_log("info", pk->trace, "evidence: trace package written after waiting for room");
+}
+
 static size_t write_packages(struct cg_evidence *ev, struct package *pk, bool write, bool counted)
 {
 	size_t n = 0;
 	while (pk) {
 		struct package *nx = pk->next;
 		/* A refusal's verdict (pk->verdict NULL) is derived from its event while rendering. */
-		if (write && ev->cfg.write_traces && write_package(ev, pk) < 0)
-			cg_log("error", pk->trace, "evidence: trace package not written: %s",
-			       strerror(errno));
+		if (write && ev->cfg.write_traces)
+			write_package_waiting(ev, pk, counted);
 		tstate_free(pk->t);
 		json_decref(pk->verdict);
 		json_decref(pk->replay);
