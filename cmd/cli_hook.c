@@ -556,14 +556,18 @@ static char *read_stdin(size_t *len)
 
 /*
  * A chain (split_chain): each command part gated on its own, in the cwd the
- * cd parts before it leave. Allowed only when every part may run through
- * callgate (permits, or waits for a human or a grant there): then the
- * command becomes the same list of `callgate run` commands, separators and
- * cd kept, so the shell keeps its meaning (a part after && runs only if the
- * one before succeeded) and the daemon decides each again as it runs. A
- * part that is denied, or that nobody can approve, denies the whole with
- * that part named; any other answer judges the command as the opaque shell
- * command it is (return 1: the caller goes on as before).
+ * cd parts before it leave. Every part is judged before anything is
+ * decided: the first that is denied, or that nobody can approve, denies the
+ * whole, naming it (s39c: a part denied behind one the gate could not
+ * decide had fallen back to the whole as sh -c, and run). When every part
+ * may run through callgate (permits, or waits for a human or a grant there),
+ * the command becomes the same list of `callgate run` commands, separators
+ * kept, so the shell keeps its meaning (a part after && runs only if the one
+ * before succeeded) and the daemon decides each again as it runs. The cd
+ * parts are not kept: each run carries its cwd, and a cd in Claude Code's
+ * own shell runs the user's cd functions and hooks unconfined (s39c: an
+ * autoenv-style cd ran a file the agent wrote). Any other answer judges the
+ * command as the opaque shell command it is (return 1: the caller goes on).
  */
 static int hook_chain(const struct cg_cli *g, const json_t *payload, const json_t *req,
 		      const json_t *parts, int *rc)
@@ -571,43 +575,52 @@ static int hook_chain(const struct cg_cli *g, const json_t *payload, const json_
 	size_t n = json_array_size(parts), cap = 1, len = 0, rl = 0, runs = 0;
 	char *cwd = strdup(str_or(json_string_value(json_object_get(req, "cwd")), ""));
 	char *cmd = calloc(1, 1), reason[1024], rules[512] = "";
+	json_t *resps = json_array(), *cwds = json_array();
 	int out = 1;
-	for (size_t i = 0; cwd && cmd && i < n; i++) {
+	bool undecided = false;
+	/* Pass 1: the cwd of each part, and the gate's answer for each command. */
+	for (size_t i = 0; cwd && cmd && resps && cwds && i < n; i++) {
 		const json_t *part = json_array_get(parts, i);
 		const char *dir = json_string_value(json_object_get(part, "cd"));
-		const char *sep = str_or(json_string_value(json_object_get(part, "sep")), "");
-		char *text = NULL;
 		if (dir) {
-			/* The next parts' cwd, as the shell's own cd leaves it (kept in the
-			 * command too: Claude Code's shell keeps its cwd after it). */
-			char *next = NULL, q[PATH_MAX * 4 + 8];
-			size_t ql = 0;
-			if ((dir[0] != '/' && !cwd[0]) ||
+			char *next = NULL;
+			if (dir[0] == '-' || (dir[0] != '/' && !cwd[0]) ||
 			    (dir[0] == '/' ? asprintf(&next, "%s", dir)
-					   : asprintf(&next, "%s/%s", cwd, dir)) < 0 ||
-			    put_quoted(q, sizeof(q), &ql, "cd") != 0 ||
-			    put_quoted(q, sizeof(q), &ql, dir) != 0 || !(text = strdup(q))) {
-				free(next);
-				goto done; /* no cwd to take it from: judged whole */
-			}
+					   : asprintf(&next, "%s/%s", cwd, dir)) < 0)
+				goto done; /* an option, or no cwd to take it from: judged whole */
 			free(cwd);
 			cwd = next;
-		} else {
-			json_t *r = json_deep_copy(req), *resp = NULL;
-			char err[256] = "";
-			json_object_set(r, "pipeline", json_object_get(part, "pipeline"));
-			if (cwd[0])
-				json_object_set_new(r, "cwd", json_string(cwd));
-			int called = r ? cg_client_call(g->socket_path, r, HOOK_TIMEOUT_MS, &resp,
-							err, sizeof(err))
-				       : -1;
-			json_decref(r);
-			if (called != 0) {
-				*rc = block("the callgate daemon at %s cannot be reached (%s)",
-					    g->socket_path, err);
-				out = 0;
-				goto done;
-			}
+			json_array_append_new(resps, json_null());
+			json_array_append_new(cwds, json_string(cwd));
+			continue;
+		}
+		json_t *r = json_deep_copy(req), *resp = NULL;
+		char err[256] = "";
+		json_object_set(r, "pipeline", json_object_get(part, "pipeline"));
+		if (cwd[0])
+			json_object_set_new(r, "cwd", json_string(cwd));
+		int called =
+		    r ? cg_client_call(g->socket_path, r, HOOK_TIMEOUT_MS, &resp, err, sizeof(err))
+		      : -1;
+		json_decref(r);
+		if (called != 0) {
+			*rc = block("the callgate daemon at %s cannot be reached (%s)",
+				    g->socket_path, err);
+			out = 0;
+			goto done;
+		}
+		json_array_append_new(resps, resp);
+		json_array_append_new(cwds, json_string(cwd));
+	}
+	if (!cwd || !cmd || json_array_size(resps) != n)
+		goto done;
+	/* Pass 2: a denial anywhere denies the whole; then each part's rewrite. */
+	for (int deny_pass = 1; deny_pass >= 0; deny_pass--) {
+		for (size_t i = 0; i < n; i++) {
+			const json_t *part = json_array_get(parts, i);
+			const json_t *resp = json_array_get(resps, i);
+			if (json_is_null(resp))
+				continue; /* a cd: its cwd is in the runs after it */
 			const json_t *reply = json_object_get(resp, "reply");
 			const json_t *data = json_object_get(reply, "data");
 			const char *type =
@@ -627,45 +640,62 @@ static int hook_chain(const struct cg_cli *g, const json_t *payload, const json_
 			bool waits = human && (json_is_true(json_object_get(appr, "enabled")) ||
 					       json_is_object(json_object_get(appr, "grant")));
 			bool blocked = s_ok && strcmp(dec, "BLOCK") == 0;
-			if (blocked || (human && !waits)) {
-				/* Denied, or nobody can say yes: so is the whole, naming the part. */
-				snprintf(
-				    reason, sizeof(reason),
-				    "callgate: command %zu of the %zu joined here %s by rule %s: "
-				    "%s%s (trace %s); nothing of it ran",
-				    i + 1, n, blocked ? "is denied" : "needs a human", rule, why,
-				    blocked ? ""
-					    : "; this daemon has no approval queue and no open "
-					      "grant covers it",
-				    trace);
-				*rc = decide("deny", reason);
-				out = 0;
+			if (deny_pass) {
+				if (blocked || (human && !waits)) {
+					snprintf(
+					    reason, sizeof(reason),
+					    "callgate: command %zu of the %zu joined here %s by "
+					    "rule %s: %s%s (trace %s); nothing of it ran",
+					    i + 1, n, blocked ? "is denied" : "needs a human", rule,
+					    why,
+					    blocked ? ""
+						    : "; this daemon has no approval queue and "
+						      "no open grant covers it",
+					    trace);
+					*rc = decide("deny", reason);
+					out = 0;
+					goto done;
+				}
+				undecided |= !permits && !waits;
+				continue;
 			}
-			if (rl < sizeof(rules) && (permits || waits))
+			if (undecided)
+				goto done; /* a part the gate could not decide: judged whole */
+			if (rl < sizeof(rules))
 				rl += (size_t)snprintf(rules + rl, sizeof(rules) - rl, "%s%s%s",
 						       rl ? ", " : "", rule,
 						       waits ? " (waits for a human)" : "");
-			json_decref(resp);
-			if (!permits && !waits)
-				goto done; /* denied above, or not a decision: judged whole */
-			text = run_command(g->socket_path, json_object_get(part, "pipeline"),
-					   cwd[0] ? cwd : NULL,
-					   json_string_value(json_object_get(req, "session")));
+			char *text =
+			    run_command(g->socket_path, json_object_get(part, "pipeline"),
+					json_string_value(json_array_get(cwds, i))[0]
+					    ? json_string_value(json_array_get(cwds, i))
+					    : NULL,
+					json_string_value(json_object_get(req, "session")));
+			if (!text)
+				goto done;
+			/* The separator after this command: a cd's own && is not kept. */
+			const char *sep = "";
+			for (size_t k = i; k < n && !*sep; k++) {
+				const json_t *pk = json_array_get(parts, k);
+				if (k > i && !json_object_get(pk, "cd"))
+					break;
+				sep = str_or(json_string_value(json_object_get(pk, "sep")), "");
+			}
+			cap += strlen(text) + strlen(sep) + 2;
+			char *grown = realloc(cmd, cap);
+			if (!grown) {
+				free(text);
+				goto done;
+			}
+			cmd = grown;
+			len += (size_t)snprintf(cmd + len, cap - len, "%s%s", len ? " " : "", text);
+			if (i + 1 < n && *sep)
+				len += (size_t)snprintf(cmd + len, cap - len, " %s", sep);
+			free(text);
 			runs++;
 		}
-		if (!text)
-			goto done;
-		cap += strlen(text) + strlen(sep) + 2;
-		char *grown = realloc(cmd, cap);
-		if (!grown) {
-			free(text);
-			goto done;
-		}
-		cmd = grown;
-		len += (size_t)snprintf(cmd + len, cap - len, *sep ? "%s %s " : "%s%s", text, sep);
-		free(text);
 	}
-	if (!cwd || !cmd || runs == 0)
+	if (runs == 0)
 		goto done;
 	json_t *in = json_deep_copy(json_object_get(payload, "tool_input"));
 	json_object_set_new(in, "command", json_string(cmd));
@@ -678,6 +708,8 @@ static int hook_chain(const struct cg_cli *g, const json_t *payload, const json_
 done:
 	free(cmd);
 	free(cwd);
+	json_decref(resps);
+	json_decref(cwds);
 	return out;
 }
 

@@ -220,14 +220,21 @@ class TestHook(unittest.TestCase):
         log = subprocess.run(git + ["log", "--format=%s", "--name-only"], capture_output=True,
                              text=True)
         self.assertEqual(log.stdout.split(), ["wip", "sub/f.txt"], log)
-        # One command denied: the whole is, named, and nothing of it runs.
+        # The rewrite keeps no cd: one in Claude Code's own shell runs the
+        # user's cd functions and hooks unconfined (s39c: an autoenv-style cd).
+        self.assertNotIn("'cd'", upd["command"])
+        # One command denied: the whole is, named, and nothing of it runs,
+        # also behind a command the gate cannot decide (s39c: the whole had
+        # then fallen back to sh -c, and the denied part ran).
         marker = os.path.join(ws, "ran-first")
         before = len(exec_requests(self.d))
-        d, why, upd = self.bash("touch %s; rm -rf /var/tmp/x && ls" % marker)
-        self.assertEqual(d, "deny", why)
-        self.assertIn("command 2 of the 3", why)
-        self.assertIn("rm-recursive-elsewhere", why)
-        self.assertIsNone(upd)
+        for cmd in ("touch %s; rm -rf /var/tmp/x && ls" % marker,
+                    "no-such-program-cg; rm -rf /var/tmp/x && touch %s" % marker):
+            d, why, upd = self.bash(cmd)
+            self.assertEqual(d, "deny", why)
+            self.assertIn("command 2 of the 3", why)
+            self.assertIn("rm-recursive-elsewhere", why)
+            self.assertIsNone(upd)
         self.assertFalse(os.path.exists(marker))
         self.assertEqual(len(exec_requests(self.d)), before)
 
