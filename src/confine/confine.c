@@ -1257,6 +1257,16 @@ static int prepare_view(struct cg_confine_plan *p, const struct cg_constraints *
 	if (expand_all(ctx->own_paths, ctx->n_own_paths, ctx, false, hide, &n_hide,
 		       CONFINE_MAX_PATHS, err) != 0)
 		goto release;
+	/*
+	 * The daemon's ssh agent, wherever it lives, when the call was not lent
+	 * it: one under a path the view shows (~/.1password/agent.sock, a home
+	 * workspace) had listed and wiped the keys from a call that never asked
+	 * (s39c). Only the socket: its directory may be the home.
+	 */
+	const char *agent[1] = { ctx->daemon_agent };
+	if (ctx->daemon_agent && !ctx->agent_socket &&
+	    expand_all(agent, 1, ctx, false, hide, &n_hide, CONFINE_MAX_PATHS, err) != 0)
+		goto release;
 	struct cg_view_spec spec = {
 		.write = (const char *const *)write,
 		.n_write = n_write,

@@ -35,6 +35,7 @@ struct cg_confine_ctx {
 	bool view;		  /* build the call's world (every unprivileged call) */
 	bool no_landlock;	  /* debugging (callgate sandbox): the view alone, no Landlock */
 	const char *agent_socket; /* forward_agent: the one socket the view keeps reachable */
+	const char *daemon_agent; /* the daemon's own SSH_AUTH_SOCK: hidden unless forwarded */
 	const char *const *own_paths; /* the daemon's state dir and sockets: hidden in every view */
 	size_t n_own_paths;
 	/* No view, as root: where symlinks are not followed (cg_view_nosymfollow). */

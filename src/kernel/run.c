@@ -113,6 +113,7 @@ static int prepare_confinement(struct cg_job *j, struct run *r, struct cg_reply 
 				       .allow_setuid = r->priv && !r->root,
 				       .view = !r->priv, /* approved too; privileged: none */
 				       .agent_socket = agent,
+				       .daemon_agent = j->k->ssh_auth_sock,
 				       .own_paths = (const char *const *)j->k->own_paths,
 				       .n_own_paths = j->k->n_own_paths,
 				       .uid = r->uid,

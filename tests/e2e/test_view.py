@@ -1123,6 +1123,28 @@ class ForwardAgentInAView(unittest.TestCase):
     """forward_agent grants exactly the daemon's agent socket; every other
     socket in the same hidden directory stays out of reach."""
 
+    def test_the_daemons_agent_is_hidden_wherever_it_lives(self):
+        # s39c: an agent under a path the view shows (~/.1password/agent.sock)
+        # was reached by a call that never asked: it listed and wiped the keys.
+        run_dir = tempfile.mkdtemp(prefix="cg-agent-", dir="/var/tmp")
+        agent = os.path.join(run_dir, "agent.sock")
+        a = unix_listener(agent)
+        try:
+            with cgtest.Daemon(env={"SSH_AUTH_SOCK": agent}) as d:
+                probe = os.path.join(d.workspace, "probe.py")
+                with open(probe, "w") as f:
+                    f.write(PROBE)
+                resp = d.request(cgtest.make_request(
+                    [[PY, probe, "agent=" + connect_expr(agent)]], privileged=False),
+                    timeout=60)
+                self.assertEqual(resp["status"], "ok", resp)
+                out = base64.b64decode(resp.get("stdout", "")).decode()
+                self.assertNotIn("agent OK", out)
+            self.assertFalse(accepted_any(a), "a call that never asked reached the agent")
+        finally:
+            a.close()
+            shutil.rmtree(run_dir, ignore_errors=True)
+
     def test_agent_socket_granted_only_with_forward_agent(self):
         run_dir = tempfile.mkdtemp(prefix="cg-agent-", dir="/run")
         agent = os.path.join(run_dir, "agent.sock")
