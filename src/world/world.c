@@ -471,10 +471,18 @@ static int resolve_cwd(const struct cg_world *w, const char *req_cwd, struct cg_
 	call->cwd_btime_ns = cg_dir_btime_ns(AT_FDCWD, call->cwd);
 	const char *ws = containing_workspace(w, call->cwd);
 	if (!ws) {
-		/* Named, so that an agent can send a cwd that is one (ux-s39). */
+		/*
+		 * Named, so that an agent can send a cwd that is one (ux-s39): those
+		 * the peer owns (all, to root); another user's project names are not
+		 * this peer's to learn (s39c).
+		 */
 		char list[1024] = "";
 		for (size_t i = 0, at = 0; i < w->n_workspaces; i++) {
-			int n = snprintf(list + at, sizeof(list) - at, "%s%s", i ? ", " : "",
+			struct stat wst;
+			if (call->peer.uid != 0 &&
+			    (stat(w->workspaces[i], &wst) != 0 || wst.st_uid != call->peer.uid))
+				continue;
+			int n = snprintf(list + at, sizeof(list) - at, "%s%s", at ? ", " : "",
 					 w->workspaces[i]);
 			if (n < 0 || (size_t)n >= sizeof(list) - at) {
 				list[at] = '\0'; /* the first KiB of them */

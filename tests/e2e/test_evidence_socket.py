@@ -114,6 +114,16 @@ class TestOwnTraces(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("Trace:      " + other, r.stdout)
 
+    def test_a_cwd_outside_names_only_the_peers_own_workspaces(self):
+        # ux-s39 named the workspaces; s39c: every one, to any peer.
+        r, _ = ask(self.d, cgtest.make_request([["ls"]], action="gate", privileged=False,
+                                               cwd="/"), uid=NOBODY)
+        self.assertEqual(r["reply"]["code"], "WA-RES-I-004", r)
+        self.assertNotIn(self.d.workspace, r["reply"]["message"])
+        r, _ = ask(self.d, cgtest.make_request([["ls"]], action="gate", privileged=False,
+                                               cwd="/"))
+        self.assertIn(os.path.realpath(self.d.workspace), r["reply"]["message"])  # root's
+
     def test_log_limit_keeps_the_newest(self):
         for _ in range(3):
             root_call(self.d)
