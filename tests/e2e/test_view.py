@@ -793,9 +793,9 @@ class RepositoryInTheWorkspace(unittest.TestCase):
                          sorted(os.path.join(self.ws, n) for n in (".claude", ".envrc", ".vscode")))
         self.assert_git_untouched()
 
-    def overlapping_calls(self, first, second):
-        """Run python code first in a call; once it has made ws/a-made-it, run
-        second in another call while the first still runs. Both responses."""
+    def while_first_runs(self, first, then):
+        """Run python code first in a call; once it has made ws/a-made-it, call
+        then() while the first still runs. The first's response and then's result."""
         ready = os.path.join(self.ws, "a-made-it")
         box = {}
         t = threading.Thread(target=lambda: box.update(a=self.run_call([PY, "-c", first])))
@@ -805,9 +805,13 @@ class RepositoryInTheWorkspace(unittest.TestCase):
                 break
             time.sleep(0.02)
         self.assertTrue(os.path.exists(ready), box)
-        b = self.run_call([PY, "-c", second])
+        b = then()
         t.join(60)
         return box["a"], b
+
+    def overlapping_calls(self, first, second):
+        """Both responses: second run in a call while first still runs (while_first_runs)."""
+        return self.while_first_runs(first, lambda: self.run_call([PY, "-c", second]))
 
     def test_what_tools_run_on_opening_the_project_is_read_only(self):
         # cargo metadata (rust-analyzer, on opening the project) ran a call's
@@ -835,28 +839,21 @@ class RepositoryInTheWorkspace(unittest.TestCase):
         for make in ("os.mkfifo('.gitmodules')", "os.symlink('/dev/zero', '.gitmodules')"):
             first = ("import os, time; %s; open('a-made-it', 'w').close(); time.sleep(2)"
                      % make)
-            ready = os.path.join(self.ws, "a-made-it")
-            box = {}
-            t = threading.Thread(target=lambda: box.update(a=self.run_call([PY, "-c", first])))
-            t.start()
-            for _ in range(200):
-                if os.path.exists(ready):
-                    break
-                time.sleep(0.02)
-            self.assertTrue(os.path.exists(ready), box)
-            started = time.monotonic()
-            # A call with the workspace to write: its view protects the submodules.
-            b = self.d.request(cgtest.make_request([["sh", "-c", "echo B"]], privileged=False),
-                               timeout=30)
-            self.assertLess(time.monotonic() - started, 20)
+
+            def second():  # a call with the workspace to write: its view protects submodules
+                started = time.monotonic()
+                r = self.d.request(cgtest.make_request([["sh", "-c", "echo B"]],
+                                                       privileged=False), timeout=30)
+                return r, time.monotonic() - started
+            a, (b, took) = self.while_first_runs(first, second)
+            self.assertLess(took, 20)
             # Not run without its submodules' protection: refused by name, or run.
             self.assertIn(b["status"], ("ok", "error"), b)
             if b["status"] == "error":
                 self.assertIn(".gitmodules", b["reply"]["message"], b)
-            t.join(60)
-            self.assertEqual(box["a"]["status"], "ok", box)
+            self.assertEqual(a["status"], "ok", a)
             self.assertFalse(os.path.lexists(os.path.join(self.ws, ".gitmodules")))
-            os.unlink(ready)
+            os.unlink(os.path.join(self.ws, "a-made-it"))
         self.d.stop()  # it still stops (a hung worker had kept it from exiting)
         self.assert_git_untouched()
 

@@ -1240,6 +1240,18 @@ static bool priv_each(const struct rule *r, void *arg)
 	return true;
 }
 
+/* The privilege rung's UNKNOWN: one person decides. */
+static int needs_a_human(struct cg_verdict *out, const char *rule, enum cg_reply_id reason,
+			 const char *why)
+{
+	out->decision = CG_UNKNOWN;
+	out->rule_id = rule;
+	out->reason = reason;
+	out->why = why;
+	out->approvers = 1;
+	return 0;
+}
+
 int cg_privilege_rung(void *ctx, const struct cg_call *call, struct cg_verdict *out)
 {
 	const struct cg_policy *p = ctx;
@@ -1253,12 +1265,10 @@ int cg_privilege_rung(void *ctx, const struct cg_call *call, struct cg_verdict *
 		 * the keys, signed data of its choosing and wiped them (s39a).
 		 * A human decides, or a grant one opened (it binds forward_agent).
 		 */
-		out->decision = CG_UNKNOWN;
-		out->rule_id = "forward-agent";
-		out->reason = CG_R_NEEDS_HUMAN;
-		out->why = "the daemon's ssh agent would sign for the call with every key it holds";
-		out->approvers = 1;
-		return 0;
+		return needs_a_human(
+		    out, "forward-agent", CG_R_NEEDS_HUMAN,
+		    "the daemon's ssh agent would sign for the call with every key "
+		    "it holds");
 	}
 	if (!call->req->privileged) {
 		out->decision = CG_ALLOW;
@@ -1284,12 +1294,8 @@ int cg_privilege_rung(void *ctx, const struct cg_call *call, struct cg_verdict *
 			return 0;
 		}
 	}
-	out->decision = CG_UNKNOWN;
-	out->rule_id = "privileged";
-	out->reason = CG_R_PRIVILEGED_NEEDS_APPROVAL;
-	out->why = "privileged calls need a human";
-	out->approvers = 1;
-	return 0;
+	return needs_a_human(out, "privileged", CG_R_PRIVILEGED_NEEDS_APPROVAL,
+			     "privileged calls need a human");
 }
 
 /* One GCRA step on slot; true if the call fits the budget. Lock-free. */
