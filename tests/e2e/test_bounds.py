@@ -1090,6 +1090,23 @@ class DeleteTakesTheLink(unittest.TestCase):
             self.assertFalse(allowed("delete", os.path.join(d.workspace, "up") + "/"))
 
 
+def small_tmpfs(test, path, size):
+    """A tmpfs of size at path for test's life (0700: a state directory others
+    may write is refused; tmpfs's own default is 1777), or skip the test."""
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%s,mode=0700" % size, "tmpfs",
+                        path], capture_output=True, text=True)
+    if r.returncode != 0:
+        test.skipTest("no tmpfs mount here: " + r.stderr.strip())
+    test.addCleanup(subprocess.run, ["umount", "-l", path], capture_output=True)
+
+
+def stop_quietly(d):
+    try:
+        d.stop()
+    except cgtest.DaemonError:
+        pass
+
+
 class DiskReserve(unittest.TestCase):
     """The evidence never fills its disk: below --disk-reserve new calls are
     turned away before anything is recorded (MCP-LOG-E-006), what was
@@ -1102,20 +1119,9 @@ class DiskReserve(unittest.TestCase):
         self.d = cgtest.Daemon(flags=["--disk-reserve", "12M"])
         self.addCleanup(self.d.close)
         os.makedirs(self.d.state_dir)
-        # 0700: a state directory others may write is refused (tmpfs's own default is 1777).
-        r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=40m,mode=0700", "tmpfs",
-                            self.d.state_dir], capture_output=True, text=True)
-        if r.returncode != 0:
-            self.skipTest("no tmpfs mount here: " + r.stderr.strip())
-        self.addCleanup(subprocess.run, ["umount", "-l", self.d.state_dir], capture_output=True)
-        self.addCleanup(self.stop)
+        small_tmpfs(self, self.d.state_dir, "40m")
+        self.addCleanup(stop_quietly, self.d)
         self.d.start()
-
-    def stop(self):
-        try:
-            self.d.stop()
-        except cgtest.DaemonError:
-            pass
 
     def free(self):
         st = os.statvfs(self.d.state_dir)
@@ -1221,23 +1227,13 @@ rules:
         self.addCleanup(self.d.close)
         self.fs = os.path.join(self.d.tmp, "fs")
         os.makedirs(self.fs)
-        r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24m,mode=0700", "tmpfs",
-                            self.fs], capture_output=True, text=True)
-        if r.returncode != 0:
-            self.skipTest("no tmpfs mount here: " + r.stderr.strip())
-        self.addCleanup(subprocess.run, ["umount", "-l", self.fs], capture_output=True)
+        small_tmpfs(self, self.fs, "24m")
         self.d.state_dir = os.path.join(self.fs, "state")
         self.d.workspace = os.path.join(self.fs, "ws")
         os.makedirs(self.d.workspace)
         self.d.workspaces = [self.d.workspace]
-        self.addCleanup(self.stop)
+        self.addCleanup(stop_quietly, self.d)
         self.d.start()
-
-    def stop(self):
-        try:
-            self.d.stop()
-        except cgtest.DaemonError:
-            pass
 
     def call(self, argv):
         return self.d.request(cgtest.make_request([argv], cwd=self.d.workspace,
