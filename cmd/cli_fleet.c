@@ -330,18 +330,28 @@ static PGconn *db_open(const char *sub, const char *conninfo)
 	return db;
 }
 
-/* True when every table, view and row policy of dist/fleet.sql exists; -1 on error. */
-static int schema_present(const char *sub, PGconn *db)
+/*
+ * True when every table and view of dist/fleet.sql exists (for a ship, its
+ * row policies too: with_policies); -1 on error. A database from before the
+ * row policies still verifies.
+ */
+static int schema_present(const char *sub, PGconn *db, bool with_policies)
 {
-	PGresult *r = pq_run(sub, db, PGRES_TUPLES_OK, "cannot look for the schema",
-			     "SELECT to_regclass('callgate.hosts') IS NOT NULL AND "
-			     "to_regclass('callgate.events') IS NOT NULL AND "
-			     "to_regclass('callgate.checkpoints') IS NOT NULL AND "
-			     "to_regclass('callgate.denials_by_rule') IS NOT NULL AND "
-			     "to_regclass('callgate.approvals') IS NOT NULL AND "
-			     "EXISTS (SELECT 1 FROM pg_policies WHERE schemaname = 'callgate' "
-			     "AND policyname = 'shipper_adds')",
-			     0, NULL, NULL, NULL, 0);
+	PGresult *r = pq_run(
+	    sub, db, PGRES_TUPLES_OK, "cannot look for the schema",
+	    with_policies ? "SELECT to_regclass('callgate.hosts') IS NOT NULL AND "
+			    "to_regclass('callgate.events') IS NOT NULL AND "
+			    "to_regclass('callgate.checkpoints') IS NOT NULL AND "
+			    "to_regclass('callgate.denials_by_rule') IS NOT NULL AND "
+			    "to_regclass('callgate.approvals') IS NOT NULL AND "
+			    "EXISTS (SELECT 1 FROM pg_policies WHERE schemaname = 'callgate' "
+			    "AND policyname = 'shipper_adds')"
+			  : "SELECT to_regclass('callgate.hosts') IS NOT NULL AND "
+			    "to_regclass('callgate.events') IS NOT NULL AND "
+			    "to_regclass('callgate.checkpoints') IS NOT NULL AND "
+			    "to_regclass('callgate.denials_by_rule') IS NOT NULL AND "
+			    "to_regclass('callgate.approvals') IS NOT NULL",
+	    0, NULL, NULL, NULL, 0);
 	if (!r)
 		return -1;
 	int ok = strcmp(PQgetvalue(r, 0, 0), "t") == 0;
@@ -356,7 +366,7 @@ static int schema_present(const char *sub, PGconn *db)
  */
 static int schema_ensure(const char *sub, PGconn *db)
 {
-	int have = schema_present(sub, db);
+	int have = schema_present(sub, db, true);
 	if (have != 0)
 		return have < 0 ? -1 : 0;
 	if (pq_cmd(sub, db, "cannot begin", "BEGIN") < 0)
@@ -1654,7 +1664,7 @@ static int cmd_verify(int argc, char **argv)
 	PGconn *db = rc ? NULL : db_open("verify", url);
 	if (!rc && !db)
 		rc = CG_EXIT_UNAVAILABLE;
-	int have = rc ? 0 : schema_present("verify", db);
+	int have = rc ? 0 : schema_present("verify", db, false);
 	if (!rc && have <= 0) {
 		if (have == 0)
 			fprintf(stderr, "callgate evidence verify: the database has no callgate "

@@ -274,6 +274,12 @@ static json_t *split_chain(const char *cmd)
 	json_t *parts = json_array();
 	size_t n = strlen(cmd), start = 0;
 	char quote = 0;
+	/*
+	 * A cd moves the parts after it only when the shell would run them there:
+	 * no || before it (`ls || cd sub && pwd` runs pwd where it was), and only
+	 * && after it (`false && cd sub && true || pwd` too: review-s39).
+	 */
+	bool or_before = false, after_cd = false;
 	if (!parts)
 		return NULL;
 	for (size_t i = 0; i <= n; i++) {
@@ -314,6 +320,13 @@ static json_t *split_chain(const char *cmd)
 		free(text);
 		if (!part)
 			goto fail;
+		bool cd = json_object_get(part, "cd") != NULL;
+		after_cd |= cd;
+		if ((cd && or_before) || (after_cd && *sep && strcmp(sep, "&&") != 0)) {
+			json_decref(part);
+			goto fail; /* judged whole */
+		}
+		or_before |= strcmp(sep, "||") == 0;
 		json_array_append_new(parts, part);
 		if (*sep)
 			json_object_set_new(part, "sep", json_string(sep));

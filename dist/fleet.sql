@@ -56,12 +56,18 @@ CREATE TABLE IF NOT EXISTS callgate.checkpoints (
 -- ships, and change only its own logs' last_shipped (grant UPDATE on that
 -- column alone): host A's credentials had inserted host B's next event
 -- (B's ship then stopped for good) and overwritten B's pinned key (s39b).
--- Everyone may read every row: verify re-checks them all. The tables'
--- owner and superusers are not bound by it (docs/fleet.md).
+-- Everyone may read every row: verify re-checks them all. Forced, so the
+-- tables' owner is bound too (a shipping role that created the schema owns
+-- it); superusers and BYPASSRLS roles are not (docs/fleet.md). Logs shipped
+-- before this schema belong to the role that ran it; an administrator moves
+-- them: UPDATE callgate.hosts SET shipper = 'ROLE' WHERE host = 'LOG'.
 ALTER TABLE callgate.hosts ADD COLUMN IF NOT EXISTS shipper text NOT NULL DEFAULT current_user;
 ALTER TABLE callgate.hosts ENABLE ROW LEVEL SECURITY;
 ALTER TABLE callgate.events ENABLE ROW LEVEL SECURITY;
 ALTER TABLE callgate.checkpoints ENABLE ROW LEVEL SECURITY;
+ALTER TABLE callgate.hosts FORCE ROW LEVEL SECURITY;
+ALTER TABLE callgate.events FORCE ROW LEVEL SECURITY;
+ALTER TABLE callgate.checkpoints FORCE ROW LEVEL SECURITY;
 DO $$
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_policies

@@ -335,6 +335,14 @@ free_tmp:
 	return rc;
 }
 
+bool cg_path_under(const char *p, const char *t)
+{
+	size_t n = strlen(t);
+	if (n == 1 && t[0] == '/')
+		return true;
+	return strncmp(p, t, n) == 0 && (p[n] == 0 || p[n] == '/');
+}
+
 void cg_file_hold_ahead(int fd, uint64_t end, size_t need, uint64_t ahead, uint64_t *held)
 {
 	uint64_t to = end + need;
@@ -347,10 +355,14 @@ void cg_file_hold_ahead(int fd, uint64_t end, size_t need, uint64_t ahead, uint6
 void cg_file_release_ahead(int fd, uint64_t *held)
 {
 	struct stat st;
-	/* Only past the real size: bytes written (a torn tail too) are never touched. */
-	if (fd >= 0 && fstat(fd, &st) == 0 && *held > (uint64_t)st.st_size)
-		(void)fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, st.st_size,
-				(off_t)(*held - (uint64_t)st.st_size));
+	/*
+	 * A truncate to the file's own size: it changes no byte (a torn tail
+	 * stays) and frees the blocks past the end, on ext4 as on tmpfs (a punch
+	 * past the end frees nothing on ext4: review-s39). The caller is the
+	 * file's one writer.
+	 */
+	if (fd >= 0 && *held && fstat(fd, &st) == 0)
+		(void)ftruncate(fd, st.st_size);
 	*held = 0;
 }
 

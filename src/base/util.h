@@ -199,6 +199,8 @@ int cg_mkdirs_trusted(const char *path, mode_t parents, mode_t mode, bool sticky
  * one made later at the same path on a reused inode number.
  */
 int64_t cg_dir_btime_ns(int dirfd, const char *path);
+/* Is absolute path p the tree t or below it (as written: no link is followed)? */
+bool cg_path_under(const char *p, const char *t);
 /* Are the bytes [from, to) of fd all zero (and all readable)? */
 bool cg_file_zeros(int fd, uint64_t from, uint64_t to);
 /*
@@ -208,7 +210,8 @@ bool cg_file_zeros(int fd, uint64_t from, uint64_t to);
  * is left; *held is where the allocation reaches. Appends there cannot fail
  * for want of space when something else fills the file system. Best effort:
  * a file system that cannot allocate ahead, or is full, changes nothing.
- * cg_file_release_ahead gives back what lies past the file's real size.
+ * cg_file_release_ahead gives back what lies past the file's real size (a
+ * truncate to that size: only the file's one writer may call it).
  */
 void cg_file_hold_ahead(int fd, uint64_t end, size_t need, uint64_t ahead, uint64_t *held);
 void cg_file_release_ahead(int fd, uint64_t *held);

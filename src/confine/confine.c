@@ -1230,6 +1230,31 @@ static bool view_git_write(const struct cg_constraints *const *cons, size_t n)
  * unprivileged daemon needs a user namespace for it; without one the call
  * is refused unless every set is best_effort (then the downgrade is noted).
  */
+/*
+ * What hides the daemon's agent socket from a call (into out): its directory
+ * when that is a directory of its own (below the top level, holding no write
+ * tree, workspace, cwd or home), else the socket alone. False when too long.
+ */
+static bool agent_hiding(const struct cg_confine_ctx *ctx, const char *const *write, size_t n_write,
+			 char *out, size_t cap)
+{
+	const char *sock = ctx->daemon_agent, *slash = strrchr(sock, '/');
+	if (sock[0] != '/' || !slash || (size_t)snprintf(out, cap, "%s", sock) >= cap)
+		return false;
+	size_t dl = (size_t)(slash - sock);
+	if (dl == 0 || !memchr(sock + 1, '/', dl - 1))
+		return true; /* a top-level directory (/run, /home): the socket alone */
+	out[dl] = '\0';
+	bool shared = (ctx->workspace && cg_path_under(ctx->workspace, out)) ||
+		      (ctx->cwd && cg_path_under(ctx->cwd, out)) ||
+		      (ctx->home && ctx->home[0] && cg_path_under(ctx->home, out));
+	for (size_t i = 0; i < n_write && !shared; i++)
+		shared = cg_path_under(write[i], out);
+	if (shared)
+		out[dl] = '/'; /* the socket alone */
+	return true;
+}
+
 static int prepare_view(struct cg_confine_plan *p, const struct cg_constraints *const *cons,
 			size_t n, const struct cg_confine_ctx *ctx, json_t *downs,
 			struct cg_reply **err)
@@ -1261,12 +1286,23 @@ static int prepare_view(struct cg_confine_plan *p, const struct cg_constraints *
 	 * The daemon's ssh agent, wherever it lives, when the call was not lent
 	 * it: one under a path the view shows (~/.1password/agent.sock, a home
 	 * workspace) had listed and wiped the keys from a call that never asked
-	 * (s39c). Only the socket: its directory may be the home.
+	 * (s39c). Its directory, when that holds nothing the call needs: a cover
+	 * on the socket alone is gone once the agent makes a new one there
+	 * (s39e: a restarted agent was reached mid-call).
 	 */
-	const char *agent[1] = { ctx->daemon_agent };
-	if (ctx->daemon_agent && !ctx->agent_socket &&
-	    expand_all(agent, 1, ctx, false, hide, &n_hide, CONFINE_MAX_PATHS, err) != 0)
-		goto release;
+	char agent_dir[PATH_MAX];
+	const char *agent[1] = { agent_dir };
+	if (ctx->daemon_agent && !ctx->agent_socket) {
+		if (!agent_hiding(ctx, (const char *const *)write, n_write, agent_dir,
+				  sizeof(agent_dir))) {
+			*err = cg_reply_new(CG_R_CONFINE_PATH_INVALID, "{s:s,s:s}", "path",
+					    ctx->daemon_agent, "detail",
+					    "the daemon's ssh agent socket cannot be hidden");
+			goto release;
+		}
+		if (expand_all(agent, 1, ctx, false, hide, &n_hide, CONFINE_MAX_PATHS, err) != 0)
+			goto release;
+	}
 	struct cg_view_spec spec = {
 		.write = (const char *const *)write,
 		.n_write = n_write,

@@ -991,15 +991,6 @@ bool cg_view_rules_in_child(const struct cg_view *v)
 	return v != NULL;
 }
 
-/* Is path p at or below tree t? */
-static bool under(const char *p, const char *t)
-{
-	size_t n = strlen(t);
-	if (n == 1 && t[0] == '/')
-		return true;
-	return strncmp(p, t, n) == 0 && (p[n] == 0 || p[n] == '/');
-}
-
 /* Append a copy of s to a list (cap VIEW_MAX_PATHS). 0, or -1 (ENOMEM/E2BIG). */
 static int list_add(char ***list, size_t *n, const char *s)
 {
@@ -1068,7 +1059,7 @@ static int anchor_parents(struct cg_view *v, const char *real)
 	 * point is no anchor for the directories between the two. */
 	const char *root = NULL;
 	for (size_t i = 0; i < v->n_write; i++)
-		if (under(real, v->write[i]) && strcmp(real, v->write[i]) != 0 &&
+		if (cg_path_under(real, v->write[i]) && strcmp(real, v->write[i]) != 0 &&
 		    (!root || strlen(v->write[i]) < strlen(root)))
 			root = v->write[i];
 	if (!root)
@@ -1097,7 +1088,7 @@ static int anchor_parents(struct cg_view *v, const char *real)
 static bool in_tmp_dirs(const struct cg_view *v, const char *real)
 {
 	for (size_t i = 0; i < v->n_tmp_dirs; i++)
-		if (under(real, v->tmp_dirs[i]))
+		if (cg_path_under(real, v->tmp_dirs[i]))
 			return true;
 	return false;
 }
@@ -1119,7 +1110,7 @@ static int add_hidden(struct cg_view *v, const char *pattern)
 		if (!realpath(g.gl_pathv[i], real) || stat(real, &st) != 0 ||
 		    strcmp(real, "/") == 0)
 			continue;
-		if (v->private_tmp && under(real, "/tmp") && !in_tmp_dirs(v, real))
+		if (v->private_tmp && cg_path_under(real, "/tmp") && !in_tmp_dirs(v, real))
 			continue; /* under the private /tmp and not bound into it: invisible */
 		size_t before = v->n_hide;
 		if (list_add(&v->hide, &v->n_hide, real) != 0) {
@@ -1224,9 +1215,9 @@ static int add_protected(struct cg_view *v, const char *path)
 	struct stat st;
 	bool inside = false;
 	for (size_t i = 0; i < v->n_write; i++)
-		inside |= under(path, v->write[i]) && strcmp(path, v->write[i]) != 0;
+		inside |= cg_path_under(path, v->write[i]) && strcmp(path, v->write[i]) != 0;
 	for (size_t i = 0; i < v->n_protect; i++)
-		inside &= !under(path, v->protect[i]);
+		inside &= !cg_path_under(path, v->protect[i]);
 	if (!inside)
 		return 0; /* read-only already */
 	if (lstat(path, &st) != 0)
@@ -1264,19 +1255,21 @@ static int add_protected(struct cg_view *v, const char *path)
 }
 
 /*
- * The first line of a small regular file, without its newline, in out; or "".
- * Read as every file a call may have made is read here (cg_file_read): never
- * a FIFO or device, which had held a worker for good (s39a), nor past cap.
+ * The first line of a small regular file, without its newline, in out ("" when
+ * there is none: 0). Read as every file a call may have made is read here
+ * (cg_file_read): never a FIFO or device, which had held a worker for good
+ * (s39a), nor past cap; such a file is -1.
  */
-static void first_line(const char *path, char *out, size_t cap)
+static int first_line(const char *path, char *out, size_t cap)
 {
 	char *text = NULL;
 	size_t len = 0;
 	out[0] = '\0';
 	if (cg_file_read(path, cap - 1, &text, &len) != 0)
-		return;
+		return errno == ENOENT ? 0 : -1;
 	snprintf(out, cap, "%.*s", (int)strcspn(text, "\r\n"), text);
 	free(text);
+	return 0;
 }
 
 /*
@@ -1339,7 +1332,12 @@ static int protect_checkouts(struct cg_view *v, const char *tree, const char *gi
 	    glob(buf, GLOB_NOSORT | GLOB_NOESCAPE, NULL, &g) == 0) {
 		int rc = 0;
 		for (size_t k = 0; rc == 0 && k < g.gl_pathc; k++) {
-			first_line(g.gl_pathv[k], line, sizeof(line));
+			/* As .gitmodules: anything but a small regular file refuses the stage. */
+			if (first_line(g.gl_pathv[k], line, sizeof(line)) != 0) {
+				snprintf(v->failed_at, sizeof(v->failed_at), "%s", g.gl_pathv[k]);
+				rc = -1;
+				break;
+			}
 			if (line[0] == '/' && !strstr(line, "/../") && access(line, F_OK) == 0)
 				rc = add_protected(v, line);
 		}
@@ -1586,14 +1584,15 @@ static int collect_reveal(struct cg_view *v, const struct cg_view_spec *s)
 	    !S_ISSOCK(st.st_mode))
 		return 0;
 	for (size_t i = 0; i < v->n_hide; i++)
-		if (v->hide_dir[i] && under(real, v->hide[i]) && strcmp(real, v->hide[i]) != 0) {
+		if (v->hide_dir[i] && cg_path_under(real, v->hide[i]) &&
+		    strcmp(real, v->hide[i]) != 0) {
 			if (v->reveal_under != SIZE_MAX) {
 				errno = ENOTSUP; /* nested hidden dirs: not revealed */
 				return -1;
 			}
 			v->reveal_under = i;
 		}
-	if (v->reveal_under == SIZE_MAX && !(v->private_tmp && under(real, "/tmp")))
+	if (v->reveal_under == SIZE_MAX && !(v->private_tmp && cg_path_under(real, "/tmp")))
 		return 0; /* visible anyway */
 	return (v->reveal = strdup(real)) ? 0 : -1;
 }
@@ -1613,7 +1612,7 @@ static int collect_write(struct cg_view *v, const struct cg_view_spec *s)
 			continue; /* the private /tmp is writable */
 		if (list_add(&v->write, &v->n_write, real) != 0)
 			return -1;
-		if (v->private_tmp && under(real, "/tmp") &&
+		if (v->private_tmp && cg_path_under(real, "/tmp") &&
 		    list_add(&v->tmp_dirs, &v->n_tmp_dirs, real) != 0)
 			return -1;
 	}
@@ -1631,10 +1630,10 @@ static int collect_kept(struct cg_view *v, const struct cg_view_spec *s)
 		char real[PATH_MAX];
 		bool covered = false;
 		if (!want[i] || !v->private_tmp || !realpath(want[i], real) ||
-		    !under(real, "/tmp") || strcmp(real, "/tmp") == 0)
+		    !cg_path_under(real, "/tmp") || strcmp(real, "/tmp") == 0)
 			continue;
 		for (size_t w = 0; w < v->n_write; w++)
-			covered |= under(real, v->write[w]);
+			covered |= cg_path_under(real, v->write[w]);
 		if (covered)
 			continue;
 		if (list_add(&v->keep, &v->n_keep, real) != 0 ||
@@ -1799,8 +1798,8 @@ fail:;
 	int e = errno;
 	char detail[PATH_MAX + 100];
 	if (v && v->failed_at[0]) /* the file, when one is to blame: it may be the call's own */
-		snprintf(detail, sizeof(detail), "%s (%s is not a regular file of at most 1 MiB)",
-			 doing, v->failed_at);
+		snprintf(detail, sizeof(detail), "%s (%s is not a small regular file)", doing,
+			 v->failed_at);
 	else
 		snprintf(detail, sizeof(detail), "%s", doing);
 	*err = cg_reply_new(CG_R_CONFINE_SETUP_FAILED, "{s:s,s:s}", "detail", detail, "errno_name",
@@ -1831,7 +1830,7 @@ static int set_aside(const struct cg_view *v, const char *p, const struct file_i
 	const char *tree = NULL;
 	/* The deepest write tree holding it: a workspace under /tmp is bound into a private one. */
 	for (size_t w = 0; w < v->n_write; w++)
-		if (under(p, v->write[w]) && strcmp(p, v->write[w]) != 0 &&
+		if (cg_path_under(p, v->write[w]) && strcmp(p, v->write[w]) != 0 &&
 		    (!tree || strlen(v->write[w]) > strlen(tree)))
 			tree = v->write[w];
 	if (tree && v->private_tmp && strcmp(tree, "/tmp") == 0)

@@ -89,6 +89,7 @@
 #define PKG_BACKLOG_CAP	  8192u /* packages waiting to be written; past this the writer waits */
 #define HEAL_PROBE_MS	  1000	/* a failed journal tries to reopen this often */
 #define PACKAGE_RETRY_MS  250	/* a package with no room is tried again this often */
+#define PACKAGE_WAIT_MS	  10000 /* … for this long, while the file system stays full */
 #define HOLD_AHEAD_MAX	  ((uint64_t)4 << 20)  /* what each file holds past its end, at most */
 #define HOLD_PROMISED_MAX ((uint64_t)64 << 20) /* … or, to cover promises, at most this */
 #define RETENTION_TICK_MS 60000 /* with retention on, old segments are looked at this often */
@@ -231,7 +232,8 @@ struct cg_evidence {
 	pthread_cond_t pkg_cv, room_cv;
 	pthread_t pkg_thr;
 	bool pkg_started, pkg_stop;
-	int64_t retention_s;  /* pack packages of segments older than this; 0: never */
+	int64_t pkg_full_since_ns; /* package thread: when a package first found no room, or 0 */
+	int64_t retention_s;	   /* pack packages of segments older than this; 0: never */
 	_Atomic bool archive; /* evidence.packages: archive (packages packed as they are sealed) */
 	pthread_mutex_t live_mu;     /* guards live: whoever writes packages appends there */
 	struct cg_live_archive live; /* the segment archive packages are appended to */
@@ -458,7 +460,12 @@ static int batch_write(struct cg_evidence *ev)
 	if (ev->batch_len == 0)
 		return 0;
 	uint64_t want = hold_want(ev);
-	cg_file_hold_ahead(ev->seg_fd, ev->seg_bytes, ev->batch_len, want, &ev->seg_held);
+	/* Not past the segment's size: the next segment holds its own. */
+	uint64_t room = ev->cfg.segment_bytes > ev->seg_bytes + ev->batch_len
+			    ? ev->cfg.segment_bytes - ev->seg_bytes - ev->batch_len
+			    : 0;
+	cg_file_hold_ahead(ev->seg_fd, ev->seg_bytes, ev->batch_len, want < room ? want : room,
+			   &ev->seg_held);
 	/*
 	 * The archive's packages come only once calls end, when a call may have
 	 * filled the disk: its hold grows here, in the batch that holds a call's
@@ -931,11 +938,13 @@ static int write_package(struct cg_evidence *ev, const struct package *pk)
  */
 /*
  * Write one package; on the package thread (counted), a full file system is
- * waited out, retrying every PACKAGE_RETRY_MS until the daemon stops: a call
- * admitted while another was filling the disk had its package lost (s39d).
- * Meanwhile the packages behind it wait too, its call's promise stays
- * counted, and admission turns new calls away (below the reserve, or at the
- * backlog's cap), so nothing else is answered that could not be packaged.
+ * waited out, retrying every PACKAGE_RETRY_MS, for PACKAGE_WAIT_MS from the
+ * first package that found no room: a call admitted while another was
+ * filling the disk had its package lost at once (s39d). Meanwhile the
+ * packages behind it wait too, its call's promise stays counted, and
+ * admission turns new calls away. Bounded, because a flush (an evidence
+ * read, a start, a stop) waits for packages (review-s39): past the bound a
+ * package is given up at once, logged, until one is written again.
  */
 static void write_package_waiting(struct cg_evidence *ev, const struct package *pk, bool counted)
 {
@@ -945,7 +954,12 @@ static void write_package_waiting(struct cg_evidence *ev, const struct package *
 		pthread_mutex_lock(&ev->mu);
 		bool stop = ev->pkg_stop;
 		pthread_mutex_unlock(&ev->mu);
-		if ((e != ENOSPC && e != EDQUOT) || !counted || stop) {
+		int64_t now = cg_now_mono_ns();
+		bool full = e == ENOSPC || e == EDQUOT;
+		if (full && !ev->pkg_full_since_ns)
+			ev->pkg_full_since_ns = now;
+		if (!full || !counted || stop ||
+		    now - ev->pkg_full_since_ns > (int64_t)PACKAGE_WAIT_MS * 1000000) {
 			cg_log("error", pk->trace, "evidence: trace package not written: %s%s",
 			       strerror(e),
 			       e == ENOSPC || e == EDQUOT
@@ -961,6 +975,7 @@ static void write_package_waiting(struct cg_evidence *ev, const struct package *
 		waited = true;
 		usleep(PACKAGE_RETRY_MS * 1000);
 	}
+	ev->pkg_full_since_ns = 0;
 	if (waited)
 		cg_log("info", pk->trace, "evidence: trace package written after waiting for room");
 }

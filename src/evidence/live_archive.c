@@ -423,8 +423,9 @@ int cg_live_archive_ready(struct cg_live_archive *la, const char *state_dir, con
 		if (cut) { /* a shorter file lost what was held past its old end */
 			cg_log("warn", NULL, "evidence: %" PRIu64 " byte(s) cut off the end of %s",
 			       cut, segment);
-			la->tar_held = la->idx_held = 0;
+			la->tar_held = 0;
 		}
+		la->idx_held = 0; /* the repair rewrote the index to its size: held again below */
 		la->end = (uint64_t)end;
 		la->idx_end = (uint64_t)idx_end;
 		la->appendable = true;

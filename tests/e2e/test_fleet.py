@@ -565,11 +565,21 @@ class FleetRoles(unittest.TestCase):
             with self.assertRaises(AssertionError, msg=sql):
                 self.pg.sql(sql, url=self.url("shipa"))
         # Another log's row is not A's to touch: the update finds no row of it.
-        before = self.pg.sql("SELECT last_shipped FROM callgate.hosts WHERE host = '%s'" % hb)
+        before = self.pg.sql("SELECT last_shipped, pubkey FROM callgate.hosts WHERE host = '%s'"
+                             % hb)
         self.pg.sql("UPDATE callgate.hosts SET last_shipped = now() + interval '1 day' "
                     "WHERE host = '%s'" % hb, url=self.url("shipa"))
-        self.assertEqual(self.pg.sql("SELECT last_shipped FROM callgate.hosts WHERE host = "
-                                     "'%s'" % hb), before)
+        # Nor when A's role owns the tables, as a shipping role that created the
+        # schema does: owners are bound too (review-s39: unforced, they were not).
+        self.pg.sql("ALTER TABLE callgate.hosts OWNER TO shipa; "
+                    "ALTER TABLE callgate.events OWNER TO shipa; "
+                    "ALTER TABLE callgate.checkpoints OWNER TO shipa")
+        with self.assertRaises(AssertionError):
+            self.pg.sql(forge, url=self.url("shipa"))
+        self.pg.sql("UPDATE callgate.hosts SET pubkey = 'x', last_shipped = now() + "
+                    "interval '2 days' WHERE host = '%s'" % hb, url=self.url("shipa"))
+        self.assertEqual(self.pg.sql("SELECT last_shipped, pubkey FROM callgate.hosts WHERE "
+                                     "host = '%s'" % hb), before)
         # B's own role ships on, and B verifies.
         d = self.d["b"].start()
         ok = d.request(cgtest.make_request([["true"]], privileged=False))

@@ -223,6 +223,15 @@ class TestHook(unittest.TestCase):
         # The rewrite keeps no cd: one in Claude Code's own shell runs the
         # user's cd functions and hooks unconfined (s39c: an autoenv-style cd).
         self.assertNotIn("'cd'", upd["command"])
+        # A cd the shell might skip (a || before it, or after it) moves nothing:
+        # the command is judged whole (review-s39: pwd ran in sub, bash runs it here).
+        for cmd in ("false && cd sub && true || pwd", "ls || cd sub && pwd"):
+            p = self.payload("Bash", {"command": cmd}, cwd=ws)
+            d, why = self.decision(p)
+            out = json.loads(self.run_hook(p).stdout)["hookSpecificOutput"]
+            if d == "allow":
+                words = shlex.split(out["updatedInput"]["command"])
+                self.assertEqual(words[words.index("--") + 1:], ["/bin/sh", "-c", cmd])
         # One command denied: the whole is, named, and nothing of it runs,
         # also behind a command the gate cannot decide (s39c: the whole had
         # then fallen back to sh -c, and the denied part ran).

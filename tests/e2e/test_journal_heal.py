@@ -93,7 +93,7 @@ class JournalHeals(unittest.TestCase):
                     cgtest.make_request([["ls"]], action="gate")):
             r = d.request(req)
             self.assertEqual(r["reply"]["code"], "MCP-LOG-E-007", r)
-            self.assertIn("ENOSPC", r["reply"]["message"])
+            self.assertEqual(r["reply"]["params"]["errno_name"], "ENOSPC", r)
         # Nor a grant or an answer on the admin socket (s39d: a grant opened
         # while closed later ran a call, with no record of its opening).
         r = d.admin("grant_open", grant={"pipeline": [{"exe": "/usr/bin/true", "argv": ["true"]}],

@@ -1614,11 +1614,11 @@ static void finding(json_t *a, const char *rule, const char *kind, const char *f
 /* Only executable conditions (nothing else narrows the match). */
 static bool exe_only(const struct rule *r)
 {
-	return r->kind == RK_COMMAND && !r->n_sub && !r->argv0.n && !r->flags_any.n &&
-	       !r->flags_all.n && !r->flags_none.n && !r->has_flags_only && !r->args_any.n &&
-	       !r->args_all.n && !r->args_none.n && r->min_args < 0 && r->max_args < 0 &&
-	       !r->position && !r->uid.n && !r->gid.n && !r->user_uid.n && !r->group_gid.n &&
-	       !r->session.n && !r->host.n && r->privileged < 0 && !r->env_any.n;
+	return r->kind == RK_COMMAND && !r->exe_within.n && !r->n_sub && !r->argv0.n &&
+	       !r->flags_any.n && !r->flags_all.n && !r->flags_none.n && !r->has_flags_only &&
+	       !r->args_any.n && !r->args_all.n && !r->args_none.n && r->min_args < 0 &&
+	       r->max_args < 0 && !r->position && !r->uid.n && !r->gid.n && !r->user_uid.n &&
+	       !r->group_gid.n && !r->session.n && !r->host.n && r->privileged < 0 && !r->env_any.n;
 }
 
 /* Does rule i match every executable rule j can? (j has exact paths only.) */
