@@ -1014,8 +1014,12 @@ class ApproverScreen(unittest.TestCase):
         end = time.time() + WAIT
         while time.time() < end:
             s = self.screen()
+            # A screen still being drawn (a loaded machine) is read again.
             if needle in s and s != old:
-                return s
+                time.sleep(0.05)
+                if self.screen() == s:
+                    return s
+                continue
             time.sleep(0.1)
         raise AssertionError("screen never showed %r:\n%s\nlog:\n%s" % (needle, self.screen(),
                                                                        self.d.log))
@@ -1514,7 +1518,8 @@ class PendingShowsTheWholeCall(unittest.TestCase):
             for want in ("trace          " + p["trace_id"], "cwd            " + sub,
                          "privileged     no", "stage 1 runs", "/usr/bin/touch",
                          "argv[1]", "touch-needs-a-person",
-                         "callgate approve %s --hash %s" % (p["trace_id"], p["request_sha256"])):
+                         "callgate --admin-socket %s approve %s --hash %s" % (
+                             d.admin_socket, p["trace_id"], p["request_sha256"])):
                 self.assertIn(want, out)
             d.cli("deny", p["trace_id"])
             t.join(WAIT)
