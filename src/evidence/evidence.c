@@ -215,11 +215,12 @@ struct cg_evidence {
 	unsigned flushers;     /* callers in cg_evidence_flush: take the queue now */
 	size_t inflight; /* items of the batch the writer holds, until its packages are handed on */
 	uint64_t next_ticket, synced_ticket, done_ticket;
-	int failed;	      /* errno of the failure that stopped the journal, or 0 */
-	int64_t failed_at_ns; /* wall clock of that failure */
-	uint64_t refused;     /* appends refused while failed */
-	struct cg_smap *cut;  /* traces a failure cut short: they take no more events */
-	json_t *cut_pending;  /* traces cut at the queue cap, to be marked incomplete */
+	int failed;		 /* errno of the failure that stopped the journal, or 0 */
+	_Atomic int failed_seen; /* the same, for readers that take no lock */
+	int64_t failed_at_ns;	 /* wall clock of that failure */
+	uint64_t refused;	 /* appends refused while failed */
+	struct cg_smap *cut;	 /* traces a failure cut short: they take no more events */
+	json_t *cut_pending;	 /* traces cut at the queue cap, to be marked incomplete */
 	bool stop;
 	pthread_t thr;
 	bool thr_started;
@@ -1430,6 +1431,7 @@ static void try_heal(struct cg_evidence *ev)
 	pthread_mutex_lock(&ev->mu);
 	if (rc == 0)
 		ev->failed = 0;
+	atomic_store(&ev->failed_seen, 0);
 }
 
 static void *writer_main(void *arg)
@@ -1482,6 +1484,7 @@ static void *writer_main(void *arg)
 		pthread_mutex_lock(&ev->mu);
 		if (rc < 0 && !ev->failed) {
 			ev->failed = e;
+			atomic_store(&ev->failed_seen, e);
 			ev->failed_at_ns = cg_now_wall_ns();
 			ev->refused = 0;
 			cg_log("error", NULL,
@@ -1778,10 +1781,7 @@ bool cg_evidence_disk_low(struct cg_evidence *ev, uint64_t *avail, uint64_t *pro
 
 int cg_evidence_failed(struct cg_evidence *ev)
 {
-	pthread_mutex_lock(&ev->mu);
-	int e = ev->failed;
-	pthread_mutex_unlock(&ev->mu);
-	return e;
+	return atomic_load(&ev->failed_seen); /* on every request: no lock */
 }
 
 bool cg_evidence_backlogged(struct cg_evidence *ev, size_t *pending)
