@@ -932,12 +932,6 @@ static int write_package(struct cg_evidence *ev, const struct package *pk)
 }
 
 /*
- * Write (or, with !write, drop) a list of packages. With counted (the
- * package thread's batches), each one leaves pb_pending as soon as it is
- * written: admission reopens package by package, not after a whole batch,
- * so a call held back behind a flood waits for one package, not a batch.
- */
-/*
  * Write one package; on the package thread (counted), a full file system is
  * waited out, retrying every PACKAGE_RETRY_MS, for PACKAGE_WAIT_MS from the
  * first package that found no room: a call admitted while another was
@@ -981,6 +975,12 @@ static void write_package_waiting(struct cg_evidence *ev, const struct package *
 		cg_log("info", pk->trace, "evidence: trace package written after waiting for room");
 }
 
+/*
+ * Write (or, with !write, drop) a list of packages. With counted (the
+ * package thread's batches), each one leaves pb_pending as soon as it is
+ * written: admission reopens package by package, not after a whole batch,
+ * so a call held back behind a flood waits for one package, not a batch.
+ */
 static size_t write_packages(struct cg_evidence *ev, struct package *pk, bool write, bool counted)
 {
 	size_t n = 0;
@@ -1429,9 +1429,10 @@ static void try_heal(struct cg_evidence *ev)
 	pthread_mutex_unlock(&ev->mu);
 	int rc = heal(ev, cause, at, refused);
 	pthread_mutex_lock(&ev->mu);
-	if (rc == 0)
+	if (rc == 0) {
 		ev->failed = 0;
-	atomic_store(&ev->failed_seen, 0);
+		atomic_store(&ev->failed_seen, 0);
+	}
 }
 
 static void *writer_main(void *arg)

@@ -88,7 +88,9 @@ class JournalHeals(unittest.TestCase):
         self.assertEqual(refused, 3, "the journal never closed on a full disk")
         # While it is closed nothing is answered that it could not record: a
         # refusal and a dry run (answered before they are recorded) are turned
-        # away too, not denied under a trace id the journal never holds (s39b).
+        # away too, not denied under a trace id the journal never holds (s39b);
+        # still after a reopening that failed (one is tried every second).
+        time.sleep(1.5)
         for req in (cgtest.make_request([["rm", "-rf", "/"]]),
                     cgtest.make_request([["ls"]], action="gate")):
             r = d.request(req)
