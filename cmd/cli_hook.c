@@ -567,6 +567,93 @@ static char *read_stdin(size_t *len)
 	return NULL;
 }
 
+/* The gate's answer as the hook reads it: one reading for a call and a chain's parts. */
+struct answer {
+	const json_t *data;
+	const char *type, *code, *msg, *trace, *decision, *rule, *why, *refusal;
+	bool decided; /* an S reply with a decision */
+	bool permits; /* ALLOW or DEGRADE */
+	bool human;   /* UNKNOWN */
+	bool waits;   /* … and someone can say yes inside callgate: its queue, or an open grant */
+	bool blocked; /* BLOCK */
+	bool confined; /* DEGRADE, or constraints: the rule lets the call run only confined */
+};
+
+static void read_answer(const json_t *resp, struct answer *a)
+{
+	const json_t *reply = json_object_get(resp, "reply");
+	const json_t *data = json_object_get(reply, "data");
+	const json_t *appr = json_object_get(data, "approval");
+	a->data = data;
+	a->type = str_or(json_string_value(json_object_get(reply, "type")), "?");
+	a->code = str_or(json_string_value(json_object_get(reply, "code")), "?");
+	a->msg = str_or(json_string_value(json_object_get(reply, "message")), "");
+	a->trace = str_or(json_string_value(json_object_get(reply, "trace_id")), "-");
+	a->decision = json_string_value(json_object_get(data, "decision"));
+	a->rule = str_or(json_string_value(json_object_get(data, "rule_id")), "?");
+	a->why = str_or(json_string_value(json_object_get(data, "why")), a->msg);
+	a->refusal = str_or(json_string_value(json_object_get(data, "reason")), a->code);
+	const char *d = a->decision;
+	a->decided = strcmp(a->type, "S") == 0 && d;
+	a->permits = a->decided && (strcmp(d, "ALLOW") == 0 || strcmp(d, "DEGRADE") == 0);
+	a->human = a->decided && strcmp(d, "UNKNOWN") == 0;
+	a->waits = a->human && (json_is_true(json_object_get(appr, "enabled")) ||
+				json_is_object(json_object_get(appr, "grant")));
+	a->blocked = a->decided && strcmp(d, "BLOCK") == 0;
+	a->confined = a->decided && (strcmp(d, "DEGRADE") == 0 ||
+				     json_array_size(json_object_get(data, "constraints")) > 0);
+}
+
+/*
+ * A chain's first pass: each part's cwd (after the cd parts before it) into
+ * cwds, and the gate's answer for each command part into resps (null for a
+ * cd). 0; 1 when the chain is to be judged whole (a cd to an option, or with
+ * no cwd to take it from); -1 after blocking (*rc) when the daemon is out of
+ * reach.
+ */
+static int gate_parts(const struct cg_cli *g, const json_t *req, const json_t *parts, json_t *resps,
+		      json_t *cwds, int *rc)
+{
+	char *cwd = strdup(str_or(json_string_value(json_object_get(req, "cwd")), ""));
+	int out = 1;
+	for (size_t i = 0; cwd && i < json_array_size(parts); i++) {
+		const json_t *part = json_array_get(parts, i);
+		const char *dir = json_string_value(json_object_get(part, "cd"));
+		json_t *resp = json_null();
+		if (dir) {
+			char *next = NULL;
+			if (dir[0] == '-' || (dir[0] != '/' && !cwd[0]) ||
+			    (dir[0] == '/' ? asprintf(&next, "%s", dir)
+					   : asprintf(&next, "%s/%s", cwd, dir)) < 0)
+				goto done;
+			free(cwd);
+			cwd = next;
+		} else {
+			json_t *r = json_deep_copy(req);
+			char err[256] = "";
+			json_object_set(r, "pipeline", json_object_get(part, "pipeline"));
+			if (cwd[0])
+				json_object_set_new(r, "cwd", json_string(cwd));
+			int called = r ? cg_client_call(g->socket_path, r, HOOK_TIMEOUT_MS, &resp,
+							err, sizeof(err))
+				       : -1;
+			json_decref(r);
+			if (called != 0) {
+				*rc = block("the callgate daemon at %s cannot be reached (%s)",
+					    g->socket_path, err);
+				out = -1;
+				goto done;
+			}
+		}
+		json_array_append_new(resps, resp);
+		json_array_append_new(cwds, json_string(cwd));
+	}
+	out = cwd && json_array_size(resps) == json_array_size(parts) ? 0 : 1;
+done:
+	free(cwd);
+	return out;
+}
+
 /*
  * A chain (split_chain): each command part gated on its own, in the cwd the
  * cd parts before it leave. Every part is judged before anything is
@@ -579,134 +666,73 @@ static char *read_stdin(size_t *len)
  * before succeeded) and the daemon decides each again as it runs. The cd
  * parts are not kept: each run carries its cwd, and a cd in Claude Code's
  * own shell runs the user's cd functions and hooks unconfined (s39c: an
- * autoenv-style cd ran a file the agent wrote). Any other answer judges the
- * command as the opaque shell command it is (return 1: the caller goes on).
+ * autoenv-style cd ran a file the agent wrote); the separator before a cd
+ * is the command's own, the cd's && goes with it. Any other answer judges
+ * the command as the opaque shell command it is (return 1: the caller goes
+ * on).
  */
 static int hook_chain(const struct cg_cli *g, const json_t *payload, const json_t *req,
 		      const json_t *parts, int *rc)
 {
 	size_t n = json_array_size(parts), cap = 1, len = 0, rl = 0, runs = 0;
-	char *cwd = strdup(str_or(json_string_value(json_object_get(req, "cwd")), ""));
 	char *cmd = calloc(1, 1), reason[1024], rules[512] = "";
 	json_t *resps = json_array(), *cwds = json_array();
-	int out = 1;
+	int out = cmd && resps && cwds ? gate_parts(g, req, parts, resps, cwds, rc) : 1;
+	if (out != 0) {
+		out = out < 0 ? 0 : 1;
+		goto done;
+	}
+	out = 1;
 	bool undecided = false;
-	/* Pass 1: the cwd of each part, and the gate's answer for each command. */
-	for (size_t i = 0; cwd && cmd && resps && cwds && i < n; i++) {
-		const json_t *part = json_array_get(parts, i);
-		const char *dir = json_string_value(json_object_get(part, "cd"));
-		if (dir) {
-			char *next = NULL;
-			if (dir[0] == '-' || (dir[0] != '/' && !cwd[0]) ||
-			    (dir[0] == '/' ? asprintf(&next, "%s", dir)
-					   : asprintf(&next, "%s/%s", cwd, dir)) < 0)
-				goto done; /* an option, or no cwd to take it from: judged whole */
-			free(cwd);
-			cwd = next;
-			json_array_append_new(resps, json_null());
-			json_array_append_new(cwds, json_string(cwd));
-			continue;
-		}
-		json_t *r = json_deep_copy(req), *resp = NULL;
-		char err[256] = "";
-		json_object_set(r, "pipeline", json_object_get(part, "pipeline"));
-		if (cwd[0])
-			json_object_set_new(r, "cwd", json_string(cwd));
-		int called =
-		    r ? cg_client_call(g->socket_path, r, HOOK_TIMEOUT_MS, &resp, err, sizeof(err))
-		      : -1;
-		json_decref(r);
-		if (called != 0) {
-			*rc = block("the callgate daemon at %s cannot be reached (%s)",
-				    g->socket_path, err);
+	for (size_t i = 0; i < n; i++) { /* a denial anywhere denies the whole */
+		struct answer a;
+		if (json_is_null(json_array_get(resps, i)))
+			continue; /* a cd */
+		read_answer(json_array_get(resps, i), &a);
+		if (a.blocked || (a.human && !a.waits)) {
+			snprintf(reason, sizeof(reason),
+				 "callgate: command %zu of the %zu joined here %s by rule %s: %s%s "
+				 "(trace %s); nothing of it ran",
+				 i + 1, n, a.blocked ? "is denied" : "needs a human", a.rule, a.why,
+				 a.blocked
+				     ? ""
+				     : "; this daemon has no approval queue and no open grant "
+				       "covers it",
+				 a.trace);
+			*rc = decide("deny", reason);
 			out = 0;
 			goto done;
 		}
-		json_array_append_new(resps, resp);
-		json_array_append_new(cwds, json_string(cwd));
+		undecided |= !a.permits && !a.waits;
 	}
-	if (!cwd || !cmd || json_array_size(resps) != n)
-		goto done;
-	/* Pass 2: a denial anywhere denies the whole; then each part's rewrite. */
-	for (int deny_pass = 1; deny_pass >= 0; deny_pass--) {
-		for (size_t i = 0; i < n; i++) {
-			const json_t *part = json_array_get(parts, i);
-			const json_t *resp = json_array_get(resps, i);
-			if (json_is_null(resp))
-				continue; /* a cd: its cwd is in the runs after it */
-			const json_t *reply = json_object_get(resp, "reply");
-			const json_t *data = json_object_get(reply, "data");
-			const char *type =
-			    str_or(json_string_value(json_object_get(reply, "type")), "?");
-			const char *dec = json_string_value(json_object_get(data, "decision"));
-			const char *rule =
-			    str_or(json_string_value(json_object_get(data, "rule_id")), "?");
-			const char *why =
-			    str_or(json_string_value(json_object_get(data, "why")), "");
-			const char *trace =
-			    str_or(json_string_value(json_object_get(reply, "trace_id")), "-");
-			const json_t *appr = json_object_get(data, "approval");
-			bool s_ok = strcmp(type, "S") == 0 && dec;
-			bool permits =
-			    s_ok && (strcmp(dec, "ALLOW") == 0 || strcmp(dec, "DEGRADE") == 0);
-			bool human = s_ok && strcmp(dec, "UNKNOWN") == 0;
-			bool waits = human && (json_is_true(json_object_get(appr, "enabled")) ||
-					       json_is_object(json_object_get(appr, "grant")));
-			bool blocked = s_ok && strcmp(dec, "BLOCK") == 0;
-			if (deny_pass) {
-				if (blocked || (human && !waits)) {
-					snprintf(
-					    reason, sizeof(reason),
-					    "callgate: command %zu of the %zu joined here %s by "
-					    "rule %s: %s%s (trace %s); nothing of it ran",
-					    i + 1, n, blocked ? "is denied" : "needs a human", rule,
-					    why,
-					    blocked ? ""
-						    : "; this daemon has no approval queue and "
-						      "no open grant covers it",
-					    trace);
-					*rc = decide("deny", reason);
-					out = 0;
-					goto done;
-				}
-				undecided |= !permits && !waits;
-				continue;
-			}
-			if (undecided)
-				goto done; /* a part the gate could not decide: judged whole */
-			if (rl < sizeof(rules))
-				rl += (size_t)snprintf(rules + rl, sizeof(rules) - rl, "%s%s%s",
-						       rl ? ", " : "", rule,
-						       waits ? " (waits for a human)" : "");
-			char *text =
-			    run_command(g->socket_path, json_object_get(part, "pipeline"),
-					json_string_value(json_array_get(cwds, i))[0]
-					    ? json_string_value(json_array_get(cwds, i))
-					    : NULL,
-					json_string_value(json_object_get(req, "session")));
-			if (!text)
-				goto done;
-			/* The separator after this command: a cd's own && is not kept. */
-			const char *sep = "";
-			for (size_t k = i; k < n && !*sep; k++) {
-				const json_t *pk = json_array_get(parts, k);
-				if (k > i && !json_object_get(pk, "cd"))
-					break;
-				sep = str_or(json_string_value(json_object_get(pk, "sep")), "");
-			}
-			cap += strlen(text) + strlen(sep) + 2;
-			char *grown = realloc(cmd, cap);
-			if (!grown) {
-				free(text);
-				goto done;
-			}
-			cmd = grown;
-			len += (size_t)snprintf(cmd + len, cap - len, "%s%s", len ? " " : "", text);
-			if (i + 1 < n && *sep)
-				len += (size_t)snprintf(cmd + len, cap - len, " %s", sep);
+	if (undecided)
+		goto done;		 /* a part the gate could not decide: judged whole */
+	for (size_t i = 0; i < n; i++) { /* every part may run: the rewrite */
+		const json_t *part = json_array_get(parts, i);
+		struct answer a;
+		if (json_is_null(json_array_get(resps, i)))
+			continue;
+		read_answer(json_array_get(resps, i), &a);
+		if (rl < sizeof(rules))
+			rl += (size_t)snprintf(rules + rl, sizeof(rules) - rl, "%s%s%s",
+					       rl ? ", " : "", a.rule,
+					       a.waits ? " (waits for a human)" : "");
+		const char *cwd = json_string_value(json_array_get(cwds, i));
+		char *text = run_command(g->socket_path, json_object_get(part, "pipeline"),
+					 cwd[0] ? cwd : NULL,
+					 json_string_value(json_object_get(req, "session")));
+		const char *sep = str_or(json_string_value(json_object_get(part, "sep")), "");
+		char *grown = text ? realloc(cmd, cap += strlen(text) + strlen(sep) + 2) : NULL;
+		if (!grown) {
 			free(text);
-			runs++;
+			goto done;
 		}
+		cmd = grown;
+		len += (size_t)snprintf(cmd + len, cap - len, "%s%s", len ? " " : "", text);
+		if (i + 1 < n && *sep)
+			len += (size_t)snprintf(cmd + len, cap - len, " %s", sep);
+		free(text);
+		runs++;
 	}
 	if (runs == 0)
 		goto done;
@@ -720,7 +746,6 @@ static int hook_chain(const struct cg_cli *g, const json_t *payload, const json_
 	out = 0;
 done:
 	free(cmd);
-	free(cwd);
 	json_decref(resps);
 	json_decref(cwds);
 	return out;
@@ -785,20 +810,15 @@ static int hook_claude_code(const struct cg_cli *g, enum degrade_mode degrade,
 		rc = block("the callgate daemon at %s cannot be reached (%s)", g->socket_path, err);
 		goto out_req;
 	}
-	const json_t *reply = json_object_get(resp, "reply");
-	const json_t *data = json_object_get(reply, "data");
-	const char *type = str_or(json_string_value(json_object_get(reply, "type")), "?");
-	const char *code = str_or(json_string_value(json_object_get(reply, "code")), "?");
-	const char *msg = str_or(json_string_value(json_object_get(reply, "message")), "");
-	const char *trace = str_or(json_string_value(json_object_get(reply, "trace_id")), "-");
-	const char *decision = json_string_value(json_object_get(data, "decision"));
-	const char *rule = str_or(json_string_value(json_object_get(data, "rule_id")), "?");
-	const char *rule_why = str_or(json_string_value(json_object_get(data, "why")), msg);
-
-	if (strcmp(type, "S") != 0 || !decision) {
+	struct answer a;
+	read_answer(resp, &a);
+	const json_t *data = a.data;
+	const char *trace = a.trace, *decision = a.decision, *rule = a.rule, *rule_why = a.why;
+	if (!a.decided) {
 		/* Not a decision (I: the call is malformed for callgate, e.g. a cwd
 		 * outside the workspaces; E: the daemon failed): block. */
-		snprintf(reason, sizeof(reason), "[%s %s] %s (trace %s)", type, code, msg, trace);
+		snprintf(reason, sizeof(reason), "[%s %s] %s (trace %s)", a.type, a.code, a.msg,
+			 trace);
 		rc = block("%s", reason);
 		goto out_resp;
 	}
@@ -818,19 +838,12 @@ static int hook_claude_code(const struct cg_cli *g, enum degrade_mode degrade,
 	}
 	if (!rules[0])
 		snprintf(rules, sizeof(rules), "%s", rule);
-	/* Constraints mean the rule lets the call run only confined. */
-	bool confined = strcmp(decision, "DEGRADE") == 0 ||
-			json_array_size(json_object_get(data, "constraints")) > 0;
-	bool permits = strcmp(decision, "ALLOW") == 0 || strcmp(decision, "DEGRADE") == 0;
-	bool human = strcmp(decision, "UNKNOWN") == 0;
+	bool confined = a.confined, permits = a.permits, human = a.human, waits = a.waits;
 	const json_t *approval = json_object_get(data, "approval");
-	/* Someone can say yes inside callgate: its queue, or an open grant that covers it. */
-	bool waits = human && (json_is_true(json_object_get(approval, "enabled")) ||
-			       json_is_object(json_object_get(approval, "grant")));
 	/* What "ask" lets happen: Claude Code runs the tool itself, outside callgate. */
 	static const char outside[] = "; if you allow it here, Claude Code runs it itself, outside "
 				      "callgate: unconfined and unrecorded";
-	const char *refusal = str_or(json_string_value(json_object_get(data, "reason")), code);
+	const char *refusal = a.refusal;
 
 	if (kind == K_COMMAND && (permits || waits)) {
 		/* Governed: Claude Code runs the judged argv through callgate, which

@@ -1226,11 +1226,6 @@ static bool view_git_write(const struct cg_constraints *const *cons, size_t n)
 }
 
 /*
- * The call's world (ctx->view): prepared here, entered by the child. An
- * unprivileged daemon needs a user namespace for it; without one the call
- * is refused unless every set is best_effort (then the downgrade is noted).
- */
-/*
  * What hides the daemon's agent socket from a call (into out): its directory
  * when that is a directory of its own (below the top level, holding no write
  * tree, workspace, cwd or home), else the socket alone. False when too long.
@@ -1255,6 +1250,11 @@ static bool agent_hiding(const struct cg_confine_ctx *ctx, const char *const *wr
 	return true;
 }
 
+/*
+ * The call's world (ctx->view): prepared here, entered by the child. An
+ * unprivileged daemon needs a user namespace for it; without one the call
+ * is refused unless every set is best_effort (then the downgrade is noted).
+ */
 static int prepare_view(struct cg_confine_plan *p, const struct cg_constraints *const *cons,
 			size_t n, const struct cg_confine_ctx *ctx, json_t *downs,
 			struct cg_reply **err)

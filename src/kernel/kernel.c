@@ -77,12 +77,16 @@ static int take_config(struct cg_kernel *k, const struct cg_kernel_config *cfg,
 	k->approval_timeout_ms = cfg->approval_timeout_ms;
 	k->on_call = cfg->on_call;
 	k->on_call_arg = cfg->on_call_arg;
-	/* Absolute (views hide it where it lives; a relative one is taken from here). */
+	/*
+	 * Absolute (views hide it where it lives; a relative one is taken from
+	 * here). One that cannot be made absolute is kept as given: every view
+	 * then refuses to start rather than leave it reachable (agent_hiding).
+	 */
 	const char *agent = getenv("SSH_AUTH_SOCK");
 	char here[4096];
-	if (agent && *agent && agent[0] != '/' && getcwd(here, sizeof(here)))
-		(void)!asprintf(&k->ssh_auth_sock, "%s/%s", here, agent);
-	else if (agent && *agent && agent[0] == '/')
+	if (agent && *agent &&
+	    (agent[0] == '/' || !getcwd(here, sizeof(here)) ||
+	     asprintf(&k->ssh_auth_sock, "%s/%s", here, agent) < 0))
 		k->ssh_auth_sock = strdup(agent);
 	k->freshness_s = cfg->freshness_s > 0 ? cfg->freshness_s : CG_WIRE_FRESHNESS_S;
 	if ((cfg->policy_file && !(k->policy_file = strdup(cfg->policy_file))) ||
