@@ -208,6 +208,13 @@ pid_t cg_confine_spawn(struct cg_tree *t, const struct cg_confine_plan *plan, in
  */
 size_t cg_confine_sweep_gone(void);
 /*
+ * What a call with an nproc limit costs here, when it is worth saying: the
+ * pids controller only on cgroup v1 and the cgroup2 mount without
+ * favordynmods (each call's migration into its pids cgroup then waits for
+ * an RCU grace period). NULL otherwise. After cg_confine_sweep_gone.
+ */
+const char *cg_confine_pids_note(void);
+/*
  * Find and open callgate-init, for every later view: beside this program,
  * else in LIBEXECDIR/callgate; a regular executable file owned by root or
  * by us, writable by no one else. 0 and where (its path), or -1 and where

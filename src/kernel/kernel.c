@@ -194,6 +194,9 @@ int cg_kernel_new(const struct cg_kernel_config *cfg, struct cg_kernel **out, st
 		       "killed %zu call(s) a callgated that is gone left running: no deadline or "
 		       "record covered them any more (their traces are marked incomplete)",
 		       gone);
+	const char *pids = cg_confine_pids_note();
+	if (pids)
+		cg_log("info", NULL, "confinement: %s", pids);
 	/* Network namespaces made ahead of the calls that need one (root only). */
 	k->netns_pool = cg_netns_pool_start(CG_NETNS_POOL_SIZE) == 0;
 	if (start_threads(k, cfg->n_workers, &err) != 0)
