@@ -295,7 +295,11 @@ Test(exec, stderr_cap_with_20mib_producer)
 Test(exec, deadline_kills_pipeline_with_grandchild)
 {
 	char *a0[] = { "sh", "-c", "sleep 100 & echo $!; sleep 100", NULL };
-	char *a1[] = { "cat", NULL };
+	/*
+	 * Not a bare cat: killed a moment after sh, it could read EOF first and
+	 * exit 0 (seen under a parallel test run). This stage outlives EOF.
+	 */
+	char *a1[] = { "sh", "-c", "cat; sleep 100", NULL };
 	char **argvs[] = { a0, a1 };
 	struct run r;
 	run(&r, argvs, 2, 300);
