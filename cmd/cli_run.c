@@ -12,7 +12,8 @@
  * Invariants:
  *  - Nothing is run locally: the CLI only talks to the daemon.
  *  - The privileged default is the protocol's (true): the CLI sends
- *    "privileged" only when --privileged or --no-privileged is given.
+ *    "privileged" only when --privileged, --no-privileged or
+ *    $CALLGATE_PRIVILEGED says so.
  *  - A response the CLI cannot read is an error (70), never success.
  */
 #include <errno.h>
@@ -47,7 +48,8 @@ static void privileged_hint(const json_t *req, const json_t *resp)
 	    strcmp(code, cg_reply_registry[CG_R_PRIVILEGED_NEEDS_APPROVAL].code) == 0)
 		fprintf(stderr,
 			"callgate run: a call is privileged (root, after a human's approval) "
-			"unless it says otherwise; add --no-privileged to run as yourself\n");
+			"unless it says otherwise; add --no-privileged to run as yourself, "
+			"or set CALLGATE_PRIVILEGED=0 for every call\n");
 }
 
 static void print_json(const json_t *resp)
@@ -294,7 +296,7 @@ static int set_cwd(const char *sub, json_t *req, const char *dir)
 /* The options of run and gate (gate adds --actions): one table for --help and errors. */
 /* clang-format off */
 #define REQUEST_OPTS \
-	{ "--no-privileged", NULL, "run as yourself (what most calls want)" }, \
+	{ "--no-privileged", NULL, "run as yourself (what most calls want; CALLGATE_PRIVILEGED=0 for every call)" }, \
 	{ "--privileged", NULL, "run as root after a human's approval (the default)" }, \
 	{ "--cwd", "DIR", "working directory in a workspace (default: here)" }, \
 	{ "--env", "NAME=VALUE", "set a variable the policy allows; repeatable" }, \
@@ -409,6 +411,33 @@ static int set_host_and_cwd(const struct cg_cli *g, const char *sub, struct req_
 }
 
 /*
+ * $CALLGATE_PRIVILEGED: the default for --privileged/--no-privileged, so a
+ * user or a script says once that its calls run as itself (ux-s39 M1: every
+ * first command was refused). Unset or empty: the protocol's default. A
+ * value it cannot read is a usage error, never a guess either way.
+ */
+static int privileged_from_env(const char *sub, json_t *req)
+{
+	const char *v = getenv("CALLGATE_PRIVILEGED");
+	if (!v || !*v)
+		return 0;
+	static const char *const no[] = { "0", "no", "false" }, *const yes[] = { "1", "yes",
+										 "true" };
+	for (size_t k = 0; k < 3; k++) {
+		if (strcmp(v, no[k]) == 0 || strcmp(v, yes[k]) == 0) {
+			json_object_set_new(req, "privileged",
+					    json_boolean(strcmp(v, yes[k]) == 0));
+			return 0;
+		}
+	}
+	fprintf(stderr,
+		"callgate %s: CALLGATE_PRIVILEGED must be 0, no or false (run as yourself) or "
+		"1, yes or true (root, after a human's approval), got '%.40s'\n",
+		sub, v);
+	return -1;
+}
+
+/*
  * Parse options up to "--" (or the first non-option). Returns the index of
  * the first pipeline word, or -1 after printing a usage error. When --cwd is
  * not given, the caller's working directory is sent: a call made from
@@ -491,6 +520,8 @@ static int parse_opts(const struct cg_cli *g, int argc, char **argv, struct req_
 			o->actions_file = v;
 		}
 	}
+	if (!json_object_get(o->req, "privileged") && privileged_from_env(sub, o->req) < 0)
+		return -1;
 	if (set_host_and_cwd(g, sub, o) < 0)
 		return -1;
 	return i;

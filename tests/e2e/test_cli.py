@@ -210,6 +210,27 @@ class CliAgainstDaemon(unittest.TestCase):
         self.assertRegex(r.stderr.decode(),
                          r"^callgate run: EN-[A-Z]+-D-\d{3}: .+ \(trace [0-9a-f-]{36}\)\n$")
 
+    def test_callgate_privileged_sets_the_clis_default(self):
+        # ux-s39 M1: every first command was refused; a script or a user says
+        # once that its calls run as itself. A flag still wins over it.
+        marker = os.path.join(self.d.workspace, "env-default-ran")
+        r = self.run_cli("run", "--", "touch", marker, env={"CALLGATE_PRIVILEGED": "0"})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertTrue(os.path.exists(marker))
+        os.unlink(marker)
+        r = self.run_cli("run", "--privileged", "--", "touch", marker,
+                         env={"CALLGATE_PRIVILEGED": "no"})
+        self.assertEqual(r.returncode, EXIT_DENIED, r.stderr)
+        self.assertFalse(os.path.exists(marker))
+        r = self.run_cli("gate", "--json", "--", "ls", env={"CALLGATE_PRIVILEGED": "1"})
+        self.assertEqual(json.loads(r.stdout)["reply"]["data"]["decision"], "UNKNOWN", r.stdout)
+        # A value it cannot read runs nothing, either way.
+        for bad in ("maybe", "2", "off"):
+            r = self.run_cli("run", "--", "touch", marker, env={"CALLGATE_PRIVILEGED": bad})
+            self.assertEqual(r.returncode, 64, r.stderr)
+            self.assertIn(b"CALLGATE_PRIVILEGED must be", r.stderr)
+            self.assertFalse(os.path.exists(marker))
+
     def test_privileged_default_hint_on_a_terminal_only(self):
         import pty
         master, slave = pty.openpty()
