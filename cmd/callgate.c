@@ -41,20 +41,6 @@ static const struct {
 	  "relay stdio to the agent socket (what --host runs over ssh)" },
 };
 
-static const struct cg_cli_opt global_opts[] = {
-	{ "--socket", "PATH", "the daemon's agent socket ($CALLGATE_SOCKET)" },
-	{ "--admin-socket", "PATH", "the daemon's admin socket ($CALLGATE_ADMIN_SOCKET)" },
-	{ "--state-dir", "DIR", "the daemon's state directory ($CALLGATE_STATE_DIR)" },
-	{ "--host", "NAME",
-	  "send run/gate/ping/mcp calls to NAME's daemon over ssh ($CALLGATE_HOST)" },
-	{ "--ssh-option", "OPT",
-	  "pass -o OPT to ssh for --host; repeatable ($CALLGATE_SSH: ssh command)" },
-	{ "--remote-socket", "PATH",
-	  "the agent socket on the --host machine ($CALLGATE_REMOTE_SOCKET)" },
-	{ "--version", NULL, "print the version and exit" },
-	{ 0 },
-};
-
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
 
 #define USAGE                                                                                      \
@@ -73,7 +59,7 @@ static int help(void)
 		(void)snprintf(about + n, sizeof(about) - n,
 			       "\n'callgate COMMAND --help' (or 'callgate help COMMAND') shows"
 			       " a command's\nown options.");
-	(void)cg_cli_help(USAGE, about, global_opts);
+	(void)cg_cli_help(USAGE, about, cg_cli_global_opts);
 	printf("\nSee callgate(1). Exit codes: the command's own, or 64 usage, 65 invalid,\n"
 	       "66 no state directory, 69 unavailable, 70 error, 75 a human would decide (gate,\n"
 	       "policy explain), 77 denied, 124 timeout.\n");
@@ -172,7 +158,8 @@ int main(int argc, char **argv)
 		const char *a = argv[i], *v = NULL;
 		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)
 			return help();
-		const struct cg_cli_opt *o = cg_cli_opt_take("", global_opts, argc, argv, &i, &v);
+		const struct cg_cli_opt *o =
+		    cg_cli_opt_take("", cg_cli_global_opts, argc, argv, &i, &v);
 		if (!o)
 			return CG_EXIT_USAGE;
 		if (strcmp(o->name, "--version") == 0) {
@@ -192,7 +179,7 @@ int main(int argc, char **argv)
 		} else if (strcmp(o->name, "--ssh-option") == 0) {
 			if (g.n_ssh_opts == sizeof(ssh_opts) / sizeof(ssh_opts[0]))
 				return cg_cli_bad_option("", "--ssh-option",
-							 "given too often:", global_opts);
+							 "given too often:", cg_cli_global_opts);
 			ssh_opts[g.n_ssh_opts++] = v;
 		}
 	}

@@ -122,6 +122,9 @@ struct cg_cli_opt {
 /* True when --help or -h appears before any "--" in argv[1..]. */
 bool cg_cli_wants_help(int argc, char **argv);
 
+/* callgate's own options (--socket, --state-dir, ...), given before the command. */
+extern const struct cg_cli_opt cg_cli_global_opts[];
+
 /* Print usage, an optional paragraph and the option table to stdout; returns CG_EXIT_OK. */
 int cg_cli_help(const char *usage, const char *about, const struct cg_cli_opt *opts);
 

@@ -75,6 +75,21 @@ const char *cg_cli_typo_of(const char *word, const struct cg_cli_opt *opts)
 	return NULL;
 }
 
+/* callgate's own options, before the command (callgate.c parses them). */
+const struct cg_cli_opt cg_cli_global_opts[] = {
+	{ "--socket", "PATH", "the daemon's agent socket ($CALLGATE_SOCKET)" },
+	{ "--admin-socket", "PATH", "the daemon's admin socket ($CALLGATE_ADMIN_SOCKET)" },
+	{ "--state-dir", "DIR", "the daemon's state directory ($CALLGATE_STATE_DIR)" },
+	{ "--host", "NAME",
+	  "send run/gate/ping/mcp calls to NAME's daemon over ssh ($CALLGATE_HOST)" },
+	{ "--ssh-option", "OPT",
+	  "pass -o OPT to ssh for --host; repeatable ($CALLGATE_SSH: ssh command)" },
+	{ "--remote-socket", "PATH",
+	  "the agent socket on the --host machine ($CALLGATE_REMOTE_SOCKET)" },
+	{ "--version", NULL, "print the version and exit" },
+	{ 0 },
+};
+
 int cg_cli_bad_option(const char *sub, const char *bad, const char *why,
 		      const struct cg_cli_opt *opts)
 {
@@ -102,6 +117,20 @@ int cg_cli_bad_option_of(const char *prog, const char *sub, const char *bad, con
 	for (char *p = name; *p; p++)
 		if ((unsigned char)*p < 0x20 || *p == 0x7f)
 			*p = '?';
+	/*
+	 * callgate's own option after its command (ux-s39 L1): say where it
+	 * goes rather than list the command's options. A command that has an
+	 * option of the same name (run --host) took it before we got here.
+	 */
+	for (const struct cg_cli_opt *o = cg_cli_global_opts; !why && *sub && o->name; o++) {
+		if (strcmp(prog, "callgate") != 0 || strcmp(o->name, name) != 0)
+			continue;
+		fprintf(stderr,
+			"callgate %s: '%s' is an option of callgate itself: give it before the "
+			"command (callgate %s%s%s %s ...)\n",
+			sub, name, name, o->arg ? " " : "", o->arg ? o->arg : "", sub);
+		return CG_EXIT_USAGE;
+	}
 	fprintf(stderr, "%s%s%s: %s '%s'", prog, *sub ? " " : "", sub, why ? why : "unknown option",
 		name);
 	/* Close means a few edits, and fewer than half the name: "--frob" is not "--json". */

@@ -176,6 +176,21 @@ class UsageErrors(unittest.TestCase):
         self.assertIn("--cwd", r.stderr.decode())
         self.assertIn("--no-privileged", r.stderr.decode())
 
+    def test_callgates_own_option_after_the_command_says_where_it_goes(self):
+        # ux-s39 L1: `run --socket S` listed run's options, none of them it.
+        for args, opt in ((("run", "--socket", "/x.sock", "--no-privileged", "--", "ls"),
+                           "--socket"),
+                          (("pending", "--admin-socket=/x.sock"), "--admin-socket"),
+                          (("ping", "--remote-socket", "/x"), "--remote-socket")):
+            with self.subTest(args=args):
+                r = callgate(*args)
+                self.assert_names(r, opt, None)
+                self.assertIn("give it before the command (callgate %s" % opt,
+                              r.stderr.decode())
+        # A command's own option of that name is still the command's.
+        r = callgate("verdict", "--state-dir", "/nonexistent-cg", "x")
+        self.assertNotIn(b"option of callgate itself", r.stderr)
+
     def test_missing_value_names_the_option(self):
         for args, opt in ((("run", "--cwd"), "--cwd"), (("log", "--since"), "--since"),
                           (("replay", "--pubkey"), "--pubkey")):
