@@ -9,7 +9,7 @@
  * filter, and writes the report. The forked child (cg_confine_child) only
  * makes async-signal-safe calls, in this order, each for a reason:
  *
- *   1. umask          files the command creates are private by default.
+ *   1. umask          the caller's (cg_call_umask), else private (077).
  *      mount ns       a privileged call (no view, as root): symlinks under the
  *                     workspaces, the peer's home and /tmp are not followed
  *                     (cg_view_nosymfollow); needs CAP_SYS_ADMIN.
@@ -86,6 +86,7 @@ bool cg_confine_exec_defaulted(const json_t *set)
 
 struct cg_confine_plan {
 	bool confined; /* any constraint set: no_new_privs + seccomp */
+	mode_t umask;  /* step 1 */
 	int abi;       /* Landlock ABI of the running kernel */
 	size_t n_sets;
 	struct cg_landlock_ruleset *sets;
@@ -1374,6 +1375,7 @@ static int prepare_plan(const struct cg_constraints *const *cons, size_t n,
 	p->gid = p->set_ids ? ctx->gid : 0;
 	p->outer_uid = geteuid();
 	p->outer_gid = getegid();
+	p->umask = ctx && ctx->umask_set ? ctx->umask & 0777 : CONFINE_UMASK;
 	/* Without CAP_SETGID the groups cannot be cleared; say so below. */
 	p->clear_groups = geteuid() == 0;
 	bool any_best_effort = false;
@@ -1691,7 +1693,7 @@ static int prepare_plan(const struct cg_constraints *const *cons, size_t n,
 		(void)json_array_append_new(notes,
 					    json_string("not root: supplementary groups are kept"));
 	char umask_s[8];
-	(void)snprintf(umask_s, sizeof(umask_s), "%04o", CONFINE_UMASK);
+	(void)snprintf(umask_s, sizeof(umask_s), "%04o", (unsigned)p->umask);
 	p->report = json_pack(
 	    "{s:b,s:{s:i,s:i,s:b,s:b,s:o,s:b},s:{s:s,s:b,s:o},s:o,s:s,s:b,s:{s:b,s:s,s:o},"
 	    "s:s,s:b,s:o,s:o,s:o,s:o,s:o,s:b}",
@@ -1774,7 +1776,7 @@ static int read_only_rest(const struct cg_confine_plan *plan)
 static int confine_head(const struct cg_confine_plan *plan)
 {
 	int rc;
-	(void)umask(CONFINE_UMASK);
+	(void)umask(plan->umask);
 	cg_oom_first();
 	if (plan->n_nosym && (rc = cg_view_nosymfollow((const char *const *)plan->nosym,
 						       plan->n_nosym, plan->nosym_cwd)) != 0)
@@ -2092,6 +2094,8 @@ int cg_confine_prepare_stages(const struct cg_constraints *const *cons, const ui
 		*err = cg_reply_new(CG_R_OUT_OF_MEMORY, "{s:s}", "doing", "preparing confinement");
 		goto fail;
 	}
+	top->umask =
+	    ctx && ctx->umask_set ? ctx->umask & 0777 : CONFINE_UMASK; /* as each stage's */
 	for (size_t i = 0; i < n_stages; i++) {
 		size_t k = 0;
 		for (size_t j = 0; j < n; j++)

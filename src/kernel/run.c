@@ -15,6 +15,7 @@
  *    request as it found it (sudo wrapping undone).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,8 @@ struct run {
 	bool root, priv; /* the daemon is root; the call is privileged */
 	uid_t uid;	 /* who the stages run as */
 	gid_t gid;
+	bool umask_set; /* the caller's umask could be read (call_umask) */
+	mode_t umask;
 	char **envp;
 	struct cg_confine_plan *plan;
 	json_t *confinement; /* the plan's report, rendered once (owned) */
@@ -68,6 +71,39 @@ static int add_env(char ***envp, const char *name, const char *value)
 }
 
 /*
+ * The command's umask (ux-s39 M12: a fixed 077 made every file a call
+ * created private, unlike what the developer's own shell makes): the
+ * caller's, from /proc/PID/status, with the world-writable bit always set
+ * (| 002) and, for a privileged call, the group's too (| 022, as sudo
+ * does). false when it cannot be read (the caller is gone): the plan then
+ * keeps 077.
+ */
+static bool call_umask(pid_t pid, bool priv, mode_t *out)
+{
+	char path[64], buf[2048];
+	if (pid <= 0)
+		return false;
+	(void)snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1); /* Umask: is the second line */
+	(void)close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = 0;
+	const char *l = strstr(buf, "\nUmask:\t");
+	if (!l)
+		return false;
+	char *end;
+	unsigned long m = strtoul(l + 8, &end, 8);
+	if (end == l + 8 || *end != '\n' || m > 0777)
+		return false;
+	*out = (mode_t)m | (priv ? 022 : 002);
+	return true;
+}
+
+/*
  * Who the stages run as, and their environment. A privileged call only
  * reaches here approved by a human, a grant, or a rule that allows
  * privileged use explicitly: as root it runs as root; otherwise through
@@ -82,6 +118,7 @@ static int prepare_identity(struct cg_kernel *k, struct cg_job *j, struct run *r
 	r->priv = req->privileged;
 	r->uid = r->root ? (r->priv ? 0 : j->peer.uid) : geteuid();
 	r->gid = r->root ? (r->priv ? 0 : j->peer.gid) : getegid();
+	r->umask_set = call_umask(j->peer.pid, r->priv, &r->umask);
 	r->envp = cg_world_envp(&k->world, req, r->uid, reply);
 	if (!r->envp)
 		return -1;
@@ -117,7 +154,9 @@ static int prepare_confinement(struct cg_job *j, struct run *r, struct cg_reply 
 				       .own_paths = (const char *const *)j->k->own_paths,
 				       .n_own_paths = j->k->n_own_paths,
 				       .uid = r->uid,
-				       .gid = r->gid };
+				       .gid = r->gid,
+				       .umask_set = r->umask_set,
+				       .umask = r->umask };
 	char **nosym = NULL;
 	size_t n_nosym = 0;
 	if (r->priv && r->root) {

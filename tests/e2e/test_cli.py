@@ -210,6 +210,22 @@ class CliAgainstDaemon(unittest.TestCase):
         self.assertRegex(r.stderr.decode(),
                          r"^callgate run: EN-[A-Z]+-D-\d{3}: .+ \(trace [0-9a-f-]{36}\)\n$")
 
+    def test_files_a_call_makes_follow_the_callers_umask(self):
+        # ux-s39 M12: a fixed 077 made `mkdir docs` drwx------ and a built
+        # program -rwx------, unlike the developer's own shell. Never
+        # world-writable, whatever the caller's umask.
+        argv_base = [cgtest.CALLGATE, "--socket", self.d.socket, "run", "--no-privileged",
+                     "--", "touch"]
+        for mask, mode in ((0o022, 0o644), (0o077, 0o600), (0o002, 0o664), (0o000, 0o664)):
+            with self.subTest(umask=oct(mask)):
+                path = os.path.join(self.d.workspace, "umask-%03o" % mask)
+                r = subprocess.run(argv_base + [path], capture_output=True, timeout=60,
+                                   cwd=self.d.workspace,
+                                   preexec_fn=lambda m=mask: os.umask(m))
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertEqual(os.stat(path).st_mode & 0o777, mode)
+                os.unlink(path)
+
     def test_callgate_privileged_sets_the_clis_default(self):
         # ux-s39 M1: every first command was refused; a script or a user says
         # once that its calls run as itself. A flag still wins over it.
