@@ -334,7 +334,8 @@ static const struct cg_cli_opt ping_opts[] = {
 	"literal '|' argument separates stages; no shell is involved. The last\n"                  \
 	"stage's stdout and every stage's stderr are passed on, and the exit status\n"             \
 	"is the last stage's. The command's stdin is /dev/null: the protocol carries\n"            \
-	"no input, so pass data in a file. A refusal prints\n"                                     \
+	"no input, so pass data in a file. Output arrives when the command ends;\n"                \
+	"give a long one --timeout (default 30 s in the default policy). A refusal prints\n"       \
 	"'callgate run: CODE: message (trace ID)'\n"                                               \
 	"and exits 65 (invalid), 69 (no daemon), 70 (error), 77 (denied) or 124\n"                 \
 	"(deadline)."
