@@ -1343,16 +1343,32 @@ unref_policy:
 	return rc;
 }
 
+static const struct cg_cli_opt dump_opts[] = {
+	{ "--yaml", NULL, "print the embedded policy's YAML, comments and all (a starting point)" },
+	{ 0 },
+};
+
 static int cmd_dump(int argc, char **argv)
 {
 	if (cg_cli_wants_help(argc, argv))
 		return cg_cli_help(
-		    "callgate policy dump [FILE]",
-		    "Print the normalised policy (default: the embedded one) as JSON.", no_opts);
+		    "callgate policy dump [FILE]\n       callgate policy dump --yaml",
+		    "Print the normalised policy (default: the embedded one) as JSON;\n"
+		    "with --yaml, the embedded policy as the daemon reads it, to copy\n"
+		    "and change (docs/policy.md, Writing your own).",
+		    dump_opts);
+	if (argc == 2 && strcmp(argv[1], "--yaml") == 0) {
+		/* What the daemon loads when no --policy is given, byte for byte. */
+		return fwrite(cg_default_policy_yaml, 1, cg_default_policy_yaml_len, stdout) ==
+				   cg_default_policy_yaml_len &&
+			       fflush(stdout) == 0
+			   ? CG_EXIT_OK
+			   : CG_EXIT_ERROR;
+	}
 	if (argc > 2)
-		return usage_error("dump takes at most one FILE%s", "");
+		return usage_error("dump takes one FILE, or --yaml%s", "");
 	if (argc == 2 && argv[1][0] == '-')
-		return cg_cli_bad_option("policy dump", argv[1], NULL, no_opts);
+		return cg_cli_bad_option("policy dump", argv[1], NULL, dump_opts);
 	struct cg_policy *p = load_policy(argc == 2 ? argv[1] : NULL);
 	if (!p)
 		return CG_EXIT_INVALID;

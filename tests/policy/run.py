@@ -319,6 +319,28 @@ class CheckAndDump(unittest.TestCase):
         # The embedded default is the same bytes.
         self.assertEqual(json.loads(cg("policy", "dump", check=0).stdout)["sha256"], j["sha256"])
 
+    def test_dump_yaml_is_the_embedded_policy_to_start_from(self):
+        # ux-s39 M10: a policy file replaces the default whole; --yaml gives
+        # the default, comments and all, to copy and change.
+        r = cg("policy", "dump", "--yaml", check=0)
+        with open(DEFAULT_POLICY) as f:
+            self.assertEqual(r.stdout, f.read())
+        self.assertIn("# ", r.stdout)
+        # docs/policy.md's recipe: a rule before package-fetch wins over it.
+        rule = ("  - id: npm-from-the-registry\n    decision: degrade\n"
+                "    match:\n      exe: [npm]\n      subcommand: [ci, install]\n"
+                "    constraints:\n      read: [/]\n      write: [\"${workspace}\"]\n"
+                "      net:\n        allow: [registry.npmjs.org]\n\n")
+        at = r.stdout.index("  - id: package-fetch")
+        path = os.path.join(tempfile.mkdtemp(dir=FIX["root"]), "mine.yaml")
+        with open(path, "w") as f:
+            f.write(r.stdout[:at] + rule + r.stdout[at:])
+        cg("policy", "check", path, check=0)
+        if shutil.which("npm"):
+            out = cg("policy", "explain", "--policy", path, "--no-privileged", "--json", "--",
+                     "npm", "ci", check=0).stdout
+            self.assertEqual(json.loads(out)["rule_id"], "npm-from-the-registry", out)
+
 
 class Signing(unittest.TestCase):
     def setUp(self):
