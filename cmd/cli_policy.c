@@ -347,11 +347,15 @@ static void explain_print(const struct cg_policy *p, const struct outcome *o)
 		return;
 	}
 	printf("constraints (all apply):\n");
+	/* In words, as gate prints them (ux-s39 L3: text output never holds JSON). */
 	for (size_t k = 0; k < f->n_constraints; k++) {
 		json_t *c = cg_constraints_to_json(f->constraints[k]);
-		char *s = c ? json_dumps(c, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
-		printf("  %s\n", s ? s : "?");
-		free(s);
+		fputs("  ", stdout);
+		if (c)
+			cg_cli_print_value(stdout, c);
+		else
+			fputc('?', stdout);
+		putchar('\n');
 		json_decref(c);
 	}
 }

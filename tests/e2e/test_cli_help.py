@@ -361,6 +361,15 @@ class TextNotJson(unittest.TestCase):
         r = self.d.cli("gate", "--json", "--no-privileged", "--", "touch", "x")
         self.assertTrue(json.loads(r.stdout)["reply"]["data"]["constraints"])
 
+    def test_policy_explain_constraints_are_text_as_gate_prints_them(self):
+        # ux-s39 L3: explain printed {"read":["/"],...} under "constraints".
+        r = callgate("policy", "explain", "--no-privileged", "--", "git", "commit", "-m", "x",
+                     cwd=self.d.workspace)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        out = r.stdout.decode()
+        self.assertRegex(out, r"constraints \(all apply\):\n  read /; write \S+")
+        self.assert_no_json(out, "policy explain")
+
     def test_log_is_text_and_json_is_the_journal(self):
         r = self.d.cli("run", "--json", "--no-privileged", "--", "true")
         self.assertEqual(r.returncode, 0, r.stderr)
