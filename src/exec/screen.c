@@ -444,6 +444,15 @@ int cg_screen_record(const struct cg_screen *s, const unsigned char *in, size_t 
 	return screen_run(s, true, true, false, in, len, out, out_len, NULL, NULL);
 }
 
+/* " sha256:" and 12 hex digits: what a record's marker adds (fingerprinted). */
+#define FINGERPRINT_LEN 20
+
+/* Kinds whose values are random enough that a hash prefix gives nothing away. */
+static bool fingerprinted(int kind)
+{
+	return kind != K_URL_CREDENTIALS && kind != K_PASSWORD_PARAM;
+}
+
 static int screen_run(const struct cg_screen *s, bool redact, bool strict, bool detect_injection,
 		      const unsigned char *in, size_t len, unsigned char **out, size_t *out_len,
 		      json_t *counts, bool *quarantined)
@@ -497,7 +506,8 @@ static int screen_run(const struct cg_screen *s, bool redact, bool strict, bool 
 
 	need = len + 1;
 	for (size_t i = 0; i < sc.n; i++)
-		need += strlen("[REDACTED:]") + strlen(cg_screen_secret_kinds[sc.v[i].kind]);
+		need += strlen("[REDACTED:]") + strlen(cg_screen_secret_kinds[sc.v[i].kind]) +
+			(strict ? FINGERPRINT_LEN : 0);
 	buf = malloc(need);
 	if (!buf) {
 		saved = ENOMEM;
@@ -520,7 +530,20 @@ static int screen_run(const struct cg_screen *s, bool redact, bool strict, bool 
 		}
 		if (sp->from > cursor)
 			append(buf, &pos, in + cursor, sp->from - cursor);
-		ml = snprintf(marker, sizeof(marker), "[REDACTED:%s]", kind);
+		if (strict && fingerprinted(sp->kind)) {
+			/*
+			 * The record names which value it was (s39b F3: a file named
+			 * like a token vanished from the evidence): a guess can be
+			 * checked against it. Only for high-entropy kinds: a password
+			 * in a URL could be found from its hash by trying words.
+			 */
+			char hex[65];
+			cg_sha256_hex(in + sp->from, sp->to - sp->from, hex);
+			ml = snprintf(marker, sizeof(marker), "[REDACTED:%s sha256:%.12s]", kind,
+				      hex);
+		} else {
+			ml = snprintf(marker, sizeof(marker), "[REDACTED:%s]", kind);
+		}
 		append(buf, &pos, marker, (size_t)ml);
 		cursor = sp->to;
 		if (count_add(counts, kind) < 0) {

@@ -171,6 +171,29 @@ class CliAgainstDaemon(unittest.TestCase):
             self.assertIn("echo ran > m", json.loads(shown)["command"])
             self.assertNotIn("REDACTED", shown)
 
+    def test_a_file_named_like_a_token_can_be_found_from_the_record(self):
+        # s39b F3: `cat x.sk-aaaa…` was recorded as `cat 'x.[REDACTED:openai_key]'`:
+        # the evidence no longer said which file was read. The marker now
+        # carries the value's sha256 prefix, so the auditor can tell.
+        import hashlib
+        token = "sk-" + "a" * 24
+        name = "x." + token
+        with open(os.path.join(self.d.workspace, name), "w") as f:
+            f.write("x\n")
+        r = self.run_cli("run", "--json", "--no-privileged", "--", "cat", name)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        tid = json.loads(r.stdout)["reply"]["trace_id"]
+        cgtest.wait_package_file(self.d.state_dir, tid, "verdict.md")
+        cmd = json.loads(self.run_cli("log", "--json", "--trace", tid).stdout)["command"]
+        self.assertNotIn(token, cmd)  # still redacted
+        want = "[REDACTED:openai_key sha256:%s]" % hashlib.sha256(token.encode()).hexdigest()[:12]
+        self.assertIn(want, cmd)
+        # Which file in the workspace that was: the one whose token hashes so.
+        found = [n for n in os.listdir(self.d.workspace) if n.startswith("x.sk-") and
+                 want.split("sha256:")[1][:12] ==
+                 hashlib.sha256(n[2:].encode()).hexdigest()[:12]]
+        self.assertEqual(found, [name])
+
     def test_ping(self):
         r = self.run_cli("ping")
         self.assertEqual(r.returncode, 0, r.stderr)

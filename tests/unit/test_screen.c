@@ -406,11 +406,12 @@ Test(screen, a_record_never_hides_shell_syntax)
 	free(o);
 	o = record("ghp_"
 		   "abcdefghijklmnopqrstuvwxyz0123456789");
-	cr_assert_str_eq(o, "[REDACTED:github_token]");
+	/* A record says which value it was: sha256's first 12 hex digits (s39b F3). */
+	cr_assert_str_eq(o, "[REDACTED:github_token sha256:03aafb028d53]");
 	free(o);
 	o = record("-----BEGIN PRIVATE KEY-----\nMIIBVQIBADANBgkqhkiG9w0BAQEFAASCAT8w\nAAAA\n"
 		   "-----END PRIVATE KEY-----");
-	cr_assert_str_eq(o, "[REDACTED:private_key]");
+	cr_assert_str_eq(o, "[REDACTED:private_key sha256:507f86af6e12]");
 	free(o);
 	/* Output keeps the wider cut: a key with no END line to the end. */
 	o = screen("-----BEGIN PRIVATE KEY-----\nMIIBVQ", NULL, NULL);
