@@ -818,6 +818,22 @@ static int resolve_actions(const struct cg_request *req, struct cg_call *call,
 			file |= strcmp(ty, file_types[t]) == 0;
 		if (!file || !res || !call->cwd)
 			continue;
+		/*
+		 * A path some tools rewrite before they open it: judged as it is
+		 * written (a directory '~' or 'file:' in the cwd), it would be
+		 * allowed for a tool that opens $HOME/.ssh/... or /etc/... (attack
+		 * s40a). Refused rather than guessed at.
+		 */
+		const char *why = res[0] == '~' ? "starts with '~', which some tools expand to a "
+						  "home directory and others do not"
+				  : strncmp(res, "file:", 5) == 0
+				      ? "is a file: URI, which some tools open as the path it names"
+				      : NULL;
+		if (why) {
+			*err = cg_reply_new(CG_R_RESOURCE_AMBIGUOUS, "{s:I,s:s,s:s}", "index",
+					    (json_int_t)i, "path", res, "why", why);
+			return -1;
+		}
 		errno = 0;
 		/* A delete removes a link, not what it points at: it is judged where it is. */
 		bool del = strcmp(ty, "delete") == 0;
