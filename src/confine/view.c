@@ -56,6 +56,7 @@
  */
 #include "view.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <glob.h>
@@ -1525,12 +1526,96 @@ static int protect_gitdir(struct cg_view *v, const char *git, bool git_write)
 	return 0;
 }
 
+/*
+ * Repositories below a write tree's root (ux-s40 H1: with the workspace
+ * ~/src and the repository at ~/src/proj, a confined call wrote
+ * proj/.git/config's core.fsmonitor and the developer's next git status ran
+ * it). Their .git is protected as the root's is: read-only, or under git:
+ * write pinned with what names programs read-only (git -C sub fetch still
+ * writes sub's objects and refs). Found by a walk
+ * of two levels below the root, reading at most NESTED_DIRS
+ * directories per write tree (what it costs every call), not into hidden
+ * directories, node_modules or links: a repository deeper or further than
+ * that is not covered (docs/confinement.md).
+ */
+#define NESTED_LEVELS 3 /* the root and two below: ~/src/proj, ~/src/org/proj */
+#define NESTED_DIRS   512
+
+/* One directory of the walk: its repository, if it is one, and its subdirectories (queued). */
+static int nested_dir(struct cg_view *v, const char *dir, bool root, bool deeper, bool git_write,
+		      char ***queue, size_t *n_queue)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	if (!d) {
+		if (fd >= 0)
+			(void)close(fd);
+		return 0; /* unreadable: the developer's git finds nothing there either */
+	}
+	char buf[PATH_MAX];
+	bool repo = false;
+	int rc = 0;
+	struct dirent *e;
+	while (rc == 0 && (e = readdir(d))) {
+		if (strcmp(e->d_name, ".git") == 0) {
+			repo = !root; /* the root's is protect_git's, with the call's git terms */
+			continue;
+		}
+		if (!deeper || e->d_name[0] == '.' || strcmp(e->d_name, "node_modules") == 0)
+			continue;
+		struct stat st;
+		bool is_dir =
+		    e->d_type == DT_DIR ||
+		    (e->d_type == DT_UNKNOWN &&
+		     fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode));
+		if (is_dir &&
+		    snprintf(buf, sizeof(buf), "%s/%s", dir, e->d_name) < (int)sizeof(buf))
+			rc = list_add(queue, n_queue, buf);
+	}
+	(void)closedir(d);
+	if (rc == 0 && repo && protect_git(v, dir, git_write) != 0) {
+		if (!v->failed_at[0])
+			(void)snprintf(v->failed_at, sizeof(v->failed_at), "%s/.git", dir);
+		rc = -1;
+	}
+	return rc;
+}
+
+/*
+ * The walk below write tree `tree`, level by level (so that a budget spent
+ * on one wide directory still leaves every repository one level down found).
+ */
+static int protect_nested(struct cg_view *v, const char *tree, bool git_write, size_t *budget)
+{
+	char **level = NULL, **next = NULL;
+	size_t n_level = 0, n_next = 0;
+	int rc = list_add(&level, &n_level, tree);
+	for (int depth = 0; rc == 0 && n_level && depth < NESTED_LEVELS; depth++) {
+		for (size_t i = 0; rc == 0 && i < n_level && *budget; i++, (*budget)--)
+			rc = nested_dir(v, level[i], depth == 0, depth + 1 < NESTED_LEVELS,
+					git_write, &next, &n_next);
+		for (size_t i = 0; i < n_level; i++)
+			free(level[i]);
+		free(level);
+		level = next, n_level = n_next;
+		next = NULL, n_next = 0;
+	}
+	for (size_t i = 0; i < n_level; i++)
+		free(level[i]);
+	free(level);
+	return rc;
+}
+
 static int collect_protected(struct cg_view *v, const struct cg_view_spec *s)
 {
 	char buf[PATH_MAX];
-	for (size_t w = 0; w < v->n_write; w++)
-		if (protect_git(v, v->write[w], s->git_write) != 0)
+	for (size_t w = 0; w < v->n_write; w++) {
+		size_t budget =
+		    NESTED_DIRS; /* each tree its own: ~/.cache must not use the workspace's */
+		if (protect_git(v, v->write[w], s->git_write) != 0 ||
+		    protect_nested(v, v->write[w], s->git_write, &budget) != 0)
 			return -1;
+	}
 	for (size_t w = 0; w < v->n_write; w++) {
 		for (size_t i = 0; i < CG_ARRAY_LEN(protected_rel) + s->n_protect; i++) {
 			const char *rel = i < CG_ARRAY_LEN(protected_rel)

@@ -534,10 +534,17 @@ class ViewThroughDaemon(unittest.TestCase):
                     "    t.write('tmp'); t.flush(); print(os.path.dirname(t.name))\n")
         with open(os.path.join(proj, "s.txt"), "w") as f:
             f.write("hello\n")
-        env = [["git", "init", "-q"], ["git", "add", "-A"]]
+        # A repository below the workspace's root is protected as the root's
+        # is (ux-s40 H1): its config is the developer's (set on the host
+        # here), git commits under git-record's terms, and a shell's git may
+        # no longer write its .git.
+        subprocess.run(["git", "init", "-q", proj], check=True)
+        for k, v in (("user.email", "a@b"), ("user.name", "a")):
+            subprocess.run(["git", "-C", proj, "config", k, v], check=True)
+        env = [["git", "add", "-A"]]
         steps = [[["make", "-s"]], [[PY, "w.py"]], *[[s] for s in env],
                  [["git", "-c", "x=y", "--version"]] if False else [["true"]],
-                 [["sh", "-c", "git -c user.email=a@b -c user.name=a commit -qm init"]],
+                 [["git", "commit", "-qm", "init"]],
                  [["tar", "cf", "a.tar", "main.c", "s.txt"]], [["sed", "-i", "s/hello/bye/",
                                                                  "s.txt"]],
                  [["sh", "-c", "ls 2>/dev/null"]]]
@@ -634,6 +641,45 @@ class RepositoryInTheWorkspace(unittest.TestCase):
         r = subprocess.run(["git", "-C", self.ws, "log", "--oneline"], capture_output=True,
                            text=True)
         self.assertIn("init", r.stdout)
+
+    def test_repositories_below_the_workspace_root_are_protected_too(self):
+        # ux-s40 H1: with the workspace ~/src and the repository ~/src/proj,
+        # an interpreter call wrote proj/.git/config's core.fsmonitor, and
+        # the developer's next `git status` there ran it. Judged by the host's
+        # repositories afterwards, and by what the developer's git runs.
+        one, two = os.path.join(self.ws, "proj"), os.path.join(self.ws, "org", "deep")
+        git_repo(one)
+        git_repo(two)
+        before = {r: digest_tree(os.path.join(r, ".git"), self.WATCH) for r in (one, two)}
+        marker = os.path.join(self.ws, "FSMONITOR_RAN")
+        # The path is built inside the program, as an agent's script would:
+        # the policy's argument screen (protected-paths) never sees it.
+        plant = ("import os, sys; g = sys.argv[1] + '/.g' + 'it/'; "
+                 "open(g + 'con' + 'fig', 'a').write('[core]\\n\\tfsmonitor = touch %s\\n'); "
+                 "h = g + 'ho' + 'oks/pre-commit'; "
+                 "open(h, 'w').write('#!/bin/sh\\ntouch %s\\n'); os.chmod(h, 0o755)")
+        for repo in (one, two):
+            rel = os.path.relpath(repo, self.ws)
+            self.assert_ran_and_failed([[PY, "-c", plant % (marker, marker), rel]])
+            self.assert_ran_and_failed([[PY, "-c", "import os, sys; os.rename(sys.argv[1] + "
+                                         "'/.g' + 'it', sys.argv[1] + '/away')", rel]])
+        for repo in (one, two):
+            self.assertEqual(digest_tree(os.path.join(repo, ".git"), self.WATCH), before[repo])
+            subprocess.run(["git", "-C", repo, "status"], capture_output=True)
+        self.assertFalse(os.path.exists(marker))
+        # git-record's git: write still reaches the repository the call is in.
+        with open(os.path.join(one, "f.txt"), "w") as f:
+            f.write("hello\n")
+        for pipeline in ([["git", "add", "f.txt"]], [["git", "commit", "-q", "-m", "nested"]]):
+            resp = self.d.request(cgtest.make_request(pipeline, privileged=False, cwd=one),
+                                  timeout=60)
+            self.assertEqual([s["exit_code"] for s in resp["stages"]], [0], resp)
+        r = subprocess.run(["git", "-C", one, "log", "--oneline"], capture_output=True,
+                           text=True)
+        self.assertIn("nested", r.stdout)
+        self.assertEqual(digest_tree(os.path.join(one, ".git"), ("hooks/", "config")),
+                         {k: v for k, v in before[one].items()
+                          if k.startswith(("hooks/", "config"))})
 
     def test_git_records_work_but_writes_nothing_that_runs(self):
         with open(os.path.join(self.ws, "f.txt"), "w") as f:
