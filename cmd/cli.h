@@ -125,6 +125,12 @@ bool cg_cli_wants_help(int argc, char **argv);
 /* callgate's own options (--socket, --state-dir, ...), given before the command. */
 extern const struct cg_cli_opt cg_cli_global_opts[];
 
+/*
+ * $CALLGATE_PRIVILEGED into req's "privileged" (run, gate, policy explain,
+ * when no flag said it): 0, or -1 after a usage error naming the variable.
+ */
+int cg_cli_privileged_from_env(const char *sub, json_t *req);
+
 /* Print usage, an optional paragraph and the option table to stdout; returns CG_EXIT_OK. */
 int cg_cli_help(const char *usage, const char *about, const struct cg_cli_opt *opts);
 

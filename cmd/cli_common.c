@@ -621,6 +621,33 @@ fail:
 }
 
 /*
+ * $CALLGATE_PRIVILEGED: the default for --privileged/--no-privileged, so a
+ * user or a script says once that its calls run as itself (ux-s39 M1: every
+ * first command was refused). Unset or empty: the protocol's default. A
+ * value it cannot read is a usage error, never a guess either way.
+ */
+int cg_cli_privileged_from_env(const char *sub, json_t *req)
+{
+	const char *v = getenv("CALLGATE_PRIVILEGED");
+	if (!v || !*v)
+		return 0;
+	static const char *const no[] = { "0", "no", "false" }, *const yes[] = { "1", "yes",
+										 "true" };
+	for (size_t k = 0; k < 3; k++) {
+		if (strcmp(v, no[k]) == 0 || strcmp(v, yes[k]) == 0) {
+			json_object_set_new(req, "privileged",
+					    json_boolean(strcmp(v, yes[k]) == 0));
+			return 0;
+		}
+	}
+	fprintf(stderr,
+		"callgate %s: CALLGATE_PRIVILEGED must be 0, no or false (run as yourself) or "
+		"1, yes or true (root, after a human's approval), got '%.40s'\n",
+		sub, v);
+	return -1;
+}
+
+/*
  * One JSON value as text, never as JSON: a string as it is (control
  * characters replaced), an array's items separated by spaces, an object as
  * "key value; key value" ("(key value, …)" when nested), so that

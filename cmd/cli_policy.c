@@ -133,7 +133,7 @@ static const struct cg_cli_opt explain_opts[] = {
 	{ "--workspace", "DIR", "a workspace the call may work in (repeatable; default: .)" },
 	{ "--cwd", "DIR", "the request's working directory" },
 	{ "--privileged", NULL, "ask as a privileged call (the protocol's default)" },
-	{ "--no-privileged", NULL, "ask as an unprivileged call" },
+	{ "--no-privileged", NULL, "ask as an unprivileged call (or CALLGATE_PRIVILEGED=0)" },
 	{ "--env", "NAME=VALUE", "an environment variable of the request (repeatable)" },
 	{ "--session", "S", "the request's session" },
 	{ "--host", "H", "the request's host" },
@@ -489,6 +489,10 @@ static int explain_parse(int argc, char **argv, struct explain_args *e)
 	}
 	if (json_object_size(e->env) > 0)
 		json_object_set(e->req, "env", e->env);
+	/* As gate does (ux-s40 M3: the two disagreed with it exported). */
+	if (!json_object_get(e->req, "privileged") &&
+	    cg_cli_privileged_from_env("policy explain", e->req) != 0)
+		return CG_EXIT_USAGE;
 	return 0;
 }
 

@@ -412,33 +412,6 @@ static int set_host_and_cwd(const struct cg_cli *g, const char *sub, struct req_
 }
 
 /*
- * $CALLGATE_PRIVILEGED: the default for --privileged/--no-privileged, so a
- * user or a script says once that its calls run as itself (ux-s39 M1: every
- * first command was refused). Unset or empty: the protocol's default. A
- * value it cannot read is a usage error, never a guess either way.
- */
-static int privileged_from_env(const char *sub, json_t *req)
-{
-	const char *v = getenv("CALLGATE_PRIVILEGED");
-	if (!v || !*v)
-		return 0;
-	static const char *const no[] = { "0", "no", "false" }, *const yes[] = { "1", "yes",
-										 "true" };
-	for (size_t k = 0; k < 3; k++) {
-		if (strcmp(v, no[k]) == 0 || strcmp(v, yes[k]) == 0) {
-			json_object_set_new(req, "privileged",
-					    json_boolean(strcmp(v, yes[k]) == 0));
-			return 0;
-		}
-	}
-	fprintf(stderr,
-		"callgate %s: CALLGATE_PRIVILEGED must be 0, no or false (run as yourself) or "
-		"1, yes or true (root, after a human's approval), got '%.40s'\n",
-		sub, v);
-	return -1;
-}
-
-/*
  * Parse options up to "--" (or the first non-option). Returns the index of
  * the first pipeline word, or -1 after printing a usage error. When --cwd is
  * not given, the caller's working directory is sent: a call made from
@@ -521,7 +494,7 @@ static int parse_opts(const struct cg_cli *g, int argc, char **argv, struct req_
 			o->actions_file = v;
 		}
 	}
-	if (!json_object_get(o->req, "privileged") && privileged_from_env(sub, o->req) < 0)
+	if (!json_object_get(o->req, "privileged") && cg_cli_privileged_from_env(sub, o->req) < 0)
 		return -1;
 	if (set_host_and_cwd(g, sub, o) < 0)
 		return -1;

@@ -319,6 +319,21 @@ class CheckAndDump(unittest.TestCase):
         # The embedded default is the same bytes.
         self.assertEqual(json.loads(cg("policy", "dump", check=0).stdout)["sha256"], j["sha256"])
 
+    def test_explain_takes_callgate_privileged_as_gate_does(self):
+        # ux-s40 M3: with CALLGATE_PRIVILEGED=0 exported, gate said ALLOW and
+        # explain UNKNOWN (privileged).
+        env = dict(os.environ, CALLGATE_PRIVILEGED="0")
+        r = subprocess.run([CALLGATE, "policy", "explain", "--json", "--", "ls"], env=env,
+                           cwd=FIX["ws"], capture_output=True, text=True, timeout=60)
+        self.assertEqual(json.loads(r.stdout)["decision"], "ALLOW", r.stdout + r.stderr)
+        r = subprocess.run([CALLGATE, "policy", "explain", "--privileged", "--json", "--", "ls"],
+                           env=env, cwd=FIX["ws"], capture_output=True, text=True, timeout=60)
+        self.assertEqual(json.loads(r.stdout)["decision"], "UNKNOWN", r.stdout)  # the flag wins
+        env["CALLGATE_PRIVILEGED"] = "maybe"
+        r = subprocess.run([CALLGATE, "policy", "explain", "--", "ls"], env=env,
+                           cwd=FIX["ws"], capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 64, r.stderr)
+
     def test_dump_yaml_is_the_embedded_policy_to_start_from(self):
         # ux-s39 M10: a policy file replaces the default whole; --yaml gives
         # the default, comments and all, to copy and change.
