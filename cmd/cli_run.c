@@ -783,6 +783,8 @@ static void print_rules(const json_t *data)
 /* An UNKNOWN's exit: 0 under an open grant, 77 with nobody to ask, else 75 (a person decides). */
 static int unknown_exit(const json_t *ap)
 {
+	if (json_object_get(ap, "refused"))
+		return CG_EXIT_DENIED;
 	if (json_object_get(ap, "grant"))
 		return CG_EXIT_OK;
 	if (ap && !json_is_true(json_object_get(ap, "enabled")))
@@ -795,7 +797,14 @@ static void print_next(const json_t *ap)
 {
 	const json_t *gr = json_object_get(ap, "grant");
 	json_int_t people = json_integer_value(json_object_get(ap, "approvers"));
-	if (gr) {
+	const json_t *no = json_object_get(ap, "refused");
+	if (no) {
+		printf("next:        it would be refused at once: ");
+		cg_cli_print_value(stdout, json_object_get(no, "code"));
+		fputs(": ", stdout);
+		cg_cli_print_value(stdout, json_object_get(no, "message"));
+		putchar('\n');
+	} else if (gr) {
 		const char *id = json_string_value(json_object_get(gr, "grant_id"));
 		const char *until = json_string_value(json_object_get(gr, "expires"));
 		long long left = (long long)json_integer_value(json_object_get(gr, "uses_left"));

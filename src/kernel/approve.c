@@ -150,6 +150,16 @@ json_t *gate_approval(struct cg_kernel *k, const struct cg_job *j)
 					      json_object_get(grant, "uses_left"), "expires",
 					      json_object_get(grant, "expires")));
 	json_decref(grant);
+	/* A non-root daemon's privileged call no one could make run (ux-s40 M1). */
+	struct cg_reply *dead = a ? sudo_confine_dead_end(j) : NULL;
+	if (dead) {
+		char *msg = cg_reply_message(dead);
+		json_object_set_new(a, "refused",
+				    json_pack("{s:s,s:s}", "code", cg_reply_registry[dead->id].code,
+					      "message", msg ? msg : ""));
+		free(msg);
+		cg_reply_free(dead);
+	}
 	return a;
 }
 

@@ -290,6 +290,8 @@ const char *sudo_password_needed(const struct cg_job *j, const struct cg_exec_re
  * refusal to give before anyone is asked (caller frees), or NULL.
  */
 struct cg_reply *sudo_dead_end(struct cg_job *j);
+/* Its first half, which spawns nothing (gate's dry run): the confinement sudo cannot keep. */
+struct cg_reply *sudo_confine_dead_end(const struct cg_job *j);
 /* Would j run through sudo (privileged, from a non-root daemon)? Only then can it dead-end. */
 bool sudo_in_play(const struct cg_job *j);
 

@@ -163,7 +163,7 @@ bool sudo_in_play(const struct cg_job *j)
 	return j->gate.req->privileged && geteuid() != 0;
 }
 
-struct cg_reply *sudo_dead_end(struct cg_job *j)
+struct cg_reply *sudo_confine_dead_end(const struct cg_job *j)
 {
 	if (!sudo_in_play(j))
 		return NULL;
@@ -176,9 +176,30 @@ struct cg_reply *sudo_dead_end(struct cg_job *j)
 				       .uid = geteuid(),
 				       .gid = getegid() };
 	if (cg_confine_prepare(j->gate.folded.constraints, j->gate.folded.n_constraints, &cctx,
-			       &plan, &err) != 0)
+			       &plan, &err) != 0) {
+		/*
+		 * Not this kernel's fault, nor one to report (E, 70): the daemon is
+		 * not root, and the request can say privileged false (ux-s40 M1).
+		 */
+		if (err && err->id == CG_R_CONSTRAINT_UNENFORCEABLE) {
+			struct cg_reply *r = cg_reply_new(CG_R_PRIVILEGED_NEEDS_ROOT_DAEMON,
+							  "{s:I}", "uid", (json_int_t)geteuid());
+			if (r) {
+				cg_reply_free(err);
+				err = r;
+			}
+		}
 		return err;
+	}
 	cg_confine_plan_free(plan);
+	return NULL;
+}
+
+struct cg_reply *sudo_dead_end(struct cg_job *j)
+{
+	struct cg_reply *err = sudo_confine_dead_end(j);
+	if (err || !sudo_in_play(j))
+		return err;
 	for (size_t i = 0; i < j->gate.call.n_stages; i++)
 		if (!sudo_would_run(j->gate.call.stages[i].exe, &j->gate.req->stages[i]))
 			return cg_reply_new(CG_R_SUDO_NEEDS_PASSWORD, "{s:s}", "exe",

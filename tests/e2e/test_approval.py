@@ -639,10 +639,20 @@ class PrivilegedFromNonRootDaemon(unittest.TestCase):
         # id is a read-only tool: allowed only under a filesystem/network
         # confinement that sudo (which needs to gain privilege) cannot run under.
         # Refused before anyone is asked: an approval could not make it run.
+        # Said as what it is (ux-s40 M1): not "this kernel" with an E (report
+        # it, exit 70), but an I naming the daemon's uid and the fix.
         resp = self.d.request(cgtest.make_request([["id", "-u"]]), timeout=WAIT)
         self.assertEqual(pending(self.d), [])
-        self.assertEqual(resp["reply"]["code"], "MCP-CONF-E-001", resp)
+        self.assertEqual(resp["reply"]["code"], "MCP-CONF-I-001", resp)
+        self.assertIn("runs as uid 65534", resp["reply"]["message"])
         self.assertNotIn("stdout", resp)
+        r = self.d.cli("run", "--", "id", "-u")
+        self.assertEqual(r.returncode, 65, r.stderr)
+        # gate, the dry run, says so too, rather than promise an approval.
+        r = self.d.cli("gate", "--", "id", "-u")
+        self.assertEqual(r.returncode, 77, r.stdout)
+        self.assertIn(b"next:        it would be refused at once: MCP-CONF-I-001", r.stdout)
+        self.assertEqual(pending(self.d), [])
 
     def test_unprivileged_calls_still_run_confined_as_the_daemon_user(self):
         resp = self.d.request(cgtest.make_request([["id", "-u"]], privileged=False))
