@@ -45,6 +45,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <pthread.h>
@@ -80,6 +81,7 @@ struct job {
 struct server {
 	const struct cg_cli *g;
 	const char *session;		/* --session, sent with every request */
+	const char *cwd;		/* --cwd, absolute: a tool call's cwd when it names none */
 	const char *const *allow_hosts; /* --allow-host values: the hosts a tool call may name */
 	size_t n_allow_hosts;
 	pthread_mutex_t lock; /* jobs[], n_jobs, out */
@@ -442,6 +444,13 @@ static json_t *build_request(struct server *srv, const char *tool, const json_t 
 			goto fail;
 		}
 		json_object_set(req, "cwd", (json_t *)(uintptr_t)v);
+	} else if (srv->cwd && !json_object_get(args, "host")) {
+		/*
+		 * The project the server was started for (ux-s40 M6), not the
+		 * daemon's first workspace; gate judges the call where execute
+		 * would run it. Another host's paths are its own.
+		 */
+		json_object_set_new(req, "cwd", json_string(srv->cwd));
 	}
 	if ((v = json_object_get(args, "host"))) {
 		if (!json_is_string(v)) {
@@ -1305,12 +1314,16 @@ out_msg:
 static const struct cg_cli_opt mcp_opts[] = {
 	{ "--session", "NAME", "the session every request names (default: $CALLGATE_SESSION)" },
 	{ "--allow-host", "NAME", "a host a tool call may name (reached over ssh); repeatable" },
+	{ "--cwd", "DIR",
+	  "where execute runs when a call names no cwd (default: the daemon's "
+	  "first workspace)" },
 	{ 0 },
 };
 
 int cg_cli_mcp(const struct cg_cli *g, int argc, char **argv)
 {
 	struct server srv = { .g = g, .session = getenv("CALLGATE_SESSION") };
+	static char cwd_buf[PATH_MAX];
 	char *buf = NULL;
 	size_t len = 0, alloc = 0;
 	bool skipping = false; /* inside an over-long line: drop to its newline */
@@ -1319,7 +1332,7 @@ int cg_cli_mcp(const struct cg_cli *g, int argc, char **argv)
 	if (cg_cli_wants_help(argc, argv))
 		return cg_cli_help(
 		    "callgate [--socket PATH] [--host NAME] mcp [--session NAME] [--allow-host "
-		    "NAME]...",
+		    "NAME]... [--cwd DIR]",
 		    "Serve the Model Context Protocol on stdin/stdout: tools execute, "
 		    "gate,\nverdict, replay and status, every call through the daemon. "
 		    "A tool's \"host\"\nargument is a network capability: the bridge runs "
@@ -1334,12 +1347,22 @@ int cg_cli_mcp(const struct cg_cli *g, int argc, char **argv)
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--session") == 0 && i + 1 < argc) {
 			srv.session = argv[++i];
+		} else if (strcmp(argv[i], "--cwd") == 0 && i + 1 < argc) {
+			/* Absolute now: the daemon judges it against its workspaces. */
+			if (!realpath(argv[++i], cwd_buf)) {
+				fprintf(stderr, "callgate mcp: --cwd %s: %s\n", argv[i],
+					strerror(errno));
+				free(allow);
+				return CG_EXIT_USAGE;
+			}
+			srv.cwd = cwd_buf;
 		} else if (strcmp(argv[i], "--allow-host") == 0 && i + 1 < argc && argv[i + 1][0] &&
 			   argv[i + 1][0] != '-') {
 			allow[srv.n_allow_hosts++] = argv[++i];
 		} else {
 			bool flag = strcmp(argv[i], "--session") == 0 ||
-				    strcmp(argv[i], "--allow-host") == 0;
+				    strcmp(argv[i], "--allow-host") == 0 ||
+				    strcmp(argv[i], "--cwd") == 0;
 			rc = cg_cli_bad_option("mcp", argv[i],
 					       !flag	      ? NULL
 					       : i + 1 < argc ? "a host name that does not start "

@@ -243,6 +243,32 @@ class TestExecute(McpTestBase):
         self.assertFalse(sc["stdout_truncated"])
         self.assertIn("hello from mcp", r["content"][0]["text"])
 
+    def test_cwd_option_is_where_calls_without_a_cwd_run(self):
+        # ux-s40 M6: execute without cwd ran in the daemon's first workspace,
+        # not in the project the server was started for; `touch` landed in
+        # the wrong tree. Judged by where the file appears.
+        proj = os.path.join(self.d.workspace, "proj-m6")
+        os.makedirs(proj, exist_ok=True)
+        m = McpProc(self.d.socket, cwd=self.d.workspace, extra=("--cwd", proj))
+        try:
+            m.initialize()
+            r = m.call("execute", {"argv": ["touch", "made-here"], "privileged": False})
+            self.assertReply(r, "S", is_error=False)
+            self.assertTrue(os.path.exists(os.path.join(proj, "made-here")))
+            self.assertFalse(os.path.exists(os.path.join(self.d.workspace, "made-here")))
+            # A call's own cwd still wins.
+            r = m.call("execute", {"argv": ["touch", "made-there"], "privileged": False,
+                                   "cwd": self.d.workspace})
+            self.assertReply(r, "S", is_error=False)
+            self.assertTrue(os.path.exists(os.path.join(self.d.workspace, "made-there")))
+        finally:
+            m.close()
+        bad = subprocess.run([cgtest.CALLGATE, "--socket", self.d.socket, "mcp", "--cwd",
+                              "/nonexistent-cg-dir"], capture_output=True, timeout=30,
+                             stdin=subprocess.DEVNULL)
+        self.assertEqual(bad.returncode, 64, bad.stderr)
+        self.assertIn(b"--cwd /nonexistent-cg-dir", bad.stderr)
+
     def test_pipeline_and_nonzero_exit(self):
         r = self.m.call("execute", {"pipeline": [["printf", "a\\nb\\nc\\n"], ["wc", "-l"]],
                                     "privileged": False})
