@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -231,6 +232,34 @@ static int take_passed_fds(struct cg_server_config *sc, char *agent_path, char *
 	return rc;
 }
 
+/*
+ * Is path's lock held by another callgated? Says so, naming what to change,
+ * and returns true. A lock file that cannot be opened (no directory yet)
+ * holds nothing: the listener reports its own errors.
+ */
+static bool socket_in_use(const char *path, const char *what, bool defaulted)
+{
+	char lock[PATH_MAX + 8];
+	if (snprintf(lock, sizeof(lock), "%s.lock", path) >= (int)sizeof(lock))
+		return false;
+	int fd = open(lock, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return false;
+	bool held = flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+	(void)close(fd); /* releases it: the listener takes it for good */
+	if (held)
+		fprintf(stderr,
+			"callgated: the %s %s is in use by another callgated, already running (it "
+			"holds %s)%s; "
+			"nothing was started\n",
+			what, path, lock,
+			defaulted ? ": it is the default, next to --socket; give this daemon "
+				    "--admin-socket PATH, or put its --socket in a directory of "
+				    "its own"
+				  : "");
+	return held;
+}
+
 int main(int argc, char **argv)
 {
 	static char sock_buf[PATH_MAX], admin_buf[PATH_MAX], state_buf[PATH_MAX];
@@ -378,6 +407,7 @@ int main(int argc, char **argv)
 			return EXIT_STARTUP;
 		}
 	}
+	bool admin_defaulted = !admin_path;
 	if (!admin_path) {
 		const char *slash = strrchr(socket_path, '/');
 		size_t dl = slash ? (size_t)(slash - socket_path) : 0;
@@ -395,6 +425,14 @@ int main(int argc, char **argv)
 		fprintf(stderr, "callgated: --admin-socket must differ from --socket\n");
 		return EXIT_STARTUP;
 	}
+	/*
+	 * Before any state is made (a state directory and a signing key for a
+	 * daemon that would then stop at its socket, ux-s40 M7). The listener
+	 * takes the locks for good later; this only says it early and clearly.
+	 */
+	if ((!sc.has_passed_fd && socket_in_use(socket_path, "socket", false)) ||
+	    (!sc.has_passed_admin_fd && socket_in_use(admin_path, "admin socket", admin_defaulted)))
+		return EXIT_STARTUP;
 	if (!state_dir) {
 		if (root)
 			state_dir = CG_DEFAULT_STATE_DIR;

@@ -587,6 +587,24 @@ class OwnDaemon(unittest.TestCase):
             self.assertEqual(d.request(cgtest.make_request(None, action="ping"))["status"],
                              "ok")
 
+    def test_a_second_daemon_beside_the_first_says_which_socket_and_makes_no_state(self):
+        # ux-s40 M7: a second daemon with its own --socket in the same
+        # directory stopped at the default admin.sock, after it had made a
+        # state directory (and a signing key before that).
+        with cgtest.Daemon(admin=True) as d:
+            second = cgtest.Daemon(socket_path=os.path.join(os.path.dirname(d.admin_socket),
+                                                            "second.sock"), admin=False)
+            try:
+                second.spawn()
+                self.assertEqual(second.proc.wait(cgtest.DEFAULT_TIMEOUT), 1)
+                self.assertIn("admin socket %s is in use" % d.admin_socket, second.log)
+                self.assertIn("give this daemon --admin-socket PATH", second.log)
+                self.assertFalse(os.path.exists(second.state_dir))
+            finally:
+                second.close()
+            self.assertEqual(d.request(cgtest.make_request(None, action="ping"))["status"],
+                             "ok")
+
     def test_socket_of_another_listener_is_not_clobbered(self):
         d = cgtest.Daemon(admin=False)
         other = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
