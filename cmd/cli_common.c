@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -634,9 +635,9 @@ int cg_cli_privileged_from_env(const char *sub, json_t *req)
 	static const char *const no[] = { "0", "no", "false" }, *const yes[] = { "1", "yes",
 										 "true" };
 	for (size_t k = 0; k < 3; k++) {
-		if (strcmp(v, no[k]) == 0 || strcmp(v, yes[k]) == 0) {
+		if (strcasecmp(v, no[k]) == 0 || strcasecmp(v, yes[k]) == 0) {
 			json_object_set_new(req, "privileged",
-					    json_boolean(strcmp(v, yes[k]) == 0));
+					    json_boolean(strcasecmp(v, yes[k]) == 0));
 			return 0;
 		}
 	}

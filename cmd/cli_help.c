@@ -125,6 +125,12 @@ int cg_cli_bad_option_of(const char *prog, const char *sub, const char *bad, con
 	for (const struct cg_cli_opt *o = cg_cli_global_opts; !why && *sub && o->name; o++) {
 		if (strcmp(prog, "callgate") != 0 || strcmp(o->name, name) != 0)
 			continue;
+		if (!o->arg) { /* --version: nothing to put before a command */
+			fprintf(stderr,
+				"callgate %s: '%s' is an option of callgate itself: callgate %s\n",
+				sub, name, name);
+			return CG_EXIT_USAGE;
+		}
 		fprintf(stderr,
 			"callgate %s: '%s' is an option of callgate itself: give it before the "
 			"command (callgate %s%s%s %s ...)\n",

@@ -310,7 +310,8 @@ static int set_cwd(const char *sub, json_t *req, const char *dir)
 
 static const struct cg_cli_opt run_opts[] = {
 	REQUEST_OPTS,
-	{ "--json", NULL, "print the response as one JSON line, not the output" },
+	{ "--json", NULL,
+	  "print the response as one JSON line, not the output (stdout, stderr base64)" },
 	{ 0 },
 };
 
@@ -486,6 +487,15 @@ static int parse_opts(const struct cg_cli *g, int argc, char **argv, struct req_
 					"callgate %s: --timeout needs milliseconds > 0, or a "
 					"duration such as 30s, 5m or 1h\n",
 					sub);
+				return -1;
+			}
+			/* "--timeout 30" meant seconds (ux-s40 L5): a bare number that small needs its unit. */
+			if (ms < 100 && v[strspn(v, "0123456789")] == '\0') {
+				fprintf(
+				    stderr,
+				    "callgate %s: --timeout %s is %s milliseconds; write %ss for "
+				    "seconds, or %sms if you mean milliseconds\n",
+				    sub, v, v, v, v);
 				return -1;
 			}
 			o->timeout_ms = ms;

@@ -261,6 +261,8 @@ class CliAgainstDaemon(unittest.TestCase):
                          env={"CALLGATE_PRIVILEGED": "no"})
         self.assertEqual(r.returncode, EXIT_DENIED, r.stderr)
         self.assertFalse(os.path.exists(marker))
+        r = self.run_cli("run", "--", "true", env={"CALLGATE_PRIVILEGED": "FALSE"})
+        self.assertEqual(r.returncode, 0, r.stderr)  # any case (ux-s40 L1)
         r = self.run_cli("gate", "--json", "--", "ls", env={"CALLGATE_PRIVILEGED": "1"})
         self.assertEqual(json.loads(r.stdout)["reply"]["data"]["decision"], "UNKNOWN", r.stdout)
         # A value it cannot read runs nothing, either way.

@@ -190,6 +190,15 @@ class UsageErrors(unittest.TestCase):
         # A command's own option of that name is still the command's.
         r = callgate("verdict", "--state-dir", "/nonexistent-cg", "x")
         self.assertNotIn(b"option of callgate itself", r.stderr)
+        r = callgate("run", "--version")  # ux-s40 L2: nothing to put before a command
+        self.assert_names(r, "--version", None)
+        self.assertIn(b"callgate --version\n", r.stderr)
+
+    def test_a_bare_timeout_below_100_asks_for_its_unit(self):
+        # ux-s40 L5: `--timeout 30`, meant as seconds, killed the call at 30 ms.
+        r = callgate("run", "--no-privileged", "--timeout", "30", "--", "true")
+        self.assertEqual(r.returncode, EXIT_USAGE, r.stderr)
+        self.assertIn(b"write 30s for seconds, or 30ms", r.stderr)
 
     def test_missing_value_names_the_option(self):
         for args, opt in ((("run", "--cwd"), "--cwd"), (("log", "--since"), "--since"),
