@@ -436,6 +436,8 @@ def outcome_of(f, sealed, legacy=False):
         return "refused"  # the policy reloaded meanwhile decides it otherwise: send it again
     if ans in ("denied", "overruled", "timeout"):
         return {"denied": "denied", "overruled": "blocked", "timeout": "approval_timeout"}[ans]
+    if not legacy and ans == "withdrawn":
+        return "cancelled"  # withdrawn while it waited: not an error
     if rtype == "E":
         return "error"
     if decision == "BLOCK":

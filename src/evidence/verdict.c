@@ -675,8 +675,9 @@ const char *const cg_verdict_outcomes[] = { "allowed",	   "degraded", "approved"
 
 /*
  * What happened to the call, in one word (docs/evidence.md "outcome").
- * legacy: as verdicts were derived before "grant_opened" (2026-11-27), which
- * replay still accepts for the packages written then.
+ * legacy: as verdicts were derived before "grant_opened" and a withdrawn
+ * wait's "cancelled" (2026-11-27), which replay still accepts for the
+ * packages written then.
  */
 static const char *outcome_of(const json_t *f, const json_t *sealed, bool legacy)
 {
@@ -718,6 +719,9 @@ static const char *outcome_of(const json_t *f, const json_t *sealed, bool legacy
 			   : "blocked";
 	if (eq(ans, "timeout"))
 		return "approval_timeout";
+	/* Withdrawn while it waited (Ctrl-C, an MCP client gone): not an error (ux-s40 L6). */
+	if (!legacy && eq(ans, "withdrawn"))
+		return "cancelled";
 	if (eq(rtype, "E"))
 		return "error";
 	if (eq(decision, "BLOCK"))

@@ -221,6 +221,12 @@ class Approval(unittest.TestCase):
                                         WAIT).decode()
         self.assertIn('"withdrawn"', text)
         self.assertNotIn('"permit"', text)
+        # Said as what it was, not an error (ux-s40 L6); replay agrees.
+        v = json.loads(cgtest.wait_package_file(self.d.state_dir, p["trace_id"],
+                                                "verdict.json", WAIT))
+        self.assertEqual(v["outcome"], "cancelled", v)
+        r = self.d.cli("replay", p["trace_id"])
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
 
     def test_agent_socket_cannot_see_or_answer_the_queue(self):
         t, box = call_async(self.d, cgtest.make_request([["id"]]))
