@@ -54,6 +54,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -444,7 +445,8 @@ static json_t *build_request(struct server *srv, const char *tool, const json_t 
 			goto fail;
 		}
 		json_object_set(req, "cwd", (json_t *)(uintptr_t)v);
-	} else if (srv->cwd && !json_object_get(args, "host")) {
+	} else if (srv->cwd && !json_object_get(args, "host") &&
+		   !cg_client_host_is_remote(srv->g->host)) {
 		/*
 		 * The project the server was started for (ux-s40 M6), not the
 		 * daemon's first workspace; gate judges the call where execute
@@ -1349,9 +1351,11 @@ int cg_cli_mcp(const struct cg_cli *g, int argc, char **argv)
 			srv.session = argv[++i];
 		} else if (strcmp(argv[i], "--cwd") == 0 && i + 1 < argc) {
 			/* Absolute now: the daemon judges it against its workspaces. */
-			if (!realpath(argv[++i], cwd_buf)) {
+			struct stat st;
+			bool found = realpath(argv[++i], cwd_buf) && stat(cwd_buf, &st) == 0;
+			if (!found || !S_ISDIR(st.st_mode)) {
 				fprintf(stderr, "callgate mcp: --cwd %s: %s\n", argv[i],
-					strerror(errno));
+					found ? "not a directory" : strerror(errno));
 				free(allow);
 				return CG_EXIT_USAGE;
 			}

@@ -794,7 +794,7 @@ static void print_rules(const json_t *data)
 static int unknown_exit(const json_t *ap)
 {
 	if (json_object_get(ap, "refused"))
-		return CG_EXIT_DENIED;
+		return CG_EXIT_INVALID; /* what run exits with for that I reply */
 	if (json_object_get(ap, "grant"))
 		return CG_EXIT_OK;
 	if (ap && !json_is_true(json_object_get(ap, "enabled")))

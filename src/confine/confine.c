@@ -9,7 +9,7 @@
  * filter, and writes the report. The forked child (cg_confine_child) only
  * makes async-signal-safe calls, in this order, each for a reason:
  *
- *   1. umask          the caller's (cg_call_umask), else private (077).
+ *   1. umask          the caller's (src/kernel/run.c), else private (077).
  *      mount ns       a privileged call (no view, as root): symlinks under the
  *                     workspaces, the peer's home and /tmp are not followed
  *                     (cg_view_nosymfollow); needs CAP_SYS_ADMIN.

@@ -45,7 +45,7 @@ struct cg_confine_ctx {
 	bool host_mounts;
 	uid_t uid;
 	gid_t gid;
-	/* The command's umask when umask_set (cg_call_umask); else 077. */
+	/* The command's umask when umask_set (the caller's: src/kernel/run.c); else 077. */
 	bool umask_set;
 	mode_t umask;
 };

@@ -1532,68 +1532,139 @@ static int protect_gitdir(struct cg_view *v, const char *git, bool git_write)
  * proj/.git/config's core.fsmonitor and the developer's next git status ran
  * it). Their .git is protected as the root's is: read-only, or under git:
  * write pinned with what names programs read-only (git -C sub fetch still
- * writes sub's objects and refs). Found by a walk
- * of two levels below the root, reading at most NESTED_DIRS
- * directories per write tree (what it costs every call), not into hidden
- * directories, node_modules or links: a repository deeper or further than
- * that is not covered (docs/confinement.md).
+ * writes sub's objects and refs); a bare one (remote.git: HEAD, objects,
+ * refs) keeps its HEAD, config, hooks and commondir read-only; a .git that
+ * is a link is made read-only where it points, as a protected name is; and
+ * the names that make the developer's tools run files at a project's root
+ * (.husky, .envrc, .vscode, ...) are read-only where they exist (s40b F1,
+ * F2). Found by a walk two levels below the root, breadth first, reading at
+ * most NESTED_DIRS directories per write tree (what it costs every call),
+ * not into hidden directories, node_modules or links. It stops, rather than
+ * fail the call, when the view's lists near their size (s40b F3): a
+ * repository deeper, further or past that is not covered
+ * (docs/confinement.md).
  */
 #define NESTED_LEVELS 3 /* the root and two below: ~/src/proj, ~/src/org/proj */
 #define NESTED_DIRS   512
+#define NESTED_ROOM   48 /* entries one repository may add to a list, at most */
+
+/* Can the view's lists take one more repository's entries? */
+static bool nested_room(const struct cg_view *v)
+{
+	size_t most = v->n_protect;
+	const size_t others[] = { v->n_pin, v->n_anchor, v->n_missing, v->n_link };
+	for (size_t i = 0; i < CG_ARRAY_LEN(others); i++)
+		most = others[i] > most ? others[i] : most;
+	return most + NESTED_ROOM <= VIEW_MAX_PATHS;
+}
+
+/* A directory found below a tree: protect it as the repository it is, if it is one. */
+static int nested_repo(struct cg_view *v, const char *dir, bool dotgit, bool bare, bool git_write)
+{
+	char buf[PATH_MAX];
+	struct stat st;
+	if (dotgit) {
+		if (snprintf(buf, sizeof(buf), "%s/.git", dir) >= (int)sizeof(buf) ||
+		    lstat(buf, &st) != 0)
+			return 0;
+		/* A link: read-only where it points, and set aside if replaced (add_protected). */
+		if (S_ISLNK(st.st_mode) ? add_protected(v, buf) : protect_git(v, dir, git_write))
+			return -1;
+	} else if (bare) {
+		static const char *const names[] = { "HEAD", "config", "hooks", "commondir" };
+		for (size_t i = 0; i < CG_ARRAY_LEN(names); i++)
+			if (snprintf(buf, sizeof(buf), "%s/%s", dir, names[i]) < (int)sizeof(buf) &&
+			    add_protected(v, buf) != 0)
+				return -1;
+		return 0;
+	} else {
+		return 0;
+	}
+	/* What the developer's tools run at a project's root, where it exists. */
+	for (size_t i = 0; i < CG_ARRAY_LEN(protected_rel); i++)
+		if (snprintf(buf, sizeof(buf), "%s/%s", dir, protected_rel[i]) < (int)sizeof(buf) &&
+		    lstat(buf, &st) == 0 && add_protected(v, buf) != 0)
+			return -1;
+	return 0;
+}
 
 /* One directory of the walk: its repository, if it is one, and its subdirectories (queued). */
 static int nested_dir(struct cg_view *v, const char *dir, bool root, bool deeper, bool git_write,
-		      char ***queue, size_t *n_queue)
+		      char ***queue, size_t *n_queue, size_t queue_cap)
 {
 	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	int e_open = errno;
 	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
 	if (!d) {
 		if (fd >= 0)
 			(void)close(fd);
-		return 0; /* unreadable: the developer's git finds nothing there either */
+		/*
+		 * One the daemon may not read (a non-root daemon; a call's chmod
+		 * 000) could hide a repository from the walk, and the call could
+		 * open it again and write its .git (review-s40): read-only as a
+		 * whole, so its mode cannot change either. Gone or not a directory
+		 * now: nothing to protect.
+		 */
+		return fd < 0 && e_open == EACCES && !root ? add_protected(v, dir) : 0;
 	}
 	char buf[PATH_MAX];
-	bool repo = false;
+	bool dotgit = false, head = false, objects = false, refs = false;
 	int rc = 0;
 	struct dirent *e;
 	while (rc == 0 && (e = readdir(d))) {
-		if (strcmp(e->d_name, ".git") == 0) {
-			repo = !root; /* the root's is protect_git's, with the call's git terms */
-			continue;
-		}
-		if (!deeper || e->d_name[0] == '.' || strcmp(e->d_name, "node_modules") == 0)
+		dotgit |= strcmp(e->d_name, ".git") == 0;
+		head |= strcmp(e->d_name, "HEAD") == 0;
+		objects |= strcmp(e->d_name, "objects") == 0;
+		refs |= strcmp(e->d_name, "refs") == 0;
+		if (!deeper || *n_queue >= queue_cap || e->d_name[0] == '.' ||
+		    strcmp(e->d_name, "node_modules") == 0)
 			continue;
 		struct stat st;
 		bool is_dir =
 		    e->d_type == DT_DIR ||
 		    (e->d_type == DT_UNKNOWN &&
 		     fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode));
-		if (is_dir &&
-		    snprintf(buf, sizeof(buf), "%s/%s", dir, e->d_name) < (int)sizeof(buf))
-			rc = list_add(queue, n_queue, buf);
+		if (!is_dir ||
+		    snprintf(buf, sizeof(buf), "%s/%s", dir, e->d_name) >= (int)sizeof(buf))
+			continue;
+		char **q = realloc(*queue, (*n_queue + 1) * sizeof(**queue));
+		if (!q || !(q[*n_queue] = strdup(buf))) {
+			if (q)
+				*queue = q;
+			rc = -1;
+			break;
+		}
+		*queue = q;
+		(*n_queue)++;
 	}
 	(void)closedir(d);
-	if (rc == 0 && repo && protect_git(v, dir, git_write) != 0) {
+	/* The root's own repository is protect_git's and protect_bare's, with the call's terms. */
+	if (rc == 0 && !root &&
+	    nested_repo(v, dir, dotgit, head && objects && refs, git_write) != 0) {
 		if (!v->failed_at[0])
-			(void)snprintf(v->failed_at, sizeof(v->failed_at), "%s/.git", dir);
+			(void)snprintf(v->failed_at, sizeof(v->failed_at), "%s", dir);
 		rc = -1;
 	}
 	return rc;
 }
 
-/*
- * The walk below write tree `tree`, level by level (so that a budget spent
- * on one wide directory still leaves every repository one level down found).
- */
+/* The walk below write tree `tree`, level by level: every repository one level down first. */
 static int protect_nested(struct cg_view *v, const char *tree, bool git_write, size_t *budget)
 {
 	char **level = NULL, **next = NULL;
 	size_t n_level = 0, n_next = 0;
-	int rc = list_add(&level, &n_level, tree);
+	int rc = 0;
+	if (!(level = malloc(sizeof(*level))) || !(level[0] = strdup(tree))) {
+		free(level);
+		return -1;
+	}
+	n_level = 1;
 	for (int depth = 0; rc == 0 && n_level && depth < NESTED_LEVELS; depth++) {
-		for (size_t i = 0; rc == 0 && i < n_level && *budget; i++, (*budget)--)
+		for (size_t i = 0; rc == 0 && i < n_level && *budget && nested_room(v); i++) {
+			(*budget)--;
 			rc = nested_dir(v, level[i], depth == 0, depth + 1 < NESTED_LEVELS,
-					git_write, &next, &n_next);
+					git_write, &next, &n_next, *budget);
+		}
 		for (size_t i = 0; i < n_level; i++)
 			free(level[i]);
 		free(level);

@@ -150,8 +150,12 @@ json_t *gate_approval(struct cg_kernel *k, const struct cg_job *j)
 					      json_object_get(grant, "uses_left"), "expires",
 					      json_object_get(grant, "expires")));
 	json_decref(grant);
-	/* A non-root daemon's privileged call no one could make run (ux-s40 M1). */
-	struct cg_reply *dead = a ? sudo_confine_dead_end(j) : NULL;
+	/*
+	 * A non-root daemon's privileged call no one could make run (ux-s40 M1),
+	 * when someone could say yes: with nobody to ask the run is refused as
+	 * UNKNOWN first (nobody_to_ask), as "next" already says (review-s40).
+	 */
+	struct cg_reply *dead = a && (enabled || gr) ? sudo_confine_dead_end(j) : NULL;
 	if (dead) {
 		char *msg = cg_reply_message(dead);
 		json_object_set_new(a, "refused",

@@ -290,6 +290,12 @@ const char *sudo_password_needed(const struct cg_job *j, const struct cg_exec_re
  * refusal to give before anyone is asked (caller frees), or NULL.
  */
 struct cg_reply *sudo_dead_end(struct cg_job *j);
+/*
+ * A privileged call's "cannot be enforced" (E) as what it is on a non-root
+ * daemon: PRIVILEGED_NEEDS_ROOT_DAEMON (I), wherever it is found (ux-s40 M1).
+ * Consumes err; returns the reply to give.
+ */
+struct cg_reply *sudo_unenforceable(struct cg_reply *err);
 /* Its first half, which spawns nothing (gate's dry run): the confinement sudo cannot keep. */
 struct cg_reply *sudo_confine_dead_end(const struct cg_job *j);
 /* Would j run through sudo (privileged, from a non-root daemon)? Only then can it dead-end. */

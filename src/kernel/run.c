@@ -180,8 +180,11 @@ static int prepare_confinement(struct cg_job *j, struct run *r, struct cg_reply 
 	int rc = cg_confine_prepare_stages(f->constraints, f->stages, f->n_constraints,
 					   j->gate.call.n_stages, &cctx, &r->plan, reply);
 	cg_strv_free(nosym, n_nosym);
-	if (rc != 0)
+	if (rc != 0) {
+		if (r->priv && !r->root)
+			*reply = sudo_unenforceable(*reply);
 		return -1;
+	}
 	r->confinement = cg_confine_report(r->plan);
 	return 0;
 }

@@ -163,6 +163,18 @@ bool sudo_in_play(const struct cg_job *j)
 	return j->gate.req->privileged && geteuid() != 0;
 }
 
+struct cg_reply *sudo_unenforceable(struct cg_reply *err)
+{
+	if (!err || err->id != CG_R_CONSTRAINT_UNENFORCEABLE || geteuid() == 0)
+		return err;
+	struct cg_reply *r =
+	    cg_reply_new(CG_R_PRIVILEGED_NEEDS_ROOT_DAEMON, "{s:I}", "uid", (json_int_t)geteuid());
+	if (!r)
+		return err;
+	cg_reply_free(err);
+	return r;
+}
+
 struct cg_reply *sudo_confine_dead_end(const struct cg_job *j)
 {
 	if (!sudo_in_play(j))
@@ -181,15 +193,7 @@ struct cg_reply *sudo_confine_dead_end(const struct cg_job *j)
 		 * Not this kernel's fault, nor one to report (E, 70): the daemon is
 		 * not root, and the request can say privileged false (ux-s40 M1).
 		 */
-		if (err && err->id == CG_R_CONSTRAINT_UNENFORCEABLE) {
-			struct cg_reply *r = cg_reply_new(CG_R_PRIVILEGED_NEEDS_ROOT_DAEMON,
-							  "{s:I}", "uid", (json_int_t)geteuid());
-			if (r) {
-				cg_reply_free(err);
-				err = r;
-			}
-		}
-		return err;
+		return sudo_unenforceable(err);
 	}
 	cg_confine_plan_free(plan);
 	return NULL;

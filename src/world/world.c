@@ -35,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <linux/magic.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -826,7 +827,10 @@ static int resolve_actions(const struct cg_request *req, struct cg_call *call,
 		 */
 		const char *why = res[0] == '~' ? "starts with '~', which some tools expand to a "
 						  "home directory and others do not"
-				  : strncmp(res, "file:", 5) == 0
+				  : res[0] == '$'
+				      ? "starts with '$', a variable some tools expand ($HOME, "
+					"${HOME}) and others do not"
+				  : strncasecmp(res, "file:", 5) == 0
 				      ? "is a file: URI, which some tools open as the path it names"
 				      : NULL;
 		if (why) {

@@ -587,6 +587,40 @@ def digest_tree(path, prefixes):
     return out
 
 
+@unittest.skipUnless(os.geteuid() == 0 and PY and shutil.which("git") and shutil.which("setpriv"),
+                     "needs root, python3, git and setpriv")
+class RepositoryUnderANonRootDaemon(unittest.TestCase):
+    """review-s40: a directory the daemon may not read hid a repository from the walk."""
+
+    def test_a_directory_made_unreadable_stays_read_only(self):
+        d = cgtest.Daemon()
+        os.chown(d.tmp, 65534, 65534)
+        os.chown(d.workspace, 65534, 65534)
+        d.argv = (lambda base: lambda: ["setpriv", "--reuid=65534", "--regid=65534",
+                                        "--clear-groups"] + base())(d.argv)
+        proj = os.path.join(d.workspace, "proj")
+        git_repo(proj)
+        subprocess.run(["chown", "-R", "65534:65534", proj], check=True)
+        config = os.path.join(proj, ".git", "config")
+        with open(config, "rb") as f:
+            before = f.read()
+        os.chmod(proj, 0)  # as the agent's first call would
+        try:
+            d.start()
+            pipeline = [PY, "-c", "import os; os.chmod('proj', 0o755); "
+                        "open('proj/.g' + 'it/con' + 'fig', 'a').write('[core]')"]
+            resp = d.request(cgtest.make_request([pipeline], privileged=False), timeout=60)
+            self.assertIn(resp["status"], ("ok", "denied"), resp)
+            if resp["status"] == "ok":
+                self.assertNotEqual([s["exit_code"] for s in resp["stages"]], [0], resp)
+            os.chmod(proj, 0o755)
+            with open(config, "rb") as f:
+                self.assertEqual(f.read(), before)
+        finally:
+            os.chmod(proj, 0o755)
+            d.close()
+
+
 @unittest.skipUnless(os.geteuid() == 0 and PY and shutil.which("git"),
                      "needs root, python3 and git")
 class RepositoryInTheWorkspace(unittest.TestCase):
@@ -680,6 +714,53 @@ class RepositoryInTheWorkspace(unittest.TestCase):
         self.assertEqual(digest_tree(os.path.join(one, ".git"), ("hooks/", "config")),
                          {k: v for k, v in before[one].items()
                           if k.startswith(("hooks/", "config"))})
+
+    def test_bare_repositories_links_and_hook_managers_below_the_root(self):
+        # s40b F1/F2: a bare repository (a local remote) and a nested
+        # project's .husky were left writable, and the developer's git push
+        # and git commit ran what a call put there. s40b F4: a .git that is a
+        # link failed every later call. Judged by the host's files afterwards.
+        bare = os.path.join(self.ws, "remote.git")
+        subprocess.run(["git", "clone", "-q", "--bare", self.ws, bare], check=True)
+        proj = os.path.join(self.ws, "proj")
+        git_repo(proj)
+        os.mkdir(os.path.join(proj, ".husky"))
+        with open(os.path.join(proj, ".husky", "pre-commit"), "w") as f:
+            f.write("#!/bin/sh\nnpm test\n")
+        linked = os.path.join(self.ws, "linked")
+        os.mkdir(linked)
+        os.symlink(os.path.join(proj, ".git"), os.path.join(linked, ".git"))
+        watch = {p: open(p, "rb").read() for p in (
+            os.path.join(bare, "config"), os.path.join(bare, "HEAD"),
+            os.path.join(proj, ".husky", "pre-commit"), os.path.join(proj, ".git", "config"))}
+        # One line (a request's argv holds no newline): exec's escapes make the
+        # loop; '+' keeps the names from the policy's argument screen.
+        write = (r"""import sys; exec("for p in sys.argv[1:]:\n try:\n  """
+                 r"""open(p.replace('+', ''), 'a').write('[core]'); print('wrote', p)\n"""
+                 r""" except OSError: pass")""")
+        resp = self.run_call([PY, "-c", write, "remote.git/con+fig", "remote.git/HE+AD",
+                              "proj/.husky/pre-commit", "linked/.g+it/config"])
+        self.assertEqual(resp["status"], "ok", resp)
+        self.assertEqual(base64.b64decode(resp.get("stdout", "")), b"", resp)
+        for p, b in watch.items():
+            with open(p, "rb") as f:
+                self.assertEqual(f.read(), b, p)
+        self.assertFalse(os.path.exists(os.path.join(bare, "hooks", "post-receive")))
+
+    def test_a_wide_workspace_still_runs_calls(self):
+        # s40b F3: the walk's lists filled at 256 entries and every call that
+        # writes failed with an internal error (E2BIG); ~/src with a few
+        # dozen projects, or an agent's mkdir loop, was enough.
+        for i in range(300):
+            os.makedirs(os.path.join(self.ws, "d%03d" % i, "sub"))
+        for i in range(0, 300, 2):
+            git_repo(os.path.join(self.ws, "d%03d" % i, "sub"))
+        resp = self.run_call(["touch", "made-in-a-wide-workspace"])
+        self.assertEqual([s["exit_code"] for s in resp["stages"]], [0], resp)
+        self.assertTrue(os.path.exists(os.path.join(self.ws, "made-in-a-wide-workspace")))
+        # The repositories it reached are read-only; the first ones are among them.
+        resp = self.run_call([PY, "-c", "open('d000/sub/.g' + 'it/config', 'a').write('x')"])
+        self.assertNotEqual([s["exit_code"] for s in resp["stages"]], [0], resp)
 
     def test_git_records_work_but_writes_nothing_that_runs(self):
         with open(os.path.join(self.ws, "f.txt"), "w") as f:
