@@ -52,6 +52,47 @@ static void privileged_hint(const json_t *req, const json_t *resp)
 			"or set CALLGATE_PRIVILEGED=0 for every call\n");
 }
 
+/*
+ * A program not found that is a shell's mistake, not a missing program
+ * (ux-s40 L4): a whole pipeline quoted as one word, or a shell builtin. On
+ * a terminal only, as privileged_hint: scripts keep the one refusal line.
+ */
+static void shell_hint(const json_t *req, const json_t *resp)
+{
+	if (!isatty(STDERR_FILENO))
+		return;
+	const char *code =
+	    json_string_value(json_object_get(json_object_get(resp, "reply"), "code"));
+	if (!code || strcmp(code, cg_reply_registry[CG_R_EXE_NOT_FOUND].code) != 0)
+		return;
+	static const char *const builtins[] = { "cd", "export", "source", ".", "alias", "set" };
+	size_t i;
+	json_t *st;
+	json_array_foreach(json_object_get(req, "pipeline"), i, st)
+	{
+		const char *w = json_string_value(json_array_get(st, 0));
+		if (!w)
+			continue;
+		if (strpbrk(w, " |;&<>")) {
+			fprintf(stderr,
+				"callgate run: stage %zu's program is '%s', one word with "
+				"spaces or shell syntax: there is no shell; give each word "
+				"apart, and '|' between stages (-- ls -l '|' wc -l)\n",
+				i + 1, w);
+			return;
+		}
+		for (size_t b = 0; b < CG_ARRAY_LEN(builtins); b++)
+			if (strcmp(w, builtins[b]) == 0) {
+				fprintf(stderr,
+					"callgate run: '%s' is a shell builtin, not a program%s\n",
+					w,
+					strcmp(w, "cd") == 0 ? ": give the directory with --cwd DIR"
+							     : "");
+				return;
+			}
+	}
+}
+
 static void print_json(const json_t *resp)
 {
 	char *s = json_dumps(resp, JSON_COMPACT);
@@ -606,8 +647,10 @@ int cg_cli_run(const struct cg_cli *g, int argc, char **argv)
 		ret = o.json ? cg_client_exit_code(resp) : cg_cli_print_refusal("run", resp);
 		if (!o.json)
 			set_aside_note(resp);
-		if (!o.json)
+		if (!o.json) {
 			privileged_hint(o.req, resp);
+			shell_hint(o.req, resp);
+		}
 		goto release;
 	}
 	const json_t *stages = json_object_get(resp, "stages");

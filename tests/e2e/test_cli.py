@@ -302,6 +302,39 @@ class CliAgainstDaemon(unittest.TestCase):
         r = self.run_cli("run", "--privileged", "--", "ls")
         self.assertEqual(r.stderr.decode().count("\n"), 1, r.stderr)
 
+    def test_a_shell_mistake_gets_a_hint_on_a_terminal(self):
+        # ux-s40 L4: a quoted pipeline and `cd` got the "toolchain under the
+        # home" hint of a missing program.
+        import pty
+        for argv, want in ((["ls | wc -l"], "give each word apart, and '|' between stages"),
+                           (["cd", "sub"], "'cd' is a shell builtin, not a program: give the "
+                                           "directory with --cwd DIR")):
+            master, slave = pty.openpty()
+            try:
+                r = subprocess.run([cgtest.CALLGATE, "--socket", self.d.socket, "run",
+                                    "--no-privileged", "--", *argv], stdout=subprocess.PIPE,
+                                   stderr=slave, cwd=self.d.workspace, timeout=30)
+                os.close(slave)
+                slave = -1
+                err = b""
+                while True:
+                    try:
+                        chunk = os.read(master, 4096)
+                    except OSError:
+                        break
+                    if not chunk:
+                        break
+                    err += chunk
+            finally:
+                if slave >= 0:
+                    os.close(slave)
+                os.close(master)
+            self.assertEqual(r.returncode, 65, err)
+            self.assertIn(want, err.decode().replace("\r\n", " ").replace("\n", " "))
+            # Off a terminal: the one refusal line.
+            r = self.run_cli("run", "--no-privileged", "--", *argv)
+            self.assertEqual(r.stderr.decode().count("\n"), 1, r.stderr)
+
     def test_unknown_command_is_invalid(self):
         r = self.run_cli("run", "--no-privileged", "--", "no-such-command-cg")
         self.assertEqual(r.returncode, EXIT_INVALID, r.stderr)
