@@ -15,6 +15,33 @@ EXIT_USAGE, EXIT_INVALID, EXIT_UNAVAILABLE, EXIT_ERROR, EXIT_DENIED, EXIT_TIMEOU
     64, 65, 69, 70, 77, 124)
 
 
+def run_on_pty(argv, stream, cwd, timeout=60):
+    """Run argv with its stdout or stderr (stream) on a terminal; the other is
+    piped. Returns the CompletedProcess and what the terminal got."""
+    import pty
+    master, slave = pty.openpty()
+    other = "stderr" if stream == "stdout" else "stdout"
+    try:
+        r = subprocess.run(argv, **{stream: slave, other: subprocess.PIPE}, cwd=cwd,
+                           timeout=timeout)
+        os.close(slave)
+        slave = -1
+        got = b""
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # EIO: the terminal's other end is closed
+                break
+            if not chunk:
+                break
+            got += chunk
+    finally:
+        if slave >= 0:
+            os.close(slave)
+        os.close(master)
+    return r, got
+
+
 class CliAgainstDaemon(unittest.TestCase):
 
     @classmethod
@@ -34,30 +61,11 @@ class CliAgainstDaemon(unittest.TestCase):
         # s37 attack: an allowed call's output set the user's clipboard (OSC
         # 52) and the window title through callgate run. Colours stay; a pipe
         # gets the bytes as they are.
-        import pty
         fmt = (r"\033]52;c;ZXZpbA==\007\033[31mred\033[0m\033]0;title\033\\ok\033[21t"
                r"\302\235" r"52;c;QzE=\007\n\033")  # a C1 OSC in UTF-8; a lone ESC at the end
         argv = [cgtest.CALLGATE, "--socket", self.d.socket, "run", "--no-privileged", "--",
                 "printf", fmt]
-        master, slave = pty.openpty()
-        try:
-            p = subprocess.run(argv, stdout=slave, stderr=subprocess.PIPE, timeout=60,
-                               cwd=self.d.workspace)
-            os.close(slave)
-            slave = -1
-            out = b""
-            while True:
-                try:
-                    chunk = os.read(master, 4096)
-                except OSError:
-                    break
-                if not chunk:
-                    break
-                out += chunk
-        finally:
-            os.close(master)
-            if slave >= 0:
-                os.close(slave)
+        p, out = run_on_pty(argv, "stdout", self.d.workspace)
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertIn(b"\x1b[31mred\x1b[0m", out)
         self.assertIn(b"ok", out)
@@ -273,27 +281,8 @@ class CliAgainstDaemon(unittest.TestCase):
             self.assertFalse(os.path.exists(marker))
 
     def test_privileged_default_hint_on_a_terminal_only(self):
-        import pty
-        master, slave = pty.openpty()
-        try:
-            r = subprocess.run([cgtest.CALLGATE, "--socket", self.d.socket, "run", "--", "ls"],
-                               stdout=subprocess.PIPE, stderr=slave, cwd=self.d.workspace,
-                               timeout=30)
-            os.close(slave)
-            slave = -1
-            err = b""
-            while True:
-                try:
-                    chunk = os.read(master, 4096)
-                except OSError:  # EIO: the terminal's other end is closed
-                    break
-                if not chunk:
-                    break
-                err += chunk
-        finally:
-            if slave >= 0:
-                os.close(slave)
-            os.close(master)
+        r, err = run_on_pty([cgtest.CALLGATE, "--socket", self.d.socket, "run", "--", "ls"],
+                            "stderr", self.d.workspace, timeout=30)
         self.assertEqual(r.returncode, EXIT_DENIED)
         lines = err.decode().replace("\r\n", "\n").splitlines()
         self.assertRegex(lines[0], r"^callgate run: EN-EXEC-D-003: ")
@@ -305,30 +294,12 @@ class CliAgainstDaemon(unittest.TestCase):
     def test_a_shell_mistake_gets_a_hint_on_a_terminal(self):
         # ux-s40 L4: a quoted pipeline and `cd` got the "toolchain under the
         # home" hint of a missing program.
-        import pty
         for argv, want in ((["ls | wc -l"], "give each word apart, and '|' between stages"),
                            (["cd", "sub"], "'cd' is a shell builtin, not a program: give the "
                                            "directory with --cwd DIR")):
-            master, slave = pty.openpty()
-            try:
-                r = subprocess.run([cgtest.CALLGATE, "--socket", self.d.socket, "run",
-                                    "--no-privileged", "--", *argv], stdout=subprocess.PIPE,
-                                   stderr=slave, cwd=self.d.workspace, timeout=30)
-                os.close(slave)
-                slave = -1
-                err = b""
-                while True:
-                    try:
-                        chunk = os.read(master, 4096)
-                    except OSError:
-                        break
-                    if not chunk:
-                        break
-                    err += chunk
-            finally:
-                if slave >= 0:
-                    os.close(slave)
-                os.close(master)
+            r, err = run_on_pty([cgtest.CALLGATE, "--socket", self.d.socket, "run",
+                                 "--no-privileged", "--", *argv], "stderr", self.d.workspace,
+                                timeout=30)
             self.assertEqual(r.returncode, 65, err)
             self.assertIn(want, err.decode().replace("\r\n", " ").replace("\n", " "))
             # Off a terminal: the one refusal line.
