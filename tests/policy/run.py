@@ -307,6 +307,11 @@ class CheckAndDump(unittest.TestCase):
         self.assertIn("did you mean 'rules'?", r.stderr)
         r = cg("policy", "check", self.write("version: 1\nrules:\n\t- id: x\n"), check=65)
         self.assertIn("a tab: YAML indents with spaces only", r.stderr)
+        # ux-s40 L13: an unquoted ${workspace} in a flow list.
+        r = cg("policy", "check", self.write(
+            "version: 1\nrules:\n  - id: x\n    decision: degrade\n    match: { exe: [ls] }\n"
+            "    constraints:\n      write: [${workspace}]\n"), check=65)
+        self.assertIn('quote it, ["${workspace}"]', r.stderr)
 
     def test_dump_is_json_with_the_file_sha256(self):
         import hashlib

@@ -2177,6 +2177,32 @@ static void policy_free(struct cg_policy *p)
 	free(p);
 }
 
+/*
+ * Does the line holding buf[at] have "${" right after a '[' or ',' (spaces
+ * aside)? `write: [${workspace}]` fails in libyaml with "did not find
+ * expected ',' or ']'" and no word of why (ux-s40 L13).
+ */
+static bool unquoted_var(const char *buf, size_t len, size_t at)
+{
+	if (at >= len)
+		at = len ? len - 1 : 0;
+	size_t from = at, to = at;
+	while (from > 0 && buf[from - 1] != '\n')
+		from--;
+	while (to < len && buf[to] != '\n')
+		to++;
+	for (size_t i = from; i + 1 < to; i++) {
+		if (buf[i] != '$' || buf[i + 1] != '{')
+			continue;
+		size_t k = i;
+		while (k > from && buf[k - 1] == ' ')
+			k--;
+		if (k > from && (buf[k - 1] == '[' || buf[k - 1] == ','))
+			return true;
+	}
+	return false;
+}
+
 int cg_policy_load_buffer(const char *source, const char *buf, size_t len, struct cg_policy **out,
 			  struct cg_reply **err)
 {
@@ -2237,7 +2263,10 @@ int cg_policy_load_buffer(const char *source, const char *buf, size_t len, struc
 		     parser.problem_mark.column + 1,
 		     parser.problem ? parser.problem : "syntax error", parser.context ? " " : "",
 		     parser.context ? parser.context : "",
-		     tab ? " (a tab: YAML indents with spaces only)" : "");
+		     tab			  ? " (a tab: YAML indents with spaces only)"
+		     : unquoted_var(buf, len, at) ? " (a ${...} inside [...] is YAML's own syntax: "
+						    "quote it, [\"${workspace}\"])"
+						  : "");
 		l.err_line = parser.problem_mark.line + 1;
 		l.err_column = parser.problem_mark.column + 1;
 		goto fail_reply;
