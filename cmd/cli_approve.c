@@ -36,6 +36,7 @@
 #include "confine.h"
 #include "grant.h"
 #include "util.h"
+#include "world.h"
 
 /* The admin socket: explicit, or admin.sock beside the agent socket. */
 static const char *admin_path(const struct cg_cli *g, char *buf, size_t len)
@@ -1687,7 +1688,8 @@ static int parse_count(const char *s, int64_t *out)
 }
 
 static const struct cg_cli_opt grant_open_opts[] = {
-	{ "--exe", "PATH", "the exact resolved executable (one stage)" },
+	{ "--exe", "PATH",
+	  "the resolved executable (one stage; a bare name: the controlled PATH's)" },
 	{ "--argv", "PATTERN...",
 	  "argv patterns up to the next grant option (fnmatch; a final ** = any rest; "
 	  "--version is a pattern; a grant option's name, or a word one edit from one, is "
@@ -1745,6 +1747,21 @@ static const struct cg_cli_opt grant_commands[] = {
 	{ "close", NULL, "" },
 	{ 0 },
 };
+
+/* The first executable regular file NAME in CG_WORLD_PATH's directories: 0, else -1. */
+static int controlled_path_lookup(const char *name, char *out, size_t cap)
+{
+	const char *p = CG_WORLD_PATH;
+	while (*p) {
+		size_t dl = strcspn(p, ":");
+		struct stat st;
+		if (snprintf(out, cap, "%.*s/%s", (int)dl, p, name) < (int)cap &&
+		    stat(out, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 0111))
+			return 0;
+		p += dl + (p[dl] == ':');
+	}
+	return -1;
+}
 
 static int cmd_grant(const struct cg_cli *g, int argc, char **argv)
 {
@@ -1873,6 +1890,27 @@ static int cmd_grant(const struct cg_cli *g, int argc, char **argv)
 		}
 		/* The flags a grant cannot go without, named as the user typed them. */
 		const char *exe = json_string_value(json_object_get(stage, "exe"));
+		char found[PATH_MAX];
+		if (!bad && exe && !strchr(exe, '/')) {
+			/*
+			 * A bare name is the program a call's bare name would run: the
+			 * first on the daemon's controlled PATH (ux-s40 L12: "--exe wget"
+			 * was refused, needing an absolute path).
+			 */
+			if (controlled_path_lookup(exe, found, sizeof(found)) != 0) {
+				fprintf(
+				    stderr,
+				    "callgate grant open: --exe %s: not found on the controlled "
+				    "PATH (%s); give its absolute path\n",
+				    exe, CG_WORLD_PATH);
+				bad = CG_EXIT_USAGE;
+			} else {
+				fprintf(stderr, "callgate grant open: --exe %s is %s\n", exe,
+					found);
+				json_object_set_new(stage, "exe", json_string(found));
+				exe = json_string_value(json_object_get(stage, "exe"));
+			}
+		}
 		const char *missing = bad		       ? NULL
 				      : !exe		       ? "--exe PATH is required"
 				      : exe[0] != '/'	       ? "--exe needs an absolute path"

@@ -337,6 +337,20 @@ class Grants(unittest.TestCase):
              if x["pipeline"][0]["exe"] == "/usr/bin/echo"][0]
         self.assertEqual(g["pipeline"][0]["argv"], ["echo", "\\--uses"])  # matches "--uses"
 
+    def test_exe_by_name_is_the_controlled_paths(self):
+        # ux-s40 L12: `--exe wget` needed an absolute path.
+        r = self.d.cli("grant", "open", "--exe", "echo", "--argv", "echo", "hi",
+                       "--uses", "1", "--ttl", "60", "--json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(b"--exe echo is /usr/bin/echo", r.stderr)
+        g = self.d.admin("grant_list")["reply"]["data"]["grants"][0]
+        self.assertEqual(g["pipeline"][0]["exe"], os.path.realpath("/usr/bin/echo"))
+        r = self.d.cli("grant", "open", "--exe", "no-such-prog-cg", "--argv", "x",
+                       "--uses", "1", "--ttl", "60")
+        self.assertEqual(r.returncode, 64, r.stderr)
+        self.assertIn(b"not found on the controlled PATH", r.stderr)
+        self.assertEqual(len(self.d.admin("grant_list")["reply"]["data"]["grants"]), 1)
+
     def test_grant_runs_its_shape_for_its_uses_then_expires_back_to_approval(self):
         r = self.d.cli("grant", "open", "--exe", "/usr/bin/id", "--argv", "id", "-u",
                        "--privileged", "--uses", "2", "--ttl", "60", "--json")

@@ -214,8 +214,11 @@ class UsageErrors(unittest.TestCase):
         cases = [
             (("grant", "open", "--exe", "/usr/bin/git", "--argv", "git", "push", "--uses", "1"),
              "--ttl DURATION is required"),
-            (("grant", "open", "--exe", "git", "--argv", "git", "--uses", "1", "--ttl", "1h"),
-             "--exe needs an absolute path"),
+            # A bare name is the controlled PATH's (test_approval); a relative path is not.
+            (("grant", "open", "--exe", "bin/git", "--argv", "git", "--uses", "1", "--ttl",
+              "1h"), "--exe needs an absolute path"),
+            (("grant", "open", "--exe", "no-such-prog-cg", "--argv", "x", "--uses", "1",
+              "--ttl", "1h"), "not found on the controlled PATH"),
             (("run", "--forward-agent", "--", "ls"), "--forward-agent needs --no-privileged"),
         ]
         for args, says in cases:
