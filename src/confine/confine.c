@@ -339,7 +339,7 @@ const char *cg_confine_pids_note(void)
 		     : "calls with an nproc limit join their pids cgroup on cgroup v1 "
 		       "(this host's pids controller is not on cgroup2); without "
 		       "favordynmods on the cgroup2 mount each join waits for an RCU grace "
-		       "period, 10-30 ms a call on a 2-core VM (docs/limits.md, Speed)";
+		       "period, 10-15 ms a call on a 2-core VM (docs/limits.md)";
 }
 
 int cg_tree_new(const char *trace_id, struct cg_tree **out, struct cg_reply **err)
@@ -1077,6 +1077,12 @@ static int take_nosymfollow(struct cg_confine_plan *p, const struct cg_confine_c
 	return p->n_sets ? take_write_trees(p) : 0;
 }
 
+/* Step 1's umask: the caller's, as the kernel read it, else private. */
+static mode_t plan_umask(const struct cg_confine_ctx *ctx)
+{
+	return ctx && ctx->umask_set ? ctx->umask & 0777 : CONFINE_UMASK;
+}
+
 static int prepare_plan(const struct cg_constraints *const *cons, size_t n,
 			const struct cg_confine_ctx *ctx, bool setuid_ok,
 			struct cg_confine_plan **out, struct cg_reply **err);
@@ -1375,7 +1381,7 @@ static int prepare_plan(const struct cg_constraints *const *cons, size_t n,
 	p->gid = p->set_ids ? ctx->gid : 0;
 	p->outer_uid = geteuid();
 	p->outer_gid = getegid();
-	p->umask = ctx && ctx->umask_set ? ctx->umask & 0777 : CONFINE_UMASK;
+	p->umask = plan_umask(ctx);
 	/* Without CAP_SETGID the groups cannot be cleared; say so below. */
 	p->clear_groups = geteuid() == 0;
 	bool any_best_effort = false;
@@ -2094,8 +2100,7 @@ int cg_confine_prepare_stages(const struct cg_constraints *const *cons, const ui
 		*err = cg_reply_new(CG_R_OUT_OF_MEMORY, "{s:s}", "doing", "preparing confinement");
 		goto fail;
 	}
-	top->umask =
-	    ctx && ctx->umask_set ? ctx->umask & 0777 : CONFINE_UMASK; /* as each stage's */
+	top->umask = plan_umask(ctx); /* as each stage's */
 	for (size_t i = 0; i < n_stages; i++) {
 		size_t k = 0;
 		for (size_t j = 0; j < n; j++)

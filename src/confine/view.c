@@ -1558,28 +1558,27 @@ static bool nested_room(const struct cg_view *v)
 	return most + NESTED_ROOM <= VIEW_MAX_PATHS;
 }
 
-/* A directory found below a tree: protect it as the repository it is, if it is one. */
+/*
+ * A directory found below a tree: protect it as the repository it is, if it
+ * is one. A bare one is protect_bare's, as at a root.
+ */
 static int nested_repo(struct cg_view *v, const char *dir, bool dotgit, bool bare, bool git_write)
 {
-	char buf[PATH_MAX];
+	char git[PATH_MAX], buf[PATH_MAX];
 	struct stat st;
-	if (dotgit) {
-		if (snprintf(buf, sizeof(buf), "%s/.git", dir) >= (int)sizeof(buf) ||
-		    lstat(buf, &st) != 0)
-			return 0;
-		/* A link: read-only where it points, and set aside if replaced (add_protected). */
-		if (S_ISLNK(st.st_mode) ? add_protected(v, buf) : protect_git(v, dir, git_write))
-			return -1;
-	} else if (bare) {
-		static const char *const names[] = { "HEAD", "config", "hooks", "commondir" };
-		for (size_t i = 0; i < CG_ARRAY_LEN(names); i++)
-			if (snprintf(buf, sizeof(buf), "%s/%s", dir, names[i]) < (int)sizeof(buf) &&
-			    add_protected(v, buf) != 0)
-				return -1;
+	if (!dotgit && !bare)
 		return 0;
-	} else {
-		return 0;
+	if (snprintf(git, sizeof(git), "%s/.git", dir) >= (int)sizeof(git)) {
+		errno = ENAMETOOLONG; /* unprotected is not an option: the stage does not run */
+		return -1;
 	}
+	if (!dotgit)
+		return protect_bare(v, dir, git);
+	if (lstat(git, &st) != 0)
+		return 0; /* gone since the walk read it */
+	/* A link: read-only where it points, and set aside if replaced (add_protected). */
+	if (S_ISLNK(st.st_mode) ? add_protected(v, git) : protect_git(v, dir, git_write))
+		return -1;
 	/* What the developer's tools run at a project's root, where it exists. */
 	for (size_t i = 0; i < CG_ARRAY_LEN(protected_rel); i++)
 		if (snprintf(buf, sizeof(buf), "%s/%s", dir, protected_rel[i]) < (int)sizeof(buf) &&
@@ -1648,11 +1647,15 @@ static int nested_dir(struct cg_view *v, const char *dir, bool root, bool deeper
 	return rc;
 }
 
-/* The walk below write tree `tree`, level by level: every repository one level down first. */
-static int protect_nested(struct cg_view *v, const char *tree, bool git_write, size_t *budget)
+/*
+ * The walk below write tree `tree`, level by level: every repository one
+ * level down first. Each tree has its own budget: ~/.cache must not use the
+ * workspace's.
+ */
+static int protect_nested(struct cg_view *v, const char *tree, bool git_write)
 {
 	char **level = NULL, **next = NULL;
-	size_t n_level = 0, n_next = 0;
+	size_t n_level = 0, n_next = 0, budget = NESTED_DIRS;
 	int rc = 0;
 	if (!(level = malloc(sizeof(*level))) || !(level[0] = strdup(tree))) {
 		free(level);
@@ -1660,11 +1663,9 @@ static int protect_nested(struct cg_view *v, const char *tree, bool git_write, s
 	}
 	n_level = 1;
 	for (int depth = 0; rc == 0 && n_level && depth < NESTED_LEVELS; depth++) {
-		for (size_t i = 0; rc == 0 && i < n_level && *budget && nested_room(v); i++) {
-			(*budget)--;
+		for (size_t i = 0; rc == 0 && i < n_level && budget && nested_room(v); i++)
 			rc = nested_dir(v, level[i], depth == 0, depth + 1 < NESTED_LEVELS,
-					git_write, &next, &n_next, *budget);
-		}
+					git_write, &next, &n_next, --budget);
 		for (size_t i = 0; i < n_level; i++)
 			free(level[i]);
 		free(level);
@@ -1680,13 +1681,10 @@ static int protect_nested(struct cg_view *v, const char *tree, bool git_write, s
 static int collect_protected(struct cg_view *v, const struct cg_view_spec *s)
 {
 	char buf[PATH_MAX];
-	for (size_t w = 0; w < v->n_write; w++) {
-		size_t budget =
-		    NESTED_DIRS; /* each tree its own: ~/.cache must not use the workspace's */
+	for (size_t w = 0; w < v->n_write; w++)
 		if (protect_git(v, v->write[w], s->git_write) != 0 ||
-		    protect_nested(v, v->write[w], s->git_write, &budget) != 0)
+		    protect_nested(v, v->write[w], s->git_write) != 0)
 			return -1;
-	}
 	for (size_t w = 0; w < v->n_write; w++) {
 		for (size_t i = 0; i < CG_ARRAY_LEN(protected_rel) + s->n_protect; i++) {
 			const char *rel = i < CG_ARRAY_LEN(protected_rel)

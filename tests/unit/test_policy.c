@@ -1009,8 +1009,17 @@ Test(policy, bad_call_fails_closed)
 	tc_fini(&t);
 	cg_policy_unref(p);
 }
-
 /* ---- lint ---------------------------------------------------------------------- */
+
+/* What cg_policy_lint finds in p, as one JSON text to search (caller frees). */
+static char *lint_text(struct cg_policy *p)
+{
+	json_t *l = cg_policy_lint(p);
+	char *s = json_dumps(l, JSON_SORT_KEYS);
+	json_decref(l);
+	cr_assert_not_null(s);
+	return s;
+}
 
 Test(policy, lint_finds_shadowed_and_unreachable_rules)
 {
@@ -1027,8 +1036,7 @@ Test(policy, lint_finds_shadowed_and_unreachable_rules)
 				      "  - id: everything\n    decision: deny\n"
 				      "  - id: after\n    decision: deny\n    why: x\n"
 				      "    match: {exe: [/usr/bin/wc]}\n");
-	json_t *l = cg_policy_lint(p);
-	char *s = json_dumps(l, JSON_SORT_KEYS);
+	char *s = lint_text(p);
 	cr_assert(strstr(s, "{\"detail\": \"rule all-ls (line 3) matches every call this rule "
 			    "can\", \"kind\": \"shadowed\", \"rule\": \"ls-la\"}"),
 		  "%s", s);
@@ -1037,7 +1045,6 @@ Test(policy, lint_finds_shadowed_and_unreachable_rules)
 	cr_assert(strstr(s, "\"kind\": \"no-why\", \"rule\": \"everything\""), "%s", s);
 	cr_assert(strstr(s, "\"kind\": \"unreachable\", \"rule\": \"after\""), "%s", s);
 	free(s);
-	json_decref(l);
 	cg_policy_unref(p);
 }
 
@@ -1058,14 +1065,12 @@ Test(policy, lint_finds_programs_outside_the_exec_trees)
 		    "  - id: ls-ok\n    decision: degrade\n"
 		    "    match: {exe: [/usr/bin/ls]}\n"
 		    "    constraints: {read: [/]}\n");
-	json_t *l = cg_policy_lint(p);
-	char *s = json_dumps(l, JSON_SORT_KEYS);
+	char *s = lint_text(p);
 	cr_assert(strstr(s, "under /srv/proj/bin/, outside"), "%s", s);
 	cr_assert(strstr(s, "\"kind\": \"exec-missing\", \"rule\": \"ws-bad\""), "%s", s);
 	cr_assert_null(strstr(s, "\"rule\": \"ws-ok\""), "%s", s);
 	cr_assert_null(strstr(s, "\"rule\": \"ls-ok\""), "%s", s);
 	free(s);
-	json_decref(l);
 	cg_policy_unref(p);
 }
 
