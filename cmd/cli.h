@@ -174,6 +174,17 @@ int cg_cli_print_refusal(const char *sub, const json_t *response);
 void cg_cli_print_value(FILE *f, json_t *v);
 
 /*
+ * A decision's constraint sets in words, after a "constraints:" label that
+ * the caller printed, continuation lines indented by pad. stage_sets (per
+ * stage, the indexes of the sets binding it; NULL: every set binds every
+ * stage) and names (each stage's program, or NULL) give a pipeline whose
+ * stages are confined differently a line per stage. A privileged call has
+ * no view: the line after says which terms do not apply.
+ */
+void cg_cli_print_constraints(FILE *f, const char *pad, json_t *cons, const json_t *stage_sets,
+			      const json_t *names, bool privileged);
+
+/*
  * The value of --actions (gate, policy explain): inline JSON when it begins
  * with '[' or '{', else a file to read ("-": standard input). Either an
  * array of actions or an object with one ("actions": [...]). The array, or

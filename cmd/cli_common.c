@@ -722,6 +722,83 @@ static void put_text(FILE *f, const char *s)
 	}
 }
 
+/* Whether every stage is bound by every set: then a line per set says it all. */
+static bool sets_bind_all(size_t n_sets, const json_t *stage_sets)
+{
+	size_t i;
+	const json_t *b;
+	json_array_foreach(stage_sets, i, b)
+	{
+		if (json_array_size(b) != n_sets)
+			return false;
+	}
+	return true;
+}
+
+static void print_set_list(FILE *f, const char *pad, json_t *cons, const json_t *which)
+{
+	size_t i;
+	json_t *k;
+	json_array_foreach(which, i, k)
+	{
+		if (i)
+			fprintf(f, "%s  and ", pad);
+		json_t *c = json_array_get(cons, (size_t)json_integer_value(k));
+		if (c)
+			cg_cli_print_value(f, c);
+		else
+			fputc('?', f);
+		fputc('\n', f);
+	}
+	if (json_array_size(which) == 0)
+		fputs("none: this stage is not confined by the policy\n", f);
+}
+
+void cg_cli_print_constraints(FILE *f, const char *pad, json_t *cons, const json_t *stage_sets,
+			      const json_t *names, bool privileged)
+{
+	size_t n = json_array_size(cons), i;
+	json_t *c;
+	if (n == 0) {
+		fputs(" none\n", f);
+		return;
+	}
+	if (!json_is_array(stage_sets) || sets_bind_all(n, stage_sets)) {
+		json_array_foreach(cons, i, c)
+		{
+			fprintf(f, "%s", i ? pad : " ");
+			if (i)
+				fputs("and ", f);
+			cg_cli_print_value(f, c);
+			fputc('\n', f);
+		}
+	} else {
+		fputs(" by stage (a stage's sets all apply to it)\n", f);
+		const json_t *b;
+		json_array_foreach(stage_sets, i, b)
+		{
+			const char *name = json_string_value(json_array_get(names, i));
+			fprintf(f, "%s stage %zu%s", pad, i + 1, name ? " (" : ":");
+			if (name) {
+				put_text(f, name);
+				fputs("):", f);
+			}
+			fputc(' ', f);
+			print_set_list(f, pad, cons, b);
+		}
+	}
+	bool view_terms = false;
+	json_array_foreach(cons, i, c)
+	{
+		static const char *const view_only[] = { "hide", "protect", "tmp", "git" };
+		for (size_t t = 0; t < CG_ARRAY_LEN(view_only); t++)
+			view_terms |= json_object_get(c, view_only[t]) != NULL;
+	}
+	if (privileged && view_terms)
+		fprintf(f, "%s (privileged: no view, so hide, protect, tmp and git do not apply)\n",
+			pad);
+}
+
 json_t *cg_cli_actions(const char *arg, char *why, size_t why_len)
 {
 	json_error_t je;

@@ -342,22 +342,21 @@ static void explain_print(const struct cg_policy *p, const struct outcome *o)
 		       v->rule_id ? v->rule_id : "-", cg_reply_registry[v->reason].code,
 		       f->rungs[k].rc ? " (failed)" : "");
 	}
-	if (f->n_constraints == 0) {
-		printf("constraints: none\n");
-		return;
+	json_t *cons = json_array(), *per_stage = json_array(), *names = json_array();
+	for (size_t k = 0; k < f->n_constraints; k++)
+		json_array_append_new(cons, cg_constraints_to_json(f->constraints[k]));
+	json_array_foreach(o->stages, i, st)
+	{
+		json_array_append_new(per_stage, cg_folded_stage_sets(f, i));
+		json_array_append(names, json_object_get(st, "argv0"));
 	}
-	printf("constraints (all apply):\n");
 	/* In words, as gate prints them (ux-s39 L3: text output never holds JSON). */
-	for (size_t k = 0; k < f->n_constraints; k++) {
-		json_t *c = cg_constraints_to_json(f->constraints[k]);
-		fputs("  ", stdout);
-		if (c)
-			cg_cli_print_value(stdout, c);
-		else
-			fputc('?', stdout);
-		putchar('\n');
-		json_decref(c);
-	}
+	printf("constraints:");
+	cg_cli_print_constraints(stdout, "          ", cons, per_stage, names,
+				 o->gate.req && o->gate.req->privileged);
+	json_decref(cons);
+	json_decref(per_stage);
+	json_decref(names);
 }
 
 static int outcome_exit(const struct outcome *o)

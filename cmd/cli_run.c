@@ -935,16 +935,17 @@ int cg_cli_gate(const struct cg_cli *g, int argc, char **argv)
 		const char *trace = json_string_value(json_object_get(r, "trace_id"));
 		printf("decision:    %s\n", decision);
 		print_rules(data);
-		json_t *cons = json_object_get(data, "constraints");
-		size_t ci;
-		json_t *c;
-		printf("constraints:%s", json_array_size(cons) ? "" : " none\n");
-		json_array_foreach(cons, ci, c)
-		{
-			printf("%s", ci ? "             " : " ");
-			cg_cli_print_value(stdout, c);
-			putchar('\n');
-		}
+		json_t *names = json_array(), *stage;
+		size_t si;
+		json_array_foreach(json_object_get(o.req, "pipeline"), si, stage)
+		    json_array_append(names, json_array_get(stage, 0));
+		/* The protocol's default is privileged (docs/protocol.md). */
+		bool priv = !json_is_false(json_object_get(o.req, "privileged"));
+		printf("constraints:");
+		cg_cli_print_constraints(stdout, "            ",
+					 json_object_get(data, "constraints"),
+					 json_object_get(data, "stage_sets"), names, priv);
+		json_decref(names);
 		if (strcmp(decision, "UNKNOWN") == 0)
 			print_next(json_object_get(data, "approval"));
 		printf("trace:       %s\n", trace ? trace : "-");

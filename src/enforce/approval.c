@@ -34,12 +34,7 @@ json_t *cg_approval_view(const struct cg_call *call, const struct cg_folded *f,
 		 * runs unconfined when privileged (an attack's second stage read
 		 * /etc/shadow as root under a screen that showed one set).
 		 */
-		json_t *bound = json_array();
-		for (size_t k = 0; bound && f && k < f->n_constraints; k++) {
-			uint64_t m = f->stages[k];
-			if (m == 0 || (m & (1ULL << (i < 63 ? i : 63))))
-				json_array_append_new(bound, json_integer((json_int_t)k));
-		}
+		json_t *bound = cg_folded_stage_sets(f, i);
 		json_array_append_new(stages,
 				      json_pack("{s:o?,s:s,s:s,s:b,s:o?}", "argv", argv, "exe",
 						call->stages[i].exe, "found", call->stages[i].found,

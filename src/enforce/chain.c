@@ -233,6 +233,16 @@ json_t *cg_constraints_to_json(const struct cg_constraints *c)
 	return o;
 }
 
+json_t *cg_folded_stage_sets(const struct cg_folded *f, size_t stage)
+{
+	json_t *bound = json_array();
+	uint64_t bit = 1ULL << (stage < 63 ? stage : 63);
+	for (size_t k = 0; bound && f && k < f->n_constraints; k++)
+		if (f->stages[k] == 0 || (f->stages[k] & bit))
+			json_array_append_new(bound, json_integer((json_int_t)k));
+	return bound;
+}
+
 json_t *cg_folded_to_json(const struct cg_folded *f)
 {
 	json_t *o = json_object();

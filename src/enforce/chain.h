@@ -182,6 +182,12 @@ json_t *cg_constraints_to_json(const struct cg_constraints *c);
 /* A host list as ["name", "name:port", …]. */
 json_t *cg_host_entries_json(const struct cg_host_entry *e, size_t n);
 
+/*
+ * The constraint sets that bind stage (0-based) of a pipeline: indexes into
+ * the fold's constraints, every one of which applies. New reference or NULL.
+ */
+json_t *cg_folded_stage_sets(const struct cg_folded *f, size_t stage);
+
 /* The folded decision as JSON: decision, rule_id, reason code, rungs, constraints. */
 json_t *cg_folded_to_json(const struct cg_folded *f);
 

@@ -134,6 +134,7 @@ static void answer_gate(struct cg_kernel *k, struct cg_job *j)
 	    cg_reply_new(CG_R_GATE_DONE, "{s:s,s:s}", "decision", cg_decision_name(f->decision),
 			 "rule_id", f->rule_id ? f->rule_id : "");
 	json_t *data = json_deep_copy(j->decision);
+	decision_add_stage_sets(data, j);
 	/* What an UNKNOWN would meet if it ran: an open grant, a human (for how long), or a refusal. */
 	if (data && f->decision == CG_UNKNOWN)
 		json_object_set_new(data, "approval", gate_approval(k, j));

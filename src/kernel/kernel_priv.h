@@ -219,6 +219,8 @@ void ev_seal(struct cg_kernel *k, const char *trace, const struct cg_reply *repl
 json_t *decision_json(const struct cg_folded *f, const struct gen *g);
 /* The decision facts every reply of a decided call carries. New reference or NULL. */
 json_t *decision_data(const struct cg_job *j);
+/* Add to a reply's data which constraint sets bind each stage ("stage_sets"). */
+void decision_add_stage_sets(json_t *data, const struct cg_job *j);
 
 /* ---- respond.c ---- */
 

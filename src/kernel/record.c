@@ -236,10 +236,23 @@ json_t *decision_data(const struct cg_job *j)
 	json_t *policy = json_object_get(j->decision, "policy");
 	cons = cons ? json_incref(cons) : json_array();
 	policy = policy ? json_incref(policy) : gen_policy_json(j->gen);
-	return json_pack("{s:s,s:s,s:s,s:o?,s:o?}", "decision", cg_decision_name(f->decision),
-			 "rule_id", f->rule_id ? f->rule_id : "", "rung",
-			 f->deciding_rung ? f->deciding_rung : "", "constraints", cons, "policy",
-			 policy);
+	json_t *data = json_pack(
+	    "{s:s,s:s,s:s,s:o?,s:o?}", "decision", cg_decision_name(f->decision), "rule_id",
+	    f->rule_id ? f->rule_id : "", "rung", f->deciding_rung ? f->deciding_rung : "",
+	    "constraints", cons, "policy", policy);
+	decision_add_stage_sets(data, j);
+	return data;
+}
+
+void decision_add_stage_sets(json_t *data, const struct cg_job *j)
+{
+	const struct cg_folded *f = &j->gate.folded;
+	size_t n = j->gate.resolved ? j->gate.call.n_stages : 0;
+	json_t *per_stage = data && n && f->n_constraints ? json_array() : NULL;
+	for (size_t i = 0; per_stage && i < n; i++)
+		json_array_append_new(per_stage, cg_folded_stage_sets(f, i));
+	if (per_stage)
+		json_object_set_new(data, "stage_sets", per_stage);
 }
 
 /* Each rung's verdict, with its layer and code, for the verdict's why[]. */

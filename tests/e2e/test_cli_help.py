@@ -379,8 +379,38 @@ class TextNotJson(unittest.TestCase):
                      cwd=self.d.workspace)
         self.assertEqual(r.returncode, 0, r.stderr)
         out = r.stdout.decode()
-        self.assertRegex(out, r"constraints \(all apply\):\n  read /; write \S+")
+        self.assertRegex(out, r"constraints: read /; write \S+")
         self.assert_no_json(out, "policy explain")
+
+    def test_gate_and_explain_say_which_set_binds_which_stage(self):
+        # ux-s40 M5: "constraints (all apply)" listed each stage's set as if
+        # both bound both stages; the first stage here may write nothing.
+        argv = ["--no-privileged", "--", "cat", "notes", "|", "tee", "out"]
+        g = self.d.cli("gate", *argv)
+        e = callgate("policy", "explain", *argv, cwd=self.d.workspace)
+        for r, name in ((g, "gate"), (e, "policy explain")):
+            self.assertEqual(r.returncode, 0, r.stderr)
+            out = r.stdout.decode()
+            self.assertIn("constraints: by stage", out, name)
+            self.assertRegex(out, r"\n +stage 1 \(cat\): read /; write nothing;", name)
+            self.assertRegex(out, r"\n +stage 2 \(tee\): read /; write \S+", name)
+            self.assert_no_json(out, name)
+        data = json.loads(self.d.cli("gate", "--json", *argv).stdout)["reply"]["data"]
+        self.assertEqual(len(data["stage_sets"]), 2)
+        self.assertNotEqual(data["stage_sets"][0], data["stage_sets"][1])
+
+    def test_gate_and_explain_say_a_privileged_call_has_no_view(self):
+        # ux-s40 L9: hide, protect and tmp were shown for a privileged call,
+        # which runs on the host's own files (docs/confinement.md).
+        for r in (self.d.cli("gate", "--privileged", "--", "touch", "x"),
+                  callgate("policy", "explain", "--privileged", "--", "touch", "x",
+                           cwd=self.d.workspace)):
+            out = r.stdout.decode()
+            self.assertIn("protect ", out)
+            self.assertIn("(privileged: no view, so hide, protect, tmp and git do not apply)",
+                          out)
+        out = self.d.cli("gate", "--no-privileged", "--", "touch", "x").stdout.decode()
+        self.assertNotIn("no view", out)
 
     def test_log_is_text_and_json_is_the_journal(self):
         r = self.d.cli("run", "--json", "--no-privileged", "--", "true")
