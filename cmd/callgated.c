@@ -402,8 +402,13 @@ int main(int argc, char **argv)
 		} else if (cg_user_socket_path(sock_buf, sizeof(sock_buf)) == 0) {
 			socket_path = sock_buf;
 		} else {
+			/* ux-s40 L17: su - and sudo -i sessions have none. */
 			fprintf(stderr,
-				"callgated: no --socket given and XDG_RUNTIME_DIR is not set\n");
+				"callgated: no --socket given and XDG_RUNTIME_DIR is not set (a "
+				"session from su or sudo has none): give --socket PATH in a "
+				"directory only you can write (for example --socket "
+				"$HOME/.callgate/callgate.sock), and give callgate the same path "
+				"(--socket or $CALLGATE_SOCKET)\n");
 			return EXIT_STARTUP;
 		}
 	}

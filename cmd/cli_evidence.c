@@ -151,6 +151,116 @@ static bool only_unknown_trace(const json_t *rep)
 	return json_array_size(fails) > 0;
 }
 
+/*
+ * A replay report as text (or as it is, with json): the journal's line,
+ * when the report has one (the socket's report has it for an approver
+ * only), then the trace's or every trace's, then each failure by name.
+ */
+static void print_replay(const json_t *rep, const struct cg_replay_opts *o, bool json, bool unknown,
+			 const char *state_dir)
+{
+	if (json) {
+		json_dumpf(rep, stdout, JSON_INDENT(2));
+		fputc('\n', stdout);
+	} else if (unknown) {
+		const json_t *j = json_object_get(rep, "journal");
+		printf("PASS  journal: %lld events, head %.16s…, signed up to seq %lld%s\n",
+		       (long long)json_integer_value(json_object_get(j, "events")),
+		       str_of(j, "head"),
+		       (long long)json_integer_value(json_object_get(j, "checkpoint_seq")),
+		       json_is_true(json_object_get(j, "live")) ? " (daemon running)" : "");
+		fprintf(stderr,
+			"callgate replay: no trace %s in the journal of %s (a mistyped id? "
+			"'callgate log' lists the traces)\n",
+			o->trace_id, state_dir);
+	} else {
+		json_t *j = json_object_get(rep, "journal");
+		json_t *s = json_object_get(rep, "summary");
+		/*
+		 * One trace's PASS is that trace's (ux-s40 M2: it read as the whole
+		 * journal's, which a changed line elsewhere had broken).
+		 */
+		if (!j)
+			printf("%s  as the daemon replayed it (its journal is not yours to read)\n",
+			       str_of(rep, "status"));
+		else
+			printf(
+			    "%s  journal: %lld events, head %.16s…, signed up to seq %lld%s%s\n",
+			    str_of(rep, "status"),
+			    (long long)json_integer_value(json_object_get(j, "events")),
+			    str_of(j, "head"),
+			    (long long)json_integer_value(json_object_get(j, "checkpoint_seq")),
+			    json_is_true(json_object_get(j, "live")) ? " (daemon running)" : "",
+			    o->all
+				? ""
+				: "; checked as far as this trace needs: replay --all checks every "
+				  "line");
+		if (o->all)
+			printf("traces: %lld pass, %lld fail, %lld incomplete, %lld open\n",
+			       (long long)json_integer_value(json_object_get(s, "pass")),
+			       (long long)json_integer_value(json_object_get(s, "fail")),
+			       (long long)json_integer_value(json_object_get(s, "incomplete")),
+			       (long long)json_integer_value(json_object_get(s, "open")));
+		else {
+			json_t *t = json_array_get(json_object_get(rep, "traces"), 0);
+			long long ev = (long long)json_integer_value(json_object_get(t, "events"));
+			printf("trace %s: %s (%s, %lld event%s)\n", o->trace_id,
+			       str_of(t, "status"), str_of(t, "state"), ev, ev == 1 ? "" : "s");
+		}
+		size_t i;
+		json_t *f;
+		json_array_foreach(json_object_get(rep, "failures"), i, f)
+		{
+			print_failure(f);
+		}
+	}
+}
+
+/*
+ * An agent cannot read the daemon's state, or there is none where no one
+ * said to look (a daemon started with --state-dir elsewhere, root's too:
+ * ux-s39): then the daemon reads a peer its own traces over the socket.
+ */
+static bool ask_the_daemon(const struct state *st)
+{
+	char journal[4200];
+	(void)snprintf(journal, sizeof(journal), "%s/journal", st->dir);
+	return st->socket && access(journal, X_OK) != 0 &&
+	       ((errno == EACCES && geteuid() != 0) ||
+		(errno == ENOENT && strcmp(st->from, "the default") == 0));
+}
+
+/*
+ * Replay one trace as the daemon does it for this peer (the socket's replay
+ * action, ux-s40 L16): nothing is written, and the journal's own line is
+ * there for an approver only.
+ */
+static int replay_from_daemon(const char *socket, const struct cg_replay_opts *o, bool json)
+{
+	json_t *req = json_pack("{s:s,s:s}", "action", "replay", "trace_id", o->trace_id);
+	json_t *resp = NULL;
+	char err[512];
+	if (!req || cg_client_call(socket, req, 120000, &resp, err, sizeof(err)) < 0) {
+		fprintf(stderr,
+			"callgate replay: the state directory is not yours to read, and the "
+			"daemon could not be asked either: %s\n",
+			req ? err : "out of memory");
+		json_decref(req);
+		return CG_EXIT_UNAVAILABLE;
+	}
+	json_decref(req);
+	const json_t *rep = json_object_get(json_object_get(resp, "reply"), "data");
+	int ret;
+	if (!json_is_object(rep)) {
+		ret = cg_cli_print_refusal("replay", resp);
+	} else {
+		print_replay(rep, o, json, false, NULL);
+		ret = strcmp(str_of(rep, "status"), "PASS") == 0 ? CG_EXIT_OK : EXIT_FAIL;
+	}
+	json_decref(resp);
+	return ret;
+}
+
 static int cmd_replay(struct state st, int argc, char **argv)
 {
 	struct cg_replay_opts o = { .write_files = true };
@@ -194,6 +304,9 @@ static int cmd_replay(struct state st, int argc, char **argv)
 		fprintf(stderr, "callgate replay: '%s' is not a trace id\n", o.trace_id);
 		return CG_EXIT_USAGE;
 	}
+	/* Your own key is checked where you can read the journal, not by the daemon. */
+	if (o.trace_id && !o.pubkey_file && ask_the_daemon(&st))
+		return replay_from_daemon(st.socket, &o, json);
 	if (cg_cli_state_dir_check("replay", st.dir, st.from) < 0)
 		return CG_EXIT_NOINPUT;
 	o.state_dir = st.dir;
@@ -205,55 +318,7 @@ static int cmd_replay(struct state st, int argc, char **argv)
 		return CG_EXIT_ERROR;
 	}
 	bool unknown = o.trace_id && only_unknown_trace(rep);
-	if (json) {
-		json_dumpf(rep, stdout, JSON_INDENT(2));
-		fputc('\n', stdout);
-	} else if (unknown) {
-		json_t *j = json_object_get(rep, "journal");
-		printf("PASS  journal: %lld events, head %.16s…, signed up to seq %lld%s\n",
-		       (long long)json_integer_value(json_object_get(j, "events")),
-		       str_of(j, "head"),
-		       (long long)json_integer_value(json_object_get(j, "checkpoint_seq")),
-		       json_is_true(json_object_get(j, "live")) ? " (daemon running)" : "");
-		fprintf(stderr,
-			"callgate replay: no trace %s in the journal of %s (a mistyped id? "
-			"'callgate log' lists the traces)\n",
-			o.trace_id, st.dir);
-	} else {
-		json_t *j = json_object_get(rep, "journal");
-		json_t *s = json_object_get(rep, "summary");
-		/*
-		 * One trace's PASS is that trace's (ux-s40 M2: it read as the whole
-		 * journal's, which a changed line elsewhere had broken).
-		 */
-		printf("%s  journal: %lld events, head %.16s…, signed up to seq %lld%s%s\n",
-		       str_of(rep, "status"),
-		       (long long)json_integer_value(json_object_get(j, "events")),
-		       str_of(j, "head"),
-		       (long long)json_integer_value(json_object_get(j, "checkpoint_seq")),
-		       json_is_true(json_object_get(j, "live")) ? " (daemon running)" : "",
-		       o.all ? ""
-			     : "; checked as far as this trace needs: replay --all checks every "
-			       "line");
-		if (o.all)
-			printf("traces: %lld pass, %lld fail, %lld incomplete, %lld open\n",
-			       (long long)json_integer_value(json_object_get(s, "pass")),
-			       (long long)json_integer_value(json_object_get(s, "fail")),
-			       (long long)json_integer_value(json_object_get(s, "incomplete")),
-			       (long long)json_integer_value(json_object_get(s, "open")));
-		else {
-			json_t *t = json_array_get(json_object_get(rep, "traces"), 0);
-			long long ev = (long long)json_integer_value(json_object_get(t, "events"));
-			printf("trace %s: %s (%s, %lld event%s)\n", o.trace_id, str_of(t, "status"),
-			       str_of(t, "state"), ev, ev == 1 ? "" : "s");
-		}
-		size_t i;
-		json_t *f;
-		json_array_foreach(json_object_get(rep, "failures"), i, f)
-		{
-			print_failure(f);
-		}
-	}
+	print_replay(rep, &o, json, unknown, st.dir);
 	json_decref(rep);
 	return rc == 0 ? CG_EXIT_OK : unknown ? CG_EXIT_NOINPUT : EXIT_FAIL;
 }
@@ -368,16 +433,7 @@ static int cmd_verdict(struct state st, int argc, char **argv)
 			id ? "' is not a trace id" : "");
 		return CG_EXIT_USAGE;
 	}
-	/*
-	 * An agent cannot read the daemon's state, or there is none where no
-	 * one said to look (a daemon started with --state-dir elsewhere, root's
-	 * too: ux-s39): the daemon reads it its own traces.
-	 */
-	char journal[4200];
-	(void)snprintf(journal, sizeof(journal), "%s/journal", st.dir);
-	if (st.socket && access(journal, X_OK) != 0 &&
-	    ((errno == EACCES && geteuid() != 0) ||
-	     (errno == ENOENT && strcmp(st.from, "the default") == 0)))
+	if (ask_the_daemon(&st))
 		return verdict_from_daemon(st.socket, id, json);
 	if (cg_cli_state_dir_check("verdict", st.dir, st.from) < 0)
 		return CG_EXIT_NOINPUT;

@@ -103,6 +103,29 @@ class TestOwnTraces(unittest.TestCase):
         self.assertIn("MCP-LOG-I-102", r.stderr)
         self.assertNotIn(MARK, r.stdout + r.stderr)
 
+    def test_the_cli_replay_asks_the_daemon_when_the_state_is_not_ours(self):
+        # ux-s40 L16: `verdict TRACE` asked the daemon, `replay TRACE` exited 66.
+        mine = nobody_gate(self.d)
+        other = root_call(self.d)
+
+        def cli(*args):
+            return subprocess.run(["runuser", "-u", "nobody", "--", cgtest.CALLGATE, "--socket",
+                                   self.d.socket, "--state-dir", self.d.state_dir, "replay",
+                                   *args], capture_output=True, text=True, timeout=60)
+        r = cli(mine)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("PASS  as the daemon replayed it", r.stdout)
+        self.assertIn("trace %s: PASS (sealed" % mine, r.stdout)
+        self.assertEqual(json.loads(cli("--json", mine).stdout)["status"], "PASS")
+        r = cli(other)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("MCP-LOG-I-102", r.stderr)
+        self.assertNotIn(other, r.stdout)
+        # --all is the journal's reader's alone: no fallback, the state's error.
+        r = cli("--all")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertNotIn("PASS", r.stdout)
+
     @unittest.skipIf(os.path.exists("/var/lib/callgate/journal"), "a state at the default path")
     def test_the_cli_verdict_asks_the_daemon_when_there_is_no_state_at_the_default(self):
         # ux-s39 M8: root, with the daemon's state elsewhere and no --state-dir,
