@@ -86,7 +86,7 @@
 #include "netns.h"
 #include "util.h"
 
-#define VIEW_MAX_PATHS	256	    /* per list */
+#define VIEW_MAX_PATHS	2048	    /* per list */
 #define VIEW_STACK	(64 * 1024) /* the command's stack until it execs */
 #define VIEW_HOSTNAME	"callgate"
 #define GITMODULES_CAP	((size_t)1 << 20) /* the most of a .gitmodules read */
@@ -213,6 +213,15 @@ static const char *const protected_rel[] = {
 	".lefthook-local.json",
 	".config/lefthook.yml",
 	".config/lefthook.yaml",
+	".config/lefthook.toml",
+	".config/lefthook.json",
+	".config/lefthook-local.yml",
+	".config/lefthook-local.yaml",
+	".config/lefthook-local.toml",
+	".config/lefthook-local.json",
+	/* lefthook's source_dir and source_dir_local: scripts a hook runs (s41a F2) */
+	".lefthook",
+	".lefthook-local",
 	/*
 	 * What other tools run on a benign action (s37 attack): Mercurial's and
 	 * Jujutsu's repositories (hg status loads .hg/hgrc's hooks and
@@ -247,10 +256,23 @@ static const char *const protected_rel[] = {
 	".cargo/config",
 	".idea",
 	".yarnrc.yml",
+	/*
+	 * yarn 1's yarn-path, which any yarn command hands itself to (s41a F4);
+	 * rustup's toolchain path, which any cargo runs; Maven's extensions and
+	 * JVM options, which an IDE loads on opening the project; Helix's
+	 * language servers.
+	 */
+	".yarnrc",
+	"rust-toolchain.toml",
+	"rust-toolchain",
+	".mvn",
+	".helix",
 	".nvim.lua",
 	".nvimrc",
 	".exrc",
 };
+_Static_assert(CG_ARRAY_LEN(protected_rel) <= 128, "a nested root's mask holds 128 names");
+
 /*
  * A repository's .git under git: write (pinned, so that it cannot be renamed
  * away with them): what names programs the developer's git runs, or another
@@ -280,6 +302,7 @@ struct cg_view {
 	size_t n_protect;
 	char **missing; /* protected names that did not exist: set aside if made (cg_view_sweep) */
 	char failed_at[PATH_MAX]; /* the file a failed prepare could not take, or "" */
+	char failed_why[256];	  /* why a prepare failed, when no file is to blame, or "" */
 	size_t n_missing;
 	/* protect[i] when the view was prepared, and whether a running call may have made it */
 	struct file_id {
@@ -292,6 +315,16 @@ struct cg_view {
 		struct timespec ctime, btime;
 		bool suspect;
 	} * protect_id;
+	/*
+	 * Repositories below a write tree's root, and which of protected_rel
+	 * were missing there: set aside if made (cg_view_sweep). A mask, not
+	 * the missing list: a workspace of many projects would fill that.
+	 */
+	struct nested_root {
+		char *dir;
+		uint64_t missing[2];
+	} * nested;
+	size_t n_nested;
 	char **link; /* protected names that are links: the link itself, watched (cg_view_sweep) */
 	size_t n_link;
 	struct file_id *link_id;
@@ -1536,27 +1569,30 @@ static int protect_gitdir(struct cg_view *v, const char *git, bool git_write)
  * refs) keeps its HEAD, config, hooks and commondir read-only; a .git that
  * is a link is made read-only where it points, as a protected name is; and
  * the names that make the developer's tools run files at a project's root
- * (.husky, .envrc, .vscode, ...) are read-only where they exist (s40b F1,
- * F2). Found by a walk two levels below the root, breadth first, reading at
- * most NESTED_DIRS directories per write tree (what it costs every call),
- * not into hidden directories, node_modules or links. It stops, rather than
- * fail the call, when the view's lists near their size (s40b F3): a
- * repository deeper, further or past that is not covered
- * (docs/confinement.md).
+ * (.husky, .envrc, lefthook-local.yml, .cargo/config.toml, ...) are
+ * read-only where they exist and set aside after the call where it made
+ * them (s40b F1, F2; s41a F3), as at the root.
+ *
+ * Found by looking at every directory one to NESTED_LEVELS levels below
+ * the root (hidden ones too), reading those above the last, except
+ * node_modules, hidden directories and links, for the next; and at every
+ * directory from the call's cwd up (protect_cwd_repos). Nothing a call can do
+ * decides what is looked at (s41a F1: a walk with a budget of directories,
+ * read in the order the file system lists them, stopped where a call's
+ * mkdir loop wanted it to, and the next call wrote a repository's .git):
+ * every directory there is looked at, or the call does not run. A tree with
+ * more than NESTED_ENTRIES entries to read, or more repositories than the
+ * view's lists hold, refuses the call (docs/confinement.md).
  */
-#define NESTED_LEVELS 3 /* the root and two below: ~/src/proj, ~/src/org/proj */
-#define NESTED_DIRS   512
-#define NESTED_ROOM   48 /* entries one repository may add to a list, at most */
+#define NESTED_LEVELS  3 /* ~/src/proj, ~/src/org/proj, ~/src/github.com/org/proj */
+#define NESTED_ENTRIES 65536
 
-/* Can the view's lists take one more repository's entries? */
-static bool nested_room(const struct cg_view *v)
-{
-	size_t most = v->n_protect;
-	const size_t others[] = { v->n_pin, v->n_anchor, v->n_missing, v->n_link };
-	for (size_t i = 0; i < CG_ARRAY_LEN(others); i++)
-		most = others[i] > most ? others[i] : most;
-	return most + NESTED_ROOM <= VIEW_MAX_PATHS;
-}
+/* The walk of one write tree: what it has read so far. */
+struct nested_walk {
+	const char *tree;
+	bool git_write;
+	size_t entries;
+};
 
 /*
  * A directory found below a tree: protect it as the repository it is, if it
@@ -1575,21 +1611,81 @@ static int nested_repo(struct cg_view *v, const char *dir, bool dotgit, bool bar
 	if (!dotgit)
 		return protect_bare(v, dir, git);
 	if (lstat(git, &st) != 0)
-		return 0; /* gone since the walk read it */
+		return 0; /* gone since it was looked at */
 	/* A link: read-only where it points, and set aside if replaced (add_protected). */
 	if (S_ISLNK(st.st_mode) ? add_protected(v, git) : protect_git(v, dir, git_write))
 		return -1;
-	/* What the developer's tools run at a project's root, where it exists. */
-	for (size_t i = 0; i < CG_ARRAY_LEN(protected_rel); i++)
-		if (snprintf(buf, sizeof(buf), "%s/%s", dir, protected_rel[i]) < (int)sizeof(buf) &&
-		    lstat(buf, &st) == 0 && add_protected(v, buf) != 0)
+	/*
+	 * What the developer's tools run at a project's root: read-only where
+	 * it exists, set aside after the call where it does not.
+	 */
+	struct nested_root root = { 0 };
+	for (size_t i = 0; i < CG_ARRAY_LEN(protected_rel); i++) {
+		if (snprintf(buf, sizeof(buf), "%s/%s", dir, protected_rel[i]) >=
+		    (int)sizeof(buf)) {
+			errno = ENAMETOOLONG;
 			return -1;
+		}
+		if (lstat(buf, &st) != 0)
+			root.missing[i / 64] |= 1ULL << (i % 64);
+		else if (add_protected(v, buf) != 0)
+			return -1;
+	}
+	if (!root.missing[0] && !root.missing[1])
+		return 0;
+	struct nested_root *g = realloc(v->nested, (v->n_nested + 1) * sizeof(*g));
+	if (!g)
+		return -1;
+	v->nested = g;
+	if (!(root.dir = strdup(dir)))
+		return -1;
+	g[v->n_nested++] = root;
 	return 0;
 }
 
-/* One directory of the walk: its repository, if it is one, and its subdirectories (queued). */
-static int nested_dir(struct cg_view *v, const char *dir, bool root, bool deeper, bool git_write,
-		      char ***queue, size_t *n_queue, size_t queue_cap)
+/*
+ * Directory name in pfd (path its path): is it a repository (a .git, or
+ * HEAD, objects and refs), and then protect it. One the daemon may not
+ * search (a non-root daemon; a call's chmod 000) could hide a repository,
+ * and the call could open it again and write its .git (review-s40):
+ * read-only as a whole, so its mode cannot change either.
+ */
+static int nested_probe(struct cg_view *v, const struct nested_walk *w, int pfd, const char *name,
+			const char *path)
+{
+	/* Relative to pfd, two calls for most directories: what every writing call costs. */
+	static const char *const bare_parts[] = { "HEAD", "objects", "refs" };
+	char rel[NAME_MAX + 16];
+	struct stat st;
+	(void)snprintf(rel, sizeof(rel), "%s/.git", name);
+	bool dotgit = fstatat(pfd, rel, &st, AT_SYMLINK_NOFOLLOW) == 0;
+	int e = dotgit ? 0 : errno;
+	bool bare = !dotgit && e == ENOENT;
+	for (size_t i = 0; bare && i < CG_ARRAY_LEN(bare_parts); i++) {
+		(void)snprintf(rel, sizeof(rel), "%s/%s", name, bare_parts[i]);
+		bare = fstatat(pfd, rel, &st, AT_SYMLINK_NOFOLLOW) == 0;
+	}
+	if (e == EACCES)
+		return add_protected(v, path);
+	if (nested_repo(v, path, dotgit, bare, w->git_write) == 0)
+		return 0;
+	if (errno == E2BIG && !v->failed_why[0])
+		(void)snprintf(v->failed_why, sizeof(v->failed_why),
+			       "more repositories and protected names below %s than a view "
+			       "holds (%d a list): give a narrower workspace",
+			       w->tree, VIEW_MAX_PATHS);
+	else if (!v->failed_at[0])
+		(void)snprintf(v->failed_at, sizeof(v->failed_at), "%s", path);
+	return -1;
+}
+
+/*
+ * Look at each directory in dir (its path; the tree's root when top) and,
+ * below the root, queue those to read for the next level: not hidden, not
+ * node_modules, never a link (O_NOFOLLOW, d_type).
+ */
+static int nested_read(struct cg_view *v, struct nested_walk *w, const char *dir, bool top,
+		       char ***queue, size_t *n_queue)
 {
 	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	int e_open = errno;
@@ -1597,34 +1693,40 @@ static int nested_dir(struct cg_view *v, const char *dir, bool root, bool deeper
 	if (!d) {
 		if (fd >= 0)
 			(void)close(fd);
-		/*
-		 * One the daemon may not read (a non-root daemon; a call's chmod
-		 * 000) could hide a repository from the walk, and the call could
-		 * open it again and write its .git (review-s40): read-only as a
-		 * whole, so its mode cannot change either. Gone or not a directory
-		 * now: nothing to protect.
-		 */
-		return fd < 0 && e_open == EACCES && !root ? add_protected(v, dir) : 0;
+		/* One it may not read may hide a repository (nested_probe). */
+		return fd < 0 && e_open == EACCES && !top ? add_protected(v, dir) : 0;
 	}
 	char buf[PATH_MAX];
-	bool dotgit = false, head = false, objects = false, refs = false;
 	int rc = 0;
 	struct dirent *e;
 	while (rc == 0 && (e = readdir(d))) {
-		dotgit |= strcmp(e->d_name, ".git") == 0;
-		head |= strcmp(e->d_name, "HEAD") == 0;
-		objects |= strcmp(e->d_name, "objects") == 0;
-		refs |= strcmp(e->d_name, "refs") == 0;
-		if (!deeper || *n_queue >= queue_cap || e->d_name[0] == '.' ||
-		    strcmp(e->d_name, "node_modules") == 0)
-			continue;
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
+		    (top && strcmp(e->d_name, ".git") == 0))
+			continue; /* the root's own repository is protect_git's */
+		if (++w->entries > NESTED_ENTRIES) {
+			(void)snprintf(v->failed_why, sizeof(v->failed_why),
+				       "more than %d entries in the first two levels below %s "
+				       "to look for repositories in: give a narrower workspace",
+				       NESTED_ENTRIES, w->tree);
+			errno = E2BIG;
+			rc = -1;
+			break;
+		}
 		struct stat st;
 		bool is_dir =
 		    e->d_type == DT_DIR ||
 		    (e->d_type == DT_UNKNOWN &&
 		     fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode));
-		if (!is_dir ||
-		    snprintf(buf, sizeof(buf), "%s/%s", dir, e->d_name) >= (int)sizeof(buf))
+		if (!is_dir)
+			continue;
+		if (snprintf(buf, sizeof(buf), "%s/%s", dir, e->d_name) >= (int)sizeof(buf)) {
+			errno = ENAMETOOLONG;
+			rc = -1;
+			break;
+		}
+		rc = nested_probe(v, w, fd, e->d_name, buf);
+		if (rc != 0 || !queue || e->d_name[0] == '.' ||
+		    strcmp(e->d_name, "node_modules") == 0)
 			continue;
 		char **q = realloc(*queue, (*n_queue + 1) * sizeof(**queue));
 		if (!q || !(q[*n_queue] = strdup(buf))) {
@@ -1637,35 +1739,60 @@ static int nested_dir(struct cg_view *v, const char *dir, bool root, bool deeper
 		(*n_queue)++;
 	}
 	(void)closedir(d);
-	/* The root's own repository is protect_git's and protect_bare's, with the call's terms. */
-	if (rc == 0 && !root &&
-	    nested_repo(v, dir, dotgit, head && objects && refs, git_write) != 0) {
-		if (!v->failed_at[0])
-			(void)snprintf(v->failed_at, sizeof(v->failed_at), "%s", dir);
-		rc = -1;
-	}
 	return rc;
 }
 
 /*
- * The walk below write tree `tree`, level by level: every repository one
- * level down first. Each tree has its own budget: ~/.cache must not use the
- * workspace's.
+ * The repositories the call works in, however deep (ux-s41 H1: with the
+ * workspace ~/src, a call in ~/src/github.com/org/repo wrote its .git/hooks):
+ * every directory from the cwd up to the tree's root below the two levels
+ * the walk looks at.
+ */
+static int protect_cwd_repos(struct cg_view *v, const char *tree, bool git_write)
+{
+	struct nested_walk w = { .tree = tree, .git_write = git_write };
+	size_t tl = strcmp(tree, "/") == 0 ? 0 : strlen(tree);
+	if (!cg_path_under(v->cwd, tree) || strlen(v->cwd) <= tl + 1)
+		return 0;
+	char path[PATH_MAX];
+	if (snprintf(path, sizeof(path), "%s", v->cwd) >= (int)sizeof(path)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	for (;;) {
+		size_t depth = 0;
+		for (const char *c = path + tl; *c; c++)
+			depth += *c == '/';
+		if (depth <= NESTED_LEVELS)
+			return 0; /* the walk's */
+		char *slash = strrchr(path, '/');
+		*slash = '\0';
+		int pfd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		*slash = '/';
+		if (pfd < 0)
+			return errno == ENOENT ? 0 : -1;
+		int rc = nested_probe(v, &w, pfd, slash + 1, path);
+		(void)close(pfd);
+		if (rc != 0)
+			return -1;
+		*slash = '\0';
+	}
+}
+
+/*
+ * The walk below write tree `tree`: the root's directories, then theirs.
+ * Each tree has its own count: ~/.cache must not use the workspace's.
  */
 static int protect_nested(struct cg_view *v, const char *tree, bool git_write)
 {
+	struct nested_walk w = { .tree = tree, .git_write = git_write };
 	char **level = NULL, **next = NULL;
-	size_t n_level = 0, n_next = 0, budget = NESTED_DIRS;
-	int rc = 0;
-	if (!(level = malloc(sizeof(*level))) || !(level[0] = strdup(tree))) {
-		free(level);
-		return -1;
-	}
-	n_level = 1;
-	for (int depth = 0; rc == 0 && n_level && depth < NESTED_LEVELS; depth++) {
-		for (size_t i = 0; rc == 0 && i < n_level && budget && nested_room(v); i++)
-			rc = nested_dir(v, level[i], depth == 0, depth + 1 < NESTED_LEVELS,
-					git_write, &next, &n_next, --budget);
+	size_t n_level = 0, n_next = 0;
+	int rc = nested_read(v, &w, tree, true, &level, &n_level);
+	for (int depth = 2; rc == 0 && n_level && depth <= NESTED_LEVELS; depth++) {
+		for (size_t i = 0; rc == 0 && i < n_level; i++)
+			rc = nested_read(v, &w, level[i], false,
+					 depth < NESTED_LEVELS ? &next : NULL, &n_next);
 		for (size_t i = 0; i < n_level; i++)
 			free(level[i]);
 		free(level);
@@ -1675,6 +1802,7 @@ static int protect_nested(struct cg_view *v, const char *tree, bool git_write)
 	for (size_t i = 0; i < n_level; i++)
 		free(level[i]);
 	free(level);
+	free(next);
 	return rc;
 }
 
@@ -1683,7 +1811,8 @@ static int collect_protected(struct cg_view *v, const struct cg_view_spec *s)
 	char buf[PATH_MAX];
 	for (size_t w = 0; w < v->n_write; w++)
 		if (protect_git(v, v->write[w], s->git_write) != 0 ||
-		    protect_nested(v, v->write[w], s->git_write) != 0)
+		    protect_nested(v, v->write[w], s->git_write) != 0 ||
+		    protect_cwd_repos(v, v->write[w], s->git_write) != 0)
 			return -1;
 	for (size_t w = 0; w < v->n_write; w++) {
 		for (size_t i = 0; i < CG_ARRAY_LEN(protected_rel) + s->n_protect; i++) {
@@ -1951,7 +2080,10 @@ int cg_view_prepare(const struct cg_view_spec *s, struct cg_view **out, struct c
 fail:;
 	int e = errno;
 	char detail[PATH_MAX + 100];
-	if (v && v->failed_at[0]) /* the file, when one is to blame: it may be the call's own */
+	if (v && v->failed_why[0])
+		snprintf(detail, sizeof(detail), "%s (%s)", doing, v->failed_why);
+	else if (v &&
+		 v->failed_at[0]) /* the file, when one is to blame: it may be the call's own */
 		snprintf(detail, sizeof(detail), "%s (%s is not a small regular file)", doing,
 			 v->failed_at);
 	else
@@ -1972,6 +2104,74 @@ static void free_list(char **list, size_t n)
 	for (size_t i = 0; i < n; i++)
 		free(list[i]);
 	free(list);
+}
+
+/*
+ * Rename name in directory dfd aside (p: its path, for the report). The new
+ * name ends in 64 random bits: a call that made the name it would get (the
+ * trace id is its cgroup's) kept its .envrc when the rename met EEXIST (s36
+ * attack). A clash is tried again, never skipped. 0, or an errno.
+ */
+static int aside_in(int dfd, const char *name, const char *p, const char *tag, json_t *out)
+{
+	struct stat st;
+	char aside[NAME_MAX + 1];
+	int rc = 0;
+	for (int tries = 0; tries < 8 && fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+	     tries++) {
+		uint64_t r = 0;
+		if (getrandom(&r, sizeof(r), 0) != (ssize_t)sizeof(r)) {
+			rc = errno ? errno : EIO;
+			break;
+		}
+		(void)snprintf(aside, sizeof(aside), "%s.callgate-set-aside-%s-%016llx", name, tag,
+			       (unsigned long long)r);
+		if (renameat2(dfd, name, dfd, aside, RENAME_NOREPLACE) == 0) {
+			json_array_append_new(
+			    out, json_pack("{s:s,s:s}", "path", p, "set_aside_as", aside));
+			rc = 0;
+			break;
+		}
+		rc = errno;
+		if (rc != EEXIST)
+			break;
+	}
+	return rc;
+}
+
+/* The first link among rel's directories below tfd (tree's), set aside. 0, or an errno. */
+static int aside_first_link(int tfd, const char *rel, const char *tree, const char *tag,
+			    json_t *out)
+{
+	char part[PATH_MAX], path[PATH_MAX];
+	int dfd = dup(tfd), rc = ELOOP;
+	const char *at = rel;
+	while (dfd >= 0 && *at) {
+		size_t n = strcspn(at, "/");
+		if (n == 0 || n >= sizeof(part))
+			break;
+		memcpy(part, at, n);
+		part[n] = '\0';
+		struct stat st;
+		if (fstatat(dfd, part, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+			rc = errno == ENOENT ? 0 : errno;
+			break;
+		}
+		if (S_ISLNK(st.st_mode)) {
+			(void)snprintf(path, sizeof(path), "%s/%.*s", tree, (int)(at - rel + n),
+				       rel);
+			rc = aside_in(dfd, part, path, tag, out);
+			break;
+		}
+		int next = openat(dfd, part, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		(void)close(dfd);
+		dfd = next;
+		at += n;
+		at += *at == '/';
+	}
+	if (dfd >= 0)
+		(void)close(dfd);
+	return rc;
 }
 
 /*
@@ -2010,41 +2210,26 @@ static int set_aside(const struct cg_view *v, const char *p, const struct file_i
 				  RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS };
 	int dfd = rl ? (int)syscall(SYS_openat2, tfd, rel, &h, sizeof(h)) : dup(tfd);
 	int e = dfd < 0 ? errno : 0;
+	if (dfd < 0 && e == ELOOP) {
+		/*
+		 * A link on the way to the name (a call made .config a link to a
+		 * directory holding lefthook.yml): the developer's tools follow it,
+		 * so the first link is set aside (s41a, review of F2).
+		 */
+		e = aside_first_link(tfd, rel, tree, tag, out);
+		(void)close(tfd);
+		return e;
+	}
 	(void)close(tfd);
 	if (dfd < 0)
 		return e == ENOENT || e == ENOTDIR ? 0 : e; /* no directory: no name in it */
-	struct stat st;
-	char aside[NAME_MAX + 1];
 	int rc = 0;
 	struct file_id now;
 	if (keep && file_id_of(dfd, slash + 1, &now) && same_file(&now, keep)) {
 		(void)close(dfd);
 		return 0; /* what the call held: its own file still */
 	}
-	/*
-	 * The new name ends in 64 random bits: a call that made the name it
-	 * would get (the trace id is its cgroup's) kept its .envrc when the
-	 * rename met EEXIST (s36 attack). A clash is tried again, never skipped.
-	 */
-	for (int tries = 0; tries < 8 && fstatat(dfd, slash + 1, &st, AT_SYMLINK_NOFOLLOW) == 0;
-	     tries++) {
-		uint64_t r = 0;
-		if (getrandom(&r, sizeof(r), 0) != (ssize_t)sizeof(r)) {
-			rc = errno ? errno : EIO;
-			break;
-		}
-		(void)snprintf(aside, sizeof(aside), "%s.callgate-set-aside-%s-%016llx", slash + 1,
-			       tag, (unsigned long long)r);
-		if (renameat2(dfd, slash + 1, dfd, aside, RENAME_NOREPLACE) == 0) {
-			json_array_append_new(
-			    out, json_pack("{s:s,s:s}", "path", p, "set_aside_as", aside));
-			rc = 0;
-			break;
-		}
-		rc = errno;
-		if (rc != EEXIST)
-			break;
-	}
+	rc = aside_in(dfd, slash + 1, p, tag, out);
 	(void)close(dfd);
 	return rc;
 }
@@ -2078,6 +2263,15 @@ int cg_view_sweep(const struct cg_view *v, const char *tag, json_t *out)
 			rc |= sweep_one(v, v->protect[i], &v->protect_id[i], tag, out);
 	for (size_t i = 0; v && v->link_id && i < v->n_link; i++)
 		rc |= sweep_one(v, v->link[i], &v->link_id[i], tag, out);
+	char p[PATH_MAX];
+	struct stat st;
+	for (size_t r = 0; v && r < v->n_nested; r++)
+		for (size_t i = 0; i < CG_ARRAY_LEN(protected_rel); i++)
+			if ((v->nested[r].missing[i / 64] >> (i % 64) & 1) &&
+			    snprintf(p, sizeof(p), "%s/%s", v->nested[r].dir, protected_rel[i]) <
+				(int)sizeof(p) &&
+			    lstat(p, &st) == 0)
+				rc |= sweep_one(v, p, NULL, tag, out);
 	return rc;
 }
 
@@ -2092,6 +2286,9 @@ void cg_view_free(struct cg_view *v)
 	free(v->protect_id);
 	free_list(v->link, v->n_link);
 	free(v->link_id);
+	for (size_t i = 0; i < v->n_nested; i++)
+		free(v->nested[i].dir);
+	free(v->nested);
 	live_del(v);
 	free_list(v->missing, v->n_missing);
 	free_list(v->hide, v->n_hide);

@@ -758,9 +758,80 @@ class RepositoryInTheWorkspace(unittest.TestCase):
         resp = self.run_call(["touch", "made-in-a-wide-workspace"])
         self.assertEqual([s["exit_code"] for s in resp["stages"]], [0], resp)
         self.assertTrue(os.path.exists(os.path.join(self.ws, "made-in-a-wide-workspace")))
-        # The repositories it reached are read-only; the first ones are among them.
-        resp = self.run_call([PY, "-c", "open('d000/sub/.g' + 'it/config', 'a').write('x')"])
+        # Every repository in it is read-only, the last one listed too.
+        for i in (0, 298):
+            resp = self.run_call([PY, "-c", "open('d%03d/sub/.g' + 'it/config', 'a').write('x')"
+                                  % i])
+            self.assertNotEqual([s["exit_code"] for s in resp["stages"]], [0], resp)
+
+    def test_a_calls_directories_never_push_a_repository_out_of_the_walk(self):
+        # s41a F1: the walk read 512 directories in the order the file system
+        # lists them and then stopped; a call's mkdir loop put its own
+        # directories first, and the next call wrote the developer's
+        # repositories' .git/config (git status then ran core.fsmonitor).
+        # Judged by the repositories' files after the calls.
+        repos = [os.path.join(self.ws, *p) for p in
+                 (("proj",), ("org", "p2"), ("github.com", "org", "p3"))]
+        for r in repos:
+            git_repo(r)
+        before = {r: digest_tree(os.path.join(r, ".git"), self.WATCH) for r in repos}
+        # (Programs as one line: a request's argv holds no newline.)
+        resp = self.run_call([PY, "-c", "exec(%r)" % "import os\nfor i in range(3000): "
+                              "os.mkdir('z%05d' % i)"])
+        self.assertEqual([s["exit_code"] for s in resp["stages"]], [0], resp)
+        plant = "open(__import__('sys').argv[1] + '/.g' + 'it/con' + 'fig', 'a').write('x')"
+        for r in repos:
+            self.assert_ran_and_failed([[PY, "-c", plant, os.path.relpath(r, self.ws)]])
+            self.assertEqual(digest_tree(os.path.join(r, ".git"), self.WATCH), before[r])
+
+    def test_a_tree_too_big_to_look_at_runs_nothing(self):
+        # The walk's bound is a refusal, never a walk that stops where a
+        # call's files want it to (s41a F1): nothing runs, and the reply
+        # says what to change.
+        many = os.path.join(self.ws, "many")
+        os.mkdir(many)
+        for i in range(66000):
+            os.close(os.open(os.path.join(many, "f%05d" % i), os.O_CREAT | os.O_WRONLY))
+        resp = self.d.request(cgtest.make_request([["touch", "made"]], privileged=False,
+                                                  cwd=self.ws), timeout=120)
+        self.assertEqual(resp["status"], "error", resp)
+        self.assertIn("give a narrower workspace", resp["reply"]["message"])
+        self.assertFalse(os.path.exists(os.path.join(self.ws, "made")))
+        shutil.rmtree(many)
+        resp = self.run_call(["touch", "made"])
+        self.assertEqual([s["exit_code"] for s in resp["stages"]], [0], resp)
+
+    def test_the_repository_the_call_works_in_is_protected_however_deep(self):
+        # ux-s41 H1: ~/src/a/b/c/repo, four levels below the workspace: a call
+        # working there planted .git/hooks/pre-commit.
+        deep = os.path.join(self.ws, "a", "b", "c", "repo")
+        git_repo(deep)
+        before = digest_tree(os.path.join(deep, ".git"), self.WATCH)
+        resp = self.d.request(cgtest.make_request(
+            [[PY, "-c", "open('.g' + 'it/ho' + 'oks/pre-commit', 'w').write('x')"]],
+            privileged=False, cwd=os.path.join(deep)), timeout=60)
         self.assertNotEqual([s["exit_code"] for s in resp["stages"]], [0], resp)
+        self.assertEqual(digest_tree(os.path.join(deep, ".git"), before and self.WATCH), before)
+
+    def test_a_nested_projects_missing_tool_files_are_set_aside_when_made(self):
+        # s41a F3: lefthook-local.yml and .cargo/config.toml made in a nested
+        # project were kept, and the developer's git commit and cargo ran
+        # them. s41a F2/F4: names the root missed; and a link on the way to a
+        # protected name (.config -> cfg) kept .config/lefthook.yml reachable.
+        proj = os.path.join(self.ws, "proj")
+        git_repo(proj)
+        made = ["proj/lefthook-local.yml", "proj/.cargo/config.toml", ".yarnrc",
+                ".config/lefthook-local.yml", "proj/.yarnrc"]
+        prog = ("import os\nfor p in %r:\n"
+                "    os.makedirs(os.path.dirname(p) or '.', exist_ok=True)\n"
+                "    open(p, 'w').write('x')\n"
+                "os.mkdir('cfg')\nopen('cfg/lefthook.yml', 'w').write('x')\n"
+                "os.symlink('../cfg', 'proj/.config')\n") % made
+        resp = self.run_call([PY, "-c", "exec(%r)" % prog])
+        self.assertEqual([s["exit_code"] for s in resp["stages"]], [0], resp)
+        for p in made + ["proj/.config"]:
+            self.assertFalse(os.path.lexists(os.path.join(self.ws, p)), p)
+        self.assertTrue(os.path.exists(os.path.join(self.ws, "cfg", "lefthook.yml")))
 
     def test_git_records_work_but_writes_nothing_that_runs(self):
         with open(os.path.join(self.ws, "f.txt"), "w") as f:
@@ -779,6 +850,25 @@ class RepositoryInTheWorkspace(unittest.TestCase):
                          [["git", "config", "--file", ".git/config.worktree", "a.b", "c"]]):
             self.assert_ran_and_failed(pipeline)
         self.assertFalse(os.path.exists(os.path.join(self.git, "f.txt")))
+        self.assert_git_untouched()
+
+    def test_a_wrapped_git_that_records_work_runs(self):
+        # ux-s41 H2: `timeout 60 git add` and `env ... git commit` were
+        # decided DEGRADE and then failed to start (EACCES on the wrapper,
+        # an "E, report it"); and what a wrapper starts keeps .git read-only
+        # unless it is git-record's own.
+        with open(os.path.join(self.ws, "w.txt"), "w") as f:
+            f.write("wrapped\n")
+        for pipeline in ([["timeout", "60", "git", "add", "w.txt"]],
+                         [["env", "GIT_AUTHOR_DATE=2026-01-01T00:00:00", "git", "commit", "-q",
+                           "-m", "wrapped call"]]):
+            resp = self.run_call(*pipeline)
+            self.assertEqual([s["exit_code"] for s in resp["stages"]], [0], resp)
+        r = subprocess.run(["git", "-C", self.ws, "log", "--oneline"], capture_output=True,
+                           text=True)
+        self.assertIn("wrapped call", r.stdout)
+        self.assert_ran_and_failed([["env", PY, "-c",
+                                     "open('.g' + 'it/HEAD', 'a').write('x')"]])
         self.assert_git_untouched()
 
     def test_no_route_to_a_subcommand_that_writes_any_file(self):
