@@ -870,6 +870,13 @@ class RepositoryInTheWorkspace(unittest.TestCase):
         self.assert_ran_and_failed([["env", PY, "-c",
                                      "open('.g' + 'it/HEAD', 'a').write('x')"]])
         self.assert_git_untouched()
+        # time writes any text to any file (-o, -f): not among git-record's
+        # programs, and its refusal to start is the request's (I), not a fault.
+        if os.path.exists("/usr/bin/time"):  # Debian's time package: not always there
+            resp = self.d.request(cgtest.make_request([["time", "git", "add", "w.txt"]],
+                                                      privileged=False, cwd=self.ws), timeout=60)
+            self.assertEqual(resp["reply"]["code"], "MCP-EXEC-I-001", resp)
+            self.assertNotIn("stages", resp)
 
     def test_no_route_to_a_subcommand_that_writes_any_file(self):
         # s36 attack: git-record gives .git to "subcommands that record
