@@ -304,9 +304,23 @@ static json_t *outcome_to_json(const struct outcome *o)
 
 /* ---- explain ------------------------------------------------------------ */
 
-static void explain_print(const struct cg_policy *p, const struct outcome *o)
+static void explain_print(const struct cg_policy *p, const struct outcome *o, bool ws_given)
 {
 	printf("policy:    %s (sha256 %s)\n", cg_policy_source(p), cg_policy_sha256(p));
+	/*
+	 * Where the call was judged: rules read the workspace (rm -rf . is
+	 * another call in a project than at its root: ux-s41 M4), and without
+	 * --workspace it is the current directory, not the daemon's.
+	 */
+	if (o->gate.resolved)
+		printf("workspace: %s%s\ncwd:       %s%s\n", o->gate.call.workspace,
+		       ws_given ? ""
+				: " (the current directory: give the daemon's with --workspace)",
+		       o->gate.call.cwd,
+		       o->gate.req && o->gate.req->cwd
+			   ? ""
+			   : " (the request names none, as the daemon would judge it; run and gate "
+			     "send theirs: --cwd DIR)");
 	if (o->refusal) {
 		char *msg = cg_reply_message(o->refusal);
 		printf("decision:  %s\nreply:     %s %s\nmessage:   %s\n", outcome_name(o),
@@ -523,7 +537,7 @@ static int explain_run(const struct explain_args *e)
 		}
 		json_decref(j);
 	} else {
-		explain_print(p, &o);
+		explain_print(p, &o, e->n_ws > 0);
 	}
 	rc = outcome_exit(&o);
 	outcome_fini(&o);

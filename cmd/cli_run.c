@@ -589,9 +589,10 @@ static void wait_tick(void *arg)
 		return;
 	n->said = true;
 	fprintf(stderr,
-		"callgate run: no answer yet: the call may be waiting for a person to approve it "
-		"('callgate pending' lists it under 'request id %s'; a person answers it by its "
-		"trace id there); Ctrl-C withdraws it\n",
+		"callgate run: no answer yet: the command may still be running, or the call "
+		"may be waiting for a person to approve it ('callgate pending' lists it under "
+		"'request id %s'; a person answers it by its trace id there); Ctrl-C withdraws "
+		"it\n",
 		n->id);
 }
 

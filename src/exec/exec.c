@@ -402,8 +402,8 @@ static struct cg_reply *spawn_failed(size_t stage, const char *exe, int step, in
 				    exe ? exe : "");
 	/* The request's terms, not a fault (ux-s41 H2: "E, report it" for `time git add`). */
 	if (step == STEP_EXEC && e == EACCES)
-		return cg_reply_new(CG_R_EXEC_NOT_PERMITTED, "{s:I,s:s}", "stage", (json_int_t)stage,
-				    "exe", exe ? exe : "");
+		return cg_reply_new(CG_R_EXEC_NOT_PERMITTED, "{s:I,s:s}", "stage",
+				    (json_int_t)stage, "exe", exe ? exe : "");
 	return cg_reply_new(CG_R_EXEC_SPAWN_FAILED, "{s:I,s:s,s:s,s:s}", "stage", (json_int_t)stage,
 			    "exe", exe ? exe : "", "errno_name", cg_errno_name(e), "step",
 			    step_name(step));

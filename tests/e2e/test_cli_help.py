@@ -382,6 +382,25 @@ class TextNotJson(unittest.TestCase):
         self.assertRegex(out, r"constraints: read /; write \S+")
         self.assert_no_json(out, "policy explain")
 
+    def test_policy_explain_says_which_workspace_it_judged_in(self):
+        # ux-s41 M4: explain took the current directory for the workspace
+        # without a word, and rm -rf . there was BLOCK while gate said DEGRADE.
+        sub = os.path.join(self.d.workspace, "explain-sub")
+        os.makedirs(sub, exist_ok=True)
+        out = callgate("policy", "explain", "--no-privileged", "--", "ls",
+                       cwd=sub).stdout.decode()
+        self.assertIn("workspace: %s (the current directory: give the daemon's with "
+                      "--workspace)" % os.path.realpath(sub), out)
+        out = callgate("policy", "explain", "--no-privileged", "--workspace", self.d.workspace,
+                       "--", "ls", cwd=sub).stdout.decode()
+        self.assertIn("workspace: %s\n" % os.path.realpath(self.d.workspace), out)
+        # No --cwd: the request names none, as the daemon would judge it (defaults.cwd).
+        self.assertIn("(the request names none, as the daemon would judge it; run and gate "
+                      "send theirs: --cwd DIR)", out)
+        out = callgate("policy", "explain", "--no-privileged", "--workspace", self.d.workspace,
+                       "--cwd", sub, "--", "ls", cwd=sub).stdout.decode()
+        self.assertIn("cwd:       %s\n" % os.path.realpath(sub), out)
+
     def test_gate_and_explain_say_which_set_binds_which_stage(self):
         # ux-s40 M5: "constraints (all apply)" listed each stage's set as if
         # both bound both stages; the first stage here may write nothing.
