@@ -1074,6 +1074,24 @@ Test(policy, lint_finds_programs_outside_the_exec_trees)
 	cg_policy_unref(p);
 }
 
+/* An exec list without the dynamic loader: every dynamic program fails (ux-s41 M3). */
+Test(policy, lint_finds_an_exec_list_without_the_loader)
+{
+	struct cg_policy *p =
+	    load_ok("version: 1\nrules:\n"
+		    "  - id: no-loader\n    decision: degrade\n"
+		    "    match: {exe: [/usr/bin/git]}\n"
+		    "    constraints: {read: [/], exec: [/usr/bin/git, /usr/lib/git-core]}\n"
+		    "  - id: loader\n    decision: degrade\n"
+		    "    match: {exe: [/usr/bin/ls]}\n"
+		    "    constraints: {read: [/], exec: [/usr/bin/ls, /lib64, /lib]}\n");
+	char *s = lint_text(p);
+	cr_assert(strstr(s, "\"kind\": \"exec-no-loader\", \"rule\": \"no-loader\""), "%s", s);
+	cr_assert_null(strstr(s, "\"rule\": \"loader\""), "%s", s);
+	free(s);
+	cg_policy_unref(p);
+}
+
 /* ---- lifetime, threads, allocation ---------------------------------------------- */
 
 static void *ref_worker(void *arg)

@@ -1694,6 +1694,28 @@ static void lint_exec_trees(json_t *a, const struct rule *r)
 			    "directory to exec:",
 			    where, list);
 	}
+	/*
+	 * The dynamic loader: the kernel starts it for every dynamically linked
+	 * program, and Landlock asks for exec rights on it too (ux-s41 M3: a
+	 * list naming /usr/bin/git alone failed with EACCES on git).
+	 */
+	static const char *const loaders[] = { "/lib64/ld-linux-x86-64.so.2",
+					       "/lib/ld-linux-aarch64.so.1",
+					       "/lib/ld-linux-armhf.so.3", "/lib/ld-linux.so.2" };
+	if (!c->n_exec)
+		return;
+	for (size_t i = 0; i < CG_ARRAY_LEN(loaders); i++) {
+		char real[PATH_MAX];
+		if (!realpath(loaders[i], real))
+			continue;
+		if (under_a_tree(loaders[i], trees, nt) || under_a_tree(real, trees, nt))
+			return;
+		finding(a, r->id, "exec-no-loader",
+			"exec: %s holds no dynamic loader (%s): every dynamically linked program "
+			"fails to start (EACCES); add %s to exec:",
+			list, loaders[i], loaders[i]);
+		return;
+	}
 }
 
 json_t *cg_policy_lint(const struct cg_policy *p)
