@@ -698,11 +698,19 @@ int cg_cli_run(const struct cg_cli *g, int argc, char **argv)
 				lost = true;
 			}
 			if (json_is_true(json_object_get(st, "stderr_truncated")))
-				fprintf(stderr, "callgate run: stage %zu stderr was truncated\n",
+				fprintf(stderr,
+					"callgate run: stage %zu's stderr was cut at the runner's "
+					"cap (16 MiB a stream, 64 MiB a call; docs/limits.md): "
+					"what came after was dropped\n",
 					i + 1);
 		}
+		/* ux-s41 L4: an exit code of 0 over output that is not whole. */
 		if (json_is_true(json_object_get(resp, "stdout_truncated")))
-			fprintf(stderr, "callgate run: stdout was truncated at the output cap\n");
+			fprintf(stderr,
+				"callgate run: stdout was cut at the runner's cap (16 MiB a "
+				"stream, 64 MiB a call; docs/limits.md): what came after was "
+				"dropped, whatever the exit code says; write large output to a "
+				"file in the workspace and read it in parts\n");
 		confinement_hint(resp, stages);
 		/* Something the call made was set aside after it: say so, after its output. */
 		const json_t *reply = json_object_get(resp, "reply");

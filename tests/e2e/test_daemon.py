@@ -239,6 +239,11 @@ class SharedDaemon(unittest.TestCase):
         self.assertEqual(len(out), 16 * 1024 * 1024)
         self.assertEqual(out.count(b"\0"), len(out))
         self.assertIs(resp.get("stdout_truncated"), True)
+        # ux-s41 L4: callgate run says so, with the cap, whatever the exit code.
+        r = self.d.cli("run", "--no-privileged", "--", "head", "-c", "17000000", "/dev/zero")
+        self.assertEqual(r.returncode, 0, r.stderr[-500:])
+        self.assertEqual(len(r.stdout), 16 * 1024 * 1024)
+        self.assertIn(b"stdout was cut at the runner's cap (16 MiB a stream", r.stderr)
 
     def test_half_close_after_the_line_still_gets_the_answer(self):
         # Shutting down the write side after the request is not withdrawal.
