@@ -878,6 +878,34 @@ class RepositoryInTheWorkspace(unittest.TestCase):
             self.assertEqual(resp["reply"]["code"], "MCP-EXEC-I-001", resp)
             self.assertNotIn("stages", resp)
 
+    def test_a_rebase_runs_and_a_rebase_that_runs_commands_does_not_write_git(self):
+        # ux-s41 M1: git rebase was git-local's (.git read-only) and always
+        # failed; -x (a command per commit) stays there.
+        def g(*a):
+            return subprocess.run(["git", "-C", self.ws, *a], check=True, capture_output=True,
+                                  text=True).stdout
+        base = g("rev-parse", "--abbrev-ref", "HEAD").strip()
+        g("checkout", "-q", "-b", "topic")
+        with open(os.path.join(self.ws, "t.txt"), "w") as f:
+            f.write("topic\n")
+        g("add", "t.txt")
+        g("commit", "-q", "-m", "on topic")
+        g("checkout", "-q", base)
+        with open(os.path.join(self.ws, "m.txt"), "w") as f:
+            f.write("main\n")
+        g("add", "m.txt")
+        g("commit", "-q", "-m", "on main")
+        g("checkout", "-q", "topic")
+        self.before = digest_tree(self.git, self.WATCH)
+        resp = self.run_call(["git", "rebase", "-q", base])
+        self.assertEqual([s["exit_code"] for s in resp["stages"]], [0], resp)
+        self.assertEqual(g("log", "--format=%s", "-3").split("\n")[:3],
+                         ["on topic", "on main", "init"])
+        head = g("rev-parse", "HEAD")
+        self.assert_ran_and_failed([["git", "rebase", "-x", "git log -1", "HEAD~1"]])
+        self.assertEqual(g("rev-parse", "HEAD"), head)
+        self.assert_git_untouched()
+
     def test_no_route_to_a_subcommand_that_writes_any_file(self):
         # s36 attack: git-record gives .git to "subcommands that record
         # work", and two routes ran others there. (a) stash show takes diff
