@@ -571,6 +571,15 @@ int main(int argc, char **argv)
 	       sink == CG_LOG_JOURNAL  ? "journal"
 	       : sink == CG_LOG_SYSLOG ? (syslog_socket ? syslog_socket : CG_SYSLOG_SOCKET)
 				       : "stderr");
+	/* ux-s41 L6: said once at start, not found call by call. */
+	if (!root)
+		cg_log("info", NULL,
+		       "privileged calls: this daemon runs as uid %u, not root: a privileged "
+		       "call runs through sudo -n where sudo lets this user run it without a "
+		       "password and its rule's confinement can be kept, and is refused "
+		       "otherwise (MCP-CONF-I-001, MCP-EXEC-E-020); agents send privileged "
+		       "false (CALLGATE_PRIVILEGED=0)",
+		       (unsigned)geteuid());
 
 	sc.socket_path = socket_path;
 	sc.admin_socket_path = admin_path;
