@@ -1585,6 +1585,39 @@ static int cmd_pending(const struct cg_cli *g, bool json)
  * (what a notifier or a person was shown), not to whatever is pending now:
  * if the call changed, the daemon refuses with APPROVAL_HASH_MISMATCH.
  */
+/*
+ * A trace id's first 8 or more characters, as a person copies them off the
+ * screen (ux-s41 L2): the one waiting call whose id starts so, said back in
+ * full. Two that do: which, and nothing answered (-1). None: *p stays NULL.
+ */
+static int answer_by_prefix(const char *action, const json_t *list, const char *id,
+			    const json_t **p)
+{
+	size_t n = strlen(id), i, hits = 0;
+	const json_t *q;
+	if (n < 8 || strspn(id, "0123456789abcdef-") != n)
+		return 0;
+	json_array_foreach(list, i, q)
+	{
+		const char *t = json_string_value(json_object_get(q, "trace_id"));
+		if (t && strncmp(t, id, n) == 0) {
+			*p = hits++ ? NULL : q;
+			if (hits > 1) {
+				fprintf(stderr,
+					"callgate %s: more than one waiting call's trace id starts "
+					"with %s; nothing was answered: give more of it "
+					"('callgate pending' lists them)\n",
+					action, id);
+				return -1;
+			}
+		}
+	}
+	if (*p)
+		fprintf(stderr, "callgate %s: %s is trace %s\n", action, id,
+			json_string_value(json_object_get(*p, "trace_id")));
+	return 0;
+}
+
 static int cmd_answer(const struct cg_cli *g, const char *action, const char *id, const char *hash,
 		      const char *why, bool json)
 {
@@ -1592,6 +1625,10 @@ static int cmd_answer(const struct cg_cli *g, const char *action, const char *id
 	if (!resp)
 		return unreached();
 	const json_t *p = find_pending(pending_list(resp), id);
+	if (!p && answer_by_prefix(action, pending_list(resp), id, &p) != 0) {
+		json_decref(resp);
+		return CG_EXIT_INVALID;
+	}
 	if (!p) {
 		/*
 		 * Not a trace id: if it is a waiting call's request id, say so (the

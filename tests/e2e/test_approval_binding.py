@@ -1370,6 +1370,26 @@ class ApproveByTraceIdOnly(unittest.TestCase):
             self.assertTrue(os.path.exists(swapped))
 
 
+class AnswerByTracePrefix(unittest.TestCase):
+    """ux-s41 L2: a person copies the start of a trace id off the screen;
+    `deny 19da6c71` said the call was already answered while it waited."""
+
+    def test_a_unique_prefix_answers_that_call_and_says_which(self):
+        with daemon() as d:
+            made = os.path.join(d.workspace, "by-prefix")
+            t, box = call_async(d, cgtest.make_request([["touch", made]], privileged=False))
+            tid = wait_pending(d, 1)[0]["trace_id"]
+            r = d.cli("deny", tid[:7])  # too short: not taken for a prefix
+            self.assertNotEqual(r.returncode, 0)
+            self.assertEqual([p["trace_id"] for p in pending(d)], [tid])
+            r = d.cli("deny", tid[:8])
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn(("is trace %s" % tid).encode(), r.stderr)
+            t.join(WAIT)
+            self.assertEqual(box["resp"]["status"], "denied", box)
+            self.assertFalse(os.path.exists(made))
+
+
 class PendingShowsTheWholeCall(unittest.TestCase):
     """`callgate pending` shows what `approve` would answer, whole: a grant
     the agent asks for (an attack hid a week-long root shell grant behind a
