@@ -48,6 +48,13 @@ def root_call(d):
     return r["reply"]["trace_id"]
 
 
+def nobody_cli(d, *args):
+    """callgate ARGS as nobody, who may use the socket and not read the state."""
+    return subprocess.run(["runuser", "-u", "nobody", "--", cgtest.CALLGATE, "--socket", d.socket,
+                           "--state-dir", d.state_dir, *args], capture_output=True, text=True,
+                          timeout=60)
+
+
 def nobody_gate(d):
     r, _ = ask(d, cgtest.make_request([["ls"]], action="gate", privileged=False), uid=NOBODY)
     assert r["reply"]["code"] == "MCP-GATE-S-001", r
@@ -90,9 +97,7 @@ class TestOwnTraces(unittest.TestCase):
         other = root_call(self.d)
 
         def cli(*args):
-            return subprocess.run(["runuser", "-u", "nobody", "--", cgtest.CALLGATE, "--socket",
-                                   self.d.socket, "--state-dir", self.d.state_dir, "verdict",
-                                   *args], capture_output=True, text=True, timeout=60)
+            return nobody_cli(self.d, "verdict", *args)
         r = cli(mine)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("Trace:      " + mine, r.stdout)
@@ -109,9 +114,7 @@ class TestOwnTraces(unittest.TestCase):
         other = root_call(self.d)
 
         def cli(*args):
-            return subprocess.run(["runuser", "-u", "nobody", "--", cgtest.CALLGATE, "--socket",
-                                   self.d.socket, "--state-dir", self.d.state_dir, "replay",
-                                   *args], capture_output=True, text=True, timeout=60)
+            return nobody_cli(self.d, "replay", *args)
         r = cli(mine)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("PASS  as the daemon replayed it", r.stdout)
