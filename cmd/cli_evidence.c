@@ -933,13 +933,22 @@ static int cmd_evidence(struct state st, int argc, char **argv)
 	if (cg_cli_state_dir_check("evidence rebuild", st.dir, st.from) < 0)
 		return CG_EXIT_NOINPUT;
 	const char *state_dir = st.dir;
-	int n = cg_evidence_rebuild(state_dir, id);
+	int failed = 0;
+	int n = cg_evidence_rebuild(state_dir, id, &failed);
 	if (n < 0) {
 		fprintf(stderr, "callgate evidence rebuild: %s\n",
 			errno == ENOENT ? "the journal holds no such trace" : strerror(errno));
 		return errno == ENOENT ? EXIT_FAIL : CG_EXIT_ERROR;
 	}
 	printf("rebuilt %d trace package(s) from the journal\n", n);
+	/* s41b F1: --all said it had rebuilt them while some were not written. */
+	if (failed) {
+		fprintf(stderr,
+			"callgate evidence rebuild: %d trace package(s) could not be written; "
+			"'callgate replay --all' names each\n",
+			failed);
+		return CG_EXIT_ERROR;
+	}
 	return CG_EXIT_OK;
 }
 

@@ -1385,6 +1385,7 @@ struct rebuild_ctx {
 	const char *state_dir;
 	const struct cg_journal_view *jv;
 	int n;
+	int *failed; /* how many could not be written */
 };
 
 static int rebuild_one(const char *state_dir, const struct cg_journal_view *jv, const char *id,
@@ -1413,10 +1414,13 @@ static void rebuild_each(const char *key, void *value, void *arg)
 		return;
 	if (rebuild_one(c->state_dir, c->jv, key, value) == 0)
 		c->n++;
+	else
+		(*c->failed)++;
 }
 
-int cg_evidence_rebuild(const char *state_dir, const char *trace_id)
+int cg_evidence_rebuild(const char *state_dir, const char *trace_id, int *failed)
 {
+	*failed = 0;
 	struct cg_journal_view jv;
 	if (cg_journal_load(state_dir, &jv, NULL) < 0)
 		return -1;
@@ -1434,7 +1438,7 @@ int cg_evidence_rebuild(const char *state_dir, const char *trace_id)
 		}
 		rc = rebuild_one(state_dir, &jv, trace_id, t) == 0 ? 1 : -1;
 	} else {
-		struct rebuild_ctx c = { state_dir, &jv, 0 };
+		struct rebuild_ctx c = { state_dir, &jv, 0, failed };
 		cg_smap_each(m, rebuild_each, &c);
 		rc = c.n;
 	}

@@ -59,8 +59,9 @@ void cg_journal_view_free(struct cg_journal_view *jv);
 /*
  * Rebuild traces/<id>/ from the journal, for one trace or all (trace_id
  * NULL). Traces neither sealed nor incomplete are skipped. Returns the
- * number rebuilt, or -1 with errno.
+ * number rebuilt, or -1 with errno; *failed counts those (of --all) that
+ * could not be written.
  */
-int cg_evidence_rebuild(const char *state_dir, const char *trace_id);
+int cg_evidence_rebuild(const char *state_dir, const char *trace_id, int *failed);
 
 #endif

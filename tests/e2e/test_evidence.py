@@ -535,3 +535,28 @@ class DeeplyNestedArgs(unittest.TestCase):
             d.stop()
             p = cli(d.state_dir, "replay", "--all", "--no-write")
             self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+
+
+class AVerdictTooLongForItsMarkdown(unittest.TestCase):
+    """s41b F1: one allowed call whose verdict.md would pass 1 MiB (80
+    arguments of 4,000 quotes, each quoted as four characters) got no trace
+    package at all: its verdict was unreadable, replay --all failed for good,
+    and evidence rebuild could not mend it. Its package is written, with each
+    long text cut in verdict.md and whole in verdict.json."""
+
+    def test_the_package_is_written_and_everything_replays(self):
+        with cgtest.Daemon() as d:
+            argv = ["true"] + ["'" * 4000] * 80
+            r = d.request(cgtest.make_request([argv], privileged=False), timeout=60)
+            self.assertEqual(r["reply"]["code"], "MCP-EXEC-S-001", r)
+            tid = r["reply"]["trace_id"]
+            md = cgtest.wait_package_file(d.state_dir, tid, "verdict.md", 60)
+            self.assertIn(b"bytes more: verdict.json holds them", md)
+            self.assertLess(len(md), 1 << 20)
+            v = json.loads(cgtest.package_file(d.state_dir, tid, "verdict.json"))
+            self.assertEqual(v["call"]["stages"][0]["argv"], argv)
+            d.stop()
+            p = cli(d.state_dir, "replay", "--all", "--no-write")
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            p = cli(d.state_dir, "evidence", "rebuild", "--all")
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
