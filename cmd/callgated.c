@@ -49,7 +49,7 @@ static const char SYNOPSIS[] =
     "                 [--state-dir DIR] [--policy FILE] [--policy-pubkey FILE]\n"
     "                 [--workspace DIR]... [--max-conns N] [--read-timeout MS|DURATION]\n"
     "                 [--approval] [--approval-timeout MS|DURATION] [--admin-group GROUP]\n"
-    "                 [--verify-journal] [--disk-reserve BYTES|PCT%]\n"
+    "                 [--verify-journal] [--resign-journal] [--disk-reserve BYTES|PCT%]\n"
     "                 [--approver-uid UID]... [--approver-group GROUP]...\n"
     "                 [--approval-notify PROGRAM [--approval-notify-arg ARG]...]\n"
     "                 [--max-conns-per-uid N] [--write-idle-ms MS]\n"
@@ -75,7 +75,8 @@ static void usage(FILE *f)
 		"stderr; --syslog-socket /dev/log. Sockets passed by systemd\n"
 		"(FileDescriptorName=agent, admin) are served instead of binding. A start\n"
 		"verifies the events after the last signed checkpoint; --verify-journal\n"
-		"verifies the whole journal.\n"
+		"verifies the whole journal. A journal with events and no signed\n"
+		"checkpoint is refused unless --resign-journal says to sign it.\n"
 		"See callgated(8).\n",
 		CG_DEFAULT_SOCKET, CG_DEFAULT_ADMIN_SOCKET_NAME, CG_DEFAULT_STATE_DIR);
 }
@@ -269,7 +270,7 @@ int main(int argc, char **argv)
 	size_t n_ws = 0;
 	long long max_conns = 0;
 	int64_t read_ms = 0, approval_ms = 0;
-	bool approval = false, verify_journal = false;
+	bool approval = false, verify_journal = false, resign_journal = false;
 	struct cg_kernel_config reserve = { 0 }; /* --disk-reserve, parsed */
 	bool root = geteuid() == 0;
 	static struct cg_server_config sc; /* the server's own options fill it as they come */
@@ -295,6 +296,10 @@ int main(int argc, char **argv)
 		}
 		if (strcmp(a, "--verify-journal") == 0) {
 			verify_journal = true;
+			continue;
+		}
+		if (strcmp(a, "--resign-journal") == 0) {
+			resign_journal = true;
 			continue;
 		}
 		if (strcmp(a, "--version") == 0) {
@@ -537,6 +542,7 @@ int main(int argc, char **argv)
 	kc.policy_pubkey_file = pubkey;
 	kc.approval = approval;
 	kc.verify_journal = verify_journal;
+	kc.resign_journal = resign_journal;
 	kc.disk_reserve = reserve.disk_reserve;
 	kc.disk_reserve_pct = reserve.disk_reserve_pct;
 	kc.no_disk_reserve = reserve.no_disk_reserve;

@@ -82,6 +82,8 @@ struct cg_kernel_config {
 	bool approval;			/* UNKNOWN waits for a human (admin socket); else refused */
 	bool verify_journal;		/* start-up verifies the whole journal, not from the
 					   last signed checkpoint */
+	bool resign_journal;		/* sign a journal no checkpoint vouches for (after a
+					   stop before the first one): refused otherwise */
 	uint64_t disk_reserve;		/* bytes the evidence leaves free on its file system:
 					   below it new calls are turned away (MCP-LOG-E-006) */
 	unsigned disk_reserve_pct;	/* … or this percent of the file system; both 0: 5%,

@@ -2251,6 +2251,28 @@ static int recover(struct cg_evidence *ev, json_t *torn, char *why, size_t why_l
 			pos += ll;
 		}
 	}
+	/*
+	 * Events and no checkpoint at all: a start would sign whatever the
+	 * journal now says. Its chains are anyone's to recompute, so a history
+	 * rewritten and its checkpoints.ndjson removed came out signed and
+	 * passing (s41b F3). Only the operator says it is the daemon's own: a
+	 * stop before the first checkpoint.
+	 */
+	if (ev->seq && !n_ck && !resumed) {
+		if (!ev->cfg.resign) {
+			snprintf(why, why_len,
+				 "the journal holds %" PRIu64 " events and no signed checkpoint "
+				 "(checkpoints.ndjson is missing or empty): a start would sign "
+				 "whatever it now says; if the daemon stopped before its first "
+				 "checkpoint, start it once with --resign-journal",
+				 ev->seq);
+			goto free_all;
+		}
+		cg_log("warn", NULL,
+		       "evidence: --resign-journal: signing %" PRIu64
+		       " events that no checkpoint vouched for",
+		       ev->seq);
+	}
 	if (n_ck && ck[n_ck - 1].seq > ev->seq) {
 		snprintf(why, why_len,
 			 "the journal ends at seq %" PRIu64 " but a checkpoint names seq %" PRIu64,

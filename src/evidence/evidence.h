@@ -64,6 +64,7 @@ struct cg_evidence_config {
 	int64_t checkpoint_ms;	   /* … or every T ms; 0: default */
 	bool write_traces;	   /* write traces/<id>/ packages at seal */
 	bool verify_all;     /* start-up verifies the whole journal, not from the resume point */
+	bool resign;	     /* a journal with events and no checkpoint may be signed */
 	int64_t retention_s; /* pack packages of segments older than this (s); 0: never */
 	bool archive;	     /* packages go to their segment's archive as they are sealed */
 	/*

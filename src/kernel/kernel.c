@@ -172,6 +172,7 @@ int cg_kernel_new(const struct cg_kernel_config *cfg, struct cg_kernel **out, st
 			.state_dir = cfg->state_dir,
 			.write_traces = true,
 			.verify_all = cfg->verify_journal,
+			.resign = cfg->resign_journal,
 			.retention_s = cg_policy_defaults(k->gen->policy)->evidence_retention_s,
 			.archive = cg_policy_defaults(k->gen->policy)->evidence_archive,
 			.reserve_bytes = cfg->disk_reserve,

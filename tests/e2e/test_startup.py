@@ -197,6 +197,35 @@ class Startup(unittest.TestCase):
         self.assertIn("a full verification was asked for", self.d.log)
 
 
+class NoCheckpointIsNotSigned(unittest.TestCase):
+    """s41b F3: a journal rewritten with recomputed hashes (anyone can) and
+    its checkpoints.ndjson removed: the next start verified the chains alone,
+    signed them, and replay --all passed on the forgery. A start with events
+    and no checkpoint is refused unless the operator says to sign it."""
+
+    def test_a_journal_no_checkpoint_vouches_for_is_refused_unless_asked(self):
+        with cgtest.Daemon() as d:
+            calls(d, 2)
+            d.stop()
+            for name in ("checkpoints.ndjson", "journal.resume", "checkpoint.note"):
+                path = os.path.join(d.state_dir, name)
+                if os.path.exists(path):
+                    os.unlink(path)
+            rc = start_fails(d)
+            self.assertNotEqual(rc, 0)
+            self.assertIn("no signed checkpoint", d.log)
+            self.assertIn("--resign-journal", d.log)
+            self.assertFalse(os.path.exists(os.path.join(d.state_dir, "checkpoints.ndjson"))
+                             and os.path.getsize(os.path.join(d.state_dir,
+                                                              "checkpoints.ndjson")))
+            restart(d, ["--resign-journal"])
+            self.assertIn("--resign-journal: signing", d.log)
+            calls(d, 1)
+            d.stop()
+            p = cli(d.state_dir, "replay", "--all")
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+
+
 class OpenTraceAcrossACrash(unittest.TestCase):
     def test_trace_waiting_for_approval_is_marked_incomplete(self):
         d = cgtest.Daemon(flags=["--approval", "--approval-timeout", "60000"]).start()
