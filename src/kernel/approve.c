@@ -325,7 +325,7 @@ void request_grant(struct cg_kernel *k, struct cg_job *j, bool claimed, struct c
 	json_t *spec = j->gate.req->grant;
 	if (cg_grant_request_check(spec, j->peer.uid, cg_now_wall_ns(), &err) != 0) {
 		if (claimed)
-			release_claim(k, j->gate.req->id);
+			release_claim(k, j->gate.req->id, j->peer.uid);
 		answer_sealed(k, j->respond, j->cookie, j->gate.req->id, j->trace_id, err, NULL,
 			      NULL, j->gen);
 		job_put(j);

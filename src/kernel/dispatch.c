@@ -30,10 +30,10 @@
 /* Evidence a call writes besides its request's bytes, at most (dispatch). */
 #define DISK_PROMISE_BASE ((uint64_t)64 << 10)
 
-void release_claim(struct cg_kernel *k, const char *id)
+void release_claim(struct cg_kernel *k, const char *id, uid_t uid)
 {
 	pthread_mutex_lock(&k->replay_lock);
-	cg_replay_forget(k->replay, id);
+	cg_replay_forget(k->replay, id, uid);
 	pthread_mutex_unlock(&k->replay_lock);
 }
 
@@ -101,7 +101,8 @@ static void answer_refused(struct cg_kernel *k, struct cg_job *j, const struct a
 			      "uid", (int)peer->uid, "gid", (int)peer->gid);
 	}
 	if (a->claimed)
-		release_claim(k, j->gate.req->id); /* refused as invalid: not consumed */
+		release_claim(k, j->gate.req->id,
+			      j->peer.uid); /* refused as invalid: not consumed */
 	json_t *request = j->ev_request;
 	j->ev_request = NULL;
 	answer_refusal_now(k, j->respond, j->cookie, id, j->trace_id, take_refusal(j), request,
@@ -168,7 +169,7 @@ static int accept_job(struct cg_kernel *k, struct cg_job *j, bool claimed)
 	if (job_accept(j) == 0)
 		return 0;
 	if (claimed)
-		release_claim(k, j->gate.req->id);
+		release_claim(k, j->gate.req->id, j->peer.uid);
 	answer_sealed(k, j->respond, j->cookie, j->gate.req->id, j->trace_id,
 		      cg_reply_new(CG_R_OUT_OF_MEMORY, "{s:s}", "doing", "accepting the call"),
 		      NULL, NULL, j->gen);

@@ -350,7 +350,7 @@ void read_evidence(struct cg_kernel *k, struct cg_job *j, bool claimed, struct c
 /* ---- dispatch.c ---- */
 
 /* Give back a request id claimed in the replay window (refused as invalid). */
-void release_claim(struct cg_kernel *k, const char *id);
+void release_claim(struct cg_kernel *k, const char *id, uid_t uid);
 
 /* A reply as the public struct cg_result. */
 void result_from_reply(const struct cg_reply *r, struct cg_result *out);

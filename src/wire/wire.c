@@ -1416,10 +1416,21 @@ static void replay_expire(struct cg_replay *rp, int64_t now_ns)
 	}
 }
 
-static struct replay_entry *replay_find(struct cg_replay *rp, const char *id, uint64_t h)
+/*
+ * An id is a uid's own (s41b F4: one uid claimed the ids another would
+ * send, and learnt which ids others had used): the key is (uid, id). A line
+ * another uid replays runs as that uid, so nothing is lost.
+ */
+static uint64_t replay_hash(const struct cg_replay *rp, const char *id, uid_t uid)
+{
+	uint64_t h = siphash(rp->k0, rp->k1, (const unsigned char *)id, strlen(id));
+	return h ^ ((uint64_t)uid + 1) * 0x9e3779b97f4a7c15ULL;
+}
+
+static struct replay_entry *replay_find(struct cg_replay *rp, const char *id, uid_t uid, uint64_t h)
 {
 	for (struct replay_entry *e = rp->buckets[h & (rp->n_buckets - 1)]; e; e = e->hnext)
-		if (e->hash == h && strcmp(e->id, id) == 0)
+		if (e->hash == h && e->uid == uid && strcmp(e->id, id) == 0)
 			return e;
 	return NULL;
 }
@@ -1444,13 +1455,12 @@ static void replay_grow(struct cg_replay *rp)
 	rp->n_buckets = nb;
 }
 
-bool cg_replay_seen(struct cg_replay *rp, const char *id, int64_t now_ns)
+bool cg_replay_seen(struct cg_replay *rp, const char *id, uid_t uid, int64_t now_ns)
 {
 	if (!rp || !id)
 		return true; /* no window: refuse rather than risk a replay */
 	replay_expire(rp, now_ns);
-	struct replay_entry *e =
-	    replay_find(rp, id, siphash(rp->k0, rp->k1, (const unsigned char *)id, strlen(id)));
+	struct replay_entry *e = replay_find(rp, id, uid, replay_hash(rp, id, uid));
 	return e && !e->forgotten && !expired(rp, e->t_ns, now_ns);
 }
 
@@ -1462,8 +1472,8 @@ int cg_replay_remember(struct cg_replay *rp, const char *id, uid_t uid, int64_t 
 	}
 	replay_expire(rp, now_ns);
 	size_t n = strlen(id);
-	uint64_t h = siphash(rp->k0, rp->k1, (const unsigned char *)id, n);
-	struct replay_entry *e = replay_find(rp, id, h);
+	uint64_t h = replay_hash(rp, id, uid);
+	struct replay_entry *e = replay_find(rp, id, uid, h);
 	if (e) {
 		/* Refresh in place; the queue position only delays others' expiry. */
 		e->t_ns = now_ns;
@@ -1504,17 +1514,16 @@ int cg_replay_remember(struct cg_replay *rp, const char *id, uid_t uid, int64_t 
 
 int cg_replay_claim(struct cg_replay *rp, const char *id, uid_t uid, int64_t now_ns)
 {
-	if (cg_replay_seen(rp, id, now_ns))
+	if (cg_replay_seen(rp, id, uid, now_ns))
 		return 1;
 	return cg_replay_remember(rp, id, uid, now_ns) == 0 ? 0 : -1;
 }
 
-void cg_replay_forget(struct cg_replay *rp, const char *id)
+void cg_replay_forget(struct cg_replay *rp, const char *id, uid_t uid)
 {
 	if (!rp || !id)
 		return;
-	struct replay_entry *e =
-	    replay_find(rp, id, siphash(rp->k0, rp->k1, (const unsigned char *)id, strlen(id)));
+	struct replay_entry *e = replay_find(rp, id, uid, replay_hash(rp, id, uid));
 	/* The entry stays queued (and counted) until it expires; it just stops matching. */
 	if (e)
 		e->forgotten = true;

@@ -177,8 +177,11 @@ char *cg_wire_encode_response(const struct cg_response *resp, size_t *len);
  */
 struct cg_replay;
 struct cg_replay *cg_replay_new(int64_t window_ns);
-/* true if id was seen within the window (and is thus refused). */
-bool cg_replay_seen(struct cg_replay *rp, const char *id, int64_t now_ns);
+/*
+ * true if uid's id was seen within the window (and is thus refused). Ids
+ * are per uid: another uid's same id is another id.
+ */
+bool cg_replay_seen(struct cg_replay *rp, const char *id, uid_t uid, int64_t now_ns);
 /*
  * Remember an accepted id, counted in uid's share. 0, or -1 (the caller
  * refuses the request) with errno ENOMEM, or ENOSPC when the window holds its
@@ -197,7 +200,7 @@ int cg_replay_claim(struct cg_replay *rp, const char *id, uid_t uid, int64_t now
  * Release an id claimed by a request that was then refused before it was
  * accepted (e.g. at resolution), so that the refusal does not consume it.
  */
-void cg_replay_forget(struct cg_replay *rp, const char *id);
+void cg_replay_forget(struct cg_replay *rp, const char *id, uid_t uid);
 /* Cap the number of ids held (default 1,000,000; at least 1). */
 void cg_replay_set_limit(struct cg_replay *rp, size_t max_entries);
 /* Ids currently held (expired ones may linger until the next call). */

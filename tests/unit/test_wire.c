@@ -986,22 +986,22 @@ Test(wire, replay_remember_seen_expire)
 	struct cg_replay *rp = cg_replay_new(120 * SEC);
 	cr_assert_not_null(rp);
 	int64_t t0 = 1700000000 * SEC;
-	cr_expect_not(cg_replay_seen(rp, "a", t0));
+	cr_expect_not(cg_replay_seen(rp, "a", 1000, t0));
 	cr_expect_eq(cg_replay_remember(rp, "a", 1000, t0), 0);
-	cr_expect(cg_replay_seen(rp, "a", t0));
-	cr_expect(cg_replay_seen(rp, "a", t0 + 120 * SEC - 1), "inside the window");
-	cr_expect_not(cg_replay_seen(rp, "b", t0));
-	cr_expect_not(cg_replay_seen(rp, "A", t0), "ids are case-sensitive");
-	cr_expect_not(cg_replay_seen(rp, "a", t0 + 120 * SEC), "expired at the window");
+	cr_expect(cg_replay_seen(rp, "a", 1000, t0));
+	cr_expect(cg_replay_seen(rp, "a", 1000, t0 + 120 * SEC - 1), "inside the window");
+	cr_expect_not(cg_replay_seen(rp, "b", 1001, t0));
+	cr_expect_not(cg_replay_seen(rp, "A", 1000, t0), "ids are case-sensitive");
+	cr_expect_not(cg_replay_seen(rp, "a", 1000, t0 + 120 * SEC), "expired at the window");
 	cr_expect_eq(cg_replay_count(rp), 0, "expired entries are dropped");
 	cr_expect_eq(cg_replay_remember(rp, "a", 1000, t0 + 121 * SEC), 0,
 		     "re-usable after expiry");
-	cr_expect(cg_replay_seen(rp, "a", t0 + 122 * SEC));
+	cr_expect(cg_replay_seen(rp, "a", 1000, t0 + 122 * SEC));
 	/* A clock step backwards keeps ids longer, never shorter. */
-	cr_expect(cg_replay_seen(rp, "a", t0));
+	cr_expect(cg_replay_seen(rp, "a", 1000, t0));
 	cg_replay_free(rp);
 
-	cr_expect(cg_replay_seen(NULL, "a", t0), "no window fails closed");
+	cr_expect(cg_replay_seen(NULL, "a", 1000, t0), "no window fails closed");
 	cr_expect_eq(cg_replay_remember(NULL, "a", 1000, t0), -1);
 	cg_replay_free(NULL);
 }
@@ -1019,12 +1019,13 @@ Test(wire, replay_cap_fails_closed)
 	errno = 0;
 	cr_expect_eq(cg_replay_remember(rp, "d", 1003, t0 + 3 * SEC), -1);
 	cr_expect_eq(errno, ENOSPC);
-	cr_expect_not(cg_replay_seen(rp, "d", t0 + 3 * SEC), "a refused id is not remembered");
-	cr_expect(cg_replay_seen(rp, "a", t0 + 3 * SEC), "nothing was evicted early");
+	cr_expect_not(cg_replay_seen(rp, "d", 1003, t0 + 3 * SEC),
+		      "a refused id is not remembered");
+	cr_expect(cg_replay_seen(rp, "a", 1000, t0 + 3 * SEC), "nothing was evicted early");
 	/* Once "a" expires there is room again. */
 	cr_expect_eq(cg_replay_remember(rp, "d", 1003, t0 + 10 * SEC), 0);
-	cr_expect_not(cg_replay_seen(rp, "a", t0 + 10 * SEC));
-	cr_expect(cg_replay_seen(rp, "b", t0 + 10 * SEC));
+	cr_expect_not(cg_replay_seen(rp, "a", 1000, t0 + 10 * SEC));
+	cr_expect(cg_replay_seen(rp, "b", 1001, t0 + 10 * SEC));
 	cr_expect_eq(cg_replay_count(rp), 3);
 	cg_replay_free(rp);
 }
@@ -1063,12 +1064,29 @@ Test(wire, replay_many_ids)
 	cr_expect_eq(cg_replay_count(rp), 20000);
 	for (int i = 0; i < 20000; i += 97) {
 		snprintf(id, sizeof(id), "id-%d", i);
-		cr_expect(cg_replay_seen(rp, id, t0 + 20000), "%s", id);
+		cr_expect(cg_replay_seen(rp, id, (uid_t)(i % 64), t0 + 20000), "%s", id);
 	}
-	cr_expect_not(cg_replay_seen(rp, "id-20000", t0 + 20000));
+	cr_expect_not(cg_replay_seen(rp, "id-20000", 1000, t0 + 20000));
 	/* Everything expires together once the window has passed. */
-	cr_expect_not(cg_replay_seen(rp, "id-19999", t0 + 60 * SEC + 20000));
+	cr_expect_not(cg_replay_seen(rp, "id-19999", (uid_t)(19999 % 64), t0 + 60 * SEC + 20000));
 	cr_expect_eq(cg_replay_count(rp), 0);
+	cg_replay_free(rp);
+}
+
+/* s41b F4: one uid claimed the ids another would send, and learnt which were used. */
+Test(wire, replay_ids_are_each_uids_own)
+{
+	struct cg_replay *rp = cg_replay_new(60 * SEC);
+	cr_assert_not_null(rp);
+	int64_t t0 = 1700000000 * SEC;
+	cr_expect_eq(cg_replay_claim(rp, "req-7", 1004, t0), 0);
+	cr_expect_not(cg_replay_seen(rp, "req-7", 1005, t0), "another uid's id is another id");
+	cr_expect_eq(cg_replay_claim(rp, "req-7", 1005, t0 + 1), 0, "the other uid's is its own");
+	cr_expect_eq(cg_replay_claim(rp, "req-7", 1004, t0 + 2), 1, "a uid's replay is refused");
+	cr_expect_eq(cg_replay_claim(rp, "req-7", 1005, t0 + 3), 1);
+	cg_replay_forget(rp, "req-7", 1004);
+	cr_expect(cg_replay_seen(rp, "req-7", 1005, t0 + 4), "forget is the uid's own too");
+	cr_expect_eq(cg_replay_claim(rp, "req-7", 1004, t0 + 5), 0);
 	cg_replay_free(rp);
 }
 
@@ -1080,11 +1098,11 @@ Test(wire, replay_claim_and_forget)
 	cr_expect_eq(cg_replay_claim(rp, "a", 1000, t0), 0, "first claim remembers");
 	cr_expect_eq(cg_replay_claim(rp, "a", 1000, t0 + SEC), 1, "second claim is a replay");
 	/* A request refused after its claim gives the id back. */
-	cg_replay_forget(rp, "a");
-	cr_expect_not(cg_replay_seen(rp, "a", t0 + SEC));
+	cg_replay_forget(rp, "a", 1000);
+	cr_expect_not(cg_replay_seen(rp, "a", 1000, t0 + SEC));
 	cr_expect_eq(cg_replay_claim(rp, "a", 1000, t0 + 2 * SEC), 0, "usable again after forget");
-	cr_expect(cg_replay_seen(rp, "a", t0 + 2 * SEC));
-	cg_replay_forget(rp, "never-claimed");
+	cr_expect(cg_replay_seen(rp, "a", 1000, t0 + 2 * SEC));
+	cg_replay_forget(rp, "never-claimed", 1000);
 	cg_replay_set_limit(rp, 1);
 	errno = 0;
 	cr_expect_eq(cg_replay_claim(rp, "b", 1000, t0 + 3 * SEC), -1, "full window fails closed");
