@@ -1321,6 +1321,11 @@ Test(policy, hostile_argv_fails_closed)
 	cr_assert_eq(v.decision, CG_BLOCK);
 	cr_assert_eq(v.reason, CG_R_ARG_TOO_LONG);
 	cr_assert_str_eq(v.rule_id, "argument-too-long");
+	/* Privileged: the privilege rung decides too, never "failed" (s41b F6). */
+	req.privileged = true;
+	cr_assert_eq(cg_privilege_rung(p, &call, &v), 0);
+	cr_assert_eq(v.decision, CG_UNKNOWN);
+	req.privileged = false;
 	longarg[4096 - strlen("/ws/proj/") - 1] = '\0';
 	cr_assert_eq(cg_policy_rung(p, &call, &v), 0);
 	cr_assert_neq(v.reason, CG_R_ARG_TOO_LONG, "rule %s", v.rule_id);

@@ -1284,7 +1284,15 @@ int cg_privilege_rung(void *ctx, const struct cg_call *call, struct cg_verdict *
 	if (p) {
 		struct fold f;
 		struct priv_scan ps = { .all_explicit = true };
-		if (decide_all(p, call, &f, priv_each, &ps) != 0)
+		int rc = decide_all(p, call, &f, priv_each, &ps);
+		/*
+		 * An argument too long to judge: not explicit, and the policy
+		 * rung refuses it with its own code (s41b F6: a rung failure
+		 * said "report it").
+		 */
+		if (rc == DECIDE_TOO_LONG)
+			ps.all_explicit = false;
+		else if (rc != 0)
 			return -1;
 		if (ps.all_explicit && ps.first_id && !f.is_default) {
 			out->decision = CG_ALLOW;
