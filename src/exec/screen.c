@@ -51,6 +51,9 @@ enum secret_kind {
 	K_JWT,
 	K_URL_CREDENTIALS,
 	K_PASSWORD_PARAM,
+	K_GITLAB_TOKEN,
+	K_NPM_TOKEN,
+	K_BEARER_TOKEN,
 	K__COUNT
 };
 
@@ -59,6 +62,7 @@ const char *const cg_screen_secret_kinds[] = {
 	"github_token", "slack_token",	   "anthropic_key",
 	"openai_key",	"stripe_key",	   "google_api_key",
 	"jwt",		"url_credentials", "password_param",
+	"gitlab_token", "npm_token",	   "bearer_token",
 	NULL,
 };
 
@@ -88,6 +92,11 @@ static const struct pattern secret_patterns[] = {
 	{ "[A-Za-z][A-Za-z0-9+.-]*://[^\\s/:@]+:[^\\s/@]+@", 0, K_URL_CREDENTIALS },
 	{ "[?&;](password|passwd|pwd|secret|token|api_key|apikey)=[^&\\s\"'#]+", HS_FLAG_CASELESS,
 	  K_PASSWORD_PARAM },
+	/* s41b F5: tokens both screens missed. */
+	{ "\\bglpat-[A-Za-z0-9_-]{20}[A-Za-z0-9_-]*", 0, K_GITLAB_TOKEN },
+	{ "\\bnpm_[A-Za-z0-9]{36}", 0, K_NPM_TOKEN },
+	{ "authorization:\\s*bearer\\s+[A-Za-z0-9._~+/-]{20}[A-Za-z0-9._~+/-]*=*", HS_FLAG_CASELESS,
+	  K_BEARER_TOKEN },
 };
 
 /*
@@ -395,8 +404,28 @@ static void span_fix(struct span *sp, const unsigned char *in, size_t len, bool 
 		sp->to = strict && !whole ? sp->from : end;
 		return;
 	}
+	if (sp->kind == K_BEARER_TOKEN) {
+		/* The token, after "Authorization: Bearer ", in output as in a record. */
+		size_t v = sp->to;
+		while (v > sp->from && in[v - 1] != ' ' && in[v - 1] != '\t')
+			v--;
+		sp->from = v;
+		if (strict && !secret_bytes(in, v, sp->to, false))
+			sp->to = sp->from;
+		return;
+	}
 	if (!strict)
 		return;
+	/*
+	 * A value that follows its name in any syntax (KEY="v", key: 'v',
+	 * Authorization: Bearer v): the value alone, which the pattern ends
+	 * with, and the name stays readable. Whole matches that held a quote
+	 * or a space were left in the record in clear (s41b F5).
+	 */
+	if (sp->kind == K_AWS_SECRET_KEY && sp->to - sp->from > 40) {
+		sp->from = sp->to - 40; /* the pattern's 40 value bytes */
+		return;
+	}
 	/* The value after "name=" or "user:", never the syntax around it. */
 	const char *sep = sp->kind == K_PASSWORD_PARAM || sp->kind == K_AWS_SECRET_KEY ? "="
 			  : sp->kind == K_URL_CREDENTIALS			       ? ":"

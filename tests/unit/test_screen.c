@@ -72,9 +72,16 @@ static const struct secret_case secret_cases[] = {
 	  "stripe_key" },
 	{ "maps AIzaSyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q\n", "maps [REDACTED:google_api_key]\n",
 	  "google_api_key" },
+	{ "id_token: "
+	  "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dGhpc2lzbm90YXNpZ25hdHVyZQ\n",
+	  "id_token: [REDACTED:jwt]\n", "jwt" },
+	/* A bearer token, a JWT or not: the header's name stays readable (s41b F5). */
 	{ "Authorization: Bearer "
 	  "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dGhpc2lzbm90YXNpZ25hdHVyZQ\n",
-	  "Authorization: Bearer [REDACTED:jwt]\n", "jwt" },
+	  "Authorization: Bearer [REDACTED:bearer_token]\n", "bearer_token" },
+	{ "glpat: glpat-abcdefghijklmnopqrst.", "glpat: [REDACTED:gitlab_token].", "gitlab_token" },
+	{ "//registry.npmjs.org/:_authToken=npm_abcdefghijklmnopqrstuvwxyz0123456789\n",
+	  "//registry.npmjs.org/:_authToken=[REDACTED:npm_token]\n", "npm_token" },
 	{ "remote: https://deploy:hunter2secret@git.example.com/repo.git",
 	  "remote: https://[REDACTED:url_credentials]@git.example.com/repo.git",
 	  "url_credentials" },
@@ -313,7 +320,7 @@ Test(screen, kinds_list_matches_reported_names)
 
 	while (cg_screen_secret_kinds[n])
 		n++;
-	cr_expect_eq(n, 12);
+	cr_expect_eq(n, 15);
 }
 
 Test(screen, exec_result_is_screened_in_place)
@@ -376,6 +383,37 @@ static char *record(const char *s)
 	size_t out_len = 0;
 	cr_assert_eq(cg_screen_record(scr, (const unsigned char *)s, strlen(s), &out, &out_len), 0);
 	return (char *)out;
+}
+
+/*
+ * s41b F5: a value quoted after its name (KEY="v", key: 'v') was left in the
+ * record in clear, the whole match holding a quote or a space; and a bearer
+ * token, a GitLab or an npm token matched no pattern at all.
+ */
+Test(screen, a_record_cuts_a_quoted_value_and_keeps_its_name)
+{
+	static const char *const cases[][2] = {
+		{ "AWS_SECRET_ACCESS_KEY=\"wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY\"",
+		  "AWS_SECRET_ACCESS_KEY=\"[REDACTED:aws_secret_key sha256:" },
+		{ "aws_secret_access_key: 'wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY'",
+		  "aws_secret_access_key: '[REDACTED:aws_secret_key sha256:" },
+		{ "Authorization: Bearer abcdefghijklmnopqrstuvwxyz0123456789",
+		  "Authorization: Bearer [REDACTED:bearer_token sha256:" },
+		{ "glpat-abcdefghijklmnopqrst", "[REDACTED:gitlab_token sha256:" },
+		{ "npm_abcdefghijklmnopqrstuvwxyz0123456789", "[REDACTED:npm_token sha256:" },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *o = record(cases[i][0]);
+		cr_assert(strncmp(o, cases[i][1], strlen(cases[i][1])) == 0, "%s -> %s",
+			  cases[i][0], o);
+		cr_assert_null(strstr(o, "EXAMPLEKEY"), "%s", o);
+		cr_assert_null(strstr(o, "0123456789"), "%s", o);
+		free(o);
+	}
+	/* The output screen cuts them too. */
+	char *o = screen("token glpat-abcdefghijklmnopqrst here", NULL, NULL);
+	cr_assert_null(strstr(o, "glpat-"), "%s", o);
+	free(o);
 }
 
 /*
