@@ -202,6 +202,23 @@ class CliAgainstDaemon(unittest.TestCase):
                  hashlib.sha256(n[2:].encode()).hexdigest()[:12]]
         self.assertEqual(found, [name])
 
+    def test_a_quoted_secret_never_reaches_the_journal(self):
+        # s41b F5: AWS_SECRET_ACCESS_KEY="..." was redacted in the output and
+        # kept in clear in the journal and the package, for good.
+        secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+        for arg in ('AWS_SECRET_ACCESS_KEY="%s"' % secret, "aws_secret_access_key: '%s'" % secret):
+            r = self.run_cli("run", "--json", "--no-privileged", "--", "echo", arg)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            tid = json.loads(r.stdout)["reply"]["trace_id"]
+            cgtest.wait_package_file(self.d.state_dir, tid, "verdict.md")
+        jdir = os.path.join(self.d.state_dir, "journal")
+        for name in os.listdir(jdir):
+            with open(os.path.join(jdir, name), "rb") as f:
+                self.assertNotIn(secret.encode(), f.read(), name)
+        cmd = json.loads(self.run_cli("log", "--json", "--trace", tid).stdout)["command"]
+        self.assertIn("aws_secret_access_key: ", cmd)  # the name stays readable
+        self.assertIn("[REDACTED:aws_secret_key sha256:", cmd)
+
     def test_ping(self):
         r = self.run_cli("ping")
         self.assertEqual(r.returncode, 0, r.stderr)
