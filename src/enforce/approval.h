@@ -29,7 +29,13 @@
 #include "world.h"
 
 #define CG_APPROVAL_MAX_APPROVERS 16
-#define CG_APPROVAL_QUEUE_MAX	  1024
+/*
+ * Calls one peer uid may have waiting for a person at once: one uid's 256
+ * calls of 1 MiB had buried every other uid's behind them, unseen until they
+ * timed out, and grown the daemon by 1 GB (s41b F2).
+ */
+#define CG_APPROVAL_UID_SHARE 16
+#define CG_APPROVAL_QUEUE_MAX 1024
 
 struct cg_pending {
 	char trace_id[40];
@@ -41,6 +47,7 @@ struct cg_pending {
 	size_t n_approvals;
 	uid_t approvers[CG_APPROVAL_MAX_APPROVERS];
 	void *job; /* the waiting call (the kernel's) */
+	uid_t uid; /* the peer's: its share of the queue (CG_APPROVAL_UID_SHARE) */
 	struct cg_pending *next;
 };
 

@@ -40,6 +40,12 @@ struct cg_reply *cg_en_queue_full(size_t limit)
 	return cg_reply_new(CG_R_APPROVAL_QUEUE_FULL, "{s:I}", "limit", (json_int_t)limit);
 }
 
+struct cg_reply *cg_en_uid_share_full(uid_t uid, size_t limit)
+{
+	return cg_reply_new(CG_R_APPROVAL_UID_SHARE_FULL, "{s:I,s:I}", "uid", (json_int_t)uid,
+			    "limit", (json_int_t)limit);
+}
+
 struct cg_reply *cg_en_policy_changed(int64_t generation, const char *rule_id)
 {
 	return cg_reply_new(CG_R_POLICY_CHANGED_WAITING, "{s:I,s:s}", "generation",

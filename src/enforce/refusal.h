@@ -40,6 +40,9 @@ struct cg_reply *cg_en_needs_human(const char *rule_id);
 /* APPROVAL_QUEUE_FULL: limit calls are waiting already. Caller frees. */
 struct cg_reply *cg_en_queue_full(size_t limit);
 
+/* APPROVAL_UID_SHARE_FULL: uid has limit calls waiting already. Caller frees. */
+struct cg_reply *cg_en_uid_share_full(uid_t uid, size_t limit);
+
 /*
  * APPROVAL_TIMEOUT: no answer within timeout_ms; APPROVAL_TIMEOUT_SHORT when
  * some of the needed distinct approvers (answered of needed) did. Both name

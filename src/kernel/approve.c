@@ -73,15 +73,26 @@ void use_grant_locked(struct cg_kernel *k, struct cg_job *j, struct cg_grant *gr
  * k->lock.
  */
 static int queue_for_human_locked(struct cg_kernel *k, struct cg_job *j, json_t *view, int needed,
-				  json_t *extra, struct cg_job **job_out)
+				  json_t *extra, struct cg_job **job_out, struct cg_reply **why)
 {
+	size_t mine = 0;
+	for (const struct cg_pending *q = k->approvals.head; q; q = q->next)
+		mine += q->uid == j->peer.uid;
+	if (mine >= CG_APPROVAL_UID_SHARE) {
+		json_decref(view);
+		json_decref(extra);
+		*why = cg_en_uid_share_full(j->peer.uid, CG_APPROVAL_UID_SHARE);
+		return -1;
+	}
 	struct cg_pending *p = calloc(1, sizeof(*p));
 	if (!p || cg_approvals_push(&k->approvals, p) != 0) {
 		free(p);
 		json_decref(view);
 		json_decref(extra);
+		*why = cg_en_queue_full(k->approvals.n);
 		return -1;
 	}
+	p->uid = j->peer.uid;
 	int64_t timeout = approval_timeout(k, j->gen);
 	memcpy(p->trace_id, j->trace_id, sizeof(p->trace_id));
 	memcpy(p->request_sha256, j->request_sha256, sizeof(p->request_sha256));
@@ -215,10 +226,11 @@ int defer_to_human(struct cg_kernel *k, struct cg_job *j, struct cg_job **job_ou
 		json_decref(view);
 		return 1;
 	}
-	if (queue_for_human_locked(k, j, view, j->gate.folded.approvers, NULL, job_out) != 0) {
-		size_t waiting = k->approvals.n;
+	struct cg_reply *why = NULL;
+	if (queue_for_human_locked(k, j, view, j->gate.folded.approvers, NULL, job_out, &why) !=
+	    0) {
 		pthread_mutex_unlock(&k->lock);
-		refuse_deferred(k, j, cg_en_queue_full(waiting));
+		refuse_deferred(k, j, why);
 		return -1;
 	}
 	pthread_mutex_unlock(&k->lock);
@@ -345,9 +357,9 @@ void request_grant(struct cg_kernel *k, struct cg_job *j, bool claimed, struct c
 	if (!k->approval || k->stopping) {
 		json_decref(view);
 		r = cg_en_needs_human("grant-request");
-	} else if (queue_for_human_locked(k, j, view, 1, json_pack("{s:O}", "grant", spec),
-					  job_out) != 0) {
-		r = cg_en_queue_full(k->approvals.n);
+	} else {
+		(void)queue_for_human_locked(k, j, view, 1, json_pack("{s:O}", "grant", spec),
+					     job_out, &r);
 	}
 	pthread_mutex_unlock(&k->lock);
 	if (!r)

@@ -1370,6 +1370,41 @@ class ApproveByTraceIdOnly(unittest.TestCase):
             self.assertTrue(os.path.exists(swapped))
 
 
+class OneUidsShareOfTheQueue(unittest.TestCase):
+    """s41b F2: one uid queued 256 privileged calls of 1 MiB; another uid's
+    call sat behind them, unseen until it timed out, and the daemon grew by
+    1 GB. A uid has at most 16 calls waiting for a person."""
+
+    def test_a_uid_past_its_share_is_refused_and_others_still_queue(self):
+        with daemon(flags=["--socket-group", "nogroup"]) as d:
+            os.chmod(d.tmp, 0o755)
+            def req(name):
+                return cgtest.make_request([["touch", os.path.join(d.workspace, name)]],
+                                           privileged=False)
+            held = [call_async(d, req("q%d" % i)) for i in range(16)]
+            wait_pending(d, 16)
+            r = d.request(req("past-the-share"), timeout=30)
+            self.assertEqual(r["reply"]["code"], "EN-APPR-D-007", r)
+            self.assertIn("uid 0 already has 16 calls waiting", r["reply"]["message"])
+            line = cgtest.encode(req("nobodys"))
+            box = {}
+
+            def as_nobody():
+                box["raw"] = cgtest.as_uid(65534, lambda: cgtest.send_recv(d.socket, line)
+                                           .decode())
+            t = threading.Thread(target=as_nobody, daemon=True)
+            t.start()
+            mine = wait_pending(d, 17)
+            self.assertEqual(sum(1 for p in mine if p["peer"]["uid"] == 65534), 1)
+            for p in pending(d):
+                d.admin("deny", trace_id=p["trace_id"])
+            t.join(WAIT)
+            self.assertEqual(cgtest.parse_response(box["raw"].encode())["status"], "denied")
+            for th, b in held:
+                th.join(WAIT)
+                self.assertEqual(b["resp"]["status"], "denied", b)
+
+
 class AnswerByTracePrefix(unittest.TestCase):
     """ux-s41 L2: a person copies the start of a trace id off the screen;
     `deny 19da6c71` said the call was already answered while it waited."""
