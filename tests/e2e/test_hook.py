@@ -428,7 +428,7 @@ class TestHook(unittest.TestCase):
                          os.path.join(ws, "sub", name)):
                 if path.endswith("/x") and ("." in os.path.basename(name)[1:] or name in (
                         ".gitconfig", ".gitmodules", ".envrc", ".pdbrc", ".cargo/config",
-                        ".nvimrc", ".exrc")):
+                        ".nvimrc", ".exrc", ".yarnrc", "rust-toolchain")):
                     continue  # a file's name: nothing beneath it
                 d, why = self.decision(self.payload("Write", {"file_path": path,
                                                               "content": "x"}))
