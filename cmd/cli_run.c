@@ -265,6 +265,25 @@ static void confinement_hint(const json_t *resp, const json_t *stages)
 		static const char enoent[] = "No such file or directory";
 		bool own_tmp = p && !met && tmp && strcmp(tmp, "private") == 0 &&
 			       memmem(p, n, enoent, strlen(enoent)) && memmem(p, n, "/tmp/", 5);
+		/*
+		 * A name lookup or a connection that failed without a network
+		 * (ux-s39 M4, ux-s41: pip retried for 8 s and nothing said why).
+		 */
+		static const char *const offline[] = { "Temporary failure in name resolution",
+						       "Name or service not known",
+						       "Could not resolve host",
+						       "Network is unreachable",
+						       "getaddrinfo",
+						       "EAI_AGAIN",
+						       "ENETUNREACH",
+						       "No address associated with hostname" };
+		const char *net = json_string_value(json_object_get(
+		    json_object_get(json_object_get(data, "confinement"), "network"), "mode"));
+		bool no_net = false;
+		for (size_t r = 0; p && !met && !no_net && net && strcmp(net, "none") == 0 &&
+				   r < CG_ARRAY_LEN(offline);
+		     r++)
+			no_net = memmem(p, n, offline[r], strlen(offline[r])) != NULL;
 		/* git's own config and hooks: no grant or rule makes them a call's (ux-s39 L5). */
 		bool git_own =
 		    met && (memmem(p, n, ".git/config", 11) || memmem(p, n, ".git/hooks", 10));
@@ -279,6 +298,16 @@ static void confinement_hint(const json_t *resp, const json_t *stages)
 			return;
 		}
 		const char *rule = json_string_value(json_object_get(data, "rule_id"));
+		if (no_net) {
+			fprintf(
+			    stderr,
+			    "callgate run: stage %zu ran without a network (rule %s: net none): "
+			    "no name resolves and no connection leaves the call; a rule or a "
+			    "grant with net: hosts gives it the hosts it needs "
+			    "(docs/egress.md)\n",
+			    i + 1, rule ? rule : "?");
+			return;
+		}
 		if (own_tmp) {
 			fprintf(stderr,
 				"callgate run: stage %zu ran with a /tmp of its own (rule %s: tmp "

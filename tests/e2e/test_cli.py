@@ -202,6 +202,14 @@ class CliAgainstDaemon(unittest.TestCase):
                  hashlib.sha256(n[2:].encode()).hexdigest()[:12]]
         self.assertEqual(found, [name])
 
+    def test_a_lookup_without_a_network_says_so(self):
+        # ux-s39 M4 / ux-s41: a call under net: none failed its name lookup
+        # and nothing said that the call had no network.
+        r = self.run_cli("run", "--no-privileged", "--", "python3", "-c",
+                         "import socket; socket.getaddrinfo('example.com', 80)")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn(b"ran without a network (rule interpreters-confined: net none)", r.stderr)
+
     def test_a_quoted_secret_never_reaches_the_journal(self):
         # s41b F5: AWS_SECRET_ACCESS_KEY="..." was redacted in the output and
         # kept in clear in the journal and the package, for good.
