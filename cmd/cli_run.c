@@ -239,7 +239,7 @@ static void set_aside_note(const json_t *resp)
  * see its terms (ux-s38: confinement read like ordinary permission errors).
  * Only a hint: the words come from the command.
  */
-static void confinement_hint(const json_t *resp, const json_t *stages)
+static void confinement_hint(const json_t *resp, const json_t *stages, const json_t *pipeline)
 {
 	static const char *const refused[] = { "Read-only file system", "Permission denied",
 					       "Operation not permitted" };
@@ -287,6 +287,7 @@ static void confinement_hint(const json_t *resp, const json_t *stages)
 		/* git's own config and hooks: no grant or rule makes them a call's (ux-s39 L5). */
 		bool git_own =
 		    met && (memmem(p, n, ".git/config", 11) || memmem(p, n, ".git/hooks", 10));
+		bool git_dir_hit = met && memmem(p, n, ".git/", 5);
 		free(p);
 		if (git_own) {
 			fprintf(
@@ -298,6 +299,27 @@ static void confinement_hint(const json_t *resp, const json_t *stages)
 			return;
 		}
 		const char *rule = json_string_value(json_object_get(data, "rule_id"));
+		/*
+		 * git behind a wrapper (timeout 60 git commit): the wrapper's terms
+		 * bind it too, and under them .git is read-only (ux-s41 H2).
+		 */
+		const char *w0 = json_string_value(json_array_get(json_array_get(pipeline, i), 0));
+		const char *wb = w0 && strrchr(w0, '/') ? strrchr(w0, '/') + 1 : w0;
+		static const char *const wrappers[] = { "env",	  "timeout", "nice",   "nohup",
+							"setsid", "ionice",  "stdbuf", "flock",
+							"xargs",  "time" };
+		bool wrapped_git = false;
+		for (size_t w = 0; met && wb && !wrapped_git && w < CG_ARRAY_LEN(wrappers); w++)
+			wrapped_git = strcmp(wb, wrappers[w]) == 0;
+		wrapped_git = wrapped_git && git_dir_hit;
+		if (wrapped_git) {
+			fprintf(stderr,
+				"callgate run: stage %zu runs git behind %s, whose terms bind git "
+				"too, and under them .git is read-only: run git itself (git add, "
+				"git commit), without %s in front\n",
+				i + 1, wb, wb);
+			return;
+		}
 		if (no_net) {
 			fprintf(
 			    stderr,
@@ -740,7 +762,7 @@ int cg_cli_run(const struct cg_cli *g, int argc, char **argv)
 				"stream, 64 MiB a call; docs/limits.md): what came after was "
 				"dropped, whatever the exit code says; write large output to a "
 				"file in the workspace and read it in parts\n");
-		confinement_hint(resp, stages);
+		confinement_hint(resp, stages, json_object_get(o.req, "pipeline"));
 		/* Something the call made was set aside after it: say so, after its output. */
 		const json_t *reply = json_object_get(resp, "reply");
 		const char *rcode = json_string_value(json_object_get(reply, "code"));

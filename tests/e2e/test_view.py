@@ -852,24 +852,31 @@ class RepositoryInTheWorkspace(unittest.TestCase):
         self.assertFalse(os.path.exists(os.path.join(self.git, "f.txt")))
         self.assert_git_untouched()
 
-    def test_a_wrapped_git_that_records_work_runs(self):
-        # ux-s41 H2: `timeout 60 git add` and `env ... git commit` were
-        # decided DEGRADE and then failed to start (EACCES on the wrapper,
-        # an "E, report it"); and what a wrapper starts keeps .git read-only
-        # unless it is git-record's own.
+    def test_a_wrapped_git_starts_and_writes_no_git_state(self):
+        # ux-s41 H2: `timeout 60 git add` was decided DEGRADE and then could
+        # not start (EACCES on the wrapper, an "E, report it"). It starts
+        # now, under both rules' terms, and .git stays read-only under the
+        # wrapper's: env -S, xargs and GIT_* assignments give git words no
+        # rule saw, so only git itself records work.
         with open(os.path.join(self.ws, "w.txt"), "w") as f:
             f.write("wrapped\n")
         for pipeline in ([["timeout", "60", "git", "add", "w.txt"]],
-                         [["env", "GIT_AUTHOR_DATE=2026-01-01T00:00:00", "git", "commit", "-q",
-                           "-m", "wrapped call"]]):
-            resp = self.run_call(*pipeline)
-            self.assertEqual([s["exit_code"] for s in resp["stages"]], [0], resp)
-        r = subprocess.run(["git", "-C", self.ws, "log", "--oneline"], capture_output=True,
-                           text=True)
-        self.assertIn("wrapped call", r.stdout)
-        self.assert_ran_and_failed([["env", PY, "-c",
-                                     "open('.g' + 'it/HEAD', 'a').write('x')"]])
+                         [["env", "GIT_WORK_TREE=.git", "git", "checkout", "."]],
+                         [["env", "-S", "git add w.txt"]],
+                         [["env", PY, "-c", "open('.g' + 'it/HEAD', 'a').write('x')"]]):
+            resp = self.d.request(cgtest.make_request(pipeline, privileged=False, cwd=self.ws),
+                                  timeout=60)
+            if pipeline[0][0] == "timeout":
+                self.assertIn("stages", resp, resp)  # it started
+            if "stages" in resp:  # env -S is denied outright (env-split-string)
+                self.assertNotEqual([s["exit_code"] for s in resp["stages"]], [0], pipeline)
         self.assert_git_untouched()
+        r = subprocess.run(["git", "-C", self.ws, "status", "--porcelain"], capture_output=True,
+                           text=True)
+        self.assertIn("?? w.txt", r.stdout)  # not staged
+        # git itself does record it.
+        resp = self.run_call(["git", "add", "w.txt"])
+        self.assertEqual([s["exit_code"] for s in resp["stages"]], [0], resp)
         # time writes any text to any file (-o, -f): not among git-record's
         # programs, and its refusal to start is the request's (I), not a fault.
         if os.path.exists("/usr/bin/time"):  # Debian's time package: not always there
