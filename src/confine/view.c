@@ -1705,9 +1705,9 @@ static int nested_read(struct cg_view *v, struct nested_walk *w, const char *dir
 			continue; /* the root's own repository is protect_git's */
 		if (++w->entries > NESTED_ENTRIES) {
 			(void)snprintf(v->failed_why, sizeof(v->failed_why),
-				       "more than %d entries in the first two levels below %s "
-				       "to look for repositories in: give a narrower workspace",
-				       NESTED_ENTRIES, w->tree);
+				       "more than %d entries in the %d levels below %s to look "
+				       "for repositories in: give a narrower workspace",
+				       NESTED_ENTRIES, NESTED_LEVELS, w->tree);
 			errno = E2BIG;
 			rc = -1;
 			break;
@@ -1745,8 +1745,8 @@ static int nested_read(struct cg_view *v, struct nested_walk *w, const char *dir
 /*
  * The repositories the call works in, however deep (ux-s41 H1: with the
  * workspace ~/src, a call in ~/src/github.com/org/repo wrote its .git/hooks):
- * every directory from the cwd up to the tree's root below the two levels
- * the walk looks at.
+ * every directory from the cwd up to the tree's root below the
+ * NESTED_LEVELS levels the walk looks at.
  */
 static int protect_cwd_repos(struct cg_view *v, const char *tree, bool git_write)
 {
