@@ -284,6 +284,22 @@ static void confinement_hint(const json_t *resp, const json_t *stages, const jso
 				   r < CG_ARRAY_LEN(offline);
 		     r++)
 			no_net = memmem(p, n, offline[r], strlen(offline[r])) != NULL;
+		/* git without an identity: .git/config is read-only, -c denied (ux-s41 M5). */
+		static const char ident[] = "Please tell me who you are";
+		bool no_ident = p && memmem(p, n, ident, strlen(ident)) != NULL;
+		if (no_ident) {
+			free(p);
+			fprintf(
+			    stderr,
+			    "callgate run: stage %zu's git has no identity here, and no call may "
+			    "set one (.git/config is read-only to calls, git -c is denied): the "
+			    "developer sets it on the host (git config user.name, user.email), "
+			    "or the call passes it: --env GIT_AUTHOR_NAME=... --env "
+			    "GIT_AUTHOR_EMAIL=... --env GIT_COMMITTER_NAME=... --env "
+			    "GIT_COMMITTER_EMAIL=...\n",
+			    i + 1);
+			return;
+		}
 		/* git's own config and hooks: no grant or rule makes them a call's (ux-s39 L5). */
 		bool git_own =
 		    met && (memmem(p, n, ".git/config", 11) || memmem(p, n, ".git/hooks", 10));

@@ -202,6 +202,26 @@ class CliAgainstDaemon(unittest.TestCase):
                  hashlib.sha256(n[2:].encode()).hexdigest()[:12]]
         self.assertEqual(found, [name])
 
+    @unittest.skipIf(subprocess.run(["git", "config", "--global", "user.name"],
+                                    capture_output=True).returncode == 0,
+                     "the caller's home gives git an identity")
+    def test_git_without_an_identity_says_how_to_give_it_one(self):
+        # ux-s41 M5: git -c is denied and .git/config read-only, so an agent
+        # could not commit in a repository without an identity, and nothing
+        # said how.
+        repo = os.path.join(self.d.workspace, "noid")
+        subprocess.run(["git", "init", "-q", repo], check=True)
+        r = self.run_cli("run", "--no-privileged", "--cwd", repo, "--", "git", "commit",
+                         "--allow-empty", "-q", "-m", "x")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn(b"git has no identity here", r.stderr)
+        r = self.run_cli("run", "--no-privileged", "--cwd", repo,
+                         "--env", "GIT_AUTHOR_NAME=a", "--env", "GIT_AUTHOR_EMAIL=a@example.org",
+                         "--env", "GIT_COMMITTER_NAME=a",
+                         "--env", "GIT_COMMITTER_EMAIL=a@example.org", "--", "git", "commit",
+                         "--allow-empty", "-q", "-m", "x")
+        self.assertEqual(r.returncode, 0, r.stderr)
+
     def test_a_lookup_without_a_network_says_so(self):
         # ux-s39 M4 / ux-s41: a call under net: none failed its name lookup
         # and nothing said that the call had no network.
