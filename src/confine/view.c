@@ -2245,9 +2245,41 @@ static int sweep_one(const struct cg_view *v, const char *p, const struct file_i
 	return e ? -1 : 0;
 }
 
+/*
+ * A rebase a call left stopped in a .git it could write, whose todo list
+ * still holds exec lines: the developer's `git rebase --continue` runs them
+ * on the host (s41c F1: git rebase --exe CMD, an abbreviation the policy did
+ * not read as git does). Whatever let it in, the todo is the call's: its
+ * rebase-merge directory is set aside, and the reply says so.
+ */
+static bool todo_runs_commands(const char *git)
+{
+	char path[PATH_MAX], *text = NULL;
+	size_t len = 0;
+	if (snprintf(path, sizeof(path), "%s/rebase-merge/git-rebase-todo", git) >=
+	    (int)sizeof(path))
+		return false;
+	if (cg_file_read(path, 1u << 20, &text, &len) != 0)
+		return errno == EFBIG; /* too long to read is not read as harmless */
+	bool runs = false;
+	for (char *line = text; line && *line && !runs; line = strchr(line, '\n')) {
+		line += *line == '\n';
+		line += strspn(line, " \t");
+		runs = (strncmp(line, "exec", 4) == 0 && strchr(" \t", line[4])) ||
+		       (line[0] == 'x' && strchr(" \t", line[1]));
+	}
+	free(text);
+	return runs;
+}
+
 int cg_view_sweep(const struct cg_view *v, const char *tag, json_t *out)
 {
 	int rc = 0;
+	char todo[PATH_MAX];
+	for (size_t i = 0; v && v->noexec_writes && i < v->n_pin; i++)
+		if (todo_runs_commands(v->pin[i]) &&
+		    snprintf(todo, sizeof(todo), "%s/rebase-merge", v->pin[i]) < (int)sizeof(todo))
+			rc |= sweep_one(v, todo, NULL, tag, out);
 	for (size_t i = 0; v && i < v->n_missing; i++)
 		rc |= sweep_one(v, v->missing[i], NULL, tag, out);
 	/*

@@ -1295,6 +1295,32 @@ class RepositoryInTheWorkspace(unittest.TestCase):
             os.unlink(self.git)
             os.rename(gitdir, self.git)
 
+    def test_a_rebase_left_with_commands_to_run_is_set_aside(self):
+        # s41c F1: a rebase a call left stopped with exec lines in its todo
+        # ran them on the developer's `git rebase --continue`. Whatever lets
+        # a call write such a todo (here a policy granting python git: write),
+        # the rebase state is set aside after the call.
+        self.d.close()
+        policy = ("version: 1\nrules:\n  - id: py\n    decision: degrade\n"
+                  "    match: { exe: [python3] }\n"
+                  "    constraints: { read: [/], write: ['${workspace}'], git: write }\n")
+        self.d = cgtest.Daemon(policy_text=policy).start()
+        self.ws = self.d.workspace
+        git_repo(self.ws)
+        rm = os.path.join(self.ws, ".git", "rebase-merge")
+        for todo, kept in (("pick 0000000 x\nexec touch /tmp/PWNED\n", False),
+                           ("pick 0000000 x\n  x touch /tmp/PWNED\n", False),
+                           ("pick 0000000 x\n", True)):
+            prog = ("import os; os.makedirs('.g' + 'it/rebase-merge', exist_ok=True); "
+                    "open('.g' + 'it/rebase-merge/git-rebase-todo', 'w').write(%r)" % todo)
+            resp = self.d.request(cgtest.make_request([[PY, "-c", prog]], privileged=False,
+                                                      cwd=self.ws), timeout=60)
+            self.assertEqual([s["exit_code"] for s in resp["stages"]], [0], resp)
+            self.assertEqual(os.path.exists(os.path.join(rm, "git-rebase-todo")), kept, todo)
+            if not kept:
+                self.assertEqual(resp["reply"]["code"], "MCP-EXEC-S-002", resp)
+            shutil.rmtree(rm, ignore_errors=True)
+
     def test_git_write_pins_git_and_keeps_what_runs_read_only(self):
         # A policy that grants `git: write` to python, to try the pinned .git itself.
         self.d.close()
