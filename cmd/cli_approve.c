@@ -1629,31 +1629,39 @@ static int cmd_answer(const struct cg_cli *g, const char *action, const char *id
 		json_decref(resp);
 		return CG_EXIT_INVALID;
 	}
-	if (!p) {
-		/*
-		 * Not a trace id: if it is a waiting call's request id, say so (the
-		 * agent chose it), and answer nothing: the person reads the call
-		 * and answers it by its trace id.
-		 */
-		size_t i;
-		const json_t *q;
-		json_array_foreach(pending_list(resp), i, q)
-		{
-			const char *r = json_string_value(json_object_get(q, "id"));
-			if (r && strcmp(r, id) == 0) {
-				char *t = cg_sanitize_for_terminal(
-				    json_string_value(json_object_get(q, "trace_id")));
-				fprintf(
-				    stderr,
-				    "callgate %s: '%s' is the request id of a waiting call, which "
-				    "the agent chose; nothing was answered. Read the call "
-				    "('callgate pending') and answer it by its trace id (%s)\n",
-				    action, id, t ? t : "?");
-				free(t);
-				json_decref(resp);
-				return CG_EXIT_INVALID;
-			}
-		}
+	/*
+	 * A waiting call's request id is the agent's to choose: one that is (or
+	 * begins with) what was typed answers nothing, even when it is also
+	 * another call's trace id (s41c F3: a request id set to the trace id of
+	 * the agent's waiting root call had `approve ID` run that call, shown
+	 * only afterwards). The person reads the calls and answers by trace id
+	 * with the view's hash, which binds the answer to what they read.
+	 */
+	size_t i, n = strlen(id);
+	const json_t *q;
+	json_array_foreach(pending_list(resp), i, q)
+	{
+		const char *r = json_string_value(json_object_get(q, "id"));
+		if (!r || q == p || !(strcmp(r, id) == 0 || (n >= 8 && strncmp(r, id, n) == 0)))
+			continue;
+		const char *sha =
+		    p ? json_string_value(json_object_get(p, "request_sha256")) : NULL;
+		if (p && hash && sha && strcmp(hash, sha) == 0)
+			continue; /* bound to the view of the call read */
+		char *t =
+		    cg_sanitize_for_terminal(json_string_value(json_object_get(q, "trace_id")));
+		fprintf(
+		    stderr,
+		    "callgate %s: '%s' is%s the request id of a waiting call (trace %s), which "
+		    "the agent chose; nothing was answered. Read the calls ('callgate pending') "
+		    "and answer one by its trace id%s\n",
+		    action, id, strcmp(r, id) == 0 ? "" : " the start of", t ? t : "?",
+		    p ? " with --hash and the view hash shown there (that trace id is another "
+			"call's request id)"
+		      : "");
+		free(t);
+		json_decref(resp);
+		return CG_EXIT_INVALID;
 	}
 	const char *tid = p ? json_string_value(json_object_get(p, "trace_id")) : id;
 	const char *sha = hash ? hash

@@ -1370,6 +1370,37 @@ class ApproveByTraceIdOnly(unittest.TestCase):
             self.assertTrue(os.path.exists(swapped))
 
 
+class ARequestIdThatIsAnotherCallsTraceId(unittest.TestCase):
+    """s41c F3: the agent gave call B the request id of its own waiting call
+    M's trace id; `approve <that id>` (B's id, as B's run had printed it)
+    answered M, a call the person never read."""
+
+    def test_it_answers_nothing_unless_bound_to_the_view_read(self):
+        with daemon() as d:
+            m_file = os.path.join(d.workspace, "PWNED_M")
+            tm, bm = call_async(d, cgtest.make_request([["touch", m_file]], privileged=False))
+            m = wait_pending(d, 1)[0]
+            b = cgtest.make_request([["touch", os.path.join(d.workspace, "b")]],
+                                    privileged=False)
+            b["id"] = m["trace_id"]
+            tb, bb = call_async(d, b)
+            wait_pending(d, 2)
+            for typed in (m["trace_id"], m["trace_id"][:8]):
+                r = d.cli("approve", typed)
+                self.assertEqual(r.returncode, 65, r.stdout + r.stderr)
+                self.assertIn(b"the request id of a waiting call", r.stderr)
+            time.sleep(0.3)
+            self.assertFalse(os.path.exists(m_file), "a call the person never read ran")
+            # Bound to the view the person read, the answer is M's.
+            r = d.cli("approve", m["trace_id"], "--hash", m["request_sha256"])
+            self.assertEqual(r.returncode, 0, r.stderr)
+            tm.join(WAIT)
+            self.assertEqual(bm["resp"]["status"], "ok", bm)
+            self.assertTrue(os.path.exists(m_file))
+            d.admin("deny", trace_id=[p for p in pending(d)][0]["trace_id"])
+            tb.join(WAIT)
+
+
 class OneUidsShareOfTheQueue(unittest.TestCase):
     """s41b F2: one uid queued 256 privileged calls of 1 MiB; another uid's
     call sat behind them, unseen until it timed out, and the daemon grew by
