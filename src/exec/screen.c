@@ -95,8 +95,9 @@ static const struct pattern secret_patterns[] = {
 	/* s41b F5: tokens both screens missed. */
 	{ "\\bglpat-[A-Za-z0-9_-]{20}[A-Za-z0-9_-]*", 0, K_GITLAB_TOKEN },
 	{ "\\bnpm_[A-Za-z0-9]{36}", 0, K_NPM_TOKEN },
-	{ "authorization:\\s*bearer\\s+[A-Za-z0-9._~+/-]{20}[A-Za-z0-9._~+/-]*=*", HS_FLAG_CASELESS,
-	  K_BEARER_TOKEN },
+	/* Spaces and tabs, never a newline: a token on a line of its own is a command word. */
+	{ "authorization:[ \\t]*bearer[ \\t]+[A-Za-z0-9._~+/-]{20}[A-Za-z0-9._~+/-]*=*",
+	  HS_FLAG_CASELESS, K_BEARER_TOKEN },
 };
 
 /*
@@ -422,7 +423,15 @@ static void span_fix(struct span *sp, const unsigned char *in, size_t len, bool 
 	 * with, and the name stays readable. Whole matches that held a quote
 	 * or a space were left in the record in clear (s41b F5).
 	 */
-	if (sp->kind == K_AWS_SECRET_KEY && sp->to - sp->from > 40) {
+	/*
+	 * Only a value joined to its "=", ":" or opening quote: after a space
+	 * it is a word of its own, which a shell may run (s41c F5:
+	 * "aws_secret_access_key= ////.../usr/bin/rm -f victim" ran rm, and the
+	 * record showed "[REDACTED...] -f victim"). Such a match stays whole
+	 * and is checked as below.
+	 */
+	if (sp->kind == K_AWS_SECRET_KEY && sp->to - sp->from > 40 && in[sp->to - 41] &&
+	    strchr("=:\"'", in[sp->to - 41])) {
 		sp->from = sp->to - 40; /* the pattern's 40 value bytes */
 		return;
 	}

@@ -410,6 +410,20 @@ Test(screen, a_record_cuts_a_quoted_value_and_keeps_its_name)
 		cr_assert_null(strstr(o, "0123456789"), "%s", o);
 		free(o);
 	}
+	/*
+	 * s41c F5: a value after a space is a word of its own, which a shell
+	 * runs: the record never hides it. A bearer "token" on a line of its
+	 * own likewise.
+	 */
+	static const char *const kept[] = {
+		"aws_secret_access_key= //////////////////////////////usr/bin/rm -f victim",
+		"Authorization: Bearer\n//////////////////////////////usr/bin/rm -f victim",
+	};
+	for (size_t i = 0; i < sizeof(kept) / sizeof(kept[0]); i++) {
+		char *k = record(kept[i]);
+		cr_assert_str_eq(k, kept[i], "hid: %s", k);
+		free(k);
+	}
 	/* The output screen cuts them too. */
 	char *o = screen("token glpat-abcdefghijklmnopqrst here", NULL, NULL);
 	cr_assert_null(strstr(o, "glpat-"), "%s", o);
