@@ -192,7 +192,9 @@ class VerdictTable(unittest.TestCase):
 
     def test_exec_failure_did_not_run(self):
         r, v, md = self.row("not_started")
-        self.assertEqual(r["reply"]["code"], "MCP-EXEC-E-001")
+        # The script lies outside its rule's exec trees: EACCES, the request's to
+        # change (MCP-EXEC-I-001), not a fault (E-001; ux-s41 H2).
+        self.assertEqual(r["reply"]["code"], "MCP-EXEC-I-001")
         self.assertEqual((v["decision"], v["outcome"]), ("DEGRADE", "failed"))
         self.assertFalse(v["executed"])
         self.assertIn("Executed:   no", md)
