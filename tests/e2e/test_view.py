@@ -1295,11 +1295,8 @@ class RepositoryInTheWorkspace(unittest.TestCase):
             os.unlink(self.git)
             os.rename(gitdir, self.git)
 
-    def test_a_rebase_left_with_commands_to_run_is_set_aside(self):
-        # s41c F1: a rebase a call left stopped with exec lines in its todo
-        # ran them on the developer's `git rebase --continue`. Whatever lets
-        # a call write such a todo (here a policy granting python git: write),
-        # the rebase state is set aside after the call.
+    def restart_with_python_writing_git(self):
+        """A daemon whose policy grants python `git: write`, to try the pinned .git itself."""
         self.d.close()
         policy = ("version: 1\nrules:\n  - id: py\n    decision: degrade\n"
                   "    match: { exe: [python3] }\n"
@@ -1307,6 +1304,13 @@ class RepositoryInTheWorkspace(unittest.TestCase):
         self.d = cgtest.Daemon(policy_text=policy).start()
         self.ws = self.d.workspace
         git_repo(self.ws)
+
+    def test_a_rebase_left_with_commands_to_run_is_set_aside(self):
+        # s41c F1: a rebase a call left stopped with exec lines in its todo
+        # ran them on the developer's `git rebase --continue`. Whatever lets
+        # a call write such a todo (here a policy granting python git: write),
+        # the rebase state is set aside after the call.
+        self.restart_with_python_writing_git()
         rm = os.path.join(self.ws, ".git", "rebase-merge")
         for todo, kept in (("pick 0000000 x\nexec touch /tmp/PWNED\n", False),
                            ("pick 0000000 x\n  x touch /tmp/PWNED\n", False),
@@ -1322,14 +1326,7 @@ class RepositoryInTheWorkspace(unittest.TestCase):
             shutil.rmtree(rm, ignore_errors=True)
 
     def test_git_write_pins_git_and_keeps_what_runs_read_only(self):
-        # A policy that grants `git: write` to python, to try the pinned .git itself.
-        self.d.close()
-        policy = ("version: 1\nrules:\n  - id: py\n    decision: degrade\n"
-                  "    match: { exe: [python3] }\n"
-                  "    constraints: { read: [/], write: ['${workspace}'], git: write }\n")
-        self.d = cgtest.Daemon(policy_text=policy).start()
-        self.ws = self.d.workspace
-        git_repo(self.ws)
+        self.restart_with_python_writing_git()
         self.git = os.path.join(self.ws, ".git")
         wt = os.path.join(self.git, "worktrees", "w")
         os.makedirs(wt)
