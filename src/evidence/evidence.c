@@ -201,6 +201,12 @@ struct cg_evidence {
 	int64_t last_resume_ns; /* when a resume point was last made */
 	char *resume;		/* the newest resume point, not yet handed on */
 	size_t resume_len;
+	/*
+	 * A package was given up: no later resume point is written, so the next
+	 * start reads from the last one and rebuilds it (s41b F1: the resume
+	 * point had moved past a trace with no package, and no start looked).
+	 */
+	atomic_bool pkg_lost;
 	int64_t last_note_ns; /* when checkpoint.note was last replaced */
 	char *batch;
 	size_t batch_len, batch_cap;
@@ -960,6 +966,11 @@ static void write_package_waiting(struct cg_evidence *ev, const struct package *
 			       e == ENOSPC || e == EDQUOT
 				   ? " (callgate evidence rebuild writes it from the journal)"
 				   : "");
+			if (!atomic_exchange(&ev->pkg_lost, true))
+				cg_log(
+				    "warn", NULL,
+				    "evidence: no resume point is written until a restart, which "
+				    "verifies from the last one and rebuilds the package");
 			return;
 		}
 		if (!waited)
@@ -1096,7 +1107,7 @@ static void *package_main(void *arg)
 		pthread_mutex_unlock(&ev->mu);
 		(void)write_packages(ev, pb->pkgs, pb->write, true);
 		/* After the packages it vouches for: see resume.h. */
-		if (pb->resume && pb->write)
+		if (pb->resume && pb->write && !atomic_load(&ev->pkg_lost))
 			resume_write(ev, pb->resume, pb->resume_len);
 		free(pb->resume);
 		pthread_mutex_lock(&ev->mu);
@@ -1126,7 +1137,7 @@ static void hand_packages(struct cg_evidence *ev, uint64_t last, bool write)
 			pthread_cond_wait(&ev->done_cv, &ev->mu);
 		pthread_mutex_unlock(&ev->mu);
 		(void)write_packages(ev, list, write, false);
-		if (resume && write)
+		if (resume && write && !atomic_load(&ev->pkg_lost))
 			resume_write(ev, resume, resume_len);
 		free(resume);
 		pthread_mutex_lock(&ev->mu);

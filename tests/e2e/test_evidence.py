@@ -560,3 +560,38 @@ class AVerdictTooLongForItsMarkdown(unittest.TestCase):
             self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
             p = cli(d.state_dir, "evidence", "rebuild", "--all")
             self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+
+
+class APackageLostIsRebuiltAtTheNextStart(unittest.TestCase):
+    """s41b F1: when a package could not be written, the resume point still
+    moved past its trace, and no start looked at it again: replay --all
+    failed for good. A package given up (here: the archive made immutable,
+    EPERM even for root) freezes the resume point, and the next start
+    rebuilds it."""
+
+    def test_the_next_start_rebuilds_it(self):
+        with cgtest.Daemon() as d:
+            r = d.request(cgtest.make_request([["true"]], privileged=False), timeout=60)
+            tid0 = r["reply"]["trace_id"]
+            cgtest.wait_package_file(d.state_dir, tid0, "verdict.json", 60)
+            arch = os.path.join(d.state_dir, "traces", "archive")
+            files = [os.path.join(arch, n) for n in os.listdir(arch)]
+            if subprocess.run(["chattr", "+i", *files], capture_output=True).returncode != 0:
+                self.skipTest("chattr +i is not available here")
+            try:
+                r = d.request(cgtest.make_request([["true"]], privileged=False), timeout=60)
+                tid = r["reply"]["trace_id"]
+                deadline = time.monotonic() + 60
+                while "package not written" not in d.log and time.monotonic() < deadline:
+                    time.sleep(0.1)
+                self.assertIn("package not written", d.log)
+                for i in range(3):  # later checkpoints: none may vouch for the lost package
+                    d.request(cgtest.make_request([["rm", "-rf", "/"]]), timeout=60)
+                d.stop()
+            finally:
+                subprocess.run(["chattr", "-i", *files], capture_output=True)
+            d.start()
+            cgtest.wait_package_file(d.state_dir, tid, "verdict.json", 60)
+            d.stop()
+            p = cli(d.state_dir, "replay", "--all", "--no-write")
+            self.assertEqual(p.returncode, 0, p.stdout[-2000:] + p.stderr)
