@@ -1700,9 +1700,10 @@ static int nested_read(struct cg_view *v, struct nested_walk *w, const char *dir
 	int rc = 0;
 	struct dirent *e;
 	while (rc == 0 && (e = readdir(d))) {
+		/* A .git is its parent's: the root's protect_git's, a nested one's probe's. */
 		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
-		    (top && strcmp(e->d_name, ".git") == 0))
-			continue; /* the root's own repository is protect_git's */
+		    strcmp(e->d_name, ".git") == 0)
+			continue;
 		if (++w->entries > NESTED_ENTRIES) {
 			(void)snprintf(v->failed_why, sizeof(v->failed_why),
 				       "more than %d entries in the %d levels below %s to look "
