@@ -704,7 +704,11 @@ class RepositoryInTheWorkspace(unittest.TestCase):
         # git-record's git: write still reaches the repository the call is in.
         with open(os.path.join(one, "f.txt"), "w") as f:
             f.write("hello\n")
-        for pipeline in ([["git", "add", "f.txt"]], [["git", "commit", "-q", "-m", "nested"]]):
+        # ux-s41b H1: a nested .git was taken for a bare repository, its HEAD
+        # made read-only, and no branch could be made or switched to there.
+        for pipeline in ([["git", "add", "f.txt"]], [["git", "commit", "-q", "-m", "nested"]],
+                         [["git", "checkout", "-q", "-b", "topic"]],
+                         [["git", "switch", "-q", "-"]]):
             resp = self.d.request(cgtest.make_request(pipeline, privileged=False, cwd=one),
                                   timeout=60)
             self.assertEqual([s["exit_code"] for s in resp["stages"]], [0], resp)
