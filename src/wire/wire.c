@@ -78,10 +78,25 @@ static struct cg_reply *oom(const char *doing)
  * are the "ASCII smuggling" trick against LLM readers), bidi overrides make
  * `rm -rf /tmp/x` display as something else (Trojan Source, CVE-2021-42574).
  */
-static const char *forbidden_class(uint32_t cp, bool tab_ok)
+/* What a field may hold besides printable text. */
+enum text_kind {
+	TEXT_LINE,  /* an id, a name, a path: nothing but printable text */
+	TEXT_TAB,   /* a reason, an env value: TAB too */
+	TEXT_LINES, /* a command's argument: TAB and LF (a script, a message of lines) */
+};
+
+static const char *forbidden_class(uint32_t cp, enum text_kind kind)
 {
 	if (cp == '\t')
-		return tab_ok ? NULL : "control";
+		return kind != TEXT_LINE ? NULL : "control";
+	/*
+	 * A newline in an argument (sh -c with a heredoc, a commit message of
+	 * several lines: ux-s41b H2) is shown as \n on every screen and never
+	 * ends a line of the evidence or a log; a carriage return still could
+	 * rewrite one, and stays refused.
+	 */
+	if (cp == '\n')
+		return kind == TEXT_LINES ? NULL : "control";
 	const char *cls = cg_unicode_hidden(cp);
 	/* Variation selectors belong to the text (emoji); every screen shows them escaped. */
 	return cls && strcmp(cls, "variation") != 0 ? cls : NULL;
@@ -102,7 +117,7 @@ static char *echo(const char *s, size_t n)
 	while (i < n) {
 		uint32_t cp;
 		size_t k = cg_utf8_next((const unsigned char *)s + i, n - i, &cp);
-		bool bad = k == 0 || cp == 0 || forbidden_class(cp, false);
+		bool bad = k == 0 || cp == 0 || forbidden_class(cp, TEXT_LINE);
 		if (k == 0)
 			k = 1;
 		size_t w = bad ? 1 : k;
@@ -143,7 +158,7 @@ static struct cg_reply *field_type(const char *field, const char *expected)
  * or the refusal (ARG_NUL or TEXT_FORBIDDEN_CHAR naming the field, the code
  * point, its class and its byte offset inside the field's value).
  */
-static struct cg_reply *scan_text(const char *field, const json_t *str, bool tab_ok)
+static struct cg_reply *scan_text(const char *field, const json_t *str, enum text_kind kind)
 {
 	const unsigned char *s = (const unsigned char *)json_string_value(str);
 	size_t n = json_string_length(str);
@@ -155,7 +170,7 @@ static struct cg_reply *scan_text(const char *field, const json_t *str, bool tab
 			return cg_reply_new(CG_R_UTF8_INVALID, "{s:I}", "offset", (json_int_t)i);
 		if (cp == 0)
 			return cg_reply_new(CG_R_ARG_NUL, "{s:s}", "field", field);
-		const char *cls = forbidden_class(cp, tab_ok);
+		const char *cls = forbidden_class(cp, kind);
 		if (cls) {
 			char hex[16];
 			snprintf(hex, sizeof(hex), "%04X", (unsigned)cp);
@@ -388,7 +403,7 @@ static struct cg_reply *take_id(json_t *root, struct cg_request *req, char **id_
 	} else {
 		if (!json_is_string(v))
 			return field_type("id", "a string");
-		struct cg_reply *r = scan_text("id", v, false);
+		struct cg_reply *r = scan_text("id", v, TEXT_LINE);
 		if (r)
 			return r;
 		if (!id_printable(json_string_value(v), json_string_length(v)))
@@ -769,7 +784,7 @@ static struct cg_reply *scan_any(const char *field, json_t *v, int depth)
 				    "JSON nested at most " STR(MAX_ARGS_DEPTH) " levels deep");
 	switch (json_typeof(v)) {
 	case JSON_STRING:
-		return scan_text(field, v, true);
+		return scan_text(field, v, TEXT_TAB);
 	case JSON_ARRAY:
 		json_array_foreach(v, i, x)
 		{
@@ -783,7 +798,7 @@ static struct cg_reply *scan_any(const char *field, json_t *v, int depth)
 			json_t *k = json_string(key);
 			if (!k)
 				return oom("checking gate action args");
-			r = scan_text(field, k, false);
+			r = scan_text(field, k, TEXT_LINE);
 			json_decref(k);
 			if (r || (r = scan_any(field, x, depth + 1)))
 				return r;
@@ -803,7 +818,7 @@ static struct cg_reply *scan_tree(const char *field, json_t *v, int depth)
 		return cg_reply_new(CG_R_FIELD_TYPE, "{s:s,s:s}", "field", field, "expected",
 				    "at most 8 levels of nesting");
 	if (json_is_string(v))
-		return scan_text(field, v, true);
+		return scan_text(field, v, TEXT_TAB);
 	const char *key;
 	json_t *val;
 	size_t i;
@@ -811,7 +826,7 @@ static struct cg_reply *scan_tree(const char *field, json_t *v, int depth)
 		json_object_foreach(v, key, val)
 		{
 			json_t *k = json_string(key);
-			r = k ? scan_text(field, k, false) : oom("checking the grant");
+			r = k ? scan_text(field, k, TEXT_LINE) : oom("checking the grant");
 			json_decref(k);
 			if (r || (r = scan_tree(field, val, depth + 1)))
 				return r;
@@ -830,18 +845,18 @@ static struct cg_reply *scan_all(json_t *root, const struct cg_request *req)
 {
 	static const struct {
 		const char *name;
-		bool tab_ok;
-	} plain[] = { { "host", false },
-		      { "session", false },
-		      { "reason", true },
-		      { "time", false },
-		      { "cwd", false } };
+		enum text_kind kind;
+	} plain[] = { { "host", TEXT_LINE },
+		      { "session", TEXT_LINE },
+		      { "reason", TEXT_TAB },
+		      { "time", TEXT_LINE },
+		      { "cwd", TEXT_LINE } };
 	struct cg_reply *r;
 	char field[300];
 
 	for (size_t i = 0; i < CG_ARRAY_LEN(plain); i++) {
 		json_t *v = json_object_get(root, plain[i].name);
-		if (v && (r = scan_text(plain[i].name, v, plain[i].tab_ok)))
+		if (v && (r = scan_text(plain[i].name, v, plain[i].kind)))
 			return r;
 	}
 	json_t *pl = json_object_get(root, "pipeline"), *st, *a;
@@ -851,7 +866,7 @@ static struct cg_reply *scan_all(json_t *root, const struct cg_request *req)
 		json_array_foreach(st, j, a)
 		{
 			snprintf(field, sizeof(field), "pipeline[%zu][%zu]", i, j);
-			if ((r = scan_text(field, a, true)))
+			if ((r = scan_text(field, a, j ? TEXT_LINES : TEXT_TAB)))
 				return r;
 		}
 	}
@@ -861,7 +876,7 @@ static struct cg_reply *scan_all(json_t *root, const struct cg_request *req)
 	{
 		/* Names passed env_name_valid already, so they are safe to quote. */
 		snprintf(field, sizeof(field), "env.%s", name);
-		if ((r = scan_text(field, val, true)))
+		if ((r = scan_text(field, val, TEXT_TAB)))
 			return r;
 	}
 	/* A grant request is shown to the approver: every string in it, keys too. */
@@ -877,7 +892,7 @@ static struct cg_reply *scan_all(json_t *root, const struct cg_request *req)
 		for (size_t k = 0; k < CG_ARRAY_LEN(strs); k++) {
 			json_t *v = json_object_get(act, strs[k]);
 			snprintf(field, sizeof(field), "actions[%zu].%s", i, strs[k]);
-			if (v && (r = scan_text(field, v, false)))
+			if (v && (r = scan_text(field, v, TEXT_LINE)))
 				return r;
 		}
 		json_t *args = json_object_get(act, "args");

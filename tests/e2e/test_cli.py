@@ -222,6 +222,17 @@ class CliAgainstDaemon(unittest.TestCase):
                          "--allow-empty", "-q", "-m", "x")
         self.assertEqual(r.returncode, 0, r.stderr)
 
+    def test_an_argument_of_several_lines_runs(self):
+        # ux-s41b H2: a heredoc through sh -c, a commit message of lines:
+        # refused (U+000A) with no way out. A newline is text in an argument.
+        r = self.run_cli("run", "--no-privileged", "--", "sh", "-c",
+                         "cat <<'EOF'\nfirst line\nsecond line\nEOF")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout, b"first line\nsecond line\n")
+        r = self.run_cli("run", "--no-privileged", "--", "print\nf", "x")
+        self.assertEqual(r.returncode, 65, r.stderr)  # not in the command's name
+        self.assertIn(b"MCP-VAL-I-012", r.stderr)
+
     def test_a_lookup_without_a_network_says_so(self):
         # ux-s39 M4 / ux-s41: a call under net: none failed its name lookup
         # and nothing said that the call had no network.
