@@ -174,6 +174,15 @@ int cg_cli_print_refusal(const char *sub, const json_t *response);
 void cg_cli_print_value(FILE *f, json_t *v);
 
 /*
+ * What a failed stage's stderr and the call's confinement say together, as
+ * one line for a person or a model ("stage N ..."), or NULL: the view's
+ * refusals, no network, a /tmp of its own, git's own files, a wrapper in
+ * front of git, no git identity. resp is the daemon's response, pipeline
+ * the request's. Caller frees.
+ */
+char *cg_cli_stage_hint(const json_t *resp, const json_t *pipeline);
+
+/*
  * A decision's constraint sets in words, after a "constraints:" label that
  * the caller printed, continuation lines indented by pad. stage_sets (per
  * stage, the indexes of the sets binding it; NULL: every set binds every

@@ -26,6 +26,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <stdint.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -797,6 +798,148 @@ void cg_cli_print_constraints(FILE *f, const char *pad, json_t *cons, const json
 	if (privileged && view_terms)
 		fprintf(f, "%s (privileged: no view, so hide, protect, tmp and git do not apply)\n",
 			pad);
+}
+
+/* A hint's text, formatted (malloc'd), or NULL when there is no memory. */
+static char *hint_text(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *hint_text(const char *fmt, ...)
+{
+	char *s = NULL;
+	va_list ap;
+	va_start(ap, fmt);
+	if (vasprintf(&s, fmt, ap) < 0)
+		s = NULL;
+	va_end(ap);
+	return s;
+}
+
+/*
+ * A stage that failed with what a view's refusal reads like ("Read-only
+ * file system", "Permission denied", "Operation not permitted") may have met
+ * the view, not the file's own mode: say which rule confined it and how to
+ * see its terms (ux-s38: confinement read like ordinary permission errors).
+ * Only a hint: the words come from the command. Also the other hints a
+ * failed stage's stderr points at: no network, a /tmp of its own, git's
+ * config, a wrapper in front of git, no git identity.
+ */
+char *cg_cli_stage_hint(const json_t *resp, const json_t *pipeline)
+{
+	const json_t *stages = json_object_get(resp, "stages");
+	static const char *const refused[] = { "Read-only file system", "Permission denied",
+					       "Operation not permitted" };
+	const json_t *data = json_object_get(json_object_get(resp, "reply"), "data");
+	if (!json_object_get(data, "confinement"))
+		return NULL;
+	size_t i;
+	const json_t *st;
+	json_array_foreach(stages, i, st)
+	{
+		const json_t *ec = json_object_get(st, "exit_code");
+		const char *b64 = json_string_value(json_object_get(st, "stderr"));
+		if (!json_is_integer(ec) || json_integer_value(ec) == 0 || !b64 || !*b64)
+			continue;
+		size_t n = 0;
+		unsigned char *p = cg_base64_decode(b64, strlen(b64), &n);
+		bool met = false;
+		for (size_t r = 0; p && !met && r < CG_ARRAY_LEN(refused); r++)
+			met = memmem(p, n, refused[r], strlen(refused[r])) != NULL;
+		/* A host /tmp file the call cannot see: its /tmp is its own (ux-s39). */
+		const json_t *view = json_object_get(json_object_get(data, "confinement"), "view");
+		const char *tmp = json_string_value(json_object_get(view, "tmp"));
+		static const char enoent[] = "No such file or directory";
+		bool own_tmp = p && !met && tmp && strcmp(tmp, "private") == 0 &&
+			       memmem(p, n, enoent, strlen(enoent)) && memmem(p, n, "/tmp/", 5);
+		/*
+		 * A name lookup or a connection that failed without a network
+		 * (ux-s39 M4, ux-s41: pip retried for 8 s and nothing said why).
+		 */
+		static const char *const offline[] = { "Temporary failure in name resolution",
+						       "Name or service not known",
+						       "Could not resolve host",
+						       "Network is unreachable",
+						       "getaddrinfo",
+						       "EAI_AGAIN",
+						       "ENETUNREACH",
+						       "No address associated with hostname" };
+		const char *net = json_string_value(json_object_get(
+		    json_object_get(json_object_get(data, "confinement"), "network"), "mode"));
+		bool no_net = false;
+		for (size_t r = 0; p && !met && !no_net && net && strcmp(net, "none") == 0 &&
+				   r < CG_ARRAY_LEN(offline);
+		     r++)
+			no_net = memmem(p, n, offline[r], strlen(offline[r])) != NULL;
+		/* git without an identity: .git/config is read-only, -c denied (ux-s41 M5). */
+		static const char ident[] = "Please tell me who you are";
+		bool no_ident = p && memmem(p, n, ident, strlen(ident)) != NULL;
+		if (no_ident) {
+			free(p);
+			return hint_text(
+			    "stage %zu's git has no identity here, and no call may "
+			    "set one (.git/config is read-only to calls, git -c is denied): the "
+			    "developer sets it on the host (git config user.name, user.email), "
+			    "or the call passes it in its env: GIT_AUTHOR_NAME, GIT_AUTHOR_EMAIL, "
+			    "GIT_COMMITTER_NAME and GIT_COMMITTER_EMAIL (callgate run --env "
+			    "NAME=VALUE)",
+			    i + 1);
+		}
+		/* git's own config and hooks: no grant or rule makes them a call's (ux-s39 L5). */
+		bool git_own =
+		    met && (memmem(p, n, ".git/config", 11) || memmem(p, n, ".git/hooks", 10));
+		bool git_dir_hit = met && memmem(p, n, ".git/", 5);
+		free(p);
+		if (git_own) {
+			return hint_text(
+			    "stage %zu could not write the repository's own config "
+			    "or hooks, which are read-only to every call (they name programs "
+			    "the developer's git runs later): the developer runs this one",
+			    i + 1);
+		}
+		const char *rule = json_string_value(json_object_get(data, "rule_id"));
+		/*
+		 * git behind a wrapper (timeout 60 git commit): the wrapper's terms
+		 * bind it too, and under them .git is read-only (ux-s41 H2).
+		 */
+		const char *w0 = json_string_value(json_array_get(json_array_get(pipeline, i), 0));
+		const char *wb = w0 && strrchr(w0, '/') ? strrchr(w0, '/') + 1 : w0;
+		static const char *const wrappers[] = { "env",	  "timeout", "nice",   "nohup",
+							"setsid", "ionice",  "stdbuf", "flock",
+							"xargs",  "time" };
+		bool wrapped_git = false;
+		for (size_t w = 0; met && wb && !wrapped_git && w < CG_ARRAY_LEN(wrappers); w++)
+			wrapped_git = strcmp(wb, wrappers[w]) == 0;
+		wrapped_git = wrapped_git && git_dir_hit;
+		if (wrapped_git) {
+			return hint_text(
+			    "stage %zu runs git behind %s, whose terms bind git "
+			    "too, and under them .git is read-only: run git itself (git add, "
+			    "git commit), without %s in front",
+			    i + 1, wb, wb);
+		}
+		if (no_net) {
+			return hint_text(
+			    "stage %zu ran without a network (rule %s: net none): "
+			    "no name resolves and no connection leaves the call; a rule or a "
+			    "grant with net: hosts gives it the hosts it needs "
+			    "(docs/egress.md)",
+			    i + 1, rule ? rule : "?");
+		}
+		if (own_tmp) {
+			return hint_text(
+			    "stage %zu ran with a /tmp of its own (rule %s: tmp "
+			    "private): the host's /tmp is not there; pass files through the "
+			    "workspace",
+			    i + 1, rule ? rule : "?");
+		}
+		if (!met)
+			continue;
+		return hint_text(
+		    "stage %zu ran in a view of its own (rule %s): a refusal "
+		    "above may be the view's, not the file's mode. `callgate gate "
+		    "--no-privileged -- CMD` shows what the rule lets it read, write and "
+		    "run; a policy change or a grant widens it",
+		    i + 1, rule ? rule : "?");
+	}
+	return NULL;
 }
 
 json_t *cg_cli_actions(const char *arg, char *why, size_t why_len)

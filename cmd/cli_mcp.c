@@ -611,6 +611,9 @@ static json_t *tool_execute(struct job *j, const json_t *args, bool *cancelled)
 		approval_window(srv, req, j->cancel_fd, &pr);
 	json_object_set_new(req, "action", json_string("exec"));
 	rc = daemon_call(srv->g, req, j->cancel_fd, 0, &pr, &resp, err, sizeof(err));
+	/* What callgate run would add after a failed stage (ux-s41b M2). */
+	char *hint =
+	    rc == CALL_OK ? cg_cli_stage_hint(resp, json_object_get(req, "pipeline")) : NULL;
 	if (rc != CALL_OK) {
 		json_t *failed = rc == CALL_CANCELLED ? NULL : unreachable(srv, req, err);
 		json_decref(req);
@@ -654,8 +657,10 @@ static json_t *tool_execute(struct job *j, const json_t *args, bool *cancelled)
 		cap += strlen(so);
 	json_array_foreach(stages, i, st) cap +=
 	    strlen(str_or(json_string_value(json_object_get(st, "stderr")), "")) + 64;
+	cap += hint ? strlen(hint) + 32 : 0;
 	text = malloc(cap);
 	if (!text) {
+		free(hint);
 		json_decref(reply);
 		json_decref(resp);
 		json_decref(out);
@@ -688,6 +693,11 @@ static json_t *tool_execute(struct job *j, const json_t *args, bool *cancelled)
 				    (size_t)snprintf(text + tl, cap - tl,
 						     "\n--- stderr (stage %zu) ---\n%s", i + 1, se);
 		}
+	}
+	if (hint) {
+		tl += (size_t)snprintf(text + tl, cap - tl, "\n--- callgate ---\n%s\n", hint);
+		json_object_set_new(out, "hint", json_string(hint));
+		free(hint);
 	}
 	json_t *res = tool_result(out, text, strcmp(status, "ok") != 0);
 	free(text);
@@ -961,7 +971,8 @@ static const char tools_json[] =
     "\"status\":{\"type\":\"string\",\"enum\":[\"ok\",\"denied\",\"timeout\",\"error\"]},"
     "\"reply\":" REPLY_SCHEMA ","
     "\"exit_code\":{\"type\":\"integer\"},\"stdout\":{\"type\":\"string\"},"
-    "\"stdout_truncated\":{\"type\":\"boolean\"},\"output_lossy\":{\"type\":\"boolean\"},"
+    "\"stdout_truncated\":{\"type\":\"boolean\"},\"output_lossy\":{\"type\":\"boolean\"},\"hint\":{"
+    "\"type\":\"string\"},"
     "\"stages\":{\"type\":\"array\",\"items\":{\"type\":\"object\",\"properties\":{"
     "\"exit_code\":{\"type\":\"integer\"},\"stderr\":{\"type\":\"string\"},"
     "\"stderr_truncated\":{\"type\":\"boolean\"}}}}},"

@@ -233,140 +233,6 @@ static void set_aside_note(const json_t *resp)
 }
 
 /*
- * A stage that failed with what a view's refusal reads like ("Read-only
- * file system", "Permission denied", "Operation not permitted") may have met
- * the view, not the file's own mode: say which rule confined it and how to
- * see its terms (ux-s38: confinement read like ordinary permission errors).
- * Only a hint: the words come from the command.
- */
-static void confinement_hint(const json_t *resp, const json_t *stages, const json_t *pipeline)
-{
-	static const char *const refused[] = { "Read-only file system", "Permission denied",
-					       "Operation not permitted" };
-	const json_t *data = json_object_get(json_object_get(resp, "reply"), "data");
-	if (!json_object_get(data, "confinement"))
-		return;
-	size_t i;
-	const json_t *st;
-	json_array_foreach(stages, i, st)
-	{
-		const json_t *ec = json_object_get(st, "exit_code");
-		const char *b64 = json_string_value(json_object_get(st, "stderr"));
-		if (!json_is_integer(ec) || json_integer_value(ec) == 0 || !b64 || !*b64)
-			continue;
-		size_t n = 0;
-		unsigned char *p = cg_base64_decode(b64, strlen(b64), &n);
-		bool met = false;
-		for (size_t r = 0; p && !met && r < CG_ARRAY_LEN(refused); r++)
-			met = memmem(p, n, refused[r], strlen(refused[r])) != NULL;
-		/* A host /tmp file the call cannot see: its /tmp is its own (ux-s39). */
-		const json_t *view = json_object_get(json_object_get(data, "confinement"), "view");
-		const char *tmp = json_string_value(json_object_get(view, "tmp"));
-		static const char enoent[] = "No such file or directory";
-		bool own_tmp = p && !met && tmp && strcmp(tmp, "private") == 0 &&
-			       memmem(p, n, enoent, strlen(enoent)) && memmem(p, n, "/tmp/", 5);
-		/*
-		 * A name lookup or a connection that failed without a network
-		 * (ux-s39 M4, ux-s41: pip retried for 8 s and nothing said why).
-		 */
-		static const char *const offline[] = { "Temporary failure in name resolution",
-						       "Name or service not known",
-						       "Could not resolve host",
-						       "Network is unreachable",
-						       "getaddrinfo",
-						       "EAI_AGAIN",
-						       "ENETUNREACH",
-						       "No address associated with hostname" };
-		const char *net = json_string_value(json_object_get(
-		    json_object_get(json_object_get(data, "confinement"), "network"), "mode"));
-		bool no_net = false;
-		for (size_t r = 0; p && !met && !no_net && net && strcmp(net, "none") == 0 &&
-				   r < CG_ARRAY_LEN(offline);
-		     r++)
-			no_net = memmem(p, n, offline[r], strlen(offline[r])) != NULL;
-		/* git without an identity: .git/config is read-only, -c denied (ux-s41 M5). */
-		static const char ident[] = "Please tell me who you are";
-		bool no_ident = p && memmem(p, n, ident, strlen(ident)) != NULL;
-		if (no_ident) {
-			free(p);
-			fprintf(
-			    stderr,
-			    "callgate run: stage %zu's git has no identity here, and no call may "
-			    "set one (.git/config is read-only to calls, git -c is denied): the "
-			    "developer sets it on the host (git config user.name, user.email), "
-			    "or the call passes it: --env GIT_AUTHOR_NAME=... --env "
-			    "GIT_AUTHOR_EMAIL=... --env GIT_COMMITTER_NAME=... --env "
-			    "GIT_COMMITTER_EMAIL=...\n",
-			    i + 1);
-			return;
-		}
-		/* git's own config and hooks: no grant or rule makes them a call's (ux-s39 L5). */
-		bool git_own =
-		    met && (memmem(p, n, ".git/config", 11) || memmem(p, n, ".git/hooks", 10));
-		bool git_dir_hit = met && memmem(p, n, ".git/", 5);
-		free(p);
-		if (git_own) {
-			fprintf(
-			    stderr,
-			    "callgate run: stage %zu could not write the repository's own config "
-			    "or hooks, which are read-only to every call (they name programs "
-			    "the developer's git runs later): the developer runs this one\n",
-			    i + 1);
-			return;
-		}
-		const char *rule = json_string_value(json_object_get(data, "rule_id"));
-		/*
-		 * git behind a wrapper (timeout 60 git commit): the wrapper's terms
-		 * bind it too, and under them .git is read-only (ux-s41 H2).
-		 */
-		const char *w0 = json_string_value(json_array_get(json_array_get(pipeline, i), 0));
-		const char *wb = w0 && strrchr(w0, '/') ? strrchr(w0, '/') + 1 : w0;
-		static const char *const wrappers[] = { "env",	  "timeout", "nice",   "nohup",
-							"setsid", "ionice",  "stdbuf", "flock",
-							"xargs",  "time" };
-		bool wrapped_git = false;
-		for (size_t w = 0; met && wb && !wrapped_git && w < CG_ARRAY_LEN(wrappers); w++)
-			wrapped_git = strcmp(wb, wrappers[w]) == 0;
-		wrapped_git = wrapped_git && git_dir_hit;
-		if (wrapped_git) {
-			fprintf(stderr,
-				"callgate run: stage %zu runs git behind %s, whose terms bind git "
-				"too, and under them .git is read-only: run git itself (git add, "
-				"git commit), without %s in front\n",
-				i + 1, wb, wb);
-			return;
-		}
-		if (no_net) {
-			fprintf(
-			    stderr,
-			    "callgate run: stage %zu ran without a network (rule %s: net none): "
-			    "no name resolves and no connection leaves the call; a rule or a "
-			    "grant with net: hosts gives it the hosts it needs "
-			    "(docs/egress.md)\n",
-			    i + 1, rule ? rule : "?");
-			return;
-		}
-		if (own_tmp) {
-			fprintf(stderr,
-				"callgate run: stage %zu ran with a /tmp of its own (rule %s: tmp "
-				"private): the host's /tmp is not there; pass files through the "
-				"workspace\n",
-				i + 1, rule ? rule : "?");
-			return;
-		}
-		if (!met)
-			continue;
-		fprintf(stderr,
-			"callgate run: stage %zu ran in a view of its own (rule %s): a refusal "
-			"above may be the view's, not the file's mode. `callgate gate "
-			"--no-privileged -- CMD` shows what the rule lets it read, write and "
-			"run; a policy change or a grant widens it\n",
-			i + 1, rule ? rule : "?");
-		return;
-	}
-}
-
-/*
  * Set the request's cwd: dir made absolute against the caller's working
  * directory (the daemon resolves it, so it must mean what it meant in the
  * user's shell), or with dir NULL the caller's working directory itself.
@@ -778,7 +644,10 @@ int cg_cli_run(const struct cg_cli *g, int argc, char **argv)
 				"stream, 64 MiB a call; docs/limits.md): what came after was "
 				"dropped, whatever the exit code says; write large output to a "
 				"file in the workspace and read it in parts\n");
-		confinement_hint(resp, stages, json_object_get(o.req, "pipeline"));
+		char *hint = cg_cli_stage_hint(resp, json_object_get(o.req, "pipeline"));
+		if (hint)
+			fprintf(stderr, "callgate run: %s\n", hint);
+		free(hint);
 		/* Something the call made was set aside after it: say so, after its output. */
 		const json_t *reply = json_object_get(resp, "reply");
 		const char *rcode = json_string_value(json_object_get(reply, "code"));

@@ -243,6 +243,15 @@ class TestExecute(McpTestBase):
         self.assertFalse(sc["stdout_truncated"])
         self.assertIn("hello from mcp", r["content"][0]["text"])
 
+    def test_a_failed_stage_gets_the_hint_callgate_run_gives(self):
+        # ux-s41b M2: the model saw only the raw error, none of run's lines.
+        r = self.m.call("execute", {"argv": ["python3", "-c",
+                                             "import socket; socket.getaddrinfo('example.com', 80)"],
+                                    "privileged": False})
+        sc = r["structuredContent"]
+        self.assertIn("ran without a network", sc["hint"])
+        self.assertIn("--- callgate ---\nstage 1 ran without a network", r["content"][0]["text"])
+
     def test_cwd_option_is_where_calls_without_a_cwd_run(self):
         # ux-s40 M6: execute without cwd ran in the daemon's first workspace,
         # not in the project the server was started for; `touch` landed in
