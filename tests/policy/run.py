@@ -223,7 +223,7 @@ class Explain(unittest.TestCase):
         self.assertEqual(j["rule_id"], "workspace-writers")
         self.assertEqual(j["reason"], "EN-EXEC-S-002")
         self.assertEqual([x["rung"] for x in j["rungs"]], ["privilege", "policy"])
-        self.assertEqual(j["constraints"][0]["write"], ["${workspace}"])
+        self.assertEqual(j["constraints"][0]["write"], ["${workspace}", "/tmp"])
         self.assertEqual(j["constraints"][0]["net"], "none")
         self.assertEqual(j["policy"]["source"], "<embedded>")
         r = cg("policy", "explain", "--json", "--no-privileged", "--env", "PATH=/tmp", "--",
