@@ -455,6 +455,13 @@ int main(int argc, char **argv)
 			return EXIT_STARTUP;
 		}
 	}
+	/* A workspace it would refuse is said before any state is made (ux-s41b L11). */
+	struct cg_result wwhy;
+	if (cg_kernel_workspaces_check(workspaces, n_ws, &wwhy) != 0) {
+		fprintf(stderr, "callgated: cannot start: %c %s: %s\n", wwhy.type, wwhy.code,
+			wwhy.message);
+		return EXIT_STARTUP;
+	}
 	char untrusted[400];
 	if (cg_mkdirs_trusted(state_dir, 0755, 0700, false, untrusted, sizeof(untrusted)) < 0) {
 		fprintf(stderr,

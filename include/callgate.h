@@ -118,6 +118,13 @@ int cg_kernel_new(const struct cg_kernel_config *cfg, struct cg_kernel **out, st
     __attribute__((warn_unused_result));
 
 /*
+ * Would cg_kernel_new take these workspaces (none: the current directory)?
+ * 0, or -1 with *why: what a daemon checks before it makes any state.
+ */
+int cg_kernel_workspaces_check(const char *const *workspaces, size_t n, struct cg_result *why)
+    __attribute__((warn_unused_result));
+
+/*
  * Reload the policy from its file. A policy that fails to load leaves the
  * old generation in force; in-flight calls keep the generation they started
  * with. Returns 0 or -1; *result (if not NULL) is the reply either way

@@ -146,6 +146,20 @@ static int start_threads(struct cg_kernel *k, unsigned n_workers, struct cg_repl
 	return 0;
 }
 
+int cg_kernel_workspaces_check(const char *const *workspaces, size_t n, struct cg_result *why)
+{
+	const char *here[1] = { "." };
+	struct cg_world w;
+	struct cg_reply *err = NULL;
+	if (cg_world_init(&w, n ? workspaces : here, n ? n : 1, &err) != 0) {
+		result_from_reply(err, why);
+		cg_reply_free(err);
+		return -1;
+	}
+	cg_world_fini(&w);
+	return 0;
+}
+
 int cg_kernel_new(const struct cg_kernel_config *cfg, struct cg_kernel **out, struct cg_result *why)
 {
 	struct cg_reply *err = NULL;

@@ -706,6 +706,8 @@ class WorkspaceRequired(unittest.TestCase):
             self.assertNotEqual(p.returncode, 0, ws)
             self.assertIn("WA-RES-E-002", p.stderr, ws)
             self.assertFalse(os.path.exists(sock), ws)
+            # ux-s41b L11: said before any state was made.
+            self.assertFalse(os.path.exists(os.path.join(os.path.dirname(sock), "state")), ws)
 
     def test_a_homes_dot_directories_are_refused(self):
         home = tempfile.mkdtemp(prefix="cg-home-")
