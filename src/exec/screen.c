@@ -178,7 +178,13 @@ int cg_screen_new(struct cg_screen **out, struct cg_reply **err)
 	}
 	for (unsigned int i = 0; i < NS; i++) {
 		res[i] = secret_patterns[i].re;
-		flags[i] = secret_patterns[i].flags | HS_FLAG_SOM_LEFTMOST;
+		/*
+		 * The AWS secret's span is its 40 value bytes, found from the
+		 * match's end: start-of-match tracking made that one pattern's
+		 * database 250 KB of the daemon's idle memory (25 KB without).
+		 */
+		flags[i] = secret_patterns[i].flags |
+			   (secret_patterns[i].id == K_AWS_SECRET_KEY ? 0 : HS_FLAG_SOM_LEFTMOST);
 		ids[i] = secret_patterns[i].id;
 	}
 	if (compile(res, flags, ids, NS, &s->secrets, detail, sizeof(detail)) < 0)
@@ -263,6 +269,8 @@ static int on_secret(unsigned int id, unsigned long long from, unsigned long lon
 	struct span *last = sc->n ? &sc->v[sc->n - 1] : NULL;
 
 	(void)flags;
+	if (id == K_AWS_SECRET_KEY)
+		from = to - 40; /* compiled without start-of-match: the value's bytes */
 	if (last && from <= last->to && to >= last->from) {
 		/* The leftmost start names the span; on a tie the more specific
 		 * shape wins (listed first: sk-ant- before sk-). */
@@ -424,21 +432,21 @@ static void span_fix(struct span *sp, const unsigned char *in, size_t len, bool 
 	 * or a space were left in the record in clear (s41b F5).
 	 */
 	/*
-	 * Only a value joined to its "=", ":" or opening quote: after a space
-	 * it is a word of its own, which a shell may run (s41c F5:
+	 * The AWS secret's span is its value (on_secret): in a record, only a
+	 * value joined to its "=", ":" or opening quote. After a space it is a
+	 * word of its own, which a shell may run (s41c F5:
 	 * "aws_secret_access_key= ////.../usr/bin/rm -f victim" ran rm, and the
-	 * record showed "[REDACTED...] -f victim"). Such a match stays whole
-	 * and is checked as below.
+	 * record showed "[REDACTED...] -f victim"): left as it is.
 	 */
-	if (sp->kind == K_AWS_SECRET_KEY && sp->to - sp->from > 40 && in[sp->to - 41] &&
-	    strchr("=:\"'", in[sp->to - 41])) {
-		sp->from = sp->to - 40; /* the pattern's 40 value bytes */
+	if (sp->kind == K_AWS_SECRET_KEY) {
+		if (!(sp->from > 0 && in[sp->from - 1] && strchr("=:\"'", in[sp->from - 1])))
+			sp->to = sp->from;
 		return;
 	}
 	/* The value after "name=" or "user:", never the syntax around it. */
-	const char *sep = sp->kind == K_PASSWORD_PARAM || sp->kind == K_AWS_SECRET_KEY ? "="
-			  : sp->kind == K_URL_CREDENTIALS			       ? ":"
-										       : NULL;
+	const char *sep = sp->kind == K_PASSWORD_PARAM	  ? "="
+			  : sp->kind == K_URL_CREDENTIALS ? ":"
+							  : NULL;
 	size_t at = sep ? find(in, sp->from, sp->to, sep) : sp->to;
 	size_t v = at < sp->to ? at + 1 : sp->from;
 	if (!secret_bytes(in, v, sp->to, false))

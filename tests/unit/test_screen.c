@@ -57,7 +57,7 @@ struct secret_case {
 static const struct secret_case secret_cases[] = {
 	{ "key=AKIAIOSFODNN7EXAMPLE done", "key=[REDACTED:aws_access_key] done", "aws_access_key" },
 	{ "export AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY\n",
-	  "export [REDACTED:aws_secret_key]\n", "aws_secret_key" },
+	  "export AWS_SECRET_ACCESS_KEY=[REDACTED:aws_secret_key]\n", "aws_secret_key" },
 	{ "token ghp_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789 ok", "token [REDACTED:github_token] ok",
 	  "github_token" },
 	{ "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz012345 end",
