@@ -2247,18 +2247,28 @@ static int sweep_one(const struct cg_view *v, const char *p, const struct file_i
 }
 
 /*
- * A rebase a call left stopped in a .git it could write, whose todo list
- * still holds exec lines: the developer's `git rebase --continue` runs them
- * on the host (s41c F1: git rebase --exe CMD, an abbreviation the policy did
- * not read as git does). Whatever let it in, the todo is the call's: its
- * rebase-merge directory is set aside, and the reply says so.
+ * What a stopped rebase, cherry-pick or revert keeps in a .git a call could
+ * write, for the developer's --continue to run on the host: a todo list with
+ * exec lines (s41c F1: git rebase --exe CMD), a merge strategy that is not
+ * one of git's own (s41d F1: git-merge-../../x ran ./x from the workspace).
+ * Whatever let it in, the state is the call's: it is set aside.
  */
-static bool todo_runs_commands(const char *git)
+static bool builtin_strategy(const char *s, size_t n)
+{
+	static const char *const own[] = { "ort",     "recursive", "resolve",
+					   "octopus", "ours",	   "subtree" };
+	for (size_t i = 0; i < CG_ARRAY_LEN(own); i++)
+		if (strlen(own[i]) == n && strncmp(s, own[i], n) == 0)
+			return true;
+	return false;
+}
+
+/* Does state file rel of git name a program (kind: todo, strategy, opts)? */
+static bool state_runs_programs(const char *git, const char *rel, char kind)
 {
 	char path[PATH_MAX], *text = NULL;
 	size_t len = 0;
-	if (snprintf(path, sizeof(path), "%s/rebase-merge/git-rebase-todo", git) >=
-	    (int)sizeof(path))
+	if (snprintf(path, sizeof(path), "%s/%s", git, rel) >= (int)sizeof(path))
 		return false;
 	if (cg_file_read(path, 1u << 20, &text, &len) != 0)
 		return errno == EFBIG; /* too long to read is not read as harmless */
@@ -2266,8 +2276,18 @@ static bool todo_runs_commands(const char *git)
 	for (char *line = text; line && *line && !runs; line = strchr(line, '\n')) {
 		line += *line == '\n';
 		line += strspn(line, " \t");
-		runs = (strncmp(line, "exec", 4) == 0 && strchr(" \t", line[4])) ||
-		       (line[0] == 'x' && strchr(" \t", line[1]));
+		size_t n = strcspn(line, "\r\n");
+		while (n && strchr(" \t", line[n - 1]))
+			n--;
+		if (kind == 't')
+			runs = (strncmp(line, "exec", 4) == 0 && strchr(" \t", line[4])) ||
+			       (line[0] == 'x' && strchr(" \t", line[1]));
+		else if (kind == 's')
+			runs = n && !builtin_strategy(line, n);
+		else if (strncmp(line, "strategy", 8) == 0 && strchr(" \t=", line[8])) {
+			const char *v = line + 8 + strspn(line + 8, " \t=");
+			runs = !builtin_strategy(v, n - (size_t)(v - line));
+		}
 	}
 	free(text);
 	return runs;
@@ -2276,11 +2296,19 @@ static bool todo_runs_commands(const char *git)
 int cg_view_sweep(const struct cg_view *v, const char *tag, json_t *out)
 {
 	int rc = 0;
-	char todo[PATH_MAX];
+	static const struct {
+		const char *dir, *file;
+		char kind;
+	} states[] = { { "rebase-merge", "rebase-merge/git-rebase-todo", 't' },
+		       { "rebase-merge", "rebase-merge/strategy", 's' },
+		       { "sequencer", "sequencer/opts", 'o' } };
+	char dir[PATH_MAX];
 	for (size_t i = 0; v && v->noexec_writes && i < v->n_pin; i++)
-		if (todo_runs_commands(v->pin[i]) &&
-		    snprintf(todo, sizeof(todo), "%s/rebase-merge", v->pin[i]) < (int)sizeof(todo))
-			rc |= sweep_one(v, todo, NULL, tag, out);
+		for (size_t k = 0; k < CG_ARRAY_LEN(states); k++)
+			if (state_runs_programs(v->pin[i], states[k].file, states[k].kind) &&
+			    snprintf(dir, sizeof(dir), "%s/%s", v->pin[i], states[k].dir) <
+				(int)sizeof(dir))
+				rc |= sweep_one(v, dir, NULL, tag, out);
 	for (size_t i = 0; v && i < v->n_missing; i++)
 		rc |= sweep_one(v, v->missing[i], NULL, tag, out);
 	/*

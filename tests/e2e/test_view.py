@@ -1315,19 +1315,25 @@ class RepositoryInTheWorkspace(unittest.TestCase):
         # a call write such a todo (here a policy granting python git: write),
         # the rebase state is set aside after the call.
         self.restart_with_python_writing_git()
-        rm = os.path.join(self.ws, ".git", "rebase-merge")
-        for todo, kept in (("pick 0000000 x\nexec touch /tmp/PWNED\n", False),
-                           ("pick 0000000 x\n  x touch /tmp/PWNED\n", False),
-                           ("pick 0000000 x\n", True)):
-            prog = ("import os; os.makedirs('.g' + 'it/rebase-merge', exist_ok=True); "
-                    "open('.g' + 'it/rebase-merge/git-rebase-todo', 'w').write(%r)" % todo)
+        # s41d F1: a merge strategy is a program too (git-merge-../../x ran ./x).
+        for rel, text, kept in (
+                ("rebase-merge/git-rebase-todo", "pick 0000000 x\nexec touch /tmp/PWNED\n", False),
+                ("rebase-merge/git-rebase-todo", "pick 0000000 x\n  x touch /tmp/PWNED\n", False),
+                ("rebase-merge/git-rebase-todo", "pick 0000000 x\n", True),
+                ("rebase-merge/strategy", "../../x\n", False),
+                ("rebase-merge/strategy", "ort\n", True),
+                ("sequencer/opts", "[options]\n\tstrategy = ../../x\n", False),
+                ("sequencer/opts", "[options]\n\tstrategy = recursive\n", True)):
+            d = rel.split("/")[0]
+            prog = ("import os; os.makedirs('.g' + 'it/%s', exist_ok=True); "
+                    "open('.g' + 'it/%s', 'w').write(%r)" % (d, rel, text))
             resp = self.d.request(cgtest.make_request([[PY, "-c", prog]], privileged=False,
                                                       cwd=self.ws), timeout=60)
             self.assertEqual([s["exit_code"] for s in resp["stages"]], [0], resp)
-            self.assertEqual(os.path.exists(os.path.join(rm, "git-rebase-todo")), kept, todo)
+            self.assertEqual(os.path.exists(os.path.join(self.ws, ".git", rel)), kept, rel)
             if not kept:
                 self.assertEqual(resp["reply"]["code"], "MCP-EXEC-S-002", resp)
-            shutil.rmtree(rm, ignore_errors=True)
+            shutil.rmtree(os.path.join(self.ws, ".git", d), ignore_errors=True)
 
     def test_git_write_pins_git_and_keeps_what_runs_read_only(self):
         self.restart_with_python_writing_git()
