@@ -352,6 +352,20 @@ static bool secret_bytes(const unsigned char *in, size_t from, size_t to, bool l
 }
 
 /*
+ * Is the value at v its name's, and no word a shell runs? Only when joined
+ * to its "=" or ":", with at most an opening quote between (KEY=v,
+ * KEY="v", key:'v'): after a space or a newline it may be a command word,
+ * KEY= "v" -f x and x=key: "v" run v (s41d F3), so it stays in clear.
+ */
+static bool value_joined(const unsigned char *in, size_t v)
+{
+	size_t i = v;
+	if (i && (in[i - 1] == '"' || in[i - 1] == '\''))
+		i--; /* an opening quote */
+	return i && (in[i - 1] == '=' || in[i - 1] == ':');
+}
+
+/*
  * Where a key block's END line and its closing dashes are: the last answers,
  * reused while they still hold. Spans come in order, so a stream of BEGIN
  * lines with no END costs one pass, not one to the end per line (s39a:
@@ -439,7 +453,7 @@ static void span_fix(struct span *sp, const unsigned char *in, size_t len, bool 
 	 * record showed "[REDACTED...] -f victim"): left as it is.
 	 */
 	if (sp->kind == K_AWS_SECRET_KEY) {
-		if (!(sp->from > 0 && in[sp->from - 1] && strchr("=:\"'", in[sp->from - 1])))
+		if (!value_joined(in, sp->from))
 			sp->to = sp->from;
 		return;
 	}

