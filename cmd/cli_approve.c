@@ -36,6 +36,7 @@
 #include "confine.h"
 #include "grant.h"
 #include "util.h"
+#include "verdict.h"
 #include "world.h"
 
 /* The admin socket: explicit, or admin.sock beside the agent socket. */
@@ -294,6 +295,37 @@ static char *squeeze_spaces(char *s)
 
 static void screen_field(struct screen *sc, const char *label, const char *value)
 {
+	/*
+	 * A value of several lines: each line a row of its own, labelled, so
+	 * that a line break cannot pass for the text "\n" (s41d F2: "# ... \n
+	 * touch x" read as one comment). No text can make a row or its label.
+	 */
+	const char *nl = value ? strchr(value, '\n') : NULL;
+	if (nl) {
+		char *head = strndup(value, (size_t)(nl - value));
+		if (!head) {
+			sc->oom = true;
+			return;
+		}
+		screen_field(sc, label, head);
+		free(head);
+		size_t line = 2;
+		for (const char *p = nl + 1;; line++) {
+			const char *e = strchr(p, '\n');
+			char lab[32], *part = strndup(p, e ? (size_t)(e - p) : strlen(p));
+			if (!part) {
+				sc->oom = true;
+				return;
+			}
+			(void)snprintf(lab, sizeof(lab), "   line %zu", line);
+			screen_field(sc, lab, part);
+			free(part);
+			if (!e)
+				break;
+			p = e + 1;
+		}
+		return;
+	}
 	char *v = cg_sanitize_for_terminal(value ? value : "");
 	if (v)
 		v = squeeze_spaces(v);
@@ -376,6 +408,25 @@ static void non_ascii_row(struct screen *sc, const char *value)
 }
 
 /*
+ * An argument of several lines, said in a row of its own: its lines are
+ * rows of their own (screen_field), so that "# ... \ntouch x" cannot pass
+ * for one comment (s41d F2).
+ */
+static void line_break_row(struct screen *sc, const char *value)
+{
+	size_t n = 0;
+	for (const char *p = value ? value : ""; (p = strchr(p, '\n')); p++)
+		n++;
+	if (!n)
+		return;
+	char text[160];
+	(void)snprintf(text, sizeof(text),
+		       "%zu line break%s: each line is a row of its own, \"line 2\" and on", n,
+		       n == 1 ? "" : "s");
+	screen_field(sc, "  ! lines", text);
+}
+
+/*
  * What a privileged call runs with, said exactly (docs/confinement.md): no
  * view, so hide, tmp, protect and git terms do not apply; its sets' Landlock,
  * net and limit terms bind the stages they govern, with no_new_privs and
@@ -429,6 +480,10 @@ static void shell_word(struct cg_buf *b, const char *w, const char *plain)
 {
 	if (w[0] && strspn(w, plain) == strlen(w)) {
 		(void)cg_buf_add(b, w, strlen(w));
+		return;
+	}
+	if (strchr(w, '\n')) {
+		cg_shell_word_lines(b, w);
 		return;
 	}
 	(void)cg_buf_add(b, "'", 1);
@@ -839,6 +894,7 @@ static void build_view(struct screen *sc, const json_t *p, size_t waiting)
 			(void)snprintf(label, sizeof(label), "  argv[%zu]", k);
 			screen_field(sc, label, json_string_value(a));
 			non_ascii_row(sc, json_string_value(a));
+			line_break_row(sc, json_string_value(a));
 		}
 	}
 	const char *key;

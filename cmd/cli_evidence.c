@@ -93,12 +93,15 @@ static int extra_arg(const char *sub, const char *arg)
 /* Print s for a terminal: controls as ?, what a person cannot see as <U+XXXX> (cg_unicode_hidden). */
 static void put_safe(FILE *f, const char *s, size_t n)
 {
+	bool lines = memchr(s, '\n', strnlen(s, n)) != NULL;
 	for (size_t i = 0; i < n && s[i];) {
 		uint32_t c;
 		size_t k = cg_utf8_next((const unsigned char *)s + i, n - i, &c);
 		const char *cls = k ? cg_unicode_hidden(c) : "invalid";
 		/* Paths come from the file system, which the wire's check never saw. */
-		if (k == 0 || (cls && c < 0x80))
+		if (k && (c == '\n' || (c == '\\' && lines))) /* as the approval screens do */
+			fputs(c == '\n' ? "\\n" : "\\\\", f);
+		else if (k == 0 || (cls && c < 0x80))
 			fputc('?', f);
 		else if (cls)
 			fprintf(f, "<U+%04X>", (unsigned)c);

@@ -181,6 +181,7 @@ char *cg_sanitize_for_terminal(const char *s)
 		return NULL;
 	size_t o = 0;
 	const unsigned char *end = p + len;
+	bool lines = memchr(p, '\n', len) != NULL;
 	while (*p) {
 		uint32_t c;
 		size_t n = cg_utf8_next(p, (size_t)(end - p), &c);
@@ -189,7 +190,15 @@ char *cg_sanitize_for_terminal(const char *s)
 			p++;
 			continue;
 		}
-		if (c == '\n')
+		/*
+		 * In a text that holds a line break, a backslash is shown doubled,
+		 * so that "\n" is the line break and "\\n" the two characters: a
+		 * real newline in an argument had read as the text of a comment
+		 * (s41d F2). Other texts show their backslashes as they are.
+		 */
+		if (c == '\\' && lines)
+			o += (size_t)snprintf(out + o, 11, "\\\\");
+		else if (c == '\n')
 			o += (size_t)snprintf(out + o, 11, "\\n");
 		else if (c == '\t')
 			o += (size_t)snprintf(out + o, 11, "\\t");

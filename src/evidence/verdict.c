@@ -1107,7 +1107,24 @@ json_t *cg_verdict_with_events_legacy(const json_t *sealed, const char *events, 
 	return with_events(sealed, events, len, true);
 }
 
-/* Append word to b as one shell word: single-quoted when it needs it. */
+void cg_shell_word_lines(struct cg_buf *b, const char *w)
+{
+	(void)cg_buf_add(b, "$'", 2);
+	for (; *w; w++) {
+		const char *e = *w == '\n'   ? "\\n"
+				: *w == '\t' ? "\\t"
+				: *w == '\\' ? "\\\\"
+				: *w == '\'' ? "\\'"
+					     : NULL;
+		(void)cg_buf_add(b, e ? e : w, e ? 2 : 1);
+	}
+	(void)cg_buf_add(b, "'", 1);
+}
+
+/*
+ * Append word to b as one shell word: single-quoted when it needs it, and in
+ * $'...' when it holds a line break (cg_shell_word_lines).
+ */
 static void shell_word(struct cg_buf *b, const char *w)
 {
 	bool plain = *w != '\0';
@@ -1117,6 +1134,10 @@ static void shell_word(struct cg_buf *b, const char *w)
 			       *p) != NULL;
 	if (plain) {
 		(void)cg_buf_add(b, w, strlen(w));
+		return;
+	}
+	if (strchr(w, '\n')) {
+		cg_shell_word_lines(b, w);
 		return;
 	}
 	(void)cg_buf_add(b, "'", 1);

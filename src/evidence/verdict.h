@@ -64,6 +64,15 @@ json_t *cg_verdict_with_events_legacy(const json_t *sealed, const char *events, 
 json_t *cg_call_summary(const char *trace_id, const json_t *facts);
 
 /*
+ * Append w to b as one shell word in $'...' (ANSI-C quoting): a line break
+ * as \n, a tab as \t, a backslash and a quote escaped. What a word of
+ * several lines reads as on every screen and in the evidence's texts, so
+ * that a line break cannot pass for the two characters (s41d F2).
+ */
+struct cg_buf;
+void cg_shell_word_lines(struct cg_buf *b, const char *w);
+
+/*
  * A pipeline ([[argv...], ...]) as shell words: each word single-quoted
  * when it needs it, stages joined by " | ", cut to at most max bytes with
  * "..." when longer (max 0: no limit). Caller frees; NULL on OOM.

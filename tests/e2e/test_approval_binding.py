@@ -1401,6 +1401,33 @@ class ARequestIdThatIsAnotherCallsTraceId(unittest.TestCase):
             tb.join(WAIT)
 
 
+class ALineBreakIsSeen(unittest.TestCase):
+    """s41d F2: "# ... \\ntouch x" with a real line break and with the two
+    characters looked alike on every approval screen; root ran the touch."""
+
+    def test_pending_shows_a_line_break_as_a_row(self):
+        with daemon() as d:
+            real = cgtest.make_request([["sh", "-c", "echo ok # \ntouch PWNED_real"]],
+                                       privileged=False)
+            literal = cgtest.make_request([["sh", "-c", "echo ok # \\ntouch PWNED_lit"]],
+                                          privileged=False)
+            t1, _ = call_async(d, real)
+            wait_pending(d, 1)
+            t2, _ = call_async(d, literal)
+            wait_pending(d, 2)
+            out = d.cli("pending").stdout.decode()
+            self.assertRegex(out, r"argv\[2\] +echo ok #\s*\n\s+line 2 +touch PWNED_real")
+            self.assertIn("1 line break: each line is a row of its own", out)
+            self.assertIn("echo ok # \\ntouch PWNED_lit", out)  # the two characters, one row
+            # The command rows: a word of lines in $'...', as a shell reads it.
+            self.assertIn("sh -c $'echo ok # \\ntouch PWNED_real'", out)
+            self.assertIn("sh -c 'echo ok # \\ntouch PWNED_lit'", out)
+            for p in pending(d):
+                d.admin("deny", trace_id=p["trace_id"])
+            t1.join(WAIT)
+            t2.join(WAIT)
+
+
 class OneUidsShareOfTheQueue(unittest.TestCase):
     """s41b F2: one uid queued 256 privileged calls of 1 MiB; another uid's
     call sat behind them, unseen until it timed out, and the daemon grew by
