@@ -891,7 +891,11 @@ char *cg_cli_stage_hint(const json_t *resp, const json_t *pipeline)
 			return hint_text(
 			    "stage %zu could not write the repository's own config "
 			    "or hooks, which are read-only to every call (they name programs "
-			    "the developer's git runs later): the developer runs this one",
+			    "the developer's git runs later): if git itself needs that change, it "
+			    "is "
+			    "the developer's to make by hand, after reading what it runs (this "
+			    "hint "
+			    "reads the stage's own output, which the command chose)",
 			    i + 1);
 		}
 		const char *rule = json_string_value(json_object_get(data, "rule_id"));
