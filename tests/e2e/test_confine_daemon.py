@@ -540,6 +540,18 @@ class LeftRunningByACrash(unittest.TestCase):
             time.sleep(0.05)
         pids = cgtest.pids_running("python3", script)
         self.assertTrue(pids, (answered, d.log))
+        # The view's pid 1 dies with the daemon's thread until it has become
+        # callgate-init (confine.c, shared_main): only then is the call on
+        # its own. Under load the command may tick before that.
+        def init_of(pid):
+            with open("/proc/%d/stat" % pid) as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open("/proc/%d/cmdline" % ppid, "rb") as f:
+                return f.read().split(b"\0")[0]
+        deadline = time.monotonic() + 10
+        while (not all(init_of(p).endswith(b"callgate-init") for p in pids)
+               and time.monotonic() < deadline):
+            time.sleep(0.02)
         d.stop(signal.SIGKILL)
         t.join(30)
         time.sleep(0.3)
