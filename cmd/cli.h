@@ -183,6 +183,13 @@ void cg_cli_print_value(FILE *f, json_t *v);
 char *cg_cli_stage_hint(const json_t *resp, const json_t *pipeline);
 
 /*
+ * What an UNKNOWN from gate would meet if sent (its reply's data.approval):
+ * an open grant, a wait for people, or a refusal; one line, or NULL.
+ * Caller frees.
+ */
+char *cg_cli_gate_next(const json_t *approval);
+
+/*
  * A decision's constraint sets in words, after a "constraints:" label that
  * the caller printed, continuation lines indented by pad. stage_sets (per
  * stage, the indexes of the sets binding it; NULL: every set binds every

@@ -37,6 +37,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "approval.h"
 #include "cli.h"
 #include "confine.h"
 #include "reply.h"
@@ -943,6 +944,42 @@ char *cg_cli_stage_hint(const json_t *resp, const json_t *pipeline)
 		    "run; a policy change or a grant widens it",
 		    i + 1, rule ? rule : "?");
 	}
+	return NULL;
+}
+
+char *cg_cli_gate_next(const json_t *ap)
+{
+	const json_t *gr = json_object_get(ap, "grant");
+	json_int_t people = json_integer_value(json_object_get(ap, "approvers"));
+	const json_t *no = json_object_get(ap, "refused");
+	if (no) {
+		char *code =
+		    cg_sanitize_for_terminal(json_string_value(json_object_get(no, "code")));
+		char *msg =
+		    cg_sanitize_for_terminal(json_string_value(json_object_get(no, "message")));
+		char *t = hint_text("it would be refused at once: %s: %s", code ? code : "?",
+				    msg ? msg : "?");
+		free(code);
+		free(msg);
+		return t;
+	}
+	if (gr) {
+		const char *id = json_string_value(json_object_get(gr, "grant_id"));
+		const char *until = json_string_value(json_object_get(gr, "expires"));
+		long long left = (long long)json_integer_value(json_object_get(gr, "uses_left"));
+		return hint_text("open grant %s would run it without asking (%lld use%s left, "
+				 "until %s)",
+				 id ? id : "?", left, left == 1 ? "" : "s", until ? until : "?");
+	}
+	if (json_is_true(json_object_get(ap, "enabled")))
+		return hint_text(
+		    "it would wait for %s (refused if unanswered in %lld s)%s",
+		    people > 1 ? "several approvers" : "a person's approval",
+		    (long long)(json_integer_value(json_object_get(ap, "timeout_ms")) / 1000),
+		    people > 1 ? "; that many distinct approvers must say yes" : "");
+	if (ap)
+		return hint_text("it would be refused: approval is off on this daemon and no open "
+				 "grant covers it");
 	return NULL;
 }
 

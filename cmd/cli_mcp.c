@@ -752,8 +752,38 @@ static json_t *tool_gate(struct job *j, const json_t *args, bool *cancelled)
 		json_array_append(ids, json_object_get(data, "rule_id"));
 	json_object_set_new(out, "rule_ids", ids);
 	reply_line(reply, line, sizeof(line));
+	/*
+	 * The lines callgate gate prints besides the decision (ux-s41b M3): why,
+	 * each rung's verdict, and for an UNKNOWN what it would meet if sent.
+	 */
+	struct cg_buf tb;
+	cg_buf_init(&tb, 1u << 16);
+	(void)cg_buf_add(&tb, line, strlen(line));
+	const char *rule_why = json_string_value(json_object_get(data, "why"));
+	if (rule_why) {
+		(void)cg_buf_add(&tb, "\nwhy: ", 6);
+		(void)cg_buf_add(&tb, rule_why, strlen(rule_why));
+	}
+	json_array_foreach(json_object_get(data, "rungs"), i, rung)
+	{
+		char r[256];
+		int n = snprintf(r, sizeof(r), "%s%s=%s (%s)", i ? ", " : "\nrungs: ",
+				 str_or(json_string_value(json_object_get(rung, "rung")), "?"),
+				 str_or(json_string_value(json_object_get(rung, "decision")), "?"),
+				 str_or(json_string_value(json_object_get(rung, "rule_id")), "-"));
+		(void)cg_buf_add(&tb, r, n > 0 && (size_t)n < sizeof(r) ? (size_t)n : 0);
+	}
+	char *next = cg_cli_gate_next(json_object_get(data, "approval"));
+	if (next) {
+		(void)cg_buf_add(&tb, "\nnext: ", 7);
+		(void)cg_buf_add(&tb, next, strlen(next));
+		json_object_set_new(out, "next", json_string(next));
+		free(next);
+	}
+	char *text = cg_buf_cstr(&tb);
 	/* A BLOCK is an answer, not a failure: isError only when no decision came back. */
-	json_t *res = tool_result(out, line, strcmp(type, "S") != 0);
+	json_t *res = tool_result(out, text ? text : line, strcmp(type, "S") != 0);
+	free(text);
 	json_decref(reply);
 	json_decref(resp);
 	return res;
@@ -993,6 +1023,7 @@ static const char tools_json[] =
     "\"decision\":{\"type\":\"string\",\"enum\":[\"ALLOW\",\"DEGRADE\",\"UNKNOWN\",\"BLOCK\"]},"
     "\"rule_id\":{\"type\":\"string\"},\"rule_ids\":{\"type\":\"array\",\"items\":{\"type\":"
     "\"string\"}},\"constraints\":{},\"trace_id\":{\"type\":\"string\"},"
+    "\"next\":{\"type\":\"string\"},"
     "\"reply\":" REPLY_SCHEMA "},\"required\":[\"reply\"]}},"
     /* verdict */
     "{\"name\":\"verdict\",\"title\":\"Show a call's verdict\",\"description\":"

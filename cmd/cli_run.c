@@ -790,38 +790,6 @@ static int unknown_exit(const json_t *ap)
 	return CG_EXIT_DEFERRED;
 }
 
-/* What an UNKNOWN would meet if it were sent: an open grant, a person, or a refusal. */
-static void print_next(const json_t *ap)
-{
-	const json_t *gr = json_object_get(ap, "grant");
-	json_int_t people = json_integer_value(json_object_get(ap, "approvers"));
-	const json_t *no = json_object_get(ap, "refused");
-	if (no) {
-		printf("next:        it would be refused at once: ");
-		cg_cli_print_value(stdout, json_object_get(no, "code"));
-		fputs(": ", stdout);
-		cg_cli_print_value(stdout, json_object_get(no, "message"));
-		putchar('\n');
-	} else if (gr) {
-		const char *id = json_string_value(json_object_get(gr, "grant_id"));
-		const char *until = json_string_value(json_object_get(gr, "expires"));
-		long long left = (long long)json_integer_value(json_object_get(gr, "uses_left"));
-		printf("next:        open grant %s would run it without asking (%lld use%s left, "
-		       "until %s)\n",
-		       id ? id : "?", left, left == 1 ? "" : "s", until ? until : "?");
-	} else if (json_is_true(json_object_get(ap, "enabled"))) {
-		printf("next:        it would wait for %s (refused if unanswered in %lld s)\n",
-		       people > 1 ? "several approvers" : "a person's approval",
-		       (long long)(json_integer_value(json_object_get(ap, "timeout_ms")) / 1000));
-		if (people > 1)
-			printf("             %lld distinct approvers must say yes\n",
-			       (long long)people);
-	} else if (ap) {
-		printf("next:        it would be refused: approval is off on this daemon and no "
-		       "open grant covers it\n");
-	}
-}
-
 int cg_cli_gate(const struct cg_cli *g, int argc, char **argv)
 {
 	int ret = CG_EXIT_USAGE;
@@ -891,8 +859,12 @@ int cg_cli_gate(const struct cg_cli *g, int argc, char **argv)
 					 json_object_get(data, "constraints"),
 					 json_object_get(data, "stage_sets"), names, priv);
 		json_decref(names);
-		if (strcmp(decision, "UNKNOWN") == 0)
-			print_next(json_object_get(data, "approval"));
+		if (strcmp(decision, "UNKNOWN") == 0) {
+			char *next = cg_cli_gate_next(json_object_get(data, "approval"));
+			if (next)
+				printf("next:        %s\n", next);
+			free(next);
+		}
 		printf("trace:       %s\n", trace ? trace : "-");
 	}
 	/* As a check mode: exit 0 only when the call would run (doas -C style). */

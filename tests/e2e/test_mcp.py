@@ -243,6 +243,15 @@ class TestExecute(McpTestBase):
         self.assertFalse(sc["stdout_truncated"])
         self.assertIn("hello from mcp", r["content"][0]["text"])
 
+    def test_gate_says_why_each_rung_and_what_comes_next(self):
+        # ux-s41b M3: the text said only "Gate decided UNKNOWN (rule privileged)".
+        r = self.m.call("gate", {"argv": ["touch", "x"]})
+        text = r["content"][0]["text"]
+        self.assertIn("\nwhy: privileged calls need a human", text)
+        self.assertIn("\nrungs: privilege=UNKNOWN (privileged), policy=DEGRADE", text)
+        self.assertIn("\nnext: ", text)
+        self.assertEqual(r["structuredContent"]["next"], text.split("\nnext: ")[1])
+
     def test_a_failed_stage_gets_the_hint_callgate_run_gives(self):
         # ux-s41b M2: the model saw only the raw error, none of run's lines.
         r = self.m.call("execute", {"argv": ["python3", "-c",
