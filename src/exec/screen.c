@@ -440,17 +440,10 @@ static void span_fix(struct span *sp, const unsigned char *in, size_t len, bool 
 	if (!strict)
 		return;
 	/*
-	 * A value that follows its name in any syntax (KEY="v", key: 'v',
-	 * Authorization: Bearer v): the value alone, which the pattern ends
-	 * with, and the name stays readable. Whole matches that held a quote
-	 * or a space were left in the record in clear (s41b F5).
-	 */
-	/*
-	 * The AWS secret's span is its value (on_secret): in a record, only a
-	 * value joined to its "=", ":" or opening quote. After a space it is a
-	 * word of its own, which a shell may run (s41c F5:
-	 * "aws_secret_access_key= ////.../usr/bin/rm -f victim" ran rm, and the
-	 * record showed "[REDACTED...] -f victim"): left as it is.
+	 * The AWS secret's span is its value (on_secret), its name left
+	 * readable: quoted forms had been left in the record in clear (s41b
+	 * F5). In a record, only a value joined to its name (value_joined):
+	 * after a space it may be a command word (s41c F5, s41d F3).
 	 */
 	if (sp->kind == K_AWS_SECRET_KEY) {
 		if (!value_joined(in, sp->from))
