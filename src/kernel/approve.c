@@ -121,6 +121,9 @@ static int queue_for_human_locked(struct cg_kernel *k, struct cg_job *j, json_t 
 /* Refuse a call that wanted a human (queue full, approval off). Consumes r. */
 static void refuse_deferred(struct cg_kernel *k, struct cg_job *j, struct cg_reply *r)
 {
+	/* Not queued is answered, even when its reply could not be made. */
+	if (!r)
+		r = cg_reply_new(CG_R_OUT_OF_MEMORY, "{s:s}", "doing", "refusing the call");
 	cg_reply_set_data(r, decision_data(j));
 	answer_sealed(k, j->respond, j->cookie, j->gate.req->id, j->trace_id, r, &j->gate.folded,
 		      j->decision, j->gen);
@@ -354,15 +357,16 @@ void request_grant(struct cg_kernel *k, struct cg_job *j, bool claimed, struct c
 	}
 	pthread_mutex_lock(&k->lock);
 	struct cg_reply *r = NULL;
+	bool queued = false;
 	if (!k->approval || k->stopping) {
 		json_decref(view);
 		r = cg_en_needs_human("grant-request");
 	} else {
-		(void)queue_for_human_locked(k, j, view, 1, json_pack("{s:O}", "grant", spec),
-					     job_out, &r);
+		queued = queue_for_human_locked(k, j, view, 1, json_pack("{s:O}", "grant", spec),
+						job_out, &r) == 0;
 	}
 	pthread_mutex_unlock(&k->lock);
-	if (!r)
+	if (queued)
 		return; /* the queue holds our reference now */
 	refuse_deferred(k, j, r);
 	job_put(j);

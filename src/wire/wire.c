@@ -91,7 +91,8 @@ static const char *forbidden_class(uint32_t cp, enum text_kind kind)
 		return kind != TEXT_LINE ? NULL : "control";
 	/*
 	 * A newline in an argument (sh -c with a heredoc, a commit message of
-	 * several lines: ux-s41b H2) is shown as \n on every screen and never
+	 * several lines: ux-s41b H2) is a row of its own on the approval
+	 * screens and $'...' in command texts (cg_shell_word_lines), and never
 	 * ends a line of the evidence or a log; a carriage return still could
 	 * rewrite one, and stays refused.
 	 */
