@@ -708,13 +708,19 @@ class RepositoryInTheWorkspace(unittest.TestCase):
         # made read-only, and no branch could be made or switched to there.
         for pipeline in ([["git", "add", "f.txt"]], [["git", "commit", "-q", "-m", "nested"]],
                          [["git", "checkout", "-q", "-b", "topic"]],
-                         [["git", "switch", "-q", "-"]]):
+                         [["git", "switch", "-q", "-"]],
+                         # -c after the subcommand makes a branch (it was
+                         # refused as git's own -c, configuration).
+                         [["git", "switch", "-q", "-c", "second"]]):
             resp = self.d.request(cgtest.make_request(pipeline, privileged=False, cwd=one),
                                   timeout=60)
             self.assertEqual([s["exit_code"] for s in resp["stages"]], [0], resp)
         r = subprocess.run(["git", "-C", one, "log", "--oneline"], capture_output=True,
                            text=True)
         self.assertIn("nested", r.stdout)
+        r = subprocess.run(["git", "-C", one, "branch", "--show-current"], capture_output=True,
+                           text=True)
+        self.assertEqual(r.stdout.strip(), "second")
         self.assertEqual(digest_tree(os.path.join(one, ".git"), ("hooks/", "config")),
                          {k: v for k, v in before[one].items()
                           if k.startswith(("hooks/", "config"))})

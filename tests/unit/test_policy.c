@@ -450,7 +450,11 @@ Test(policy, default_policy_decisions)
 	expect(p, "/usr/bin/git status", CG_DEGRADE, "git-local");
 	expect(p, "/usr/bin/git -C /ws/proj log --oneline", CG_DEGRADE, "git-local");
 	expect(p, "/usr/bin/git -c core.pager=sh log", CG_BLOCK, "git-config-exec");
-	expect(p, "/usr/bin/git log -c core.pager=sh", CG_BLOCK, "git-config-exec");
+	/* after the subcommand -c is log's (combined diff), not configuration */
+	expect(p, "/usr/bin/git log -c core.pager=sh", CG_DEGRADE, "git-local");
+	expect(p, "/usr/bin/git switch -c feature", CG_DEGRADE, "git-record");
+	expect(p, "/usr/bin/git --bare -c core.pager=sh log", CG_BLOCK, "git-config-exec");
+	expect(p, "/usr/bin/git fetch --upload-pack=sh origin", CG_BLOCK, "git-pack-program");
 	expect(p, "/usr/bin/git push --force origin main", CG_BLOCK, "git-push-force");
 	expect(p, "/usr/bin/git push -f", CG_BLOCK, "git-push-force");
 	expect(p, "/usr/bin/git push origin +main", CG_BLOCK, "git-push-plus-refspec");

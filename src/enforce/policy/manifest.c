@@ -91,6 +91,9 @@ static void ar_free(struct arena *a)
 
 /* ---- globs (compiling; matching is in policy.c) ------------------------- */
 
+/* What a load that ran out of its arena says (MAX_COMPILED_BYTES). */
+#define POLICY_OOM "out of memory, or the compiled policy exceeds 64 MiB"
+
 static int glob_compile(struct arena *a, const char *src, struct glob *g, char *err, size_t err_len)
 {
 	size_t len = strlen(src), n_open = 0;
@@ -103,7 +106,7 @@ static int glob_compile(struct arena *a, const char *src, struct glob *g, char *
 	struct gtok *t = ar_alloc(a, sizeof(*t) * (len + 1));
 	uint8_t(*cls)[32] = ar_alloc(a, 32 * (n_open + 1));
 	if (!t || !cls) {
-		snprintf(err, err_len, "out of memory");
+		snprintf(err, err_len, POLICY_OOM);
 		return -1;
 	}
 	size_t n = 0, nc = 0;
@@ -189,7 +192,7 @@ static int glob_compile(struct arena *a, const char *src, struct glob *g, char *
 	}
 	uint16_t *reach = ar_alloc(a, sizeof(*reach) * (n + 1));
 	if (!reach) {
-		snprintf(err, err_len, "out of memory");
+		snprintf(err, err_len, POLICY_OOM);
 		return -1;
 	}
 	reach[n] = (uint16_t)n;
@@ -221,7 +224,7 @@ static int glob_compile(struct arena *a, const char *src, struct glob *g, char *
 	}
 	char *must = ar_alloc(a, best + 1);
 	if (!must) {
-		snprintf(err, err_len, "out of memory");
+		snprintf(err, err_len, POLICY_OOM);
 		return -1;
 	}
 	for (size_t k = 0; k < best; k++)
@@ -389,7 +392,7 @@ static int fail(struct ld *l, const yaml_node_t *n, const char *fmt, ...)
 
 static int oom(struct ld *l)
 {
-	return fail(l, NULL, "out of memory, or the compiled policy exceeds 64 MiB");
+	return fail(l, NULL, POLICY_OOM);
 }
 
 static yaml_node_t *node_at(struct ld *l, int i)
@@ -829,12 +832,14 @@ static int load_rate_limits(struct ld *l, yaml_node_t *n)
 static int spec_tables(struct ld *l, struct cmdspec *s)
 {
 	memset(s->short_vf, 0, sizeof(s->short_vf));
+	memset(s->short_gvf, 0, sizeof(s->short_gvf));
 	for (size_t c = 0; c < 256; c++)
 		s->short_alias[c] = -1;
 	s->alias_len = ar_alloc(&l->p->ar, (s->n_alias + 1) * sizeof(size_t));
 	s->canon_len = ar_alloc(&l->p->ar, (s->n_alias + 1) * sizeof(size_t));
 	s->vf_len = ar_alloc(&l->p->ar, (s->value_flags.n + 1) * sizeof(size_t));
-	if (!s->alias_len || !s->canon_len || !s->vf_len)
+	s->gvf_len = ar_alloc(&l->p->ar, (s->global_value_flags.n + 1) * sizeof(size_t));
+	if (!s->alias_len || !s->canon_len || !s->vf_len || !s->gvf_len)
 		return oom(l);
 	for (size_t i = 0; i < s->n_alias; i++) {
 		s->alias_len[i] = strlen(s->alias[i]);
@@ -848,6 +853,12 @@ static int spec_tables(struct ld *l, struct cmdspec *s)
 		unsigned char c = (unsigned char)s->value_flags.v[i][1];
 		if (s->vf_len[i] == 2)
 			s->short_vf[c / 8] |= (uint8_t)(1u << (c % 8));
+	}
+	for (size_t i = 0; i < s->global_value_flags.n; i++) {
+		s->gvf_len[i] = strlen(s->global_value_flags.v[i]);
+		unsigned char c = (unsigned char)s->global_value_flags.v[i][1];
+		if (s->gvf_len[i] == 2)
+			s->short_gvf[c / 8] |= (uint8_t)(1u << (c % 8));
 	}
 	return 0;
 }
@@ -876,8 +887,8 @@ static int load_commands(struct ld *l, yaml_node_t *n)
 		struct cmdspec *s = &p->specs[i];
 		char what[160];
 		snprintf(what, sizeof(what), "commands.%s", name);
-		static const char *const keys[] = { "flags", "value_flags", "bundling", "wraps",
-						    NULL };
+		static const char *const keys[] = { "flags",	"value_flags", "global_value_flags",
+						    "bundling", "wraps",       NULL };
 		if (check_keys(l, v, what, keys) != 0)
 			return -1;
 		s->name = ar_strdup(&p->ar, name);
@@ -900,14 +911,19 @@ static int load_commands(struct ld *l, yaml_node_t *n)
 			    get_bool(l, y, "wraps.assignments", &s->wrap_assign) != 0)
 				return -1;
 		}
-		if ((x = get(l, v, "value_flags"))) {
-			if (get_strs(l, x, what, &s->value_flags) != 0)
+		static const char *const vkeys[] = { "value_flags", "global_value_flags" };
+		struct strs *vlists[] = { &s->value_flags, &s->global_value_flags };
+		for (size_t q = 0; q < CG_ARRAY_LEN(vkeys); q++) {
+			if (!(x = get(l, v, vkeys[q])))
+				continue;
+			struct strs *vl = vlists[q];
+			if (get_strs(l, x, what, vl) != 0)
 				return -1;
-			for (size_t j = 0; j < s->value_flags.n; j++)
-				if (s->value_flags.v[j][0] != '-' || !s->value_flags.v[j][1])
+			for (size_t j = 0; j < vl->n; j++)
+				if (vl->v[j][0] != '-' || !vl->v[j][1])
 					return fail(l, seq_item(l, x, j),
-						    "%s.value_flags: '%s' is not a flag", name,
-						    s->value_flags.v[j]);
+						    "%s.%s: '%s' is not a flag", name, vkeys[q],
+						    vl->v[j]);
 		}
 		if ((x = get(l, v, "flags"))) {
 			if (seq_check(l, x, "flags") != 0)
@@ -1571,16 +1587,21 @@ static int resolve_names(struct ld *l, yaml_node_t *n, bool group, struct strs *
 static int load_match(struct ld *l, struct rule *r, yaml_node_t *m)
 {
 	static const char *const keys[] = {
-		"exe",	     "exe_glob",   "exe_within",  "argv0",	"subcommand", "flags_any",
-		"flags_all", "flags_none", "flags_only",  "args_any",	"args_all",   "args_none",
-		"min_args",  "max_args",   "position",	  "uid",	"gid",	      "user",
-		"group",     "session",	   "host",	  "privileged", "env_any",    "action_type",
-		"tool",	     "resource",   "action_args", NULL
+		"exe",	      "exe_glob",   "exe_within",  "argv0",
+		"subcommand", "flags_any",  "flags_all",   "flags_none",
+		"flags_only", "args_any",   "args_all",	   "args_none",
+		"min_args",   "max_args",   "position",	   "uid",
+		"gid",	      "user",	    "group",	   "session",
+		"host",	      "privileged", "env_any",	   "action_type",
+		"tool",	      "resource",   "action_args", "global_flags_any",
+		NULL
 	};
 	static const char *const command_keys[] = {
-		"exe",	     "exe_glob",   "exe_within", "argv0",    "subcommand", "flags_any",
-		"flags_all", "flags_none", "flags_only", "args_any", "args_all",   "args_none",
-		"min_args",  "max_args",   "position",	 NULL
+		"exe",	      "exe_glob",  "exe_within", "argv0",
+		"subcommand", "flags_any", "flags_all",	 "flags_none",
+		"flags_only", "args_any",  "args_all",	 "args_none",
+		"min_args",   "max_args",  "position",	 "global_flags_any",
+		NULL
 	};
 	static const char *const action_keys[] = { "action_type", "tool", "resource", "action_args",
 						   NULL };
@@ -1643,6 +1664,9 @@ static int load_match(struct ld *l, struct rule *r, yaml_node_t *m)
 		r->n_sub = s.n;
 	}
 	if ((v = get(l, m, "flags_any")) && get_flags(l, v, "match.flags_any", &r->flags_any))
+		return -1;
+	if ((v = get(l, m, "global_flags_any")) &&
+	    get_flags(l, v, "match.global_flags_any", &r->global_flags_any))
 		return -1;
 	if ((v = get(l, m, "flags_all")) && get_flags(l, v, "match.flags_all", &r->flags_all))
 		return -1;
@@ -1941,7 +1965,7 @@ static int rule_longs(struct ld *l)
 		for (size_t i = 0; i < p->n_rules; i++) {
 			struct rule *r = &p->rules[i];
 			const struct strs *lists[] = { &r->flags_any, &r->flags_all, &r->flags_none,
-						       &r->flags_only };
+						       &r->flags_only, &r->global_flags_any };
 			for (size_t e = 0; r->kind == RK_COMMAND && e < r->exe.n; e++)
 				for (size_t k = 0; k < CG_ARRAY_LEN(lists); k++)
 					for (size_t f = 0; f < lists[k]->n; f++) {
@@ -1986,7 +2010,8 @@ static int precompute_flags(struct ld *l)
 		if (cflist_make(l, r->cf_spec, &r->flags_any, &r->cf_any) != 0 ||
 		    cflist_make(l, r->cf_spec, &r->flags_all, &r->cf_all) != 0 ||
 		    cflist_make(l, r->cf_spec, &r->flags_none, &r->cf_none) != 0 ||
-		    cflist_make(l, r->cf_spec, &r->flags_only, &r->cf_only) != 0)
+		    cflist_make(l, r->cf_spec, &r->flags_only, &r->cf_only) != 0 ||
+		    cflist_make(l, r->cf_spec, &r->global_flags_any, &r->cf_gany) != 0)
 			return -1;
 		r->cf_set = true;
 	}

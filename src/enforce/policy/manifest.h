@@ -160,6 +160,8 @@ struct rule {
 	size_t n_sub;
 	struct strs *sub; /* word sequences */
 	struct strs flags_any, flags_all, flags_none, flags_only;
+	/* flags_any, but only among the flags before the first positional */
+	struct strs global_flags_any;
 	bool has_flags_only;
 	struct preds args_any, args_all, args_none;
 	int64_t min_args, max_args; /* -1 unset */
@@ -188,7 +190,7 @@ struct rule {
 	bool has_context; /* any context key: uid … env_any (precomputed) */
 	bool cf_set;
 	const struct cmdspec *cf_spec;
-	struct cflist cf_any, cf_all, cf_none, cf_only;
+	struct cflist cf_any, cf_all, cf_none, cf_only, cf_gany;
 };
 
 struct cmdspec {
@@ -198,6 +200,12 @@ struct cmdspec {
 	const char **alias; /* alias[i] -> canon[i] */
 	const char **canon;
 	struct strs value_flags;
+	/*
+	 * Value flags only before the first positional argument (git's -c and
+	 * -C): after the subcommand the same letters are its own flags
+	 * (git switch -c NAME), which take no value of the program's.
+	 */
+	struct strs global_value_flags;
 	size_t n_groups;
 	struct strs *groups;
 	/*
@@ -223,10 +231,12 @@ struct cmdspec {
 	struct strs longs;
 	size_t longs_cap;
 	uint8_t short_vf[32];	  /* bit c: "-c" is a value flag */
+	uint8_t short_gvf[32];	  /* bit c: "-c" is a global value flag */
 	int16_t short_alias[256]; /* "-c" -> index into alias/canon, or -1 */
 	size_t *alias_len;	  /* strlen(alias[i]) */
 	size_t *canon_len;	  /* strlen(canon[i]) */
 	size_t *vf_len;		  /* strlen(value_flags.v[i]) */
+	size_t *gvf_len;	  /* strlen(global_value_flags.v[i]) */
 };
 
 struct idxlist {

@@ -221,6 +221,7 @@ static bool path_within(const char *path, const char *dir, bool strictly)
 /* One normalised argv token: a flag (canonical name, optional value) or a positional. */
 struct tok {
 	bool flag;
+	bool global;	  /* a flag before the first positional argument */
 	const char *name; /* flag name, or the positional's text */
 	size_t name_len;
 	bool has_val;
@@ -235,19 +236,28 @@ struct argit {
 	size_t i; /* next argv index */
 	size_t j; /* position inside a short-option bundle, 0 when not in one */
 	bool opts_done;
+	bool seen_pos; /* a positional argument has been read */
 };
 
-/* Is name[0..len) a value flag of s? A table read for "-c", else by length first. */
-static bool spec_value_flag(const struct cmdspec *s, const char *name, size_t len)
+/*
+ * Is name[0..len) a value flag of s, where global says whether it comes
+ * before the first positional argument? A table read for "-c", else by
+ * length first.
+ */
+static bool spec_value_flag(const struct cmdspec *s, const char *name, size_t len, bool global)
 {
 	if (!s)
 		return false;
 	if (len == 2 && name[0] == '-') {
 		unsigned char c = (unsigned char)name[1];
-		return (s->short_vf[c / 8] >> (c % 8)) & 1;
+		return ((s->short_vf[c / 8] >> (c % 8)) & 1) ||
+		       (global && ((s->short_gvf[c / 8] >> (c % 8)) & 1));
 	}
 	for (size_t i = 0; i < s->value_flags.n; i++)
 		if (s->vf_len[i] == len && memcmp(s->value_flags.v[i], name, len) == 0)
+			return true;
+	for (size_t i = 0; global && i < s->global_value_flags.n; i++)
+		if (s->gvf_len[i] == len && memcmp(s->global_value_flags.v[i], name, len) == 0)
 			return true;
 	return false;
 }
@@ -285,10 +295,11 @@ static void spec_unabbrev(const struct cmdspec *s, const char **name, size_t *le
 		return;
 	const char *hit = NULL;
 	size_t hit_len = 0;
-	for (size_t g = 0; g <= s->n_groups + 1; g++) {
-		const struct strs *l = g < s->n_groups	  ? &s->groups[g]
-				       : g == s->n_groups ? &s->value_flags
-							  : &s->longs;
+	for (size_t g = 0; g <= s->n_groups + 2; g++) {
+		const struct strs *l = g < s->n_groups	      ? &s->groups[g]
+				       : g == s->n_groups     ? &s->value_flags
+				       : g == s->n_groups + 1 ? &s->global_value_flags
+							      : &s->longs;
 		for (size_t i = 0; i < l->n; i++) {
 			const char *c = l->v[i];
 			size_t cl = strlen(c);
@@ -321,9 +332,10 @@ static bool argit_next(struct argit *it, struct tok *t)
 			const char *a = it->argv[it->i];
 			unsigned char c = (unsigned char)a[it->j];
 			t->flag = true;
+			t->global = !it->seen_pos;
 			t->name = short_names[c];
 			t->name_len = 2;
-			bool takes = spec_value_flag(it->spec, t->name, 2);
+			bool takes = spec_value_flag(it->spec, t->name, 2, t->global);
 			it->j++;
 			if (takes) {
 				t->has_val = true;
@@ -350,6 +362,7 @@ static bool argit_next(struct argit *it, struct tok *t)
 			t->name = a;
 			t->name_len = strlen(a);
 			it->i++;
+			it->seen_pos = true;
 			return true;
 		}
 		if (a[1] == '-' && a[2] == '\0') {
@@ -360,6 +373,7 @@ static bool argit_next(struct argit *it, struct tok *t)
 		if (a[1] == '-' || !(it->spec ? it->spec->bundling : true)) {
 			const char *eq = strchr(a, '=');
 			t->flag = true;
+			t->global = !it->seen_pos;
 			t->name = a;
 			t->name_len = eq ? (size_t)(eq - a) : strlen(a);
 			spec_unabbrev(it->spec, &t->name, &t->name_len);
@@ -367,7 +381,7 @@ static bool argit_next(struct argit *it, struct tok *t)
 			if (eq) {
 				t->has_val = true;
 				t->val = eq + 1;
-			} else if (spec_value_flag(it->spec, t->name, t->name_len)) {
+			} else if (spec_value_flag(it->spec, t->name, t->name_len, t->global)) {
 				t->has_val = true;
 				t->val = it->i < it->argc ? it->argv[it->i++] : "";
 			}
@@ -765,17 +779,18 @@ static bool command_holds(const struct rule *r, struct sctx *sc, bool exe_known)
 	}
 	if (!sub_ok)
 		return false;
-	if (r->flags_any.n || r->flags_all.n || r->flags_none.n) {
-		/* One pass over the flags for all three conditions. */
+	if (r->flags_any.n || r->flags_all.n || r->flags_none.n || r->global_flags_any.n) {
+		/* One pass over the flags for all four conditions. */
 		uint64_t all_seen = 0, all_want = r->flags_all.n >= 64
 						      ? UINT64_MAX
 						      : (UINT64_C(1) << r->flags_all.n) - 1;
-		bool any_hit = r->flags_any.n == 0;
-		struct cflags none, any, all;
-		struct cfbuf bnone, bany, ball;
+		bool any_hit = r->flags_any.n == 0, gany_hit = r->global_flags_any.n == 0;
+		struct cflags none, any, all, gany;
+		struct cfbuf bnone, bany, ball, bgany;
 		cflags_init(&none, &bnone, r, &r->cf_none, sc->spec, &r->flags_none);
 		cflags_init(&any, &bany, r, &r->cf_any, sc->spec, &r->flags_any);
 		cflags_init(&all, &ball, r, &r->cf_all, sc->spec, &r->flags_all);
+		cflags_init(&gany, &bgany, r, &r->cf_gany, sc->spec, &r->global_flags_any);
 		struct tokit it;
 		struct tok t;
 		tokit_init(&it, sc);
@@ -786,11 +801,13 @@ static bool command_holds(const struct rule *r, struct sctx *sc, bool exe_known)
 				return false;
 			if (!any_hit && cflags_has(&any, &t))
 				any_hit = true;
+			if (!gany_hit && t.global && cflags_has(&gany, &t))
+				gany_hit = true;
 			for (size_t i = 0; i < all.n; i++)
 				if (cflag_is(&all, i, &t))
 					all_seen |= UINT64_C(1) << i;
 		}
-		if (!any_hit || all_seen != all_want)
+		if (!any_hit || !gany_hit || all_seen != all_want)
 			return false;
 	}
 	if (r->has_flags_only || r->args_any.n || r->args_all.n || r->args_none.n) {
@@ -1491,6 +1508,7 @@ static json_t *rule_json(const struct cg_policy *p, const struct rule *r)
 		const struct strs *s;
 		bool on;
 	} fl[] = { { "flags_any", &r->flags_any, r->flags_any.n > 0 },
+		   { "global_flags_any", &r->global_flags_any, r->global_flags_any.n > 0 },
 		   { "flags_all", &r->flags_all, r->flags_all.n > 0 },
 		   { "flags_none", &r->flags_none, r->flags_none.n > 0 },
 		   { "flags_only", &r->flags_only, r->has_flags_only } };
@@ -1568,6 +1586,9 @@ json_t *cg_policy_dump(const struct cg_policy *p)
 			json_array_append_new(g, strs_json(&s->groups[k]));
 		json_t *c = json_pack("{s:b,s:o,s:o}", "bundling", s->bundling, "flags", g,
 				      "value_flags", strs_json(&s->value_flags));
+		if (c && s->global_value_flags.n)
+			json_object_set_new(c, "global_value_flags",
+					    strs_json(&s->global_value_flags));
 		if (c && s->wraps)
 			json_object_set_new(c, "wraps",
 					    json_pack("{s:I,s:b}", "operands",
@@ -1624,9 +1645,10 @@ static bool exe_only(const struct rule *r)
 {
 	return r->kind == RK_COMMAND && !r->exe_within.n && !r->n_sub && !r->argv0.n &&
 	       !r->flags_any.n && !r->flags_all.n && !r->flags_none.n && !r->has_flags_only &&
-	       !r->args_any.n && !r->args_all.n && !r->args_none.n && r->min_args < 0 &&
-	       r->max_args < 0 && !r->position && !r->uid.n && !r->gid.n && !r->user_uid.n &&
-	       !r->group_gid.n && !r->session.n && !r->host.n && r->privileged < 0 && !r->env_any.n;
+	       !r->global_flags_any.n && !r->args_any.n && !r->args_all.n && !r->args_none.n &&
+	       r->min_args < 0 && r->max_args < 0 && !r->position && !r->uid.n && !r->gid.n &&
+	       !r->user_uid.n && !r->group_gid.n && !r->session.n && !r->host.n &&
+	       r->privileged < 0 && !r->env_any.n;
 }
 
 /* Does rule i match every executable rule j can? (j has exact paths only.) */
