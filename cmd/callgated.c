@@ -76,7 +76,8 @@ static void usage(FILE *f)
 		"(FileDescriptorName=agent, admin) are served instead of binding. A start\n"
 		"verifies the events after the last signed checkpoint; --verify-journal\n"
 		"verifies the whole journal. A journal with events and no signed\n"
-		"checkpoint is refused unless --resign-journal says to sign it.\n"
+		"checkpoint, or events after a clean stop's, is refused unless\n"
+		"--resign-journal says to sign them.\n"
 		"See callgated(8).\n",
 		CG_DEFAULT_SOCKET, CG_DEFAULT_ADMIN_SOCKET_NAME, CG_DEFAULT_STATE_DIR);
 }

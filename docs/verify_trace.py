@@ -66,7 +66,7 @@ KEYS = ["seq", "trace", "tseq", "type", "ts", "prev", "tprev", "payload", "hash"
 TYPES = {"request", "resolved", "rung", "decision", "approval.requested",
          "approval.answered", "permit", "exec.started", "exec.finished", "screening",
          "verdict", "replay", "seal", "incomplete", "recovery", "net.connection",
-         "refusal"}
+         "refusal", "stopped"}
 HEX = set("0123456789abcdef")
 
 

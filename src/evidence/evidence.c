@@ -197,7 +197,10 @@ struct cg_evidence {
 	uint64_t ckpt_line_off; /* where the last checkpoint line starts */
 	bool ckpt_line_valid;	/* … and it was written by this run */
 	int64_t last_ckpt_ns;
-	bool seal_unsigned;	/* a sealed trace waits for the next checkpoint */
+	bool seal_unsigned; /* a sealed trace waits for the next checkpoint */
+	/* events a start found after the last checkpoint (a crash's), recorded */
+	uint64_t tail_from, tail_to;
+	char tail_head[65];
 	int64_t last_resume_ns; /* when a resume point was last made */
 	char *resume;		/* the newest resume point, not yet handed on */
 	size_t resume_len;
@@ -1232,6 +1235,19 @@ static int process(struct cg_evidence *ev, struct item *batch, bool final)
 	}
 	if (final && mark_all_incomplete(ev) < 0)
 		return -1;
+	/*
+	 * The clean stop's own event, under the last checkpoint: a start that
+	 * finds events after it knows this daemon did not write them (s42b
+	 * F4: a line chained onto a stopped journal was signed by the next
+	 * start, and passed replay from then on).
+	 */
+	if (final) {
+		json_t *p = json_pack("{s:s}", "what", "the daemon stopped");
+		int rc = p ? emit_json(ev, CG_JOURNAL_TRACE, CG_EV_STOPPED, p) : -1;
+		json_decref(p);
+		if (rc < 0)
+			return -1;
+	}
 	if (batch_write(ev) < 0)
 		return -1;
 	int64_t since = cg_now_mono_ns() - ev->last_ckpt_ns;
@@ -1614,13 +1630,13 @@ static struct item *item_event(const char *trace_id, int type, json_t *payload, 
 	return it;
 }
 
-/* May a caller append this event? The replay, seal, incomplete and recovery events are ours. */
+/* May a caller append this event? The replay, seal, incomplete, recovery and stopped events are ours. */
 static bool caller_event_ok(const char *trace_id, enum cg_event_type type, const json_t *payload)
 {
 	return cg_trace_id_valid(trace_id) && strcmp(trace_id, CG_JOURNAL_TRACE) != 0 &&
 	       (int)type >= 0 && type < CG_EV__COUNT && type != CG_EV_REPLAY &&
 	       type != CG_EV_SEAL && type != CG_EV_INCOMPLETE && type != CG_EV_RECOVERY &&
-	       type != CG_EV_REFUSAL && json_is_object(payload);
+	       type != CG_EV_REFUSAL && type != CG_EV_STOPPED && json_is_object(payload);
 }
 
 /*
@@ -2065,7 +2081,7 @@ static int resume_traces(struct cg_evidence *ev, const struct cg_resume *r, char
  * 0, or -1 with why and the state as it was (empty).
  */
 static int resume_from(struct cg_evidence *ev, char **names, size_t n_names, size_t *seg,
-		       uint64_t *off, uint64_t *ckpt_off, char *why, size_t why_len)
+		       uint64_t *off, uint64_t *ckpt_off, bool *at_stop, char *why, size_t why_len)
 {
 	char path[4300];
 	char *buf = NULL;
@@ -2095,6 +2111,7 @@ static int resume_from(struct cg_evidence *ev, char **names, size_t n_names, siz
 	*seg = s;
 	*off = r.end;
 	*ckpt_off = r.ckpt_off;
+	*at_stop = r.at_stop;
 	rc = 0;
 out:
 	free(buf);
@@ -2124,17 +2141,20 @@ static int recover(struct cg_evidence *ev, json_t *torn, char *why, size_t why_l
 		return -1;
 	}
 	char rwhy[300] = "";
-	bool resumed = false;
+	bool resumed = false, resumed_at_stop = false;
+	uint64_t stop_seq = 0; /* the last clean stop's event */
 	if (ev->cfg.verify_all)
 		snprintf(rwhy, sizeof(rwhy), "a full verification was asked for");
-	else if (n_names &&
-		 resume_from(ev, names, n_names, &s0, &off0, &ckpt_off, rwhy, sizeof(rwhy)) == 0)
+	else if (n_names && resume_from(ev, names, n_names, &s0, &off0, &ckpt_off, &resumed_at_stop,
+					rwhy, sizeof(rwhy)) == 0)
 		resumed = true;
 	else if (state_reset(ev) < 0) {
 		snprintf(why, why_len, "out of memory");
 		goto free_all;
 	}
 	uint64_t resumed_at = ev->seq;
+	if (resumed_at_stop)
+		stop_seq = resumed_at;
 	if (n_names && !resumed)
 		cg_log("info", NULL, "evidence: verifying the whole journal (resume point: %s)",
 		       rwhy);
@@ -2236,6 +2256,8 @@ static int recover(struct cg_evidence *ev, json_t *torn, char *why, size_t why_l
 			}
 			ev->seq = o.seq;
 			memcpy(ev->head, o.hash, 65);
+			if (o.type == CG_EV_STOPPED && !t->keep)
+				stop_seq = o.seq;
 			t->tseq = o.tseq;
 			memcpy(t->hash, o.hash, 65);
 			if (tstate_add_line(t, buf + pos, ll, o.seq, o.type,
@@ -2283,6 +2305,33 @@ static int recover(struct cg_evidence *ev, json_t *torn, char *why, size_t why_l
 		       "evidence: --resign-journal: signing %" PRIu64
 		       " events that no checkpoint vouched for",
 		       ev->seq);
+	}
+	/*
+	 * Events after a clean stop's checkpoint: the daemon that stopped wrote
+	 * none, and the next start would sign them (s42b F4: a forged line,
+	 * chained as anyone can chain one, passed replay from then on). The
+	 * operator who knows where they come from starts it with --resign-journal.
+	 */
+	uint64_t last_ck = n_ck ? ck[n_ck - 1].seq : resumed ? resumed_at : 0;
+	if (stop_seq && stop_seq == last_ck && ev->seq > last_ck) {
+		if (!ev->cfg.resign) {
+			snprintf(why, why_len,
+				 "the journal holds %" PRIu64 " event(s) after the daemon's clean "
+				 "stop at seq %" PRIu64 ", signed there: no daemon wrote them; "
+				 "`callgate replay --all` shows them (head_unsigned); start with "
+				 "--resign-journal only if you know where they come from",
+				 ev->seq - last_ck, last_ck);
+			goto free_all;
+		}
+		cg_log("warn", NULL,
+		       "evidence: --resign-journal: signing %" PRIu64
+		       " event(s) written after the clean stop at seq %" PRIu64,
+		       ev->seq - last_ck, last_ck);
+	}
+	if (ev->seq > last_ck) {
+		ev->tail_from = last_ck + 1;
+		ev->tail_to = ev->seq;
+		memcpy(ev->tail_head, ev->head, 65);
 	}
 	if (n_ck && ck[n_ck - 1].seq > ev->seq) {
 		snprintf(why, why_len,
@@ -2509,6 +2558,22 @@ int cg_evidence_open(const struct cg_evidence_config *cfg, struct cg_evidence **
 	int rc = 0;
 	if (json_array_size(torn)) {
 		json_t *p = json_pack("{s:s, s:O}", "what", "torn tail set aside", "torn", torn);
+		struct item *it = p ? item_event(CG_JOURNAL_TRACE, CG_EV_RECOVERY, p, false) : NULL;
+		json_decref(p);
+		rc = it ? enqueue(ev, it) : -1;
+	}
+	/*
+	 * Events no checkpoint of the run that wrote them vouched for (a
+	 * crash's tail): this start signs them, and says so, so that an
+	 * auditor can tell them from events their own run signed.
+	 */
+	if (rc == 0 && ev->tail_to) {
+		json_t *p = json_pack(
+		    "{s:s, s:I, s:I, s:s}", "what",
+		    "events after the last checkpoint, signed at this start, not by the run that "
+		    "wrote them",
+		    "from", (json_int_t)ev->tail_from, "to", (json_int_t)ev->tail_to, "head",
+		    ev->tail_head);
 		struct item *it = p ? item_event(CG_JOURNAL_TRACE, CG_EV_RECOVERY, p, false) : NULL;
 		json_decref(p);
 		rc = it ? enqueue(ev, it) : -1;

@@ -46,7 +46,8 @@
 	X(INCOMPLETE, "incomplete") /* recovery: the trace was cut short by a crash */             \
 	X(RECOVERY, "recovery")	    /* trace "journal": a torn tail was set aside at open */       \
 	X(NET_CONNECTION, "net.connection") /* one connection through the egress proxy */          \
-	X(REFUSAL, "refusal") /* a call refused before anything ran: the whole trace, sealed */
+	X(REFUSAL, "refusal") /* a call refused before anything ran: the whole trace, sealed */    \
+	X(STOPPED, "stopped") /* trace "journal": the daemon stopped; its last checkpoint follows */
 
 enum cg_event_type {
 #define CG_EVENT_ENUM(e, s) CG_EV_##e,

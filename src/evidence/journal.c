@@ -927,8 +927,9 @@ enum cg_trace_state cg_trace_check_structure(const struct cg_evline *v, size_t n
 			st = CG_TRACE_SEALED;
 			break;
 		case CG_EV_RECOVERY:
-			cg_diff_add(diff, "structure", file, o->lineno, o->seq, NULL, "recovery",
-				    "recovery events belong to the journal trace");
+		case CG_EV_STOPPED:
+			cg_diff_add(diff, "structure", file, o->lineno, o->seq, NULL, o->type_name,
+				    "recovery and stopped events belong to the journal trace");
 			break;
 		default:
 			break;

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "evidence.h"
 #include "journal.h"
 #include "key.h"
 #include "util.h"
@@ -187,7 +188,7 @@ static int check_checkpoint(const char *state_dir, const struct cg_resume *r, EV
 	return 0;
 }
 
-static int check_line(const char *state_dir, const struct cg_resume *r, char *why, size_t why_len)
+static int check_line(const char *state_dir, struct cg_resume *r, char *why, size_t why_len)
 {
 	char path[4200];
 	snprintf(path, sizeof(path), "%s/journal/%s", state_dir, r->segment);
@@ -209,12 +210,13 @@ static int check_line(const char *state_dir, const struct cg_resume *r, char *wh
 			 r->seq);
 	else
 		rc = 0;
+	r->at_stop = rc == 0 && o.type == CG_EV_STOPPED && strcmp(o.trace, CG_JOURNAL_TRACE) == 0;
 	free(line);
 	return rc;
 }
 
-int cg_resume_check(const char *state_dir, const struct cg_resume *r, EVP_PKEY *key,
-		    const char *key_fp, char *why, size_t why_len)
+int cg_resume_check(const char *state_dir, struct cg_resume *r, EVP_PKEY *key, const char *key_fp,
+		    char *why, size_t why_len)
 {
 	unsigned char root[CG_MERKLE_HASH_LEN];
 	char hex[2 * CG_MERKLE_HASH_LEN + 1];

@@ -51,6 +51,7 @@ struct cg_resume {
 	const char *lines;	   /* borrowed: the open traces' lines, verbatim */
 	size_t lines_len;
 	size_t n_lines;
+	bool at_stop; /* set by cg_resume_check: event seq is a clean stop's */
 };
 
 /*
@@ -69,9 +70,10 @@ int cg_resume_parse(const char *buf, size_t len, struct cg_resume *r, char *why,
  * Check r against the files: the checkpoint line at r->ckpt_off names seq,
  * head and root and carries a valid signature by key; the line ending at
  * r->end in r->segment is event seq with hash head; the frontier's root is
- * root. 0, or -1 with why.
+ * root; at_stop says whether that event is the journal trace's `stopped`.
+ * 0, or -1 with why.
  */
-int cg_resume_check(const char *state_dir, const struct cg_resume *r, EVP_PKEY *key,
-		    const char *key_fp, char *why, size_t why_len);
+int cg_resume_check(const char *state_dir, struct cg_resume *r, EVP_PKEY *key, const char *key_fp,
+		    char *why, size_t why_len);
 
 #endif

@@ -9,6 +9,7 @@ that lies. And they show the documented trade-off: a changed event before the
 checkpoint is found by `--verify-journal` and `callgate replay --all`, not by
 a plain start.
 """
+import hashlib
 import json
 import os
 import shutil
@@ -70,6 +71,16 @@ def flip_byte_of_seq(state, seq):
         raise AssertionError("no event %d" % seq)
     with open(path, "wb") as f:
         f.write(b"\n".join(lines))
+
+
+def cgtest_rechain(line, seq, prev, trace_from, trace_to):
+    """An event line moved to seq after prev, under another trace id, its
+    hash recomputed: what someone without the key can append."""
+    e = json.loads(line)
+    body = line[:-76].replace(trace_from.encode(), trace_to.encode())
+    body = body.replace(b'"seq":%d,' % e["seq"], b'"seq":%d,' % seq, 1)
+    body = body.replace(b'"prev":"%s"' % e["prev"].encode(), b'"prev":"%s"' % prev.encode(), 1)
+    return body + b',"hash":"%s"}\n' % hashlib.sha256(body).hexdigest().encode()
 
 
 def start_fails(d):
@@ -222,6 +233,84 @@ class NoCheckpointIsNotSigned(unittest.TestCase):
             self.assertIn("--resign-journal: signing", d.log)
             calls(d, 1)
             d.stop()
+            p = cli(d.state_dir, "replay", "--all")
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+
+
+class EventsAfterACleanStop(unittest.TestCase):
+    """s42b F4: a stopped daemon's journal, one line chained onto it (anyone
+    can: the chain needs no key) that blames another uid for a recursive
+    delete. The next start verified the chain, signed a checkpoint over the
+    line, and replay --all passed from then on. A clean stop now ends in a
+    `stopped` event under the last checkpoint; a start that finds events
+    after it is refused. A crash's tail is still signed at the next start,
+    and a recovery event says which events were."""
+
+    @staticmethod
+    def forge_after(state):
+        path = segment(state)
+        with open(path, "rb") as f:
+            lines = f.read().splitlines(keepends=True)
+        last = json.loads(lines[-1])
+        like = next(ln for ln in reversed(lines) if b'"type":"refusal"' in ln)
+        tid = json.loads(like)["trace"]
+        forged = "f0f0f0f0-0000-4000-8000-000000000001"
+        line = cgtest_rechain(like, last["seq"] + 1, last["hash"], tid, forged)
+        with open(path, "ab") as f:
+            f.write(line)
+        return last["seq"], forged
+
+    def test_a_line_chained_onto_a_stopped_journal_is_never_signed(self):
+        with cgtest.Daemon() as d:
+            calls(d, 2)
+            d.stop()
+            stopped_at, forged = self.forge_after(d.state_dir)
+            p = cli(d.state_dir, "replay", "--all")
+            self.assertNotEqual(p.returncode, 0)
+            self.assertIn("head_unsigned", p.stdout + p.stderr)
+            for flags in ([], ["--verify-journal"]):
+                restart_flags = list(flags)
+                d.extra_flags = restart_flags
+                rc = start_fails(d)
+                self.assertNotEqual(rc, 0, d.log)
+                self.assertIn("after the daemon's clean stop at seq %d" % stopped_at, d.log)
+            # Judged by the files: nothing signed the line, replay still fails.
+            with open(os.path.join(d.state_dir, "checkpoints.ndjson")) as f:
+                seqs = [json.loads(ln)["seq"] for ln in f if ln.strip()]
+            self.assertEqual(max(seqs), stopped_at)
+            p = cli(d.state_dir, "replay", "--all")
+            self.assertNotEqual(p.returncode, 0)
+            # The operator who knows where the line comes from can sign it.
+            restart(d, ["--resign-journal"])
+            self.assertIn("--resign-journal: signing 1 event(s) written after the clean stop",
+                          d.log)
+            d.stop()
+
+    def test_a_crashs_tail_is_signed_and_said_to_be(self):
+        ckpts = lambda: os.path.join(d.state_dir, "checkpoints.ndjson")
+        with cgtest.Daemon() as d:
+            calls(d, 2)
+            end = time.time() + 20
+            while time.time() < end and not (os.path.exists(ckpts()) and
+                                             os.path.getsize(ckpts())):
+                time.sleep(0.05)
+            d.stop(signal.SIGKILL)
+            # After a crash a tail no checkpoint covers is the crash's, as
+            # far as anyone can tell: one is made here as an attacker would.
+            self.forge_after(d.state_dir)
+            with open(ckpts()) as f:
+                last_ck = max(json.loads(ln)["seq"] for ln in f if ln.strip())
+            with open(segment(d.state_dir), "rb") as f:
+                head = json.loads(f.read().splitlines()[-1])["seq"]
+            restart(d)
+            calls(d, 1)
+            d.stop()
+            with open(segment(d.state_dir), "rb") as f:
+                events = [json.loads(ln) for ln in f.read().splitlines()]
+            said = [e["payload"] for e in events if e["type"] == "recovery"
+                    and "signed at this start" in e["payload"].get("what", "")]
+            self.assertEqual([(p["from"], p["to"]) for p in said], [(last_ck + 1, head)])
+            self.assertEqual(events[-1]["type"], "stopped")
             p = cli(d.state_dir, "replay", "--all")
             self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
 
