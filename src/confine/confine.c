@@ -116,6 +116,7 @@ struct cg_confine_plan {
 	bool set_ids;
 	uid_t uid;
 	gid_t gid;
+	char *peer_cwd; /* with set_ids: the cwd, entered again as the peer (owned) */
 	const struct sock_fprog *seccomp;
 	const struct sock_fprog *seccomp_root; /* stacked on it, or NULL */
 	struct cg_view *view; /* the call's world, or NULL (privileged, or not asked for) */
@@ -1379,6 +1380,8 @@ static int prepare_plan(const struct cg_constraints *const *cons, size_t n,
 	p->set_ids = ctx && ctx->set_ids;
 	p->uid = p->set_ids ? ctx->uid : 0;
 	p->gid = p->set_ids ? ctx->gid : 0;
+	if (p->set_ids && ctx->cwd && ctx->cwd[0] == '/' && !(p->peer_cwd = strdup(ctx->cwd)))
+		goto oom;
 	p->outer_uid = geteuid();
 	p->outer_gid = getegid();
 	p->umask = plan_umask(ctx);
@@ -1858,6 +1861,7 @@ static int confine_tail(const struct cg_confine_plan *plan)
 	if (!plan->view && (plan->confined || plan->netns) && geteuid() == 0 &&
 	    (rc = cg_caps_drop_root(plan->netns)) != 0)
 		return rc;
+
 	if (!plan->confined)
 		return set_rlimit(RLIMIT_NOFILE, plan->limits.nofile);
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
@@ -1949,6 +1953,23 @@ static void close_others(const struct exec_args *a, const int *also, size_t n_al
 	(void)syscall(SYS_close_range, lo, ~0U, 0U);
 }
 
+/*
+ * The cwd was entered as root (the daemon pinned it): entered again by path
+ * as the peer, ids dropped and no capability left, so that the kernel checks
+ * the search permission of every directory above it as the peer's own shell
+ * would (s42a F1: another uid's project below a 0700 home was read through a
+ * cwd in it). The same directory, or no exec. 0 or errno.
+ */
+static int peer_cwd_enter(const struct cg_confine_plan *plan)
+{
+	struct stat here, there;
+	if (!plan->set_ids || !plan->peer_cwd)
+		return 0;
+	if (stat(".", &here) != 0 || chdir(plan->peer_cwd) != 0 || stat(".", &there) != 0)
+		return errno;
+	return here.st_dev == there.st_dev && here.st_ino == there.st_ino ? 0 : ESTALE;
+}
+
 __attribute__((noreturn)) static void confine_and_exec(void *arg)
 {
 	const struct exec_args *a = arg;
@@ -1956,6 +1977,8 @@ __attribute__((noreturn)) static void confine_and_exec(void *arg)
 	int rc = confine_tail(a->plan);
 	if (rc != 0)
 		exec_failed(a, CG_CONFINE_STEP_CONFINE, rc);
+	if ((rc = peer_cwd_enter(a->plan)) != 0)
+		exec_failed(a, CG_CONFINE_STEP_CWD, rc);
 	/* Write-ahead: everything is ready; the command itself waits for its permit. */
 	if (a->plan->gate && (rc = cg_gate_wait(a->plan->gate, CONFINE_GATE_WAIT_MS)) != 0)
 		exec_failed(a, CG_CONFINE_STEP_CONFINE, rc);
@@ -2032,6 +2055,7 @@ void cg_confine_plan_free(struct cg_confine_plan *plan)
 		free(plan->rw[i]);
 	free(plan->rw);
 	free(plan->nosym_cwd);
+	free(plan->peer_cwd);
 	free(plan->paths);
 	free(plan->ports);
 	for (size_t i = 0; i < plan->n_sets; i++)

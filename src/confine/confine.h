@@ -98,6 +98,7 @@ int cg_confine_child(const struct cg_confine_plan *plan);
 
 #define CG_CONFINE_STEP_CONFINE 0
 #define CG_CONFINE_STEP_EXEC	1
+#define CG_CONFINE_STEP_CWD	2 /* the cwd, entered again as the peer, was refused */
 
 /*
  * How the child reports a failure: write (step, err) where the parent reads

@@ -509,23 +509,40 @@ static int build_proc(void)
 	return 0;
 }
 
-/* mkdir -p of a write tree's path inside the private /tmp (relative, "tmp/…"). */
+/*
+ * mkdir -p of a write tree's path inside the private /tmp (relative,
+ * "tmp/…"), each directory with the owner and mode of the host's at the same
+ * path (read through the absolute path, which still names the host's /tmp
+ * here): the search permission above a workspace is the host's, not root's
+ * 0755 (s42a F1: another uid's 0700 home under /tmp was open in the call's
+ * /tmp). Where an owner cannot be set (a user namespace: one uid anyway) or
+ * the host's directory is gone, 0755, whatever the umask.
+ */
 static int make_tmp_dirs(const char *rel)
 {
-	char buf[PATH_MAX];
+	char buf[PATH_MAX + 1];
 	size_t n = strlen(rel);
-	if (n >= sizeof(buf))
+	if (n + 1 >= sizeof(buf))
 		return ENAMETOOLONG;
-	memcpy(buf, rel, n + 1);
+	buf[0] = '/';
+	memcpy(buf + 1, rel, n + 1);
+	char *d = buf + 1; /* the relative path; buf is the host's absolute one */
 	for (size_t i = 4; i <= n; i++) {
-		if (buf[i] != '/' && buf[i] != 0)
+		if (d[i] != '/' && d[i] != 0)
 			continue;
-		char c = buf[i];
-		buf[i] = 0;
-		/* 0755 whatever the umask: a peer's uid must reach its workspace. */
-		if ((mkdir(buf, 0755) != 0 && errno != EEXIST) || chmod(buf, 0755) != 0)
+		char c = d[i];
+		d[i] = 0;
+		struct stat host;
+		bool mirror = stat(buf, &host) == 0 && S_ISDIR(host.st_mode);
+		if (mkdir(d, 0700) != 0 && errno != EEXIST)
 			return errno;
-		buf[i] = c;
+		if (mirror && lchown(d, host.st_uid, host.st_gid) == 0) {
+			if (chmod(d, host.st_mode & 07777) != 0)
+				return errno;
+		} else if (chmod(d, 0755) != 0) {
+			return errno;
+		}
+		d[i] = c;
 	}
 	return 0;
 }

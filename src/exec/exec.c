@@ -118,7 +118,11 @@ __attribute__((noreturn)) static void child_fail(int report_fd, int step, int er
 /* Child only: how cg_confine_exec reports, in our steps. */
 __attribute__((noreturn)) static void confine_failed(int report_fd, int step, int err)
 {
-	child_fail(report_fd, step == CG_CONFINE_STEP_EXEC ? STEP_EXEC : STEP_CONFINE, err);
+	child_fail(report_fd,
+		   step == CG_CONFINE_STEP_EXEC	 ? STEP_EXEC
+		   : step == CG_CONFINE_STEP_CWD ? STEP_CHDIR
+						 : STEP_CONFINE,
+		   err);
 }
 
 /* Child only: the command is at its execve, its permit and confinement in place. */
@@ -400,6 +404,11 @@ static struct cg_reply *spawn_failed(size_t stage, const char *exe, int step, in
 		return cg_reply_new(CG_R_CONFINE_CHILD_FAILED, "{s:s,s:I,s:s}", "errno_name",
 				    cg_errno_name(e), "stage", (json_int_t)stage, "exe",
 				    exe ? exe : "");
+	/* The peer's own permissions (s42a F1), as its shell would meet them. */
+	if (step == STEP_CHDIR && (e == EACCES || e == ENOENT || e == ENOTDIR || e == ESTALE))
+		return cg_reply_new(CG_R_EXEC_CWD_NOT_REACHABLE, "{s:I,s:s,s:s}", "stage",
+				    (json_int_t)stage, "exe", exe ? exe : "", "errno_name",
+				    cg_errno_name(e));
 	/* The request's terms, not a fault (ux-s41 H2: "E, report it" for `time git add`). */
 	if (step == STEP_EXEC && e == EACCES)
 		return cg_reply_new(CG_R_EXEC_NOT_PERMITTED, "{s:I,s:s}", "stage",

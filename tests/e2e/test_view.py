@@ -1380,6 +1380,63 @@ class RepositoryInTheWorkspace(unittest.TestCase):
 
 
 @unittest.skipUnless(os.geteuid() == 0, "needs root (a root peer's approved call)")
+@unittest.skipUnless(os.geteuid() == 0, "needs root: a daemon serving two uids")
+class AnotherUsersWorkspace(unittest.TestCase):
+    """s42a F1: a daemon with two users' workspaces took a call's cwd in
+    either, whoever sent it, and entered it as root: nobody's call read a
+    file below another uid's 0700 home through a cwd there (and under /tmp
+    the call's own /tmp made that home 0755). Judged by the bytes that come
+    back; nobody's own workspace still works."""
+
+    def check(self, base):
+        other_home = os.path.join(base, "home", "other")
+        theirs = os.path.join(other_home, "proj")
+        mine = os.path.join(base, "home", "dev", "proj")
+        for path in (theirs, mine):
+            os.makedirs(path)
+        for path in (base, os.path.join(base, "home"), os.path.dirname(mine), mine, theirs):
+            os.chmod(path, 0o755)
+        os.chown(os.path.dirname(mine), 65534, 65534)
+        os.chown(mine, 65534, 65534)
+        with open(os.path.join(theirs, "secret.txt"), "w") as f:
+            f.write("OTHER-USERS-SECRET\n")
+        with open(os.path.join(mine, "notes.txt"), "w") as f:
+            f.write("MY-NOTES\n")
+        for path in (other_home, theirs, os.path.join(theirs, "secret.txt")):
+            os.chown(path, 4242, 4242)
+        os.chmod(other_home, 0o700)
+        os.chmod(os.path.join(theirs, "secret.txt"), 0o644)
+        with cgtest.Daemon(workspaces=[mine, theirs]) as d:
+            os.chmod(d.tmp, 0o755)
+            os.chmod(d.socket, 0o666)
+
+            def call(cwd, argv):
+                req = cgtest.make_request([argv], privileged=False, cwd=cwd)
+                return cgtest.as_uid(65534, lambda: cgtest.parse_response(
+                    cgtest.send_recv(d.socket, cgtest.encode(req), timeout=60)))
+            out = lambda r: base64.b64decode(r.get("stdout", "")).decode(errors="replace")
+            ok = call(mine, ["cat", "notes.txt"])
+            self.assertIn("MY-NOTES", out(ok), ok)
+            for argv in (["cat", "secret.txt"], ["cat", os.path.join(theirs, "secret.txt")]):
+                r = call(theirs, argv)
+                self.assertNotIn("OTHER-USERS-SECRET", out(r) + json.dumps(r), r)
+                self.assertEqual(r["reply"]["code"], "MCP-EXEC-I-002", r["reply"])
+
+    def test_a_cwd_below_another_uids_home_is_not_entered(self):
+        base = tempfile.mkdtemp(prefix="cg-users-", dir="/var/tmp")
+        try:
+            self.check(base)
+        finally:
+            shutil.rmtree(base, ignore_errors=True)
+
+    def test_nor_under_tmp_where_the_calls_tmp_rebuilds_the_path(self):
+        base = tempfile.mkdtemp(prefix="cg-users-", dir="/tmp")
+        try:
+            self.check(base)
+        finally:
+            shutil.rmtree(base, ignore_errors=True)
+
+
 class ApprovedCallInAView(unittest.TestCase):
     """A human's approval lifts "needs a human", never the view (item 6)."""
 

@@ -553,6 +553,8 @@ Test(exec, cwd_swapped_after_resolution_is_refused)
 Test(exec, unprivileged_stage_runs_as_peer_ids)
 {
 	cr_assert_eq(geteuid(), 0, "this test needs root (as the daemon runs)");
+	/* The peer enters its cwd itself (s42a F1): mkdtemp's 0700 would refuse it. */
+	cr_assert_eq(chmod(tmp, 0755), 0);
 	struct cg_confine_ctx ctx = { .workspace = ws,
 				      .cwd = ws,
 				      .home = "/nonexistent",
@@ -572,6 +574,31 @@ Test(exec, unprivileged_stage_runs_as_peer_ids)
 	execute(&r, 10000, -1, plan);
 	cr_assert_eq(r.rc, 0, "run: %s", r.err ? cg_reply_def_of(r.err)->key : "");
 	expect_out(&r, "65534\n65534\n65534\n");
+	done(&r);
+	cg_confine_plan_free(plan);
+}
+
+/* s42a F1: a cwd the peer's own uid could not enter is not entered for it. */
+Test(exec, a_cwd_closed_to_the_peer_runs_nothing)
+{
+	cr_assert_eq(geteuid(), 0, "this test needs root (as the daemon runs)");
+	cr_assert_eq(chmod(ws, 0700), 0);
+	struct cg_confine_ctx ctx = { .workspace = ws,
+				      .cwd = ws,
+				      .home = "/nonexistent",
+				      .set_ids = true,
+				      .uid = 65534,
+				      .gid = 65534 };
+	struct cg_confine_plan *plan = NULL;
+	struct cg_reply *err = NULL;
+	cr_assert_eq(cg_confine_prepare(NULL, 0, &ctx, &plan, &err), 0);
+	char *a0[] = { "echo", "ran", NULL };
+	char **argvs[] = { a0 };
+	struct run r;
+	prepare(&r, argvs, 1, NULL);
+	execute(&r, 10000, -1, plan);
+	cr_assert_eq(r.rc, -1);
+	cr_assert_str_eq(cg_reply_def_of(r.err)->key, "EXEC_CWD_NOT_REACHABLE");
 	done(&r);
 	cg_confine_plan_free(plan);
 }
