@@ -427,6 +427,29 @@ static void line_break_row(struct screen *sc, const char *value)
 }
 
 /*
+ * Tabs and other control characters, said in a row of their own: on the
+ * screen a tab is "\t", as a typed backslash-t would be were backslashes
+ * not then doubled (s42b F1: `x<TAB>/ws/target` passed for one path).
+ */
+static void control_row(struct screen *sc, const char *value)
+{
+	size_t tabs = 0, other = 0;
+	for (const unsigned char *p = (const unsigned char *)(value ? value : ""); *p; p++)
+		if (*p == '\t')
+			tabs++;
+		else if ((*p < 0x20 && *p != '\n') || *p == 0x7f)
+			other++;
+	if (!tabs && !other)
+		return;
+	char text[200];
+	(void)snprintf(text, sizeof(text),
+		       "%zu tab%s and %zu other control character%s: shown \\t and \\xNN, a "
+		       "typed backslash shown \\\\",
+		       tabs, tabs == 1 ? "" : "s", other, other == 1 ? "" : "s");
+	screen_field(sc, "  ! controls", text);
+}
+
+/*
  * What a privileged call runs with, said exactly (docs/confinement.md): no
  * view, so hide, tmp, protect and git terms do not apply; its sets' Landlock,
  * net and limit terms bind the stages they govern, with no_new_privs and
@@ -475,26 +498,9 @@ static int parse_count(const char *s, int64_t *out);
 #define WORD_PLAIN	 "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789@%+=:,./_-"
 #define CONSTRAINT_PLAIN WORD_PLAIN "*?${}"
 
-/* One word as shell text: as is when every character is in plain, else single-quoted. */
-static void shell_word(struct cg_buf *b, const char *w, const char *plain)
-{
-	if (w[0] && strspn(w, plain) == strlen(w)) {
-		(void)cg_buf_add(b, w, strlen(w));
-		return;
-	}
-	if (strchr(w, '\n')) {
-		cg_shell_word_lines(b, w);
-		return;
-	}
-	(void)cg_buf_add(b, "'", 1);
-	for (; *w; w++)
-		(void)cg_buf_add(b, *w == '\'' ? "'\\''" : w, *w == '\'' ? 4 : 1);
-	(void)cg_buf_add(b, "'", 1);
-}
-
 static void constraint_word(struct cg_buf *b, const char *w)
 {
-	shell_word(b, w, CONSTRAINT_PLAIN);
+	cg_shell_word(b, w, CONSTRAINT_PLAIN);
 }
 
 /* An array of strings as words joined by spaces, into b; false (nothing added) if v is not one. */
@@ -895,6 +901,7 @@ static void build_view(struct screen *sc, const json_t *p, size_t waiting)
 			screen_field(sc, label, json_string_value(a));
 			non_ascii_row(sc, json_string_value(a));
 			line_break_row(sc, json_string_value(a));
+			control_row(sc, json_string_value(a));
 		}
 	}
 	const char *key;
@@ -1497,7 +1504,7 @@ static char *pipeline_text(const json_t *pipe)
 				s = "";
 			if (j)
 				(void)cg_buf_add(&b, " ", 1);
-			shell_word(&b, s, WORD_PLAIN);
+			cg_shell_word(&b, s, WORD_PLAIN);
 		}
 	}
 	bool cut = b.truncated;

@@ -181,7 +181,20 @@ char *cg_sanitize_for_terminal(const char *s)
 		return NULL;
 	size_t o = 0;
 	const unsigned char *end = p + len;
-	bool lines = memchr(p, '\n', len) != NULL;
+	/*
+	 * Any character shown as a backslash escape (a line break, a tab, any
+	 * other control, a byte that is not UTF-8) makes every backslash shown
+	 * doubled, so that "\t" is the tab and "\\t" the two characters: a tab
+	 * and a typed backslash-t had read the same, and root chmodded the
+	 * second word of what looked like one path (s42b F1; s41d F2 for "\n").
+	 */
+	bool escapes = false;
+	for (const unsigned char *q = p; q < end && !escapes;) {
+		uint32_t c;
+		size_t n = cg_utf8_next(q, (size_t)(end - q), &c);
+		escapes = n == 0 || c < 0x20 || c == 0x7f;
+		q += n ? n : 1;
+	}
 	while (*p) {
 		uint32_t c;
 		size_t n = cg_utf8_next(p, (size_t)(end - p), &c);
@@ -190,13 +203,8 @@ char *cg_sanitize_for_terminal(const char *s)
 			p++;
 			continue;
 		}
-		/*
-		 * In a text that holds a line break, a backslash is shown doubled,
-		 * so that "\n" is the line break and "\\n" the two characters: a
-		 * real newline in an argument had read as the text of a comment
-		 * (s41d F2). Other texts show their backslashes as they are.
-		 */
-		if (c == '\\' && lines)
+		/* Other texts show their backslashes as they are. */
+		if (c == '\\' && escapes)
 			o += (size_t)snprintf(out + o, 11, "\\\\");
 		else if (c == '\n')
 			o += (size_t)snprintf(out + o, 11, "\\n");

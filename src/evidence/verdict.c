@@ -1107,7 +1107,7 @@ json_t *cg_verdict_with_events_legacy(const json_t *sealed, const char *events, 
 	return with_events(sealed, events, len, true);
 }
 
-void cg_shell_word_lines(struct cg_buf *b, const char *w)
+static void shell_word_escaped(struct cg_buf *b, const char *w)
 {
 	(void)cg_buf_add(b, "$'", 2);
 	for (; *w; w++) {
@@ -1121,23 +1121,16 @@ void cg_shell_word_lines(struct cg_buf *b, const char *w)
 	(void)cg_buf_add(b, "'", 1);
 }
 
-/*
- * Append word to b as one shell word: single-quoted when it needs it, and in
- * $'...' when it holds a line break (cg_shell_word_lines).
- */
-static void shell_word(struct cg_buf *b, const char *w)
+void cg_shell_word(struct cg_buf *b, const char *w, const char *plain)
 {
-	bool plain = *w != '\0';
-	for (const char *p = w; *p && plain; p++)
-		plain = strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-			       "@%+=:,./_-",
-			       *p) != NULL;
-	if (plain) {
+	if (!plain)
+		plain = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789@%+=:,./_-";
+	if (*w && strspn(w, plain) == strlen(w)) {
 		(void)cg_buf_add(b, w, strlen(w));
 		return;
 	}
-	if (strchr(w, '\n')) {
-		cg_shell_word_lines(b, w);
+	if (strpbrk(w, "\n\t")) {
+		shell_word_escaped(b, w);
 		return;
 	}
 	(void)cg_buf_add(b, "'", 1);
@@ -1164,7 +1157,7 @@ char *cg_command_text(const json_t *pipeline, size_t max)
 		{
 			if (j)
 				(void)cg_buf_add(&b, " ", 1);
-			shell_word(&b, json_is_string(w) ? json_string_value(w) : "?");
+			cg_shell_word(&b, json_is_string(w) ? json_string_value(w) : "?", NULL);
 		}
 	}
 	(void)cg_buf_add(&b, "", 1);

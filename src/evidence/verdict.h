@@ -64,13 +64,15 @@ json_t *cg_verdict_with_events_legacy(const json_t *sealed, const char *events, 
 json_t *cg_call_summary(const char *trace_id, const json_t *facts);
 
 /*
- * Append w to b as one shell word in $'...' (ANSI-C quoting): a line break
- * as \n, a tab as \t, a backslash and a quote escaped. What a word of
- * several lines reads as on every screen and in the evidence's texts, so
- * that a line break cannot pass for the two characters (s41d F2).
+ * One word as shell text, appended to b: as is when every character is in
+ * plain (NULL: letters, digits and @%+=:,./_-), as $'...' when it holds a
+ * line break or a tab (each written \n, \t, a backslash and a quote
+ * escaped), else single-quoted. What a word reads as on every screen and in
+ * the evidence's texts, so that a line break or a tab cannot pass for the
+ * two characters a backslash and a letter are (s41d F2, s42b F1).
  */
 struct cg_buf;
-void cg_shell_word_lines(struct cg_buf *b, const char *w);
+void cg_shell_word(struct cg_buf *b, const char *w, const char *plain);
 
 /*
  * A pipeline ([[argv...], ...]) as shell words: each word single-quoted

@@ -1428,6 +1428,41 @@ class ALineBreakIsSeen(unittest.TestCase):
             t2.join(WAIT)
 
 
+class ATabIsSeen(unittest.TestCase):
+    """s42b F1: `chmod 644 ws/x<TAB>ws/target` and the same text with a typed
+    backslash-t looked alike on every approval screen (the tab shown \\t,
+    the backslash as it is); approved, root chmodded ws/target."""
+
+    def test_pending_tells_a_tab_from_a_typed_backslash_t(self):
+        with daemon() as d:
+            real = cgtest.make_request([["sh", "-c", "chmod 644 x\ttarget"]], privileged=False)
+            literal = cgtest.make_request([["sh", "-c", "chmod 644 x\\ttarget"]],
+                                          privileged=False)
+            t1, _ = call_async(d, real)
+            wait_pending(d, 1)
+            t2, _ = call_async(d, literal)
+            wait_pending(d, 2)
+            out = d.cli("pending").stdout.decode()
+            # The tab's argv row is followed by a row that says it holds one;
+            # the typed backslash-t's is not.
+            self.assertRegex(out, r"argv\[2\] +chmod 644 x\\ttarget\n +! controls +1 tab ")
+            self.assertEqual(out.count("! controls"), 1)
+            # The command rows: the tab in $'...', the typed one single-quoted.
+            self.assertIn("sh -c $'chmod 644 x\\ttarget'", out)
+            self.assertIn("sh -c 'chmod 644 x\\ttarget'", out)
+            # Both in one text: the typed backslash is doubled beside the tab.
+            both = cgtest.make_request([["sh", "-c", "echo a\\tb\tc"]], privileged=False)
+            t3, _ = call_async(d, both)
+            wait_pending(d, 3)
+            out = d.cli("pending").stdout.decode()
+            self.assertRegex(out, r"argv\[2\] +echo a\\\\tb\\tc\n")
+            for p in pending(d):
+                d.admin("deny", trace_id=p["trace_id"])
+            t1.join(WAIT)
+            t2.join(WAIT)
+            t3.join(WAIT)
+
+
 class OneUidsShareOfTheQueue(unittest.TestCase):
     """s41b F2: one uid queued 256 privileged calls of 1 MiB; another uid's
     call sat behind them, unseen until it timed out, and the daemon grew by
