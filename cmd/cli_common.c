@@ -792,12 +792,15 @@ void cg_cli_print_constraints(FILE *f, const char *pad, json_t *cons, const json
 	bool view_terms = false;
 	json_array_foreach(cons, i, c)
 	{
-		static const char *const view_only[] = { "hide", "protect", "tmp", "git" };
+		static const char *const view_only[] = { "hide", "protect", "tmp", "git",
+							 "scratch" };
 		for (size_t t = 0; t < CG_ARRAY_LEN(view_only); t++)
 			view_terms |= json_object_get(c, view_only[t]) != NULL;
 	}
 	if (privileged && view_terms)
-		fprintf(f, "%s (privileged: no view, so hide, protect, tmp and git do not apply)\n",
+		fprintf(f,
+			"%s (privileged: no view, so hide, protect, tmp, git and scratch do not "
+			"apply)\n",
 			pad);
 }
 

@@ -1009,7 +1009,11 @@ static int downgrade(json_t *downs, bool best_effort, const char *constraint, co
 
 static const char *class_name(int cls)
 {
-	return cls == 0 ? "read" : cls == 1 ? "write" : cls == 2 ? "exec" : "view";
+	return cls == 0	  ? "read"
+	       : cls == 1 ? "write"
+	       : cls == 2 ? "exec"
+	       : cls == 3 ? "view"
+			  : "scratch";
 }
 
 /*
@@ -1289,7 +1293,8 @@ static int prepare_view(struct cg_confine_plan *p, const struct cg_constraints *
 			struct cg_reply **err)
 {
 	char *write[CONFINE_MAX_PATHS], *hide[CONFINE_MAX_PATHS], *prot[CONFINE_MAX_PATHS];
-	size_t n_write = 0, n_hide = 0, n_prot = 0;
+	char *scratch[CONFINE_MAX_PATHS];
+	size_t n_write = 0, n_hide = 0, n_prot = 0, n_scratch = 0;
 	int rc = -1;
 	bool be_all = n > 0, userns = false;
 	for (size_t i = 0; i < n; i++)
@@ -1306,7 +1311,9 @@ static int prepare_view(struct cg_confine_plan *p, const struct cg_constraints *
 		if (expand_all(cons[i]->hide, cons[i]->n_hide, ctx, false, hide, &n_hide,
 			       CONFINE_MAX_PATHS, err) != 0 ||
 		    expand_all(cons[i]->protect, cons[i]->n_protect, ctx, true, prot, &n_prot,
-			       CONFINE_MAX_PATHS, err) != 0)
+			       CONFINE_MAX_PATHS, err) != 0 ||
+		    expand_all(cons[i]->scratch, cons[i]->n_scratch, ctx, false, scratch,
+			       &n_scratch, CONFINE_MAX_PATHS, err) != 0)
 			goto release;
 	if (expand_all(ctx->own_paths, ctx->n_own_paths, ctx, false, hide, &n_hide,
 		       CONFINE_MAX_PATHS, err) != 0)
@@ -1339,6 +1346,10 @@ static int prepare_view(struct cg_confine_plan *p, const struct cg_constraints *
 		.n_hide = n_hide,
 		.protect = (const char *const *)prot,
 		.n_protect = n_prot,
+		.scratch = (const char *const *)scratch,
+		.n_scratch = n_scratch,
+		.scratch_uid = ctx->set_ids ? ctx->uid : geteuid(),
+		.scratch_gid = ctx->set_ids ? ctx->gid : getegid(),
 		.home = ctx->home,
 		.cwd = ctx->cwd,
 		.workspace = ctx->workspace,
@@ -1357,6 +1368,8 @@ release:
 		free(hide[i]);
 	for (size_t i = 0; i < n_prot; i++)
 		free(prot[i]);
+	for (size_t i = 0; i < n_scratch; i++)
+		free(scratch[i]);
 	return rc;
 }
 
@@ -1391,7 +1404,7 @@ static int prepare_plan(const struct cg_constraints *const *cons, size_t n,
 	const char *net_mode = "host";
 
 	for (size_t i = 0; i < n; i++) {
-		n_paths += cons[i]->fs ? cons[i]->n_read + cons[i]->n_write +
+		n_paths += cons[i]->fs ? cons[i]->n_read + cons[i]->n_write + cons[i]->n_scratch +
 					     (cons[i]->n_exec ? cons[i]->n_exec
 							      : CG_ARRAY_LEN(cg_exec_default)) +
 					     CONFINE_VIEW_EXTRA
@@ -1546,19 +1559,23 @@ static int prepare_plan(const struct cg_constraints *const *cons, size_t n,
 			 * rule would have to repeat the same list.
 			 */
 			bool dflt = c->n_exec == 0;
-			const char *const *lists[4] = { c->read, c->write,
+			const char *const *lists[5] = { c->read, c->write,
 							dflt ? cg_exec_default : c->exec,
-							view_rules };
-			size_t counts[4] = { c->n_read, c->n_write,
+							view_rules, c->scratch };
+			size_t counts[5] = { c->n_read, c->n_write,
 					     dflt ? CG_ARRAY_LEN(cg_exec_default) : c->n_exec,
-					     n_view_rules };
+					     n_view_rules, p->view ? c->n_scratch : 0 };
 			if (dflt)
 				(void)json_array_append_new(
 				    notes, json_string("exec: the set lists no tree; the system "
 						       "program directories apply (default)"));
-			uint64_t access[4] = { CG_LL_FS_READ, CG_LL_FS_WRITE, CG_LL_FS_EXEC,
-					       CG_LL_FS_WRITE };
-			for (int cls = 0; cls < 4; cls++) {
+			/*
+			 * A scratch directory is written like a write tree (a tmpfs
+			 * there); without a view (privileged) it is the host's: none.
+			 */
+			uint64_t access[5] = { CG_LL_FS_READ, CG_LL_FS_WRITE, CG_LL_FS_EXEC,
+					       CG_LL_FS_WRITE, CG_LL_FS_WRITE };
+			for (int cls = 0; cls < 5; cls++) {
 				for (size_t j = 0; j < counts[cls]; j++) {
 					const char *raw = lists[cls][j], *why = NULL;
 					char *path = expand_path(raw, ctx, &why);

@@ -335,6 +335,9 @@ struct cg_view {
 	size_t n_hide;
 	char **tmp_dirs; /* trees under a private /tmp: their mount points */
 	size_t n_tmp_dirs;
+	char **scratch; /* existing directories, each covered by an empty writable tmpfs */
+	size_t n_scratch;
+	char scratch_opts[64]; /* their tmpfs options (mode, owner), made before the fork */
 	char **keep; /* the workspace and cwd when a private /tmp would cover them: read-only */
 	size_t n_keep;
 	char *reveal;	     /* a granted socket (forward_agent) shown where it lives, or NULL */
@@ -641,6 +644,11 @@ static int place_trees(const struct cg_view *v, const struct view_fds *f)
 		if ((rc = bind_clone(AT_FDCWD, v->anchor[i] + 1, true, 0, 0, v->anchor[i] + 1)) !=
 		    0)
 			return rc;
+	/* The call's own caches: written, never the host's, gone with the view. */
+	for (size_t i = 0; i < v->n_scratch; i++)
+		if (sys_mount("tmpfs", v->scratch[i] + 1, "tmpfs", MS_NOSUID | MS_NODEV | nx,
+			      v->scratch_opts) != 0)
+			return errno;
 	for (size_t i = 0; i < v->n_protect; i++)
 		if ((rc = bind_clone(AT_FDCWD, v->protect[i] + 1, false, MOUNT_ATTR_RDONLY, 0,
 				     v->protect[i] + 1)) != 0)
@@ -1858,6 +1866,27 @@ static int collect_protected(struct cg_view *v, const struct cg_view_spec *s)
 	return 0;
 }
 
+/*
+ * Scratch directories: existing ones (a mount needs its point), not the root,
+ * and not under a private /tmp, which is the call's own already.
+ */
+static int collect_scratch(struct cg_view *v, const struct cg_view_spec *s)
+{
+	for (size_t i = 0; i < s->n_scratch; i++) {
+		char real[PATH_MAX];
+		struct stat st;
+		if (!realpath(s->scratch[i], real) || stat(real, &st) != 0 || !S_ISDIR(st.st_mode))
+			continue; /* nothing there: the view adds nothing */
+		if (strcmp(real, "/") == 0 || (v->private_tmp && cg_path_under(real, "/tmp")))
+			continue;
+		if (list_add(&v->scratch, &v->n_scratch, real) != 0)
+			return -1;
+	}
+	(void)snprintf(v->scratch_opts, sizeof(v->scratch_opts), "mode=0700,uid=%u,gid=%u",
+		       (unsigned)s->scratch_uid, (unsigned)s->scratch_gid);
+	return 0;
+}
+
 static int collect_hidden(struct cg_view *v, const struct cg_view_spec *s)
 {
 	char buf[PATH_MAX];
@@ -2072,6 +2101,9 @@ int cg_view_prepare(const struct cg_view_spec *s, struct cg_view **out, struct c
 	doing = "collecting protected paths";
 	if (collect_protected(v, s) != 0)
 		goto fail;
+	doing = "collecting scratch directories";
+	if (collect_scratch(v, s) != 0)
+		goto fail;
 	doing = "collecting hidden paths";
 	if (collect_hidden(v, s) != 0)
 		goto fail;
@@ -2091,6 +2123,8 @@ int cg_view_prepare(const struct cg_view_spec *s, struct cg_view **out, struct c
 	    strings_json(v->hide, v->n_hide), "tmp", v->private_tmp ? "private" : "shared", "proc",
 	    "own pid namespace", "namespaces", "mount", "pid", "uts", "ipc", "user_namespace",
 	    v->userns);
+	if (v->report && v->n_scratch)
+		json_object_set_new(v->report, "scratch", strings_json(v->scratch, v->n_scratch));
 	if (!v->report)
 		goto fail;
 	*out = v;
@@ -2371,6 +2405,7 @@ void cg_view_free(struct cg_view *v)
 	free_list(v->missing, v->n_missing);
 	free_list(v->hide, v->n_hide);
 	free_list(v->tmp_dirs, v->n_tmp_dirs);
+	free_list(v->scratch, v->n_scratch);
 	free_list(v->keep, v->n_keep);
 	free(v->hide_dir);
 	free(v->cwd);

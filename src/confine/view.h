@@ -63,6 +63,10 @@ struct cg_view_spec {
 	size_t n_hide;
 	const char *const *protect; /* absolute, or relative to every write tree */
 	size_t n_protect;
+	const char *const *scratch; /* expanded absolute directories: an empty tmpfs each */
+	size_t n_scratch;
+	uid_t scratch_uid; /* who owns them: the user the command runs as */
+	gid_t scratch_gid;
 	const char *home;      /* the call's home, for the built-in credential stores */
 	const char *cwd;       /* the call's canonical cwd (absolute), entered in the view */
 	const char *workspace; /* visible (read-only unless written) even under a private /tmp */

@@ -185,6 +185,8 @@ json_t *cg_constraints_to_json(const struct cg_constraints *c)
 		json_object_set_new(o, "hide", str_array(c->hide, c->n_hide));
 	if (c->n_protect)
 		json_object_set_new(o, "protect", str_array(c->protect, c->n_protect));
+	if (c->n_scratch)
+		json_object_set_new(o, "scratch", str_array(c->scratch, c->n_scratch));
 	if (c->tmp != CG_TMP_UNSET)
 		json_object_set_new(o, "tmp",
 				    json_string(c->tmp == CG_TMP_SHARED ? "shared" : "private"));

@@ -104,8 +104,10 @@ struct cg_constraints {
 	int64_t timeout_ms; /* CG_LIMIT_UNSET: policy default */
 	bool best_effort;   /* run even if the kernel cannot enforce all of it */
 	/* The view (docs/confinement.md): beyond the built-in hidden/protected sets. */
-	size_t n_hide, n_protect;
-	const char *const *hide;    /* paths or globs with nothing there in the view */
+	size_t n_hide, n_protect, n_scratch;
+	const char *const *hide; /* paths or globs with nothing there in the view */
+	/* writable, empty and the call's own: a tmpfs over the host's directory */
+	const char *const *scratch;
 	const char *const *protect; /* read-only inside write trees (relative: in each) */
 	enum cg_tmp tmp;	    /* the call's /tmp */
 	/*

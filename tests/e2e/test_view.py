@@ -1437,6 +1437,38 @@ class AnotherUsersWorkspace(unittest.TestCase):
             shutil.rmtree(base, ignore_errors=True)
 
 
+class ScratchDirectories(unittest.TestCase):
+    """s42a F3: an approved npm install wrote the host's ~/.cache, and the
+    yarn its install script planted there ran later, for the developer,
+    unconfined. A scratch directory is the call's own: written in the call,
+    never the host's, gone after it. Judged by the host's directory."""
+
+    def test_a_scratch_directory_is_written_and_nothing_of_it_stays(self):
+        base = tempfile.mkdtemp(prefix="cg-scratch-", dir="/var/tmp")
+        try:
+            cache = os.path.join(base, "cache")
+            os.makedirs(os.path.join(cache, "node"))
+            with open(os.path.join(cache, "host-file"), "w") as f:
+                f.write("the host's\n")
+            policy = ("version: 1\nrules:\n  - id: sh\n    decision: degrade\n"
+                      "    match: { exe: [sh] }\n"
+                      "    constraints: { read: [/], write: ['${workspace}'], "
+                      "scratch: ['%s'] }\n" % cache)
+            with cgtest.Daemon(policy_text=policy) as d:
+                r = d.request(cgtest.make_request(
+                    [["sh", "-c", "ls -A %s; mkdir -p %s/node/corepack && echo planted > "
+                      "%s/node/corepack/yarn && cat %s/node/corepack/yarn" %
+                      (cache, cache, cache, cache)]], privileged=False), timeout=60)
+                out = base64.b64decode(r.get("stdout", "")).decode()
+                self.assertEqual([s["exit_code"] for s in r["stages"]], [0], r)
+                self.assertEqual(out, "planted\n", "an empty directory, written")
+                self.assertEqual(r["reply"]["data"]["confinement"]["view"]["scratch"], [cache])
+            self.assertEqual(sorted(os.listdir(cache)), ["host-file", "node"])
+            self.assertEqual(os.listdir(os.path.join(cache, "node")), [])
+        finally:
+            shutil.rmtree(base, ignore_errors=True)
+
+
 class ApprovedCallInAView(unittest.TestCase):
     """A human's approval lifts "needs a human", never the view (item 6)."""
 

@@ -1230,14 +1230,18 @@ static int load_net_hosts(struct ld *l, yaml_node_t *n, struct cg_constraints *c
 
 /*
  * The view's keys: hide (absolute paths or globs with nothing there),
- * protect (read-only inside write trees; a relative path applies in each
- * write tree), tmp (private or shared).
+ * scratch (writable, empty, the call's own), protect (read-only inside
+ * write trees; a relative path applies in each write tree), tmp (private or
+ * shared).
  */
 static int load_view_keys(struct ld *l, yaml_node_t *n, struct cg_constraints *c)
 {
 	yaml_node_t *v;
 	if ((v = get(l, n, "hide")) &&
 	    get_pathlist(l, v, "constraints.hide", &c->n_hide, &c->hide) != 0)
+		return -1;
+	if ((v = get(l, n, "scratch")) &&
+	    get_pathlist(l, v, "constraints.scratch", &c->n_scratch, &c->scratch) != 0)
 		return -1;
 	if ((v = get(l, n, "protect"))) {
 		struct strs s = { 0 };
@@ -1283,10 +1287,10 @@ static int load_constraints(struct ld *l, yaml_node_t *n, const char *rid,
 			*out = l->cc[i].c; /* a YAML alias: one shared set */
 			return 0;
 		}
-	static const char *const keys[] = { "read",  "write",	"exec",	      "net",
-					    "ports", "limits",	"timeout_ms", "best_effort",
-					    "hide",  "protect", "tmp",	      "git",
-					    NULL };
+	static const char *const keys[] = { "read",    "write",	  "exec",	"net",
+					    "ports",   "limits",  "timeout_ms", "best_effort",
+					    "hide",    "protect", "tmp",	"git",
+					    "scratch", NULL };
 	char what[200];
 	snprintf(what, sizeof(what), "rule %s: constraints", rid);
 	if (check_keys(l, n, what, keys) != 0)
