@@ -77,6 +77,7 @@ static const char *system_tree(const char *p)
 			       "write the system): name a project directory with --workspace";
 	}
 	const char *why = NULL;
+	size_t plen = strlen(p);
 	setpwent();
 	for (struct passwd *pw; !why && (pw = getpwent());)
 		if (pw->pw_dir && pw->pw_dir[0] == '/' && strcmp(pw->pw_dir, "/") != 0) {
@@ -92,6 +93,17 @@ static const char *system_tree(const char *p)
 				      "workspace (~/.config, ~/.local and the like hold the user's "
 				      "settings, services and programs on PATH): name a project "
 				      "directory";
+			/*
+			 * Above a home (/data holding /data/users/dev): the home's
+			 * start-up files and settings would be the agent's, and the
+			 * protected names cover only some of them (s42a F2: a call
+			 * wrote ~/.config/git/config and ~/.bash_aliases).
+			 */
+			else if (home && hl > plen && strncmp(home, p, plen) == 0 &&
+				 home[plen] == '/')
+				why = "a directory that holds a user's home cannot be a workspace "
+				      "(the home's start-up files and settings would be the "
+				      "agent's): name a project directory";
 			free(home);
 		}
 	endpwent();

@@ -709,6 +709,23 @@ class WorkspaceRequired(unittest.TestCase):
             # ux-s41b L11: said before any state was made.
             self.assertFalse(os.path.exists(os.path.join(os.path.dirname(sock), "state")), ws)
 
+    def test_a_directory_that_holds_a_home_is_refused(self):
+        # s42a F2: --workspace /data with homes in /data/users: a call wrote
+        # the home's ~/.config/git/config and ~/.bash_aliases, and the
+        # developer's git status and bash ran them.
+        base = tempfile.mkdtemp(prefix="cg-homes-")
+        self.addCleanup(shutil.rmtree, base, True)
+        home = os.path.join(base, "users", "dev")
+        os.makedirs(home)
+        user = "cgabove%d" % os.getpid()
+        subprocess.run(["useradd", "-M", "-d", home, user], check=True)
+        self.addCleanup(subprocess.run, ["userdel", user], capture_output=True)
+        for ws in (base, os.path.join(base, "users")):
+            p, sock = self.start("/", "--workspace", ws)
+            self.assertNotEqual(p.returncode, 0, ws)
+            self.assertIn("holds a user's home", p.stderr, ws)
+            self.assertFalse(os.path.exists(sock), ws)
+
     def test_a_homes_dot_directories_are_refused(self):
         home = tempfile.mkdtemp(prefix="cg-home-")
         self.addCleanup(shutil.rmtree, home, True)
