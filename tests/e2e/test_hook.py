@@ -247,6 +247,47 @@ class TestHook(unittest.TestCase):
         self.assertFalse(os.path.exists(marker))
         self.assertEqual(len(exec_requests(self.d)), before)
 
+    def test_claude_codes_heredoc_commit_runs_as_git_commit(self):
+        # ux-s42c H1: git commit -m "$(cat <<'EOF' ... EOF\n)", Claude Code's
+        # way to commit, ran as sh -c, where .git is read-only, and failed
+        # every time. A here-document read by cat as a whole double-quoted
+        # word is the word it makes: the commit is judged and run as git.
+        ws = tempfile.mkdtemp(dir=self.d.workspace)
+        git = ["git", "-C", ws]
+        subprocess.run(git + ["init", "-q"], check=True)
+        subprocess.run(git + ["config", "user.email", "a@example.org"], check=True)
+        subprocess.run(git + ["config", "user.name", "a"], check=True)
+        with open(os.path.join(ws, "f.txt"), "w") as f:
+            f.write("x\n")
+        message = ("Add f.txt\n\nIt says \"x\"; don't lose it (a && b | c).\n\n"
+                   "Co-Authored-By: Claude <noreply@anthropic.com>")
+        cmd = ("git add f.txt && git commit -q -m \"$(cat <<'EOF'\n%s\nEOF\n)\"" % message)
+        p = self.payload("Bash", {"command": cmd}, cwd=ws)
+        d, why = self.decision(p)
+        self.assertEqual(d, "allow", why)
+        self.assertIn("git-record", why)
+        upd = json.loads(self.run_hook(p).stdout)["hookSpecificOutput"]["updatedInput"]
+        r = subprocess.run(["bash", "-c", upd["command"]], cwd=ws, capture_output=True,
+                           timeout=TIMEOUT)
+        self.assertEqual(r.returncode, 0, r)
+        log = subprocess.run(git + ["log", "-1", "--format=%B"], capture_output=True, text=True)
+        self.assertEqual(log.stdout.rstrip("\n"), message)
+        # The same text as bash makes it, for the forms the shell expands
+        # nothing in; an unquoted delimiter over $ is judged whole (opaque).
+        for form, body, plain in (("'EOF'", "a $HOME `id` \\n", True),
+                                  ("\"EOF\"", "b", True), ("EOF", "c d", True),
+                                  ("EOF", "d $HOME", False)):
+            line = 'echo "$(cat <<%s\n%s\nEOF\n)"' % (form, body)
+            d, why, upd = self.bash(line)
+            if plain:
+                words = shlex.split(upd["command"])
+                want = subprocess.run(["bash", "-c", line], capture_output=True,
+                                      text=True).stdout.rstrip("\n")
+                self.assertEqual(words[words.index("--") + 1:], ["echo", want], line)
+            elif d == "allow":
+                words = shlex.split(upd["command"])
+                self.assertEqual(words[words.index("--") + 1:], ["/bin/sh", "-c", line])
+
     def test_a_lone_pipe_word_is_not_rewritten(self):
         # run would read a '|' argument as a stage separator: never rewritten.
         d, why, upd = self.bash("echo '|'")
