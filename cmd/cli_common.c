@@ -923,11 +923,34 @@ char *cg_cli_stage_hint(const json_t *resp, const json_t *pipeline)
 			    "git commit), without %s in front",
 			    i + 1, wb, wb);
 		}
+		/* git inside a shell or an interpreter: their terms, .git read-only (ux-s42c). */
+		static const char *const shells[] = { "sh",   "bash", "dash",	 "zsh",
+						      "ksh",  "fish", "python3", "python",
+						      "make", "node", "perl" };
+		bool shell_git = false;
+		for (size_t w = 0; git_dir_hit && wb && !shell_git && w < CG_ARRAY_LEN(shells); w++)
+			shell_git = strcmp(wb, shells[w]) == 0;
+		if (shell_git) {
+			return hint_text(
+			    "stage %zu runs git inside %s, whose terms bind it, and under them "
+			    ".git is read-only: run git itself as a command of its own (git add, "
+			    "git commit -m TEXT: a message of several lines is one argument)",
+			    i + 1, wb);
+		}
+		if (git_dir_hit && wb && strcmp(wb, "git") == 0) {
+			return hint_text(
+			    "stage %zu's git met a read-only .git (rule %s): only the "
+			    "subcommands that record work (add, commit, checkout, switch, "
+			    "restore, reset, stash, branch, tag, merge, cherry-pick, revert, mv, "
+			    "rm, rebase without -i/-x) may write it; worktree, submodule, gc and "
+			    "an interactive rebase are the developer's to run",
+			    i + 1, rule ? rule : "?");
+		}
 		if (no_net) {
 			return hint_text(
 			    "stage %zu ran without a network (rule %s: net none): "
-			    "no name resolves and no connection leaves the call; a rule or a "
-			    "grant with net: hosts gives it the hosts it needs "
+			    "no name resolves and no connection leaves the call; a rule with "
+			    "net: {allow: [HOST, ...]} gives it the hosts it needs "
 			    "(docs/egress.md)",
 			    i + 1, rule ? rule : "?");
 		}

@@ -222,6 +222,24 @@ class CliAgainstDaemon(unittest.TestCase):
                          "--allow-empty", "-q", "-m", "x")
         self.assertEqual(r.returncode, 0, r.stderr)
 
+    def test_git_meeting_a_read_only_git_dir_is_told_why(self):
+        # ux-s42c H1/M: git inside sh -c and git worktree failed with
+        # "Read-only file system" and a hint that read like any view's.
+        repo = os.path.join(self.d.workspace, "ro")
+        subprocess.run(["git", "init", "-q", repo], check=True)
+        subprocess.run(["git", "-C", repo, "-c", "user.name=a", "-c", "user.email=a@b",
+                        "commit", "--allow-empty", "-q", "-m", "first"], check=True)
+        env = ["--env", "GIT_AUTHOR_NAME=a", "--env", "GIT_AUTHOR_EMAIL=a@example.org",
+               "--env", "GIT_COMMITTER_NAME=a", "--env", "GIT_COMMITTER_EMAIL=a@example.org"]
+        r = self.run_cli("run", "--no-privileged", "--cwd", repo, *env, "--", "sh", "-c",
+                         "git commit --allow-empty -q -m x")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn(b"runs git inside sh", r.stderr)
+        r = self.run_cli("run", "--no-privileged", "--cwd", repo, "--", "git", "worktree",
+                         "add", "-q", "../wt")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn(b"met a read-only .git (rule git-local)", r.stderr)
+
     def test_an_argument_of_several_lines_runs(self):
         # ux-s41b H2: a heredoc through sh -c, a commit message of lines:
         # refused (U+000A) with no way out. A newline is text in an argument.
