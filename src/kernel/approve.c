@@ -109,7 +109,7 @@ static int queue_for_human_locked(struct cg_kernel *k, struct cg_job *j, json_t 
 		      (int)p->needed, "timeout_ms", (json_int_t)timeout, "rule_id",
 		      j->gate.folded.rule_id ? j->gate.folded.rule_id : "");
 	if (ev && extra)
-		json_object_update(ev, extra);
+		json_object_update(ev, ev_screened(k, extra)); /* a grant's spec: its argv too */
 	json_decref(extra);
 	ev_note(k, j->trace_id, CG_EV_APPROVAL_REQ, ev);
 	job_lend(j, job_out);

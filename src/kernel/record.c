@@ -57,6 +57,46 @@ static json_t *screened_string(const struct cg_screen *scr, bool redact, const c
 	return j;
 }
 
+/*
+ * Every string in v screened, in place (objects' values, arrays' items): the
+ * request's other members, a grant's spec, an action's arguments (s42b F2: a
+ * token in a grant request's argv, a cwd or a session was in the journal in
+ * clear). A value that cannot be screened is withheld.
+ */
+static void screen_tree(const struct cg_screen *scr, bool redact, json_t *v)
+{
+	if (!redact || !scr || !v)
+		return;
+	if (json_is_object(v)) {
+		const char *key;
+		json_t *x;
+		void *tmp;
+		json_object_foreach_safe(v, tmp, key, x)
+		{
+			if (json_is_string(x))
+				json_object_set_new(
+				    v, key, screened_string(scr, redact, json_string_value(x)));
+			else
+				screen_tree(scr, redact, x);
+		}
+	} else if (json_is_array(v)) {
+		for (size_t i = 0; i < json_array_size(v); i++) {
+			json_t *x = json_array_get(v, i);
+			if (json_is_string(x))
+				json_array_set_new(
+				    v, i, screened_string(scr, redact, json_string_value(x)));
+			else
+				screen_tree(scr, redact, x);
+		}
+	}
+}
+
+json_t *ev_screened(const struct cg_kernel *k, json_t *v)
+{
+	screen_tree(k->screen, true, v);
+	return v;
+}
+
 /* The pipeline with every argument screened. */
 static json_t *screened_pipeline(const struct cg_request *req, const struct cg_screen *scr,
 				 bool redact)
@@ -109,9 +149,9 @@ json_t *ev_request_json(const struct cg_kernel *k, const struct cg_request *req,
 	json_object_set_new(o, "id", json_string(req->id));
 	json_object_set_new(o, "action", json_string(actions[req->action]));
 	if (req->host && *req->host)
-		json_object_set_new(o, "host", json_string(req->host));
+		json_object_set_new(o, "host", screened_string(k->screen, redact, req->host));
 	if (req->session && *req->session)
-		json_object_set_new(o, "session", json_string(req->session));
+		json_object_set_new(o, "session", screened_string(k->screen, redact, req->session));
 	json_object_set_new(o, "time", json_string(req->time_str ? req->time_str : ""));
 	if (req->reason && *req->reason)
 		json_object_set_new(o, "reason", screened_string(k->screen, redact, req->reason));
@@ -125,11 +165,15 @@ json_t *ev_request_json(const struct cg_kernel *k, const struct cg_request *req,
 	if (req->timeout_ms >= 0)
 		json_object_set_new(o, "timeout_ms", json_integer(req->timeout_ms));
 	if (req->cwd)
-		json_object_set_new(o, "cwd", json_string(req->cwd));
-	if (req->actions)
-		json_object_set_new(o, "actions", json_incref(req->actions));
+		json_object_set_new(o, "cwd", screened_string(k->screen, redact, req->cwd));
+	if (req->actions) {
+		json_t *acts = json_deep_copy(req->actions);
+		screen_tree(k->screen, redact, acts);
+		json_object_set_new(o, "actions", acts);
+	}
 	if (req->trace_id) /* an evidence read: which trace was asked for */
-		json_object_set_new(o, "trace_id", json_string(req->trace_id));
+		json_object_set_new(o, "trace_id",
+				    screened_string(k->screen, redact, req->trace_id));
 	json_t *p = json_pack("{s:i,s:i,s:i}", "pid", (int)peer->pid, "uid", (int)peer->uid, "gid",
 			      (int)peer->gid);
 	return json_pack("{s:o,s:o?}", "request", o, "peer", p);
@@ -204,10 +248,12 @@ void ev_refuse(struct cg_kernel *k, const char *trace, json_t *request, const st
 				    json_pack("{s:s,s:I}", "sha256",
 					      gen ? cg_policy_sha256(gen->policy) : "",
 					      "generation", (json_int_t)(gen ? gen->number : 0)));
+	/* The message may quote the request (command 'ghp_…' not found): screened too. */
 	if (p)
 		json_object_set_new(p, "reply",
-				    json_pack("{s:s,s:s,s:s,s:s}", "type", type, "code", d->code,
-					      "message_key", d->key, "message", msg ? msg : ""));
+				    json_pack("{s:s,s:s,s:s,s:o}", "type", type, "code", d->code,
+					      "message_key", d->key, "message",
+					      screened_string(k->screen, true, msg ? msg : "")));
 	free(msg);
 	if (!p || cg_evidence_refuse(k->ev, trace, p) != 0)
 		cg_log("error", trace, "evidence: refusal not recorded: %s",

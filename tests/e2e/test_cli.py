@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import tempfile
+import time
 import unittest
 
 import cgtest
@@ -275,6 +276,33 @@ class CliAgainstDaemon(unittest.TestCase):
         cmd = json.loads(self.run_cli("log", "--json", "--trace", tid).stdout)["command"]
         self.assertIn("aws_secret_access_key:", cmd)  # the name stays readable
         self.assertIn("[REDACTED:aws_secret_key sha256:", cmd)
+
+    def test_a_secret_reaches_the_journal_by_no_other_member(self):
+        # s42b F2: the argv was screened, but the same token was in clear
+        # through a grant request's argv, a refusal's message that quotes the
+        # command, the cwd, the session and the host.
+        token = "ghp_" + "aB3dE5gH7jK9mN1pQ3sT5vX7zA9cE1gI3kM5"
+        reqs = [
+            {"pipeline": [[token]], "privileged": False},  # command 'ghp_…' not found
+            {"pipeline": [["ls"]], "privileged": False, "session": token, "host": token},
+            {"pipeline": [["ls"]], "privileged": False,
+             "cwd": os.path.join(self.d.workspace, token)},
+            {"action": "grant", "grant": {"pipeline": [{"exe": "/usr/bin/echo",
+                                                        "argv": ["echo", token]}],
+                                          "uses": 1, "ttl_s": 10}},
+        ]
+        for fields in reqs:
+            r = self.d.request(cgtest.make_request(**fields), timeout=30)
+            self.assertIn("status", r)
+        self.d.request(cgtest.make_request([["ls"]], privileged=False), timeout=30)
+        jdir = os.path.join(self.d.state_dir, "journal")
+        time.sleep(0.3)
+        for name in os.listdir(jdir):
+            with open(os.path.join(jdir, name), "rb") as f:
+                data = f.read()
+            self.assertNotIn(token.encode(), data, name)
+        self.assertIn(b"[REDACTED:github_token", b"".join(
+            open(os.path.join(jdir, n), "rb").read() for n in os.listdir(jdir)))
 
     def test_ping(self):
         r = self.run_cli("ping")
