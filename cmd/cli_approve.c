@@ -829,7 +829,22 @@ static void build_view(struct screen *sc, const json_t *p, size_t waiting)
 	const char *sess = json_string_value(json_object_get(p, "session"));
 	const char *host = json_string_value(json_object_get(p, "host"));
 	screen_field(sc, "session", sess && *sess ? sess : "none given");
-	screen_field(sc, "host", host && *host ? host : "none given (this machine)");
+	/*
+	 * The request's own word, never checked: a local call that named a
+	 * throw-away machine was shown under that name, and runs here (s42b F3).
+	 */
+	char here[256] = "", hosttext[600];
+	if (gethostname(here, sizeof(here) - 1) != 0)
+		snprintf(here, sizeof(here), "?");
+	if (host && *host)
+		(void)snprintf(hosttext, sizeof(hosttext),
+			       "%.256s  (the request's word, unchecked: the call runs where this "
+			       "daemon runs, %.256s)",
+			       host, here);
+	else
+		(void)snprintf(hosttext, sizeof(hosttext), "none given (this machine, %.256s)",
+			       here);
+	screen_field(sc, "host", hosttext);
 	(void)snprintf(line, sizeof(line), "uid %lld  gid %lld  pid %lld",
 		       (long long)json_integer_value(json_object_get(peer, "uid")),
 		       (long long)json_integer_value(json_object_get(peer, "gid")),
