@@ -225,8 +225,10 @@ static void set_aside_note(const json_t *resp)
 	{
 		char *p = cg_sanitize_for_terminal(json_string_value(json_object_get(sa, "path")));
 		fprintf(stderr,
-			"callgate run: %s, which the call made where a protected name was missing, "
-			"was set aside after it; ask the developer to make it\n",
+			"callgate run: %s, a protected name made or replaced while the call ran "
+			"(by it, or by the developer meanwhile), was set aside after it, renamed "
+			"beside itself; a call may not make it, the developer can (and renames "
+			"their own back)\n",
 			p ? p : "?");
 		free(p);
 	}

@@ -124,8 +124,8 @@ class CliAgainstDaemon(unittest.TestCase):
         r = self.run_cli("run", "--no-privileged", "--timeout", "2s", "--", "sh", "-c",
                          "mkdir .git; sleep 20")
         self.assertEqual(r.returncode, 124, r.stderr)
-        self.assertIn(b".git, which the call made where a protected name was missing, was "
-                      b"set aside", r.stderr)
+        self.assertIn(b".git, a protected name made or replaced while the call ran (by it, "
+                      b"or by the developer meanwhile), was set aside", r.stderr)
         for n in os.listdir(ws):
             if n.startswith(".git.callgate-set-aside-"):
                 os.rmdir(os.path.join(ws, n))
