@@ -57,6 +57,7 @@
 #include "view.h"
 
 #include <dirent.h>
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <glob.h>
@@ -2344,6 +2345,156 @@ static bool state_runs_programs(const char *git, const char *rel, char kind)
 	return runs;
 }
 
+/*
+ * Repositories a call made below a write tree's root, in the levels the
+ * prepare walk looks at (found in review, s42: `git init sub` and then a
+ * core.fsmonitor in sub/.git/config, which the developer's git status in sub
+ * ran, as an editor's scan of the workspace's repositories would). A new
+ * .git that is not a directory (a gitdir: file, a link) is set aside; a new
+ * directory is kept when git could have made it as it is (a clone, an init):
+ * no hook but git's samples, no commondir, and a config that names no
+ * program (case and blanks aside, none of the words below: a recognition,
+ * conservative, that may set aside a clone whose branch is named so).
+ */
+#define SWEEP_ENTRIES (4 * NESTED_ENTRIES)
+
+static bool new_repo_runs_programs(int dfd, const char *name)
+{
+	static const char *const words[] = {
+		"fsmonitor", "pager",	    "editor",	  "hookspath",	 "sshcommand", "askpass",
+		"gitproxy",  "textconv",    "driver",	  "command",	 "program",    "helper",
+		"cmd",	     "packobjects", "uploadpack", "receivepack", "proxy",      "[alias",
+		"[filter",   "[include",    "[url",	  "[credential", "[gpg",       "worktree"
+	};
+	char rel[NAME_MAX + 32];
+	struct stat st;
+	(void)snprintf(rel, sizeof(rel), "%s/.git", name);
+	if (fstatat(dfd, rel, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode))
+		return true;
+	(void)snprintf(rel, sizeof(rel), "%s/.git/commondir", name);
+	if (fstatat(dfd, rel, &st, AT_SYMLINK_NOFOLLOW) == 0)
+		return true;
+	(void)snprintf(rel, sizeof(rel), "%s/.git/hooks", name);
+	int hfd = openat(dfd, rel, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	DIR *h = hfd >= 0 ? fdopendir(hfd) : NULL;
+	bool runs = hfd < 0 && errno != ENOENT;
+	if (hfd >= 0 && !h) {
+		(void)close(hfd);
+		return true;
+	}
+	for (struct dirent *e; h && !runs && (e = readdir(h));) {
+		size_t n = strlen(e->d_name);
+		runs = e->d_name[0] != '.' && (n < 7 || strcmp(e->d_name + n - 7, ".sample") != 0);
+	}
+	if (h)
+		(void)closedir(h);
+	if (runs)
+		return true;
+	char *text = NULL;
+	size_t len = 0;
+	(void)snprintf(rel, sizeof(rel), "%s/.git/config", name);
+	if (cg_file_read_at(dfd, rel, 1u << 20, &text, &len) != 0)
+		return errno != ENOENT; /* a link, not a file, too long: not read as harmless */
+	size_t k = 0;
+	for (size_t i = 0; i < len; i++) /* git's keys hold no blanks, and fold case */
+		if (!isspace((unsigned char)text[i]))
+			text[k++] = (char)tolower((unsigned char)text[i]);
+	text[k] = '\0';
+	for (size_t w = 0; w < CG_ARRAY_LEN(words) && !runs; w++)
+		runs = memmem(text, k, words[w], strlen(words[w])) != NULL;
+	free(text);
+	return runs;
+}
+
+static bool known_git(const struct cg_view *v, const char *git)
+{
+	for (size_t i = 0; i < v->n_protect; i++)
+		if (strcmp(v->protect[i], git) == 0)
+			return true;
+	for (size_t i = 0; i < v->n_pin; i++)
+		if (strcmp(v->pin[i], git) == 0)
+			return true;
+	return false;
+}
+
+/* One level of the sweep's walk: dir's directories, checked, queued for the next. */
+static int sweep_read(const struct cg_view *v, const char *dir, size_t *entries, char ***queue,
+		      size_t *n_queue, const char *tag, json_t *out)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	if (!d) {
+		if (fd >= 0)
+			(void)close(fd);
+		return 0;
+	}
+	char path[PATH_MAX], git[PATH_MAX];
+	int rc = 0;
+	struct stat st;
+	for (struct dirent *e; rc == 0 && (e = readdir(d));) {
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
+		    strcmp(e->d_name, ".git") == 0)
+			continue;
+		if (++*entries > SWEEP_ENTRIES) {
+			errno = E2BIG;
+			rc = -1;
+			break;
+		}
+		bool is_dir =
+		    e->d_type == DT_DIR ||
+		    (e->d_type == DT_UNKNOWN &&
+		     fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode));
+		if (!is_dir ||
+		    snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) >= (int)sizeof(path) ||
+		    snprintf(git, sizeof(git), "%s/.git", path) >= (int)sizeof(git))
+			continue;
+		char rel[NAME_MAX + 16];
+		(void)snprintf(rel, sizeof(rel), "%s/.git", e->d_name);
+		if (fstatat(fd, rel, &st, AT_SYMLINK_NOFOLLOW) == 0 && !known_git(v, git) &&
+		    new_repo_runs_programs(fd, e->d_name))
+			(void)sweep_one(v, git, NULL, tag, out);
+		if (!queue || e->d_name[0] == '.' || strcmp(e->d_name, "node_modules") == 0)
+			continue;
+		char **q = realloc(*queue, (*n_queue + 1) * sizeof(**queue));
+		if (!q || !(q[*n_queue] = strdup(path))) {
+			if (q)
+				*queue = q;
+			rc = -1;
+			break;
+		}
+		*queue = q;
+		(*n_queue)++;
+	}
+	(void)closedir(d);
+	return rc;
+}
+
+/* The sweep's walk of one write tree, as protect_nested's; -1 when it could not finish. */
+static int sweep_new_repos(const struct cg_view *v, const char *tree, const char *tag, json_t *out)
+{
+	char **level = NULL, **next = NULL;
+	size_t n_level = 0, n_next = 0, entries = 0;
+	int rc = sweep_read(v, tree, &entries, &level, &n_level, tag, out);
+	for (int depth = 2; rc == 0 && n_level && depth <= NESTED_LEVELS; depth++) {
+		for (size_t i = 0; rc == 0 && i < n_level; i++)
+			rc = sweep_read(v, level[i], &entries, depth < NESTED_LEVELS ? &next : NULL,
+					&n_next, tag, out);
+		for (size_t i = 0; i < n_level; i++)
+			free(level[i]);
+		free(level);
+		level = next, n_level = n_next;
+		next = NULL, n_next = 0;
+	}
+	for (size_t i = 0; i < n_level; i++)
+		free(level[i]);
+	free(level);
+	free(next);
+	if (rc != 0)
+		json_array_append_new(out, json_pack("{s:s,s:s}", "path", tree, "error",
+						     cg_errno_name(errno ? errno : EIO)));
+	return rc;
+}
+
 int cg_view_sweep(const struct cg_view *v, const char *tag, json_t *out)
 {
 	int rc = 0;
@@ -2384,6 +2535,9 @@ int cg_view_sweep(const struct cg_view *v, const char *tag, json_t *out)
 				(int)sizeof(p) &&
 			    lstat(p, &st) == 0)
 				rc |= sweep_one(v, p, NULL, tag, out);
+	for (size_t w = 0; v && w < v->n_write; w++)
+		if (!(v->private_tmp && strcmp(v->write[w], "/tmp") == 0))
+			rc |= sweep_new_repos(v, v->write[w], tag, out);
 	return rc;
 }
 

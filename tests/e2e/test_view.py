@@ -794,6 +794,38 @@ class RepositoryInTheWorkspace(unittest.TestCase):
             self.assert_ran_and_failed([[PY, "-c", plant, os.path.relpath(r, self.ws)]])
             self.assertEqual(digest_tree(os.path.join(r, ".git"), self.WATCH), before[r])
 
+    def test_a_repository_a_call_makes_runs_nothing_for_the_developer(self):
+        # s42 review: a call ran git init sub and wrote core.fsmonitor into
+        # sub/.git/config; the developer's git status in sub ran it (as an
+        # editor's scan of the workspace's repositories would). Judged by
+        # what the developer's git runs afterwards.
+        marker = os.path.join(self.ws, "FSMONITOR_RAN")
+        cfg = "[core]\\n\\tfsmonitor = touch %s\\n" % marker
+        plant = ("import os, subprocess, sys; d = sys.argv[1]; subprocess.run(['git', "
+                 "'init', '-q', d], check=True); g = d + '/.g' + 'it/'; "
+                 "open(g + 'con' + 'fig', 'a').write('%s')" % cfg)
+        hook = ("import os, subprocess, sys; d = sys.argv[1]; subprocess.run(['git', "
+                "'init', '-q', d], check=True); h = d + '/.g' + 'it/ho' + 'oks/pre-commit'; "
+                "open(h, 'w').write('#!/bin/sh\\ntouch %s\\n'); os.chmod(h, 0o755)" % marker)
+        link = ("import os, sys; d = sys.argv[1]; os.makedirs(d); "
+                "open(d + '/.g' + 'it', 'w').write('gitdir: ../evil\\n')")
+        for prog, rel in ((plant, "one"), (plant, "a/b/three"), (hook, "two/x"),
+                          (link, "four")):
+            resp = self.run_call([PY, "-c", prog, rel])
+            self.assertEqual([s["exit_code"] for s in resp["stages"]], [0], resp)
+            self.assertFalse(os.path.lexists(os.path.join(self.ws, rel, ".git")), rel)
+            self.assertIn("set_aside", resp["reply"]["data"], resp["reply"])
+            for name in os.listdir(os.path.join(self.ws, rel)):
+                self.assertTrue(name.startswith(".git.callgate-set-aside-"), name)
+        for rel in ("one", "a/b/three", "two/x"):
+            subprocess.run(["git", "-C", os.path.join(self.ws, rel), "status"],
+                           capture_output=True)
+        self.assertFalse(os.path.exists(marker))
+        # What git itself makes stays: an agent's git init of a new project.
+        resp = self.run_call(["git", "init", "-q", "fresh"])
+        self.assertEqual([s["exit_code"] for s in resp["stages"]], [0], resp)
+        self.assertTrue(os.path.isdir(os.path.join(self.ws, "fresh", ".git")))
+
     def test_a_tree_too_big_to_look_at_runs_nothing(self):
         # The walk's bound is a refusal, never a walk that stops where a
         # call's files want it to (s41a F1): nothing runs, and the reply
