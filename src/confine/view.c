@@ -2351,29 +2351,97 @@ static bool state_runs_programs(const char *git, const char *rel, char kind)
  * core.fsmonitor in sub/.git/config, which the developer's git status in sub
  * ran, as an editor's scan of the workspace's repositories would). A new
  * .git that is not a directory (a gitdir: file, a link) is set aside; a new
- * directory is kept when git could have made it as it is (a clone, an init):
- * no hook but git's samples, no commondir, and a config that names no
- * program (case and blanks aside, none of the words below: a recognition,
- * conservative, that may set aside a clone whose branch is named so).
+ * directory is kept only when it is as git's init or clone makes it: hooks
+ * that are git's samples, no commondir or config.worktree, and a config
+ * whose every key is one of those below (an allow-list: git keeps adding
+ * keys that name programs, pager.*, diff.external, submodule.*.update, ...).
+ * A line this reading does not take for such a key sets the repository
+ * aside, so a misreading errs that way.
  */
 #define SWEEP_ENTRIES (4 * NESTED_ENTRIES)
 
+/* Is key (lower case) of section sec one that git's init or clone writes? */
+static bool config_key_plain(const char *sec, const char *key)
+{
+	static const struct {
+		const char *sec, *keys;
+	} plain[] = {
+		{ "core", " repositoryformatversion filemode bare logallrefupdates ignorecase "
+			  "precomposeunicode symlinks autocrlf eol safecrlf " },
+		{ "remote", " url pushurl fetch tagopt mirror promisor partialclonefilter prune " },
+		{ "branch", " remote merge rebase pushremote description " },
+		{ "extensions", " objectformat " },
+		{ "user", " name email " },
+		{ "init", " defaultbranch " },
+		{ "lfs", " repositoryformatversion " },
+		{ "pull", " rebase ff " },
+		{ "push", " default autosetupremote " },
+		{ "fetch", " prune " },
+	};
+	char k[80];
+	if (snprintf(k, sizeof(k), " %s ", key) >= (int)sizeof(k))
+		return false;
+	for (size_t i = 0; i < CG_ARRAY_LEN(plain); i++)
+		if (strcmp(sec, plain[i].sec) == 0)
+			return strstr(plain[i].keys, k) != NULL;
+	return false;
+}
+
+/* Does every line of config text hold only keys config_key_plain takes? */
+static bool config_plain(char *text)
+{
+	char sec[64] = "";
+	for (char *line = text, *next; line; line = next) {
+		next = strchr(line, '\n');
+		if (next)
+			*next++ = '\0';
+		for (;;) {
+			line += strspn(line, " \t\r");
+			if (!*line || *line == '#' || *line == ';')
+				break;
+			if (*line == '[') { /* [sec], [sec "sub"], [sec.sub]: then maybe a key */
+				size_t n = strcspn(line + 1, " \t\".]");
+				if (n == 0 || n >= sizeof(sec))
+					return false;
+				for (size_t i = 0; i < n; i++)
+					sec[i] = (char)tolower((unsigned char)line[1 + i]);
+				sec[n] = '\0';
+				char *close = strchr(line, ']');
+				if (!close)
+					return false;
+				line = close + 1;
+				continue;
+			}
+			size_t n =
+			    strspn(line, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+					 "0123456789-");
+			char key[64];
+			if (n == 0 || n >= sizeof(key) || !sec[0])
+				return false;
+			for (size_t i = 0; i < n; i++)
+				key[i] = (char)tolower((unsigned char)line[i]);
+			key[n] = '\0';
+			if (!config_key_plain(sec, key))
+				return false;
+			break;
+		}
+	}
+	return true;
+}
+
 static bool new_repo_runs_programs(int dfd, const char *name)
 {
-	static const char *const words[] = {
-		"fsmonitor", "pager",	    "editor",	  "hookspath",	 "sshcommand", "askpass",
-		"gitproxy",  "textconv",    "driver",	  "command",	 "program",    "helper",
-		"cmd",	     "packobjects", "uploadpack", "receivepack", "proxy",      "[alias",
-		"[filter",   "[include",    "[url",	  "[credential", "[gpg",       "worktree"
-	};
 	char rel[NAME_MAX + 32];
 	struct stat st;
 	(void)snprintf(rel, sizeof(rel), "%s/.git", name);
 	if (fstatat(dfd, rel, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode))
 		return true;
-	(void)snprintf(rel, sizeof(rel), "%s/.git/commondir", name);
-	if (fstatat(dfd, rel, &st, AT_SYMLINK_NOFOLLOW) == 0)
-		return true;
+	static const char *const never[] = { "commondir", "config.worktree" };
+	for (size_t i = 0; i < CG_ARRAY_LEN(never); i++) {
+		(void)snprintf(rel, sizeof(rel), "%s/.git/%s", name, never[i]);
+		if (fstatat(dfd, rel, &st, AT_SYMLINK_NOFOLLOW) == 0)
+			return true;
+	}
 	(void)snprintf(rel, sizeof(rel), "%s/.git/hooks", name);
 	int hfd = openat(dfd, rel, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	DIR *h = hfd >= 0 ? fdopendir(hfd) : NULL;
@@ -2384,7 +2452,8 @@ static bool new_repo_runs_programs(int dfd, const char *name)
 	}
 	for (struct dirent *e; h && !runs && (e = readdir(h));) {
 		size_t n = strlen(e->d_name);
-		runs = e->d_name[0] != '.' && (n < 7 || strcmp(e->d_name + n - 7, ".sample") != 0);
+		runs = strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0 &&
+		       (n < 7 || strcmp(e->d_name + n - 7, ".sample") != 0);
 	}
 	if (h)
 		(void)closedir(h);
@@ -2395,13 +2464,7 @@ static bool new_repo_runs_programs(int dfd, const char *name)
 	(void)snprintf(rel, sizeof(rel), "%s/.git/config", name);
 	if (cg_file_read_at(dfd, rel, 1u << 20, &text, &len) != 0)
 		return errno != ENOENT; /* a link, not a file, too long: not read as harmless */
-	size_t k = 0;
-	for (size_t i = 0; i < len; i++) /* git's keys hold no blanks, and fold case */
-		if (!isspace((unsigned char)text[i]))
-			text[k++] = (char)tolower((unsigned char)text[i]);
-	text[k] = '\0';
-	for (size_t w = 0; w < CG_ARRAY_LEN(words) && !runs; w++)
-		runs = memmem(text, k, words[w], strlen(words[w])) != NULL;
+	runs = memchr(text, '\0', len) != NULL || !config_plain(text);
 	free(text);
 	return runs;
 }

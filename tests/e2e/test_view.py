@@ -821,10 +821,23 @@ class RepositoryInTheWorkspace(unittest.TestCase):
             subprocess.run(["git", "-C", os.path.join(self.ws, rel), "status"],
                            capture_output=True)
         self.assertFalse(os.path.exists(marker))
-        # What git itself makes stays: an agent's git init of a new project.
+        # What git itself makes stays: an agent's git init of a new project,
+        # and what a clone writes (a remote named like a program, too).
         resp = self.run_call(["git", "init", "-q", "fresh"])
         self.assertEqual([s["exit_code"] for s in resp["stages"]], [0], resp)
         self.assertTrue(os.path.isdir(os.path.join(self.ws, "fresh", ".git")))
+        like_clone = ("import subprocess as s; s.run(['git', 'init', '-q', 'cl'], check=True); "
+                      "s.run(['git', '-C', 'cl', 'remote', 'add', 'origin', "
+                      "'https://example.org/helix-editor/pager-cmd.git'], check=True); "
+                      "s.run(['git', '-C', 'cl', 'config', 'branch.main.remote', 'origin'], "
+                      "check=True)")
+        resp = self.run_call([PY, "-c", like_clone])
+        self.assertEqual([s["exit_code"] for s in resp["stages"]], [0], resp)
+        self.assertTrue(os.path.isdir(os.path.join(self.ws, "cl", ".git")), resp["reply"])
+        # One key more, of those that name programs, and it is set aside.
+        resp = self.run_call([PY, "-c", like_clone.replace("'cl'", "'cl2'").replace(
+            "'branch.main.remote', 'origin'", "'pager.log', 'touch %s'" % marker)])
+        self.assertFalse(os.path.lexists(os.path.join(self.ws, "cl2", ".git")))
 
     def test_a_tree_too_big_to_look_at_runs_nothing(self):
         # The walk's bound is a refusal, never a walk that stops where a
