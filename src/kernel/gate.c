@@ -55,7 +55,7 @@ static int apply_default_cwd(const struct cg_gate_ctx *ctx, struct cg_request *r
 }
 
 int64_t cg_gate_timeout(const struct cg_policy *p, const struct cg_request *req,
-			const struct cg_folded *f)
+			const struct cg_folded *f, int64_t *cap_out)
 {
 	const struct cg_policy_defaults *d = cg_policy_defaults(p);
 	int64_t cap = d->max_timeout_ms, rule = CG_LIMIT_UNSET;
@@ -69,6 +69,8 @@ int64_t cg_gate_timeout(const struct cg_policy *p, const struct cg_request *req,
 	int64_t t = req->timeout_ms > 0	     ? req->timeout_ms
 		    : rule != CG_LIMIT_UNSET ? rule
 					     : d->timeout_ms;
+	if (cap_out)
+		*cap_out = cap;
 	return t < cap ? t : cap;
 }
 
@@ -106,7 +108,7 @@ int cg_gate_decide(const struct cg_gate_ctx *ctx, const char *line, size_t len, 
 	    cg_world_root_only(ctx->world, &out->call, &out->refusal) != 0)
 		return -1;
 	/* An UNKNOWN call may still run, approved by a human or under a grant. */
-	out->timeout_ms = cg_gate_timeout(ctx->policy, out->req, f);
+	out->timeout_ms = cg_gate_timeout(ctx->policy, out->req, f, &out->timeout_cap_ms);
 	out->call.timeout_ms = out->timeout_ms; /* shown to an approver, bound by grants */
 	if (f->decision != CG_ALLOW && f->decision != CG_DEGRADE)
 		out->refusal = cg_en_refusal(f, out->call.n_stages ? out->call.stages[0].exe : "");

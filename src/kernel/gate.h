@@ -69,6 +69,7 @@ struct cg_gate {
 	struct cg_call call;	  /* the resolved call; call.req points at req */
 	struct cg_folded folded;  /* step CG_GATE_DECIDED; points into policy memory */
 	int64_t timeout_ms;	  /* step CG_GATE_DECIDED: the pipeline's deadline if it runs */
+	int64_t timeout_cap_ms;	  /* ...and the most a request could have asked for */
 	struct cg_reply *refusal; /* why it does not run (owned), or NULL: see the invariants */
 };
 
@@ -92,8 +93,9 @@ void cg_gate_fini(struct cg_gate *g);
  * call's deadline (the tightest of them when several sets apply); the request
  * may ask for less, never more; and the policy's max_timeout_ms caps
  * everything. Without a constraint, the request's or the policy's default.
+ * *cap (when not NULL): the most the request could have asked for.
  */
 int64_t cg_gate_timeout(const struct cg_policy *p, const struct cg_request *req,
-			const struct cg_folded *f);
+			const struct cg_folded *f, int64_t *cap);
 
 #endif

@@ -407,9 +407,27 @@ static struct cg_reply *ran_reply(const struct cg_job *j, const struct run *r)
 				    cg_errno_name(r->screen_errno));
 	if (sudo_exe)
 		return cg_reply_new(CG_R_SUDO_NEEDS_PASSWORD, "{s:s}", "exe", sudo_exe);
-	if (res->timed_out)
-		return cg_reply_new(CG_R_EXEC_DEADLINE, "{s:I}", "timeout_ms",
-				    (json_int_t)j->gate.timeout_ms);
+	if (res->timed_out) {
+		/* Which deadline: asked for, the default, or a cap the request met (ux-s42c). */
+		int64_t asked = j->gate.req ? j->gate.req->timeout_ms : -1;
+		char why[200];
+		if (asked > j->gate.timeout_ms)
+			(void)snprintf(why, sizeof(why),
+				       "the request asked for %lld ms, more than its rule and the "
+				       "policy allow",
+				       (long long)asked);
+		else if (asked <= 0 && j->gate.timeout_cap_ms > j->gate.timeout_ms)
+			(void)snprintf(why, sizeof(why),
+				       "the default; a request may ask for up to %lld ms "
+				       "(timeout_ms; callgate run --timeout)",
+				       (long long)j->gate.timeout_cap_ms);
+		else
+			(void)snprintf(why, sizeof(why), "%s",
+				       asked > 0 ? "as the request asked"
+						 : "the most its rule and the policy allow");
+		return cg_reply_new(CG_R_EXEC_DEADLINE, "{s:I,s:s}", "timeout_ms",
+				    (json_int_t)j->gate.timeout_ms, "why", why);
+	}
 	if (res->cancelled)
 		return cg_reply_new(CG_R_EXEC_CANCELLED, NULL);
 	if (json_array_size(r->set_aside)) {

@@ -108,6 +108,30 @@ rules:
 """
 
 
+class DeadlinesSayWhichTheyWere(unittest.TestCase):
+    """ux-s42c: asked for 10 minutes, a call was killed at the rule's 5, and
+    the reply named the deadline alone; a call killed at the 30 s default
+    did not say a request may ask for more."""
+
+    def test_a_deadline_says_whether_it_was_asked_for_capped_or_the_default(self):
+        policy = ("version: 1\ndefaults: {timeout_ms: 1000, max_timeout_ms: 5000}\n"
+                  "rules:\n  - id: s\n    decision: allow\n    match: {exe: [sleep]}\n"
+                  "    constraints: {timeout_ms: 1500}\n"
+                  "  - id: t\n    decision: allow\n    match: {exe: [tail]}\n")
+        with cgtest.Daemon(policy_text=policy) as d:
+            for argv, asked, want in (
+                    (["sleep", "5"], 4000, "the request asked for 4000 ms, more than"),
+                    (["sleep", "5"], 500, "500 ms (as the request asked)"),
+                    (["tail", "-f", "/dev/null"], None, "the default; a request may ask for "
+                     "up to 5000 ms")):
+                fields = {"privileged": False}
+                if asked:
+                    fields["timeout_ms"] = asked
+                r = d.request(cgtest.make_request([argv], **fields), timeout=30)
+                self.assertEqual(r["reply"]["code"], "MCP-EXEC-E-002", r["reply"])
+                self.assertIn(want, r["reply"]["message"])
+
+
 class CallOutputTotal(unittest.TestCase):
     def test_all_streams_of_a_call_together_stay_under_the_total(self):
         # Five stages each write 16 MiB to stderr: 80 MiB offered, the call keeps 64 MiB.
