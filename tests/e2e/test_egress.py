@@ -222,6 +222,17 @@ class Egress(unittest.TestCase):
         self.assertIn("EN-NET-D-001", r["stdout"])
         self.assert_refused_by_effect(self.http, r, "EN-NET-D-001")
 
+    def test_callgate_run_says_whose_refusal_a_failure_met(self):
+        # ux-s42c M: npm printed a 403 and callgate run added nothing: the
+        # user could not tell the proxy's refusal from the registry's.
+        r = subprocess.run([cgtest.CALLGATE, "--socket", self.d.socket, "run",
+                            "--no-privileged", "--", "curl", "-sSf", "--max-time", "20",
+                            f"http://other.test:{self.http.port}/"],
+                           capture_output=True, text=True, timeout=60, cwd=self.d.workspace)
+        self.assertNotEqual(r.returncode, 0, r)
+        self.assertIn("egress proxy refused 1 connection of this call (other.test:%d)"
+                      % self.http.port, r.stderr)
+
     def test_denied_name(self):
         before = self.http.accepted
         r = self.curl(f"http://denied.test:{self.http.port}/")
