@@ -13,7 +13,8 @@
  *    becomes a pipeline; a list of such commands joined by && (; || after a
  *    command, and cd DIR before a &&) is gated part by part (hook_chain);
  *    anything else with shell syntax becomes the opaque
- *    [["/bin/sh","-c",CMD]], which policy judges as an opaque launcher.
+ *    [["/bin/bash","-c",CMD]] (hook_shell), which policy judges as an opaque
+ *    launcher.
  *  - Write/Edit/MultiEdit/NotebookEdit: a write action on the path;
  *    Read/Glob/Grep/LS: a read action on the path (or the cwd).
  *  - WebFetch: a net action on the host; WebSearch: a net action on
@@ -187,6 +188,16 @@ static char *run_command(const char *socket_path, const json_t *pipeline, const 
 }
 
 /*
+ * The shell a command with shell syntax runs under: Claude Code's tool is
+ * Bash, and dash (Debian's /bin/sh) fails bash's source, [[ ]], <(...),
+ * pipefail and, silently, {a,b} (ux-s42e H2). /bin/sh where bash is absent.
+ */
+static const char *hook_shell(void)
+{
+	return access("/bin/bash", X_OK) == 0 ? "/bin/bash" : "/bin/sh";
+}
+
+/*
  * A here-document read by cat in a command substitution, as the whole of a
  * double-quoted word: "$(cat <<'EOF' ... EOF\n)", how Claude Code writes a
  * commit message of several lines. s points just past the opening quote.
@@ -287,7 +298,8 @@ static json_t *split_command(const char *cmd)
 			if (!close)
 				goto fail;
 			for (const char *p = cmd + i + 1; p < close; p++) {
-				if (c == '"' && strchr("$`\\!", *p))
+				/* A ! is text to a shell that keeps no history (bash -c). */
+				if (c == '"' && strchr("$`\\", *p))
 					goto fail;
 				if ((unsigned char)*p < 0x20 && *p != '\t')
 					goto fail;
@@ -315,6 +327,16 @@ static json_t *split_command(const char *cmd)
 				if (!stage)
 					goto fail;
 			}
+			continue;
+		}
+		/*
+		 * ~ and # mean something at a word's start only (and ~ after = or
+		 * :): HEAD~1 and a#b are text (ux-s42e H1: git reset --soft HEAD~1
+		 * ran as a shell, where .git is read-only).
+		 */
+		bool starts = !in_word || (wl > 0 && (word[wl - 1] == '=' || word[wl - 1] == ':'));
+		if ((c == '~' || c == '#') && !starts) {
+			word[wl++] = (char)c;
 			continue;
 		}
 		if (c < 0x20 || c == 0x7f || strchr("$`;&><()*?[]{}~#!\\", c))
@@ -525,7 +547,7 @@ static json_t *map_call(const json_t *payload, const char *own_server, enum kind
 		}
 		pl = split_command(cmd);
 		if (!pl)
-			pl = json_pack("[[s,s,s]]", "/bin/sh", "-c", cmd);
+			pl = json_pack("[[s,s,s]]", hook_shell(), "-c", cmd);
 		json_object_set_new(req, "pipeline", pl);
 		if (desc)
 			json_object_set_new(req, "reason", json_string(desc));
@@ -876,10 +898,24 @@ static int hook_claude_code(const struct cg_cli *g, enum degrade_mode degrade,
 		goto out_payload;
 	}
 	if (kind == K_COMMAND) {
+		/*
+		 * cd alone: no program to run, and in Claude Code's own shell it
+		 * would run the user's cd hooks unconfined (s39c). Said plainly
+		 * (ux-s42e H3: "command 'cd' was not found on the controlled PATH").
+		 */
+		const json_t *pl = json_object_get(req, "pipeline");
+		const char *w0 = json_string_value(json_array_get(json_array_get(pl, 0), 0));
+		if (json_array_size(pl) == 1 && w0 && strcmp(w0, "cd") == 0) {
+			rc = block(
+			    "callgate: a cd on its own changes nothing here: each command runs "
+			    "through callgate in the session's working directory; write cd DIR "
+			    "&& COMMAND (each part then runs in DIR)");
+			goto out_req;
+		}
 		/* A chain of plain commands: each gated and run on its own. */
 		const json_t *st = json_array_get(json_object_get(req, "pipeline"), 0);
 		const char *sh = json_string_value(json_array_get(st, 0));
-		json_t *parts = sh && strcmp(sh, "/bin/sh") == 0
+		json_t *parts = sh && strcmp(sh, hook_shell()) == 0
 				    ? split_chain(json_string_value(json_array_get(st, 2)))
 				    : NULL;
 		int handled = parts ? hook_chain(g, payload, req, parts, &rc) : 1;

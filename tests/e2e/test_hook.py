@@ -26,6 +26,9 @@ import unittest
 import uuid
 
 import cgtest
+
+# The shell the hook runs a command with shell syntax under (Claude Code's tool is Bash).
+SHELL = "/bin/bash" if os.access("/bin/bash", os.X_OK) else "/bin/sh"
 from test_mcp import snippet
 
 TIMEOUT = cgtest.DEFAULT_TIMEOUT
@@ -193,7 +196,7 @@ class TestHook(unittest.TestCase):
             self.assertNotIn("read-only-tools", why, cmd)
             if d == "allow":
                 words = shlex.split(upd["command"])
-                self.assertEqual(words[words.index("--") + 1:], ["/bin/sh", "-c", cmd])
+                self.assertEqual(words[words.index("--") + 1:], [SHELL, "-c", cmd])
             else:
                 self.assertIn(d, ("ask", "deny"), "%r -> %s (%s)" % (cmd, d, why))
 
@@ -231,7 +234,7 @@ class TestHook(unittest.TestCase):
             out = json.loads(self.run_hook(p).stdout)["hookSpecificOutput"]
             if d == "allow":
                 words = shlex.split(out["updatedInput"]["command"])
-                self.assertEqual(words[words.index("--") + 1:], ["/bin/sh", "-c", cmd])
+                self.assertEqual(words[words.index("--") + 1:], [SHELL, "-c", cmd])
         # One command denied: the whole is, named, and nothing of it runs,
         # also behind a command the gate cannot decide (s39c: the whole had
         # then fallen back to sh -c, and the denied part ran).
@@ -286,7 +289,37 @@ class TestHook(unittest.TestCase):
                 self.assertEqual(words[words.index("--") + 1:], ["echo", want], line)
             elif d == "allow":
                 words = shlex.split(upd["command"])
-                self.assertEqual(words[words.index("--") + 1:], ["/bin/sh", "-c", line])
+                self.assertEqual(words[words.index("--") + 1:], [SHELL, "-c", line])
+
+    def test_what_bash_reads_as_text_is_text_and_the_rest_runs_under_bash(self):
+        # ux-s42e H1: HEAD~1 and "it works!" are text to bash, and ran as a
+        # shell (where .git is read-only); H2: the shell was dash, and bash's
+        # own syntax failed, {a,b} silently; H3: a lone cd was "not found".
+        for cmd, argv in (("git reset --soft HEAD~1", ["git", "reset", "--soft", "HEAD~1"]),
+                          ('git commit -m "fix: it works!"',
+                           ["git", "commit", "-m", "fix: it works!"]),
+                          ("git log --format=%h#%s", ["git", "log", "--format=%h#%s"])):
+            d, why, upd = self.bash(cmd)
+            self.assertEqual(d, "allow", why)
+            self.assertIn("git-", why)
+            words = shlex.split(upd["command"])
+            self.assertEqual(words[words.index("--") + 1:], argv)
+        for cmd in ("ls ~", "echo a=~", "ls #x", "echo !x"):  # still the shell's
+            d, why, upd = self.bash(cmd)
+            if d == "allow":
+                words = shlex.split(upd["command"])
+                self.assertEqual(words[words.index("--") + 1:], [SHELL, "-c", cmd])
+        d, why, upd = self.bash("echo {a,b}.txt && [[ -n x ]] && echo ok")
+        self.assertEqual(d, "allow", why)
+        r = self.run_as_claude(upd)
+        want = b"a.txt b.txt\nok\n" if SHELL == "/bin/bash" else None
+        if want:
+            self.assertEqual(r.stdout, want, r)
+        p = self.payload("Bash", {"command": "cd sub"})
+        r = self.run_hook(p)
+        self.assertEqual(r.returncode, 2, r)
+        self.assertIn(b"a cd on its own changes nothing here", r.stderr)
+        self.assertIn(b"cd DIR && COMMAND", r.stderr)
 
     def test_a_lone_pipe_word_is_not_rewritten(self):
         # run would read a '|' argument as a stage separator: never rewritten.
