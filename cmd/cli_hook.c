@@ -188,6 +188,23 @@ static char *run_command(const char *socket_path, const json_t *pipeline, const 
 }
 
 /*
+ * A command ending in 2>&1, as agents write them constantly: the length of
+ * what comes before it, or 0. The rewrite runs the rest through callgate
+ * with 2>&1 after it, so that callgate run's stderr (the stages' stderr)
+ * joins its stdout as the shell would have joined them (ux-s42e H1: such a
+ * commit ran as a shell, where .git is read-only).
+ */
+static size_t merged_stderr(const char *cmd)
+{
+	size_t n = strlen(cmd);
+	while (n && strchr(" \t", cmd[n - 1]))
+		n--;
+	if (n < 5 || strncmp(cmd + n - 4, "2>&1", 4) != 0 || !strchr(" \t", cmd[n - 5]))
+		return 0;
+	return n - 5;
+}
+
+/*
  * The shell a command with shell syntax runs under: Claude Code's tool is
  * Bash, and dash (Debian's /bin/sh) fails bash's source, [[ ]], <(...),
  * pipefail and, silently, {a,b} (ux-s42e H2). /bin/sh where bash is absent.
@@ -546,6 +563,12 @@ static json_t *map_call(const json_t *payload, const char *own_server, enum kind
 			goto fail;
 		}
 		pl = split_command(cmd);
+		size_t keep = merged_stderr(cmd);
+		if (!pl && keep) { /* cmd 2>&1: the rewrite keeps it (hook_claude_code) */
+			char *head = strndup(cmd, keep);
+			pl = head ? split_command(head) : NULL;
+			free(head);
+		}
 		if (!pl)
 			pl = json_pack("[[s,s,s]]", hook_shell(), "-c", cmd);
 		json_object_set_new(req, "pipeline", pl);
@@ -968,6 +991,18 @@ static int hook_claude_code(const struct cg_cli *g, enum degrade_mode degrade,
 		char *cmd = run_command(g->socket_path, json_object_get(req, "pipeline"),
 					json_string_value(json_object_get(req, "cwd")),
 					json_string_value(json_object_get(req, "session")));
+		const char *bash = json_string_value(
+		    json_object_get(json_object_get(payload, "tool_input"), "command"));
+		/* Split from what came before a final 2>&1, not the whole as a shell's. */
+		const char *w2 = json_string_value(
+		    json_array_get(json_array_get(json_object_get(req, "pipeline"), 0), 2));
+		if (cmd && bash && merged_stderr(bash) && !(w2 && strcmp(w2, bash) == 0)) {
+			char *m = NULL;
+			if (asprintf(&m, "%s 2>&1", cmd) < 0)
+				m = NULL;
+			free(cmd);
+			cmd = m;
+		}
 		if (cmd) {
 			json_t *in = json_deep_copy(json_object_get(payload, "tool_input"));
 			json_object_set_new(in, "command", json_string(cmd));

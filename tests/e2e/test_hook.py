@@ -315,6 +315,15 @@ class TestHook(unittest.TestCase):
         want = b"a.txt b.txt\nok\n" if SHELL == "/bin/bash" else None
         if want:
             self.assertEqual(r.stdout, want, r)
+        # A final 2>&1 (agents add it constantly): the rest is judged and run
+        # as its words, and the rewrite joins callgate run's stderr as asked.
+        d, why, upd = self.bash("ls no-such-file-x 2>&1")
+        self.assertEqual(d, "allow", why)
+        self.assertIn("read-only-tools", why)
+        self.assertTrue(upd["command"].endswith("'ls' 'no-such-file-x' 2>&1"), upd)
+        r = self.run_as_claude(upd)
+        self.assertIn(b"no-such-file-x", r.stdout)
+        self.assertEqual(r.stderr, b"")
         p = self.payload("Bash", {"command": "cd sub"})
         r = self.run_hook(p)
         self.assertEqual(r.returncode, 2, r)
