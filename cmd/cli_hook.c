@@ -138,8 +138,19 @@ static int put_quoted(char *t, size_t cap, size_t *len, const char *word)
  * a stage separator, so such a command is never rewritten.
  */
 static char *run_command(const char *socket_path, const json_t *pipeline, const char *cwd,
-			 const char *session)
+			 const char *session, const json_t *tool_input)
 {
+	/*
+	 * The Bash tool's own deadline (ms; Claude Code's default 120 s when
+	 * absent), not the daemon's 30 s default, which killed every longer
+	 * build (ux-s42e H4); and its description, the approver's reason (M1).
+	 */
+	const json_t *tj = json_object_get(tool_input, "timeout");
+	json_int_t tms =
+	    json_is_integer(tj) && json_integer_value(tj) > 0 ? json_integer_value(tj) : 120000;
+	char timeout[32];
+	(void)snprintf(timeout, sizeof(timeout), "%llds", (long long)((tms + 999) / 1000));
+	const char *desc = json_string_value(json_object_get(tool_input, "description"));
 	char self[PATH_MAX];
 	ssize_t sl = readlink("/proc/self/exe", self, sizeof(self) - 1);
 	size_t cap = 4096, len = 0;
@@ -157,7 +168,8 @@ static char *run_command(const char *socket_path, const json_t *pipeline, const 
 		cap += 4 * strlen(word) + 3;
 	}
 	cap += 4 * (strlen(socket_path) + (cwd ? strlen(cwd) : 0) +
-		    (session ? strlen(session) : 0) + strlen(self));
+		    (session ? strlen(session) : 0) + (desc ? strlen(desc) : 0) + strlen(self)) +
+	       64;
 	char *t = malloc(cap);
 	if (!t)
 		return NULL;
@@ -171,6 +183,12 @@ static char *run_command(const char *socket_path, const json_t *pipeline, const 
 	if (ok && session && *session)
 		ok = put_quoted(t, cap, &len, "--session") == 0 &&
 		     put_quoted(t, cap, &len, session) == 0;
+	if (ok)
+		ok = put_quoted(t, cap, &len, "--timeout") == 0 &&
+		     put_quoted(t, cap, &len, timeout) == 0;
+	if (ok && desc && *desc && !strchr(desc, '\n'))
+		ok = put_quoted(t, cap, &len, "--reason") == 0 &&
+		     put_quoted(t, cap, &len, desc) == 0;
 	if (ok)
 		ok = put_quoted(t, cap, &len, "--") == 0;
 	json_array_foreach(pipeline, i, stage)
@@ -202,6 +220,16 @@ static size_t merged_stderr(const char *cmd)
 	if (n < 5 || strncmp(cmd + n - 4, "2>&1", 4) != 0 || !strchr(" \t", cmd[n - 5]))
 		return 0;
 	return n - 5;
+}
+
+/* Does a stage of pipeline hold a word that is a lone "|"? */
+static bool has_pipe_word(const json_t *pipeline)
+{
+	const json_t *stage, *w;
+	size_t i, k;
+	json_array_foreach(pipeline, i, stage)
+	    json_array_foreach(stage, k, w) if (strcmp(json_string_value(w), "|") == 0) return true;
+	return false;
 }
 
 /*
@@ -569,6 +597,16 @@ static json_t *map_call(const json_t *payload, const char *own_server, enum kind
 			pl = head ? split_command(head) : NULL;
 			free(head);
 		}
+		/*
+		 * A word that is a lone | (cut -d '|') cannot be passed to callgate
+		 * run, which reads it as a stage separator: the command is then the
+		 * shell's, as any other it cannot rewrite word for word (ux-s42e M6:
+		 * it went to a person, whose yes ran it unconfined).
+		 */
+		if (pl && has_pipe_word(pl)) {
+			json_decref(pl);
+			pl = NULL;
+		}
 		if (!pl)
 			pl = json_pack("[[s,s,s]]", hook_shell(), "-c", cmd);
 		json_object_set_new(req, "pipeline", pl);
@@ -846,7 +884,8 @@ static int hook_chain(const struct cg_cli *g, const json_t *payload, const json_
 		const char *cwd = json_string_value(json_array_get(cwds, i));
 		char *text = run_command(g->socket_path, json_object_get(part, "pipeline"),
 					 cwd[0] ? cwd : NULL,
-					 json_string_value(json_object_get(req, "session")));
+					 json_string_value(json_object_get(req, "session")),
+					 json_object_get(payload, "tool_input"));
 		const char *sep = str_or(json_string_value(json_object_get(part, "sep")), "");
 		char *grown = text ? realloc(cmd, cap += strlen(text) + strlen(sep) + 2) : NULL;
 		if (!grown) {
@@ -990,7 +1029,8 @@ static int hook_claude_code(const struct cg_cli *g, enum degrade_mode degrade,
 		 * decides again, confines, records and passes the output back. */
 		char *cmd = run_command(g->socket_path, json_object_get(req, "pipeline"),
 					json_string_value(json_object_get(req, "cwd")),
-					json_string_value(json_object_get(req, "session")));
+					json_string_value(json_object_get(req, "session")),
+					json_object_get(payload, "tool_input"));
 		const char *bash = json_string_value(
 		    json_object_get(json_object_get(payload, "tool_input"), "command"));
 		/* Split from what came before a final 2>&1, not the whole as a shell's. */

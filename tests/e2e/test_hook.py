@@ -330,11 +330,16 @@ class TestHook(unittest.TestCase):
         self.assertIn(b"a cd on its own changes nothing here", r.stderr)
         self.assertIn(b"cd DIR && COMMAND", r.stderr)
 
-    def test_a_lone_pipe_word_is_not_rewritten(self):
-        # run would read a '|' argument as a stage separator: never rewritten.
+    def test_a_lone_pipe_word_runs_as_the_shells(self):
+        # run would read a '|' argument as a stage separator, so the command
+        # is the shell's (ux-s42e M6: it went to a person, whose yes ran it
+        # unconfined): judged and run as the one shell command it is.
         d, why, upd = self.bash("echo '|'")
-        self.assertIn(d, ("ask", "deny"), why)
-        self.assertIsNone(upd)
+        self.assertEqual(d, "allow", why)
+        words = shlex.split(upd["command"])
+        self.assertEqual(words[words.index("--") + 1:], [SHELL, "-c", "echo '|'"])
+        r = self.run_as_claude(upd)
+        self.assertEqual(r.stdout, b"|\n", r)
 
     def test_file_tools(self):
         inside = os.path.join(self.d.workspace, "notes.txt")

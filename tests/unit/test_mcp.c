@@ -384,7 +384,9 @@ Test(mcp, tools_list_is_well_formed)
 Test(hook, run_command_quotes_every_word)
 {
 	json_t *pl = json_pack("[[s,s,s],[s]]", "echo", "it's", "$HOME `id`", "wc");
-	char *cmd = run_command("/run/cg.sock", pl, "/w s", "sess'1");
+	json_t *in = json_pack("{s:i,s:s}", "timeout", 90500, "description", "count it's words");
+	char *cmd = run_command("/run/cg.sock", pl, "/w s", "sess'1", in);
+	json_decref(in);
 	char self[PATH_MAX];
 	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
 	cr_assert(n > 0);
@@ -393,7 +395,8 @@ Test(hook, run_command_quotes_every_word)
 	char *want = NULL;
 	cr_assert(asprintf(&want,
 			   "'%s' '--socket' '/run/cg.sock' 'run' '--no-privileged' '--cwd' '/w s' "
-			   "'--session' 'sess'\\''1' '--' 'echo' 'it'\\''s' '$HOME `id`' '|' 'wc'",
+			   "'--session' 'sess'\\''1' '--timeout' '91s' '--reason' 'count it'\\''s words' "
+			   "'--' 'echo' 'it'\\''s' '$HOME `id`' '|' 'wc'",
 			   self) > 0);
 	cr_expect_str_eq(cmd, want);
 	free(want);
@@ -401,6 +404,6 @@ Test(hook, run_command_quotes_every_word)
 	json_decref(pl);
 	/* A lone '|' word would be read by run as a stage separator: never rewritten. */
 	pl = json_pack("[[s,s]]", "echo", "|");
-	cr_expect_null(run_command("/run/cg.sock", pl, NULL, NULL));
+	cr_expect_null(run_command("/run/cg.sock", pl, NULL, NULL, NULL));
 	json_decref(pl);
 }
