@@ -393,11 +393,12 @@ Test(hook, run_command_quotes_every_word)
 	self[n] = '\0';
 	cr_assert_not_null(cmd);
 	char *want = NULL;
-	cr_assert(asprintf(&want,
-			   "'%s' '--socket' '/run/cg.sock' 'run' '--no-privileged' '--cwd' '/w s' "
-			   "'--session' 'sess'\\''1' '--timeout' '91s' '--reason' 'count it'\\''s words' "
-			   "'--' 'echo' 'it'\\''s' '$HOME `id`' '|' 'wc'",
-			   self) > 0);
+	cr_assert(
+	    asprintf(&want,
+		     "'%s' '--socket' '/run/cg.sock' 'run' '--no-privileged' '--cwd' '/w s' "
+		     "'--session' 'sess'\\''1' '--timeout' '91s' '--reason' 'count it'\\''s words' "
+		     "'--' 'echo' 'it'\\''s' '$HOME `id`' '|' 'wc'",
+		     self) > 0);
 	cr_expect_str_eq(cmd, want);
 	free(want);
 	free(cmd);
