@@ -63,6 +63,8 @@
 #include "reply.h"
 #include "util.h"
 
+/* The most stdout an execute result carries (ux-s42e M7). */
+#define MCP_STDOUT_CAP	 (256 * 1024)
 #define MCP_LINE_MAX	 (8u << 20)	     /* an MCP request line; more is refused */
 #define MCP_RESPONSE_MAX CG_CLI_MAX_RESPONSE /* any response the daemon may send (cli.h) */
 #define MCP_MAX_JOBS	 64		     /* concurrent tool calls */
@@ -640,10 +642,39 @@ static json_t *tool_execute(struct job *j, const json_t *args, bool *cancelled)
 		json_object_set(out, "exit_code",
 				json_object_get(json_array_get(stages, json_array_size(stages) - 1),
 						"exit_code"));
-		json_object_set_new(out, "stdout", decoded(resp, "stdout", &lossy));
-		json_object_set_new(
-		    out, "stdout_truncated",
-		    json_boolean(json_is_true(json_object_get(resp, "stdout_truncated"))));
+		json_t *so_full = decoded(resp, "stdout", &lossy);
+		bool cut = json_is_true(json_object_get(resp, "stdout_truncated"));
+		size_t so_len = json_string_length(so_full);
+		/*
+		 * A tool result is read into the model's context: 16 MiB (the
+		 * runner's cap) in one was past any client's budget, with no word of
+		 * it (ux-s42e M7). The first MCP_STDOUT_CAP bytes, at a character's
+		 * start, and what to do instead.
+		 */
+		if (so_len > MCP_STDOUT_CAP) {
+			const char *t = json_string_value(so_full);
+			size_t k = MCP_STDOUT_CAP;
+			while (k > 0 && ((unsigned char)t[k] & 0xc0) == 0x80)
+				k--;
+			json_t *shorter = json_stringn(t, k);
+			if (shorter) {
+				json_decref(so_full);
+				so_full = shorter;
+			}
+			char *more = NULL;
+			if (asprintf(&more,
+				     "%s%sstdout was %zu bytes%s; the first %d KiB are here: write "
+				     "large output to a file in the workspace and read it in parts",
+				     hint ? hint : "", hint ? "\n" : "", so_len,
+				     cut ? " when callgate's own cap (16 MiB a stream) cut it" : "",
+				     MCP_STDOUT_CAP / 1024) >= 0) {
+				free(hint);
+				hint = more;
+			}
+			cut = true;
+		}
+		json_object_set_new(out, "stdout", so_full);
+		json_object_set_new(out, "stdout_truncated", json_boolean(cut));
 		if (lossy)
 			json_object_set_new(out, "output_lossy", json_true());
 	}

@@ -243,6 +243,17 @@ class TestExecute(McpTestBase):
         self.assertFalse(sc["stdout_truncated"])
         self.assertIn("hello from mcp", r["content"][0]["text"])
 
+    def test_large_output_is_cut_for_the_model_and_said(self):
+        # ux-s42e M7: 16 MiB of stdout in one tool result, with no word.
+        r = self.m.call("execute", {"argv": ["seq", "1", "300000"], "privileged": False})
+        sc = r["structuredContent"]
+        self.assertTrue(sc["stdout_truncated"])
+        self.assertLessEqual(len(sc["stdout"].encode()), 256 * 1024)
+        self.assertTrue(sc["stdout"].startswith("1\n2\n3\n"))
+        self.assertIn("stdout was 1988895 bytes; the first 256 KiB are here", sc["hint"])
+        self.assertIn("--- callgate ---\nstdout was", r["content"][0]["text"])
+        self.assertLess(len(r["content"][0]["text"]), 300 * 1024)
+
     def test_gate_says_why_each_rung_and_what_comes_next(self):
         # ux-s41b M3: the text said only "Gate decided UNKNOWN (rule privileged)".
         r = self.m.call("gate", {"argv": ["touch", "x"]})
