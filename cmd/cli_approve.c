@@ -16,6 +16,7 @@
  *       (the call stays pending and is refused at its deadline).
  */
 #include <errno.h>
+#include <fnmatch.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <libgen.h>
@@ -1814,7 +1815,8 @@ static const struct cg_cli_opt grant_open_opts[] = {
 	{ "--exe", "PATH",
 	  "the resolved executable (one stage; a bare name: the controlled PATH's)" },
 	{ "--argv", "PATTERN...",
-	  "argv patterns up to the next grant option (fnmatch; a final ** = any rest; "
+	  "argv patterns, argv[0] (the command's name) first, up to the next grant option "
+	  "(fnmatch; a final ** = any rest; "
 	  "--version is a pattern; a grant option's name, or a word one edit from one, is "
 	  "written \\--uses)" },
 	{ "--session", "GLOB", "only calls of matching sessions" },
@@ -2013,6 +2015,10 @@ static int cmd_grant(const struct cg_cli *g, int argc, char **argv)
 		}
 		/* The flags a grant cannot go without, named as the user typed them. */
 		const char *exe = json_string_value(json_object_get(stage, "exe"));
+		char given[NAME_MAX + 1] = "";
+		if (exe)
+			(void)snprintf(given, sizeof(given), "%s",
+				       strrchr(exe, '/') ? strrchr(exe, '/') + 1 : exe);
 		char found[PATH_MAX];
 		if (!bad && exe && !strchr(exe, '/')) {
 			/*
@@ -2047,6 +2053,20 @@ static int cmd_grant(const struct cg_cli *g, int argc, char **argv)
 				missing);
 			bad = CG_EXIT_USAGE;
 		}
+		/*
+		 * The first pattern is argv[0], the command's own name: `--argv
+		 * install '**'` opened a grant no npm call could meet (ux-s42e M3).
+		 * Said, not refused: a multi-call program is called by other names.
+		 */
+		const char *p0 = json_string_value(json_array_get(args, 0));
+		const char *resolved = exe && strrchr(exe, '/') ? strrchr(exe, '/') + 1 : exe;
+		if (!bad && p0 && resolved && fnmatch(p0, given, 0) != 0 &&
+		    fnmatch(p0, resolved, 0) != 0)
+			fprintf(stderr,
+				"callgate grant open: note: the first --argv pattern, '%s', is "
+				"matched against argv[0], the command's own name ('%s'); a call "
+				"sends it first: --argv %s %s...\n",
+				p0, given, given, p0);
 		if (bad) {
 			json_decref(stage);
 			json_decref(args);

@@ -426,7 +426,7 @@ class TextNotJson(unittest.TestCase):
                            cwd=self.d.workspace)):
             out = r.stdout.decode()
             self.assertIn("protect ", out)
-            self.assertIn("(privileged: no view, so hide, protect, tmp and git do not apply)",
+            self.assertIn("(privileged: no view, so hide, protect, tmp, git and scratch do not apply)",
                           out)
         out = self.d.cli("gate", "--no-privileged", "--", "touch", "x").stdout.decode()
         self.assertNotIn("no view", out)
@@ -556,6 +556,12 @@ class ApproverOutputIsText(unittest.TestCase):
             self.assertNotIn("\\n", out)
             self.assertIn("grants", json.loads(d.cli("grant", "list", "--json").stdout)
                           ["reply"]["data"])
+            # ux-s42e M3: argv[0] left out, a grant no call meets: said.
+            g = d.cli("grant", "open", "--exe", "/usr/bin/id", "--argv", "-u", "--uses", "1",
+                      "--ttl", "1m")
+            self.assertIn(b"the first --argv pattern, '-u', is matched against argv[0]",
+                          g.stderr)
+            self.assertIn(b"--argv id -u...", g.stderr)
             box = {}
             t = threading.Thread(target=lambda: box.setdefault(
                 "r", d.request(cgtest.make_request([["ls", "-l", "a b"]]), timeout=60)))
