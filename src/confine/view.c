@@ -79,6 +79,7 @@
 #include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -543,6 +544,19 @@ static int make_tmp_dirs(const char *rel)
 		if (mirror && lchown(d, host.st_uid, host.st_gid) == 0) {
 			if (chmod(d, host.st_mode & 07777) != 0)
 				return errno;
+			/*
+			 * An access ACL narrows what the mode says (user:peer:---):
+			 * copied too, or, where it cannot be, the directory is
+			 * closed to all but its owner (s42d F3: the mode alone let
+			 * a peer the ACL shut out in).
+			 */
+			char acl[4096];
+			ssize_t an = getxattr(buf, "system.posix_acl_access", acl, sizeof(acl));
+			if ((an > 0 &&
+			     setxattr(d, "system.posix_acl_access", acl, (size_t)an, 0) != 0) ||
+			    (an < 0 && errno != ENODATA && errno != ENOTSUP))
+				if (chmod(d, host.st_mode & 07700) != 0)
+					return errno;
 		} else if (chmod(d, 0755) != 0) {
 			return errno;
 		}

@@ -1433,7 +1433,7 @@ class AnotherUsersWorkspace(unittest.TestCase):
     the call's own /tmp made that home 0755). Judged by the bytes that come
     back; nobody's own workspace still works."""
 
-    def check(self, base):
+    def check(self, base, acl=False):
         other_home = os.path.join(base, "home", "other")
         theirs = os.path.join(other_home, "proj")
         mine = os.path.join(base, "home", "dev", "proj")
@@ -1451,6 +1451,18 @@ class AnotherUsersWorkspace(unittest.TestCase):
             os.chown(path, 4242, 4242)
         os.chmod(other_home, 0o700)
         os.chmod(os.path.join(theirs, "secret.txt"), 0o644)
+        if acl:
+            # s42d F3: open by its mode (0755), shut to nobody by an access ACL
+            # (user:65534:---), which the call's /tmp had not copied.
+            import struct
+            os.chmod(other_home, 0o755)
+            ent = lambda tag, perm, uid=0xffffffff: struct.pack("<HHI", tag, perm, uid)
+            os.setxattr(other_home, "system.posix_acl_access",
+                        struct.pack("<I", 2) + ent(0x01, 7) + ent(0x02, 0, 65534) +
+                        ent(0x04, 5) + ent(0x10, 5) + ent(0x20, 5))
+            host = cgtest.as_uid(65534, lambda: os.access(os.path.join(theirs, "secret.txt"),
+                                                          os.R_OK))
+            self.assertFalse(host, "the ACL shuts nobody out on the host")
         with cgtest.Daemon(workspaces=[mine, theirs]) as d:
             os.chmod(d.tmp, 0o755)
             os.chmod(d.socket, 0o666)
@@ -1478,6 +1490,13 @@ class AnotherUsersWorkspace(unittest.TestCase):
         base = tempfile.mkdtemp(prefix="cg-users-", dir="/tmp")
         try:
             self.check(base)
+        finally:
+            shutil.rmtree(base, ignore_errors=True)
+
+    def test_nor_past_an_acl_the_calls_tmp_rebuilds(self):
+        base = tempfile.mkdtemp(prefix="cg-users-", dir="/tmp")
+        try:
+            self.check(base, acl=True)
         finally:
             shutil.rmtree(base, ignore_errors=True)
 
