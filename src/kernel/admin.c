@@ -227,9 +227,10 @@ static struct cg_reply *admin_deny(struct cg_kernel *k, const struct admin_rq *r
 		return cg_reply_new(CG_R_APPROVAL_NOT_FOUND, "{s:s}", "id", rq->target);
 	}
 	struct cg_job *j = p->job;
+	/* The approver's words, screened as the agent's are (s42d F2). */
 	ev_note(k, j->trace_id, CG_EV_APPROVAL_ANS,
-		json_pack("{s:s,s:i,s:s}", "outcome", "denied", "uid", (int)rq->peer->uid, "why",
-			  why ? why : ""));
+		ev_screened(k, json_pack("{s:s,s:i,s:s}", "outcome", "denied", "uid",
+					 (int)rq->peer->uid, "why", why ? why : "")));
 	settle_locked(k, j, cg_en_approval_denied(rq->peer->uid, why));
 	pthread_mutex_unlock(&k->lock);
 	struct cg_reply *r = cg_reply_new(CG_R_DENIAL_RECORDED, "{s:s}", "id", rq->target);

@@ -97,6 +97,55 @@ json_t *ev_screened(const struct cg_kernel *k, json_t *v)
 	return v;
 }
 
+/*
+ * The same for what holds paths the agent names (a cwd, a program's path,
+ * the repositories a view found, what a sweep set aside), where a secret is
+ * rare: one scan of the whole first, each string only when it finds one (so
+ * a governed call does not pay a scan per path: issue 14).
+ */
+static bool holds_secret(const struct cg_kernel *k, const json_t *v)
+{
+	char *text = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+	unsigned char *out = NULL;
+	size_t out_len = 0;
+	bool found = !text ||
+		     cg_screen_record(k->screen, (const unsigned char *)text, strlen(text), &out,
+				      &out_len) != 0 ||
+		     out_len != strlen(text) || memcmp(out, text, out_len) != 0;
+	free(text);
+	free(out);
+	return found;
+}
+
+json_t *ev_screened_paths(const struct cg_kernel *k, json_t *v)
+{
+	if (v && k->screen && holds_secret(k, v))
+		screen_tree(k->screen, true, v);
+	return v;
+}
+
+json_t *ev_screened_copy(const struct cg_kernel *k, json_t *v)
+{
+	if (!v || !k->screen || !holds_secret(k, v))
+		return json_incref(v);
+	json_t *c = json_deep_copy(v);
+	screen_tree(k->screen, true, c);
+	return c;
+}
+
+/* A reply's message for the evidence, screened as paths are (ev_screened_paths). */
+static char *screened_message(const struct cg_kernel *k, const struct cg_reply *reply)
+{
+	char *msg = cg_reply_message(reply);
+	json_t *j = msg ? ev_screened_paths(k, json_string(msg)) : NULL;
+	if (j) {
+		free(msg);
+		msg = strdup(json_string_value(j));
+		json_decref(j);
+	}
+	return msg;
+}
+
 /* The pipeline with every argument screened. */
 static json_t *screened_pipeline(const struct cg_request *req, const struct cg_screen *scr,
 				 bool redact)
@@ -146,7 +195,8 @@ json_t *ev_request_json(const struct cg_kernel *k, const struct cg_request *req,
 		return NULL;
 	}
 	/* Members at their protocol default (empty, false) are left out: a smaller journal. */
-	json_object_set_new(o, "id", json_string(req->id));
+	/* Any string the client chose, the id too (s42d F2: a token as the id). */
+	json_object_set_new(o, "id", screened_string(k->screen, redact, req->id));
 	json_object_set_new(o, "action", json_string(actions[req->action]));
 	if (req->host && *req->host)
 		json_object_set_new(o, "host", screened_string(k->screen, redact, req->host));
@@ -240,7 +290,7 @@ void ev_refuse(struct cg_kernel *k, const char *trace, json_t *request, const st
 	char *msg = cg_reply_message(reply);
 	json_t *p = request ? request : json_object();
 	if (p && g)
-		json_object_set_new(p, "resolved", resolved_json(&g->call));
+		json_object_set_new(p, "resolved", ev_screened_paths(k, resolved_json(&g->call)));
 	if (p && decision)
 		json_object_set(p, "decision", decision);
 	else if (p) /* before the chain: the policy in force, as a seal would name it */
@@ -265,7 +315,7 @@ void ev_note_decided(struct cg_kernel *k, const char *trace, const struct cg_gat
 {
 	if (!k->ev)
 		return;
-	ev_note(k, trace, CG_EV_RESOLVED, resolved_json(&g->call));
+	ev_note(k, trace, CG_EV_RESOLVED, ev_screened_paths(k, resolved_json(&g->call)));
 	/*
 	 * Each rung's verdict is in the decision's rungs[] (failed ones marked):
 	 * no separate rung events, so a refusal costs the journal less
@@ -343,7 +393,7 @@ void ev_seal(struct cg_kernel *k, const char *trace, const struct cg_reply *repl
 		return;
 	const struct cg_reply_def *d = cg_reply_def_of(reply);
 	char type[2] = { cg_rtype_char(d->type), 0 };
-	char *msg = cg_reply_message(reply);
+	char *msg = screened_message(k, reply); /* it may name paths: set aside, not found */
 	struct cg_verdict_facts facts = {
 		.decision = folded		    ? cg_decision_name(folded->decision)
 			    : d->type == CG_RTYPE_S ? "ALLOW"

@@ -215,12 +215,13 @@ static int write_permit(struct cg_kernel *k, struct cg_job *j, struct run *r,
 	char *canon = json_dumps(req->raw, JSON_COMPACT | JSON_SORT_KEYS);
 	cg_sha256_hex(canon ? canon : "", canon ? strlen(canon) : 0, hex);
 	free(canon);
-	json_t *permit = json_pack(
-	    "{s:s,s:s,s:s,s:I,s:i,s:i,s:O?,s:o?,s:s,s:s}", "decision",
-	    cg_decision_name(f->decision), "rule_id", f->rule_id ? f->rule_id : "",
-	    "request_sha256", hex, "timeout_ms", (json_int_t)j->gate.timeout_ms, "run_uid",
-	    (int)r->uid, "run_gid", (int)r->gid, "confinement", r->confinement, "approved_by",
-	    approvers_json(j), "approval_sha256", j->request_sha256, "grant_id", j->grant_id);
+	json_t *permit =
+	    json_pack("{s:s,s:s,s:s,s:I,s:i,s:i,s:o?,s:o?,s:s,s:s}", "decision",
+		      cg_decision_name(f->decision), "rule_id", f->rule_id ? f->rule_id : "",
+		      "request_sha256", hex, "timeout_ms", (json_int_t)j->gate.timeout_ms,
+		      "run_uid", (int)r->uid, "run_gid", (int)r->gid, "confinement",
+		      ev_screened_copy(k, r->confinement), "approved_by", approvers_json(j),
+		      "approval_sha256", j->request_sha256, "grant_id", j->grant_id);
 	int rc;
 	if (r->plan) {
 		atomic_store(&r->permit, CG_GATE_PENDING);
@@ -338,7 +339,7 @@ static int execute(struct cg_kernel *k, struct cg_job *j, struct run *r, struct 
 		}
 		cg_exec_result_fini(&r->res);
 		if (fin && json_array_size(r->set_aside))
-			json_object_set(fin, "set_aside", r->set_aside);
+			json_object_set_new(fin, "set_aside", ev_screened_copy(k, r->set_aside));
 		ev_note(k, j->trace_id, CG_EV_EXEC_END, fin);
 		return -1;
 	}
@@ -392,7 +393,7 @@ static void note_exec_end(struct cg_kernel *k, struct cg_job *j, const struct ru
 		      "cancelled", res->cancelled, "escapees_killed", res->tree_escapees_killed,
 		      "duration_us", (json_int_t)((res->ended_ns - res->started_ns) / 1000));
 	if (fin && json_array_size(r->set_aside))
-		json_object_set(fin, "set_aside", r->set_aside);
+		json_object_set_new(fin, "set_aside", ev_screened_copy(k, r->set_aside));
 	ev_note(k, j->trace_id, CG_EV_EXEC_END, fin);
 }
 

@@ -5,6 +5,7 @@ command's own, and 64/65/69/70/77/124 from cli.h), the refusal line, --json.
 """
 import json
 import os
+import shutil
 import subprocess
 import tempfile
 import time
@@ -282,17 +283,26 @@ class CliAgainstDaemon(unittest.TestCase):
         # through a grant request's argv, a refusal's message that quotes the
         # command, the cwd, the session and the host.
         token = "ghp_" + "aB3dE5gH7jK9mN1pQ3sT5vX7zA9cE1gI3kM5"
+        os.makedirs(os.path.join(self.d.workspace, "d", token), exist_ok=True)
+        shutil.copy("/bin/true", os.path.join(self.d.workspace, "d", token, "true"))
         reqs = [
             {"pipeline": [[token]], "privileged": False},  # command 'ghp_…' not found
             {"pipeline": [["ls"]], "privileged": False, "session": token, "host": token},
             {"pipeline": [["ls"]], "privileged": False,
              "cwd": os.path.join(self.d.workspace, token)},
+            # s42d F2: the resolved event's cwd and program path, and the id.
+            {"pipeline": [["./true"]], "privileged": False,
+             "cwd": os.path.join(self.d.workspace, "d", token)},
+            {"pipeline": [["ls"]], "privileged": False, "id": token},
             {"action": "grant", "grant": {"pipeline": [{"exe": "/usr/bin/echo",
                                                         "argv": ["echo", token]}],
                                           "uses": 1, "ttl_s": 10}},
         ]
         for fields in reqs:
-            r = self.d.request(cgtest.make_request(**fields), timeout=30)
+            req = cgtest.make_request(**fields)
+            if "id" in fields:
+                req["id"] = fields["id"]
+            r = self.d.request(req, timeout=30)
             self.assertIn("status", r)
         self.d.request(cgtest.make_request([["ls"]], privileged=False), timeout=30)
         jdir = os.path.join(self.d.state_dir, "journal")
