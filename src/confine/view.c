@@ -2401,6 +2401,40 @@ static bool config_key_plain(const char *sec, const char *key)
 	return false;
 }
 
+/*
+ * A section header at p ('['): [name], [name "sub"] (\\ escapes a character in
+ * sub), or [name.sub]; sec gets the name's first part, lower case. Returns
+ * what follows the ']', or NULL where git's reading may differ (s42d F0: a
+ * ']' inside the quoted subsection had ended the header here, and git read
+ * a core.fsmonitor after it).
+ */
+static char *config_header(char *p, char *sec, size_t cap)
+{
+	p++;
+	size_t n = strspn(p, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-.");
+	size_t first = strcspn(p, ".");
+	if (n == 0 || (first < n ? first : n) >= cap)
+		return NULL;
+	size_t k = first < n ? first : n;
+	for (size_t i = 0; i < k; i++)
+		sec[i] = (char)tolower((unsigned char)p[i]);
+	sec[k] = '\0';
+	p += n;
+	if (*p == ']')
+		return p + 1;
+	if (first < n || !strchr(" \t", *p))
+		return NULL; /* [a.b "c"] or junk */
+	p += strspn(p, " \t");
+	if (*p++ != '"')
+		return NULL;
+	for (; *p && *p != '"'; p++)
+		if (*p == '\\' && !*++p)
+			return NULL;
+	if (*p != '"' || p[1] != ']')
+		return NULL;
+	return p + 2;
+}
+
 /* Does every line of config text hold only keys config_key_plain takes? */
 static bool config_plain(char *text)
 {
@@ -2413,24 +2447,16 @@ static bool config_plain(char *text)
 			line += strspn(line, " \t\r");
 			if (!*line || *line == '#' || *line == ';')
 				break;
-			if (*line == '[') { /* [sec], [sec "sub"], [sec.sub]: then maybe a key */
-				size_t n = strcspn(line + 1, " \t\".]");
-				if (n == 0 || n >= sizeof(sec))
+			if (*line == '[') { /* a header, and maybe a key after it */
+				if (!(line = config_header(line, sec, sizeof(sec))))
 					return false;
-				for (size_t i = 0; i < n; i++)
-					sec[i] = (char)tolower((unsigned char)line[1 + i]);
-				sec[n] = '\0';
-				char *close = strchr(line, ']');
-				if (!close)
-					return false;
-				line = close + 1;
 				continue;
 			}
 			size_t n =
 			    strspn(line, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 					 "0123456789-");
 			char key[64];
-			if (n == 0 || n >= sizeof(key) || !sec[0])
+			if (n == 0 || n >= sizeof(key) || !sec[0] || !isalpha((unsigned char)*line))
 				return false;
 			for (size_t i = 0; i < n; i++)
 				key[i] = (char)tolower((unsigned char)line[i]);
@@ -2443,20 +2469,22 @@ static bool config_plain(char *text)
 	return true;
 }
 
-static bool new_repo_runs_programs(int dfd, const char *name)
+/*
+ * Does git directory git (relative to dfd: NAME/.git, or NAME itself when
+ * it is one) hold what runs programs: hooks that are not git's samples, a
+ * commondir or config.worktree, a config with a key off the allow-list?
+ */
+static bool gitdir_runs_programs(int dfd, const char *git)
 {
 	char rel[NAME_MAX + 32];
 	struct stat st;
-	(void)snprintf(rel, sizeof(rel), "%s/.git", name);
-	if (fstatat(dfd, rel, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode))
-		return true;
 	static const char *const never[] = { "commondir", "config.worktree" };
 	for (size_t i = 0; i < CG_ARRAY_LEN(never); i++) {
-		(void)snprintf(rel, sizeof(rel), "%s/.git/%s", name, never[i]);
+		(void)snprintf(rel, sizeof(rel), "%s/%s", git, never[i]);
 		if (fstatat(dfd, rel, &st, AT_SYMLINK_NOFOLLOW) == 0)
 			return true;
 	}
-	(void)snprintf(rel, sizeof(rel), "%s/.git/hooks", name);
+	(void)snprintf(rel, sizeof(rel), "%s/hooks", git);
 	int hfd = openat(dfd, rel, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	DIR *h = hfd >= 0 ? fdopendir(hfd) : NULL;
 	bool runs = hfd < 0 && errno != ENOENT;
@@ -2475,12 +2503,41 @@ static bool new_repo_runs_programs(int dfd, const char *name)
 		return true;
 	char *text = NULL;
 	size_t len = 0;
-	(void)snprintf(rel, sizeof(rel), "%s/.git/config", name);
+	(void)snprintf(rel, sizeof(rel), "%s/config", git);
 	if (cg_file_read_at(dfd, rel, 1u << 20, &text, &len) != 0)
 		return errno != ENOENT; /* a link, not a file, too long: not read as harmless */
 	runs = memchr(text, '\0', len) != NULL || !config_plain(text);
 	free(text);
 	return runs;
+}
+
+/* A new NAME/.git: set aside when it is not a directory, or runs programs. */
+static bool new_repo_runs_programs(int dfd, const char *name)
+{
+	char rel[NAME_MAX + 16];
+	struct stat st;
+	(void)snprintf(rel, sizeof(rel), "%s/.git", name);
+	if (fstatat(dfd, rel, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode))
+		return true;
+	return gitdir_runs_programs(dfd, rel);
+}
+
+/*
+ * Is NAME itself a git directory, as git's discovery takes one (a HEAD, an
+ * objects and a refs directory: s42d F1, a repository moved up out of its
+ * .git, which core.worktree then gave a work tree)?
+ */
+static bool is_git_dir(int dfd, const char *name)
+{
+	static const char *const parts[] = { "HEAD", "objects", "refs" };
+	char rel[NAME_MAX + 16];
+	struct stat st;
+	for (size_t i = 0; i < CG_ARRAY_LEN(parts); i++) {
+		(void)snprintf(rel, sizeof(rel), "%s/%s", name, parts[i]);
+		if (fstatat(dfd, rel, &st, AT_SYMLINK_NOFOLLOW) != 0)
+			return false;
+	}
+	return true;
 }
 
 static bool known_git(const struct cg_view *v, const char *git)
@@ -2490,6 +2547,17 @@ static bool known_git(const struct cg_view *v, const char *git)
 			return true;
 	for (size_t i = 0; i < v->n_pin; i++)
 		if (strcmp(v->pin[i], git) == 0)
+			return true;
+	return false;
+}
+
+/* A bare repository the view knew (protect_bare made its HEAD read-only)? */
+static bool known_bare(const struct cg_view *v, const char *dir)
+{
+	char head[PATH_MAX + 8];
+	(void)snprintf(head, sizeof(head), "%s/HEAD", dir);
+	for (size_t i = 0; i < v->n_protect; i++)
+		if (strcmp(v->protect[i], head) == 0)
 			return true;
 	return false;
 }
@@ -2530,6 +2598,12 @@ static int sweep_read(const struct cg_view *v, const char *dir, size_t *entries,
 		if (fstatat(fd, rel, &st, AT_SYMLINK_NOFOLLOW) == 0 && !known_git(v, git) &&
 		    new_repo_runs_programs(fd, e->d_name))
 			(void)sweep_one(v, git, NULL, tag, out);
+		/* A git directory itself: its HEAD set aside, and git sees none. */
+		char head[PATH_MAX + 8];
+		if (is_git_dir(fd, e->d_name) && !known_bare(v, path) &&
+		    gitdir_runs_programs(fd, e->d_name) &&
+		    snprintf(head, sizeof(head), "%s/HEAD", path) < (int)sizeof(head))
+			(void)sweep_one(v, head, NULL, tag, out);
 		if (!queue || e->d_name[0] == '.' || strcmp(e->d_name, "node_modules") == 0)
 			continue;
 		char **q = realloc(*queue, (*n_queue + 1) * sizeof(**queue));

@@ -809,15 +809,27 @@ class RepositoryInTheWorkspace(unittest.TestCase):
                 "open(h, 'w').write('#!/bin/sh\\ntouch %s\\n'); os.chmod(h, 0o755)" % marker)
         link = ("import os, sys; d = sys.argv[1]; os.makedirs(d); "
                 "open(d + '/.g' + 'it', 'w').write('gitdir: ../evil\\n')")
+        # s42d F0: a ] inside a quoted subsection, after which git reads a key.
+        bracket = plant.replace("[core]\\\\n\\\\tfsmonitor", '[remote \\"a]url\\"] [core] fsmonitor')
         for prog, rel in ((plant, "one"), (plant, "a/b/three"), (hook, "two/x"),
-                          (link, "four")):
+                          (link, "four"), (bracket, "five")):
             resp = self.run_call([PY, "-c", prog, rel])
             self.assertEqual([s["exit_code"] for s in resp["stages"]], [0], resp)
             self.assertFalse(os.path.lexists(os.path.join(self.ws, rel, ".git")), rel)
             self.assertIn("set_aside", resp["reply"]["data"], resp["reply"])
             for name in os.listdir(os.path.join(self.ws, rel)):
                 self.assertTrue(name.startswith(".git.callgate-set-aside-"), name)
-        for rel in ("one", "a/b/three", "two/x"):
+        # s42d F1: a git directory itself (no .git: HEAD, objects, refs moved up),
+        # which core.worktree gives a work tree: its HEAD is set aside.
+        bare = ("import os, shutil, subprocess, sys; d = sys.argv[1]; subprocess.run(['git', "
+                "'init', '-q', d], check=True); g = d + '/.g' + 'it'; "
+                "[os.rename(g + '/' + n, d + '/' + n) for n in os.listdir(g)]; os.rmdir(g); "
+                "open(d + '/con' + 'fig', 'a').write('\\tworktree = ' + os.path.abspath(d) + "
+                "'\\n\\tbare = false\\n\\tfsmonitor = touch %s\\n')" % marker)
+        resp = self.run_call([PY, "-c", bare, "six"])
+        self.assertEqual([s["exit_code"] for s in resp["stages"]], [0], resp)
+        self.assertFalse(os.path.exists(os.path.join(self.ws, "six", "HEAD")))
+        for rel in ("one", "a/b/three", "two/x", "five", "six"):
             subprocess.run(["git", "-C", os.path.join(self.ws, rel), "status"],
                            capture_output=True)
         self.assertFalse(os.path.exists(marker))
