@@ -515,6 +515,7 @@ static void stdin_note(void)
 struct wait_note {
 	char id[64];
 	bool said;
+	const char *socket; /* asked whether a person could be holding it */
 };
 
 static void wait_tick(void *arg)
@@ -523,6 +524,22 @@ static void wait_tick(void *arg)
 	if (n->said)
 		return;
 	n->said = true;
+	/*
+	 * A daemon without approval holds no call for a person: the long
+	 * build's output then said approvals existed (ux-s42e L1).
+	 */
+	json_t *ping = json_pack("{s:s}", "action", "ping"), *pong = NULL;
+	char err[256];
+	bool nobody = ping && cg_client_call(n->socket, ping, 2000, &pong, err, sizeof(err)) == 0 &&
+		      json_is_false(json_object_get(
+			  json_object_get(json_object_get(pong, "reply"), "data"), "approval"));
+	json_decref(ping);
+	json_decref(pong);
+	if (nobody) {
+		fprintf(stderr, "callgate run: no answer yet: the command is still running "
+				"(Ctrl-C withdraws it; run --timeout sets its deadline)\n");
+		return;
+	}
 	fprintf(stderr,
 		"callgate run: no answer yet: the command may still be running, or the call "
 		"may be waiting for a person to approve it ('callgate pending' lists it under "
@@ -559,7 +576,7 @@ int cg_cli_run(const struct cg_cli *g, int argc, char **argv)
 	}
 	json_object_set_new(o.req, "pipeline", pipe);
 	stdin_note();
-	struct wait_note note = { .said = false };
+	struct wait_note note = { .said = false, .socket = g->socket_path };
 	if (!json_object_get(o.req, "id") && cg_uuid4(note.id, sizeof(note.id)) == 0)
 		json_object_set_new(o.req, "id", json_string(note.id));
 	const char *rid = json_string_value(json_object_get(o.req, "id"));

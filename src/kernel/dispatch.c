@@ -117,8 +117,10 @@ static void answer_refused(struct cg_kernel *k, struct cg_job *j, const struct a
 static void answer_ping(struct cg_kernel *k, struct cg_job *j)
 {
 	struct cg_reply *r = cg_reply_new(CG_R_PONG, "{s:s}", "version", CALLGATE_VERSION);
-	json_t *data = json_pack("{s:s,s:i,s:o}", "version", CALLGATE_VERSION, "protocol",
-				 CALLGATE_PROTOCOL, "policy", gen_policy_json(j->gen));
+	/* approval: whether a call could wait here for a person (callgate run's note). */
+	json_t *data = json_pack("{s:s,s:i,s:o,s:b}", "version", CALLGATE_VERSION, "protocol",
+				 CALLGATE_PROTOCOL, "policy", gen_policy_json(j->gen), "approval",
+				 k->approval);
 	json_t *failed = gen_reload_failed(k);
 	if (data && failed)
 		json_object_set(data, "reload_failed", failed);

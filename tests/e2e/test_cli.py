@@ -314,6 +314,14 @@ class CliAgainstDaemon(unittest.TestCase):
         self.assertIn(b"[REDACTED:github_token", b"".join(
             open(os.path.join(jdir, n), "rb").read() for n in os.listdir(jdir)))
 
+    def test_a_long_call_on_a_daemon_without_approval_says_only_that_it_runs(self):
+        # ux-s42e L1: every call over 3 s said it might wait for a person's
+        # approval, on a daemon that asks no one.
+        r = self.run_cli("run", "--no-privileged", "--", "sleep", "4")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(b"no answer yet: the command is still running", r.stderr)
+        self.assertNotIn(b"approve", r.stderr)
+
     def test_ping(self):
         r = self.run_cli("ping")
         self.assertEqual(r.returncode, 0, r.stderr)
