@@ -58,6 +58,11 @@
 #include "cli.h"
 #include "util.h"
 
+/* What the hook says when the daemon cannot be reached (ux-s42e L2: no next step). */
+#define HOOK_UNREACHABLE                                                                           \
+	"the callgate daemon at %s cannot be reached (%s); is callgated running there? The "       \
+	"hook's command in .claude/settings.json gives its socket with --socket (or "              \
+	"$CALLGATE_SOCKET)"
 #define HOOK_PAYLOAD_MAX (64u << 20) /* Write payloads carry file contents */
 #define HOOK_TIMEOUT_MS	 30000	     /* inside Claude Code's own hook timeout */
 #define HOOK_EXIT_BLOCK	 2	     /* Claude Code: block the call, stderr to Claude */
@@ -803,8 +808,7 @@ static int gate_parts(const struct cg_cli *g, const json_t *req, const json_t *p
 				       : -1;
 			json_decref(r);
 			if (called != 0) {
-				*rc = block("the callgate daemon at %s cannot be reached (%s)",
-					    g->socket_path, err);
+				*rc = block(HOOK_UNREACHABLE, g->socket_path, err);
 				out = -1;
 				goto done;
 			}
@@ -986,7 +990,7 @@ static int hook_claude_code(const struct cg_cli *g, enum degrade_mode degrade,
 			goto out_req;
 	}
 	if (cg_client_call(g->socket_path, req, HOOK_TIMEOUT_MS, &resp, err, sizeof(err)) != 0) {
-		rc = block("the callgate daemon at %s cannot be reached (%s)", g->socket_path, err);
+		rc = block(HOOK_UNREACHABLE, g->socket_path, err);
 		goto out_req;
 	}
 	struct answer a;
