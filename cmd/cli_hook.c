@@ -1115,9 +1115,26 @@ static int hook_claude_code(const struct cg_cli *g, enum degrade_mode degrade,
 			 rule_why, trace, outside);
 		rc = decide("ask", reason);
 	} else if (strcmp(decision, "BLOCK") == 0) {
-		snprintf(reason, sizeof(reason),
-			 "callgate: [D %s] denied by rule %s: %s (trace %s)", refusal, rule,
-			 rule_why, trace);
+		/* No rule at all: which program that was, as resolved (ux-s42e M2). */
+		const json_t *progs = json_object_get(data, "programs");
+		char named[600] = "";
+		size_t nl = 0, pi;
+		const json_t *pv;
+		json_array_foreach(progs, pi, pv) if (nl < sizeof(named) - 1) nl +=
+		    (size_t)snprintf(named + nl, sizeof(named) - nl, "%s%s", pi ? ", " : "",
+				     json_string_value(pv));
+		if (strcmp(rule, "default-deny") == 0 && named[0])
+			snprintf(
+			    reason, sizeof(reason),
+			    "callgate: [D %s] denied by rule default-deny: no rule allows %s "
+			    "(a program outside the default program directories, a pyenv's "
+			    "or a toolchain's under the home, runs only where a rule names it: "
+			    "docs/policy.md, exe) (trace %s)",
+			    refusal, named, trace);
+		else
+			snprintf(reason, sizeof(reason),
+				 "callgate: [D %s] denied by rule %s: %s (trace %s)", refusal, rule,
+				 rule_why, trace);
 		rc = decide("deny", reason);
 	} else {
 		rc = block("callgate answered an unknown decision '%s'", decision);

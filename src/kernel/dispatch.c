@@ -138,6 +138,12 @@ static void answer_gate(struct cg_kernel *k, struct cg_job *j)
 			 "rule_id", f->rule_id ? f->rule_id : "");
 	json_t *data = json_deep_copy(j->decision);
 	decision_add_stage_sets(data, j);
+	/* The programs judged, as resolved (ux-s42e M2: .venv/bin/python was pyenv's). */
+	json_t *progs = data && j->gate.resolved ? json_array() : NULL;
+	for (size_t i = 0; progs && i < j->gate.call.n_stages; i++)
+		json_array_append_new(progs, json_string(j->gate.call.stages[i].exe));
+	if (progs)
+		json_object_set_new(data, "programs", progs);
 	/* What an UNKNOWN would meet if it ran: an open grant, a human (for how long), or a refusal. */
 	if (data && f->decision == CG_UNKNOWN)
 		json_object_set_new(data, "approval", gate_approval(k, j));

@@ -330,6 +330,17 @@ class TestHook(unittest.TestCase):
         self.assertIn(b"a cd on its own changes nothing here", r.stderr)
         self.assertIn(b"cd DIR && COMMAND", r.stderr)
 
+    def test_a_program_no_rule_names_is_named_as_resolved(self):
+        # ux-s42e M2: .venv/bin/python (a pyenv's) was denied with "no rule
+        # matched", and nothing said which program that was.
+        d = tempfile.mkdtemp(prefix="cg-prog-", dir="/var/tmp")
+        self.addCleanup(shutil.rmtree, d, True)
+        shutil.copy("/bin/true", os.path.join(d, "tool"))
+        os.symlink(os.path.join(d, "tool"), os.path.join(d, "alias"))
+        dec, why, upd = self.bash(os.path.join(d, "alias"))
+        self.assertEqual(dec, "deny", why)
+        self.assertIn("no rule allows %s (a program outside" % os.path.join(d, "tool"), why)
+
     def test_a_lone_pipe_word_runs_as_the_shells(self):
         # run would read a '|' argument as a stage separator, so the command
         # is the shell's (ux-s42e M6: it went to a person, whose yes ran it
