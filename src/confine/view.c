@@ -1627,11 +1627,10 @@ static int protect_gitdir(struct cg_view *v, const char *git, bool git_write)
 #define NESTED_LEVELS  3 /* ~/src/proj, ~/src/org/proj, ~/src/github.com/org/proj */
 #define NESTED_ENTRIES 65536
 
-/* The walk of one write tree: what it has read so far. */
+/* The prepare's walk of one write tree: which, and how its .git is kept. */
 struct nested_walk {
 	const char *tree;
 	bool git_write;
-	size_t entries;
 };
 
 /*
@@ -1720,12 +1719,24 @@ static int nested_probe(struct cg_view *v, const struct nested_walk *w, int pfd,
 }
 
 /*
- * Look at each directory in dir (its path; the tree's root when top) and,
- * below the root, queue those to read for the next level: not hidden, not
- * node_modules, never a link (O_NOFOLLOW, d_type).
+ * The walk of a tree's levels that the prepare (protect_nested) and the
+ * sweep after a call (sweep_new_repos) share, so that both look at the same
+ * directories: every directory one to NESTED_LEVELS levels below the tree
+ * is handed to visit (its parent's fd, its name, its path); those above the
+ * last level are read for the next, but for hidden ones, node_modules and
+ * links (O_NOFOLLOW, d_type). More than cap entries read: -1 with E2BIG. A
+ * directory below the tree that cannot be opened goes to unreadable, when
+ * set.
  */
-static int nested_read(struct cg_view *v, struct nested_walk *w, const char *dir, bool top,
-		       char ***queue, size_t *n_queue)
+struct level_walk {
+	size_t cap, entries;
+	int (*visit)(void *arg, int pfd, const char *name, const char *path);
+	int (*unreadable)(void *arg, const char *dir, int err);
+	void *arg;
+};
+
+static int walk_read(struct level_walk *w, const char *dir, bool top, char ***queue,
+		     size_t *n_queue)
 {
 	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	int e_open = errno;
@@ -1733,22 +1744,17 @@ static int nested_read(struct cg_view *v, struct nested_walk *w, const char *dir
 	if (!d) {
 		if (fd >= 0)
 			(void)close(fd);
-		/* One it may not read may hide a repository (nested_probe). */
-		return fd < 0 && e_open == EACCES && !top ? add_protected(v, dir) : 0;
+		return fd < 0 && !top && w->unreadable ? w->unreadable(w->arg, dir, e_open) : 0;
 	}
 	char buf[PATH_MAX];
 	int rc = 0;
 	struct dirent *e;
 	while (rc == 0 && (e = readdir(d))) {
-		/* A .git is its parent's: the root's protect_git's, a nested one's probe's. */
+		/* A .git is its parent's: the root's protect_git's, a nested one's visit's. */
 		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
 		    strcmp(e->d_name, ".git") == 0)
 			continue;
-		if (++w->entries > NESTED_ENTRIES) {
-			(void)snprintf(v->failed_why, sizeof(v->failed_why),
-				       "more than %d entries in the %d levels below %s to look "
-				       "for repositories in: give a narrower workspace",
-				       NESTED_ENTRIES, NESTED_LEVELS, w->tree);
+		if (++w->entries > w->cap) {
 			errno = E2BIG;
 			rc = -1;
 			break;
@@ -1765,7 +1771,7 @@ static int nested_read(struct cg_view *v, struct nested_walk *w, const char *dir
 			rc = -1;
 			break;
 		}
-		rc = nested_probe(v, w, fd, e->d_name, buf);
+		rc = w->visit(w->arg, fd, e->d_name, buf);
 		if (rc != 0 || !queue || e->d_name[0] == '.' ||
 		    strcmp(e->d_name, "node_modules") == 0)
 			continue;
@@ -1780,6 +1786,31 @@ static int nested_read(struct cg_view *v, struct nested_walk *w, const char *dir
 		(*n_queue)++;
 	}
 	(void)closedir(d);
+	return rc;
+}
+
+/* The tree's directories, then theirs, to NESTED_LEVELS levels. 0, or -1 with errno. */
+static int walk_levels(struct level_walk *w, const char *tree)
+{
+	char **level = NULL, **next = NULL;
+	size_t n_level = 0, n_next = 0;
+	int rc = walk_read(w, tree, true, &level, &n_level);
+	for (int depth = 2; rc == 0 && n_level && depth <= NESTED_LEVELS; depth++) {
+		for (size_t i = 0; rc == 0 && i < n_level; i++)
+			rc = walk_read(w, level[i], false, depth < NESTED_LEVELS ? &next : NULL,
+				       &n_next);
+		for (size_t i = 0; i < n_level; i++)
+			free(level[i]);
+		free(level);
+		level = next, n_level = n_next;
+		next = NULL, n_next = 0;
+	}
+	int e = errno;
+	for (size_t i = 0; i < n_level; i++)
+		free(level[i]);
+	free(level);
+	free(next);
+	errno = e;
 	return rc;
 }
 
@@ -1820,30 +1851,45 @@ static int protect_cwd_repos(struct cg_view *v, const char *tree, bool git_write
 	}
 }
 
+/* The prepare's visit: protect a directory as the repository it is, if it is one. */
+struct nested_arg {
+	struct cg_view *v;
+	struct nested_walk *w;
+};
+
+static int nested_visit(void *arg, int pfd, const char *name, const char *path)
+{
+	struct nested_arg *a = arg;
+	return nested_probe(a->v, a->w, pfd, name, path);
+}
+
+/* One it may not read may hide a repository (nested_probe): read-only as a whole. */
+static int nested_unreadable(void *arg, const char *dir, int err)
+{
+	struct nested_arg *a = arg;
+	return err == EACCES ? add_protected(a->v, dir) : 0;
+}
+
 /*
- * The walk below write tree `tree`: the root's directories, then theirs.
- * Each tree has its own count: ~/.cache must not use the workspace's.
+ * The walk below write tree `tree` (walk_levels). Each tree has its own
+ * count: ~/.cache must not use the workspace's.
  */
 static int protect_nested(struct cg_view *v, const char *tree, bool git_write)
 {
-	struct nested_walk w = { .tree = tree, .git_write = git_write };
-	char **level = NULL, **next = NULL;
-	size_t n_level = 0, n_next = 0;
-	int rc = nested_read(v, &w, tree, true, &level, &n_level);
-	for (int depth = 2; rc == 0 && n_level && depth <= NESTED_LEVELS; depth++) {
-		for (size_t i = 0; rc == 0 && i < n_level; i++)
-			rc = nested_read(v, &w, level[i], false,
-					 depth < NESTED_LEVELS ? &next : NULL, &n_next);
-		for (size_t i = 0; i < n_level; i++)
-			free(level[i]);
-		free(level);
-		level = next, n_level = n_next;
-		next = NULL, n_next = 0;
-	}
-	for (size_t i = 0; i < n_level; i++)
-		free(level[i]);
-	free(level);
-	free(next);
+	struct nested_walk nw = { .tree = tree, .git_write = git_write };
+	struct nested_arg a = { v, &nw };
+	struct level_walk w = { .cap = NESTED_ENTRIES,
+				.visit = nested_visit,
+				.unreadable = nested_unreadable,
+				.arg = &a };
+	int rc = walk_levels(&w, tree);
+	if (rc != 0 && w.entries > w.cap && !v->failed_why[0])
+		(void)snprintf(v->failed_why, sizeof(v->failed_why),
+			       "more than %d entries in the %d levels below %s to look "
+			       "for repositories in: give a narrower workspace",
+			       NESTED_ENTRIES, NESTED_LEVELS, tree);
+	if (rc != 0 && w.entries > w.cap)
+		errno = E2BIG;
 	return rc;
 }
 
@@ -2562,84 +2608,36 @@ static bool known_bare(const struct cg_view *v, const char *dir)
 	return false;
 }
 
-/* One level of the sweep's walk: dir's directories, checked, queued for the next. */
-static int sweep_read(const struct cg_view *v, const char *dir, size_t *entries, char ***queue,
-		      size_t *n_queue, const char *tag, json_t *out)
+/* The sweep's visit: a repository the call made in dir pfd's NAME, set aside when it runs programs. */
+struct sweep_arg {
+	const struct cg_view *v;
+	const char *tag;
+	json_t *out;
+};
+
+static int sweep_visit(void *arg, int pfd, const char *name, const char *path)
 {
-	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-	if (!d) {
-		if (fd >= 0)
-			(void)close(fd);
-		return 0;
-	}
-	char path[PATH_MAX], git[PATH_MAX];
-	int rc = 0;
+	struct sweep_arg *a = arg;
+	char git[PATH_MAX + 8], head[PATH_MAX + 8], rel[NAME_MAX + 16];
 	struct stat st;
-	for (struct dirent *e; rc == 0 && (e = readdir(d));) {
-		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
-		    strcmp(e->d_name, ".git") == 0)
-			continue;
-		if (++*entries > SWEEP_ENTRIES) {
-			errno = E2BIG;
-			rc = -1;
-			break;
-		}
-		bool is_dir =
-		    e->d_type == DT_DIR ||
-		    (e->d_type == DT_UNKNOWN &&
-		     fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode));
-		if (!is_dir ||
-		    snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) >= (int)sizeof(path) ||
-		    snprintf(git, sizeof(git), "%s/.git", path) >= (int)sizeof(git))
-			continue;
-		char rel[NAME_MAX + 16];
-		(void)snprintf(rel, sizeof(rel), "%s/.git", e->d_name);
-		if (fstatat(fd, rel, &st, AT_SYMLINK_NOFOLLOW) == 0 && !known_git(v, git) &&
-		    new_repo_runs_programs(fd, e->d_name))
-			(void)sweep_one(v, git, NULL, tag, out);
-		/* A git directory itself: its HEAD set aside, and git sees none. */
-		char head[PATH_MAX + 8];
-		if (is_git_dir(fd, e->d_name) && !known_bare(v, path) &&
-		    gitdir_runs_programs(fd, e->d_name) &&
-		    snprintf(head, sizeof(head), "%s/HEAD", path) < (int)sizeof(head))
-			(void)sweep_one(v, head, NULL, tag, out);
-		if (!queue || e->d_name[0] == '.' || strcmp(e->d_name, "node_modules") == 0)
-			continue;
-		char **q = realloc(*queue, (*n_queue + 1) * sizeof(**queue));
-		if (!q || !(q[*n_queue] = strdup(path))) {
-			if (q)
-				*queue = q;
-			rc = -1;
-			break;
-		}
-		*queue = q;
-		(*n_queue)++;
-	}
-	(void)closedir(d);
-	return rc;
+	(void)snprintf(rel, sizeof(rel), "%s/.git", name);
+	if (snprintf(git, sizeof(git), "%s/.git", path) < (int)sizeof(git) &&
+	    fstatat(pfd, rel, &st, AT_SYMLINK_NOFOLLOW) == 0 && !known_git(a->v, git) &&
+	    new_repo_runs_programs(pfd, name))
+		(void)sweep_one(a->v, git, NULL, a->tag, a->out);
+	/* A git directory itself: its HEAD set aside, and git sees none. */
+	if (is_git_dir(pfd, name) && !known_bare(a->v, path) && gitdir_runs_programs(pfd, name) &&
+	    snprintf(head, sizeof(head), "%s/HEAD", path) < (int)sizeof(head))
+		(void)sweep_one(a->v, head, NULL, a->tag, a->out);
+	return 0;
 }
 
-/* The sweep's walk of one write tree, as protect_nested's; -1 when it could not finish. */
+/* The sweep's walk of one write tree, as the prepare's (walk_levels). */
 static int sweep_new_repos(const struct cg_view *v, const char *tree, const char *tag, json_t *out)
 {
-	char **level = NULL, **next = NULL;
-	size_t n_level = 0, n_next = 0, entries = 0;
-	int rc = sweep_read(v, tree, &entries, &level, &n_level, tag, out);
-	for (int depth = 2; rc == 0 && n_level && depth <= NESTED_LEVELS; depth++) {
-		for (size_t i = 0; rc == 0 && i < n_level; i++)
-			rc = sweep_read(v, level[i], &entries, depth < NESTED_LEVELS ? &next : NULL,
-					&n_next, tag, out);
-		for (size_t i = 0; i < n_level; i++)
-			free(level[i]);
-		free(level);
-		level = next, n_level = n_next;
-		next = NULL, n_next = 0;
-	}
-	for (size_t i = 0; i < n_level; i++)
-		free(level[i]);
-	free(level);
-	free(next);
+	struct sweep_arg a = { v, tag, out };
+	struct level_walk w = { .cap = SWEEP_ENTRIES, .visit = sweep_visit, .arg = &a };
+	int rc = walk_levels(&w, tree);
 	if (rc != 0)
 		json_array_append_new(out, json_pack("{s:s,s:s}", "path", tree, "error",
 						     cg_errno_name(errno ? errno : EIO)));
