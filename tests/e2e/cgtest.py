@@ -33,6 +33,7 @@ Rules these helpers follow so tests do not flake: deadlines are generous
 and, on failure, raises with the daemon's log attached.
 """
 import datetime
+import hashlib
 import json
 import os
 import shutil
@@ -543,3 +544,13 @@ def as_uid(uid, fn):
     if "err" in res:
         raise DaemonError(res["err"], res.get("errno"))
     return res["ok"]
+
+
+def rechain(line, seq, prev, trace_from, trace_to):
+    """An event line moved to seq after prev, under another trace id, its
+    hash recomputed: what someone without the key can append."""
+    e = json.loads(line)
+    body = line[:-76].replace(trace_from.encode(), trace_to.encode())
+    body = body.replace(b'"seq":%d,' % e["seq"], b'"seq":%d,' % seq, 1)
+    body = body.replace(b'"prev":"%s"' % e["prev"].encode(), b'"prev":"%s"' % prev.encode(), 1)
+    return body + b',"hash":"%s"}\n' % hashlib.sha256(body).hexdigest().encode()

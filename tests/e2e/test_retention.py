@@ -9,7 +9,6 @@ packed package is still read by `callgate verdict`, the socket's verdict
 action, `callgate replay` and the independent docs/verify_trace.py; and a
 changed byte inside an archive, or an index that hides a trace, fails replay.
 """
-import hashlib
 import json
 import os
 import shutil
@@ -549,16 +548,6 @@ class ArchiveTamper(cgtest.TamperCase):
             self.assertEqual(p.returncode, 0, p.stdout[-2000:])
 
 
-def rechain(line, seq, prev, trace_from, trace_to):
-    """An event line moved to seq after prev, under another trace id, its
-    hash recomputed: what someone without the key can append."""
-    e = json.loads(line)
-    body = line[:-76].replace(trace_from.encode(), trace_to.encode())
-    body = body.replace(b'"seq":%d,' % e["seq"], b'"seq":%d,' % seq, 1)
-    body = body.replace(b'"prev":"%s"' % e["prev"].encode(), b'"prev":"%s"' % prev.encode(), 1)
-    return body + b',"hash":"%s"}\n' % hashlib.sha256(body).hexdigest().encode()
-
-
 class VerifierTamper(cgtest.TamperCase):
     """docs/verify_trace.py on a stopped daemon's state (packages in the
     default archive), changed as an attacker would (notes/attack-s32-evidence,
@@ -680,7 +669,7 @@ class VerifierTamper(cgtest.TamperCase):
         mine = [l for l in lines if json.loads(l)["trace"] == self.refused]
         last = json.loads(lines[-1])
         new = str(uuid.uuid4())
-        line = rechain(mine[0], last["seq"] + 1, last["hash"], self.refused, new)
+        line = cgtest.rechain(mine[0], last["seq"] + 1, last["hash"], self.refused, new)
         with open(self.segment, "ab") as f:
             f.write(line)
         with tarfile.open(self.tar, "r:") as tf:

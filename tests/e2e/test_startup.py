@@ -9,7 +9,6 @@ that lies. And they show the documented trade-off: a changed event before the
 checkpoint is found by `--verify-journal` and `callgate replay --all`, not by
 a plain start.
 """
-import hashlib
 import json
 import os
 import shutil
@@ -71,16 +70,6 @@ def flip_byte_of_seq(state, seq):
         raise AssertionError("no event %d" % seq)
     with open(path, "wb") as f:
         f.write(b"\n".join(lines))
-
-
-def cgtest_rechain(line, seq, prev, trace_from, trace_to):
-    """An event line moved to seq after prev, under another trace id, its
-    hash recomputed: what someone without the key can append."""
-    e = json.loads(line)
-    body = line[:-76].replace(trace_from.encode(), trace_to.encode())
-    body = body.replace(b'"seq":%d,' % e["seq"], b'"seq":%d,' % seq, 1)
-    body = body.replace(b'"prev":"%s"' % e["prev"].encode(), b'"prev":"%s"' % prev.encode(), 1)
-    return body + b',"hash":"%s"}\n' % hashlib.sha256(body).hexdigest().encode()
 
 
 def start_fails(d):
@@ -255,7 +244,7 @@ class EventsAfterACleanStop(unittest.TestCase):
         like = next(ln for ln in reversed(lines) if b'"type":"refusal"' in ln)
         tid = json.loads(like)["trace"]
         forged = "f0f0f0f0-0000-4000-8000-000000000001"
-        line = cgtest_rechain(like, last["seq"] + 1, last["hash"], tid, forged)
+        line = cgtest.rechain(like, last["seq"] + 1, last["hash"], tid, forged)
         with open(path, "ab") as f:
             f.write(line)
         return last["seq"], forged

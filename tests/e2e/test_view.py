@@ -1491,26 +1491,19 @@ class AnotherUsersWorkspace(unittest.TestCase):
                 self.assertNotIn("OTHER-USERS-SECRET", out(r) + json.dumps(r), r)
                 self.assertEqual(r["reply"]["code"], "MCP-EXEC-I-002", r["reply"])
 
+    def check_in(self, parent, acl=False):
+        base = tempfile.mkdtemp(prefix="cg-users-", dir=parent)
+        self.addCleanup(shutil.rmtree, base, True)
+        self.check(base, acl)
+
     def test_a_cwd_below_another_uids_home_is_not_entered(self):
-        base = tempfile.mkdtemp(prefix="cg-users-", dir="/var/tmp")
-        try:
-            self.check(base)
-        finally:
-            shutil.rmtree(base, ignore_errors=True)
+        self.check_in("/var/tmp")
 
     def test_nor_under_tmp_where_the_calls_tmp_rebuilds_the_path(self):
-        base = tempfile.mkdtemp(prefix="cg-users-", dir="/tmp")
-        try:
-            self.check(base)
-        finally:
-            shutil.rmtree(base, ignore_errors=True)
+        self.check_in("/tmp")
 
     def test_nor_past_an_acl_the_calls_tmp_rebuilds(self):
-        base = tempfile.mkdtemp(prefix="cg-users-", dir="/tmp")
-        try:
-            self.check(base, acl=True)
-        finally:
-            shutil.rmtree(base, ignore_errors=True)
+        self.check_in("/tmp", acl=True)
 
 
 class ScratchDirectories(unittest.TestCase):
