@@ -339,7 +339,8 @@ struct cg_view {
 	size_t n_tmp_dirs;
 	char **scratch; /* existing directories, each covered by an empty writable tmpfs */
 	size_t n_scratch;
-	char scratch_opts[64]; /* their tmpfs options (mode, owner), made before the fork */
+	char scratch_opts
+	    [64];    /* their tmpfs options (mode, owner, 2 GiB each), made before the fork */
 	char **keep; /* the workspace and cwd when a private /tmp would cover them: read-only */
 	size_t n_keep;
 	char *reveal;	     /* a granted socket (forward_agent) shown where it lives, or NULL */
@@ -1943,7 +1944,7 @@ static int collect_scratch(struct cg_view *v, const struct cg_view_spec *s)
 		if (list_add(&v->scratch, &v->n_scratch, real) != 0)
 			return -1;
 	}
-	(void)snprintf(v->scratch_opts, sizeof(v->scratch_opts), "mode=0700,uid=%u,gid=%u",
+	(void)snprintf(v->scratch_opts, sizeof(v->scratch_opts), "mode=0700,uid=%u,gid=%u,size=2g",
 		       (unsigned)s->scratch_uid, (unsigned)s->scratch_gid);
 	return 0;
 }
