@@ -486,7 +486,7 @@ class ViewThroughDaemon(unittest.TestCase):
         # without a word, and every later git call failed: ux-s38 #1).
         self.assertEqual(resp["reply"]["code"], "MCP-EXEC-S-002", resp["reply"])
         self.assertIn(os.path.join(self.d.workspace, ".git"), resp["reply"]["message"])
-        self.assertIn("ask the developer", resp["reply"]["message"])
+        self.assertIn("a call may not make it, the developer can", resp["reply"]["message"])
         shutil.rmtree(os.path.join(self.d.workspace, ".gd"), ignore_errors=True)
         for n in aside:
             os.unlink(os.path.join(self.d.workspace, n))
