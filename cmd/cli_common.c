@@ -231,7 +231,16 @@ static int chan_open_local(struct chan *c, const char *path, int64_t deadline, c
 	}
 	if (crc < 0) {
 		int e = errno == EAGAIN ? ETIMEDOUT : errno;
-		set_err(err, err_len, "cannot connect to ", path, e);
+		struct stat st;
+		/* A directory or a file there: said so, not "refused" (ux-s42e L3). */
+		if ((e == ECONNREFUSED || e == ENOTSOCK) && stat(path, &st) == 0 &&
+		    !S_ISSOCK(st.st_mode))
+			set_err(err, err_len,
+				S_ISDIR(st.st_mode) ? "not a socket but a directory: "
+						    : "not a socket but a file: ",
+				path, ENOTSOCK);
+		else
+			set_err(err, err_len, "cannot connect to ", path, e);
 		if (fd >= 0)
 			close(fd);
 		errno = e;

@@ -492,6 +492,11 @@ class CliAgainstDaemon(unittest.TestCase):
         self.assertIn(b"nope.sock", r.stderr)
         self.assertIn(b"MCP-IO-E-100", r.stderr)  # "CODE: message", as every refusal
         self.assertIn(b"$CALLGATE_SOCKET", r.stderr)  # where to say which (s36 walk)
+        # ux-s42e L3: a directory given for the socket read as "Connection refused".
+        r = subprocess.run([cgtest.CALLGATE, "--socket", self.d.tmp, "ping"],
+                           capture_output=True, timeout=30)
+        self.assertEqual(r.returncode, EXIT_UNAVAILABLE, r.stderr)
+        self.assertIn(b"not a socket but a directory: " + self.d.tmp.encode(), r.stderr)
         a = subprocess.run([cgtest.CALLGATE, "--admin-socket", os.path.join(self.d.tmp, "no.sock"),
                             "pending"], capture_output=True, timeout=30)
         self.assertEqual(a.returncode, EXIT_UNAVAILABLE, a.stderr)
