@@ -1606,10 +1606,14 @@ static int cmd_pending(const struct cg_cli *g, bool json)
 	} else if (json_array_size(list) == 0) {
 		const json_t *on =
 		    json_object_get(json_object_get(reply_of(resp), "data"), "approval");
-		puts(json_is_false(on)
-			 ? "no calls are waiting: this daemon runs without --approval, so a call "
-			   "that needs a person is refused at once unless a grant covers it"
-			 : "no calls are waiting");
+		/* Which daemon said so (ux-s42e L4: two daemons, the wrong one asked). */
+		char buf[PATH_MAX];
+		printf("%s (admin socket %s)\n",
+		       json_is_false(on)
+			   ? "no calls are waiting: this daemon runs without --approval, so a call "
+			     "that needs a person is refused at once unless a grant covers it"
+			   : "no calls are waiting",
+		       admin_path(g, buf, sizeof(buf)));
 	} else {
 		/*
 		 * Each call whole, as the terminal UI shows it (build_view): what

@@ -1651,7 +1651,8 @@ class PendingShowsTheWholeCall(unittest.TestCase):
             self.assertIn("without --approval", out)
             self.assertFalse(d.admin("pending")["reply"]["data"]["approval"])
         with daemon() as d:
-            self.assertEqual(d.cli("pending").stdout.decode().strip(), "no calls are waiting")
+            self.assertEqual(d.cli("pending").stdout.decode().strip(),
+                             "no calls are waiting (admin socket %s)" % d.admin_socket)
             self.assertTrue(d.admin("pending")["reply"]["data"]["approval"])
 
     def test_a_call_is_shown_whole(self):
