@@ -951,6 +951,21 @@ static int hook_claude_code(const struct cg_cli *g, enum degrade_mode degrade,
 						     : "scalar");
 		goto out_payload;
 	}
+	/*
+	 * Wired as another event (PostToolUse: the tool already ran), an allow
+	 * with a rewrite governs nothing: said, and nothing answered as if it
+	 * had (ux-s42e L5).
+	 */
+	const char *event = json_string_value(json_object_get(payload, "hook_event_name"));
+	if (event && strcmp(event, "PreToolUse") != 0) {
+		fprintf(stderr,
+			"callgate hook claude-code: called for %s; it judges tools before they run "
+			"and must be a PreToolUse hook (.claude/settings.json, docs/agents.md): "
+			"nothing was judged\n",
+			event);
+		rc = 1;
+		goto out_payload;
+	}
 	req = map_call(payload, own_server, &kind, &verdict, &why);
 	if (!req) {
 		if (verdict && strcmp(verdict, "allow") == 0)

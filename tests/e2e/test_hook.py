@@ -330,6 +330,16 @@ class TestHook(unittest.TestCase):
         self.assertIn(b"a cd on its own changes nothing here", r.stderr)
         self.assertIn(b"cd DIR && COMMAND", r.stderr)
 
+    def test_a_hook_wired_to_another_event_says_so(self):
+        # ux-s42e L5: as a PostToolUse hook it answered allow with a rewrite,
+        # governing nothing.
+        p = self.payload("Bash", {"command": "ls"})
+        p["hook_event_name"] = "PostToolUse"
+        r = self.run_hook(p)
+        self.assertEqual(r.returncode, 1, r)
+        self.assertEqual(r.stdout, b"")
+        self.assertIn(b"must be a PreToolUse hook", r.stderr)
+
     def test_a_program_no_rule_names_is_named_as_resolved(self):
         # ux-s42e M2: .venv/bin/python (a pyenv's) was denied with "no rule
         # matched", and nothing said which program that was.
