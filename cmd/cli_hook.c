@@ -882,9 +882,13 @@ static int hook_chain(const struct cg_cli *g, const json_t *payload, const json_
 			continue;
 		read_answer(json_array_get(resps, i), &a);
 		if (rl < sizeof(rules))
-			rl += (size_t)snprintf(rules + rl, sizeof(rules) - rl, "%s%s%s",
-					       rl ? ", " : "", a.rule,
-					       a.waits ? " (waits for a human)" : "");
+			rl += (size_t)snprintf(
+			    rules + rl, sizeof(rules) - rl, "%s%s%s", rl ? ", " : "", a.rule,
+			    !a.waits ? ""
+			    : json_is_object(
+				  json_object_get(json_object_get(a.data, "approval"), "grant"))
+				? " (under an open grant)" /* ux-s42e L7: not a human */
+				: " (waits for a human)");
 		const char *cwd = json_string_value(json_array_get(cwds, i));
 		char *text = run_command(g->socket_path, json_object_get(part, "pipeline"),
 					 cwd[0] ? cwd : NULL,
