@@ -746,6 +746,18 @@ static bool sets_bind_all(size_t n_sets, const json_t *stage_sets)
 	return true;
 }
 
+/*
+ * One constraint set, and when it writes somewhere and says nothing of git,
+ * that .git stays read-only there (ux-s42c L2: "protect .git/hooks
+ * .git/config" read as if the rest of .git were writable).
+ */
+static void print_set(FILE *f, json_t *c)
+{
+	cg_cli_print_value(f, c);
+	if (json_array_size(json_object_get(c, "write")) > 0 && !json_object_get(c, "git"))
+		fputs("; git read-only", f);
+}
+
 static void print_set_list(FILE *f, const char *pad, json_t *cons, const json_t *which)
 {
 	size_t i;
@@ -756,7 +768,7 @@ static void print_set_list(FILE *f, const char *pad, json_t *cons, const json_t 
 			fprintf(f, "%s  and ", pad);
 		json_t *c = json_array_get(cons, (size_t)json_integer_value(k));
 		if (c)
-			cg_cli_print_value(f, c);
+			print_set(f, c);
 		else
 			fputc('?', f);
 		fputc('\n', f);
@@ -780,7 +792,7 @@ void cg_cli_print_constraints(FILE *f, const char *pad, json_t *cons, const json
 			fprintf(f, "%s", i ? pad : " ");
 			if (i)
 				fputs("and ", f);
-			cg_cli_print_value(f, c);
+			print_set(f, c);
 			fputc('\n', f);
 		}
 	} else {

@@ -381,6 +381,11 @@ class TextNotJson(unittest.TestCase):
         out = r.stdout.decode()
         self.assertRegex(out, r"constraints: read /; write \S+")
         self.assert_no_json(out, "policy explain")
+        self.assertNotIn("git read-only", out)  # git commit: git write
+        # ux-s42c L2: where .git stays read-only, the set says so.
+        r = callgate("policy", "explain", "--no-privileged", "--", "git", "gc",
+                     cwd=self.d.workspace)
+        self.assertRegex(r.stdout.decode(), r"constraints: read /; write .*; git read-only\n")
 
     def test_policy_explain_says_which_workspace_it_judged_in(self):
         # ux-s41 M4: explain took the current directory for the workspace
