@@ -804,6 +804,17 @@ static json_t *tool_gate(struct job *j, const json_t *args, bool *cancelled)
 				 str_or(json_string_value(json_object_get(rung, "rule_id")), "-"));
 		(void)cg_buf_add(&tb, r, n > 0 && (size_t)n < sizeof(r) ? (size_t)n : 0);
 	}
+	/*
+	 * Decided by the privilege rung: the request asked to run as root (the
+	 * protocol's default), which a file action never needs (ux-s42c L3).
+	 */
+	const char *rid = json_string_value(json_object_get(data, "rule_id"));
+	if (rid && strcmp(rid, "privileged") == 0) {
+		static const char as_you[] =
+		    "\nprivileged: sent as a privileged call (the protocol's default): send "
+		    "privileged: false to be judged as yourself";
+		(void)cg_buf_add(&tb, as_you, sizeof(as_you) - 1);
+	}
 	char *next = cg_cli_gate_next(json_object_get(data, "approval"));
 	if (next) {
 		(void)cg_buf_add(&tb, "\nnext: ", 7);

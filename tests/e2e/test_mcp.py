@@ -262,6 +262,9 @@ class TestExecute(McpTestBase):
         self.assertIn("\nrungs: privilege=UNKNOWN (privileged), policy=DEGRADE", text)
         self.assertIn("\nnext: ", text)
         self.assertEqual(r["structuredContent"]["next"], text.split("\nnext: ")[1])
+        # ux-s42c L3: decided by privilege alone, it says how to be judged as oneself.
+        self.assertIn("\nprivileged: sent as a privileged call (the protocol's default): send "
+                      "privileged: false", text)
 
     def test_a_failed_stage_gets_the_hint_callgate_run_gives(self):
         # ux-s41b M2: the model saw only the raw error, none of run's lines.
