@@ -839,6 +839,42 @@ static char *hint_text(const char *fmt, ...)
 }
 
 /*
+ * Connections the egress proxy refused, when a stage failed: the command
+ * says only what it met (npm's 403), not whose refusal it was (ux-s42c M).
+ * The hint, or NULL.
+ */
+static char *refused_connections_hint(const json_t *data, const json_t *stages)
+{
+	size_t i;
+	const json_t *st, *c;
+	bool failed = false;
+	json_array_foreach(stages, i, st) failed |=
+	    json_integer_value(json_object_get(st, "exit_code")) != 0;
+	size_t n_refused = 0;
+	char first[300] = "";
+	json_array_foreach(json_object_get(data, "connections"), i, c)
+	{
+		const char *code = json_string_value(json_object_get(c, "code"));
+		if (json_is_true(json_object_get(c, "allowed")) || !code || !strstr(code, "-D-"))
+			continue; /* allowed, or failed upstream: not the proxy's refusal */
+		if (n_refused++ == 0) {
+			char *h =
+			    cg_sanitize_for_terminal(json_string_value(json_object_get(c, "host")));
+			(void)snprintf(first, sizeof(first), "%.200s:%lld", h ? h : "?",
+				       (long long)json_integer_value(json_object_get(c, "port")));
+			free(h);
+		}
+	}
+	if (!failed || !n_refused)
+		return NULL;
+	return hint_text("callgate's egress proxy refused %zu connection%s of this call (%s%s): "
+			 "the rule lets it reach only the hosts `callgate gate --no-privileged -- "
+			 "CMD` lists; `callgate verdict TRACE` shows each",
+			 n_refused, n_refused == 1 ? "" : "s", first,
+			 n_refused > 1 ? " and more" : "");
+}
+
+/*
  * A stage that failed with what a view's refusal reads like ("Read-only
  * file system", "Permission denied", "Operation not permitted") may have met
  * the view, not the file's own mode: say which rule confined it and how to
@@ -857,37 +893,9 @@ char *cg_cli_stage_hint(const json_t *resp, const json_t *pipeline)
 		return NULL;
 	size_t i;
 	const json_t *st;
-	/*
-	 * Connections the egress proxy refused, when a stage failed: the
-	 * command says only what it met (npm's 403), not whose refusal it was
-	 * (ux-s42c M).
-	 */
-	bool failed = false;
-	json_array_foreach(stages, i, st) failed |=
-	    json_integer_value(json_object_get(st, "exit_code")) != 0;
-	const json_t *c;
-	size_t n_refused = 0;
-	char first[300] = "";
-	json_array_foreach(json_object_get(data, "connections"), i, c)
-	{
-		const char *code = json_string_value(json_object_get(c, "code"));
-		if (json_is_true(json_object_get(c, "allowed")) || !code || !strstr(code, "-D-"))
-			continue; /* allowed, or failed upstream: not the proxy's refusal */
-		if (n_refused++ == 0) {
-			char *h =
-			    cg_sanitize_for_terminal(json_string_value(json_object_get(c, "host")));
-			(void)snprintf(first, sizeof(first), "%.200s:%lld", h ? h : "?",
-				       (long long)json_integer_value(json_object_get(c, "port")));
-			free(h);
-		}
-	}
-	if (failed && n_refused)
-		return hint_text("callgate's egress proxy refused %zu connection%s of this call "
-				 "(%s%s): the rule lets it reach only the hosts `callgate gate "
-				 "--no-privileged -- CMD` lists; `callgate verdict TRACE` shows "
-				 "each",
-				 n_refused, n_refused == 1 ? "" : "s", first,
-				 n_refused > 1 ? " and more" : "");
+	char *egress = refused_connections_hint(data, stages);
+	if (egress)
+		return egress;
 	json_array_foreach(stages, i, st)
 	{
 		const json_t *ec = json_object_get(st, "exit_code");

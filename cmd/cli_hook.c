@@ -335,12 +335,12 @@ static json_t *split_command(const char *cmd)
 		unsigned char c = i < n ? (unsigned char)cmd[i] : ' ';
 		bool end_stage = i == n || c == '|';
 
-		if (c == '"' && heredoc_word(cmd + i + 1, NULL, NULL)) {
-			size_t hl = 0;
-			const char *close = heredoc_word(cmd + i + 1, word + wl, &hl);
+		size_t hl = 0; /* a failed try writes past wl only: nothing taken */
+		const char *hd_end = c == '"' ? heredoc_word(cmd + i + 1, word + wl, &hl) : NULL;
+		if (hd_end) {
 			wl += hl;
 			in_word = true;
-			i = (size_t)(close - cmd);
+			i = (size_t)(hd_end - cmd);
 			continue;
 		}
 		if (c == '\'' || c == '"') {
@@ -439,8 +439,9 @@ static json_t *split_chain(const char *cmd)
 				continue;
 			goto fail; /* an unclosed quote */
 		}
-		if (c == '"' && heredoc_word(cmd + i + 1, NULL, NULL)) {
-			i = (size_t)(heredoc_word(cmd + i + 1, NULL, NULL) - cmd);
+		const char *hd_end = c == '"' ? heredoc_word(cmd + i + 1, NULL, NULL) : NULL;
+		if (hd_end) {
+			i = (size_t)(hd_end - cmd);
 			continue; /* its closing quote */
 		}
 		if (c == '\'' || c == '"') {

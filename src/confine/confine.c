@@ -1878,7 +1878,6 @@ static int confine_tail(const struct cg_confine_plan *plan)
 	if (!plan->view && (plan->confined || plan->netns) && geteuid() == 0 &&
 	    (rc = cg_caps_drop_root(plan->netns)) != 0)
 		return rc;
-
 	if (!plan->confined)
 		return set_rlimit(RLIMIT_NOFILE, plan->limits.nofile);
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)

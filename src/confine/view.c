@@ -339,8 +339,7 @@ struct cg_view {
 	size_t n_tmp_dirs;
 	char **scratch; /* existing directories, each covered by an empty writable tmpfs */
 	size_t n_scratch;
-	char scratch_opts
-	    [64];    /* their tmpfs options (mode, owner, 2 GiB each), made before the fork */
+	char scratch_opts[64]; /* their tmpfs options, made before the fork */
 	char **keep; /* the workspace and cwd when a private /tmp would cover them: read-only */
 	size_t n_keep;
 	char *reveal;	     /* a granted socket (forward_agent) shown where it lives, or NULL */

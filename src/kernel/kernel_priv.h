@@ -190,13 +190,13 @@ struct cg_reply *gen_reload(struct cg_kernel *k, bool *ok);
 
 /* Append a non-durable event (payload stolen); evidence off is not an error. */
 void ev_note(struct cg_kernel *k, const char *trace, enum cg_event_type t, json_t *payload);
-/* The decoded request, redacted (env hashed, secrets screened), with its peer. */
 /* v with every string in it screened for secrets, in place (record.c). */
 json_t *ev_screened(const struct cg_kernel *k, json_t *v);
 /* The same, but one scan of the whole first: for paths, where a secret is rare. */
 json_t *ev_screened_paths(const struct cg_kernel *k, json_t *v);
 /* v itself (a new reference) when it holds no secret, else a screened copy. */
 json_t *ev_screened_copy(const struct cg_kernel *k, json_t *v);
+/* The decoded request, redacted (env hashed, secrets screened), with its peer. */
 json_t *ev_request_json(const struct cg_kernel *k, const struct cg_request *req,
 			const struct cg_peer *peer, bool redact);
 /* Note the held request event (j->ev_request), if any: the call is not a one-event refusal. */

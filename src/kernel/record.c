@@ -133,19 +133,6 @@ json_t *ev_screened_copy(const struct cg_kernel *k, json_t *v)
 	return c;
 }
 
-/* A reply's message for the evidence, screened as paths are (ev_screened_paths). */
-static char *screened_message(const struct cg_kernel *k, const struct cg_reply *reply)
-{
-	char *msg = cg_reply_message(reply);
-	json_t *j = msg ? ev_screened_paths(k, json_string(msg)) : NULL;
-	if (j) {
-		free(msg);
-		msg = strdup(json_string_value(j));
-		json_decref(j);
-	}
-	return msg;
-}
-
 /* The pipeline with every argument screened. */
 static json_t *screened_pipeline(const struct cg_request *req, const struct cg_screen *scr,
 				 bool redact)
@@ -393,7 +380,12 @@ void ev_seal(struct cg_kernel *k, const char *trace, const struct cg_reply *repl
 		return;
 	const struct cg_reply_def *d = cg_reply_def_of(reply);
 	char type[2] = { cg_rtype_char(d->type), 0 };
-	char *msg = screened_message(k, reply); /* it may name paths: set aside, not found */
+	/* It may name paths (set aside, not found): screened as the request's words. */
+	char *raw = cg_reply_message(reply);
+	json_t *mj = raw ? screened_string(k->screen, true, raw) : NULL;
+	free(raw);
+	char *msg = mj ? strdup(json_string_value(mj)) : NULL;
+	json_decref(mj);
 	struct cg_verdict_facts facts = {
 		.decision = folded		    ? cg_decision_name(folded->decision)
 			    : d->type == CG_RTYPE_S ? "ALLOW"

@@ -440,15 +440,15 @@ static struct cg_reply *ran_reply(const struct cg_job *j, const struct run *r)
 		{
 			/* One that failed says so (s42d F1: E2BIG read as "set aside"). */
 			const char *err = json_string_value(json_object_get(sa, "error"));
-			const char *what = !err ? ""
-					   : strcmp(err, "E2BIG") == 0
-					       ? " (NOT looked at in full: too many entries; a "
-						 "repository made there was not checked)"
-					       : " (NOT set aside: ";
-			int m = snprintf(names + o, sizeof(names) - o, "%s%s%s%s%s", i ? ", " : "",
-					 json_string_value(json_object_get(sa, "path")), what,
-					 err && strcmp(err, "E2BIG") != 0 ? err : "",
-					 err && strcmp(err, "E2BIG") != 0 ? ")" : "");
+			char what[128] = "";
+			if (err && strcmp(err, "E2BIG") == 0)
+				(void)snprintf(what, sizeof(what),
+					       " (NOT looked at in full: too many entries; a "
+					       "repository made there was not checked)");
+			else if (err)
+				(void)snprintf(what, sizeof(what), " (NOT set aside: %s)", err);
+			int m = snprintf(names + o, sizeof(names) - o, "%s%s%s", i ? ", " : "",
+					 json_string_value(json_object_get(sa, "path")), what);
 			if (m < 0 || (size_t)m + 32 >= sizeof(names) - o) {
 				/* The rest by count: every one is in the reply's set_aside. */
 				names[o] = '\0';

@@ -550,11 +550,10 @@ Test(exec, cwd_swapped_after_resolution_is_refused)
 	cr_assert_eq(rename(moved, sub), 0);
 }
 
-Test(exec, unprivileged_stage_runs_as_peer_ids)
+/* A plan that runs the stages as nobody (65534) in ws, as a root daemon does. */
+static struct cg_confine_plan *nobody_plan(void)
 {
 	cr_assert_eq(geteuid(), 0, "this test needs root (as the daemon runs)");
-	/* The peer enters its cwd itself (s42a F1): mkdtemp's 0700 would refuse it. */
-	cr_assert_eq(chmod(tmp, 0755), 0);
 	struct cg_confine_ctx ctx = { .workspace = ws,
 				      .cwd = ws,
 				      .home = "/nonexistent",
@@ -565,6 +564,14 @@ Test(exec, unprivileged_stage_runs_as_peer_ids)
 	struct cg_reply *err = NULL;
 	cr_assert_eq(cg_confine_prepare(NULL, 0, &ctx, &plan, &err), 0, "prepare: %s",
 		     err ? cg_reply_def_of(err)->key : "");
+	return plan;
+}
+
+Test(exec, unprivileged_stage_runs_as_peer_ids)
+{
+	/* The peer enters its cwd itself (s42a F1): mkdtemp's 0700 would refuse it. */
+	cr_assert_eq(chmod(tmp, 0755), 0);
+	struct cg_confine_plan *plan = nobody_plan();
 
 	char *a0[] = { "sh", "-c", "id -u; id -g; id -G", NULL };
 	char *a1[] = { "cat", NULL };
@@ -581,17 +588,8 @@ Test(exec, unprivileged_stage_runs_as_peer_ids)
 /* s42a F1: a cwd the peer's own uid could not enter is not entered for it. */
 Test(exec, a_cwd_closed_to_the_peer_runs_nothing)
 {
-	cr_assert_eq(geteuid(), 0, "this test needs root (as the daemon runs)");
 	cr_assert_eq(chmod(ws, 0700), 0);
-	struct cg_confine_ctx ctx = { .workspace = ws,
-				      .cwd = ws,
-				      .home = "/nonexistent",
-				      .set_ids = true,
-				      .uid = 65534,
-				      .gid = 65534 };
-	struct cg_confine_plan *plan = NULL;
-	struct cg_reply *err = NULL;
-	cr_assert_eq(cg_confine_prepare(NULL, 0, &ctx, &plan, &err), 0);
+	struct cg_confine_plan *plan = nobody_plan();
 	char *a0[] = { "echo", "ran", NULL };
 	char **argvs[] = { a0 };
 	struct run r;
