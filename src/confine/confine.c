@@ -69,6 +69,7 @@
 #include "seccomp_filter.h"
 #include "util.h"
 #include "view.h"
+#include "watch.h"
 
 #define CONFINE_MAX_PATHS 256 /* per plan, all sets together */
 #define CONFINE_VIEW_EXTRA                                                                         \
@@ -2163,14 +2164,30 @@ fail:
 	return -1;
 }
 
-json_t *cg_confine_sweep(const struct cg_confine_plan *plan, const char *tag)
+struct cg_watch *cg_confine_watch(const struct cg_confine_plan *plan)
+{
+	const char *trees[64];
+	size_t n = 0;
+	if (!plan)
+		return NULL;
+	n += cg_view_write_trees(plan->view, trees, CG_ARRAY_LEN(trees));
+	for (size_t i = 0; i < plan->n_stage_plans; i++)
+		n += cg_view_write_trees(plan->stage_plans[i]->view, trees + n,
+					 CG_ARRAY_LEN(trees) - n);
+	return n ? cg_watch_start(trees, n) : NULL;
+}
+
+json_t *cg_confine_sweep(const struct cg_confine_plan *plan, struct cg_watch *watch,
+			 const char *tag)
 {
 	json_t *out = json_array();
-	if (!out || !plan)
-		return out;
-	(void)cg_view_sweep(plan->view, tag, out);
-	for (size_t i = 0; i < plan->n_stage_plans; i++)
-		(void)cg_view_sweep(plan->stage_plans[i]->view, tag, out);
+	cg_watch_stop(watch);
+	if (out && plan) {
+		(void)cg_view_sweep(plan->view, watch, tag, out);
+		for (size_t i = 0; i < plan->n_stage_plans; i++)
+			(void)cg_view_sweep(plan->stage_plans[i]->view, watch, tag, out);
+	}
+	cg_watch_free(watch);
 	return out;
 }
 

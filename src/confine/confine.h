@@ -82,10 +82,21 @@ int cg_confine_prepare_stages(const struct cg_constraints *const *cons, const ui
 
 /*
  * After the call's processes are gone: protected names the call made where
- * none existed are set aside (cg_view_sweep, for every stage's view). The
+ * none existed, and what names a program in repositories it made or wrote,
+ * are set aside (cg_view_sweep, for every stage's view). The
  * list of what was (or could not be) set aside; empty when nothing was.
  */
-json_t *cg_confine_sweep(const struct cg_confine_plan *plan, const char *tag);
+struct cg_watch;
+json_t *cg_confine_sweep(const struct cg_confine_plan *plan, struct cg_watch *watch,
+			 const char *tag);
+
+/*
+ * Before the call's first process: record what is made or written in the
+ * plan's write trees while it runs (watch.h), for cg_confine_sweep, which
+ * stops and frees it. NULL when the plan writes nowhere or nothing can be
+ * watched (the sweep then walks).
+ */
+struct cg_watch *cg_confine_watch(const struct cg_confine_plan *plan);
 
 /* The plan stage i runs under (plan itself unless it holds per-stage plans). */
 const struct cg_confine_plan *cg_confine_stage_plan(const struct cg_confine_plan *plan, size_t i);

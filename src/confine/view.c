@@ -55,6 +55,7 @@
  *    creates) so that it can be covered read-only.
  */
 #include "view.h"
+#include "watch.h"
 
 #include <dirent.h>
 #include <ctype.h>
@@ -1730,6 +1731,7 @@ static int nested_probe(struct cg_view *v, const struct nested_walk *w, int pfd,
  */
 struct level_walk {
 	size_t cap, entries;
+	bool every; /* read hidden directories and node_modules too (walk_all) */
 	int (*visit)(void *arg, int pfd, const char *name, const char *path);
 	int (*unreadable)(void *arg, const char *dir, int err);
 	void *arg;
@@ -1772,8 +1774,8 @@ static int walk_read(struct level_walk *w, const char *dir, bool top, char ***qu
 			break;
 		}
 		rc = w->visit(w->arg, fd, e->d_name, buf);
-		if (rc != 0 || !queue || e->d_name[0] == '.' ||
-		    strcmp(e->d_name, "node_modules") == 0)
+		if (rc != 0 || !queue ||
+		    (!w->every && (e->d_name[0] == '.' || strcmp(e->d_name, "node_modules") == 0)))
 			continue;
 		char **q = realloc(*queue, (*n_queue + 1) * sizeof(**queue));
 		if (!q || !(q[*n_queue] = strdup(buf))) {
@@ -1809,6 +1811,34 @@ static int walk_levels(struct level_walk *w, const char *tree)
 	for (size_t i = 0; i < n_level; i++)
 		free(level[i]);
 	free(level);
+	for (size_t i = 0; i < n_next; i++)
+		free(next[i]);
+	free(next);
+	errno = e;
+	return rc;
+}
+
+/* Every directory below tree, at any depth, hidden ones too (w->every). 0, or -1 with errno. */
+static int walk_all(struct level_walk *w, const char *tree)
+{
+	char **level = NULL, **next = NULL;
+	size_t n_level = 0, n_next = 0;
+	int rc = walk_read(w, tree, true, &level, &n_level);
+	while (rc == 0 && n_level) {
+		for (size_t i = 0; rc == 0 && i < n_level; i++)
+			rc = walk_read(w, level[i], false, &next, &n_next);
+		for (size_t i = 0; i < n_level; i++)
+			free(level[i]);
+		free(level);
+		level = next, n_level = n_next;
+		next = NULL, n_next = 0;
+	}
+	int e = errno;
+	for (size_t i = 0; i < n_level; i++)
+		free(level[i]);
+	free(level);
+	for (size_t i = 0; i < n_next; i++)
+		free(next[i]);
 	free(next);
 	errno = e;
 	return rc;
@@ -2644,7 +2674,189 @@ static int sweep_new_repos(const struct cg_view *v, const char *tree, const char
 	return rc;
 }
 
-int cg_view_sweep(const struct cg_view *v, const char *tag, json_t *out)
+/* The write tree holding p (p itself or below it); never the call's private /tmp. */
+static const char *tree_of(const struct cg_view *v, const char *p)
+{
+	const char *tree = NULL;
+	for (size_t w = 0; w < v->n_write; w++)
+		if (cg_path_under(p, v->write[w]) && (!tree || strlen(v->write[w]) > strlen(tree)))
+			tree = v->write[w];
+	return tree && v->private_tmp && strcmp(tree, "/tmp") == 0 ? NULL : tree;
+}
+
+/* Directory dir, judged as the sweep's walk judges one (sweep_visit). */
+static void judge_dir(struct sweep_arg *a, const char *dir)
+{
+	const char *slash = strrchr(dir, '/');
+	char parent[PATH_MAX];
+	size_t pl = slash ? (size_t)(slash - dir) : 0;
+	if (!slash || !slash[1] || pl >= sizeof(parent))
+		return;
+	memcpy(parent, dir, pl);
+	(void)snprintf(parent + pl, sizeof(parent) - pl, "%s", pl ? "" : "/");
+	int pfd = open(parent, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (pfd < 0)
+		return;
+	(void)sweep_visit(a, pfd, slash + 1, dir);
+	(void)close(pfd);
+}
+
+/* Is dir a git directory (named .git, or holding HEAD, objects and refs)? */
+static bool git_dir_path(const char *dir)
+{
+	const char *base = strrchr(dir, '/');
+	if (base && strcmp(base + 1, ".git") == 0)
+		return true;
+	int fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	bool is = fd >= 0 && is_git_dir(fd, ".");
+	if (fd >= 0)
+		(void)close(fd);
+	return is;
+}
+
+/*
+ * A change inside an existing git directory g that the prepare did not know
+ * (below the walk's levels, under a hidden directory or node_modules: s42d
+ * F1): what the call wrote there that names a program is set aside, the
+ * rest (an index, objects, refs) stays. rel is the change's path in g.
+ */
+static void judge_in_git_dir(struct sweep_arg *a, const char *g, const char *rel, unsigned mask)
+{
+	char p[PATH_MAX];
+	if (known_git(a->v, g) || known_bare(a->v, g) ||
+	    snprintf(p, sizeof(p), "%s/%s", g, rel) >= (int)sizeof(p))
+		return;
+	size_t n = strlen(rel);
+	if (strcmp(rel, "config") == 0) {
+		char *text = NULL;
+		size_t len = 0;
+		bool runs = cg_file_read_at(AT_FDCWD, p, 1u << 20, &text, &len) != 0
+				? errno != ENOENT
+				: memchr(text, '\0', len) != NULL || !config_plain(text);
+		free(text);
+		if (runs)
+			(void)sweep_one(a->v, p, NULL, a->tag, a->out);
+	} else if (strcmp(rel, "commondir") == 0 || strcmp(rel, "config.worktree") == 0) {
+		(void)sweep_one(a->v, p, NULL, a->tag, a->out);
+	} else if (strcmp(rel, "hooks") == 0 && (mask & CG_WATCH_MADE)) {
+		const char *slash = strrchr(g, '/');
+		char name[NAME_MAX + 1];
+		int pfd = -1;
+		if (slash &&
+		    snprintf(name, sizeof(name), "%s/hooks", slash + 1) < (int)sizeof(name)) {
+			char parent[PATH_MAX];
+			(void)snprintf(parent, sizeof(parent), "%.*s", (int)(slash - g), g);
+			pfd = open(parent[0] ? parent : "/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+		}
+		/* A hooks directory made or replaced: judged whole, as a new repository's. */
+		int hfd = pfd >= 0
+			      ? openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+			      : -1;
+		DIR *h = hfd >= 0 ? fdopendir(hfd) : NULL;
+		bool runs = !h && (hfd >= 0 || errno != ENOENT);
+		for (struct dirent *e; h && !runs && (e = readdir(h));) {
+			size_t k = strlen(e->d_name);
+			runs = strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0 &&
+			       (k < 7 || strcmp(e->d_name + k - 7, ".sample") != 0);
+		}
+		if (h)
+			(void)closedir(h);
+		else if (hfd >= 0)
+			(void)close(hfd);
+		if (pfd >= 0)
+			(void)close(pfd);
+		if (runs)
+			(void)sweep_one(a->v, p, NULL, a->tag, a->out);
+	} else if (strncmp(rel, "hooks/", 6) == 0 && !strchr(rel + 6, '/') &&
+		   (n < 13 || strcmp(rel + n - 7, ".sample") != 0)) {
+		(void)sweep_one(a->v, p, NULL, a->tag, a->out);
+	} else if (strncmp(rel, "rebase-merge/", 13) == 0 || strncmp(rel, "sequencer/", 10) == 0) {
+		bool seq = rel[0] == 's';
+		char dir[PATH_MAX];
+		if ((seq ? state_runs_programs(g, "sequencer/opts", 'o')
+			 : state_runs_programs(g, "rebase-merge/git-rebase-todo", 't') ||
+			       state_runs_programs(g, "rebase-merge/strategy", 's')) &&
+		    snprintf(dir, sizeof(dir), "%s/%s", g, seq ? "sequencer" : "rebase-merge") <
+			(int)sizeof(dir))
+			(void)sweep_one(a->v, dir, NULL, a->tag, a->out);
+	}
+}
+
+/* Does name in a git directory, or in one of its directories, call for judge_in_git_dir? */
+static bool git_name(const char *name)
+{
+	static const char *const names[] = { "config", "commondir", "config.worktree", "hooks" };
+	for (size_t i = 0; i < CG_ARRAY_LEN(names); i++)
+		if (strcmp(name, names[i]) == 0)
+			return true;
+	return false;
+}
+
+static bool git_subdir(const char *base)
+{
+	return strcmp(base, "hooks") == 0 || strcmp(base, "rebase-merge") == 0 ||
+	       strcmp(base, "sequencer") == 0;
+}
+
+/*
+ * The sweep by what the kernel saw the call change (watch.h), at any depth:
+ * a .git or a HEAD made is its directory judged as the walk judges one; a
+ * directory moved in is walked whole (what it holds may predate the call);
+ * a change inside a git directory the prepare did not protect is judged by
+ * judge_in_git_dir. Returns -1 when a moved-in tree could not be read whole.
+ */
+static int sweep_changes(const struct cg_view *v, const struct cg_watch *watch, const char *tag,
+			 json_t *out)
+{
+	struct sweep_arg a = { v, tag, out };
+	struct level_walk all = {
+		.cap = SWEEP_ENTRIES, .every = true, .visit = sweep_visit, .arg = &a
+	};
+	const struct cg_watch_change *c;
+	size_t n = cg_watch_changes(watch, &c);
+	int rc = 0;
+	char p[PATH_MAX];
+	for (size_t i = 0; i < n; i++) {
+		if (!tree_of(v, c[i].dir) || !(c[i].mask & CG_WATCH_MADE))
+			continue;
+		if (strcmp(c[i].name, ".git") == 0 || strcmp(c[i].name, "HEAD") == 0)
+			judge_dir(&a, c[i].dir);
+		if ((c[i].mask & (CG_WATCH_MOVED | CG_WATCH_DIR)) ==
+			(CG_WATCH_MOVED | CG_WATCH_DIR) &&
+		    snprintf(p, sizeof(p), "%s/%s", c[i].dir, c[i].name) < (int)sizeof(p)) {
+			judge_dir(&a, p);
+			if (walk_all(&all, p) != 0 && errno != ENOENT && errno != ENOTDIR) {
+				json_array_append_new(
+				    out, json_pack("{s:s,s:s}", "path", p, "error",
+						   cg_errno_name(errno ? errno : EIO)));
+				rc = -1;
+			}
+		}
+	}
+	for (size_t i = 0; i < n; i++) {
+		const char *base = strrchr(c[i].dir, '/');
+		if (!base || !tree_of(v, c[i].dir))
+			continue;
+		/* A linked worktree's too (.git/worktrees/W/config.worktree): never git's own writing. */
+		if (strcmp(c[i].name, "config.worktree") == 0 &&
+		    snprintf(p, sizeof(p), "%s/%s", c[i].dir, c[i].name) < (int)sizeof(p)) {
+			(void)sweep_one(v, p, NULL, tag, out);
+		} else if (git_name(c[i].name) && git_dir_path(c[i].dir)) {
+			judge_in_git_dir(&a, c[i].dir, c[i].name, c[i].mask);
+		} else if (git_subdir(base + 1) && base != c[i].dir &&
+			   snprintf(p, sizeof(p), "%.*s", (int)(base - c[i].dir), c[i].dir) <
+			       (int)sizeof(p) &&
+			   tree_of(v, p) && git_dir_path(p)) {
+			char rel[NAME_MAX * 2 + 2];
+			(void)snprintf(rel, sizeof(rel), "%s/%s", base + 1, c[i].name);
+			judge_in_git_dir(&a, p, rel, c[i].mask);
+		}
+	}
+	return rc;
+}
+
+int cg_view_sweep(const struct cg_view *v, const struct cg_watch *watch, const char *tag,
+		  json_t *out)
 {
 	int rc = 0;
 	static const struct {
@@ -2684,10 +2896,26 @@ int cg_view_sweep(const struct cg_view *v, const char *tag, json_t *out)
 				(int)sizeof(p) &&
 			    lstat(p, &st) == 0)
 				rc |= sweep_one(v, p, NULL, tag, out);
-	for (size_t w = 0; v && w < v->n_write; w++)
+	/*
+	 * Repositories made or written: by what the kernel saw where it saw
+	 * everything, else by the walk of the prepare's levels (a non-root
+	 * daemon, a file system fanotify cannot mark, a lost event).
+	 */
+	if (v && watch)
+		rc |= sweep_changes(v, watch, tag, out);
+	for (size_t w = 0; v && !cg_watch_complete(watch) && w < v->n_write; w++)
 		if (!(v->private_tmp && strcmp(v->write[w], "/tmp") == 0))
 			rc |= sweep_new_repos(v, v->write[w], tag, out);
 	return rc;
+}
+
+size_t cg_view_write_trees(const struct cg_view *v, const char **out, size_t max)
+{
+	size_t k = 0;
+	for (size_t w = 0; v && w < v->n_write; w++)
+		if (!(v->private_tmp && strcmp(v->write[w], "/tmp") == 0) && k < max)
+			out[k++] = v->write[w];
+	return k;
 }
 
 void cg_view_free(struct cg_view *v)

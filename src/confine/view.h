@@ -54,6 +54,7 @@ static inline void cg_stack_unpoison(void *p, size_t n)
 }
 
 struct cg_view;
+struct cg_watch;
 
 /* What the view is built from (all strings are borrowed for the call). */
 struct cg_view_spec {
@@ -142,9 +143,16 @@ int cg_view_spawn(const struct cg_view *v, void (*fn)(void *), const void *arg, 
  * it. Each such name that exists now is renamed NAME.callgate-set-aside-TAG
  * beside itself (reached beneath its tree, no symlink followed), so that
  * nothing the developer runs later takes it, and appended to out as {path,
- * set_aside_as} ({path, error} when it could not be). 0, or -1 if any failed.
+ * set_aside_as} ({path, error} when it could not be). So are what names a
+ * program in repositories the call made or wrote: found by watch's changes
+ * at any depth when it saw them all, else by the prepare's walk of levels.
+ * 0, or -1 if any failed.
  */
-int cg_view_sweep(const struct cg_view *v, const char *tag, json_t *out);
+int cg_view_sweep(const struct cg_view *v, const struct cg_watch *watch, const char *tag,
+		  json_t *out);
+
+/* The write trees a watch of the call covers (cg_confine_watch): up to max, how many. */
+size_t cg_view_write_trees(const struct cg_view *v, const char **out, size_t max);
 json_t *cg_view_report(const struct cg_view *v);
 
 void cg_view_free(struct cg_view *v);

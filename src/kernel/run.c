@@ -295,12 +295,13 @@ static int execute(struct cg_kernel *k, struct cg_job *j, struct run *r, struct 
 	ev_note(k, j->trace_id, CG_EV_EXEC_START,
 		json_pack("{s:I,s:I}", "stages", (json_int_t)j->gate.call.n_stages, "timeout_ms",
 			  (json_int_t)j->gate.timeout_ms));
+	struct cg_watch *watch = cg_confine_watch(r->plan);
 	int rc = cg_exec_run(&spec, &r->res, reply);
 	stop_egress(k, j, r);
 	/* Its processes are gone: what it made where a protected name was missing is set aside. */
 	char tag[9];
 	(void)snprintf(tag, sizeof(tag), "%.8s", j->trace_id);
-	r->set_aside = cg_confine_sweep(r->plan, tag);
+	r->set_aside = cg_confine_sweep(r->plan, watch, tag);
 	size_t si;
 	const json_t *sa;
 	json_array_foreach(r->set_aside, si, sa) cg_log(

@@ -851,6 +851,66 @@ class RepositoryInTheWorkspace(unittest.TestCase):
             "'branch.main.remote', 'origin'", "'pager.log', 'touch %s'" % marker)])
         self.assertFalse(os.path.lexists(os.path.join(self.ws, "cl2", ".git")))
 
+    def test_repositories_out_of_the_walks_reach_run_nothing_for_the_developer(self):
+        # s42d F1, measured then and left: below the walk's three levels, under
+        # a hidden directory or node_modules, a call made a repository (or
+        # wrote one of the developer's) whose config or hooks the developer's
+        # git then ran. The sweep now goes by what the kernel saw the call
+        # make or write (fanotify), at any depth. Judged by what the
+        # developer's git runs afterwards, and by what stays.
+        marker = os.path.join(self.ws, "RAN")
+        plant = ("import subprocess, sys; d = sys.argv[1]; subprocess.run(['git', 'init', "
+                 "'-q', d], check=True); open(d + '/.g' + 'it/con' + 'fig', 'a')"
+                 ".write('[core]\\n\\tfsmonitor = touch %s\\n')" % marker)
+        made = ("a/b/c/d/deep", ".venv/src/pkg", "node_modules/pkg", "x/.hidden/y/z/r")
+        for rel in made:
+            resp = self.run_call([PY, "-c", plant, rel])
+            self.assertEqual([s["exit_code"] for s in resp["stages"]], [0], resp)
+            self.assertFalse(os.path.lexists(os.path.join(self.ws, rel, ".git")), rel)
+            self.assertIn("set_aside", resp["reply"]["data"], resp["reply"])
+        # Made in the call's own /tmp and moved in whole: a copy, seen file by file.
+        moved = ("import shutil, subprocess; d = '/tmp/r'; subprocess.run(['git', 'init', "
+                 "'-q', d], check=True); open(d + '/.g' + 'it/con' + 'fig', 'a')"
+                 ".write('[core]\\n\\tfsmonitor = touch %s\\n'); shutil.move(d, 'm/n/o/p/r')"
+                 % marker)
+        os.makedirs(os.path.join(self.ws, "m", "n", "o", "p"))
+        resp = self.run_call([PY, "-c", moved])
+        self.assertEqual([s["exit_code"] for s in resp["stages"]], [0], resp)
+        self.assertFalse(os.path.lexists(os.path.join(self.ws, "m/n/o/p/r/.git")))
+        # The developer's own repository, five levels down: what names a
+        # program is set aside, the repository itself stays.
+        mine = os.path.join(self.ws, "s", "t", "u", "v", "mine")
+        git_repo(mine)
+        hooks = os.path.join(mine, ".git", "hooks")
+        write = ("import os, sys; g = sys.argv[1] + '/.g' + 'it/'; "
+                 "open(g + 'con' + 'fig', 'a').write('[core]\\n\\tfsmonitor = touch %s\\n'); "
+                 "h = g + 'ho' + 'oks/pre-commit'; open(h, 'w').write('#!/bin/sh\\ntouch %s\\n'); "
+                 "os.chmod(h, 0o755)" % (marker, marker))
+        resp = self.run_call([PY, "-c", write, "s/t/u/v/mine"])
+        self.assertEqual([s["exit_code"] for s in resp["stages"]], [0], resp)
+        self.assertTrue(os.path.isfile(os.path.join(mine, ".git", "HEAD")))
+        self.assertFalse(os.path.exists(os.path.join(mine, ".git", "config")))
+        self.assertFalse(os.path.exists(os.path.join(hooks, "pre-commit")))
+        aside = [a["path"] for a in resp["reply"]["data"]["set_aside"]]
+        self.assertIn(os.path.join(mine, ".git", "config"), aside)
+        for rel in made + ("m/n/o/p/r", "s/t/u/v/mine"):
+            subprocess.run(["git", "-C", os.path.join(self.ws, rel), "status"],
+                           capture_output=True)
+        subprocess.run(["git", "-C", mine, "commit", "-q", "--allow-empty", "-m", "x"],
+                       capture_output=True)
+        self.assertFalse(os.path.exists(marker))
+        # What git does there stays: a commit (index, objects, refs), a new
+        # branch; git's own init of a deep project.
+        kept = [a["set_aside_as"] for a in resp["reply"]["data"]["set_aside"]
+                if a["path"].endswith("/config")]
+        os.rename(os.path.join(mine, ".git", kept[0]), os.path.join(mine, ".git", "config"))
+        subprocess.run(["git", "-C", mine, "config", "--unset", "core.fsmonitor"], check=True)
+        resp = self.run_call(["sh", "-c", "cd s/t/u/v/mine && touch f && git add f && "
+                              "git -c user.name=a -c user.email=a@b commit -q -m f && "
+                              "git branch two; git init -q ../../../../../deep/er/than/four/new"])
+        self.assertNotIn("set_aside", resp["reply"].get("data", {}), resp["reply"])
+        self.assertTrue(os.path.isdir(os.path.join(self.ws, "deep/er/than/four/new/.git")))
+
     def test_a_tree_too_big_to_look_at_runs_nothing(self):
         # The walk's bound is a refusal, never a walk that stops where a
         # call's files want it to (s41a F1): nothing runs, and the reply

@@ -1,0 +1,377 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * watch — the changes a call made in its write trees, from fanotify (see
+ * watch.h). One group per call, a file-system mark per distinct file system,
+ * and a thread that drains the kernel's queue while the call runs, so that
+ * a call making many files (an npm install) does not overflow it. Records
+ * are packed into one buffer and resolved to paths once, at the stop: a
+ * directory by its handle (open_by_handle_at), so a directory renamed
+ * during the call is found where it is now.
+ */
+#include "watch.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/fanotify.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#define WATCH_FS_MAX	 16
+#define WATCH_BYTES_MAX	 (16u << 20) /* records kept: past it, the watch is incomplete */
+#define WATCH_READ_BYTES 65536
+#define WATCH_EVENTS	 (FAN_CREATE | FAN_MOVED_TO | FAN_MODIFY | FAN_ATTRIB | FAN_ONDIR)
+
+/* One record: this header, the handle's bytes, the name and its NUL, padded to 8. */
+struct rec {
+	uint32_t len;
+	uint32_t mask;
+	uint16_t fs;
+	uint16_t hlen;
+	int32_t htype;
+	unsigned char data[];
+};
+
+struct fs {
+	int mount_fd; /* a directory in it, for open_by_handle_at */
+	int fsid[2];
+};
+
+struct cg_watch {
+	int fan, stop;
+	pid_t self;
+	struct fs fs[WATCH_FS_MAX];
+	size_t n_fs;
+	bool lost; /* something may not have been recorded */
+	bool threaded, stopped;
+	_Atomic bool stopping;
+	unsigned char *rbuf; /* WATCH_READ_BYTES, for one reader at a time */
+	pthread_t thread;
+	unsigned char *buf;
+	size_t len, cap;
+	struct cg_watch_change *changes;
+	size_t n_changes;
+	char **dirs;
+	size_t n_dirs;
+};
+
+static unsigned mask_of(uint64_t m)
+{
+	return ((m & (FAN_CREATE | FAN_MOVED_TO)) ? CG_WATCH_MADE : 0) |
+	       ((m & (FAN_MODIFY | FAN_ATTRIB)) ? CG_WATCH_WRITTEN : 0) |
+	       ((m & FAN_ONDIR) ? CG_WATCH_DIR : 0) | ((m & FAN_MOVED_TO) ? CG_WATCH_MOVED : 0);
+}
+
+static void keep(struct cg_watch *w, uint64_t mask, const struct fanotify_event_info_fid *fid)
+{
+	const struct file_handle *h = (const void *)fid->handle;
+	const char *name = (const char *)h->f_handle + h->handle_bytes;
+	size_t nl = strlen(name);
+	size_t fs = 0;
+	while (fs < w->n_fs && memcmp(w->fs[fs].fsid, &fid->fsid, sizeof(w->fs[fs].fsid)) != 0)
+		fs++;
+	if (fs == w->n_fs || h->handle_bytes > UINT16_MAX || nl == 0)
+		return; /* another file system's, or no name: not a change in a tree */
+	size_t len = (sizeof(struct rec) + h->handle_bytes + nl + 1 + 7) & ~(size_t)7;
+	if (w->len + len > w->cap) {
+		size_t cap = w->cap ? w->cap * 2 : 65536;
+		unsigned char *b = cap <= WATCH_BYTES_MAX ? realloc(w->buf, cap) : NULL;
+		if (!b) {
+			w->lost = true;
+			return;
+		}
+		w->buf = b, w->cap = cap;
+	}
+	struct rec *r = (struct rec *)(w->buf + w->len);
+	memset(r, 0, len);
+	r->len = (uint32_t)len;
+	r->mask = mask_of(mask);
+	r->fs = (uint16_t)fs;
+	r->hlen = (uint16_t)h->handle_bytes;
+	r->htype = h->handle_type;
+	memcpy(r->data, h->f_handle, h->handle_bytes);
+	memcpy(r->data + h->handle_bytes, name, nl + 1);
+	w->len += len;
+}
+
+/* Read what the kernel has queued, without waiting. */
+static void drain(struct cg_watch *w)
+{
+	unsigned char *buf = w->rbuf;
+	for (;;) {
+		ssize_t n = read(w->fan, buf, WATCH_READ_BYTES);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			if (n < 0 && errno != EAGAIN)
+				w->lost = true;
+			return;
+		}
+		const struct fanotify_event_metadata *m = (const void *)buf;
+		for (; FAN_EVENT_OK(m, n); m = FAN_EVENT_NEXT(m, n)) {
+			if (m->vers != FANOTIFY_METADATA_VERSION || (m->mask & FAN_Q_OVERFLOW)) {
+				w->lost = true;
+				continue;
+			}
+			if (m->fd >= 0)
+				(void)close(m->fd); /* not asked for; never kept */
+			if (m->pid == w->self)
+				continue;
+			for (size_t off = m->metadata_len;
+			     off + sizeof(struct fanotify_event_info_header) <= m->event_len;) {
+				const struct fanotify_event_info_header *hd =
+				    (const void *)((const char *)m + off);
+				if (hd->len == 0 || off + hd->len > m->event_len)
+					break;
+				if (hd->info_type == FAN_EVENT_INFO_TYPE_DFID_NAME)
+					keep(w, m->mask, (const void *)hd);
+				off += hd->len;
+			}
+		}
+	}
+}
+
+static void *collect(void *arg)
+{
+	struct cg_watch *w = arg;
+	struct pollfd p[2] = { { .fd = w->fan, .events = POLLIN },
+			       { .fd = w->stop, .events = POLLIN } };
+	/* The timeout only bounds a stop whose wake-up was lost. */
+	while (!atomic_load(&w->stopping)) {
+		if (poll(p, 2, 1000) < 0 && errno != EINTR) {
+			w->lost = true;
+			return NULL;
+		}
+		drain(w);
+	}
+	return NULL;
+}
+
+static int add_tree(struct cg_watch *w, const char *tree)
+{
+	struct statfs sf;
+	int fd = open(tree, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 || fstatfs(fd, &sf) != 0) {
+		if (fd >= 0)
+			(void)close(fd);
+		return -1;
+	}
+	for (size_t i = 0; i < w->n_fs; i++)
+		if (memcmp(w->fs[i].fsid, &sf.f_fsid, sizeof(w->fs[i].fsid)) == 0) {
+			(void)close(fd);
+			return 0; /* that file system is marked already */
+		}
+	if (w->n_fs == WATCH_FS_MAX || fanotify_mark(w->fan, FAN_MARK_ADD | FAN_MARK_FILESYSTEM,
+						     WATCH_EVENTS, fd, NULL) != 0) {
+		(void)close(fd);
+		return -1;
+	}
+	w->fs[w->n_fs].mount_fd = fd;
+	memcpy(w->fs[w->n_fs].fsid, &sf.f_fsid, sizeof(w->fs[w->n_fs].fsid));
+	w->n_fs++;
+	return 0;
+}
+
+struct cg_watch *cg_watch_start(const char *const *trees, size_t n)
+{
+	struct cg_watch *w = calloc(1, sizeof(*w));
+	if (!w)
+		return NULL;
+	w->self = getpid();
+	w->stop = -1;
+	w->fan = fanotify_init(FAN_CLASS_NOTIF | FAN_REPORT_DFID_NAME | FAN_CLOEXEC | FAN_NONBLOCK,
+			       O_RDONLY | O_CLOEXEC | O_LARGEFILE);
+	if (w->fan < 0)
+		goto fail;
+	for (size_t i = 0; i < n; i++)
+		if (add_tree(w, trees[i]) != 0)
+			w->lost = true; /* its changes are not seen: the sweep walks */
+	if (w->n_fs == 0)
+		goto fail;
+	w->stop = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	w->rbuf = malloc(WATCH_READ_BYTES);
+	if (w->stop < 0 || !w->rbuf || pthread_create(&w->thread, NULL, collect, w) != 0)
+		goto fail;
+	w->threaded = true;
+	return w;
+fail : {
+	int e = errno;
+	cg_watch_free(w);
+	errno = e ? e : EIO;
+	return NULL;
+}
+}
+
+/* Records in (fs, handle, name) order, so that each directory is resolved once. */
+static int rec_cmp(const void *a, const void *b)
+{
+	const struct rec *x = *(const struct rec *const *)a, *y = *(const struct rec *const *)b;
+	if (x->fs != y->fs)
+		return x->fs < y->fs ? -1 : 1;
+	if (x->hlen != y->hlen)
+		return x->hlen < y->hlen ? -1 : 1;
+	if (x->htype != y->htype)
+		return x->htype < y->htype ? -1 : 1;
+	int c = memcmp(x->data, y->data, x->hlen);
+	return c ? c : strcmp((const char *)x->data + x->hlen, (const char *)y->data + y->hlen);
+}
+
+static bool same_dir(const struct rec *x, const struct rec *y)
+{
+	return x->fs == y->fs && x->hlen == y->hlen && x->htype == y->htype &&
+	       memcmp(x->data, y->data, x->hlen) == 0;
+}
+
+/* The directory's path now, malloc'd, or NULL (gone, or out of reach). */
+static char *dir_path(const struct cg_watch *w, const struct rec *r)
+{
+	union {
+		struct file_handle h;
+		unsigned char b[sizeof(struct file_handle) + UINT16_MAX];
+	} fh;
+	fh.h.handle_bytes = r->hlen;
+	fh.h.handle_type = r->htype;
+	memcpy(fh.h.f_handle, r->data, r->hlen);
+	int fd = open_by_handle_at(w->fs[r->fs].mount_fd, &fh.h, O_PATH | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	char link[64], path[4096];
+	(void)snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	ssize_t n = readlink(link, path, sizeof(path) - 1);
+	(void)close(fd);
+	static const char deleted[] = " (deleted)";
+	if (n <= 0 || n >= (ssize_t)sizeof(path) - 1 || path[0] != '/')
+		return NULL;
+	path[n] = '\0';
+	if ((size_t)n > sizeof(deleted) - 1 &&
+	    strcmp(path + n - (sizeof(deleted) - 1), deleted) == 0)
+		return NULL;
+	return strdup(path);
+}
+
+static void resolve(struct cg_watch *w)
+{
+	size_t n = 0;
+	for (size_t off = 0; off < w->len; off += ((struct rec *)(w->buf + off))->len)
+		n++;
+	struct rec **v = n ? malloc(n * sizeof(*v)) : NULL;
+	w->changes = n ? malloc(n * sizeof(*w->changes)) : NULL;
+	w->dirs = n ? malloc(n * sizeof(*w->dirs)) : NULL;
+	if (n && (!v || !w->changes || !w->dirs)) {
+		w->lost = true;
+		free(v);
+		return;
+	}
+	size_t k = 0;
+	for (size_t off = 0; off < w->len; off += ((struct rec *)(w->buf + off))->len)
+		v[k++] = (struct rec *)(w->buf + off);
+	qsort(v, n, sizeof(*v), rec_cmp);
+	for (size_t i = 0; i < n;) {
+		size_t j = i + 1;
+		while (j < n && same_dir(v[i], v[j]))
+			j++;
+		char *dir = dir_path(w, v[i]);
+		if (dir) {
+			w->dirs[w->n_dirs++] = dir;
+			for (size_t a = i; a < j;) {
+				const char *name = (const char *)v[a]->data + v[a]->hlen;
+				unsigned mask = 0;
+				size_t b = a;
+				for (; b < j &&
+				       strcmp(name, (const char *)v[b]->data + v[b]->hlen) == 0;
+				     b++)
+					mask |= v[b]->mask;
+				w->changes[w->n_changes++] = (struct cg_watch_change){
+					.dir = dir, .name = name, .mask = mask
+				};
+				a = b;
+			}
+		}
+		i = j;
+	}
+	free(v);
+}
+
+static void join(struct cg_watch *w)
+{
+	uint64_t one = 1;
+	atomic_store(&w->stopping, true);
+	(void)!write(w->stop, &one, sizeof(one));
+	(void)pthread_join(w->thread, NULL);
+	w->threaded = false;
+}
+
+void cg_watch_stop(struct cg_watch *w)
+{
+	if (!w || !w->threaded)
+		return;
+	join(w);
+	drain(w); /* what came after the thread's last read */
+	resolve(w);
+	w->stopped = true;
+}
+
+bool cg_watch_complete(const struct cg_watch *w)
+{
+	return w && !w->lost && !w->threaded && w->stopped;
+}
+
+size_t cg_watch_changes(const struct cg_watch *w, const struct cg_watch_change **out)
+{
+	*out = w ? w->changes : NULL;
+	return w ? w->n_changes : 0;
+}
+
+/*
+ * Closing a group whose marks the kernel still holds waits for a grace
+ * period (13-19 ms measured here): done on a thread of its own, so that the
+ * call's answer does not wait for it.
+ */
+static void *close_later(void *arg)
+{
+	(void)close((int)(intptr_t)arg);
+	return NULL;
+}
+
+static void close_group(int fd)
+{
+	pthread_attr_t a;
+	pthread_t t;
+	if (fd < 0)
+		return;
+	bool handed = pthread_attr_init(&a) == 0;
+	if (handed) {
+		handed = pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED) == 0 &&
+			 pthread_attr_setstacksize(&a, 65536) == 0 &&
+			 pthread_create(&t, &a, close_later, (void *)(intptr_t)fd) == 0;
+		(void)pthread_attr_destroy(&a);
+	}
+	if (!handed)
+		(void)close(fd);
+}
+
+void cg_watch_free(struct cg_watch *w)
+{
+	if (!w)
+		return;
+	if (w->threaded)
+		join(w);
+	for (size_t i = 0; i < w->n_fs; i++)
+		(void)close(w->fs[i].mount_fd);
+	close_group(w->fan);
+	if (w->stop >= 0)
+		(void)close(w->stop);
+	for (size_t i = 0; i < w->n_dirs; i++)
+		free(w->dirs[i]);
+	free(w->dirs);
+	free(w->changes);
+	free(w->buf);
+	free(w->rbuf);
+	free(w);
+}
