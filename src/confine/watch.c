@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * watch — the changes a call made in its write trees, from fanotify (see
- * watch.h). One group per call, a file-system mark per distinct file system,
+ * watch.h). A file written through a shared mapping makes no FAN_MODIFY;
+ * its close for writing (at the latest when the process exits) names it.
+ * One group per call, a file-system mark per distinct file system,
  * and a thread that drains the kernel's queue while the call runs, so that
  * a call making many files (an npm install) does not overflow it. Records
  * are packed into one buffer and resolved to paths once, at the stop: a
@@ -26,7 +28,8 @@
 #define WATCH_FS_MAX	 16
 #define WATCH_BYTES_MAX	 (16u << 20) /* records kept: past it, the watch is incomplete */
 #define WATCH_READ_BYTES 65536
-#define WATCH_EVENTS	 (FAN_CREATE | FAN_MOVED_TO | FAN_MODIFY | FAN_ATTRIB | FAN_ONDIR)
+#define WATCH_EVENTS                                                                               \
+	(FAN_CREATE | FAN_MOVED_TO | FAN_MODIFY | FAN_CLOSE_WRITE | FAN_ATTRIB | FAN_ONDIR)
 
 /* One record: this header, the handle's bytes, the name and its NUL, padded to 8. */
 struct rec {
@@ -64,7 +67,7 @@ struct cg_watch {
 static unsigned mask_of(uint64_t m)
 {
 	return ((m & (FAN_CREATE | FAN_MOVED_TO)) ? CG_WATCH_MADE : 0) |
-	       ((m & (FAN_MODIFY | FAN_ATTRIB)) ? CG_WATCH_WRITTEN : 0) |
+	       ((m & (FAN_MODIFY | FAN_CLOSE_WRITE | FAN_ATTRIB)) ? CG_WATCH_WRITTEN : 0) |
 	       ((m & FAN_ONDIR) ? CG_WATCH_DIR : 0) | ((m & FAN_MOVED_TO) ? CG_WATCH_MOVED : 0);
 }
 
