@@ -548,6 +548,46 @@ static void wait_tick(void *arg)
 		n->id);
 }
 
+/*
+ * The call's output as the response carries it: stdout, then each stage's
+ * stderr, with a line for each stream cut at the runner's cap. Also for a
+ * call killed at its deadline or cancelled (ux-s43c H2: what a hung test
+ * printed before it hung was dropped). 0, or -1 when some was lost.
+ */
+static int write_output(const json_t *resp)
+{
+	const json_t *stages = json_object_get(resp, "stages");
+	size_t n = json_array_size(stages);
+	bool lost = false;
+	if (write_b64(json_object_get(resp, "stdout"), stdout) < 0) {
+		fprintf(stderr, "callgate run: stdout could not be decoded or written\n");
+		lost = true;
+	}
+	if (fflush(stdout) != 0)
+		lost = true;
+	for (size_t i = 0; i < n; i++) {
+		const json_t *st = json_array_get(stages, i);
+		if (write_b64(json_object_get(st, "stderr"), stderr) < 0) {
+			fprintf(stderr, "callgate run: stage %zu stderr could not be decoded\n",
+				i + 1);
+			lost = true;
+		}
+		if (json_is_true(json_object_get(st, "stderr_truncated")))
+			fprintf(stderr,
+				"callgate run: stage %zu's stderr was cut at the runner's "
+				"cap (16 MiB a stream, 64 MiB a call; docs/limits.md): "
+				"what came after was dropped\n",
+				i + 1);
+	}
+	/* ux-s41 L4: an exit code of 0 over output that is not whole. */
+	if (json_is_true(json_object_get(resp, "stdout_truncated")))
+		fprintf(stderr, "callgate run: stdout was cut at the runner's cap (16 MiB a "
+				"stream, 64 MiB a call; docs/limits.md): what came after was "
+				"dropped, whatever the exit code says; write large output to a "
+				"file in the workspace and read it in parts\n");
+	return lost ? -1 : 0;
+}
+
 int cg_cli_run(const struct cg_cli *g, int argc, char **argv)
 {
 	int ret = CG_EXIT_USAGE;
@@ -597,6 +637,8 @@ int cg_cli_run(const struct cg_cli *g, int argc, char **argv)
 	}
 	const char *status = json_string_value(json_object_get(resp, "status"));
 	if (!status || strcmp(status, "ok") != 0) {
+		if (!o.json && json_is_array(json_object_get(resp, "stages")))
+			(void)write_output(resp); /* what ran before the deadline or the cancel */
 		ret = o.json ? cg_client_exit_code(resp) : cg_cli_print_refusal("run", resp);
 		if (!o.json)
 			set_aside_note(resp);
@@ -635,34 +677,7 @@ int cg_cli_run(const struct cg_cli *g, int argc, char **argv)
 			    (long long)redacted, redacted == 1 ? "" : "s");
 			fflush(stderr);
 		}
-		if (write_b64(json_object_get(resp, "stdout"), stdout) < 0) {
-			fprintf(stderr, "callgate run: stdout could not be decoded or written\n");
-			lost = true;
-		}
-		if (fflush(stdout) != 0)
-			lost = true;
-		for (size_t i = 0; i < n; i++) {
-			const json_t *st = json_array_get(stages, i);
-			if (write_b64(json_object_get(st, "stderr"), stderr) < 0) {
-				fprintf(stderr,
-					"callgate run: stage %zu stderr could not be decoded\n",
-					i + 1);
-				lost = true;
-			}
-			if (json_is_true(json_object_get(st, "stderr_truncated")))
-				fprintf(stderr,
-					"callgate run: stage %zu's stderr was cut at the runner's "
-					"cap (16 MiB a stream, 64 MiB a call; docs/limits.md): "
-					"what came after was dropped\n",
-					i + 1);
-		}
-		/* ux-s41 L4: an exit code of 0 over output that is not whole. */
-		if (json_is_true(json_object_get(resp, "stdout_truncated")))
-			fprintf(stderr,
-				"callgate run: stdout was cut at the runner's cap (16 MiB a "
-				"stream, 64 MiB a call; docs/limits.md): what came after was "
-				"dropped, whatever the exit code says; write large output to a "
-				"file in the workspace and read it in parts\n");
+		lost = write_output(resp) != 0;
 		char *hint = cg_cli_stage_hint(resp, json_object_get(o.req, "pipeline"));
 		if (hint)
 			fprintf(stderr, "callgate run: %s\n", hint);

@@ -131,6 +131,17 @@ class CliAgainstDaemon(unittest.TestCase):
             if n.startswith(".git.callgate-set-aside-"):
                 os.rmdir(os.path.join(ws, n))
 
+    def test_what_a_call_printed_before_its_deadline_is_shown(self):
+        # ux-s43c H2: the text path dropped the partial output the response
+        # carried; a test suite that hung told the agent nothing.
+        r = self.run_cli("run", "--no-privileged", "--timeout", "2s", "--", "sh", "-c",
+                         "echo started test_a; echo progress >&2; sleep 20")
+        self.assertEqual(r.returncode, 124, r.stderr)
+        self.assertEqual(r.stdout, b"started test_a\n")
+        self.assertIn(b"progress\n", r.stderr)
+        self.assertIn(b"MCP-EXEC-E-002", r.stderr)
+        self.assertLess(r.stderr.index(b"progress"), r.stderr.index(b"MCP-EXEC-E-002"))
+
     def test_a_refusal_by_the_view_is_said_to_be_one(self):
         # ux-s38 #5: a write outside the view read like an ordinary EACCES.
         r = self.run_cli("run", "--no-privileged", "--", "touch", "/etc/cg-view-hint")
