@@ -839,39 +839,92 @@ static char *hint_text(const char *fmt, ...)
 }
 
 /*
- * Connections the egress proxy refused, when a stage failed: the command
- * says only what it met (npm's 403), not whose refusal it was (ux-s42c M).
- * The hint, or NULL.
+ * Connections the egress proxy refused, or could not make, when a stage
+ * failed: the command says only what it met (npm's 403, curl's 502), not
+ * whose refusal it was (ux-s42c M). The first one's own reason is given
+ * (ux-s43c M7: a host on the rule's list refused for the address it
+ * resolved to read like a host off the list), with the call's trace. The
+ * hint, or NULL.
  */
-static char *refused_connections_hint(const json_t *data, const json_t *stages)
+static char *refused_connections_hint(const json_t *reply, const json_t *stages)
 {
+	const json_t *data = json_object_get(reply, "data");
 	size_t i;
 	const json_t *st, *c;
 	bool failed = false;
 	json_array_foreach(stages, i, st) failed |=
 	    json_integer_value(json_object_get(st, "exit_code")) != 0;
-	size_t n_refused = 0;
-	char first[300] = "";
+	size_t n_refused = 0, n_failed = 0;
+	const json_t *first = NULL;
 	json_array_foreach(json_object_get(data, "connections"), i, c)
 	{
 		const char *code = json_string_value(json_object_get(c, "code"));
-		if (json_is_true(json_object_get(c, "allowed")) || !code || !strstr(code, "-D-"))
-			continue; /* allowed, or failed upstream: not the proxy's refusal */
-		if (n_refused++ == 0) {
-			char *h =
-			    cg_sanitize_for_terminal(json_string_value(json_object_get(c, "host")));
-			(void)snprintf(first, sizeof(first), "%.200s:%lld", h ? h : "?",
-				       (long long)json_integer_value(json_object_get(c, "port")));
-			free(h);
-		}
+		if (json_is_true(json_object_get(c, "allowed")) || !code)
+			continue;
+		bool refused = strstr(code, "-D-") != NULL;
+		n_refused += refused;
+		n_failed += !refused;
+		if (!first ||
+		    (refused && !strstr(json_string_value(json_object_get(first, "code")), "-D-")))
+			first = c; /* a refusal before an upstream failure */
 	}
-	if (!failed || !n_refused)
+	if (!failed || !first)
 		return NULL;
-	return hint_text("callgate's egress proxy refused %zu connection%s of this call (%s%s): "
-			 "the rule lets it reach only the hosts `callgate gate --no-privileged -- "
-			 "CMD` lists; `callgate verdict TRACE` shows each",
-			 n_refused, n_refused == 1 ? "" : "s", first,
-			 n_refused > 1 ? " and more" : "");
+	const char *w = json_string_value(json_object_get(first, "reason"));
+	const char *d = json_string_value(json_object_get(first, "detail"));
+	char *h = cg_sanitize_for_terminal(json_string_value(json_object_get(first, "host")));
+	char *why = w ? cg_sanitize_for_terminal(w) : NULL;
+	size_t wl = why ? strlen(why) : 0;
+	if (wl && why[wl - 1] == '.')
+		why[wl - 1] = '\0'; /* the sentence goes on */
+	char *detail = d ? cg_sanitize_for_terminal(d) : NULL;
+	const char *trace = json_string_value(json_object_get(reply, "trace_id"));
+	size_t n = n_refused ? n_refused : n_failed;
+	char *out = hint_text(
+	    "callgate's egress proxy %s %zu connection%s of this call; the "
+	    "first, to %.200s:%lld: %s%s%.400s%s%.200s%s; `callgate verdict %s` "
+	    "shows each",
+	    n_refused ? "refused" : "could not make", n, n == 1 ? "" : "s", h ? h : "?",
+	    (long long)json_integer_value(json_object_get(first, "port")),
+	    json_string_value(json_object_get(first, "code")), why ? ": " : "", why ? why : "",
+	    detail ? " (" : "", detail ? detail : "", detail ? ")" : "", trace ? trace : "TRACE");
+	free(detail);
+	free(h);
+	free(why);
+	return out;
+}
+
+/*
+ * git inside a call may start only git's own programs, so the repository's
+ * hooks do not run, and git says a hook "was ignored because it's not set
+ * as executable" whatever its mode (ux-s43c H1: a failing pre-commit hook
+ * stopped the developer's commit and not the agent's). The commit is made
+ * without them: said, whatever the exit code. The hint, or NULL.
+ */
+static char *ignored_hook_hint(const json_t *stages)
+{
+	static const char said[] = "hook was ignored because it's not set as executable";
+	size_t i;
+	const json_t *st;
+	json_array_foreach(stages, i, st)
+	{
+		const char *b64 = json_string_value(json_object_get(st, "stderr"));
+		size_t n = 0;
+		unsigned char *p = b64 && *b64 ? cg_base64_decode(b64, strlen(b64), &n) : NULL;
+		bool met = p && memmem(p, n, said, strlen(said)) != NULL;
+		free(p);
+		if (met)
+			return hint_text(
+			    "stage %zu's git did not run the repository's hook: inside a call git "
+			    "may start only git's own programs (the rule's exec), whatever git "
+			    "says "
+			    "of the hook's mode, so what git did was done WITHOUT the hook (lint, "
+			    "tests, secret scanning); run the hooks on the host before pushing "
+			    "(this "
+			    "hint reads the stage's own output, which the command chose)",
+			    i + 1);
+	}
+	return NULL;
 }
 
 /*
@@ -893,9 +946,12 @@ char *cg_cli_stage_hint(const json_t *resp, const json_t *pipeline)
 		return NULL;
 	size_t i;
 	const json_t *st;
-	char *egress = refused_connections_hint(data, stages);
+	char *egress = refused_connections_hint(json_object_get(resp, "reply"), stages);
 	if (egress)
 		return egress;
+	char *hook = ignored_hook_hint(stages);
+	if (hook)
+		return hook;
 	json_array_foreach(stages, i, st)
 	{
 		const json_t *ec = json_object_get(st, "exit_code");

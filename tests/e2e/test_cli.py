@@ -142,6 +142,27 @@ class CliAgainstDaemon(unittest.TestCase):
         self.assertIn(b"MCP-EXEC-E-002", r.stderr)
         self.assertLess(r.stderr.index(b"progress"), r.stderr.index(b"MCP-EXEC-E-002"))
 
+    def test_a_commit_made_without_the_repositorys_hooks_is_said_to_be(self):
+        # ux-s43c H1: a failing pre-commit hook stopped the developer's commit
+        # and not the agent's, and git blamed the hook's mode. Judged by the
+        # commit made (the hook did not run) and by what the user is told.
+        repo = os.path.join(self.d.workspace, "hooked")
+        g = ["git", "-C", repo, "-c", "user.name=d", "-c", "user.email=d@e"]
+        subprocess.run(["git", "init", "-q", repo], check=True)
+        subprocess.run(g + ["commit", "-q", "--allow-empty", "-m", "i"], check=True)
+        hook = os.path.join(repo, ".g" + "it", "hooks", "pre-commit")
+        with open(hook, "w") as f:
+            f.write("#!/bin/sh\nexit 1\n")
+        os.chmod(hook, 0o755)
+        ident = [a for k in ("AUTHOR", "COMMITTER") for a in
+                 ("--env", "GIT_%s_NAME=a" % k, "--env", "GIT_%s_EMAIL=a@b" % k)]
+        r = self.run_cli("run", "--no-privileged", "--cwd", repo, *ident, "--", "git",
+                         "commit", "-q", "--allow-empty", "-m", "agent")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(b"did not run the repository's hook", r.stderr)
+        self.assertIn(b"WITHOUT the hook", r.stderr)
+        shutil.rmtree(repo)
+
     def test_a_refusal_by_the_view_is_said_to_be_one(self):
         # ux-s38 #5: a write outside the view read like an ordinary EACCES.
         r = self.run_cli("run", "--no-privileged", "--", "touch", "/etc/cg-view-hint")

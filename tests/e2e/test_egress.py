@@ -12,6 +12,7 @@ import base64
 import http.server
 import json
 import os
+import re
 import shutil
 import socket
 import ssl
@@ -230,8 +231,14 @@ class Egress(unittest.TestCase):
                             f"http://other.test:{self.http.port}/"],
                            capture_output=True, text=True, timeout=60, cwd=self.d.workspace)
         self.assertNotEqual(r.returncode, 0, r)
-        self.assertIn("egress proxy refused 1 connection of this call (other.test:%d)"
-                      % self.http.port, r.stderr)
+        self.assertIn("egress proxy refused 1 connection of this call; the first, to "
+                      "other.test:%d: EN-NET-D-001: " % self.http.port, r.stderr)
+        # ux-s43c M7: the trace to read is named, not a placeholder.
+        m = re.search(r"`callgate verdict ([0-9a-f-]{36})` shows each", r.stderr)
+        self.assertIsNotNone(m, r.stderr)
+        v = subprocess.run([cgtest.CALLGATE, "--state-dir", self.d.state_dir, "verdict",
+                            m.group(1)], capture_output=True, text=True, timeout=60)
+        self.assertIn("other.test", v.stdout, v)
 
     def test_denied_name(self):
         before = self.http.accepted
