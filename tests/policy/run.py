@@ -347,10 +347,14 @@ class CheckAndDump(unittest.TestCase):
             self.assertEqual(r.stdout, f.read())
         self.assertIn("# ", r.stdout)
         # docs/policy.md's recipe: a rule before package-fetch wins over it.
-        rule = ("  - id: npm-from-the-registry\n    decision: degrade\n"
-                "    match:\n      exe: [npm]\n      subcommand: [ci, install]\n"
-                "    constraints:\n      read: [/]\n      write: [\"${workspace}\"]\n"
-                "      net:\n        allow: [registry.npmjs.org]\n\n")
+        # The rule as docs/policy.md gives it (ux-s43c M6: the doc's copy had
+        # made ~/.npm a write tree again), so the doc's example is what loads.
+        with open(os.path.join(SRC, "docs", "policy.md")) as f:
+            doc = f.read()
+        start = doc.index("  - id: npm-from-the-registry\n")
+        rule = doc[start:doc.index("```", start)] + "\n"
+        self.assertIn('scratch: ["${home}/.npm"]', rule)
+        self.assertNotIn(".npm", rule.split("scratch:")[0])
         at = r.stdout.index("  - id: package-fetch")
         path = os.path.join(tempfile.mkdtemp(dir=FIX["root"]), "mine.yaml")
         with open(path, "w") as f:
