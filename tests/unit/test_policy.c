@@ -1078,6 +1078,29 @@ Test(policy, lint_finds_programs_outside_the_exec_trees)
 	cg_policy_unref(p);
 }
 
+/* A write tree where the developer's tools find programs later (ux-s43c M6, s42a F3). */
+Test(policy, lint_finds_a_tool_cache_made_a_write_tree)
+{
+	struct cg_policy *p = load_ok(
+	    "version: 1\nrules:\n"
+	    "  - id: npm-cache\n    decision: degrade\n"
+	    "    match: {exe: [npm]}\n"
+	    "    constraints: {read: [/], write: [\"${workspace}\", \"${home}/.npm\"]}\n"
+	    "  - id: npm-scratch\n    decision: degrade\n"
+	    "    match: {exe: [npx]}\n"
+	    "    constraints: {read: [/], write: [\"${workspace}\"], scratch: "
+	    "[\"${home}/.npm\"]}\n"
+	    "  - id: notes\n    decision: degrade\n"
+	    "    match: {exe: [vi]}\n"
+	    "    constraints: {read: [/], write: [\"${home}/.npmish\", \"${home}/notes\"]}\n");
+	char *s = lint_text(p);
+	cr_assert(strstr(s, "\"kind\": \"home-write\", \"rule\": \"npm-cache\""), "%s", s);
+	cr_assert_null(strstr(s, "\"rule\": \"npm-scratch\""), "%s", s);
+	cr_assert_null(strstr(s, "\"rule\": \"notes\""), "%s", s);
+	free(s);
+	cg_policy_unref(p);
+}
+
 /* An exec list without the dynamic loader: every dynamic program fails (ux-s41 M3). */
 Test(policy, lint_finds_an_exec_list_without_the_loader)
 {

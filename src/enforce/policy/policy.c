@@ -1687,6 +1687,43 @@ static bool under_a_tree(const char *where, const char *const *trees, size_t n)
  * names them: exe paths, exe_glob up to the first wildcard's directory,
  * exe_within directories.
  */
+/*
+ * A write tree where the developer's own tools find programs later: a
+ * package manager's cache or a home's tool directories (s42a F3: an install
+ * script planted a yarn in ~/.cache/node/corepack that the developer's
+ * corepack ran; ux-s43c M6: the docs' own example wrote ~/.npm). scratch
+ * gives the call an empty one of its own instead.
+ */
+static void lint_home_writes(json_t *a, const struct rule *r)
+{
+	static const char *const tools[] = { ".npm",   ".cache",  ".cargo",	 ".config",
+					     ".local", ".yarn",	  ".pnpm-store", ".gradle",
+					     ".m2",    ".rustup", "go",		 ".bun",
+					     ".deno" };
+	const struct cg_constraints *c = r->cons;
+	static const char home[] = "${home}/";
+	for (size_t i = 0; c && c->fs && r->decision != RD_DENY && i < c->n_write; i++) {
+		const char *w = c->write[i];
+		if (strncmp(w, home, sizeof(home) - 1) != 0)
+			continue;
+		const char *rest = w + sizeof(home) - 1;
+		for (size_t t = 0; t < CG_ARRAY_LEN(tools); t++) {
+			size_t n = strlen(tools[t]);
+			if (strncmp(rest, tools[t], n) == 0 &&
+			    (rest[n] == '\0' || rest[n] == '/')) {
+				finding(
+				    a, r->id, "home-write",
+				    "writes %s, where the developer's own tools find programs "
+				    "later (an install script can plant one there): give it as "
+				    "scratch: (an empty directory of the call's own) unless the "
+				    "host's copy must change",
+				    w);
+				break;
+			}
+		}
+	}
+}
+
 static void lint_exec_trees(json_t *a, const struct rule *r)
 {
 	const struct cg_constraints *c = r->cons;
@@ -1773,6 +1810,7 @@ json_t *cg_policy_lint(const struct cg_policy *p)
 					"exe_glob '%s' cannot match a canonical path", s);
 		}
 		lint_exec_trees(a, r);
+		lint_home_writes(a, r);
 		for (size_t x = 0; x < r->flags_all.n; x++)
 			for (size_t y = 0; y < r->flags_none.n; y++)
 				if (strcmp(r->flags_all.v[x], r->flags_none.v[y]) == 0)
