@@ -211,20 +211,69 @@ static char *run_command(const char *socket_path, const json_t *pipeline, const 
 }
 
 /*
- * A command ending in 2>&1, as agents write them constantly: the length of
- * what comes before it, or 0. The rewrite runs the rest through callgate
- * with 2>&1 after it, so that callgate run's stderr (the stages' stderr)
- * joins its stdout as the shell would have joined them (ux-s42e H1: such a
- * commit ran as a shell, where .git is read-only).
+ * A command ending in redirections that write nothing anywhere, as agents
+ * write them constantly: 2>&1, and >, 1>, 2>, &> or >> to /dev/null. The
+ * length of what comes before them, or 0. The rewrite runs the rest through
+ * callgate with the same redirections after it, so that callgate run's
+ * stdout and stderr (the stages') go where the shell would have sent them
+ * (ux-s42e H1: such a commit ran as a shell, where .git is read-only;
+ * ux-s43c M4: so did git add -A > /dev/null).
  */
-static size_t merged_stderr(const char *cmd)
+static size_t redirect_tail(const char *cmd)
 {
-	size_t n = strlen(cmd);
-	while (n && strchr(" \t", cmd[n - 1]))
-		n--;
-	if (n < 5 || strncmp(cmd + n - 4, "2>&1", 4) != 0 || !strchr(" \t", cmd[n - 5]))
-		return 0;
-	return n - 5;
+	size_t n = strlen(cmd), head = 0;
+	for (;;) {
+		while (n && strchr(" \t", cmd[n - 1]))
+			n--;
+		size_t m = n;
+		static const char null[] = "/dev/null";
+		if (m >= 4 && strncmp(cmd + m - 4, "2>&1", 4) == 0) {
+			m -= 4;
+		} else if (m >= sizeof(null) - 1 &&
+			   strncmp(cmd + m - (sizeof(null) - 1), null, sizeof(null) - 1) == 0) {
+			m -= sizeof(null) - 1;
+			while (m && strchr(" \t", cmd[m - 1]))
+				m--;
+			if (!m || cmd[m - 1] != '>')
+				break;
+			m -= m >= 2 && cmd[m - 2] == '>' ? 2 : 1;
+			if (m && strchr("12&", cmd[m - 1]))
+				m--;
+		} else {
+			break;
+		}
+		if (!m || !strchr(" \t", cmd[m - 1]))
+			break; /* part of a word (a>/dev/null): not a redirection of the command's */
+		n = m - 1;
+		head = n;
+	}
+	while (head && strchr(" \t", cmd[head - 1]))
+		head--;
+	return head;
+}
+
+/*
+ * Is pipeline a command that only a shell has: a bash builtin or keyword
+ * with no program of that name (command -v node, type python3, ulimit -n,
+ * umask)? Judged as the shell's then, as in a list (ux-s43c M2: alone, the
+ * gate answered that no such program was on the controlled PATH).
+ */
+static bool shell_builtin(const json_t *pipeline)
+{
+	static const char *const only_bash[] = {
+		"alias",     "bind",	 "builtin", "caller",  "command", "compgen", "complete",
+		"compopt",   "declare",	 "dirs",    "disown",  "enable",  "eval",    "exec",
+		"exit",	     "export",	 "fc",	    "hash",    "help",	  "history", "jobs",
+		"let",	     "local",	 "logout",  "mapfile", "popd",	  "pushd",   "read",
+		"readarray", "readonly", "return",  "set",     "shift",	  "shopt",   "source",
+		"suspend",   "times",	 "trap",    "type",    "typeset", "ulimit",  "umask",
+		"unalias",   "unset",	 "wait",    "."
+	};
+	const char *w0 = json_string_value(json_array_get(json_array_get(pipeline, 0), 0));
+	for (size_t i = 0; w0 && i < CG_ARRAY_LEN(only_bash); i++)
+		if (strcmp(w0, only_bash[i]) == 0)
+			return true;
+	return false;
 }
 
 /* Does a stage of pipeline hold a word that is a lone "|"? */
@@ -458,6 +507,11 @@ static json_t *split_chain(const char *cmd)
 		char *text = strndup(cmd + start, i - start);
 		if (!text)
 			goto fail;
+		/* A part's own final redirections (2>/dev/null ||): kept on its rewrite. */
+		size_t keep = redirect_tail(text);
+		char *redir = keep ? strdup(text + keep) : NULL;
+		if (keep)
+			text[keep] = '\0';
 		/* cd DIR: the following parts' cwd (only before &&: it must have worked). */
 		json_t *w = split_command(text), *part = NULL;
 		const char *w0 = json_string_value(json_array_get(json_array_get(w, 0), 0));
@@ -468,12 +522,14 @@ static json_t *split_chain(const char *cmd)
 			    strcmp(sep, "&&") == 0)
 				part = json_pack("{s:s}", "cd", dir);
 		} else if (w) {
-			part = json_pack("{s:O}", "pipeline", w);
+			part = json_pack("{s:O,s:s?}", "pipeline", w, "redir", redir);
 		}
 		json_decref(w);
 		free(text);
-		if (!part)
-			goto fail;
+		bool lost_redir = redir && part && json_object_get(part, "cd");
+		free(redir);
+		if (!part || lost_redir)
+			goto fail; /* a cd with a redirection: judged whole */
 		bool cd = json_object_get(part, "cd") != NULL;
 		after_cd |= cd;
 		if ((cd && or_before) || (after_cd && *sep && strcmp(sep, "&&") != 0)) {
@@ -597,7 +653,7 @@ static json_t *map_call(const json_t *payload, const char *own_server, enum kind
 			goto fail;
 		}
 		pl = split_command(cmd);
-		size_t keep = merged_stderr(cmd);
+		size_t keep = redirect_tail(cmd);
 		if (!pl && keep) { /* cmd 2>&1: the rewrite keeps it (hook_claude_code) */
 			char *head = strndup(cmd, keep);
 			pl = head ? split_command(head) : NULL;
@@ -609,7 +665,7 @@ static json_t *map_call(const json_t *payload, const char *own_server, enum kind
 		 * shell's, as any other it cannot rewrite word for word (ux-s42e M6:
 		 * it went to a person, whose yes ran it unconfined).
 		 */
-		if (pl && has_pipe_word(pl)) {
+		if (pl && (has_pipe_word(pl) || shell_builtin(pl))) {
 			json_decref(pl);
 			pl = NULL;
 		}
@@ -902,7 +958,15 @@ static int hook_chain(const struct cg_cli *g, const json_t *payload, const json_
 			goto done;
 		}
 		cmd = grown;
-		len += (size_t)snprintf(cmd + len, cap - len, "%s%s", len ? " " : "", text);
+		const char *redir = str_or(json_string_value(json_object_get(part, "redir")), "");
+		grown = realloc(cmd, cap += strlen(redir));
+		if (!grown) {
+			free(text);
+			goto done;
+		}
+		cmd = grown;
+		len +=
+		    (size_t)snprintf(cmd + len, cap - len, "%s%s%s", len ? " " : "", text, redir);
 		if (i + 1 < n && *sep)
 			len += (size_t)snprintf(cmd + len, cap - len, " %s", sep);
 		free(text);
@@ -993,7 +1057,7 @@ static int hook_claude_code(const struct cg_cli *g, enum degrade_mode degrade,
 		const char *w0 = json_string_value(json_array_get(json_array_get(pl, 0), 0));
 		if (json_array_size(pl) == 1 && w0 && strcmp(w0, "cd") == 0) {
 			rc = block(
-			    "callgate: a cd on its own changes nothing here: each command runs "
+			    "a cd on its own changes nothing here: each command runs "
 			    "through callgate in the session's working directory; write cd DIR "
 			    "&& COMMAND (each part then runs in DIR)");
 			goto out_req;
@@ -1057,12 +1121,13 @@ static int hook_claude_code(const struct cg_cli *g, enum degrade_mode degrade,
 					json_object_get(payload, "tool_input"));
 		const char *bash = json_string_value(
 		    json_object_get(json_object_get(payload, "tool_input"), "command"));
-		/* Split from what came before a final 2>&1, not the whole as a shell's. */
+		/* Split from what came before final redirections, not the whole as a shell's. */
 		const char *w2 = json_string_value(
 		    json_array_get(json_array_get(json_object_get(req, "pipeline"), 0), 2));
-		if (cmd && bash && merged_stderr(bash) && !(w2 && strcmp(w2, bash) == 0)) {
+		size_t keep = bash ? redirect_tail(bash) : 0;
+		if (cmd && keep && !(w2 && strcmp(w2, bash) == 0)) {
 			char *m = NULL;
-			if (asprintf(&m, "%s 2>&1", cmd) < 0)
+			if (asprintf(&m, "%s%s", cmd, bash + keep) < 0)
 				m = NULL;
 			free(cmd);
 			cmd = m;

@@ -328,7 +328,52 @@ class TestHook(unittest.TestCase):
         r = self.run_hook(p)
         self.assertEqual(r.returncode, 2, r)
         self.assertIn(b"a cd on its own changes nothing here", r.stderr)
+        self.assertNotIn(b"callgate: callgate:", r.stderr)  # ux-s43c L9
+        self.assertEqual(r.stderr.count(b"callgate:"), 1, r.stderr)
         self.assertIn(b"cd DIR && COMMAND", r.stderr)
+
+    def test_redirections_to_dev_null_keep_a_command_its_own(self):
+        # ux-s43c M4: `git add -A > /dev/null && git commit ...` and `git
+        # checkout -b x 2>/dev/null || git checkout x` ran as a shell, where
+        # .git is read-only. Judged by what git did in the repository.
+        repo = os.path.join(self.d.workspace, "nullrepo")
+        subprocess.run(["git", "init", "-q", repo], check=True)
+        g = ["git", "-C", repo, "-c", "user.name=d", "-c", "user.email=d@e"]
+        subprocess.run(g + ["commit", "-q", "--allow-empty", "-m", "i"], check=True)
+        with open(os.path.join(repo, "f"), "w") as f:
+            f.write("x\n")
+
+        def hooked(cmd):
+            p = self.payload("Bash", {"command": cmd, "description": "d"}, cwd=repo)
+            r = self.run_hook(p)
+            self.assertEqual(r.returncode, 0, r)
+            hso = json.loads(r.stdout)["hookSpecificOutput"]
+            self.assertEqual(hso["permissionDecision"], "allow", hso)
+            self.assertNotIn("-c", shlex.split(hso["updatedInput"]["command"])[-3:-1], hso)
+            return subprocess.run(["bash", "-c", hso["updatedInput"]["command"]], cwd=repo,
+                                  capture_output=True, timeout=TIMEOUT)
+
+        r = hooked("git checkout -q -b feature2 2>/dev/null || git checkout -q feature2")
+        self.assertEqual(r.returncode, 0, r)
+        head = subprocess.run(g + ["branch", "--show-current"], capture_output=True, text=True)
+        self.assertEqual(head.stdout.strip(), "feature2")
+        r = hooked("git add -A > /dev/null && git status --short >/dev/null 2>&1")
+        self.assertEqual(r.returncode, 0, r)
+        self.assertEqual(r.stdout, b"")
+        st = subprocess.run(g + ["status", "--short"], capture_output=True, text=True)
+        self.assertEqual(st.stdout, "A  f\n")
+        # ux-s43c M2: a builtin alone (no program of that name) is the shell's,
+        # as in a list, not "not found on the controlled PATH".
+        d, why, upd = self.bash("command -v ls")
+        self.assertEqual(d, "allow", why)
+        self.assertEqual(shlex.split(upd["command"])[-3:], [SHELL, "-c", "command -v ls"])
+        r = self.run_as_claude(upd)
+        self.assertEqual(r.returncode, 0, r)
+        self.assertTrue(r.stdout.strip().endswith(b"/ls"), r)
+        # A word that merely ends so is no redirection of the command's.
+        d, why, upd = self.bash("echo a>/dev/null")
+        words = shlex.split(upd["command"]) if upd else []
+        self.assertIn(SHELL, words, upd)
 
     def test_a_hook_wired_to_another_event_says_so(self):
         # ux-s42e L5: as a PostToolUse hook it answered allow with a rewrite,
