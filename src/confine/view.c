@@ -273,6 +273,24 @@ static const char *const protected_rel[] = {
 	".nvim.lua",
 	".nvimrc",
 	".exrc",
+	/*
+	 * Other agents' project settings, which start MCP servers, plugins,
+	 * linters or test commands when the project is opened or edited
+	 * (s43a F5): opencode's, Roo's, Amazon Q's, Kiro's, Continue's, Crush's,
+	 * Junie's, Windsurf's and aider's.
+	 */
+	"opencode.json",
+	"opencode.jsonc",
+	".opencode",
+	".roo",
+	".amazonq",
+	".kiro",
+	".continue",
+	"crush.json",
+	".crush.json",
+	".junie",
+	".windsurf",
+	".aider.conf.yml",
 };
 _Static_assert(CG_ARRAY_LEN(protected_rel) <= 128, "a nested root's mask holds 128 names");
 
@@ -1223,12 +1241,17 @@ static void make_hooks_dir(const char *path)
 		return;
 	memcpy(git, path, n - 6);
 	git[n - 6] = 0;
-	if (lstat(git, &st) != 0 || !S_ISDIR(st.st_mode))
-		return;
-	int fd = open(git, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	/*
+	 * One lookup, through no link, and the owner of what it opened (s43a
+	 * F8: a stat and an open by path could meet two directories, if a call
+	 * swapped one above .git for a link between them).
+	 */
+	struct open_how h = { .flags = O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC,
+			      .resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS };
+	int fd = (int)syscall(SYS_openat2, AT_FDCWD, git, &h, sizeof(h));
 	if (fd < 0)
 		return;
-	if (mkdirat(fd, "hooks", 0755) == 0)
+	if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode) && mkdirat(fd, "hooks", 0755) == 0)
 		(void)fchownat(fd, "hooks", st.st_uid, st.st_gid, AT_SYMLINK_NOFOLLOW);
 	(void)close(fd);
 }
@@ -1469,7 +1492,14 @@ static int protect_checkouts(struct cg_view *v, const char *tree, const char *gi
  */
 static int protect_bare(struct cg_view *v, const char *tree, const char *git)
 {
-	static const char *const names[] = { "HEAD", "config", "hooks", "commondir" };
+	/*
+	 * What names programs or where git finds them: a linked worktree's
+	 * commondir and config.worktree are under worktrees/ (s43a F1: one
+	 * pointed the developer's worktree, outside every workspace, at a config
+	 * the call wrote), a submodule's config under modules/.
+	 */
+	static const char *const names[] = { "HEAD",	  "config",  "hooks",	       "commondir",
+					     "worktrees", "modules", "config.worktree" };
 	char buf[PATH_MAX];
 	struct stat st;
 	if (add_protected(v, git) != 0)
@@ -1683,9 +1713,27 @@ static int nested_repo(struct cg_view *v, const char *dir, bool dotgit, bool bar
 	return 0;
 }
 
+/* Does NAME in dfd hold a git directory's parts: HEAD, and objects and refs or a commondir? */
+static bool git_dir_at(int dfd, const char *name)
+{
+	char rel[NAME_MAX + 16];
+	struct stat st;
+	bool parts = true;
+	static const char *const own[] = { "objects", "refs" };
+	(void)snprintf(rel, sizeof(rel), "%s/HEAD", name);
+	if (fstatat(dfd, rel, &st, AT_SYMLINK_NOFOLLOW) != 0)
+		return false;
+	for (size_t i = 0; parts && i < CG_ARRAY_LEN(own); i++) {
+		(void)snprintf(rel, sizeof(rel), "%s/%s", name, own[i]);
+		parts = fstatat(dfd, rel, &st, AT_SYMLINK_NOFOLLOW) == 0;
+	}
+	(void)snprintf(rel, sizeof(rel), "%s/commondir", name);
+	return parts || fstatat(dfd, rel, &st, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
 /*
  * Directory name in pfd (path its path): is it a repository (a .git, or
- * HEAD, objects and refs), and then protect it. One the daemon may not
+ * HEAD with objects and refs or a commondir), and then protect it. One the daemon may not
  * search (a non-root daemon; a call's chmod 000) could hide a repository,
  * and the call could open it again and write its .git (review-s40):
  * read-only as a whole, so its mode cannot change either.
@@ -1694,17 +1742,12 @@ static int nested_probe(struct cg_view *v, const struct nested_walk *w, int pfd,
 			const char *path)
 {
 	/* Relative to pfd, two calls for most directories: what every writing call costs. */
-	static const char *const bare_parts[] = { "HEAD", "objects", "refs" };
 	char rel[NAME_MAX + 16];
 	struct stat st;
 	(void)snprintf(rel, sizeof(rel), "%s/.git", name);
 	bool dotgit = fstatat(pfd, rel, &st, AT_SYMLINK_NOFOLLOW) == 0;
 	int e = dotgit ? 0 : errno;
-	bool bare = !dotgit && e == ENOENT;
-	for (size_t i = 0; bare && i < CG_ARRAY_LEN(bare_parts); i++) {
-		(void)snprintf(rel, sizeof(rel), "%s/%s", name, bare_parts[i]);
-		bare = fstatat(pfd, rel, &st, AT_SYMLINK_NOFOLLOW) == 0;
-	}
+	bool bare = !dotgit && e == ENOENT && git_dir_at(pfd, name);
 	if (e == EACCES)
 		return add_protected(v, path);
 	if (nested_repo(v, path, dotgit, bare, w->git_write) == 0)
@@ -2599,21 +2642,16 @@ static bool new_repo_runs_programs(int dfd, const char *name)
 }
 
 /*
- * Is NAME itself a git directory, as git's discovery takes one (a HEAD, an
- * objects and a refs directory: s42d F1, a repository moved up out of its
- * .git, which core.worktree then gave a work tree)?
+ * Is NAME itself a git directory, as git's discovery takes one: a HEAD, and
+ * an objects and a refs directory or a commondir naming where they are
+ * (s42d F1, a repository moved up out of its .git, which core.worktree then
+ * gave a work tree; s43a F2: HEAD and commondir dropped into an existing
+ * directory made it, and all below it, a repository whose config the call
+ * wrote elsewhere)?
  */
 static bool is_git_dir(int dfd, const char *name)
 {
-	static const char *const parts[] = { "HEAD", "objects", "refs" };
-	char rel[NAME_MAX + 16];
-	struct stat st;
-	for (size_t i = 0; i < CG_ARRAY_LEN(parts); i++) {
-		(void)snprintf(rel, sizeof(rel), "%s/%s", name, parts[i]);
-		if (fstatat(dfd, rel, &st, AT_SYMLINK_NOFOLLOW) != 0)
-			return false;
-	}
-	return true;
+	return git_dir_at(dfd, name);
 }
 
 static bool known_git(const struct cg_view *v, const char *git)
@@ -2821,6 +2859,13 @@ static int sweep_changes(const struct cg_view *v, const struct cg_watch *watch, 
 			continue;
 		if (strcmp(c[i].name, ".git") == 0 || strcmp(c[i].name, "HEAD") == 0)
 			judge_dir(&a, c[i].dir);
+		/*
+		 * Another version control's repository made, which runs what its
+		 * config names for whoever uses it there next (s43a F7: hg's hooks).
+		 */
+		if ((strcmp(c[i].name, ".hg") == 0 || strcmp(c[i].name, ".jj") == 0) &&
+		    snprintf(p, sizeof(p), "%s/%s", c[i].dir, c[i].name) < (int)sizeof(p))
+			(void)sweep_one(v, p, NULL, tag, out);
 		if ((c[i].mask & (CG_WATCH_MOVED | CG_WATCH_DIR)) ==
 			(CG_WATCH_MOVED | CG_WATCH_DIR) &&
 		    snprintf(p, sizeof(p), "%s/%s", c[i].dir, c[i].name) < (int)sizeof(p)) {
@@ -2837,8 +2882,14 @@ static int sweep_changes(const struct cg_view *v, const struct cg_watch *watch, 
 		const char *base = strrchr(c[i].dir, '/');
 		if (!base || !tree_of(v, c[i].dir))
 			continue;
-		/* A linked worktree's too (.git/worktrees/W/config.worktree): never git's own writing. */
-		if (strcmp(c[i].name, "config.worktree") == 0 &&
+		/*
+		 * A linked worktree's too (.git/worktrees/W/config.worktree): never
+		 * git's own writing; nor an hg or jj repository's config.
+		 */
+		bool hg = strcmp(base + 1, ".hg") == 0 && strcmp(c[i].name, "hgrc") == 0;
+		bool jj = strcmp(c[i].name, "config.toml") == 0 && strlen(c[i].dir) > 9 &&
+			  strcmp(c[i].dir + strlen(c[i].dir) - 9, "/.jj/repo") == 0;
+		if ((hg || jj || strcmp(c[i].name, "config.worktree") == 0) &&
 		    snprintf(p, sizeof(p), "%s/%s", c[i].dir, c[i].name) < (int)sizeof(p)) {
 			(void)sweep_one(v, p, NULL, tag, out);
 		} else if (git_name(c[i].name) && git_dir_path(c[i].dir)) {

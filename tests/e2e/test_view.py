@@ -911,6 +911,54 @@ class RepositoryInTheWorkspace(unittest.TestCase):
         self.assertNotIn("set_aside", resp["reply"].get("data", {}), resp["reply"])
         self.assertTrue(os.path.isdir(os.path.join(self.ws, "deep/er/than/four/new/.git")))
 
+    def test_what_makes_a_directory_a_repository_is_judged_as_git_judges_it(self):
+        # s43a F2: HEAD and a commondir dropped into the developer's existing
+        # directory made it (and all below it) a repository whose config the
+        # call wrote in a hidden directory; the developer's git there ran the
+        # config's alias, pager and gpg.program. Judged by what the
+        # developer's git runs afterwards.
+        marker = os.path.join(self.ws, "RAN")
+        os.makedirs(os.path.join(self.ws, "sub", "deeper"))
+        plant = ("import os, subprocess; subprocess.run(['git', 'init', '-q', '--bare', '.gx'], "
+                 "check=True); os.remove('.gx/HEAD'); open('.gx/con' + 'fig', 'a')"
+                 ".write('[alias]\\n\\tst = !touch %s\\n'); "
+                 "open('sub/HEAD', 'w').write('ref: refs/heads/main\\n'); "
+                 "open('sub/common' + 'dir', 'w').write('../.gx\\n')" % marker)
+        resp = self.run_call([PY, "-c", plant])
+        self.assertEqual([s["exit_code"] for s in resp["stages"]], [0], resp)
+        for d in ("sub", "sub/deeper"):
+            subprocess.run(["git", "-C", os.path.join(self.ws, d), "st"], capture_output=True)
+        self.assertFalse(os.path.exists(marker))
+        # s43a F7 and F5: another version control's repository, and another
+        # agent's project settings, made by a call: set aside.
+        resp = self.run_call([PY, "-c", "import os; os.makedirs('hgsub/.hg'); "
+                              "open('hgsub/.hg/hgrc', 'w').write('[hooks]\\n'); "
+                              "open('opencode.json', 'w').write('{}')"])
+        self.assertEqual([s["exit_code"] for s in resp["stages"]], [0], resp)
+        self.assertFalse(os.path.lexists(os.path.join(self.ws, "hgsub", ".hg")))
+        self.assertFalse(os.path.lexists(os.path.join(self.ws, "opencode.json")))
+
+    def test_a_bare_repositorys_worktrees_are_not_the_calls(self):
+        # s43a F1: a bare repository in the workspace kept only HEAD, config,
+        # hooks and commondir read-only; a call pointed its linked worktree's
+        # commondir at a config it wrote, and the developer's git status in
+        # the worktree (outside every workspace) ran its core.fsmonitor.
+        src = os.path.join(self.ws, "src")
+        git_repo(src)
+        bare = os.path.join(self.ws, "remote.git")
+        subprocess.run(["git", "clone", "-q", "--bare", src, bare], check=True)
+        wt = tempfile.mkdtemp(prefix="cg-wt-")
+        self.addCleanup(shutil.rmtree, wt, True)
+        subprocess.run(["git", "-C", bare, "worktree", "add", "-q", os.path.join(wt, "w"),
+                        "HEAD"], check=True, capture_output=True)
+        name = os.listdir(os.path.join(bare, "worktrees"))[0]
+        common = os.path.join(bare, "worktrees", name, "common" + "dir")
+        with open(common) as f:
+            before = f.read()
+        self.assert_ran_and_failed([[PY, "-c", "open(%r, 'w').write('/elsewhere\\n')" % common]])
+        with open(common) as f:
+            self.assertEqual(f.read(), before)
+
     def test_a_tree_too_big_to_look_at_runs_nothing(self):
         # The walk's bound is a refusal, never a walk that stops where a
         # call's files want it to (s41a F1): nothing runs, and the reply
