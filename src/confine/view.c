@@ -174,6 +174,16 @@ static const char *const system_hidden[] = {
 	"/run",
 	"/var/run",
 	"/var/lib/callgate",
+	/*
+	 * Group-gated sockets outside /run that are the host's root to whoever
+	 * reaches them: LXD's and Incus's (a privileged container with / mounted),
+	 * Docker's when it lives under /var/lib. A per-user daemon's calls keep
+	 * the user's supplementary groups (s43a F4).
+	 */
+	"/var/snap/lxd/common/lxd",
+	"/var/lib/lxd",
+	"/var/lib/incus",
+	"/var/lib/docker",
 };
 /*
  * Inside each write tree and the call's home: read-only, because the
