@@ -2174,7 +2174,7 @@ struct cg_watch *cg_confine_watch(const struct cg_confine_plan *plan)
 	for (size_t i = 0; i < plan->n_stage_plans; i++)
 		n += cg_view_write_trees(plan->stage_plans[i]->view, trees + n,
 					 CG_ARRAY_LEN(trees) - n);
-	return n ? cg_watch_start(trees, n) : NULL;
+	return n ? cg_watch_start(trees, n, cg_view_watched_names()) : NULL;
 }
 
 json_t *cg_confine_sweep(const struct cg_confine_plan *plan, struct cg_watch *watch,

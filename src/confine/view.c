@@ -2722,6 +2722,20 @@ static int sweep_new_repos(const struct cg_view *v, const char *tree, const char
 	return rc;
 }
 
+/*
+ * The names the sweep judges a change to by name (the watch records each);
+ * a change to any other name is one record for its directory (watch.h).
+ */
+static const char *const watched_names[] = {
+	".git", "HEAD", "config",      "commondir", "config.worktree", "hooks", ".hg",
+	".jj",	"hgrc", "config.toml", NULL
+};
+
+const char *const *cg_view_watched_names(void)
+{
+	return watched_names;
+}
+
 /* The write tree holding p (p itself or below it); never the call's private /tmp. */
 static const char *tree_of(const struct cg_view *v, const char *p)
 {
@@ -2760,6 +2774,42 @@ static bool git_dir_path(const char *dir)
 	if (fd >= 0)
 		(void)close(fd);
 	return is;
+}
+
+/*
+ * The hooks of git directory g that changed since the oldest live call
+ * began, other than git's samples: set aside (each by name; the developer's
+ * own, older ones stay). A hooks that is not a directory is set aside whole.
+ */
+static void judge_hooks_since(struct sweep_arg *a, const char *g)
+{
+	char p[PATH_MAX];
+	struct stat st;
+	if (snprintf(p, sizeof(p), "%s/hooks", g) >= (int)sizeof(p) || lstat(p, &st) != 0)
+		return;
+	if (!S_ISDIR(st.st_mode)) {
+		(void)sweep_one(a->v, p, NULL, a->tag, a->out);
+		return;
+	}
+	int fd = open(p, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	if (!d) {
+		if (fd >= 0)
+			(void)close(fd);
+		return;
+	}
+	char q[PATH_MAX];
+	for (struct dirent *e; (e = readdir(d));) {
+		size_t k = strlen(e->d_name);
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
+		    (k >= 7 && strcmp(e->d_name + k - 7, ".sample") == 0) ||
+		    fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+		    !file_changed_since(&st, a->v->suspect_from_ns) ||
+		    snprintf(q, sizeof(q), "%s/%s", p, e->d_name) >= (int)sizeof(q))
+			continue;
+		(void)sweep_one(a->v, q, NULL, a->tag, a->out);
+	}
+	(void)closedir(d);
 }
 
 /*
@@ -2815,6 +2865,8 @@ static void judge_in_git_dir(struct sweep_arg *a, const char *g, const char *rel
 			(void)close(pfd);
 		if (runs)
 			(void)sweep_one(a->v, p, NULL, a->tag, a->out);
+	} else if (strcmp(rel, "hooks/") == 0) {
+		judge_hooks_since(a, g); /* something in hooks changed: which, by its ctime */
 	} else if (strncmp(rel, "hooks/", 6) == 0 && !strchr(rel + 6, '/') &&
 		   (n < 13 || strcmp(rel + n - 7, ".sample") != 0)) {
 		(void)sweep_one(a->v, p, NULL, a->tag, a->out);
@@ -2916,6 +2968,80 @@ static int sweep_changes(const struct cg_view *v, const struct cg_watch *watch, 
 	return rc;
 }
 
+/*
+ * Git directory g that the view did not know, judged by what in it changed
+ * since the oldest live call began (ctime, which no call can set back):
+ * its config, commondir, config.worktree, hooks and sequencer states as
+ * judge_in_git_dir judges a watched change; a bare-shaped one's HEAD as the
+ * walk judges a new one.
+ */
+static void judge_git_since(struct sweep_arg *a, const char *g, bool bare)
+{
+	static const char *const files[] = { "config", "commondir", "config.worktree" };
+	char p[PATH_MAX];
+	struct stat st;
+	if (known_git(a->v, g) || known_bare(a->v, g))
+		return;
+	for (size_t i = 0; i < CG_ARRAY_LEN(files); i++)
+		if (snprintf(p, sizeof(p), "%s/%s", g, files[i]) < (int)sizeof(p) &&
+		    lstat(p, &st) == 0 && file_changed_since(&st, a->v->suspect_from_ns))
+			judge_in_git_dir(a, g, files[i], CG_WATCH_MADE);
+	judge_hooks_since(a, g);
+	judge_in_git_dir(a, g, "rebase-merge/", 0);
+	judge_in_git_dir(a, g, "sequencer/", 0);
+	if (bare && snprintf(p, sizeof(p), "%s/HEAD", g) < (int)sizeof(p) && lstat(p, &st) == 0 &&
+	    file_changed_since(&st, a->v->suspect_from_ns))
+		judge_dir(a, g);
+}
+
+/* The walk's visit when a watch missed changes: every directory, judged by what changed. */
+static int since_visit(void *arg, int pfd, const char *name, const char *path)
+{
+	struct sweep_arg *a = arg;
+	static const char *const other[] = { ".hg/hgrc", ".jj/repo/config.toml" };
+	char p[PATH_MAX], rel[NAME_MAX + 32];
+	struct stat st;
+	(void)snprintf(rel, sizeof(rel), "%s/.git", name);
+	if (snprintf(p, sizeof(p), "%s/.git", path) < (int)sizeof(p) &&
+	    fstatat(pfd, rel, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+		if (S_ISDIR(st.st_mode))
+			judge_git_since(a, p, false);
+		else if (file_changed_since(&st, a->v->suspect_from_ns) && !known_git(a->v, p))
+			(void)sweep_one(a->v, p, NULL, a->tag, a->out);
+	}
+	if (git_dir_at(pfd, name))
+		judge_git_since(a, path, true);
+	for (size_t i = 0; i < CG_ARRAY_LEN(other); i++) {
+		(void)snprintf(rel, sizeof(rel), "%s/%s", name, other[i]);
+		if (fstatat(pfd, rel, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    file_changed_since(&st, a->v->suspect_from_ns) &&
+		    snprintf(p, sizeof(p), "%s/%s", path, other[i]) < (int)sizeof(p))
+			(void)sweep_one(a->v, p, NULL, a->tag, a->out);
+	}
+	return 0;
+}
+
+/*
+ * When a watch missed changes (its record bound; possibly on purpose, by a
+ * call making files by the million): every directory of the tree, at any
+ * depth, is looked at and what changed since the oldest live call began is
+ * judged (since_visit), rather than the prepare's levels alone, which a
+ * call forcing the watch out could otherwise plant below.
+ */
+static int sweep_changed_since(const struct cg_view *v, const char *tree, const char *tag,
+			       json_t *out)
+{
+	struct sweep_arg a = { v, tag, out };
+	struct level_walk w = {
+		.cap = SWEEP_ENTRIES, .every = true, .visit = since_visit, .arg = &a
+	};
+	int rc = walk_all(&w, tree);
+	if (rc != 0)
+		json_array_append_new(out, json_pack("{s:s,s:s}", "path", tree, "error",
+						     cg_errno_name(errno ? errno : EIO)));
+	return rc;
+}
+
 int cg_view_sweep(const struct cg_view *v, const struct cg_watch *watch, const char *tag,
 		  json_t *out)
 {
@@ -2959,14 +3085,16 @@ int cg_view_sweep(const struct cg_view *v, const struct cg_watch *watch, const c
 				rc |= sweep_one(v, p, NULL, tag, out);
 	/*
 	 * Repositories made or written: by what the kernel saw where it saw
-	 * everything, else by the walk of the prepare's levels (a non-root
-	 * daemon, a file system fanotify cannot mark, a lost event).
+	 * everything; where a watch missed some, by a walk of every directory
+	 * judging what changed since the call began; with no watch at all (a
+	 * non-root daemon), by the walk of the prepare's levels.
 	 */
 	if (v && watch)
 		rc |= sweep_changes(v, watch, tag, out);
 	for (size_t w = 0; v && !cg_watch_complete(watch) && w < v->n_write; w++)
 		if (!(v->private_tmp && strcmp(v->write[w], "/tmp") == 0))
-			rc |= sweep_new_repos(v, v->write[w], tag, out);
+			rc |= watch ? sweep_changed_since(v, v->write[w], tag, out)
+				    : sweep_new_repos(v, v->write[w], tag, out);
 	return rc;
 }
 

@@ -151,6 +151,9 @@ int cg_view_spawn(const struct cg_view *v, void (*fn)(void *), const void *arg, 
 int cg_view_sweep(const struct cg_view *v, const struct cg_watch *watch, const char *tag,
 		  json_t *out);
 
+/* The names whose changes the sweep judges by name (cg_watch_start's names). */
+const char *const *cg_view_watched_names(void);
+
 /* The write trees a watch of the call covers (cg_confine_watch): up to max, how many. */
 size_t cg_view_write_trees(const struct cg_view *v, const char **out, size_t max);
 json_t *cg_view_report(const struct cg_view *v);

@@ -47,6 +47,9 @@ struct fs {
 };
 
 struct cg_watch {
+	const char *const *names; /* recorded by name; any other, once per directory */
+	uint64_t *seen;		  /* the directories whose other changes are recorded (hashes) */
+	size_t n_seen, cap_seen;
 	int fan, stop;
 	pid_t self;
 	struct fs fs[WATCH_FS_MAX];
@@ -71,16 +74,70 @@ static unsigned mask_of(uint64_t m)
 	       ((m & FAN_ONDIR) ? CG_WATCH_DIR : 0) | ((m & FAN_MOVED_TO) ? CG_WATCH_MOVED : 0);
 }
 
+/* FNV-1a over a directory's file system and handle. */
+static uint64_t dir_hash(size_t fs, const struct file_handle *h)
+{
+	uint64_t x = 1469598103934665603ULL ^ fs ^ ((uint64_t)(uint32_t)h->handle_type << 8);
+	for (unsigned i = 0; i < h->handle_bytes; i++)
+		x = (x ^ h->f_handle[i]) * 1099511628211ULL;
+	return x | 1; /* 0 marks a free slot */
+}
+
+/*
+ * Has the directory's "any other name" record been made? Marks it when not.
+ * An open-addressed set of hashes, grown at half full; a failed growth
+ * makes the watch incomplete (returns true: nothing more is recorded).
+ */
+static bool seen_before(struct cg_watch *w, uint64_t x)
+{
+	if (2 * (w->n_seen + 1) > w->cap_seen) {
+		size_t cap = w->cap_seen ? 2 * w->cap_seen : 1024;
+		uint64_t *t = cap <= WATCH_BYTES_MAX / sizeof(*t) ? calloc(cap, sizeof(*t)) : NULL;
+		if (!t) {
+			w->lost = true;
+			return true;
+		}
+		for (size_t i = 0; i < w->cap_seen; i++)
+			for (size_t k = w->seen[i] % cap; w->seen[i]; k = (k + 1) % cap)
+				if (!t[k]) {
+					t[k] = w->seen[i];
+					break;
+				}
+		free(w->seen);
+		w->seen = t, w->cap_seen = cap;
+	}
+	size_t k = x % w->cap_seen;
+	for (; w->seen[k]; k = (k + 1) % w->cap_seen)
+		if (w->seen[k] == x)
+			return true;
+	w->seen[k] = x;
+	w->n_seen++;
+	return false;
+}
+
+static bool named(const struct cg_watch *w, const char *name)
+{
+	for (const char *const *n = w->names; n && *n; n++)
+		if (strcmp(*n, name) == 0)
+			return true;
+	return false;
+}
+
 static void keep(struct cg_watch *w, uint64_t mask, const struct fanotify_event_info_fid *fid)
 {
 	const struct file_handle *h = (const void *)fid->handle;
 	const char *name = (const char *)h->f_handle + h->handle_bytes;
-	size_t nl = strlen(name);
 	size_t fs = 0;
 	while (fs < w->n_fs && memcmp(w->fs[fs].fsid, &fid->fsid, sizeof(w->fs[fs].fsid)) != 0)
 		fs++;
-	if (fs == w->n_fs || h->handle_bytes > UINT16_MAX || nl == 0)
+	if (fs == w->n_fs || h->handle_bytes > UINT16_MAX || !name[0])
 		return; /* another file system's, or no name: not a change in a tree */
+	if (!((mask & FAN_MOVED_TO) && (mask & FAN_ONDIR)) && !named(w, name)) {
+		if (seen_before(w, dir_hash(fs, h)))
+			return;
+		name = ""; /* the directory's one record for every other name */
+	}
+	size_t nl = strlen(name);
 	size_t len = (sizeof(struct rec) + h->handle_bytes + nl + 1 + 7) & ~(size_t)7;
 	if (w->len + len > w->cap) {
 		size_t cap = w->cap ? w->cap * 2 : 65536;
@@ -181,14 +238,16 @@ static int add_tree(struct cg_watch *w, const char *tree)
 	return 0;
 }
 
-struct cg_watch *cg_watch_start(const char *const *trees, size_t n)
+struct cg_watch *cg_watch_start(const char *const *trees, size_t n, const char *const *names)
 {
 	struct cg_watch *w = calloc(1, sizeof(*w));
 	if (!w)
 		return NULL;
+	w->names = names;
 	w->self = getpid();
 	w->stop = -1;
-	w->fan = fanotify_init(FAN_CLASS_NOTIF | FAN_REPORT_DFID_NAME | FAN_CLOEXEC | FAN_NONBLOCK,
+	w->fan = fanotify_init(FAN_CLASS_NOTIF | FAN_REPORT_DFID_NAME | FAN_CLOEXEC | FAN_NONBLOCK |
+				   FAN_UNLIMITED_QUEUE,
 			       O_RDONLY | O_CLOEXEC | O_LARGEFILE);
 	if (w->fan < 0)
 		goto fail;
@@ -376,5 +435,6 @@ void cg_watch_free(struct cg_watch *w)
 	free(w->changes);
 	free(w->buf);
 	free(w->rbuf);
+	free(w->seen);
 	free(w);
 }

@@ -9,9 +9,12 @@
  *
  * Invariants:
  *  - A watch that may have missed a change says so (cg_watch_complete is
- *    false: a tree whose file system could not be marked, the kernel's
- *    queue overflowed, the record bound was reached); the sweep then walks
- *    as it did without one. Nothing is ever taken for "no change".
+ *    false: a tree whose file system could not be marked, the record bound
+ *    was reached); the sweep then walks every directory and judges what
+ *    changed since the call began. Nothing is ever taken for "no change".
+ *    The kernel's queue is unbounded (FAN_UNLIMITED_QUEUE): a thread drains
+ *    it while the call runs, and a call that outran it would only cost the
+ *    kernel memory until it caught up.
  *  - The daemon's own changes (its pid) are not recorded: the set-aside
  *    renames of another call's sweep are not a call's doing.
  *  - It needs CAP_SYS_ADMIN (a root daemon); without it cg_watch_start
@@ -34,17 +37,20 @@ struct cg_watch;
 
 struct cg_watch_change {
 	const char *dir;  /* the directory holding it, by its path when the watch stopped */
-	const char *name; /* the entry's name in dir */
+	const char *name; /* the entry's name in dir; "" for any other name (see below) */
 	unsigned mask;	  /* CG_WATCH_* */
 };
 
 /*
  * Start recording changes in the file systems holding trees[0..n) (absolute
- * paths). NULL with errno when nothing can be watched (no fanotify, not
- * permitted, out of memory); a tree that alone cannot be marked leaves the
- * watch incomplete.
+ * paths). A change to an entry named in names[] (NULL-terminated), and a
+ * directory moved in, is recorded by its name; any other change is recorded
+ * once per directory, with the name "" (so that a call making a million
+ * files costs a record per directory, not per file). NULL with errno when
+ * nothing can be watched (no fanotify, not permitted, out of memory); a
+ * tree that alone cannot be marked leaves the watch incomplete.
  */
-struct cg_watch *cg_watch_start(const char *const *trees, size_t n);
+struct cg_watch *cg_watch_start(const char *const *trees, size_t n, const char *const *names);
 
 /*
  * Stop recording and resolve what was recorded to paths (call once, after
