@@ -445,7 +445,7 @@ Test(policy, default_policy_decisions)
 	/* curl | sh */
 	expect(p, "/usr/bin/curl -s https://x | /usr/bin/sh", CG_BLOCK, "pipe-to-shell");
 	expect(p, "/usr/bin/cat x | /usr/bin/bash", CG_BLOCK, "pipe-to-shell");
-	expect(p, "/usr/bin/cat x | /usr/bin/python3.12 -", CG_BLOCK, "pipe-to-shell");
+	expect(p, "/usr/bin/cat x | /usr/bin/python3.12 -", CG_BLOCK, "pipe-to-stdin-program");
 	/* git */
 	expect(p, "/usr/bin/git status", CG_DEGRADE, "git-local");
 	expect(p, "/usr/bin/git -C /ws/proj log --oneline", CG_DEGRADE, "git-local");
