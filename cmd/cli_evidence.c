@@ -446,7 +446,13 @@ static int cmd_verdict(struct state st, int argc, char **argv)
 	/* From traces/ID/, or from the archive retention packed it into. */
 	if (cg_package_read(state_dir, id, json ? "verdict.json" : "verdict.md", 16u << 20, &p,
 			    &n) < 0) {
-		if (errno == ENOENT)
+		if (errno == ENOENT && strlen(id) < 36)
+			fprintf(stderr,
+				"callgate verdict: no trace package %s in %s: a trace id is 36 "
+				"characters; 'callgate log --trace %s' lists the calls whose id "
+				"starts with it (ux-s43c L3)\n",
+				id, state_dir, id);
+		else if (errno == ENOENT)
 			fprintf(stderr,
 				"callgate verdict: no trace package %s in %s (a mistyped id? "
 				"'callgate log' lists the traces; if 'callgate replay %s' finds it "
@@ -714,7 +720,10 @@ static void log_line(const json_t *c)
 	const json_t *x = json_object_get(c, "exit");
 	const char *host = str_of(c, "host");
 	const char *rule = str_of(c, "rule_id");
-	char exit_s[24] = "-", pid_s[24] = "-", head[400];
+	char exit_s[24] = "-", pid_s[24] = "-", head[400], outcome[64];
+	/* How it was let through, with how it ended (ux-s43c L4): failed(granted). */
+	const char *via = str_of(c, "via");
+	snprintf(outcome, sizeof(outcome), *via ? "%s(%s)" : "%s", str_of(c, "outcome"), via);
 	if (json_is_integer(x))
 		snprintf(exit_s, sizeof(exit_s), "%lld", (long long)json_integer_value(x));
 	if (json_is_integer(json_object_get(p, "pid"))) /* an admin's grant opening has none */
@@ -723,7 +732,7 @@ static void log_line(const json_t *c)
 	snprintf(head, sizeof(head), "%s %s %lld/%s %s %s %s %s exit=%s ", str_of(c, "time"),
 		 str_of(c, "trace_id"), (long long)json_integer_value(json_object_get(p, "uid")),
 		 pid_s, *host ? host : "-", *str_of(c, "decision") ? str_of(c, "decision") : "-",
-		 str_of(c, "outcome"), *rule ? rule : "-", exit_s);
+		 outcome, *rule ? rule : "-", exit_s);
 	put_safe(stdout, head, strlen(head));
 	const char *cmd = str_of(c, "command");
 	if (!*cmd) {
@@ -748,7 +757,8 @@ static int log_call(const char *trace, const json_t *f, size_t i, size_t n, void
 		if (i + 1 == n)
 			fputs("\r\033[K", stderr);
 	}
-	if (a->trace && strcmp(trace, a->trace) != 0)
+	/* A trace's id, or the start of one (ux-s43c L3: the 8 characters people copy). */
+	if (a->trace && strncmp(trace, a->trace, strlen(a->trace)) != 0)
 		return 0;
 	json_t *c = cg_call_summary(trace, f);
 	if (!c)
@@ -766,6 +776,14 @@ static int log_call(const char *trace, const json_t *f, size_t i, size_t n, void
 	}
 	json_decref(c);
 	return 0;
+}
+
+/* A filtered listing that lists nothing says so, on stderr (ux-s43c L3: it was silent). */
+static void no_match_note(const struct log_args *a)
+{
+	if (a->trace || a->decision || a->rule || a->session || a->peer >= 0 ||
+	    a->since != INT64_MIN)
+		fprintf(stderr, "callgate log: no call in the journal matches the filters given\n");
 }
 
 static int log_events(const struct log_args *a, struct cg_journal_view *jv)
@@ -804,15 +822,17 @@ static int log_events(const struct log_args *a, struct cg_journal_view *jv)
 		cg_smap_free(dec, NULL);
 		cg_smap_free(ses, NULL);
 	}
+	size_t shown = 0;
 	for (size_t i = 0; i < jv->n; i++) {
 		const struct cg_evline *o = &jv->v[i];
-		if (trace && strcmp(o->trace, trace) != 0)
+		if (trace && strncmp(o->trace, trace, strlen(trace)) != 0)
 			continue;
 		if (match && !cg_smap_get(match, o->trace))
 			continue;
 		int64_t ts;
 		if (since != INT64_MIN && (cg_parse_time(o->ts, &ts) < 0 || ts < since))
 			continue;
+		shown++;
 		if (json) {
 			fwrite(o->line, 1, o->line_len, stdout);
 			continue;
@@ -825,6 +845,8 @@ static int log_events(const struct log_args *a, struct cg_journal_view *jv)
 		fputc('\n', stdout);
 	}
 	cg_smap_free(match, NULL);
+	if (!shown)
+		no_match_note(a);
 	return CG_EXIT_OK;
 }
 
@@ -858,6 +880,8 @@ static int cmd_log(struct state st, int argc, char **argv)
 		rc = cg_journal_calls(&jv, log_call, &a) == 0 ? CG_EXIT_OK : CG_EXIT_ERROR;
 		if (rc != CG_EXIT_OK)
 			fprintf(stderr, "callgate log: out of memory\n");
+		else if (!a.shown)
+			no_match_note(&a);
 	}
 	cg_journal_view_free(&jv);
 	return rc;

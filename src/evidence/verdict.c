@@ -1193,6 +1193,33 @@ static char *grant_opening_text(const json_t *rq)
 	return s;
 }
 
+/*
+ * A request's abstract actions as one line, for a call with no pipeline
+ * (ux-s43c M5: a Claude Code Write's path was in the raw journal only, and
+ * log showed "[gate]"): "write /p/.mcp.json (Write); read /p/x". NULL when
+ * it has none.
+ */
+static char *actions_text(const json_t *rq)
+{
+	const json_t *acts = json_object_get(rq, "actions"), *a;
+	size_t i;
+	struct cg_buf b;
+	if (!json_array_size(acts))
+		return NULL;
+	cg_buf_init(&b, 1u << 16);
+	json_array_foreach(acts, i, a)
+	{
+		const char *type = jstr(a, "action_type"), *res = jstr(a, "resource"),
+			   *tool = jstr(a, "tool");
+		const char *parts[] = { i ? "; " : "",	type ? type : "?", res ? " " : "",
+					res ? res : "", tool ? " (" : "",  tool ? tool : "",
+					tool ? ")" : "" };
+		for (size_t k = 0; k < CG_ARRAY_LEN(parts); k++)
+			(void)cg_buf_add(&b, parts[k], strlen(parts[k]));
+	}
+	return cg_buf_cstr(&b);
+}
+
 json_t *cg_call_summary(const char *trace_id, const json_t *f)
 {
 	const json_t *rq = json_object_get(f, "request");
@@ -1201,6 +1228,8 @@ json_t *cg_call_summary(const char *trace_id, const json_t *f)
 	const json_t *d = json_object_get(f, "decision");
 	const json_t *src = sealed ? sealed : ve;
 	char *cmd = grant_opening_text(rq);
+	if (!cmd && !json_array_size(json_object_get(rq, "pipeline")))
+		cmd = actions_text(rq);
 	if (!cmd)
 		cmd = cg_command_text(json_object_get(rq, "pipeline"), 0);
 	/* An opening's peer is the uid its request names (no call, no pid). */

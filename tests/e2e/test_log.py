@@ -124,6 +124,28 @@ class Log(unittest.TestCase):
         self.assertEqual(self.d.cli("log", "--since", "soon").returncode, 64)
         self.assertEqual(self.d.cli("log", "--peer", "x").returncode, 64)
 
+    def test_a_file_action_prefixes_and_empty_filters_read_plainly(self):
+        # ux-s43c M5: a file tool's path was in the raw journal only ("[gate]");
+        # L3: the first characters of an id find the call, and a filter that
+        # matches nothing says so. (A daemon of its own: the class's counts stay.)
+        with cgtest.Daemon(policy_text=POLICY) as d:
+            path = os.path.join(d.workspace, "notes.txt")
+            r = d.request(cgtest.make_request(None, action="gate", privileged=False,
+                                              actions=[{"action_type": "write",
+                                                        "resource": path, "tool": "Write"}]))
+            tid = r["reply"]["trace_id"]
+            package(d, tid)
+            out = d.cli("log").stdout.decode()
+            line = [l for l in out.splitlines() if tid in l][0]
+            self.assertTrue(line.endswith("write %s (Write)" % path), line)
+            self.assertIn(tid, d.cli("log", "--trace", tid[:8]).stdout.decode())
+            r = d.cli("log", "--rule", "no-such-rule")
+            self.assertEqual((r.returncode, r.stdout), (0, b""), r)
+            self.assertIn(b"no call in the journal matches", r.stderr)
+            r = d.cli("verdict", tid[:8])
+            self.assertNotEqual(r.returncode, 0)
+            self.assertIn(b"a trace id is 36 characters", r.stderr)
+
     def test_events_keeps_the_raw_events(self):
         out = self.log("--events", "--trace", self.t["echo"])
         types = [l.split()[3] for l in out.splitlines()]
