@@ -973,14 +973,13 @@ char *cg_cli_stage_hint(const json_t *resp, const json_t *pipeline)
 		 * A name lookup or a connection that failed without a network
 		 * (ux-s39 M4, ux-s41: pip retried for 8 s and nothing said why).
 		 */
-		static const char *const offline[] = { "Temporary failure in name resolution",
-						       "Name or service not known",
-						       "Could not resolve host",
-						       "Network is unreachable",
-						       "getaddrinfo",
-						       "EAI_AGAIN",
-						       "ENETUNREACH",
-						       "No address associated with hostname" };
+		static const char *const offline[] = {
+			"Temporary failure in name resolution", "Name or service not known",
+			"Could not resolve host", "Network is unreachable", "getaddrinfo",
+			"EAI_AGAIN", "ENETUNREACH", "No address associated with hostname",
+			/* pip's words when every index lookup failed (ux-s43c L1) */
+			"(from versions: none)", "No matching distribution found"
+		};
 		const char *net = json_string_value(json_object_get(
 		    json_object_get(json_object_get(data, "confinement"), "network"), "mode"));
 		bool no_net = false;
@@ -988,6 +987,11 @@ char *cg_cli_stage_hint(const json_t *resp, const json_t *pipeline)
 				   r < CG_ARRAY_LEN(offline);
 		     r++)
 			no_net = memmem(p, n, offline[r], strlen(offline[r])) != NULL;
+		static const char refused_c[] = "Connection refused";
+		static const char refused_e[] = "ECONNREFUSED";
+		bool own_loopback = !no_net && !met && p && net && strcmp(net, "none") == 0 &&
+				    (memmem(p, n, refused_c, strlen(refused_c)) ||
+				     memmem(p, n, refused_e, strlen(refused_e)));
 		/* git without an identity: .git/config is read-only, -c denied (ux-s41 M5). */
 		static const char ident[] = "Please tell me who you are";
 		bool no_ident = p && memmem(p, n, ident, strlen(ident)) != NULL;
@@ -1060,6 +1064,19 @@ char *cg_cli_stage_hint(const json_t *resp, const json_t *pipeline)
 			    "restore, reset, stash, branch, tag, merge, cherry-pick, revert, mv, "
 			    "rm, rebase without -i/-x) may write it; worktree, submodule, gc and "
 			    "an interactive rebase are the developer's to run",
+			    i + 1, rule ? rule : "?");
+		}
+		/*
+		 * A connection refused on a loopback of the call's own (ux-s43c M8:
+		 * a server another call started, or the host's, is not there).
+		 */
+		if (own_loopback) {
+			return hint_text(
+			    "stage %zu ran with a network of its own (rule %s: net none), "
+			    "whose loopback holds only what this call started: the host's "
+			    "127.0.0.1 and a server another call started are not there "
+			    "(start the server and its client in one call, or run the server "
+			    "yourself and test it outside callgate)",
 			    i + 1, rule ? rule : "?");
 		}
 		if (no_net) {

@@ -1036,7 +1036,10 @@ static const char tools_json[] =
     "\"Run a command or pipeline (no shell) through the callgate daemon: policy decides, a "
     "human may approve, the command runs confined, and the result comes back with exit codes, "
     "decoded stdout/stderr (secrets redacted) and the canonical reply (type S/I/D/E, code, "
-    "message, trace id). Branch on reply.type and reply.code. Send \\\"privileged\\\": "
+    "message, trace id). For redirections, globs or && send argv [\\\"bash\\\", "
+    "\\\"-c\\\", \\\"...\\\"]: it runs confined as any interpreter does, with the "
+    "repository's .git read-only (run git as an argv of its own to commit). "
+    "Branch on reply.type and reply.code. Send \\\"privileged\\\": "
     "false for ordinary commands; without it the call asks to run as root.\","
     "\"inputSchema\":{\"type\":\"object\",\"properties\":{" COMMAND_PROPS "}},"
     "\"outputSchema\":{\"type\":\"object\",\"properties\":{"
@@ -1321,7 +1324,9 @@ static json_t *initialize_result(const json_t *params)
 	    "tools", "listChanged", false, "serverInfo", "name", "callgate", "title",
 	    "callgate call gate", "version", CALLGATE_VERSION, "instructions",
 	    "Every command goes through the callgate daemon's policy before it runs. Use the "
-	    "execute tool to run commands (no shell: pass argv or pipeline). Send "
+	    "execute tool to run commands (no shell: pass argv or pipeline; for redirections, "
+    "globs or && pass argv [\"bash\", \"-c\", \"...\"], which runs confined with .git "
+    "read-only, so run git as an argv of its own). Send "
 	    "\"privileged\": false for ordinary commands: a call without it asks to run as root, "
 	    "which needs a human's approval. Branch on reply.type: S continue, I fix the "
 	    "request, D do not retry the same call (escalate to a human; a D may say which "

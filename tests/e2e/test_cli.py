@@ -163,6 +163,15 @@ class CliAgainstDaemon(unittest.TestCase):
         self.assertIn(b"WITHOUT the hook", r.stderr)
         shutil.rmtree(repo)
 
+    def test_a_refused_loopback_connection_is_said_to_be_the_calls_own(self):
+        # ux-s43c M8: a server another call started (or the host's) could not
+        # be reached, and nothing said why.
+        r = self.run_cli("run", "--no-privileged", "--", "python3", "-c",
+                         "import socket; socket.create_connection(('127.0.0.1', 1), 3)")
+        self.assertNotEqual(r.returncode, 0, r.stderr)
+        self.assertIn(b"Connection refused", r.stderr)
+        self.assertIn(b"whose loopback holds only what this call started", r.stderr)
+
     def test_a_refusal_by_the_view_is_said_to_be_one(self):
         # ux-s38 #5: a write outside the view read like an ordinary EACCES.
         r = self.run_cli("run", "--no-privileged", "--", "touch", "/etc/cg-view-hint")
