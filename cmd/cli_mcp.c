@@ -1325,8 +1325,8 @@ static json_t *initialize_result(const json_t *params)
 	    "callgate call gate", "version", CALLGATE_VERSION, "instructions",
 	    "Every command goes through the callgate daemon's policy before it runs. Use the "
 	    "execute tool to run commands (no shell: pass argv or pipeline; for redirections, "
-    "globs or && pass argv [\"bash\", \"-c\", \"...\"], which runs confined with .git "
-    "read-only, so run git as an argv of its own). Send "
+	    "globs or && pass argv [\"bash\", \"-c\", \"...\"], which runs confined with .git "
+	    "read-only, so run git as an argv of its own). Send "
 	    "\"privileged\": false for ordinary commands: a call without it asks to run as root, "
 	    "which needs a human's approval. Branch on reply.type: S continue, I fix the "
 	    "request, D do not retry the same call (escalate to a human; a D may say which "
