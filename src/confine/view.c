@@ -2982,6 +2982,10 @@ static void judge_git_since(struct sweep_arg *a, const char *g, bool bare)
 	struct stat st;
 	if (known_git(a->v, g) || known_bare(a->v, g))
 		return;
+	/* A bare-shaped one made or changed: judged whole first, as a new one is. */
+	if (bare && snprintf(p, sizeof(p), "%s/HEAD", g) < (int)sizeof(p) && lstat(p, &st) == 0 &&
+	    file_changed_since(&st, a->v->suspect_from_ns))
+		judge_dir(a, g);
 	for (size_t i = 0; i < CG_ARRAY_LEN(files); i++)
 		if (snprintf(p, sizeof(p), "%s/%s", g, files[i]) < (int)sizeof(p) &&
 		    lstat(p, &st) == 0 && file_changed_since(&st, a->v->suspect_from_ns))
@@ -2989,9 +2993,16 @@ static void judge_git_since(struct sweep_arg *a, const char *g, bool bare)
 	judge_hooks_since(a, g);
 	judge_in_git_dir(a, g, "rebase-merge/", 0);
 	judge_in_git_dir(a, g, "sequencer/", 0);
-	if (bare && snprintf(p, sizeof(p), "%s/HEAD", g) < (int)sizeof(p) && lstat(p, &st) == 0 &&
-	    file_changed_since(&st, a->v->suspect_from_ns))
-		judge_dir(a, g);
+}
+
+/* Was rel (below dfd) made since the oldest live call began (its birth time, where kept)? */
+static bool born_since(const struct cg_view *v, int dfd, const char *rel)
+{
+	struct statx sx;
+	return statx(dfd, rel, AT_SYMLINK_NOFOLLOW, STATX_BTIME, &sx) == 0 &&
+	       (sx.stx_mask & STATX_BTIME) &&
+	       (int64_t)sx.stx_btime.tv_sec * 1000000000 + sx.stx_btime.tv_nsec >=
+		   v->suspect_from_ns;
 }
 
 /* The walk's visit when a watch missed changes: every directory, judged by what changed. */
@@ -2999,14 +3010,24 @@ static int since_visit(void *arg, int pfd, const char *name, const char *path)
 {
 	struct sweep_arg *a = arg;
 	static const char *const other[] = { ".hg/hgrc", ".jj/repo/config.toml" };
+	static const char *const vcs[] = { ".hg", ".jj" };
 	char p[PATH_MAX], rel[NAME_MAX + 32];
 	struct stat st;
 	(void)snprintf(rel, sizeof(rel), "%s/.git", name);
 	if (snprintf(p, sizeof(p), "%s/.git", path) < (int)sizeof(p) &&
-	    fstatat(pfd, rel, &st, AT_SYMLINK_NOFOLLOW) == 0) {
-		if (S_ISDIR(st.st_mode))
+	    fstatat(pfd, rel, &st, AT_SYMLINK_NOFOLLOW) == 0 && !known_git(a->v, p)) {
+		/* A new one is judged whole, as the watch judges it; an older one by what changed. */
+		if (S_ISDIR(st.st_mode) && born_since(a->v, pfd, rel))
+			(void)sweep_visit(a, pfd, name, path);
+		else if (S_ISDIR(st.st_mode))
 			judge_git_since(a, p, false);
-		else if (file_changed_since(&st, a->v->suspect_from_ns) && !known_git(a->v, p))
+		else if (file_changed_since(&st, a->v->suspect_from_ns))
+			(void)sweep_one(a->v, p, NULL, a->tag, a->out);
+	}
+	for (size_t i = 0; i < CG_ARRAY_LEN(vcs); i++) {
+		(void)snprintf(rel, sizeof(rel), "%s/%s", name, vcs[i]);
+		if (born_since(a->v, pfd, rel) &&
+		    snprintf(p, sizeof(p), "%s/%s", path, vcs[i]) < (int)sizeof(p))
 			(void)sweep_one(a->v, p, NULL, a->tag, a->out);
 	}
 	if (git_dir_at(pfd, name))

@@ -11,6 +11,7 @@
  * during the call is found where it is now.
  */
 #include "watch.h"
+#include "util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -56,6 +57,7 @@ struct cg_watch {
 	size_t n_fs;
 	bool lost; /* something may not have been recorded */
 	bool threaded, stopped;
+	size_t bytes_max; /* WATCH_BYTES_MAX, or the test-only knob's */
 	_Atomic bool stopping;
 	unsigned char *rbuf; /* WATCH_READ_BYTES, for one reader at a time */
 	pthread_t thread;
@@ -139,9 +141,14 @@ static void keep(struct cg_watch *w, uint64_t mask, const struct fanotify_event_
 	}
 	size_t nl = strlen(name);
 	size_t len = (sizeof(struct rec) + h->handle_bytes + nl + 1 + 7) & ~(size_t)7;
+	if (w->len + len > w->bytes_max) {
+		w->lost = true; /* the bound: the sweep walks instead */
+		return;
+	}
 	if (w->len + len > w->cap) {
 		size_t cap = w->cap ? w->cap * 2 : 65536;
-		unsigned char *b = cap <= WATCH_BYTES_MAX ? realloc(w->buf, cap) : NULL;
+		cap = cap > w->bytes_max ? w->bytes_max : cap;
+		unsigned char *b = cap <= w->bytes_max ? realloc(w->buf, cap) : NULL;
 		if (!b) {
 			w->lost = true;
 			return;
@@ -244,6 +251,12 @@ struct cg_watch *cg_watch_start(const char *const *trees, size_t n, const char *
 	if (!w)
 		return NULL;
 	w->names = names;
+	/* Test-only: a smaller bound, so that a test can take the walk's path. */
+	static _Atomic long knob;
+	if (!atomic_load(&knob))
+		atomic_store(&knob, cg_test_knob("CALLGATE_TEST_WATCH_BYTES", WATCH_BYTES_MAX,
+						 WATCH_BYTES_MAX));
+	w->bytes_max = (size_t)atomic_load(&knob);
 	w->self = getpid();
 	w->stop = -1;
 	w->fan = fanotify_init(FAN_CLASS_NOTIF | FAN_REPORT_DFID_NAME | FAN_CLOEXEC | FAN_NONBLOCK |

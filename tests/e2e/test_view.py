@@ -632,9 +632,10 @@ class RepositoryInTheWorkspace(unittest.TestCase):
     """
 
     WATCH = ("hooks/", "config", "worktrees/")
+    ENV = None
 
     def setUp(self):
-        self.d = cgtest.Daemon().start()
+        self.d = cgtest.Daemon(env=self.ENV).start()
         self.ws = self.d.workspace
         git_repo(self.ws)
         self.git = os.path.join(self.ws, ".git")
@@ -1546,6 +1547,28 @@ class RepositoryInTheWorkspace(unittest.TestCase):
 
 @unittest.skipUnless(os.geteuid() == 0, "needs root (a root peer's approved call)")
 @unittest.skipUnless(os.geteuid() == 0, "needs root: a daemon serving two uids")
+class RepositoriesWhenTheWatchMissedChanges(unittest.TestCase):
+    """The sweep when a call's watch lost changes (a file system fanotify
+    cannot mark; its record bound, which a call could reach on purpose): every
+    directory is walked and what changed since the call began is judged. The
+    bound is made one byte (a test-only knob), so every call takes that path;
+    the same tests as with the watch, judged the same way."""
+
+    class Case(RepositoryInTheWorkspace):
+        ENV = {"CALLGATE_TEST_WATCH_BYTES": "1"}
+
+    def test_the_same_sweeps_hold(self):
+        names = ("test_repositories_out_of_the_walks_reach_run_nothing_for_the_developer",
+                 "test_a_repository_a_call_makes_runs_nothing_for_the_developer",
+                 "test_what_makes_a_directory_a_repository_is_judged_as_git_judges_it")
+        suite = unittest.TestSuite(self.Case(n) for n in names)
+        result = unittest.TestResult()
+        suite.run(result)
+        self.assertEqual(result.testsRun, len(names))
+        self.assertEqual((result.failures, result.errors), ([], []),
+                         "\n".join(t for _, t in result.failures + result.errors))
+
+
 class AnotherUsersWorkspace(unittest.TestCase):
     """s42a F1: a daemon with two users' workspaces took a call's cwd in
     either, whoever sent it, and entered it as root: nobody's call read a
