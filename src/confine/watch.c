@@ -259,9 +259,10 @@ struct cg_watch *cg_watch_start(const char *const *trees, size_t n, const char *
 	w->bytes_max = (size_t)atomic_load(&knob);
 	w->self = getpid();
 	w->stop = -1;
-	w->fan = fanotify_init(FAN_CLASS_NOTIF | FAN_REPORT_DFID_NAME | FAN_CLOEXEC | FAN_NONBLOCK |
-				   FAN_UNLIMITED_QUEUE,
-			       O_RDONLY | O_CLOEXEC | O_LARGEFILE);
+	unsigned flags = FAN_CLASS_NOTIF | FAN_REPORT_DFID_NAME | FAN_CLOEXEC | FAN_NONBLOCK;
+	w->fan = fanotify_init(flags | FAN_UNLIMITED_QUEUE, O_RDONLY | O_CLOEXEC | O_LARGEFILE);
+	if (w->fan < 0) /* a bounded queue still works; an overflow then makes it incomplete */
+		w->fan = fanotify_init(flags, O_RDONLY | O_CLOEXEC | O_LARGEFILE);
 	if (w->fan < 0)
 		goto fail;
 	for (size_t i = 0; i < n; i++)
