@@ -224,12 +224,29 @@ static void set_aside_note(const json_t *resp)
 	json_array_foreach(json_object_get(data, "set_aside"), i, sa)
 	{
 		char *p = cg_sanitize_for_terminal(json_string_value(json_object_get(sa, "path")));
-		fprintf(stderr,
-			"callgate run: %s, a protected name made or replaced while the call ran "
-			"(by it, or by the developer meanwhile), was set aside after it, renamed "
-			"beside itself; a call may not make it, the developer can (and renames "
-			"their own back)\n",
-			p ? p : "?");
+		const char *err = json_string_value(json_object_get(sa, "error"));
+		if (err && strcmp(err, "E2BIG") == 0)
+			fprintf(stderr,
+				"callgate run: %s was NOT looked at in full after this call (too "
+				"many directories): a repository the call made or wrote there was "
+				"not checked; before running git there, read its .git/config and "
+				"hooks (docs/confinement.md)\n",
+				p ? p : "?");
+		else if (err)
+			fprintf(
+			    stderr,
+			    "callgate run: %s, made or changed by the call where it may run "
+			    "later, could NOT be set aside (%s): read it before the developer's "
+			    "tools do\n",
+			    p ? p : "?", err);
+		else
+			fprintf(
+			    stderr,
+			    "callgate run: %s, a protected name made or replaced while the call "
+			    "ran (by it, or by the developer meanwhile), was set aside after it, "
+			    "renamed beside itself; a call may not make it, the developer can "
+			    "(and renames their own back)\n",
+			    p ? p : "?");
 		free(p);
 	}
 }

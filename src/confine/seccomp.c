@@ -213,6 +213,16 @@ static int add_rules(scmp_filter_ctx ctx)
 	if (seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), SCMP_SYS(socket), 1,
 			     SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffu, AF_VSOCK)) != 0)
 		return -1;
+	/*
+	 * A hard link gives a file another name, and a write through that name
+	 * is reported under it alone: the sweep after a call never learnt that
+	 * a repository's config had changed (s43d F1). EXDEV, the answer
+	 * across mounts, is the one every tool that links already falls back
+	 * from (git, cargo and pnpm copy or rename instead).
+	 */
+	if (seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EXDEV), SCMP_SYS(link), 0) != 0 ||
+	    seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EXDEV), SCMP_SYS(linkat), 0) != 0)
+		return -1;
 	return deny_setid_modes(ctx);
 }
 

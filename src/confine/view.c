@@ -1809,7 +1809,8 @@ static int walk_read(struct level_walk *w, const char *dir, bool top, char ***qu
 		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
 		    strcmp(e->d_name, ".git") == 0)
 			continue;
-		if (++w->entries > w->cap) {
+		/* The levels' walk counts entries; the whole tree's, directories (walk_all). */
+		if (!w->every && ++w->entries > w->cap) {
 			errno = E2BIG;
 			rc = -1;
 			break;
@@ -1821,6 +1822,11 @@ static int walk_read(struct level_walk *w, const char *dir, bool top, char ***qu
 		     fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode));
 		if (!is_dir)
 			continue;
+		if (w->every && ++w->entries > w->cap) {
+			errno = E2BIG;
+			rc = -1;
+			break;
+		}
 		if (snprintf(buf, sizeof(buf), "%s/%s", dir, e->d_name) >= (int)sizeof(buf)) {
 			errno = ENAMETOOLONG;
 			rc = -1;
@@ -2501,7 +2507,8 @@ static bool state_runs_programs(const char *git, const char *rel, char kind)
  * A line this reading does not take for such a key sets the repository
  * aside, so a misreading errs that way.
  */
-#define SWEEP_ENTRIES (4 * NESTED_ENTRIES)
+#define SWEEP_ENTRIES  (4 * NESTED_ENTRIES)
+#define SWEEP_ALL_DIRS (1u << 20) /* directories a walk of a whole tree reads, at most */
 
 /* Is key (lower case) of section sec one that git's init or clone writes? */
 static bool config_key_plain(const char *sec, const char *key)
@@ -2510,17 +2517,46 @@ static bool config_key_plain(const char *sec, const char *key)
 		const char *sec, *keys;
 	} plain[] = {
 		{ "core", " repositoryformatversion filemode bare logallrefupdates ignorecase "
-			  "precomposeunicode symlinks autocrlf eol safecrlf " },
+			  "precomposeunicode symlinks autocrlf eol safecrlf quotepath abbrev "
+			  "untrackedcache preloadindex splitindex checkstat trustctime "
+			  "compression loosecompression bigfilethreshold sparsecheckout "
+			  "sparsecheckoutcone warnambiguousrefs commitgraph multipackindex "
+			  "longpaths " },
 		{ "remote", " url pushurl fetch tagopt mirror promisor partialclonefilter prune " },
 		{ "branch", " remote merge rebase pushremote description " },
 		{ "extensions", " objectformat " },
 		{ "user", " name email " },
 		{ "init", " defaultbranch " },
-		{ "lfs", " repositoryformatversion " },
+		{ "lfs", " repositoryformatversion url locksverify fetchinclude fetchexclude " },
 		{ "pull", " rebase ff " },
-		{ "push", " default autosetupremote " },
-		{ "fetch", " prune " },
+		{ "push", " default autosetupremote followtags " },
+		{ "fetch", " prune prunetags recursesubmodules writecommitgraph " },
+		/*
+		 * What a developer's own repository commonly holds that names no
+		 * program (s43d F6: a deep clone's submodule url and gc.auto had
+		 * its whole config set aside after a call's git branch -u). Not
+		 * submodule.*.update, diff/merge drivers, filters, aliases, pagers,
+		 * editors, hooksPath, fsmonitor, sshCommand, gpg, credential or
+		 * include: those run programs or read other files as config.
+		 */
+		{ "submodule", " url active branch shallow fetchrecursesubmodules ignore " },
+		{ "gc", " auto autopacklimit autodetach pruneexpire reflogexpire "
+			"reflogexpireunreachable writecommitgraph " },
+		{ "maintenance", " auto strategy " },
+		{ "rerere", " enabled autoupdate " },
+		{ "status", " showuntrackedfiles submodulesummary short branch relativepaths " },
+		{ "index", " version threads skiphash " },
+		{ "pack", " threads windowmemory depth " },
+		{ "protocol", " version " },
+		{ "feature", " manyfiles experimental " },
+		{ "color", " ui diff status branch interactive grep decorate " },
+		{ "merge", " ff conflictstyle renames log stat " },
+		{ "rebase", " autosquash autostash updaterefs stat " },
+		{ "diff", " renames algorithm colormoved mnemonicprefix noprefix submodule "
+			  "ignoresubmodules indentheuristic " },
 	};
+	if (strcmp(sec, "advice") == 0)
+		return true; /* hints on or off, each a boolean */
 	char k[80];
 	if (snprintf(k, sizeof(k), " %s ", key) >= (int)sizeof(k))
 		return false;
@@ -2727,8 +2763,8 @@ static int sweep_new_repos(const struct cg_view *v, const char *tree, const char
  * a change to any other name is one record for its directory (watch.h).
  */
 static const char *const watched_names[] = {
-	".git", "HEAD", "config",      "commondir", "config.worktree", "hooks", ".hg",
-	".jj",	"hgrc", "config.toml", NULL
+	".git",	 "HEAD", "objects", "refs", "config",	   "commondir", "config.worktree",
+	"hooks", ".hg",	 ".jj",	    "hgrc", "config.toml", NULL
 };
 
 const char *const *cg_view_watched_names(void)
@@ -2910,17 +2946,39 @@ static int sweep_changes(const struct cg_view *v, const struct cg_watch *watch, 
 {
 	struct sweep_arg a = { v, tag, out };
 	struct level_walk all = {
-		.cap = SWEEP_ENTRIES, .every = true, .visit = sweep_visit, .arg = &a
+		.cap = SWEEP_ALL_DIRS, .every = true, .visit = sweep_visit, .arg = &a
 	};
 	const struct cg_watch_change *c;
 	size_t n = cg_watch_changes(watch, &c);
 	int rc = 0;
 	char p[PATH_MAX];
 	for (size_t i = 0; i < n; i++) {
-		if (!tree_of(v, c[i].dir) || !(c[i].mask & CG_WATCH_MADE))
+		if (!tree_of(v, c[i].dir))
 			continue;
-		if (strcmp(c[i].name, ".git") == 0 || strcmp(c[i].name, "HEAD") == 0)
-			judge_dir(&a, c[i].dir);
+		/*
+		 * A .git file (a linked worktree's or a submodule's gitdir:)
+		 * rewritten in place points the developer's git elsewhere (s43d
+		 * F3): set aside, as a new one is.
+		 */
+		struct stat st;
+		if (strcmp(c[i].name, ".git") == 0 && (c[i].mask & CG_WATCH_WRITTEN) &&
+		    snprintf(p, sizeof(p), "%s/.git", c[i].dir) < (int)sizeof(p) &&
+		    lstat(p, &st) == 0 && !S_ISDIR(st.st_mode) && !known_git(v, p))
+			(void)sweep_one(v, p, NULL, tag, out);
+		if (!(c[i].mask & CG_WATCH_MADE))
+			continue;
+		/*
+		 * What makes a directory a repository, made in one call or over
+		 * several (s43d F3: HEAD and a config in one call, objects and
+		 * refs in the next): the directory judged as it is now.
+		 */
+		static const char *const makes[] = { ".git", "HEAD", "objects", "refs",
+						     "commondir" };
+		for (size_t k = 0; k < CG_ARRAY_LEN(makes); k++)
+			if (strcmp(c[i].name, makes[k]) == 0) {
+				judge_dir(&a, c[i].dir);
+				break;
+			}
 		/*
 		 * Another version control's repository made, which runs what its
 		 * config names for whoever uses it there next (s43a F7: hg's hooks).
@@ -3054,7 +3112,7 @@ static int sweep_changed_since(const struct cg_view *v, const char *tree, const 
 {
 	struct sweep_arg a = { v, tag, out };
 	struct level_walk w = {
-		.cap = SWEEP_ENTRIES, .every = true, .visit = since_visit, .arg = &a
+		.cap = SWEEP_ALL_DIRS, .every = true, .visit = since_visit, .arg = &a
 	};
 	int rc = walk_all(&w, tree);
 	if (rc != 0)

@@ -23,6 +23,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/fanotify.h>
+#include <sys/stat.h>
 #include <sys/statfs.h>
 #include <unistd.h>
 
@@ -134,11 +135,23 @@ static void keep(struct cg_watch *w, uint64_t mask, const struct fanotify_event_
 		fs++;
 	if (fs == w->n_fs || h->handle_bytes > UINT16_MAX || !name[0])
 		return; /* another file system's, or no name: not a change in a tree */
-	if (!((mask & FAN_MOVED_TO) && (mask & FAN_ONDIR)) && !named(w, name)) {
-		if (seen_before(w, dir_hash(fs, h)))
-			return;
+	/*
+	 * Once per directory and name (and kind of change) for a name the
+	 * caller judges, or a directory moved in; once per directory for any
+	 * other name. So a call writing one file a million times, or a million
+	 * files in few directories, costs few records (s43d F2 filled the
+	 * bound with writes to files named config).
+	 */
+	uint64_t x = dir_hash(fs, h);
+	if (((mask & FAN_MOVED_TO) && (mask & FAN_ONDIR)) || named(w, name)) {
+		for (const char *c = name; *c; c++)
+			x = (x ^ (unsigned char)*c) * 1099511628211ULL;
+		x = ((x ^ mask_of(mask)) * 1099511628211ULL) | 1;
+	} else {
 		name = ""; /* the directory's one record for every other name */
 	}
+	if (seen_before(w, x))
+		return;
 	size_t nl = strlen(name);
 	size_t len = (sizeof(struct rec) + h->handle_bytes + nl + 1 + 7) & ~(size_t)7;
 	if (w->len + len > w->bytes_max) {
@@ -245,6 +258,52 @@ static int add_tree(struct cg_watch *w, const char *tree)
 	return 0;
 }
 
+/* Unescape mountinfo's octal escapes (\040 for a space) in place. */
+static void unescape(char *s)
+{
+	char *o = s;
+	for (; *s; s++) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
+		    s[3] >= '0' && s[3] <= '7') {
+			*o++ = (char)((s[1] - '0') << 6 | (s[2] - '0') << 3 | (s[3] - '0'));
+			s += 3;
+		} else {
+			*o++ = *s;
+		}
+	}
+	*o = '\0';
+}
+
+/*
+ * Is anything mounted below one of trees? Its changes are another mount's:
+ * another file system no mark covers, or a bind mount whose directories
+ * resolve to paths outside every tree (s43d F4: a repository under a tmpfs
+ * or a bind mount in the workspace went unjudged while the watch said it
+ * was whole). true also when mountinfo cannot be read.
+ */
+static bool mounts_below(const char *const *trees, size_t n)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	char *line = NULL;
+	size_t cap = 0;
+	bool below = !f;
+	while (f && !below && getline(&line, &cap, f) > 0) {
+		/* id parent major:minor root MOUNTPOINT ... */
+		char *save = NULL, *mp = strtok_r(line, " ", &save);
+		for (int k = 0; mp && k < 4; k++)
+			mp = strtok_r(NULL, " ", &save);
+		if (!mp)
+			continue;
+		unescape(mp);
+		for (size_t i = 0; i < n && !below; i++)
+			below = cg_path_under(mp, trees[i]) && strcmp(mp, trees[i]) != 0;
+	}
+	free(line);
+	if (f)
+		(void)fclose(f);
+	return below;
+}
+
 struct cg_watch *cg_watch_start(const char *const *trees, size_t n, const char *const *names)
 {
 	struct cg_watch *w = calloc(1, sizeof(*w));
@@ -268,6 +327,8 @@ struct cg_watch *cg_watch_start(const char *const *trees, size_t n, const char *
 	for (size_t i = 0; i < n; i++)
 		if (add_tree(w, trees[i]) != 0)
 			w->lost = true; /* its changes are not seen: the sweep walks */
+	if (mounts_below(trees, n))
+		w->lost = true;
 	if (w->n_fs == 0)
 		goto fail;
 	w->stop = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -304,8 +365,14 @@ static bool same_dir(const struct rec *x, const struct rec *y)
 	       memcmp(x->data, y->data, x->hlen) == 0;
 }
 
-/* The directory's path now, malloc'd, or NULL (gone, or out of reach). */
-static char *dir_path(const struct cg_watch *w, const struct rec *r)
+/*
+ * The directory's path now, malloc'd; NULL when it is gone (a handle gone
+ * stale, a directory with no links left). Anything else that cannot be
+ * resolved (a path past PATH_MAX, an error) makes the watch incomplete:
+ * s43d F5 had a directory named "x (deleted)" taken for a deleted one by
+ * its name, and a repository made there went unjudged.
+ */
+static char *dir_path(struct cg_watch *w, const struct rec *r)
 {
 	union {
 		struct file_handle h;
@@ -315,20 +382,26 @@ static char *dir_path(const struct cg_watch *w, const struct rec *r)
 	fh.h.handle_type = r->htype;
 	memcpy(fh.h.f_handle, r->data, r->hlen);
 	int fd = open_by_handle_at(w->fs[r->fs].mount_fd, &fh.h, O_PATH | O_CLOEXEC);
-	if (fd < 0)
+	if (fd < 0) {
+		w->lost |= errno != ESTALE && errno != ENOENT;
 		return NULL;
+	}
+	struct stat st;
 	char link[64], path[4096];
 	(void)snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
-	ssize_t n = readlink(link, path, sizeof(path) - 1);
+	ssize_t n = fstat(fd, &st) == 0 && st.st_nlink > 0 ? readlink(link, path, sizeof(path)) : 0;
+	bool gone = n == 0;
 	(void)close(fd);
-	static const char deleted[] = " (deleted)";
-	if (n <= 0 || n >= (ssize_t)sizeof(path) - 1 || path[0] != '/')
+	if (gone)
 		return NULL;
+	if (n < 0 || n >= (ssize_t)sizeof(path) || path[0] != '/') {
+		w->lost = true;
+		return NULL;
+	}
 	path[n] = '\0';
-	if ((size_t)n > sizeof(deleted) - 1 &&
-	    strcmp(path + n - (sizeof(deleted) - 1), deleted) == 0)
-		return NULL;
-	return strdup(path);
+	char *s = strdup(path);
+	w->lost |= !s;
+	return s;
 }
 
 static void resolve(struct cg_watch *w)

@@ -342,11 +342,11 @@ class ConfinedByPolicy(unittest.TestCase):
         self.assertFalse(os.path.exists(sub))
 
     def test_hard_link_to_outside_file_exdev(self):
-        # What the kernel returns (Landlock, ABI >= 2): linking an inode from
-        # outside into the writable tree is EXDEV, not EACCES - the link
-        # would give the outside file the tree's write rights, and Landlock
-        # answers such a "reparenting" with EXDEV. A link from inside to
-        # outside is a plain MAKE_REG refusal: EACCES.
+        # A confined command makes no hard link at all: seccomp answers
+        # EXDEV (what Landlock answers for an inode from outside, and what
+        # tools that link fall back from), inside the tree too, since a
+        # write through another name of a repository's config is reported
+        # under that name alone (s43d F1).
         hl = os.path.join(self.inside, "hl")
         res = self.probe("fs", "fs-workspace",
                          link_outside=f"os.link({self.victim!r}, {hl!r})",
@@ -354,13 +354,14 @@ class ConfinedByPolicy(unittest.TestCase):
                                          f"{os.path.join(self.outside, 'hl')!r})",
                          link_inside=f"os.link({self.mine!r}, "
                                      f"{os.path.join(self.inside, 'hl2')!r})")
-        self.assertEqual(res, {"link_outside": "EXDEV", "link_to_outside": "EROFS",
-                               "link_inside": "OK"})
+        self.assertEqual(res, {"link_outside": "EXDEV", "link_to_outside": "EXDEV",
+                               "link_inside": "EXDEV"})
         self.assert_refused(["ln", self.victim, hl], text=os.strerror(errno.EXDEV))
         self.assertFalse(os.path.exists(hl))
         self.assertEqual(os.stat(self.victim).st_nlink, 1)
-        self.assert_runs(["ln", self.mine, os.path.join(self.inside, "hl3")])
-        self.assertEqual(os.stat(self.mine).st_nlink, 3)
+        self.assert_refused(["ln", self.mine, os.path.join(self.inside, "hl3")],
+                            text=os.strerror(errno.EXDEV))
+        self.assertEqual(os.stat(self.mine).st_nlink, 1)
 
     # -- network -------------------------------------------------------------
 
@@ -561,7 +562,12 @@ class LeftRunningByACrash(unittest.TestCase):
         while any(cgtest.pid_alive(p) for p in pids) and time.monotonic() < deadline:
             time.sleep(0.05)
         self.assertFalse([p for p in pids if cgtest.pid_alive(p)], d.log)
-        self.assertIn("killed 1 call(s) a callgated that is gone left running", d.log)
+        # The kill comes before its log line: under load the line may lag.
+        said = "killed 1 call(s) a callgated that is gone left running"
+        deadline = time.monotonic() + 10
+        while said not in d.log and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertIn(said, d.log)
         before = os.path.getmtime(tick)
         time.sleep(0.3)
         self.assertEqual(os.path.getmtime(tick), before, "the call still writes")

@@ -939,6 +939,51 @@ class RepositoryInTheWorkspace(unittest.TestCase):
         self.assertFalse(os.path.lexists(os.path.join(self.ws, "hgsub", ".hg")))
         self.assertFalse(os.path.lexists(os.path.join(self.ws, "opencode.json")))
 
+    def test_ways_around_the_watch_run_nothing_for_the_developer(self):
+        # s43d: a hard link to a deep repository's config (F1), a bare repository
+        # made over two calls (F3), a directory whose name ends " (deleted)" (F5),
+        # a mount below the workspace (F4). Judged by what the developer's git
+        # runs afterwards; and a developer's harmless keys stay (F6).
+        marker = os.path.join(self.ws, "RAN")
+        fsmon = "[core]\\n\\tfsmonitor = touch %s\\n" % marker
+        mine = os.path.join(self.ws, "s", "t", "u", "v", "mine")
+        git_repo(mine)
+        cfg = os.path.join(mine, ".g" + "it", "con" + "fig")
+        resp = self.run_call([PY, "-c", "import errno, os, sys\n"
+                              "try:\n os.link(%r, 'notes.txt')\n"
+                              "except OSError as e:\n sys.exit(0 if e.errno == errno.EXDEV else 3)\n"
+                              "open('notes.txt', 'a').write('%s')\nsys.exit(4)" % (cfg, fsmon)])
+        self.assertEqual([s["exit_code"] for s in resp["stages"]], [0], resp)
+        resp = self.run_call([PY, "-c", "import os; os.makedirs('src/sub'); "
+                              "open('src/HEAD', 'w').write('ref: refs/heads/main\\n'); "
+                              "open('src/con' + 'fig', 'w').write('%s')" % fsmon])
+        self.assertEqual([s["exit_code"] for s in resp["stages"]], [0], resp)
+        resp = self.run_call([PY, "-c", "import os; os.makedirs('src/objects'); "
+                              "os.makedirs('src/refs/heads')"])
+        self.assertEqual([s["exit_code"] for s in resp["stages"]], [0], resp)
+        plant = ("import subprocess, sys; d = sys.argv[1]; subprocess.run(['git', 'init', "
+                 "'-q', d], check=True); open(d + '/.g' + 'it/con' + 'fig', 'a').write('%s')"
+                 % fsmon)
+        resp = self.run_call([PY, "-c", plant, "p/q/x (deleted)"])
+        self.assertEqual([s["exit_code"] for s in resp["stages"]], [0], resp)
+        mnt = os.path.join(self.ws, "mnt")
+        os.mkdir(mnt)
+        subprocess.run(["mount", "-t", "tmpfs", "cg-test", mnt], check=True)
+        try:
+            resp = self.run_call([PY, "-c", plant, "mnt/r"])
+            self.assertEqual([s["exit_code"] for s in resp["stages"]], [0], resp)
+            for d in (mine, "src", "src/sub", "p/q/x (deleted)", "mnt/r"):
+                subprocess.run(["git", "-C", os.path.join(self.ws, d), "status"],
+                               capture_output=True)
+            self.assertFalse(os.path.exists(marker))
+        finally:
+            subprocess.run(["umount", "-l", mnt])
+        # F6: keys a developer's repository commonly holds stay when a call writes it.
+        resp = self.run_call([PY, "-c", "open(%r, 'a').write('[gc]\\n\\tauto = 0\\n"
+                              "[submodule \"lib\"]\\n\\turl = ../lib\\n')" % cfg])
+        self.assertEqual([s["exit_code"] for s in resp["stages"]], [0], resp)
+        self.assertTrue(os.path.isfile(cfg), resp["reply"])
+
     def test_a_bare_repositorys_worktrees_are_not_the_calls(self):
         # s43a F1: a bare repository in the workspace kept only HEAD, config,
         # hooks and commondir read-only; a call pointed its linked worktree's
