@@ -807,6 +807,14 @@ static void grant_rows(struct screen *sc, const char *title, const json_t *grant
 		(void)snprintf(label, sizeof(label), "  stage %zu", i + 1);
 		screen_field(sc, label, json_string_value(json_object_get(st, "exe")));
 		non_ascii_row(sc, json_string_value(json_object_get(st, "exe")));
+		/* The path the agent wrote, when it was a link to the program above (s43b F1). */
+		const char *sent = json_string_value(json_object_get(st, "as_sent"));
+		if (sent) {
+			char via[PATH_MAX + 64];
+			(void)snprintf(via, sizeof(via), "%s (a link to the program above)", sent);
+			screen_field(sc, "    as sent", via);
+			non_ascii_row(sc, sent);
+		}
 		size_t wl = what ? strlen(what) + sizeof(note) : 0;
 		char *shown = what ? malloc(wl) : NULL;
 		if (shown)

@@ -8,7 +8,9 @@
  */
 #include "grant_admin.h"
 
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 struct cg_reply *cg_grants_open(struct cg_grants *gs, json_t *spec, uid_t opener,
@@ -63,9 +65,48 @@ int cg_grant_request_check(json_t *spec, uid_t peer_uid, int64_t now_wall_ns, st
 	}
 	if (!uid)
 		json_object_set_new(spec, "uid", json_integer(peer_uid));
+	/*
+	 * Each stage's program resolved now, for the approver to see and the
+	 * grant to open for (s43b F1: a link shown as /ws/tool, pointing at
+	 * echo on screen, was re-pointed at dash before the yes, and the grant
+	 * opened for dash). What the agent wrote stays beside it, as_sent.
+	 */
+	size_t i;
+	json_t *st;
+	json_array_foreach(json_object_get(spec, "pipeline"), i, st)
+	{
+		const char *e = json_string_value(json_object_get(st, "exe"));
+		char real[PATH_MAX];
+		(void)json_object_del(st, "as_sent");
+		if (e && e[0] == '/' && realpath(e, real) && strcmp(real, e) != 0) {
+			json_object_set_new(st, "as_sent", json_string(e));
+			json_object_set_new(st, "exe", json_string(real));
+		}
+	}
 	struct cg_grant *probe = NULL;
 	if (cg_grant_parse(spec, peer_uid, now_wall_ns, &probe, err) != 0)
 		return -1;
 	cg_grant_free(probe);
 	return 0;
+}
+
+struct cg_reply *cg_grant_request_unchanged(const json_t *spec)
+{
+	size_t i;
+	const json_t *st;
+	json_array_foreach(json_object_get(spec, "pipeline"), i, st)
+	{
+		const char *e = json_string_value(json_object_get(st, "exe"));
+		char real[PATH_MAX];
+		if (e && (!realpath(e, real) || strcmp(real, e) != 0)) {
+			char detail[PATH_MAX + 256];
+			(void)snprintf(detail, sizeof(detail),
+				       "stage %zu's program %s is not the file the approver was "
+				       "shown any more (it is a link now, or gone); nothing was "
+				       "opened: ask again",
+				       i + 1, e);
+			return cg_reply_new(CG_R_GRANT_REQUEST_INVALID, "{s:s}", "detail", detail);
+		}
+	}
+	return NULL;
 }

@@ -39,10 +39,19 @@ struct cg_reply *cg_grants_close_reply(struct cg_grants *gs, const char *id);
 
 /*
  * Check an agent's grant request spec (borrowed, completed in place: a
- * missing uid becomes peer_uid) without opening anything: the grant is
+ * missing uid becomes peer_uid, and each stage's exe the program it
+ * resolves to now, with the path as written kept as its as_sent) without
+ * opening anything: the grant is
  * built again when a human approves it. 0, or -1 with *err (caller frees).
  */
 int cg_grant_request_check(json_t *spec, uid_t peer_uid, int64_t now_wall_ns, struct cg_reply **err)
     __attribute__((warn_unused_result));
+
+/*
+ * At the approver's yes: is every stage's program (resolved when the request
+ * was checked) still that file, reached through no link? NULL, or the
+ * GRANT_REQUEST_INVALID to answer the agent with (caller frees).
+ */
+struct cg_reply *cg_grant_request_unchanged(const json_t *spec);
 
 #endif

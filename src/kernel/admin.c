@@ -192,6 +192,8 @@ static struct cg_reply *approve_locked(struct cg_kernel *k, const char *id, cons
 		 */
 		struct cg_reply *final = NULL;
 		if (j->grant_request)
+			final = cg_grant_request_unchanged(j->gate.req->grant);
+		if (j->grant_request && !final)
 			final = cg_grants_open(&k->grants, j->gate.req->grant, uid,
 					       cg_now_wall_ns(), j->grant_id);
 		settle_locked(k, j, final);

@@ -513,6 +513,39 @@ class AgentAsksForGrant(unittest.TestCase):
             rp = self.d.cli("replay", resp["reply"]["trace_id"])
         self.assertEqual(rp.returncode, 0, rp.stdout + rp.stderr)
 
+    def test_the_program_shown_is_the_program_the_grant_opens_for(self):
+        # s43b F1: the screen named a link as the agent wrote it, and the grant
+        # opened for wherever it pointed at the yes: re-pointed from echo to
+        # dash after display, it opened for dash and ran dash as root. Now the
+        # program is resolved when the request is checked, shown with the path
+        # as sent, and the grant opens for that program whatever the link
+        # says later. Judged by what is open and by what the link runs.
+        link = os.path.join(self.d.workspace, "tool")
+        marker = os.path.join(self.d.workspace, "DASH_RAN")
+        os.symlink("/usr/bin/echo", link)
+        spec = {"pipeline": [{"exe": link, "argv": ["./tool", "**"]}], "privileged": True,
+                "uses": 1, "ttl_s": 60}
+        t, box = call_async(self.d, self.ask(spec))
+        p = wait_pending(self.d, 1)[0]
+        stage = p["grant"]["pipeline"][0]
+        echo = os.path.realpath("/usr/bin/echo")
+        self.assertEqual((stage["exe"], stage["as_sent"]), (echo, link))
+        self.assertIn("a link to the program above", self.d.cli("pending").stdout.decode())
+        os.remove(link)
+        os.symlink(os.path.realpath("/bin/sh"), link)
+        self.d.cli("approve", p["trace_id"])
+        t.join(WAIT)
+        self.assertEqual(box["resp"]["reply"]["code"], "CT-OPEN-S-001", box["resp"])
+        grants = self.d.admin("grant_list")["reply"]["data"]["grants"]
+        self.assertEqual([g["pipeline"][0]["exe"] for g in grants], [echo], grants)
+        # The link now names dash: the grant (for echo) does not cover it.
+        gate = self.d.request(cgtest.make_request([["./tool", "-c", "touch " + marker]],
+                                                  action="gate", privileged=True,
+                                                  cwd=self.d.workspace))
+        self.assertNotIn("grant_id", gate["reply"].get("data", {}), gate)
+        self.assertNotEqual(gate["reply"]["data"].get("decision"), "ALLOW", gate)
+        self.assertFalse(os.path.exists(marker))
+
     def test_denied_request_opens_nothing(self):
         t, box = call_async(self.d, self.ask(self.SPEC))
         p = wait_pending(self.d, 1)[0]
