@@ -198,6 +198,15 @@ struct cg_evidence {
 	bool ckpt_line_valid;	/* … and it was written by this run */
 	int64_t last_ckpt_ns;
 	bool seal_unsigned; /* a sealed trace waits for the next checkpoint */
+	/*
+	 * This start follows a clean stop at that seq (0: it does not): its
+	 * first event says so and is signed before any call (ckpt_now), so that
+	 * a crash of this run leaves a tail after a checkpoint of its own, not
+	 * events after the stop's (s43b F3: the next start refused them as no
+	 * daemon's, and the gate stayed down).
+	 */
+	uint64_t after_stop;
+	bool ckpt_now;
 	/* events a start found after the last checkpoint (a crash's), recorded */
 	uint64_t tail_from, tail_to;
 	char tail_head[65];
@@ -1252,15 +1261,16 @@ static int process(struct cg_evidence *ev, struct item *batch, bool final)
 		return -1;
 	int64_t since = cg_now_mono_ns() - ev->last_ckpt_ns;
 	ev->seal_unsigned |= sealed;
-	bool want_ckpt =
-	    ev->seq > ev->ckpt_seq && (final || ev->since_ckpt >= ev->cfg.checkpoint_every ||
-				       since >= ev->cfg.checkpoint_ms * 1000000 ||
-				       (ev->seal_unsigned && since >= SEAL_CKPT_GAP_MS * 1000000));
+	bool want_ckpt = ev->seq > ev->ckpt_seq &&
+			 (final || ev->ckpt_now || ev->since_ckpt >= ev->cfg.checkpoint_every ||
+			  since >= ev->cfg.checkpoint_ms * 1000000 ||
+			  (ev->seal_unsigned && since >= SEAL_CKPT_GAP_MS * 1000000));
 	/* A checkpoint may only name a head that is already durable. */
 	if ((need_sync || want_ckpt) && fdatasync(ev->seg_fd) != 0)
 		return -1;
 	if (want_ckpt && checkpoint(ev, final) < 0)
 		return -1;
+	ev->ckpt_now &= !want_ckpt;
 	/*
 	 * A resume point names a checkpoint of this run at the head: at most one
 	 * per checkpoint interval, and one at close.
@@ -2328,6 +2338,8 @@ static int recover(struct cg_evidence *ev, json_t *torn, char *why, size_t why_l
 		       " event(s) written after the clean stop at seq %" PRIu64,
 		       ev->seq - last_ck, last_ck);
 	}
+	if (stop_seq && stop_seq == last_ck && ev->seq == last_ck)
+		ev->after_stop = stop_seq;
 	if (ev->seq > last_ck) {
 		ev->tail_from = last_ck + 1;
 		ev->tail_to = ev->seq;
@@ -2576,6 +2588,16 @@ int cg_evidence_open(const struct cg_evidence_config *cfg, struct cg_evidence **
 		    ev->tail_head);
 		struct item *it = p ? item_event(CG_JOURNAL_TRACE, CG_EV_RECOVERY, p, false) : NULL;
 		json_decref(p);
+		rc = it ? enqueue(ev, it) : -1;
+	}
+	if (rc == 0 && ev->after_stop) {
+		json_t *p = json_pack("{s:s, s:I}", "what", "started after the clean stop",
+				      "after_stop", (json_int_t)ev->after_stop);
+		struct item *it = p ? item_event(CG_JOURNAL_TRACE, CG_EV_RECOVERY, p, false) : NULL;
+		json_decref(p);
+		pthread_mutex_lock(&ev->mu);
+		ev->ckpt_now = true;
+		pthread_mutex_unlock(&ev->mu);
 		rc = it ? enqueue(ev, it) : -1;
 	}
 	while (l.head) {

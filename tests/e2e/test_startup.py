@@ -304,6 +304,35 @@ class EventsAfterACleanStop(unittest.TestCase):
             self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
 
 
+class ACrashAfterACleanRestart(unittest.TestCase):
+    def test_the_next_start_takes_the_crashs_tail_as_its_own(self):
+        # s43b F3: a daemon started after a clean stop that died before its
+        # first checkpoint left its own events after the stop's, and the next
+        # start refused them as no daemon's: the gate stayed down until
+        # --resign-journal. A start after a clean stop now says so in its
+        # first event and signs it before any call.
+        with cgtest.Daemon() as d:
+            calls(d, 1)
+            d.stop()
+            restart(d)
+            # A call that runs: its permit is durable before it does, and no
+            # checkpoint of this run covers it yet (the interval has not passed).
+            r = d.request(cgtest.make_request([["true"]], privileged=False))
+            self.assertEqual(r["status"], "ok", r)
+            d.stop(signal.SIGKILL)
+            restart(d)  # refused before (MCP-LOG-E-003), with the gate down
+            self.assertIn("signed at this start", open(segment(d.state_dir)).read())
+            calls(d, 1)
+            d.stop()
+            with open(segment(d.state_dir), "rb") as f:
+                events = [json.loads(ln) for ln in f.read().splitlines()]
+            after = [e["payload"] for e in events if e["type"] == "recovery"
+                     and e["payload"].get("what") == "started after the clean stop"]
+            self.assertEqual(len(after), 1, events)
+            p = cli(d.state_dir, "replay", "--all")
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+
+
 class OpenTraceAcrossACrash(unittest.TestCase):
     def test_trace_waiting_for_approval_is_marked_incomplete(self):
         d = cgtest.Daemon(flags=["--approval", "--approval-timeout", "60000"]).start()
