@@ -604,6 +604,7 @@ static int shared_main(void *p)
 	struct shared_start *s = p;
 	born_in = s->t;
 	shared_exec_word = &s->exec_word;
+	cg_oom_deferred = true; /* the daemon's memory until exec (s43b F2) */
 	/*
 	 * If the thread that started us dies (the daemon is killed) before we
 	 * become callgate-init, so do we: half a start must not go on alone
@@ -655,6 +656,10 @@ static pid_t spawn_shared(struct cg_tree *t, unsigned long ns_flags, int (*fn)(v
 	/* The child set them on our TLS; they point into this frame. */
 	born_in = NULL;
 	shared_exec_word = NULL;
+	cg_oom_deferred = false;
+	/* Every process of the call has exec'd (or died): now the OOM killer's first. */
+	if (r > 0)
+		cg_oom_first_procs(t->cg_fd);
 	cg_stack_unpoison(map + guard, SHARED_STACK);
 	(void)munmap(map, SHARED_STACK + guard);
 	errno = e;

@@ -148,6 +148,13 @@ static const char *const home_secrets[] = {
 	".node_repl_history",
 };
 /*
+ * A call's own /tmp and /dev/shm hold at most this much each (a tmpfs's
+ * default is half the machine's memory: s43b F2 filled one until the OOM
+ * killer ran), as scratch directories do.
+ */
+#define CG_VIEW_TMPFS_SIZE "size=2g"
+
+/*
  * System secrets, other services' sockets, the daemon's default state.
  * A root caller's command runs as uid 0 without capabilities, so it still
  * owns every root-owned file: the common root-only key stores are here.
@@ -497,7 +504,8 @@ static int build_dev(const struct cg_view *v, const struct view_fds *f)
 		      "newinstance,ptmxmode=0666,mode=0620") != 0)
 		return errno;
 	if (sys_mount("tmpfs", "dev/shm", "tmpfs",
-		      MS_NOSUID | MS_NODEV | (v->noexec_writes ? MS_NOEXEC : 0), "mode=1777") != 0)
+		      MS_NOSUID | MS_NODEV | (v->noexec_writes ? MS_NOEXEC : 0),
+		      "mode=1777," CG_VIEW_TMPFS_SIZE) != 0)
 		return errno;
 	for (size_t i = 0; i < CG_ARRAY_LEN(links); i++)
 		if (symlink(links[i][0], links[i][1]) != 0)
@@ -658,8 +666,8 @@ static int place_trees(const struct cg_view *v, const struct view_fds *f)
 	int rc;
 	unsigned long nx = v->noexec_writes ? MS_NOEXEC : 0;
 	uint64_t nx_attr = v->noexec_writes ? MOUNT_ATTR_NOEXEC : 0;
-	if (v->private_tmp &&
-	    sys_mount("tmpfs", "tmp", "tmpfs", MS_NOSUID | MS_NODEV | nx, "mode=1777") != 0)
+	if (v->private_tmp && sys_mount("tmpfs", "tmp", "tmpfs", MS_NOSUID | MS_NODEV | nx,
+					"mode=1777," CG_VIEW_TMPFS_SIZE) != 0)
 		return errno;
 	for (size_t i = 0; i < v->n_tmp_dirs; i++)
 		if ((rc = make_tmp_dirs(v->tmp_dirs[i] + 1)) != 0)
@@ -859,8 +867,36 @@ __attribute__((noreturn)) static void wait_as_init(pid_t pid)
 	_exit(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0));
 }
 
+__thread bool cg_oom_deferred;
+
+void cg_oom_first_procs(int cg_fd)
+{
+	char buf[4096], path[64];
+	int fd = cg_fd >= 0 ? openat(cg_fd, "cgroup.procs", O_RDONLY | O_CLOEXEC) : -1;
+	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+	if (fd >= 0)
+		(void)close(fd);
+	if (n <= 0)
+		return;
+	buf[n] = '\0';
+	for (char *p = buf, *end; *p; p = end) {
+		long pid = strtol(p, &end, 10);
+		if (end == p)
+			break;
+		end += *end == '\n';
+		(void)snprintf(path, sizeof(path), "/proc/%ld/oom_score_adj", pid);
+		int w = open(path, O_WRONLY | O_CLOEXEC);
+		if (w >= 0) {
+			(void)!write(w, "1000", 4);
+			(void)close(w);
+		}
+	}
+}
+
 void cg_oom_first(void)
 {
+	if (cg_oom_deferred)
+		return; /* this memory is the daemon's until exec: raised after it */
 	/*
 	 * oom_score_adj 1000: the kernel's OOM killer takes a call's processes
 	 * (its pid 1 too, which holds its tmpfs) before the daemon, whatever

@@ -215,4 +215,16 @@ int cg_view_read_only_but(const char *const *rw, size_t n_rw, const char *cwd);
  */
 void cg_oom_first(void);
 
+/*
+ * Set (on this thread) while a child shares the daemon's memory until it
+ * execs: cg_oom_first does nothing then, since the OOM killer's choice of
+ * that child would kill every task of the memory it shares, the daemon
+ * first (s43b F2). The spawner raises the call's processes after they exec
+ * (cg_oom_first_procs).
+ */
+extern __thread bool cg_oom_deferred;
+
+/* Raise every process in the cgroup dir cg_fd names to oom_score_adj 1000 (best effort). */
+void cg_oom_first_procs(int cg_fd);
+
 #endif

@@ -1425,6 +1425,28 @@ class OutOfMemoryTakesTheCall(unittest.TestCase):
     approval and grant went with it (attack, s36). Judged by the daemon's
     process after the call, and by the call's own end."""
 
+    def test_a_calls_own_tmp_is_bounded_and_nothing_sharing_the_daemon_goes_first(self):
+        # s43b F2: a call's private /tmp had a tmpfs's default size (half the
+        # memory), and the view's builder, which shares the daemon's memory
+        # until it execs, was marked for the OOM killer first: its kill took
+        # the daemon. /tmp and /dev/shm hold at most 2 GiB; the mark comes
+        # after exec. Judged by the call's own view of its /tmp and marks.
+        with cgtest.Daemon() as d:
+            size = ("import os; print(*(os.statvfs(p).f_blocks * os.statvfs(p).f_frsize "
+                    "for p in ('/tmp', '/dev/shm')))")
+            resp = d.request(cgtest.make_request([["python3", "-c", size]], privileged=False),
+                             timeout=30)
+            out = base64.b64decode(resp.get("stdout", "")).decode().split()
+            self.assertEqual(len(out), 2, resp)
+            self.assertTrue(all(int(n) <= 2 << 30 for n in out), out)
+            resp = d.request(cgtest.make_request([["cat", "/proc/self/oom_score_adj",
+                                                   "/proc/1/oom_score_adj"]],
+                                                 privileged=False), timeout=30)
+            self.assertEqual(base64.b64decode(resp["stdout"]).decode().split(),
+                             ["1000", "1000"], resp)
+            with open("/proc/%d/oom_score_adj" % d.proc.pid) as f:
+                self.assertEqual(f.read().strip(), "0")
+
     def test_the_daemon_outlives_a_call_that_fills_memory(self):
         cg = memory_cgroup(256 << 20)
         if not cg:
