@@ -917,6 +917,16 @@ static void build_view(struct screen *sc, const json_t *p, size_t waiting)
 			screen_field(sc, "  found as", found);
 			non_ascii_row(sc, found);
 		}
+		const char *argv0 = json_string_value(json_object_get(st, "argv0"));
+		if (argv0) {
+			char as[PATH_MAX + 96];
+			(void)snprintf(as, sizeof(as),
+				       "%s (NOT argv[0] below: a program that reads its name, "
+				       "xz/xzcat, busybox, acts as this one)",
+				       argv0);
+			screen_field(sc, "  runs as", as);
+			non_ascii_row(sc, argv0);
+		}
 		size_t k;
 		const json_t *a;
 		json_array_foreach(json_object_get(st, "argv"), k, a)

@@ -35,11 +35,16 @@ json_t *cg_approval_view(const struct cg_call *call, const struct cg_folded *f,
 		 * /etc/shadow as root under a screen that showed one set).
 		 */
 		json_t *bound = cg_folded_stage_sets(f, i);
-		json_array_append_new(stages,
-				      json_pack("{s:o?,s:s,s:s,s:b,s:o?}", "argv", argv, "exe",
-						call->stages[i].exe, "found", call->stages[i].found,
-						"via_symlink", call->stages[i].via_symlink,
-						"constraint_sets", bound));
+		/*
+		 * The name it is started under when that is not argv[0] as sent (a
+		 * workspace link runs under the program's own name: s43b F4, shown
+		 * as ./xzcat, it ran as xz and compressed the file in place).
+		 */
+		json_array_append_new(
+		    stages, json_pack("{s:o?,s:s,s:s,s:b,s:o?,s:s?}", "argv", argv, "exe",
+				      call->stages[i].exe, "found", call->stages[i].found,
+				      "via_symlink", call->stages[i].via_symlink, "constraint_sets",
+				      bound, "argv0", call->stages[i].argv0));
 	}
 	for (size_t i = 0; i < req->n_env; i++)
 		json_object_set_new(env, req->env[i].name, json_string(req->env[i].value));

@@ -546,6 +546,23 @@ class AgentAsksForGrant(unittest.TestCase):
         self.assertNotEqual(gate["reply"]["data"].get("decision"), "ALLOW", gate)
         self.assertFalse(os.path.exists(marker))
 
+    def test_the_name_a_program_runs_under_is_shown(self):
+        # s43b F4: shown as ./xzcat notes.txt (a workspace link to xz), the call
+        # ran as xz, which reads its own name: it compressed the file in place.
+        xz = shutil.which("xz")
+        if not xz:
+            self.skipTest("no xz here")
+        os.symlink(xz, os.path.join(self.d.workspace, "xzcat"))
+        t, box = call_async(self.d, cgtest.make_request([["./xzcat", "notes.txt"]],
+                                                        cwd=self.d.workspace))
+        p = wait_pending(self.d, 1)[0]
+        self.assertEqual(p["pipeline"][0]["argv0"], "./xz", p["pipeline"][0])
+        screen = self.d.cli("pending").stdout.decode()
+        self.assertIn("runs as", screen)
+        self.assertIn("./xz (NOT argv[0] below", screen)
+        self.d.cli("deny", p["trace_id"])
+        t.join(WAIT)
+
     def test_denied_request_opens_nothing(self):
         t, box = call_async(self.d, self.ask(self.SPEC))
         p = wait_pending(self.d, 1)[0]
