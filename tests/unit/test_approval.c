@@ -23,6 +23,7 @@ static void make_call(struct cg_request *req, struct cg_call *call, struct cg_re
 	req->n_env = 1;
 	req->env = &env0;
 	req->privileged = true;
+	memset(rs, 0, sizeof(*rs));
 	rs->exe = "/usr/bin/apt";
 	rs->found = "/usr/bin/apt";
 	rs->via_symlink = false;
@@ -60,6 +61,11 @@ Test(approval, view_hash_binds_every_fact_that_decides_what_runs)
 	cr_assert_str_neq(a, b, "resolved exe is bound");
 	json_decref(v2);
 	rs.exe = "/usr/bin/apt";
+	rs.argv0 = "./apt-get"; /* started under another name than argv[0] (s43b F4) */
+	v2 = cg_approval_view(&call, NULL, "t1", "/usr/bin/agent", b);
+	cr_assert_str_neq(a, b, "the name it runs under is bound");
+	json_decref(v2);
+	rs.argv0 = NULL;
 	call.cwd = "/elsewhere";
 	v2 = cg_approval_view(&call, NULL, "t1", "/usr/bin/agent", b);
 	cr_assert_str_neq(a, b, "cwd is bound");
