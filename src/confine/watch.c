@@ -18,6 +18,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,11 +79,11 @@ static unsigned mask_of(uint64_t m)
 }
 
 /* FNV-1a over a directory's file system and handle. */
-static uint64_t dir_hash(size_t fs, const struct file_handle *h)
+static uint64_t dir_hash(size_t fs, int32_t htype, const unsigned char *handle, uint32_t hlen)
 {
-	uint64_t x = 1469598103934665603ULL ^ fs ^ ((uint64_t)(uint32_t)h->handle_type << 8);
-	for (unsigned i = 0; i < h->handle_bytes; i++)
-		x = (x ^ h->f_handle[i]) * 1099511628211ULL;
+	uint64_t x = 1469598103934665603ULL ^ fs ^ ((uint64_t)(uint32_t)htype << 8);
+	for (uint32_t i = 0; i < hlen; i++)
+		x = (x ^ handle[i]) * 1099511628211ULL;
 	return x | 1; /* 0 marks a free slot */
 }
 
@@ -126,14 +127,36 @@ static bool named(const struct cg_watch *w, const char *name)
 	return false;
 }
 
-static void keep(struct cg_watch *w, uint64_t mask, const struct fanotify_event_info_fid *fid)
+/*
+ * One DFID_NAME record (info, len bytes: header, fsid, file handle, name).
+ * The kernel packs records without aligning them for our structs, so each
+ * field is copied out (UBSan caught a misaligned read).
+ */
+static void keep(struct cg_watch *w, uint64_t mask, const unsigned char *info, size_t len)
 {
-	const struct file_handle *h = (const void *)fid->handle;
-	const char *name = (const char *)h->f_handle + h->handle_bytes;
+	const size_t fsid_at = offsetof(struct fanotify_event_info_fid, fsid);
+	const size_t fh_at = offsetof(struct fanotify_event_info_fid, handle);
+	const size_t bytes_at = fh_at + offsetof(struct file_handle, handle_bytes);
+	const size_t type_at = fh_at + offsetof(struct file_handle, handle_type);
+	const size_t data_at = fh_at + offsetof(struct file_handle, f_handle);
+	int fsid[2];
+	uint32_t hlen;
+	int32_t htype;
+	if (len < data_at)
+		return;
+	memcpy(fsid, info + fsid_at, sizeof(fsid));
+	memcpy(&hlen, info + bytes_at, sizeof(hlen));
+	memcpy(&htype, info + type_at, sizeof(htype));
+	if (hlen > UINT16_MAX || data_at + hlen >= len)
+		return;
+	const unsigned char *handle = info + data_at;
+	const char *name = (const char *)handle + hlen;
+	if (!memchr(name, '\0', len - data_at - hlen))
+		return; /* no name ends in this record */
 	size_t fs = 0;
-	while (fs < w->n_fs && memcmp(w->fs[fs].fsid, &fid->fsid, sizeof(w->fs[fs].fsid)) != 0)
+	while (fs < w->n_fs && memcmp(w->fs[fs].fsid, fsid, sizeof(fsid)) != 0)
 		fs++;
-	if (fs == w->n_fs || h->handle_bytes > UINT16_MAX || !name[0])
+	if (fs == w->n_fs || !name[0])
 		return; /* another file system's, or no name: not a change in a tree */
 	/*
 	 * Once per directory and name (and kind of change) for a name the
@@ -142,7 +165,7 @@ static void keep(struct cg_watch *w, uint64_t mask, const struct fanotify_event_
 	 * files in few directories, costs few records (s43d F2 filled the
 	 * bound with writes to files named config).
 	 */
-	uint64_t x = dir_hash(fs, h);
+	uint64_t x = dir_hash(fs, htype, handle, hlen);
 	if (((mask & FAN_MOVED_TO) && (mask & FAN_ONDIR)) || named(w, name)) {
 		for (const char *c = name; *c; c++)
 			x = (x ^ (unsigned char)*c) * 1099511628211ULL;
@@ -153,12 +176,12 @@ static void keep(struct cg_watch *w, uint64_t mask, const struct fanotify_event_
 	if (seen_before(w, x))
 		return;
 	size_t nl = strlen(name);
-	size_t len = (sizeof(struct rec) + h->handle_bytes + nl + 1 + 7) & ~(size_t)7;
-	if (w->len + len > w->bytes_max) {
+	size_t rl = (sizeof(struct rec) + hlen + nl + 1 + 7) & ~(size_t)7;
+	if (w->len + rl > w->bytes_max) {
 		w->lost = true; /* the bound: the sweep walks instead */
 		return;
 	}
-	if (w->len + len > w->cap) {
+	if (w->len + rl > w->cap) {
 		size_t cap = w->cap ? w->cap * 2 : 65536;
 		cap = cap > w->bytes_max ? w->bytes_max : cap;
 		unsigned char *b = cap <= w->bytes_max ? realloc(w->buf, cap) : NULL;
@@ -169,18 +192,18 @@ static void keep(struct cg_watch *w, uint64_t mask, const struct fanotify_event_
 		w->buf = b, w->cap = cap;
 	}
 	struct rec *r = (struct rec *)(w->buf + w->len);
-	memset(r, 0, len);
-	r->len = (uint32_t)len;
+	memset(r, 0, rl);
+	r->len = (uint32_t)rl;
 	r->mask = mask_of(mask);
 	r->fs = (uint16_t)fs;
-	r->hlen = (uint16_t)h->handle_bytes;
-	r->htype = h->handle_type;
-	memcpy(r->data, h->f_handle, h->handle_bytes);
-	memcpy(r->data + h->handle_bytes, name, nl + 1);
-	w->len += len;
+	r->hlen = (uint16_t)hlen;
+	r->htype = htype;
+	memcpy(r->data, handle, hlen);
+	memcpy(r->data + hlen, name, nl + 1);
+	w->len += rl;
 }
 
-/* Read what the kernel has queued, without waiting. */
+/* Read what the kernel has queued, without waiting. Events are copied out, not cast. */
 static void drain(struct cg_watch *w)
 {
 	unsigned char *buf = w->rbuf;
@@ -193,25 +216,29 @@ static void drain(struct cg_watch *w)
 				w->lost = true;
 			return;
 		}
-		const struct fanotify_event_metadata *m = (const void *)buf;
-		for (; FAN_EVENT_OK(m, n); m = FAN_EVENT_NEXT(m, n)) {
-			if (m->vers != FANOTIFY_METADATA_VERSION || (m->mask & FAN_Q_OVERFLOW)) {
+		struct fanotify_event_metadata m;
+		for (size_t at = 0; at + sizeof(m) <= (size_t)n; at += m.event_len) {
+			memcpy(&m, buf + at, sizeof(m));
+			if (m.event_len < sizeof(m) || at + m.event_len > (size_t)n) {
+				w->lost = true;
+				break;
+			}
+			if (m.vers != FANOTIFY_METADATA_VERSION || (m.mask & FAN_Q_OVERFLOW)) {
 				w->lost = true;
 				continue;
 			}
-			if (m->fd >= 0)
-				(void)close(m->fd); /* not asked for; never kept */
-			if (m->pid == w->self)
+			if (m.fd >= 0)
+				(void)close(m.fd); /* not asked for; never kept */
+			if (m.pid == w->self)
 				continue;
-			for (size_t off = m->metadata_len;
-			     off + sizeof(struct fanotify_event_info_header) <= m->event_len;) {
-				const struct fanotify_event_info_header *hd =
-				    (const void *)((const char *)m + off);
-				if (hd->len == 0 || off + hd->len > m->event_len)
+			struct fanotify_event_info_header hd;
+			for (size_t off = m.metadata_len; off + sizeof(hd) <= m.event_len;) {
+				memcpy(&hd, buf + at + off, sizeof(hd));
+				if (hd.len == 0 || off + hd.len > m.event_len)
 					break;
-				if (hd->info_type == FAN_EVENT_INFO_TYPE_DFID_NAME)
-					keep(w, m->mask, (const void *)hd);
-				off += hd->len;
+				if (hd.info_type == FAN_EVENT_INFO_TYPE_DFID_NAME)
+					keep(w, m.mask, buf + at + off, hd.len);
+				off += hd.len;
 			}
 		}
 	}
