@@ -447,7 +447,8 @@ static void resolve(struct cg_watch *w)
 	size_t k = 0;
 	for (size_t off = 0; off < w->len; off += ((struct rec *)(w->buf + off))->len)
 		v[k++] = (struct rec *)(w->buf + off);
-	qsort(v, n, sizeof(*v), rec_cmp);
+	if (n)
+		qsort(v, n, sizeof(*v), rec_cmp);
 	for (size_t i = 0; i < n;) {
 		size_t j = i + 1;
 		while (j < n && same_dir(v[i], v[j]))
