@@ -1439,9 +1439,11 @@ class OutOfMemoryTakesTheCall(unittest.TestCase):
             out = base64.b64decode(resp.get("stdout", "")).decode().split()
             self.assertEqual(len(out), 2, resp)
             self.assertTrue(all(int(n) <= 2 << 30 for n in out), out)
-            resp = d.request(cgtest.make_request([["cat", "/proc/self/oom_score_adj",
-                                                   "/proc/1/oom_score_adj"]],
-                                                 privileged=False), timeout=30)
+            # The mark is set by the daemon just after the exec: a command that
+            # reads it at once may be quicker (a moment later it is there).
+            look = "sleep 0.5; cat /proc/self/oom_score_adj /proc/1/oom_score_adj"
+            resp = d.request(cgtest.make_request([["sh", "-c", look]], privileged=False),
+                             timeout=30)
             self.assertEqual(base64.b64decode(resp["stdout"]).decode().split(),
                              ["1000", "1000"], resp)
             with open("/proc/%d/oom_score_adj" % d.proc.pid) as f:
@@ -1465,9 +1467,9 @@ class OutOfMemoryTakesTheCall(unittest.TestCase):
             ping = d.request(cgtest.make_request(None, action="ping"), timeout=10)
             self.assertEqual(ping["status"], "ok", ping)
             # Its commands and pid 1 were the OOM killer's first choice.
-            resp = d.request(cgtest.make_request([["cat", "/proc/self/oom_score_adj",
-                                                   "/proc/1/oom_score_adj"]],
-                                                 privileged=False), timeout=30)
+            look = "sleep 0.5; cat /proc/self/oom_score_adj /proc/1/oom_score_adj"
+            resp = d.request(cgtest.make_request([["sh", "-c", look]], privileged=False),
+                             timeout=30)
             out = base64.b64decode(resp.get("stdout", "")).decode()
             self.assertEqual(out.split(), ["1000", "1000"], resp)
             with open("/proc/%d/oom_score_adj" % d.proc.pid) as f:
