@@ -1886,15 +1886,18 @@ static int walk_read(struct level_walk *w, const char *dir, bool top, char ***qu
 	return rc;
 }
 
-/* The tree's directories, then theirs, to NESTED_LEVELS levels. 0, or -1 with errno. */
-static int walk_levels(struct level_walk *w, const char *tree)
+/*
+ * The tree's directories, then theirs, to levels levels (0: every level).
+ * 0, or -1 with errno.
+ */
+static int walk_to(struct level_walk *w, const char *tree, int levels)
 {
 	char **level = NULL, **next = NULL;
 	size_t n_level = 0, n_next = 0;
 	int rc = walk_read(w, tree, true, &level, &n_level);
-	for (int depth = 2; rc == 0 && n_level && depth <= NESTED_LEVELS; depth++) {
+	for (int depth = 2; rc == 0 && n_level && (!levels || depth <= levels); depth++) {
 		for (size_t i = 0; rc == 0 && i < n_level; i++)
-			rc = walk_read(w, level[i], false, depth < NESTED_LEVELS ? &next : NULL,
+			rc = walk_read(w, level[i], false, !levels || depth < levels ? &next : NULL,
 				       &n_next);
 		for (size_t i = 0; i < n_level; i++)
 			free(level[i]);
@@ -1913,30 +1916,16 @@ static int walk_levels(struct level_walk *w, const char *tree)
 	return rc;
 }
 
-/* Every directory below tree, at any depth, hidden ones too (w->every). 0, or -1 with errno. */
+/* The prepare's levels (and the sweep's without a watch). */
+static int walk_levels(struct level_walk *w, const char *tree)
+{
+	return walk_to(w, tree, NESTED_LEVELS);
+}
+
+/* Every directory below tree, at any depth, hidden ones too (w->every). */
 static int walk_all(struct level_walk *w, const char *tree)
 {
-	char **level = NULL, **next = NULL;
-	size_t n_level = 0, n_next = 0;
-	int rc = walk_read(w, tree, true, &level, &n_level);
-	while (rc == 0 && n_level) {
-		for (size_t i = 0; rc == 0 && i < n_level; i++)
-			rc = walk_read(w, level[i], false, &next, &n_next);
-		for (size_t i = 0; i < n_level; i++)
-			free(level[i]);
-		free(level);
-		level = next, n_level = n_next;
-		next = NULL, n_next = 0;
-	}
-	int e = errno;
-	for (size_t i = 0; i < n_level; i++)
-		free(level[i]);
-	free(level);
-	for (size_t i = 0; i < n_next; i++)
-		free(next[i]);
-	free(next);
-	errno = e;
-	return rc;
+	return walk_to(w, tree, 0);
 }
 
 /*
