@@ -2169,16 +2169,22 @@ fail:
 	return -1;
 }
 
+/* The write trees of the plan's views (stage 0's and every stage's), up to 64. */
+static size_t plan_write_trees(const struct cg_confine_plan *plan, const char *trees[64])
+{
+	size_t n = 0;
+	if (!plan)
+		return 0;
+	n += cg_view_write_trees(plan->view, trees, 64);
+	for (size_t i = 0; i < plan->n_stage_plans; i++)
+		n += cg_view_write_trees(plan->stage_plans[i]->view, trees + n, 64 - n);
+	return n;
+}
+
 struct cg_watch *cg_confine_watch(const struct cg_confine_plan *plan)
 {
 	const char *trees[64];
-	size_t n = 0;
-	if (!plan)
-		return NULL;
-	n += cg_view_write_trees(plan->view, trees, CG_ARRAY_LEN(trees));
-	for (size_t i = 0; i < plan->n_stage_plans; i++)
-		n += cg_view_write_trees(plan->stage_plans[i]->view, trees + n,
-					 CG_ARRAY_LEN(trees) - n);
+	size_t n = plan_write_trees(plan, trees);
 	return n ? cg_watch_start(trees, n, cg_view_watched_names()) : NULL;
 }
 
@@ -2187,6 +2193,15 @@ json_t *cg_confine_sweep(const struct cg_confine_plan *plan, struct cg_watch *wa
 {
 	json_t *out = json_array();
 	cg_watch_stop(watch);
+	const char *trees[64];
+	if (!cg_watch_complete(watch) && plan_write_trees(plan, trees) > 0)
+		cg_log(
+		    "info", NULL,
+		    "call %s: %s; its write trees are walked whole after it (docs/confinement.md)",
+		    tag,
+		    watch ? "the kernel's record of what it changed is not whole (a file system "
+			    "that cannot be marked, a mount below a tree, its bound)"
+			  : "no record of what it changed could be kept (fanotify refused)");
 	if (out && plan) {
 		(void)cg_view_sweep(plan->view, watch, tag, out);
 		for (size_t i = 0; i < plan->n_stage_plans; i++)

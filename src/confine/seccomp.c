@@ -32,6 +32,13 @@ static const char *const denied[] = {
 	/* Reading or steering another process's memory: the classic escape to
      * an unconfined sibling (and the daemon, when uids match). */
 	"ptrace",
+	/*
+	 * fanotify: the daemon's record of what a call changes is a group of
+	 * its own, and a root-uid call that took the uid's groups (128) left
+	 * the next call with none (s43e F1). inotify has its own limits.
+	 */
+	"fanotify_init",
+	"fanotify_mark",
 	"process_vm_readv",
 	"process_vm_writev",
 	"kcmp",

@@ -869,15 +869,17 @@ __attribute__((noreturn)) static void wait_as_init(pid_t pid)
 
 __thread bool cg_oom_deferred;
 
-void cg_oom_first_procs(int cg_fd)
+/* One pass over the cgroup's processes; how many it raised. */
+static int oom_first_pass(int cg_fd)
 {
-	char buf[4096], path[64];
-	int fd = cg_fd >= 0 ? openat(cg_fd, "cgroup.procs", O_RDONLY | O_CLOEXEC) : -1;
+	char buf[4096], path[64], now[8];
+	int fd = openat(cg_fd, "cgroup.procs", O_RDONLY | O_CLOEXEC);
 	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+	int raised = 0;
 	if (fd >= 0)
 		(void)close(fd);
 	if (n <= 0)
-		return;
+		return 0;
 	buf[n] = '\0';
 	for (char *p = buf, *end; *p; p = end) {
 		long pid = strtol(p, &end, 10);
@@ -885,12 +887,24 @@ void cg_oom_first_procs(int cg_fd)
 			break;
 		end += *end == '\n';
 		(void)snprintf(path, sizeof(path), "/proc/%ld/oom_score_adj", pid);
-		int w = open(path, O_WRONLY | O_CLOEXEC);
-		if (w >= 0) {
-			(void)!write(w, "1000", 4);
-			(void)close(w);
+		int w = open(path, O_RDWR | O_CLOEXEC);
+		if (w < 0)
+			continue;
+		ssize_t k = read(w, now, sizeof(now) - 1);
+		if (k < 4 || strncmp(now, "1000", 4) != 0) {
+			(void)!pwrite(w, "1000", 4, 0);
+			raised++;
 		}
+		(void)close(w);
 	}
+	return raised;
+}
+
+void cg_oom_first_procs(int cg_fd)
+{
+	/* Again while a pass raised one: a child forked during it kept the old score (s43e F6). */
+	for (int pass = 0; cg_fd >= 0 && pass < 4 && oom_first_pass(cg_fd) > 0; pass++)
+		;
 }
 
 void cg_oom_first(void)
@@ -1809,14 +1823,13 @@ static int nested_probe(struct cg_view *v, const struct nested_walk *w, int pfd,
 }
 
 /*
- * The walk of a tree's levels that the prepare (protect_nested) and the
- * sweep after a call (sweep_new_repos) share, so that both look at the same
- * directories: every directory one to NESTED_LEVELS levels below the tree
- * is handed to visit (its parent's fd, its name, its path); those above the
- * last level are read for the next, but for hidden ones, node_modules and
- * links (O_NOFOLLOW, d_type). More than cap entries read: -1 with E2BIG. A
- * directory below the tree that cannot be opened goes to unreadable, when
- * set.
+ * The walk of a tree that the prepare (protect_nested: its levels) and the
+ * sweep after a call (walk_all: every level) share: every directory below
+ * the tree is handed to visit (its parent's fd, its name, its path); those
+ * above the last level are read for the next, but (unless every) for hidden
+ * ones, node_modules and links (O_NOFOLLOW, d_type). More than cap entries
+ * (directories, with every) read: -1 with E2BIG. A directory below the tree
+ * that cannot be opened goes to unreadable, when set.
  */
 struct level_walk {
 	size_t cap, entries;
@@ -2532,7 +2545,6 @@ static bool state_runs_programs(const char *git, const char *rel, char kind)
  * A line this reading does not take for such a key sets the repository
  * aside, so a misreading errs that way.
  */
-#define SWEEP_ENTRIES  (4 * NESTED_ENTRIES)
 #define SWEEP_ALL_DIRS (1u << 20) /* directories a walk of a whole tree reads, at most */
 
 /* Is key (lower case) of section sec one that git's init or clone writes? */
@@ -2771,18 +2783,6 @@ static int sweep_visit(void *arg, int pfd, const char *name, const char *path)
 	return 0;
 }
 
-/* The sweep's walk of one write tree, as the prepare's (walk_levels). */
-static int sweep_new_repos(const struct cg_view *v, const char *tree, const char *tag, json_t *out)
-{
-	struct sweep_arg a = { v, tag, out };
-	struct level_walk w = { .cap = SWEEP_ENTRIES, .visit = sweep_visit, .arg = &a };
-	int rc = walk_levels(&w, tree);
-	if (rc != 0)
-		json_array_append_new(out, json_pack("{s:s,s:s}", "path", tree, "error",
-						     cg_errno_name(errno ? errno : EIO)));
-	return rc;
-}
-
 /*
  * The names the sweep judges a change to by name (the watch records each);
  * a change to any other name is one record for its directory (watch.h).
@@ -2947,6 +2947,79 @@ __attribute__((noipa)) static void judge_in_git_dir(struct sweep_arg *a, const c
 	}
 }
 
+/*
+ * What changed since the oldest live call began at p, a protected name of a
+ * repository the view did not protect: p itself when it is a file (or a
+ * link), else what changed in it, to a few levels (a hook manager's hooks).
+ */
+static void aside_changed_since(struct sweep_arg *a, const char *p, int depth)
+{
+	struct stat st;
+	if (lstat(p, &st) != 0)
+		return;
+	if (!S_ISDIR(st.st_mode)) {
+		if (file_changed_since(&st, a->v->suspect_from_ns))
+			(void)sweep_one(a->v, p, NULL, a->tag, a->out);
+		return;
+	}
+	int fd = open(p, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	if (!d) {
+		if (fd >= 0)
+			(void)close(fd);
+		return;
+	}
+	char q[PATH_MAX];
+	for (struct dirent *e; (e = readdir(d));)
+		if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0 && depth < 3 &&
+		    snprintf(q, sizeof(q), "%s/%s", p, e->d_name) < (int)sizeof(q))
+			aside_changed_since(a, q, depth + 1);
+	(void)closedir(d);
+}
+
+/*
+ * A change below a repository the view did not protect (deeper than its
+ * levels), under one of the names the developer's tools run at a project's
+ * root (.githooks with core.hooksPath, .husky, .envrc, lefthook's, ...):
+ * s43e F4 had a call write .githooks/pre-commit in such a repository, and the
+ * developer's git commit ran it. What changed there is set aside. Looked for
+ * from dir up to two levels (name may be "": something in dir changed).
+ */
+static void judge_tool_names(struct sweep_arg *a, const char *dir, const char *name)
+{
+	char root[PATH_MAX], git[PATH_MAX + 8], p[PATH_MAX];
+	struct stat st;
+	const char *tree = tree_of(a->v, dir);
+	if (!tree || snprintf(root, sizeof(root), "%s", dir) >= (int)sizeof(root))
+		return;
+	for (int up = 0; up < 3 && strlen(root) > strlen(tree); up++) {
+		(void)snprintf(git, sizeof(git), "%s/.git", root);
+		if (lstat(git, &st) == 0) {
+			if (known_git(a->v, git))
+				return;
+			const char *rel = dir + strlen(root) + (dir[strlen(root)] == '/');
+			char whole[PATH_MAX];
+			(void)snprintf(whole, sizeof(whole), "%s%s%s", rel,
+				       *rel && *name ? "/" : "", name);
+			for (size_t i = 0; i < CG_ARRAY_LEN(protected_rel); i++) {
+				size_t n = strlen(protected_rel[i]);
+				if (strncmp(whole, protected_rel[i], n) == 0 &&
+				    (whole[n] == '\0' || whole[n] == '/') &&
+				    snprintf(p, sizeof(p), "%s/%s", root, protected_rel[i]) <
+					(int)sizeof(p)) {
+					aside_changed_since(a, p, 0);
+					return;
+				}
+			}
+			return;
+		}
+		char *slash = strrchr(root, '/');
+		if (!slash || slash == root)
+			return;
+		*slash = '\0';
+	}
+}
+
 /* Does name in a git directory, or in one of its directories, call for judge_in_git_dir? */
 static bool git_name(const char *name)
 {
@@ -3031,6 +3104,7 @@ static int sweep_changes(const struct cg_view *v, const struct cg_watch *watch, 
 		const char *base = strrchr(c[i].dir, '/');
 		if (!base || !tree_of(v, c[i].dir))
 			continue;
+		judge_tool_names(&a, c[i].dir, c[i].name);
 		/*
 		 * A linked worktree's too (.git/worktrees/W/config.worktree): never
 		 * git's own writing; nor an hg or jj repository's config.
@@ -3062,6 +3136,48 @@ static int sweep_changes(const struct cg_view *v, const struct cg_watch *watch, 
  * judge_in_git_dir judges a watched change; a bare-shaped one's HEAD as the
  * walk judges a new one.
  */
+static void judge_git_since(struct sweep_arg *a, const char *g, bool bare);
+
+/*
+ * The git directories a git directory holds (s43e F2: the walk did not look
+ * inside .git, and a submodule's config under .git/modules ran for the
+ * developer's git status in the superproject): modules/NAME (NAME may be a
+ * path: descended until a git directory is met), each judged as one; and
+ * worktrees/NAME, whose commondir and config.worktree, changed, are set aside.
+ */
+static void judge_git_subdirs_since(struct sweep_arg *a, const char *dir, bool worktrees, int depth)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	if (!d) {
+		if (fd >= 0)
+			(void)close(fd);
+		return;
+	}
+	char p[PATH_MAX], q[PATH_MAX];
+	struct stat st;
+	for (struct dirent *e; (e = readdir(d));) {
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
+		    fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode) ||
+		    snprintf(p, sizeof(p), "%s/%s", dir, e->d_name) >= (int)sizeof(p))
+			continue;
+		if (worktrees) {
+			static const char *const own[] = { "commondir", "config.worktree",
+							   "config" };
+			for (size_t i = 0; i < CG_ARRAY_LEN(own); i++)
+				if (snprintf(q, sizeof(q), "%s/%s", p, own[i]) < (int)sizeof(q) &&
+				    lstat(q, &st) == 0 &&
+				    file_changed_since(&st, a->v->suspect_from_ns))
+					(void)sweep_one(a->v, q, NULL, a->tag, a->out);
+		} else if (git_dir_at(fd, e->d_name)) {
+			judge_git_since(a, p, false);
+		} else if (depth < 8) {
+			judge_git_subdirs_since(a, p, false, depth + 1);
+		}
+	}
+	(void)closedir(d);
+}
+
 static void judge_git_since(struct sweep_arg *a, const char *g, bool bare)
 {
 	static const char *const files[] = { "config", "commondir", "config.worktree" };
@@ -3080,6 +3196,10 @@ static void judge_git_since(struct sweep_arg *a, const char *g, bool bare)
 	judge_hooks_since(a, g);
 	judge_in_git_dir(a, g, "rebase-merge/", 0);
 	judge_in_git_dir(a, g, "sequencer/", 0);
+	if (snprintf(p, sizeof(p), "%s/modules", g) < (int)sizeof(p))
+		judge_git_subdirs_since(a, p, false, 0);
+	if (snprintf(p, sizeof(p), "%s/worktrees", g) < (int)sizeof(p))
+		judge_git_subdirs_since(a, p, true, 0);
 }
 
 /* Was rel (below dfd) made since the oldest live call began (its birth time, where kept)? */
@@ -3119,6 +3239,14 @@ static int since_visit(void *arg, int pfd, const char *name, const char *path)
 	}
 	if (git_dir_at(pfd, name))
 		judge_git_since(a, path, true);
+	/* The names the developer's tools run at such a repository's root (s43e F4). */
+	(void)snprintf(rel, sizeof(rel), "%s/.git", name);
+	if (fstatat(pfd, rel, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    snprintf(p, sizeof(p), "%s/.git", path) < (int)sizeof(p) && !known_git(a->v, p))
+		for (size_t i = 0; i < CG_ARRAY_LEN(protected_rel); i++)
+			if (snprintf(p, sizeof(p), "%s/%s", path, protected_rel[i]) <
+			    (int)sizeof(p))
+				aside_changed_since(a, p, 0);
 	for (size_t i = 0; i < CG_ARRAY_LEN(other); i++) {
 		(void)snprintf(rel, sizeof(rel), "%s/%s", name, other[i]);
 		if (fstatat(pfd, rel, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
@@ -3193,16 +3321,18 @@ int cg_view_sweep(const struct cg_view *v, const struct cg_watch *watch, const c
 				rc |= sweep_one(v, p, NULL, tag, out);
 	/*
 	 * Repositories made or written: by what the kernel saw where it saw
-	 * everything; where a watch missed some, by a walk of every directory
-	 * judging what changed since the call began; with no watch at all (a
-	 * non-root daemon), by the walk of the prepare's levels.
+	 * everything; else (no watch: a daemon that is not root, fanotify
+	 * refused; or one that missed changes) by a walk of every directory
+	 * judging what changed since the call began. s43e F1: without a watch
+	 * this had walked only the prepare's levels, and a call that used up
+	 * root's fanotify groups, or a workspace on a file system fanotify
+	 * cannot mark, wrote a deep repository's config unjudged.
 	 */
 	if (v && watch)
 		rc |= sweep_changes(v, watch, tag, out);
 	for (size_t w = 0; v && !cg_watch_complete(watch) && w < v->n_write; w++)
 		if (!(v->private_tmp && strcmp(v->write[w], "/tmp") == 0))
-			rc |= watch ? sweep_changed_since(v, v->write[w], tag, out)
-				    : sweep_new_repos(v, v->write[w], tag, out);
+			rc |= sweep_changed_since(v, v->write[w], tag, out);
 	return rc;
 }
 

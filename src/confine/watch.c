@@ -31,6 +31,7 @@
 #define WATCH_FS_MAX	 16
 #define WATCH_BYTES_MAX	 (16u << 20) /* records kept: past it, the watch is incomplete */
 #define WATCH_READ_BYTES 65536
+#define WATCH_MOVED_MAX	 65536 /* directories moved in, each by name: past it, incomplete */
 #define WATCH_EVENTS                                                                               \
 	(FAN_CREATE | FAN_MOVED_TO | FAN_MODIFY | FAN_CLOSE_WRITE | FAN_ATTRIB | FAN_ONDIR)
 
@@ -60,6 +61,7 @@ struct cg_watch {
 	bool lost; /* something may not have been recorded */
 	bool threaded, stopped;
 	size_t bytes_max; /* WATCH_BYTES_MAX, or the test-only knob's */
+	size_t n_moved;	  /* directories moved in, recorded by name */
 	_Atomic bool stopping;
 	unsigned char *rbuf; /* WATCH_READ_BYTES, for one reader at a time */
 	pthread_t thread;
@@ -166,7 +168,17 @@ static void keep(struct cg_watch *w, uint64_t mask, const unsigned char *info, s
 	 * bound with writes to files named config).
 	 */
 	uint64_t x = dir_hash(fs, htype, handle, hlen);
-	if (((mask & FAN_MOVED_TO) && (mask & FAN_ONDIR)) || named(w, name)) {
+	bool moved_dir = (mask & FAN_MOVED_TO) && (mask & FAN_ONDIR);
+	/*
+	 * Each directory moved in keeps its name (the sweep walks it), so
+	 * renames could fill the bound cheaply (s43e F2): past this many the
+	 * watch is incomplete, and the sweep walks the trees whole.
+	 */
+	if (moved_dir && ++w->n_moved > WATCH_MOVED_MAX) {
+		w->lost = true;
+		return;
+	}
+	if (moved_dir || named(w, name)) {
 		for (const char *c = name; *c; c++)
 			x = (x ^ (unsigned char)*c) * 1099511628211ULL;
 		x = ((x ^ mask_of(mask)) * 1099511628211ULL) | 1;

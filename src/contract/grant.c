@@ -573,6 +573,15 @@ static bool covers(const struct cg_grant *g, const struct cg_call *call, const j
 		for (size_t j = 0; j < s->n_args; j++)
 			if (!arg_matches(s->args[j], st->argv[j]))
 				return false;
+		/*
+		 * A stage started under another name than argv[0] as sent (a
+		 * workspace link runs under its program's own name) must match by
+		 * that name too (s43e F3: a grant shown as xz ./xzcat notes.txt ran
+		 * as ./xz and compressed the file as root).
+		 */
+		const char *argv0 = call->stages[i].argv0;
+		if (argv0 && s->n_args && !arg_matches(s->args[0], argv0))
+			return false;
 	}
 	return paths_ok(g, call);
 }

@@ -321,6 +321,28 @@ class Grants(unittest.TestCase):
     def tearDown(self):
         self.d.close()
 
+    def test_a_grant_matches_the_name_a_program_runs_under(self):
+        # s43e F3: a privileged grant shown as `xz ./xzcat notes.txt` covered a
+        # workspace link ./xzcat, which runs under xz's own name (./xz) and so
+        # compressed the file as root. The grant's argv[0] must match that name.
+        xz = shutil.which("xz")
+        if not xz:
+            self.skipTest("no xz here")
+        os.symlink(xz, os.path.join(self.d.workspace, "xzcat"))
+        r = self.d.cli("grant", "open", "--exe", os.path.realpath(xz), "--privileged",
+                       "--argv", "./xzcat", "notes.txt", "--uses", "1", "--ttl", "60",
+                       "--json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        notes = os.path.join(self.d.workspace, "notes.txt")
+        with open(notes, "w") as f:
+            f.write("my notes\n")
+        run = self.d.request(cgtest.make_request([["./xzcat", "notes.txt"]], privileged=True,
+                                                 cwd=self.d.workspace, timeout_ms=5000),
+                             timeout=30)
+        self.assertNotIn("grant_id", run["reply"].get("data", {}), run)
+        self.assertTrue(os.path.exists(notes), run)
+        self.assertFalse(os.path.exists(notes + ".xz"), run)
+
     def test_argv_patterns_may_be_options(self):
         # `--argv dpkg --version` was cut at --version ("unknown option"); only grant
         # options end the list, and one of their names is written quoted.

@@ -984,6 +984,30 @@ class RepositoryInTheWorkspace(unittest.TestCase):
         self.assertEqual([s["exit_code"] for s in resp["stages"]], [0], resp)
         self.assertTrue(os.path.isfile(cfg), resp["reply"])
 
+    def test_a_submodules_config_and_a_hook_managers_hooks_deep_down(self):
+        # s43e F2 and F4: in a repository below the walk's levels, a call wrote
+        # a submodule's config under .git/modules (the developer's git status
+        # in the superproject ran its fsmonitor), and .githooks/pre-commit with
+        # core.hooksPath set (the developer's commit ran it). Judged by what is
+        # left for the developer's git to run.
+        mine = os.path.join(self.ws, "a", "b", "c", "d", "mine")
+        git_repo(mine)
+        subprocess.run(["git", "-C", mine, "config", "core.hooksPath", ".githooks"], check=True)
+        os.makedirs(os.path.join(mine, ".githooks"))
+        plant = ("import os, subprocess, sys; m = sys.argv[1]; g = m + '/.g' + 'it/modules/lib'; "
+                 "subprocess.run(['git', 'init', '-q', '--bare', g], check=True); "
+                 "open(g + '/con' + 'fig', 'a').write('[core]\\n\\tfsmonitor = x\\n'); "
+                 "h = m + '/.githooks/pre-commit'; open(h, 'w').write('#!/bin/sh\\n'); "
+                 "os.chmod(h, 0o755)")
+        resp = self.run_call([PY, "-c", plant, mine])
+        self.assertEqual([s["exit_code"] for s in resp["stages"]], [0], resp)
+        self.assertFalse(os.path.exists(os.path.join(mine, ".githooks", "pre-commit")))
+        # git no longer reads the fsmonitor there (its config, or its HEAD, set aside).
+        lib = os.path.join(mine, ".g" + "it", "modules", "lib")
+        r = subprocess.run(["git", "--git-dir", lib, "config", "core.fsmonitor"],
+                           capture_output=True)
+        self.assertNotEqual(r.returncode, 0, r)
+
     def test_a_bare_repositorys_worktrees_are_not_the_calls(self):
         # s43a F1: a bare repository in the workspace kept only HEAD, config,
         # hooks and commondir read-only; a call pointed its linked worktree's
@@ -1605,13 +1629,40 @@ class RepositoriesWhenTheWatchMissedChanges(unittest.TestCase):
     def test_the_same_sweeps_hold(self):
         names = ("test_repositories_out_of_the_walks_reach_run_nothing_for_the_developer",
                  "test_a_repository_a_call_makes_runs_nothing_for_the_developer",
-                 "test_what_makes_a_directory_a_repository_is_judged_as_git_judges_it")
+                 "test_what_makes_a_directory_a_repository_is_judged_as_git_judges_it",
+                 "test_a_submodules_config_and_a_hook_managers_hooks_deep_down")
         suite = unittest.TestSuite(self.Case(n) for n in names)
         result = unittest.TestResult()
         suite.run(result)
         self.assertEqual(result.testsRun, len(names))
         self.assertEqual((result.failures, result.errors), ([], []),
                          "\n".join(t for _, t in result.failures + result.errors))
+
+
+class AWorkspaceNoWatchCovers(unittest.TestCase):
+    """s43e F1: a workspace on a file system fanotify cannot mark (ramfs here;
+    FUSE, 9p) got no watch, and the sweep then walked only the prepare's three
+    levels: a deep repository's config the call wrote ran for the developer.
+    Without a watch the whole tree is walked."""
+
+    def test_a_deep_repository_is_judged_without_a_watch(self):
+        root = tempfile.mkdtemp(prefix="cg-ramfs-")
+        self.addCleanup(shutil.rmtree, root, True)
+        if subprocess.run(["mount", "-t", "ramfs", "cg-ramfs", root]).returncode != 0:
+            self.skipTest("no ramfs to mount")
+        self.addCleanup(subprocess.run, ["umount", "-l", root])
+        ws = os.path.join(root, "ws")
+        os.mkdir(ws)
+        with cgtest.Daemon(workspaces=[ws]) as d:
+            mine = os.path.join(ws, "a", "b", "c", "d", "mine")
+            git_repo(mine)
+            cfg = os.path.join(mine, ".g" + "it", "con" + "fig")
+            resp = d.request(cgtest.make_request(
+                [[PY, "-c", "open(%r, 'a').write('[core]\\n\\tfsmonitor = x\\n')" % cfg]],
+                privileged=False, cwd=ws), timeout=60)
+            self.assertEqual([s["exit_code"] for s in resp["stages"]], [0], resp)
+            self.assertFalse(os.path.exists(cfg) and "fsmonitor" in open(cfg).read(), resp)
+            self.assertIn("walked whole", d.log)
 
 
 class AnotherUsersWorkspace(unittest.TestCase):

@@ -85,6 +85,7 @@ static void call_of(struct cg_call *call, struct cg_request *req, struct cg_stag
 	req->n_stages = 1;
 	req->stages = st;
 	req->session = session;
+	memset(rs, 0, sizeof(*rs));
 	rs->exe = exe;
 	memset(call, 0, sizeof(*call));
 	call->req = req;
