@@ -2879,9 +2879,7 @@ static void judge_hooks_since(struct sweep_arg *a, const char *g)
  * F1): what the call wrote there that names a program is set aside, the
  * rest (an index, objects, refs) stays. rel is the change's path in g.
  */
-/* Not specialised: the constant rels some callers pass made GCC's overread check misfire. */
-__attribute__((noipa)) static void judge_in_git_dir(struct sweep_arg *a, const char *g,
-						    const char *rel, unsigned mask)
+static void judge_in_git_dir(struct sweep_arg *a, const char *g, const char *rel, unsigned mask)
 {
 	char p[PATH_MAX];
 	if (known_git(a->v, g) || known_bare(a->v, g) ||
