@@ -882,6 +882,9 @@ class RepositoryInTheWorkspace(unittest.TestCase):
         # program is set aside, the repository itself stays.
         mine = os.path.join(self.ws, "s", "t", "u", "v", "mine")
         git_repo(mine)
+        # Older than the call by more than the sweep's margin (20 ms): a
+        # repository born as a call began is taken for the call's.
+        time.sleep(0.1)
         hooks = os.path.join(mine, ".git", "hooks")
         write = ("import os, sys; g = sys.argv[1] + '/.g' + 'it/'; "
                  "open(g + 'con' + 'fig', 'a').write('[core]\\n\\tfsmonitor = touch %s\\n'); "
@@ -994,6 +997,7 @@ class RepositoryInTheWorkspace(unittest.TestCase):
         git_repo(mine)
         subprocess.run(["git", "-C", mine, "config", "core.hooksPath", ".githooks"], check=True)
         os.makedirs(os.path.join(mine, ".githooks"))
+        time.sleep(0.1)  # older than the call by more than the sweep's margin
         plant = ("import os, subprocess, sys; m = sys.argv[1]; g = m + '/.g' + 'it/modules/lib'; "
                  "subprocess.run(['git', 'init', '-q', '--bare', g], check=True); "
                  "open(g + '/con' + 'fig', 'a').write('[core]\\n\\tfsmonitor = x\\n'); "
