@@ -2838,18 +2838,22 @@ static bool git_dir_path(const char *dir)
 }
 
 /*
- * The hooks of git directory g that changed since the oldest live call
- * began, other than git's samples: set aside (each by name; the developer's
- * own, older ones stay). A hooks that is not a directory is set aside whole.
+ * What changed since the oldest live call began at p (a hooks directory, a
+ * protected name of a repository the view did not protect): p itself when it
+ * is not a directory (a file, a link), else what changed in it, to a few
+ * levels, git's samples left alone (hooks: one level). The developer's own,
+ * older files there stay.
  */
-static void judge_hooks_since(struct sweep_arg *a, const char *g)
+static void aside_changed_since(struct sweep_arg *a, const char *p, int depth)
 {
-	char p[PATH_MAX];
 	struct stat st;
-	if (snprintf(p, sizeof(p), "%s/hooks", g) >= (int)sizeof(p) || lstat(p, &st) != 0)
+	if (lstat(p, &st) != 0)
 		return;
 	if (!S_ISDIR(st.st_mode)) {
-		(void)sweep_one(a->v, p, NULL, a->tag, a->out);
+		size_t k = strlen(p);
+		if (file_changed_since(&st, a->v->suspect_from_ns) &&
+		    (k < 7 || strcmp(p + k - 7, ".sample") != 0))
+			(void)sweep_one(a->v, p, NULL, a->tag, a->out);
 		return;
 	}
 	int fd = open(p, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -2860,16 +2864,10 @@ static void judge_hooks_since(struct sweep_arg *a, const char *g)
 		return;
 	}
 	char q[PATH_MAX];
-	for (struct dirent *e; (e = readdir(d));) {
-		size_t k = strlen(e->d_name);
-		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
-		    (k >= 7 && strcmp(e->d_name + k - 7, ".sample") == 0) ||
-		    fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
-		    !file_changed_since(&st, a->v->suspect_from_ns) ||
-		    snprintf(q, sizeof(q), "%s/%s", p, e->d_name) >= (int)sizeof(q))
-			continue;
-		(void)sweep_one(a->v, q, NULL, a->tag, a->out);
-	}
+	for (struct dirent *e; (e = readdir(d));)
+		if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0 && depth < 3 &&
+		    snprintf(q, sizeof(q), "%s/%s", p, e->d_name) < (int)sizeof(q))
+			aside_changed_since(a, q, depth + 1);
 	(void)closedir(d);
 }
 
@@ -2928,8 +2926,8 @@ static void judge_in_git_dir(struct sweep_arg *a, const char *g, const char *rel
 			(void)sweep_one(a->v, p, NULL, a->tag, a->out);
 	} else if (n >= 6 && memcmp(rel, "hooks/", 6) == 0) {
 		/* hooks/ alone: something in hooks changed, which is told by its ctime */
-		if (n == 6)
-			judge_hooks_since(a, g);
+		if (n == 6 && snprintf(p, sizeof(p), "%s/hooks", g) < (int)sizeof(p))
+			aside_changed_since(a, p, 2);
 		else if (!memchr(rel + 6, '/', n - 6) &&
 			 (n < 13 || memcmp(rel + n - 7, ".sample", 7) != 0))
 			(void)sweep_one(a->v, p, NULL, a->tag, a->out);
@@ -2943,36 +2941,6 @@ static void judge_in_git_dir(struct sweep_arg *a, const char *g, const char *rel
 			(int)sizeof(dir))
 			(void)sweep_one(a->v, dir, NULL, a->tag, a->out);
 	}
-}
-
-/*
- * What changed since the oldest live call began at p, a protected name of a
- * repository the view did not protect: p itself when it is a file (or a
- * link), else what changed in it, to a few levels (a hook manager's hooks).
- */
-static void aside_changed_since(struct sweep_arg *a, const char *p, int depth)
-{
-	struct stat st;
-	if (lstat(p, &st) != 0)
-		return;
-	if (!S_ISDIR(st.st_mode)) {
-		if (file_changed_since(&st, a->v->suspect_from_ns))
-			(void)sweep_one(a->v, p, NULL, a->tag, a->out);
-		return;
-	}
-	int fd = open(p, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-	if (!d) {
-		if (fd >= 0)
-			(void)close(fd);
-		return;
-	}
-	char q[PATH_MAX];
-	for (struct dirent *e; (e = readdir(d));)
-		if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0 && depth < 3 &&
-		    snprintf(q, sizeof(q), "%s/%s", p, e->d_name) < (int)sizeof(q))
-			aside_changed_since(a, q, depth + 1);
-	(void)closedir(d);
 }
 
 /*
@@ -3191,7 +3159,8 @@ static void judge_git_since(struct sweep_arg *a, const char *g, bool bare)
 		if (snprintf(p, sizeof(p), "%s/%s", g, files[i]) < (int)sizeof(p) &&
 		    lstat(p, &st) == 0 && file_changed_since(&st, a->v->suspect_from_ns))
 			judge_in_git_dir(a, g, files[i], CG_WATCH_MADE);
-	judge_hooks_since(a, g);
+	if (snprintf(p, sizeof(p), "%s/hooks", g) < (int)sizeof(p))
+		aside_changed_since(a, p, 2); /* one level: the hooks themselves */
 	judge_in_git_dir(a, g, "rebase-merge/", 0);
 	judge_in_git_dir(a, g, "sequencer/", 0);
 	if (snprintf(p, sizeof(p), "%s/modules", g) < (int)sizeof(p))
