@@ -1773,7 +1773,13 @@ static int nested_repo(struct cg_view *v, const char *dir, bool dotgit, bool bar
 	return 0;
 }
 
-/* Does NAME in dfd hold a git directory's parts: HEAD, and objects and refs or a commondir? */
+/*
+ * Does NAME in dfd hold a git directory's parts, as git's discovery takes
+ * one: HEAD, and objects and refs or a commondir naming where they are
+ * (s42d F1: a repository moved up out of its .git; s43a F2: HEAD and a
+ * commondir dropped into an existing directory made it, and all below it, a
+ * repository whose config the call wrote elsewhere)?
+ */
 static bool git_dir_at(int dfd, const char *name)
 {
 	char rel[NAME_MAX + 16];
@@ -1929,7 +1935,7 @@ static int walk_to(struct level_walk *w, const char *tree, int levels)
 	return rc;
 }
 
-/* The prepare's levels (and the sweep's without a watch). */
+/* The prepare's levels. */
 static int walk_levels(struct level_walk *w, const char *tree)
 {
 	return walk_to(w, tree, NESTED_LEVELS);
@@ -2676,6 +2682,28 @@ static bool config_plain(char *text)
  * it is one) hold what runs programs: hooks that are not git's samples, a
  * commondir or config.worktree, a config with a key off the allow-list?
  */
+/*
+ * Does hooks directory rel (relative to dfd) hold a hook that is not one of
+ * git's samples? One that is not a directory (a link), or cannot be read,
+ * counts as one: not read as harmless. None there: false.
+ */
+static bool hooks_run_programs(int dfd, const char *rel)
+{
+	int hfd = openat(dfd, rel, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	DIR *h = hfd >= 0 ? fdopendir(hfd) : NULL;
+	bool runs = !h && (hfd >= 0 || errno != ENOENT);
+	for (struct dirent *e; h && !runs && (e = readdir(h));) {
+		size_t n = strlen(e->d_name);
+		runs = strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0 &&
+		       (n < 7 || strcmp(e->d_name + n - 7, ".sample") != 0);
+	}
+	if (h)
+		(void)closedir(h);
+	else if (hfd >= 0)
+		(void)close(hfd);
+	return runs;
+}
+
 static bool gitdir_runs_programs(int dfd, const char *git)
 {
 	char rel[NAME_MAX + 32];
@@ -2687,28 +2715,14 @@ static bool gitdir_runs_programs(int dfd, const char *git)
 			return true;
 	}
 	(void)snprintf(rel, sizeof(rel), "%s/hooks", git);
-	int hfd = openat(dfd, rel, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	DIR *h = hfd >= 0 ? fdopendir(hfd) : NULL;
-	bool runs = hfd < 0 && errno != ENOENT;
-	if (hfd >= 0 && !h) {
-		(void)close(hfd);
-		return true;
-	}
-	for (struct dirent *e; h && !runs && (e = readdir(h));) {
-		size_t n = strlen(e->d_name);
-		runs = strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0 &&
-		       (n < 7 || strcmp(e->d_name + n - 7, ".sample") != 0);
-	}
-	if (h)
-		(void)closedir(h);
-	if (runs)
+	if (hooks_run_programs(dfd, rel))
 		return true;
 	char *text = NULL;
 	size_t len = 0;
 	(void)snprintf(rel, sizeof(rel), "%s/config", git);
 	if (cg_file_read_at(dfd, rel, 1u << 20, &text, &len) != 0)
 		return errno != ENOENT; /* a link, not a file, too long: not read as harmless */
-	runs = memchr(text, '\0', len) != NULL || !config_plain(text);
+	bool runs = memchr(text, '\0', len) != NULL || !config_plain(text);
 	free(text);
 	return runs;
 }
@@ -2722,19 +2736,6 @@ static bool new_repo_runs_programs(int dfd, const char *name)
 	if (fstatat(dfd, rel, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode))
 		return true;
 	return gitdir_runs_programs(dfd, rel);
-}
-
-/*
- * Is NAME itself a git directory, as git's discovery takes one: a HEAD, and
- * an objects and a refs directory or a commondir naming where they are
- * (s42d F1, a repository moved up out of its .git, which core.worktree then
- * gave a work tree; s43a F2: HEAD and commondir dropped into an existing
- * directory made it, and all below it, a repository whose config the call
- * wrote elsewhere)?
- */
-static bool is_git_dir(int dfd, const char *name)
-{
-	return git_dir_at(dfd, name);
 }
 
 static bool known_git(const struct cg_view *v, const char *git)
@@ -2777,7 +2778,7 @@ static int sweep_visit(void *arg, int pfd, const char *name, const char *path)
 	    new_repo_runs_programs(pfd, name))
 		(void)sweep_one(a->v, git, NULL, a->tag, a->out);
 	/* A git directory itself: its HEAD set aside, and git sees none. */
-	if (is_git_dir(pfd, name) && !known_bare(a->v, path) && gitdir_runs_programs(pfd, name) &&
+	if (git_dir_at(pfd, name) && !known_bare(a->v, path) && gitdir_runs_programs(pfd, name) &&
 	    snprintf(head, sizeof(head), "%s/HEAD", path) < (int)sizeof(head))
 		(void)sweep_one(a->v, head, NULL, a->tag, a->out);
 	return 0;
@@ -2824,14 +2825,14 @@ static void judge_dir(struct sweep_arg *a, const char *dir)
 	(void)close(pfd);
 }
 
-/* Is dir a git directory (named .git, or holding HEAD, objects and refs)? */
+/* Is dir a git directory (named .git, or as git_dir_at takes one)? */
 static bool git_dir_path(const char *dir)
 {
 	const char *base = strrchr(dir, '/');
 	if (base && strcmp(base + 1, ".git") == 0)
 		return true;
 	int fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-	bool is = fd >= 0 && is_git_dir(fd, ".");
+	bool is = fd >= 0 && git_dir_at(fd, ".");
 	if (fd >= 0)
 		(void)close(fd);
 	return is;
@@ -2896,33 +2897,8 @@ static void judge_in_git_dir(struct sweep_arg *a, const char *g, const char *rel
 	} else if (strcmp(rel, "commondir") == 0 || strcmp(rel, "config.worktree") == 0) {
 		(void)sweep_one(a->v, p, NULL, a->tag, a->out);
 	} else if (strcmp(rel, "hooks") == 0 && (mask & CG_WATCH_MADE)) {
-		const char *slash = strrchr(g, '/');
-		char name[NAME_MAX + 1];
-		int pfd = -1;
-		if (slash &&
-		    snprintf(name, sizeof(name), "%s/hooks", slash + 1) < (int)sizeof(name)) {
-			char parent[PATH_MAX];
-			(void)snprintf(parent, sizeof(parent), "%.*s", (int)(slash - g), g);
-			pfd = open(parent[0] ? parent : "/", O_PATH | O_DIRECTORY | O_CLOEXEC);
-		}
 		/* A hooks directory made or replaced: judged whole, as a new repository's. */
-		int hfd = pfd >= 0
-			      ? openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-			      : -1;
-		DIR *h = hfd >= 0 ? fdopendir(hfd) : NULL;
-		bool runs = !h && (hfd >= 0 || errno != ENOENT);
-		for (struct dirent *e; h && !runs && (e = readdir(h));) {
-			size_t k = strlen(e->d_name);
-			runs = strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0 &&
-			       (k < 7 || strcmp(e->d_name + k - 7, ".sample") != 0);
-		}
-		if (h)
-			(void)closedir(h);
-		else if (hfd >= 0)
-			(void)close(hfd);
-		if (pfd >= 0)
-			(void)close(pfd);
-		if (runs)
+		if (hooks_run_programs(AT_FDCWD, p))
 			(void)sweep_one(a->v, p, NULL, a->tag, a->out);
 	} else if (n >= 6 && memcmp(rel, "hooks/", 6) == 0) {
 		/* hooks/ alone: something in hooks changed, which is told by its ctime */
@@ -3197,6 +3173,11 @@ static int since_visit(void *arg, int pfd, const char *name, const char *path)
 			judge_git_since(a, p, false);
 		else if (file_changed_since(&st, a->v->suspect_from_ns))
 			(void)sweep_one(a->v, p, NULL, a->tag, a->out);
+		/* The names the developer's tools run at such a repository's root (s43e F4). */
+		for (size_t i = 0; i < CG_ARRAY_LEN(protected_rel); i++)
+			if (snprintf(p, sizeof(p), "%s/%s", path, protected_rel[i]) <
+			    (int)sizeof(p))
+				aside_changed_since(a, p, 0);
 	}
 	for (size_t i = 0; i < CG_ARRAY_LEN(vcs); i++) {
 		(void)snprintf(rel, sizeof(rel), "%s/%s", name, vcs[i]);
@@ -3206,14 +3187,6 @@ static int since_visit(void *arg, int pfd, const char *name, const char *path)
 	}
 	if (git_dir_at(pfd, name))
 		judge_git_since(a, path, true);
-	/* The names the developer's tools run at such a repository's root (s43e F4). */
-	(void)snprintf(rel, sizeof(rel), "%s/.git", name);
-	if (fstatat(pfd, rel, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-	    snprintf(p, sizeof(p), "%s/.git", path) < (int)sizeof(p) && !known_git(a->v, p))
-		for (size_t i = 0; i < CG_ARRAY_LEN(protected_rel); i++)
-			if (snprintf(p, sizeof(p), "%s/%s", path, protected_rel[i]) <
-			    (int)sizeof(p))
-				aside_changed_since(a, p, 0);
 	for (size_t i = 0; i < CG_ARRAY_LEN(other); i++) {
 		(void)snprintf(rel, sizeof(rel), "%s/%s", name, other[i]);
 		if (fstatat(pfd, rel, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
