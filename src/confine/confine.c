@@ -2211,6 +2211,44 @@ json_t *cg_confine_sweep(const struct cg_confine_plan *plan, struct cg_watch *wa
 	return out;
 }
 
+/* The writable trees of one stage's report (its view's), added to trees once each. */
+static void report_trees(const json_t *report, json_t *trees)
+{
+	size_t i, k;
+	const json_t *t, *have;
+	json_array_foreach(json_object_get(json_object_get(report, "view"), "writable"), i, t)
+	{
+		bool dup = !json_is_string(t);
+		json_array_foreach(trees, k, have) dup |= json_equal(have, t);
+		if (!dup)
+			(void)json_array_append_new(trees, json_string(json_string_value(t)));
+	}
+}
+
+json_t *cg_confine_sweep_cut(const json_t *report, int64_t since_ns, const char *tag,
+			     json_t **trees)
+{
+	json_t *all = json_array(), *out = json_array();
+	size_t i;
+	const json_t *st, *t;
+	if (all && out) {
+		report_trees(report, all);
+		json_array_foreach(json_object_get(report, "stages"), i, st) report_trees(st, all);
+	}
+	const char **list = all ? calloc(json_array_size(all) + 1, sizeof(*list)) : NULL;
+	if (!list || !out) {
+		json_decref(all);
+		json_decref(out);
+		free(list);
+		return NULL;
+	}
+	json_array_foreach(all, i, t) list[i] = json_string_value(t);
+	(void)cg_view_sweep_trees(list, json_array_size(all), since_ns, tag, out);
+	free(list);
+	*trees = all;
+	return out;
+}
+
 const struct cg_confine_plan *cg_confine_stage_plan(const struct cg_confine_plan *plan, size_t i)
 {
 	if (!plan || plan->n_stage_plans == 0)

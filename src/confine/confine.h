@@ -98,6 +98,16 @@ json_t *cg_confine_sweep(const struct cg_confine_plan *plan, struct cg_watch *wa
  */
 struct cg_watch *cg_confine_watch(const struct cg_confine_plan *plan);
 
+/*
+ * After a crash: the sweep of a call a daemon that is gone ran, from the
+ * confinement report its permit recorded (cg_confine_report: the view's
+ * writable trees, every stage's). Its write trees are judged by what
+ * changed since since_ns (cg_view_sweep_trees). *trees: the trees (a new
+ * array). The set-aside list as cg_confine_sweep's, or NULL on ENOMEM.
+ */
+json_t *cg_confine_sweep_cut(const json_t *report, int64_t since_ns, const char *tag,
+			     json_t **trees);
+
 /* The plan stage i runs under (plan itself unless it holds per-stage plans). */
 const struct cg_confine_plan *cg_confine_stage_plan(const struct cg_confine_plan *plan, size_t i);
 

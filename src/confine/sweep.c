@@ -461,9 +461,34 @@ struct sweep_arg {
 	json_t *out;
 };
 
+/*
+ * Is directory path what this sweep has just set aside (its walk meets the
+ * new name after the rename)? It is judged once: a repository set aside
+ * whole keeps its HEAD and config, for the developer to look at or take back.
+ */
+static bool set_aside_here(const struct sweep_arg *a, const char *name, const char *path)
+{
+	size_t i, pl = strlen(path) - strlen(name);
+	const json_t *e;
+	if (!strstr(name, ".callgate-set-aside-"))
+		return false;
+	json_array_foreach(a->out, i, e)
+	{
+		const char *was = json_string_value(json_object_get(e, "path"));
+		const char *as = json_string_value(json_object_get(e, "set_aside_as"));
+		const char *slash = was ? strrchr(was, '/') : NULL;
+		if (as && slash && strcmp(as, name) == 0 && (size_t)(slash - was + 1) == pl &&
+		    strncmp(was, path, pl) == 0)
+			return true;
+	}
+	return false;
+}
+
 static int sweep_visit(void *arg, int pfd, const char *name, const char *path)
 {
 	struct sweep_arg *a = arg;
+	if (set_aside_here(a, name, path))
+		return 0;
 	char git[PATH_MAX + 8], head[PATH_MAX + 8], rel[NAME_MAX + 16];
 	struct stat st;
 	(void)snprintf(rel, sizeof(rel), "%s/.git", name);
@@ -854,6 +879,8 @@ static bool born_since(const struct cg_view *v, int dfd, const char *rel)
 static int since_visit(void *arg, int pfd, const char *name, const char *path)
 {
 	struct sweep_arg *a = arg;
+	if (set_aside_here(a, name, path))
+		return 0;
 	static const char *const other[] = { ".hg/hgrc", ".jj/repo/config.toml" };
 	static const char *const vcs[] = { ".hg", ".jj" };
 	char p[PATH_MAX], rel[NAME_MAX + 32];
@@ -968,5 +995,43 @@ int cg_view_sweep(const struct cg_view *v, const struct cg_watch *watch, const c
 	for (size_t w = 0; v && !cg_watch_complete(watch) && w < v->n_write; w++)
 		if (!(v->private_tmp && strcmp(v->write[w], "/tmp") == 0))
 			rc |= sweep_changed_since(v, v->write[w], tag, out);
+	return rc;
+}
+
+int cg_view_sweep_trees(const char *const *trees, size_t n, int64_t since_ns, const char *tag,
+			json_t *out)
+{
+	struct cg_view v = { .suspect_from_ns = since_ns };
+	int rc = 0;
+	if (n && !(v.write = calloc(n, sizeof(*v.write))))
+		return -1;
+	for (size_t i = 0; i < n; i++)
+		if ((v.write[v.n_write] = strdup(trees[i])))
+			v.n_write++;
+		else
+			rc = -1;
+	struct sweep_arg a = { &v, tag, out };
+	char p[PATH_MAX];
+	for (size_t w = 0; w < v.n_write; w++) {
+		const char *tree = v.write[w], *slash = strrchr(tree, '/');
+		struct stat st;
+		if (tree[0] != '/' || !slash[1] || (lstat(tree, &st) != 0 && errno == ENOENT))
+			continue; /* never / itself (no view writes it), nor a tree gone since */
+		for (size_t i = 0; i < cg_view_n_protected_rel; i++)
+			if (snprintf(p, sizeof(p), "%s/%s", tree, cg_view_protected_rel[i]) <
+			    (int)sizeof(p))
+				aside_changed_since(&a, p, 0);
+		/* The root as any directory below it (the walk hands on what is below). */
+		(void)snprintf(p, sizeof(p), "%.*s", slash == tree ? 1 : (int)(slash - tree), tree);
+		int pfd = open(p, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (pfd >= 0) {
+			(void)since_visit(&a, pfd, slash + 1, tree);
+			(void)close(pfd);
+		}
+		rc |= sweep_changed_since(&v, tree, tag, out);
+	}
+	for (size_t i = 0; i < v.n_write; i++)
+		free(v.write[i]);
+	free(v.write);
 	return rc;
 }

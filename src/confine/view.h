@@ -21,6 +21,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 #include <jansson.h>
 
@@ -150,6 +151,18 @@ int cg_view_spawn(const struct cg_view *v, void (*fn)(void *), const void *arg, 
  */
 int cg_view_sweep(const struct cg_view *v, const struct cg_watch *watch, const char *tag,
 		  json_t *out);
+
+/*
+ * After a crash: the sweep of a call whose view is gone (a daemon killed
+ * while it ran; its permit named these write trees). Every directory of
+ * each tree, its root too, is judged as a sweep with no whole record of a
+ * call's changes judges them, by what changed since since_ns, with no
+ * repository taken for the developer's; and the protected names at each
+ * root that changed since then are set aside. Appends to out as
+ * cg_view_sweep does. 0, or -1 if any failed.
+ */
+int cg_view_sweep_trees(const char *const *trees, size_t n, int64_t since_ns, const char *tag,
+			json_t *out);
 
 /* The names whose changes the sweep judges by name (cg_watch_start's names). */
 const char *const *cg_view_watched_names(void);

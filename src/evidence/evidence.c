@@ -239,6 +239,7 @@ struct cg_evidence {
 	uint64_t refused;	 /* appends refused while failed */
 	struct cg_smap *cut;	 /* traces a failure cut short: they take no more events */
 	json_t *cut_pending;	 /* traces cut at the queue cap, to be marked incomplete */
+	json_t *cut_runs;	 /* the permits of calls a crash cut short: cg_evidence_cut_runs */
 	bool stop;
 	pthread_t thr;
 	bool thr_started;
@@ -1315,6 +1316,41 @@ static void queue_incomplete(const char *key, void *value, void *arg)
 	l->tail = &it->next;
 }
 
+/*
+ * A call a crash cut short after its permit (it may have run, and nothing
+ * swept its write trees after it): its trace, the permit's time and
+ * payload, for cg_evidence_cut_runs. A trace with its exec.finished had its
+ * sweep: that event is noted after it.
+ */
+struct cut_runs {
+	json_t *runs;
+	bool oom;
+};
+
+static void note_cut_run(const char *key, void *value, void *arg)
+{
+	struct cut_runs *c = arg;
+	const struct tstate *t = value;
+	const struct tline *permit = NULL;
+	for (size_t i = 0; t->keep && i < t->n; i++) {
+		if (t->lines[i].type == CG_EV_EXEC_END)
+			return;
+		if (t->lines[i].type == CG_EV_PERMIT)
+			permit = &t->lines[i];
+	}
+	if (!permit)
+		return;
+	json_t *line = json_loadb(t->buf + permit->off, permit->len, 0, NULL);
+	json_t *payload = json_object_get(line, "payload");
+	const char *ts = json_string_value(json_object_get(line, "ts"));
+	/* The line was verified as it was read: only memory can fail here. */
+	if (!json_is_object(payload) || !ts ||
+	    json_array_append_new(c->runs, json_pack("{s:s,s:s,s:O}", "trace", key, "ts", ts,
+						     "permit", payload)) != 0)
+		c->oom = true;
+	json_decref(line);
+}
+
 /* Can the journal's file system take a small synced write again? */
 static bool disk_accepts_writes(struct cg_evidence *ev)
 {
@@ -1886,6 +1922,28 @@ int cg_evidence_flush(struct cg_evidence *ev)
 		return -1;
 	}
 	return 0;
+}
+
+json_t *cg_evidence_cut_runs(struct cg_evidence *ev)
+{
+	json_t *runs = ev ? ev->cut_runs : NULL;
+	if (ev)
+		ev->cut_runs = NULL;
+	return runs ? runs : json_array();
+}
+
+int cg_evidence_note_swept(struct cg_evidence *ev, json_t *calls)
+{
+	json_t *p = json_pack("{s:s,s:o}", "what",
+			      "the write trees of calls a crash cut short, swept at this start",
+			      "calls", calls);
+	struct item *it = p ? item_event(CG_JOURNAL_TRACE, CG_EV_RECOVERY, p, true) : NULL;
+	json_decref(p);
+	if (!it) {
+		errno = ENOMEM;
+		return -1;
+	}
+	return enqueue(ev, it); /* durable: returns once it is on disk */
 }
 
 /* ---- open and recovery ------------------------------------------------------------ */
@@ -2565,6 +2623,14 @@ int cg_evidence_open(const struct cg_evidence_config *cfg, struct cg_evidence **
 	ev->thr_started = true;
 	(void)pthread_setname_np(ev->thr, "cg-writer");
 	/* Record what recovery found, then mark the traces a crash cut short. */
+	struct cut_runs cut = { json_array(), !cut.runs };
+	cg_smap_each(ev->traces, note_cut_run, &cut);
+	ev->cut_runs = cut.runs;
+	if (cut.oom) {
+		snprintf(why, sizeof(why), "the calls a crash cut short could not be listed: %s",
+			 strerror(ENOMEM));
+		goto fail;
+	}
 	struct incomplete_list l = { NULL, &l.head, CG_INCOMPLETE_WHY, NULL, false };
 	cg_smap_each(ev->traces, queue_incomplete, &l);
 	int rc = 0;
@@ -2668,6 +2734,7 @@ void cg_evidence_close(struct cg_evidence *ev)
 		free(p);
 	}
 	json_decref(ev->cut_pending);
+	json_decref(ev->cut_runs);
 	free(ev->batch);
 	free(ev->resume);
 	free(ev->state_dir);

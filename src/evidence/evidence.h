@@ -100,6 +100,23 @@ void cg_evidence_set_retention(struct cg_evidence *ev, int64_t keep_s);
  */
 void cg_evidence_set_packages(struct cg_evidence *ev, bool archive);
 
+/*
+ * The calls the last run left open after their permit (a crash, a kill, the
+ * host's reset cut them short: they may have run, and nothing swept their
+ * write trees after them), read at open: an array of {trace, ts (the
+ * permit's), permit (its payload)}, the caller's; the next call returns an
+ * empty array. NULL on ENOMEM.
+ */
+json_t *cg_evidence_cut_runs(struct cg_evidence *ev);
+
+/*
+ * Record, durably, what a start's sweep of those calls set aside: a
+ * `recovery` event of the journal trace with calls (stolen; an array of
+ * {trace, since, trees, set_aside}). 0, or -1 with errno.
+ */
+int cg_evidence_note_swept(struct cg_evidence *ev, json_t *calls)
+    __attribute__((warn_unused_result));
+
 /* Final checkpoint, flush, close. Safe on NULL. */
 void cg_evidence_close(struct cg_evidence *ev);
 

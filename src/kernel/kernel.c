@@ -12,6 +12,7 @@
  *    (SHUTTING_DOWN), running ones cancelled (children killed), and it
  *    returns only once every thread has been joined.
  */
+#include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -160,6 +161,65 @@ int cg_kernel_workspaces_check(const char *const *workspaces, size_t n, struct c
 	return 0;
 }
 
+/*
+ * The calls a crash cut short while they ran (the daemon killed, out of
+ * memory, the host reset: s43a F3): their processes were killed with their
+ * cgroups (cg_confine_sweep_gone), and what they left in their write trees
+ * is swept now, before any call, as their own end would have swept it:
+ * judged by what changed since each one's permit, the write trees read from
+ * it. What was set aside is logged and recorded (a `recovery` event).
+ * 0, or -1 with errno (the record could not be made: the daemon does not
+ * start).
+ */
+#define CUT_MARGIN_NS (50 * 1000000LL) /* a permit's ms time against coarse file times */
+
+static int sweep_cut_runs(struct cg_kernel *k)
+{
+	json_t *runs = cg_evidence_cut_runs(k->ev), *calls = json_array();
+	size_t i;
+	const json_t *r;
+	int rc = runs && calls ? 0 : -1;
+	json_array_foreach(rc == 0 ? runs : NULL, i, r)
+	{
+		const char *trace = json_string_value(json_object_get(r, "trace"));
+		const char *ts = json_string_value(json_object_get(r, "ts"));
+		int64_t since = 0; /* a time that does not read: everything is judged */
+		if (ts && cg_parse_time(ts, &since) == 0)
+			since -= CUT_MARGIN_NS;
+		char tag[9];
+		(void)snprintf(tag, sizeof(tag), "%.8s", trace ? trace : "");
+		json_t *trees = NULL;
+		json_t *aside = cg_confine_sweep_cut(
+		    json_object_get(json_object_get(r, "permit"), "confinement"), since, tag,
+		    &trees);
+		if (!aside) {
+			rc = -1;
+			break;
+		}
+		if (json_array_size(trees)) {
+			cg_log("warn", trace,
+			       "a call a crash cut short while it ran: its write trees were swept "
+			       "(%zu set aside)",
+			       json_array_size(aside));
+			log_set_aside(trace, aside, "by a call a crash cut short");
+			if (json_array_append_new(calls, json_pack("{s:s,s:s,s:o,s:o}", "trace",
+								   trace, "since", ts, "trees",
+								   trees, "set_aside", aside)) != 0)
+				rc = -1;
+		} else {
+			json_decref(trees);
+			json_decref(aside);
+		}
+	}
+	json_decref(runs);
+	if (rc == 0 && json_array_size(calls))
+		return cg_evidence_note_swept(k->ev, calls);
+	json_decref(calls);
+	if (rc != 0)
+		errno = ENOMEM;
+	return rc;
+}
+
 int cg_kernel_new(const struct cg_kernel_config *cfg, struct cg_kernel **out, struct cg_result *why)
 {
 	struct cg_reply *err = NULL;
@@ -209,6 +269,11 @@ int cg_kernel_new(const struct cg_kernel_config *cfg, struct cg_kernel **out, st
 		       "killed %zu call(s) a callgated that is gone left running: no deadline or "
 		       "record covered them any more (their traces are marked incomplete)",
 		       gone);
+	if (k->ev && sweep_cut_runs(k) != 0) {
+		err = cg_reply_new(CG_R_EVIDENCE_WRITE_FAILED, "{s:s}", "errno_name",
+				   cg_errno_name(errno ? errno : EIO));
+		goto fail_evidence;
+	}
 	const char *pids = cg_confine_pids_note();
 	if (pids)
 		cg_log("info", NULL, "confinement: %s", pids);

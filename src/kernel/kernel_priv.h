@@ -285,6 +285,9 @@ void *worker_main(void *arg);
 /* Run (or finally answer) a job on a worker. Every path answers exactly once. */
 void run_job(struct cg_kernel *k, struct cg_job *j);
 
+/* Log each entry of a sweep's set-aside list (cg_confine_sweep), saying when. */
+void log_set_aside(const char *trace, const json_t *set_aside, const char *when);
+
 /* ---- sudo.c ---- */
 
 int sudo_wrap(struct cg_job *j, struct cg_reply **err);

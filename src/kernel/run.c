@@ -302,14 +302,7 @@ static int execute(struct cg_kernel *k, struct cg_job *j, struct run *r, struct 
 	char tag[9];
 	(void)snprintf(tag, sizeof(tag), "%.8s", j->trace_id);
 	r->set_aside = cg_confine_sweep(r->plan, watch, tag);
-	size_t si;
-	const json_t *sa;
-	json_array_foreach(r->set_aside, si, sa) cg_log(
-	    "warn", j->trace_id, "protected name made or replaced while the call ran: %s %s %s",
-	    json_string_value(json_object_get(sa, "path")),
-	    json_object_get(sa, "error") ? "could not be set aside:" : "set aside as",
-	    json_string_value(
-		json_object_get(sa, json_object_get(sa, "error") ? "error" : "set_aside_as")));
+	log_set_aside(j->trace_id, r->set_aside, "while the call ran");
 	if (r->gated && cg_gate_wait(&r->permit, -1) != 0) {
 		/* Refused at the gate: nothing exec'd; say why, not how the stage failed. */
 		cg_log("error", j->trace_id, "permit not durable; nothing ran");
@@ -567,4 +560,18 @@ void run_job(struct cg_kernel *k, struct cg_job *j)
 		reply = run_call(k, j, &r);
 	}
 	answer_run(k, j, reply, &r);
+}
+
+void log_set_aside(const char *trace, const json_t *set_aside, const char *when)
+{
+	size_t i;
+	const json_t *sa;
+	json_array_foreach(set_aside, i, sa)
+	{
+		bool err = json_object_get(sa, "error") != NULL;
+		cg_log("warn", trace, "protected name made or replaced %s: %s %s %s", when,
+		       json_string_value(json_object_get(sa, "path")),
+		       err ? "could not be set aside:" : "set aside as",
+		       json_string_value(json_object_get(sa, err ? "error" : "set_aside_as")));
+	}
 }

@@ -1669,6 +1669,87 @@ class AWorkspaceNoWatchCovers(unittest.TestCase):
             self.assertIn("walked whole", d.log)
 
 
+class ACallACrashCutShort(unittest.TestCase):
+    """s43a F3, s43b F2: a daemon killed while a writing call ran never swept
+    that call. Its new repository with a core.fsmonitor, its .envrc and a
+    hook planted in the developer's repository below the root stayed, and
+    the developer's next git status ran the command. The next start sweeps
+    the write trees the call's permit named, before it serves a call, judged
+    by what changed since the permit; the developer's own older files stay."""
+
+    def test_the_next_start_sweeps_what_it_left(self):
+        d = cgtest.Daemon().start()
+        self.addCleanup(d.close)
+        ws = d.workspace
+        git_repo(ws)
+        mine = os.path.join(ws, "old", "mine")
+        git_repo(mine)
+        mine_git = os.path.join(mine, ".g" + "it")
+        with open(os.path.join(mine_git, "con" + "fig"), "a") as f:
+            f.write("[alias]\n\tst = status\n")  # the developer's, before the call
+        with open(os.path.join(mine_git, "con" + "fig")) as f:
+            mine_cfg = f.read()
+        time.sleep(0.3)
+        marker = os.path.join(ws, "FSMON_RAN")
+        started = os.path.join(ws, "started")
+        plant = ("import os, subprocess, time; G = '.g' + 'it'; "
+                 "subprocess.run(['git', 'init', '-q', 'deep/a/b/new'], check=True); "
+                 "open('deep/a/b/new/' + G + '/con' + 'fig', 'a')"
+                 ".write('[core]\\n\\tfsmonitor = touch %s\\n'); "
+                 "open('.en' + 'vrc', 'w').write('touch %s\\n'); "
+                 "open(%r, 'w').close(); time.sleep(120)") % (marker, marker, started)
+        box = {}
+
+        def send():
+            try:
+                box["r"] = d.request(cgtest.make_request([[PY, "-c", plant]], privileged=False,
+                                                         timeout_ms=150000), timeout=150)
+            except Exception as e:  # the daemon dies under it
+                box["e"] = e
+
+        t = threading.Thread(target=send, daemon=True)
+        t.start()
+        end = time.time() + 30
+        while time.time() < end and not os.path.exists(started):
+            time.sleep(0.05)
+        self.assertTrue(os.path.exists(started), box)
+        self.assertTrue(os.path.exists(os.path.join(ws, ".en" + "vrc")))
+        d.stop(signal.SIGKILL)
+        t.join(10)
+        if d._logf:
+            d._logf.close()
+            d._logf = None
+        d.start()
+        new_git = os.path.join(ws, "deep", "a", "b", "new", ".g" + "it")
+        self.assertFalse(os.path.exists(new_git), d.log)
+        self.assertFalse(os.path.exists(os.path.join(ws, ".en" + "vrc")), d.log)
+        self.assertIn("a call a crash cut short while it ran", d.log)
+        # By effect: the developer's git runs nothing of the call's.
+        for repo in (os.path.join(ws, "deep", "a", "b", "new"), mine, ws):
+            subprocess.run(["git", "-C", repo, "status"], capture_output=True)
+        self.assertFalse(os.path.exists(marker))
+        # The developer's own repository and its older config stay.
+        with open(os.path.join(mine_git, "con" + "fig")) as f:
+            self.assertEqual(f.read(), mine_cfg)
+        # Recorded, and the journal still verifies.
+        d.stop()
+        seg = os.path.join(d.state_dir, "journal")
+        events = []
+        for name in sorted(os.listdir(seg)):
+            if name.endswith(".ndjson"):
+                with open(os.path.join(seg, name)) as f:
+                    events += [json.loads(ln) for ln in f if ln.strip()]
+        swept = [e["payload"] for e in events if e["type"] == "recovery"
+                 and "calls" in e["payload"]]
+        self.assertEqual(len(swept), 1, swept)
+        self.assertEqual(swept[0]["calls"][0]["trees"], [ws])
+        paths = sorted(x["path"] for x in swept[0]["calls"][0]["set_aside"])
+        self.assertEqual(paths, sorted([new_git, os.path.join(ws, ".en" + "vrc")]))
+        p = subprocess.run([cgtest.CALLGATE, "--state-dir", d.state_dir, "replay", "--all"],
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+
+
 class AnotherUsersWorkspace(unittest.TestCase):
     """s42a F1: a daemon with two users' workspaces took a call's cwd in
     either, whoever sent it, and entered it as root: nobody's call read a
