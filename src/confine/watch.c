@@ -24,6 +24,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/fanotify.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <unistd.h>
@@ -52,8 +53,17 @@ struct fs {
 
 struct cg_watch {
 	const char *const *names; /* recorded by name; any other, once per directory */
-	uint64_t *seen;		  /* the directories whose other changes are recorded (hashes) */
+	/*
+	 * The records made, by key (file system, handle, name; and for a name
+	 * judged, the kind of change): a hash seeded at random per watch, each
+	 * slot the record's offset in buf + 1, the key compared on a match.
+	 */
+	struct seen {
+		uint64_t hash;
+		size_t at; /* 0: free */
+	} * seen;
 	size_t n_seen, cap_seen;
+	uint64_t seed;
 	int fan, stop;
 	pid_t self;
 	struct fs fs[WATCH_FS_MAX];
@@ -80,32 +90,47 @@ static unsigned mask_of(uint64_t m)
 	       ((m & FAN_ONDIR) ? CG_WATCH_DIR : 0) | ((m & FAN_MOVED_TO) ? CG_WATCH_MOVED : 0);
 }
 
-/* FNV-1a over a directory's file system and handle. */
-static uint64_t dir_hash(size_t fs, int32_t htype, const unsigned char *handle, uint32_t hlen)
+/* FNV-1a, from the watch's random seed, over a record's key. */
+static uint64_t key_hash(uint64_t seed, size_t fs, int32_t htype, const unsigned char *handle,
+			 uint32_t hlen, const char *name, unsigned mask)
 {
-	uint64_t x = 1469598103934665603ULL ^ fs ^ ((uint64_t)(uint32_t)htype << 8);
+	uint64_t x = seed ^ fs ^ ((uint64_t)(uint32_t)htype << 8) ^ ((uint64_t)mask << 40);
 	for (uint32_t i = 0; i < hlen; i++)
 		x = (x ^ handle[i]) * 1099511628211ULL;
-	return x | 1; /* 0 marks a free slot */
+	for (const char *c = name; *c; c++)
+		x = (x ^ (unsigned char)*c) * 1099511628211ULL;
+	return x;
+}
+
+/* Is the record at offset at the one of this key (the kind of change: a name's only)? */
+static bool same_key(const struct cg_watch *w, size_t at, size_t fs, int32_t htype,
+		     const unsigned char *handle, uint32_t hlen, const char *name, unsigned mask)
+{
+	const struct rec *r = (const struct rec *)(w->buf + at);
+	return r->fs == fs && r->htype == htype && r->hlen == hlen &&
+	       (!name[0] || r->mask == mask) && memcmp(r->data, handle, hlen) == 0 &&
+	       strcmp((const char *)r->data + hlen, name) == 0;
 }
 
 /*
- * Has the directory's "any other name" record been made? Marks it when not.
- * An open-addressed set of hashes, grown at half full; a failed growth
- * makes the watch incomplete (returns true: nothing more is recorded).
+ * The slot of the record of this key, or the free slot it would take. An
+ * open-addressed table grown at half full; NULL when it cannot grow (the
+ * watch is then incomplete). s43e F5: a bare 64-bit hash was the key, and a
+ * name chosen to collide could have dropped a record unsaid.
  */
-static bool seen_before(struct cg_watch *w, uint64_t x)
+static struct seen *seen_slot(struct cg_watch *w, uint64_t x, size_t fs, int32_t htype,
+			      const unsigned char *handle, uint32_t hlen, const char *name,
+			      unsigned mask)
 {
 	if (2 * (w->n_seen + 1) > w->cap_seen) {
 		size_t cap = w->cap_seen ? 2 * w->cap_seen : 1024;
-		uint64_t *t = cap <= WATCH_BYTES_MAX / sizeof(*t) ? calloc(cap, sizeof(*t)) : NULL;
-		if (!t) {
-			w->lost = true;
-			return true;
-		}
+		struct seen *t =
+		    cap <= WATCH_BYTES_MAX / sizeof(*t) ? calloc(cap, sizeof(*t)) : NULL;
+		if (!t)
+			return NULL;
 		for (size_t i = 0; i < w->cap_seen; i++)
-			for (size_t k = w->seen[i] % cap; w->seen[i]; k = (k + 1) % cap)
-				if (!t[k]) {
+			for (size_t k = w->seen[i].hash % cap; w->seen[i].at; k = (k + 1) % cap)
+				if (!t[k].at) {
 					t[k] = w->seen[i];
 					break;
 				}
@@ -113,12 +138,11 @@ static bool seen_before(struct cg_watch *w, uint64_t x)
 		w->seen = t, w->cap_seen = cap;
 	}
 	size_t k = x % w->cap_seen;
-	for (; w->seen[k]; k = (k + 1) % w->cap_seen)
-		if (w->seen[k] == x)
-			return true;
-	w->seen[k] = x;
-	w->n_seen++;
-	return false;
+	for (; w->seen[k].at; k = (k + 1) % w->cap_seen)
+		if (w->seen[k].hash == x &&
+		    same_key(w, w->seen[k].at - 1, fs, htype, handle, hlen, name, mask))
+			break;
+	return &w->seen[k];
 }
 
 static bool named(const struct cg_watch *w, const char *name)
@@ -167,7 +191,6 @@ static void keep(struct cg_watch *w, uint64_t mask, const unsigned char *info, s
 	 * files in few directories, costs few records (s43d F2 filled the
 	 * bound with writes to files named config).
 	 */
-	uint64_t x = dir_hash(fs, htype, handle, hlen);
 	bool moved_dir = (mask & FAN_MOVED_TO) && (mask & FAN_ONDIR);
 	/*
 	 * Each directory moved in keeps its name (the sweep walks it), so
@@ -178,15 +201,19 @@ static void keep(struct cg_watch *w, uint64_t mask, const unsigned char *info, s
 		w->lost = true;
 		return;
 	}
-	if (moved_dir || named(w, name)) {
-		for (const char *c = name; *c; c++)
-			x = (x ^ (unsigned char)*c) * 1099511628211ULL;
-		x = ((x ^ mask_of(mask)) * 1099511628211ULL) | 1;
-	} else {
+	unsigned kind = 0;
+	if (moved_dir || named(w, name))
+		kind = mask_of(mask);
+	else
 		name = ""; /* the directory's one record for every other name */
-	}
-	if (seen_before(w, x))
+	uint64_t x = key_hash(w->seed, fs, htype, handle, hlen, name, kind);
+	struct seen *slot = seen_slot(w, x, fs, htype, handle, hlen, name, kind);
+	if (!slot) {
+		w->lost = true;
 		return;
+	}
+	if (slot->at)
+		return; /* recorded */
 	size_t nl = strlen(name);
 	size_t rl = (sizeof(struct rec) + hlen + nl + 1 + 7) & ~(size_t)7;
 	if (w->len + rl > w->bytes_max) {
@@ -212,6 +239,9 @@ static void keep(struct cg_watch *w, uint64_t mask, const unsigned char *info, s
 	r->htype = htype;
 	memcpy(r->data, handle, hlen);
 	memcpy(r->data + hlen, name, nl + 1);
+	slot->hash = x;
+	slot->at = w->len + 1;
+	w->n_seen++;
 	w->len += rl;
 }
 
@@ -349,6 +379,9 @@ struct cg_watch *cg_watch_start(const char *const *trees, size_t n, const char *
 	if (!w)
 		return NULL;
 	w->names = names;
+	/* A seed the call cannot learn: names chosen to collide cost it the probes, not us. */
+	if (getrandom(&w->seed, sizeof(w->seed), GRND_NONBLOCK) != (ssize_t)sizeof(w->seed))
+		w->seed = 1469598103934665603ULL ^ (uint64_t)cg_now_mono_ns();
 	/* Test-only: a smaller bound, so that a test can take the walk's path. */
 	static _Atomic long knob;
 	if (!atomic_load(&knob))
