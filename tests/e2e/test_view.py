@@ -2053,6 +2053,40 @@ class ViewThroughSandbox(unittest.TestCase):
                                "netrc": "EACCES", "history": "EACCES", "codex": "EACCES",
                                "claude": "EACCES", "claude_json": "EACCES", "m2": "EACCES",
                                "hf": "EACCES", "copilot": "EACCES", "control": "OK"})
+        # s44a F2: stores that were read and sent back, every one of the
+        # catalog's, made here; and git's credential cache answers nobody.
+        import re
+        with open(os.path.join(os.path.dirname(__file__), "..", "..", "src", "confine",
+                               "view.c")) as f:
+            body = re.search(r"home_secrets\[\] = \{(.*?)\};", f.read(), re.S).group(1)
+        catalog = re.findall(r'"([^"]+)"', body)
+        self.assertIn(".config/containers/auth.json", catalog)
+        probes = {}
+        for i, rel in enumerate(catalog):
+            p = os.path.join(self.home, rel)
+            up = os.path.dirname(p)
+            while up != self.home and not os.path.lexists(up):
+                up = os.path.dirname(up)
+            if os.path.lexists(p) or not os.path.isdir(up):
+                continue  # made already, or inside a store made as a file
+            os.makedirs(os.path.dirname(p), exist_ok=True)
+            with open(p, "w") as f:
+                f.write("SECRET")
+            probes["s%d" % i] = f"open({p!r}).read()"
+        cache = os.path.join(self.home, ".cache", "git", "credential")
+        os.unlink(cache)
+        os.makedirs(cache)
+        srv = socket.socket(socket.AF_UNIX)
+        srv.bind(os.path.join(cache, "socket"))
+        srv.listen(1)
+        srv.setblocking(False)
+        self.addCleanup(srv.close)
+        probes["cache"] = ("__import__('socket').socket(__import__('socket').AF_UNIX)"
+                           f".connect({os.path.join(cache, 'socket')!r})")
+        res = self.probe(["--write", self.ws], env=env, **probes)
+        self.assertEqual(set(res.values()), {"EACCES"}, res)
+        self.assertEqual(len(res), len(probes))
+        self.assertFalse(accepted_any(srv))
         # And through a tool that copies trees: nothing comes out.
         r = sandbox("--write", self.ws, "--", "cp", "-r", self.home, self.ws + "/copy",
                     env=env, cwd=self.ws)
