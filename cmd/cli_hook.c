@@ -618,6 +618,63 @@ enum kind { K_COMMAND, K_FILE, K_OTHER };
  * call to callgate's own MCP server), or with *why set on a malformed
  * payload.
  */
+/*
+ * The directories a Glob pattern or a Grep glob (pat, below root unless it
+ * is absolute) names, added to acts as reads (s44c M5: Grep over the home
+ * with the glob .aws/(anything) was judged as a read of the home alone, and allowed,
+ * where a Read of ~/.aws/credentials is refused). Its literal leading
+ * directories are one read; each hidden name spelt out after a wildcard
+ * (**\/.aws/...) is another, below that. -1 when a hidden name is itself a
+ * pattern (.*, .a[w]s): no path says what it reaches. The tool runs in
+ * Claude Code, outside callgate: this judges the names a pattern spells,
+ * not what the tool's search then opens (docs/agents.md).
+ */
+static int pattern_reads(const char *root, const char *pat, const char *tool, json_t *acts)
+{
+	char base[PATH_MAX], comp[NAME_MAX + 1];
+	bool literal = true;
+	int n = snprintf(base, sizeof(base), "%s", pat[0] == '/' ? "" : root);
+	if (n < 0 || (size_t)n >= sizeof(base))
+		return -1;
+	size_t bl = (size_t)n;
+	for (const char *at = pat; *at;) {
+		size_t cl = strcspn(at, "/");
+		if (cl > NAME_MAX)
+			return -1;
+		memcpy(comp, at, cl);
+		comp[cl] = '\0';
+		at += cl + (at[cl] == '/');
+		if (!cl || strcmp(comp, ".") == 0)
+			continue;
+		bool meta = strpbrk(comp, "*?[]{}\\") != NULL;
+		if (comp[0] == '.' && strcmp(comp, "..") != 0 && meta)
+			return -1;
+		if (meta) {
+			literal = false;
+			continue;
+		}
+		if (!literal && comp[0] != '.')
+			continue;
+		n = snprintf(base + bl, sizeof(base) - bl, "%s%s",
+			     bl && base[bl - 1] == '/' ? "" : "/", comp);
+		if (n < 0 || (size_t)n >= sizeof(base) - bl)
+			return -1;
+		if (literal)
+			bl += (size_t)n;
+		if (!literal ||
+		    !*at) /* a hidden name after a wildcard, or the whole literal path */
+			json_array_append_new(acts,
+					      json_pack("{s:s,s:s,s:s}", "action_type", "read",
+							"tool", tool, "resource", base));
+		base[bl] = '\0';
+	}
+	if (literal || bl == 0)
+		return 0;
+	json_array_append_new(acts, json_pack("{s:s,s:s,s:s}", "action_type", "read", "tool", tool,
+					      "resource", base));
+	return 0;
+}
+
 static json_t *map_call(const json_t *payload, const char *own_server, enum kind *kind,
 			const char **verdict, const char **why)
 {
@@ -699,9 +756,20 @@ static json_t *map_call(const json_t *payload, const char *own_server, enum kind
 			*why = "the file tool's input has no path";
 			goto fail;
 		}
-		json_object_set_new(req, "actions",
-				    json_pack("[{s:s,s:s,s:s}]", "action_type", files[i].type,
-					      "tool", tool, "resource", path));
+		json_t *acts = json_pack("[{s:s,s:s,s:s}]", "action_type", files[i].type, "tool",
+					 tool, "resource", path);
+		/* Glob's pattern, Grep's glob: the directories they name are read too. */
+		const char *pat =
+		    json_string_value(json_object_get(in, strcmp(tool, "Glob") == 0   ? "pattern"
+							  : strcmp(tool, "Grep") == 0 ? "glob"
+										      : ""));
+		if (acts && pat && pattern_reads(path, pat, tool, acts) != 0) {
+			json_decref(acts);
+			*verdict =
+			    "ask"; /* a hidden name it spells as a pattern: a person judges */
+			goto fail;
+		}
+		json_object_set_new(req, "actions", acts);
 		*kind = K_FILE;
 		return req;
 	}

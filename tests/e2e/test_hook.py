@@ -488,6 +488,38 @@ class TestHook(unittest.TestCase):
             d, why = self.decision(self.payload("Read", {"file_path": path}))
             self.assertEqual(d, "deny", (path, why))
 
+    def test_the_man_pages_example_matches_what_the_docs_test(self):
+        """s44c M7: callgate-hook(1)'s example left MultiEdit, NotebookEdit,
+        Glob and Grep out of the matcher: tools that write and read files
+        without the gate."""
+        with open(os.path.join(os.path.dirname(__file__), "..", "..", "man",
+                               "callgate-hook.1")) as f:
+            page = f.read().replace("\\-", "-")
+        self.assertIn('"%s"' % self.matcher.pattern, page)
+
+    def test_grep_and_glob_are_judged_by_the_directories_their_patterns_name(self):
+        """s44c M5: Grep over the home with glob .aws/* was judged as a read of
+        the home alone and allowed, where a Read of ~/.aws/credentials is
+        refused; Glob's pattern was not looked at at all."""
+        home = os.path.expanduser("~")
+        ws = self.d.workspace
+        for tool, inp in (("Grep", {"pattern": "secret", "path": home, "glob": ".aws/*"}),
+                          ("Grep", {"pattern": "k", "path": home, "glob": "**/.ssh/id_*"}),
+                          ("Glob", {"pattern": home + "/.aws/*"}),
+                          ("Glob", {"pattern": ".aws/credentials", "path": home}),
+                          ("Glob", {"pattern": "**/.gnupg/**", "path": "/"})):
+            d, why = self.decision(self.payload(tool, inp))
+            self.assertEqual(d, "deny", (tool, inp, why))
+        # A hidden name that is itself a pattern: a person judges it.
+        d, why = self.decision(self.payload("Glob", {"pattern": ".a[w]s/*", "path": home}))
+        self.assertEqual(d, "ask", why)
+        # Everyday searches in the workspace stay allowed.
+        for tool, inp in (("Grep", {"pattern": "TODO", "path": ws, "glob": "*.py"}),
+                          ("Glob", {"pattern": "src/**/*.c", "path": ws}),
+                          ("Glob", {"pattern": "**/*.md"})):
+            d, why = self.decision(self.payload(tool, inp))
+            self.assertEqual(d, "allow", (tool, inp, why))
+
     def test_what_the_view_keeps_read_only_the_file_tools_may_not_write(self):
         """Claude Code refuses most of these itself today; the gate must not
         rely on it (found by an attack through the hook)."""
