@@ -720,10 +720,14 @@ static void log_line(const json_t *c)
 	const json_t *x = json_object_get(c, "exit");
 	const char *host = str_of(c, "host");
 	const char *rule = str_of(c, "rule_id");
-	char exit_s[24] = "-", pid_s[24] = "-", head[400], outcome[64];
+	char exit_s[24] = "-", pid_s[24] = "-", head[400], outcome[96];
 	/* How it was let through, with how it ended (ux-s43c L4): failed(granted). */
 	const char *via = str_of(c, "via");
 	snprintf(outcome, sizeof(outcome), *via ? "%s(%s)" : "%s", str_of(c, "outcome"), via);
+	/* Done without the repository's hooks, as git said (s44c H1). */
+	if (json_array_size(json_object_get(c, "hooks_not_run")))
+		snprintf(outcome + strlen(outcome), sizeof(outcome) - strlen(outcome),
+			 ",hooks-not-run");
 	if (json_is_integer(x))
 		snprintf(exit_s, sizeof(exit_s), "%lld", (long long)json_integer_value(x));
 	if (json_is_integer(json_object_get(p, "pid"))) /* an admin's grant opening has none */

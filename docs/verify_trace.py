@@ -598,6 +598,9 @@ def expected_verdict(sealed, f, legacy=False):
         us = get(fin, "duration_us")
         if integer(us):
             v["duration_ms"] = abs(us) // 1000 * (1 if us >= 0 else -1)  # C's division
+        hooks = get(fin, "hooks_not_run")
+        if isinstance(hooks, list) and hooks:  # the hooks git said it did not run
+            v["hooks_not_run"] = hooks
     if f["screening"]:
         v["screening"] = f["screening"][-1]
     v["connections"] = f["connections"]
@@ -610,7 +613,14 @@ def expected_verdict(sealed, f, legacy=False):
     elif not (isinstance(v.get("blocked"), list) and v["blocked"]):
         v["blocked"] = [NOTHING_RAN]
     if outcome != "incomplete":
-        step = c_text(next_step(outcome, f, v), 400)
+        step = next_step(outcome, f, v)
+        hooks = v.get("hooks_not_run")
+        if isinstance(hooks, list) and hooks and step.startswith("Continue:"):
+            first = hooks[0] if isinstance(hooks[0], str) else "?"
+            more = " and %d more" % (len(hooks) - 1) if len(hooks) > 1 else ""
+            step += (" The repository's hooks did not run inside the call (git said so "
+                     "of %s%s): run them on the host before pushing." % (first, more))
+        step = c_text(step, 400)
         if step is not None:
             v["next_steps"] = [step]
     return v

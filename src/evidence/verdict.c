@@ -884,6 +884,19 @@ static void next_step(char *s, size_t n, const char *outcome, const json_t *f, c
 			 "Stop and report trace %s to the operator; the failure was not caused "
 			 "by the request.",
 			 trace ? trace : "-");
+	/* What ran did so without the repository's hooks: said with the step. */
+	const json_t *hooks = json_object_get(v, "hooks_not_run");
+	size_t l = strlen(s);
+	if (json_array_size(hooks) && strncmp(s, "Continue:", 9) == 0 && l + 1 < n) {
+		const char *first = json_string_value(json_array_get(hooks, 0));
+		char more[32] = "";
+		if (json_array_size(hooks) > 1)
+			snprintf(more, sizeof(more), " and %zu more", json_array_size(hooks) - 1);
+		snprintf(s + l, n - l,
+			 " The repository's hooks did not run inside the call (git said so of "
+			 "%s%s): run them on the host before pushing.",
+			 first ? first : "?", more);
+	}
 }
 
 /* Who decided: the rule and rung, the policy, and any person or grant. */
@@ -993,6 +1006,9 @@ static void add_results(json_t *v, const json_t *f)
 		if (json_is_integer(us))
 			json_object_set_new(v, "duration_ms",
 					    json_integer(json_integer_value(us) / 1000));
+		/* The hooks git said it did not run (s44c H1). */
+		if (json_array_size(json_object_get(fin, "hooks_not_run")))
+			json_object_set(v, "hooks_not_run", json_object_get(fin, "hooks_not_run"));
 	}
 	const json_t *scr = json_object_get(f, "screening");
 	if (json_array_size(scr))
@@ -1259,6 +1275,8 @@ json_t *cg_call_summary(const char *trace_id, const json_t *f)
 		      "outcome", sealed || ve ? outcome_of(f, src, false) : "open");
 	if (s && via)
 		json_object_set_new(s, "via", json_string(via));
+	if (s && json_array_size(json_object_get(fin, "hooks_not_run")))
+		json_object_set(s, "hooks_not_run", json_object_get(fin, "hooks_not_run"));
 	json_decref(opener);
 	free(cmd);
 	return s;
@@ -1511,6 +1529,7 @@ static void md_results(struct cg_buf *b, const json_t *v)
 		if (json_is_true(json_object_get(v, "timed_out")))
 			md_str(b, "Timed out:  yes (killed at the deadline)\n");
 		md_json(b, "Duration ms: ", json_object_get(v, "duration_ms"));
+		md_json(b, "Hooks not run (git said so): ", json_object_get(v, "hooks_not_run"));
 		md_output(b, "stdout:", json_object_get(out, "stdout"));
 		size_t i;
 		json_t *e;

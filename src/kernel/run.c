@@ -48,6 +48,7 @@ struct run {
 	bool gated;
 	json_t
 	    *set_aside; /* protected names the call made, set aside after it (cg_confine_sweep) */
+	json_t *hooks_not_run; /* the hooks git said it did not run (hooks_not_run) */
 };
 
 /* Append NAME=value to a malloc'd envp. 0, or -1 on OOM (envp unchanged). */
@@ -371,6 +372,55 @@ static json_t *hash_json(const struct cg_buf *b)
 			 (json_int_t)b->seen, "truncated", b->truncated, "sha256", hex);
 }
 
+/*
+ * The hooks git said it did not run: inside a call git may start only git's
+ * own programs, so a repository's hook meets a mount it may not execute
+ * from, and git prints "hint: The 'PATH' hook was ignored because it's not
+ * set as executable." (ux-s43c H1, s44c H1: the developer's pre-commit did
+ * not stop the agent's commit, and the evidence did not say so). Read from
+ * the stages' stderr as git wrote it: a command that silences git's advice
+ * (advice.ignoredHook) or prints the line itself is believed, so this is a
+ * record of what git said, not a guarantee. Each PATH once; NULL when none.
+ */
+static json_t *hooks_not_run(const struct cg_exec_result *res)
+{
+	static const char head[] = "hint: The '", tail[] = "' hook was ignored because it's not "
+							   "set as executable.";
+	json_t *out = NULL;
+	for (size_t i = 0; i < res->n_stages; i++) {
+		const char *p = (const char *)res->stages[i].err.p;
+		size_t len = res->stages[i].err.len;
+		for (const char *at = p; at && (size_t)(at - p) < len;) {
+			const char *h = memmem(at, len - (size_t)(at - p), head, sizeof(head) - 1);
+			if (!h)
+				break;
+			const char *name = h + sizeof(head) - 1;
+			const char *end = memchr(name, '\n', len - (size_t)(name - p));
+			size_t nl = end ? (size_t)(end - name) : len - (size_t)(name - p);
+			const char *t =
+			    nl >= sizeof(tail) - 1 ? name + nl - (sizeof(tail) - 1) : NULL;
+			at = end ? end + 1 : NULL;
+			if (!t || t == name || memcmp(t, tail, sizeof(tail) - 1) != 0 ||
+			    (size_t)(t - name) > 512)
+				continue;
+			json_t *hook = json_stringn(name, (size_t)(t - name)); /* NULL: not UTF-8 */
+			if (!hook)
+				continue;
+			bool have = false;
+			size_t k;
+			const json_t *x;
+			json_array_foreach(out, k, x) have |= json_equal(x, hook);
+			if (!out)
+				out = json_array();
+			if (have || !out || json_array_size(out) >= 16)
+				json_decref(hook);
+			else
+				json_array_append_new(out, hook);
+		}
+	}
+	return out;
+}
+
 /* The exec.finished event: exit codes, output sizes and hashes, timings. */
 static void note_exec_end(struct cg_kernel *k, struct cg_job *j, const struct run *r)
 {
@@ -388,6 +438,8 @@ static void note_exec_end(struct cg_kernel *k, struct cg_job *j, const struct ru
 		      "duration_us", (json_int_t)((res->ended_ns - res->started_ns) / 1000));
 	if (fin && json_array_size(r->set_aside))
 		json_object_set_new(fin, "set_aside", ev_screened_copy(k, r->set_aside));
+	if (fin && json_array_size(r->hooks_not_run))
+		json_object_set_new(fin, "hooks_not_run", ev_screened_copy(k, r->hooks_not_run));
 	ev_note(k, j->trace_id, CG_EV_EXEC_END, fin);
 }
 
@@ -468,6 +520,7 @@ static struct cg_reply *run_call(struct cg_kernel *k, struct cg_job *j, struct r
 	    write_permit(k, j, r, &reply) != 0 || execute(k, j, r, &reply) != 0)
 		return reply;
 	screen_output(k, j, r);
+	r->hooks_not_run = hooks_not_run(&r->res);
 	note_exec_end(k, j, r);
 	return ran_reply(j, r);
 }
@@ -493,6 +546,8 @@ static json_t *run_data(const struct cg_job *j, const struct run *r)
 	/* Whatever the reply's code (a deadline, a cancel): what was set aside is said. */
 	if (json_array_size(r->set_aside))
 		json_object_set(data, "set_aside", r->set_aside);
+	if (data && json_array_size(r->hooks_not_run))
+		json_object_set(data, "hooks_not_run", r->hooks_not_run);
 	return data;
 }
 
@@ -536,6 +591,7 @@ static void answer_run(struct cg_kernel *k, struct cg_job *j, struct cg_reply *r
 	json_decref(r->confinement);
 	json_decref(r->connections);
 	json_decref(r->set_aside);
+	json_decref(r->hooks_not_run);
 	cg_confine_plan_free(r->plan);
 	cg_envp_free(r->envp);
 	sudo_unwrap(j);

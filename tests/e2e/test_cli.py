@@ -5,8 +5,10 @@ command's own, and 64/65/69/70/77/124 from cli.h), the refusal line, --json.
 """
 import json
 import os
+import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 import unittest
@@ -161,6 +163,24 @@ class CliAgainstDaemon(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn(b"did not run the repository's hook", r.stderr)
         self.assertIn(b"WITHOUT the hook", r.stderr)
+        # s44c H1: the evidence says so too: the event, the verdict's next
+        # step, the log's outcome; and every reader of the verdict agrees.
+        trace = re.search(rb"trace ([0-9a-f-]{36})", r.stderr)
+        trace = trace.group(1).decode() if trace else None
+        if trace is None:
+            logs = self.run_cli("log", "--json").stdout.decode().splitlines()
+            trace = json.loads(logs[-1])["trace_id"]
+        v = json.loads(cgtest.wait_package_file(self.d.state_dir, trace, "verdict.json"))
+        self.assertEqual(v["hooks_not_run"], [".git/hooks/pre-commit"], v)
+        self.assertIn("hooks did not run inside the call", v["next_steps"][0])
+        line = [ln for ln in self.run_cli("log", "--trace", trace).stdout.decode().splitlines()
+                if trace in ln]
+        self.assertIn(",hooks-not-run", line[0])
+        vf = cgtest.verify_live([sys.executable, os.path.join(
+            cgtest.SRCDIR, "docs", "verify_trace.py"), self.d.state_dir, trace])
+        self.assertEqual(vf.returncode, 0, vf.stdout)
+        rp = self.run_cli("replay", trace)
+        self.assertEqual(rp.returncode, 0, rp.stdout + rp.stderr)
         shutil.rmtree(repo)
 
     def test_a_refused_loopback_connection_is_said_to_be_the_calls_own(self):
