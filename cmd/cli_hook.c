@@ -1276,7 +1276,19 @@ static int hook_claude_code(const struct cg_cli *g, enum degrade_mode degrade,
 		json_array_foreach(progs, pi, pv) if (nl < sizeof(named) - 1) nl +=
 		    (size_t)snprintf(named + nl, sizeof(named) - nl, "%s%s", pi ? ", " : "",
 				     json_string_value(pv));
-		if (strcmp(rule, "default-deny") == 0 && named[0])
+		/* Where it lives decides what to say (s44c M4: /usr/bin/kill was called outside). */
+		static const char *const system_dirs[] = { "/usr/bin/", "/bin/", "/usr/sbin/",
+							   "/sbin/", "/usr/local/bin/" };
+		bool in_system = false;
+		for (size_t d = 0; d < sizeof(system_dirs) / sizeof(system_dirs[0]); d++)
+			in_system |= strncmp(named, system_dirs[d], strlen(system_dirs[d])) == 0;
+		if (strcmp(rule, "default-deny") == 0 && named[0] && in_system)
+			snprintf(reason, sizeof(reason),
+				 "callgate: [D %s] denied by rule default-deny: no rule names %s; "
+				 "the operator can add it to a rule of the policy (docs/policy.md, "
+				 "exe) (trace %s)",
+				 refusal, named, trace);
+		else if (strcmp(rule, "default-deny") == 0 && named[0])
 			snprintf(
 			    reason, sizeof(reason),
 			    "callgate: [D %s] denied by rule default-deny: no rule allows %s "
