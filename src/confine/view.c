@@ -52,7 +52,9 @@
  *    callgate-init.
  *  - Host state MUST NOT change, except that a missing `.git/hooks` under an
  *    existing `.git` of a write tree is created empty (what `git init`
- *    creates) so that it can be covered read-only.
+ *    creates) so that it can be covered read-only, and a missing scratch
+ *    directory is created empty, owned by the call's uid, in a directory of
+ *    that uid's, so that it can be covered by the call's own tmpfs.
  */
 #include "view_parts.h"
 #include "watch.h"
@@ -2052,11 +2054,40 @@ static int collect_protected(struct cg_view *v, const struct cg_view_spec *s)
  * Scratch directories: existing ones (a mount needs its point), not the root,
  * and not under a private /tmp, which is the call's own already.
  */
+/*
+ * A scratch directory that does not exist yet (a fresh account's ~/.npm):
+ * made empty, as the tool would make it on its first run, so that it can be
+ * covered (s44c M2: an approved npm install failed with EROFS making it).
+ * Only the last name, in a directory reached through no link and owned by
+ * the call's uid: a home whose .cache is a link to /etc gets nothing made.
+ */
+static void make_scratch_dir(const char *path, uid_t uid, gid_t gid)
+{
+	const char *slash = strrchr(path, '/');
+	char parent[PATH_MAX];
+	struct stat st;
+	if (!slash || slash == path || !slash[1] || (size_t)(slash - path) >= sizeof(parent) ||
+	    strcmp(slash + 1, "..") == 0 || strcmp(slash + 1, ".") == 0)
+		return;
+	memcpy(parent, path, (size_t)(slash - path));
+	parent[slash - path] = '\0';
+	struct open_how h = { .flags = O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC,
+			      .resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS };
+	int fd = (int)syscall(SYS_openat2, AT_FDCWD, parent, &h, sizeof(h));
+	if (fd < 0)
+		return;
+	if (fstat(fd, &st) == 0 && st.st_uid == uid && mkdirat(fd, slash + 1, 0700) == 0)
+		(void)fchownat(fd, slash + 1, uid, gid, AT_SYMLINK_NOFOLLOW);
+	(void)close(fd);
+}
+
 static int collect_scratch(struct cg_view *v, const struct cg_view_spec *s)
 {
 	for (size_t i = 0; i < s->n_scratch; i++) {
 		char real[PATH_MAX];
 		struct stat st;
+		if (s->scratch[i][0] == '/' && lstat(s->scratch[i], &st) != 0 && errno == ENOENT)
+			make_scratch_dir(s->scratch[i], s->scratch_uid, s->scratch_gid);
 		if (!realpath(s->scratch[i], real) || stat(real, &st) != 0 || !S_ISDIR(st.st_mode))
 			continue; /* nothing there: the view adds nothing */
 		if (strcmp(real, "/") == 0 || (v->private_tmp && cg_path_under(real, "/tmp")))

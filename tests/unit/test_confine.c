@@ -369,6 +369,49 @@ Test(confine, seccomp_denies_with_eperm)
 	cg_confine_plan_free(p);
 }
 
+Test(confine, a_missing_scratch_directory_is_made_only_in_the_calls_own_directory, .init = mk_tree,
+     .fini = rm_tree)
+{
+	/*
+	 * s44c M2: a fresh account's missing ~/.npm got no scratch tmpfs, and an
+	 * approved npm install failed making it. It is made now, empty, but only
+	 * as the last name in a directory of the call's uid reached through no
+	 * link: a .cache that is a link to /etc gets nothing made in /etc.
+	 */
+	char mine[200], lnk[200], via_link[256], theirs[200], in_theirs[256], made[200];
+	snprintf(mine, sizeof(mine), "%s/cache", outside);
+	snprintf(lnk, sizeof(lnk), "%s/lnk", tmpdir);
+	snprintf(via_link, sizeof(via_link), "%s/viacache", lnk);
+	snprintf(made, sizeof(made), "%s/viacache", outside);
+	snprintf(theirs, sizeof(theirs), "%s/theirs", tmpdir);
+	snprintf(in_theirs, sizeof(in_theirs), "%s/cache", theirs);
+	cr_assert_eq(symlink(outside, lnk), 0);
+	cr_assert_eq(mkdir(theirs, 0755), 0);
+	cr_assert_eq(chown(theirs, 65534, 65534), 0);
+	const char *rd[] = { "/" }, *wr[] = { inside }, *scr[] = { mine, via_link, in_theirs };
+	struct cg_constraints c = base_cons();
+	c.fs = true;
+	c.read = rd;
+	c.n_read = 1;
+	c.write = wr;
+	c.n_write = 1;
+	c.scratch = scr;
+	c.n_scratch = 3;
+	struct cg_confine_ctx ctx = { .workspace = inside, .cwd = inside, .view = true };
+	struct cg_confine_plan *p = prepare1(&c, &ctx);
+	struct stat st;
+	cr_assert_eq(lstat(mine, &st), 0);
+	cr_assert(S_ISDIR(st.st_mode));
+	cr_assert_eq(st.st_mode & 07777, 0700);
+	cr_assert_eq(st.st_uid, geteuid());
+	cr_assert_neq(lstat(made, &st), 0, "made through a link");
+	cr_assert_neq(lstat(in_theirs, &st), 0, "made in another uid's directory");
+	cg_confine_plan_free(p);
+	(void)rmdir(mine);
+	(void)unlink(lnk);
+	(void)rmdir(theirs);
+}
+
 /* open_tree_attr (467, Linux 6.15): a clone of a mount with new attributes. */
 static int new_syscall_probe(void *arg)
 {
