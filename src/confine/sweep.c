@@ -940,6 +940,37 @@ static int sweep_changed_since(const struct cg_view *v, const char *tree, const 
 	return rc;
 }
 
+/*
+ * A .git the call made where a write tree's root had none, as git's init or
+ * clone leaves one (a directory whose config names no program, no hooks,
+ * no commondir), and the protected names in it (.git/hooks, .git/config,
+ * missing too): the developer's from now on, as one made below the root is
+ * (s44c M1: an agent's git init of a new project printed success and was
+ * then set aside, and every later git call failed).
+ */
+static bool plain_new_repo(const char *path)
+{
+	/* The .git itself, or a protected name in it (.git/hooks, .git/config). */
+	const char *slash = strstr(path, "/.git/");
+	if (!slash && (slash = strrchr(path, '/')) && strcmp(slash + 1, ".git") != 0)
+		slash = NULL;
+	char parent[PATH_MAX];
+	struct stat st;
+	if (!slash || (size_t)(slash - path) >= sizeof(parent))
+		return false;
+	memcpy(parent, path, (size_t)(slash - path));
+	parent[slash - path] = '\0';
+	struct open_how h = { .flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+			      .resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS };
+	int fd = (int)syscall(SYS_openat2, AT_FDCWD, parent[0] ? parent : "/", &h, sizeof(h));
+	if (fd < 0)
+		return false;
+	bool plain = fstatat(fd, ".git", &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode) &&
+		     !gitdir_runs_programs(fd, ".git");
+	(void)close(fd);
+	return plain;
+}
+
 int cg_view_sweep(const struct cg_view *v, const struct cg_watch *watch, const char *tag,
 		  json_t *out)
 {
@@ -958,7 +989,8 @@ int cg_view_sweep(const struct cg_view *v, const struct cg_watch *watch, const c
 				(int)sizeof(dir))
 				rc |= sweep_one(v, dir, NULL, tag, out);
 	for (size_t i = 0; v && i < v->n_missing; i++)
-		rc |= sweep_one(v, v->missing[i], NULL, tag, out);
+		if (!plain_new_repo(v->missing[i]))
+			rc |= sweep_one(v, v->missing[i], NULL, tag, out);
 	/*
 	 * A name the call held read-only that is another file now: a host-side
 	 * rename (by another call that made the name, or its sweep) carried the

@@ -125,13 +125,30 @@ class CliAgainstDaemon(unittest.TestCase):
         if os.path.lexists(os.path.join(ws, ".git")):
             self.skipTest("the workspace has a .git")
         r = self.run_cli("run", "--no-privileged", "--timeout", "2s", "--", "sh", "-c",
-                         "mkdir .git; sleep 20")
+                         "mkdir .git; echo .. > .git/commondir; sleep 20")
         self.assertEqual(r.returncode, 124, r.stderr)
         self.assertIn(b".git, a protected name made or replaced while the call ran (by it, "
                       b"or by the developer meanwhile), was set aside", r.stderr)
         for n in os.listdir(ws):
             if n.startswith(".git.callgate-set-aside-"):
-                os.rmdir(os.path.join(ws, n))
+                shutil.rmtree(os.path.join(ws, n))
+
+    def test_an_agents_git_init_of_the_workspace_is_kept(self):
+        # s44c M1: git init at a workspace's root printed success, was then set
+        # aside (the root's .git is a protected name), and every later git
+        # call failed with "not a git repository". As git init leaves it, it
+        # is the developer's, as one made below the root is; one that names
+        # a program is still set aside (the test above).
+        ws = self.d.workspace
+        if os.path.lexists(os.path.join(ws, ".git")):
+            self.skipTest("the workspace has a .git")
+        self.addCleanup(shutil.rmtree, os.path.join(ws, ".g" + "it"), True)
+        r = self.run_cli("run", "--no-privileged", "--", "git", "init", "-q")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotIn(b"set aside", r.stderr)
+        self.assertTrue(os.path.isdir(os.path.join(ws, ".g" + "it", "objects")))
+        r = self.run_cli("run", "--no-privileged", "--", "git", "status", "--short")
+        self.assertEqual(r.returncode, 0, r.stderr)
 
     def test_what_a_call_printed_before_its_deadline_is_shown(self):
         # ux-s43c H2: the text path dropped the partial output the response
