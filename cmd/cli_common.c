@@ -1079,6 +1079,28 @@ char *cg_cli_stage_hint(const json_t *resp, const json_t *pipeline)
 			    "yourself and test it outside callgate)",
 			    i + 1, rule ? rule : "?");
 		}
+		/*
+		 * A project's pip (.venv/bin/pip, python -m pip in a venv) runs as a
+		 * workspace program, never with a network; the system's pip told
+		 * which interpreter to install for is package-fetch's, which a person
+		 * or a grant can let through (s44c M3: the hint named only a policy
+		 * change, which an agent cannot make).
+		 */
+		const char *w1 = json_string_value(json_array_get(json_array_get(pipeline, i), 1));
+		const char *w2 = json_string_value(json_array_get(json_array_get(pipeline, i), 2));
+		bool venv_pip = w0 && wb && strchr(w0, '/') &&
+				(strncmp(wb, "pip", 3) == 0 ||
+				 (strncmp(wb, "python", 6) == 0 && w1 && w2 &&
+				  strcmp(w1, "-m") == 0 && strcmp(w2, "pip") == 0));
+		if (no_net && venv_pip) {
+			return hint_text(
+			    "stage %zu ran without a network (rule %s: net none): a project's "
+			    "own pip runs as a program of the workspace, never with one; the "
+			    "system's pip, told which interpreter to install for, is the "
+			    "package-fetch rule's, which a person or a grant can let reach the "
+			    "package index: pip --python .venv/bin/python install NAME",
+			    i + 1, rule ? rule : "?");
+		}
 		if (no_net) {
 			return hint_text(
 			    "stage %zu ran without a network (rule %s: net none): "

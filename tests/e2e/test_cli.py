@@ -339,6 +339,22 @@ class CliAgainstDaemon(unittest.TestCase):
         self.assertNotEqual(r.returncode, 0)
         self.assertIn(b"ran without a network (rule interpreters-confined: net none)", r.stderr)
 
+    def test_a_projects_pip_without_a_network_is_told_the_approvable_way(self):
+        # s44c M3: a venv's pip never gets a network, and the hint named only
+        # a policy change; the system's pip with --python is package-fetch's,
+        # which a person or a grant can let through. A workspace program
+        # named pip (as .venv/bin/pip is) that meets no network:
+        ws = self.d.workspace
+        venv = os.path.join(ws, "venv44", "bin")
+        os.makedirs(venv, exist_ok=True)
+        self.addCleanup(shutil.rmtree, os.path.join(ws, "venv44"), True)
+        with open(os.path.join(venv, "pip"), "w") as f:
+            f.write("#!/usr/bin/python3\nimport socket\nsocket.getaddrinfo('pypi.org', 443)\n")
+        os.chmod(os.path.join(venv, "pip"), 0o755)
+        r = self.run_cli("run", "--no-privileged", "--", "venv44/bin/pip", "install", "x")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn(b"pip --python .venv/bin/python install NAME", r.stderr)
+
     def test_a_quoted_secret_never_reaches_the_journal(self):
         # s41b F5: AWS_SECRET_ACCESS_KEY="..." was redacted in the output and
         # kept in clear in the journal and the package, for good.
