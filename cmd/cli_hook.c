@@ -1296,6 +1296,15 @@ static int hook_claude_code(const struct cg_cli *g, enum degrade_mode degrade,
 			    "or a toolchain's under the home, runs only where a rule names it: "
 			    "docs/policy.md, exe) (trace %s)",
 			    refusal, named, trace);
+		else if (strcmp(rule, "privilege-wrappers") == 0)
+			/* s44c L1: the rule's way (a privileged call) is not the hook's to take. */
+			snprintf(
+			    reason, sizeof(reason),
+			    "callgate: [D %s] denied by rule %s: privilege escalation inside a "
+			    "call; through this hook every command runs as the user, so a "
+			    "command that needs root is the developer's to run (or to send "
+			    "with callgate run, which a person approves) (trace %s)",
+			    refusal, rule, trace);
 		else
 			snprintf(reason, sizeof(reason),
 				 "callgate: [D %s] denied by rule %s: %s (trace %s)", refusal, rule,

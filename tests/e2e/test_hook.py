@@ -488,6 +488,15 @@ class TestHook(unittest.TestCase):
             d, why = self.decision(self.payload("Read", {"file_path": path}))
             self.assertEqual(d, "deny", (path, why))
 
+    def test_a_sudo_refusal_gives_advice_the_hook_can_follow(self):
+        # s44c L1: it said to send the call as privileged, which a hook's
+        # calls never are.
+        d, why = self.decision(self.payload("Bash", {"command": "sudo id"}))
+        self.assertEqual(d, "deny", why)
+        self.assertIn("privilege-wrappers", why)
+        self.assertIn("the developer's to run", why)
+        self.assertNotIn("without --no-privileged", why)
+
     def test_the_man_pages_example_matches_what_the_docs_test(self):
         """s44c M7: callgate-hook(1)'s example left MultiEdit, NotebookEdit,
         Glob and Grep out of the matcher: tools that write and read files
