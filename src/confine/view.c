@@ -361,6 +361,7 @@ static const char *const protected_rel[] = {
 	".cargo/config.toml",
 	".cargo/config",
 	".idea",
+	".yarnrc.yml",
 	/*
 	 * yarn 1's yarn-path, which any yarn command hands itself to (s41a F4);
 	 * rustup's toolchain path, which any cargo runs; Maven's extensions and
