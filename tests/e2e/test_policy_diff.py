@@ -51,7 +51,10 @@ class PolicyDiff(unittest.TestCase):
                                   ("cat", [["cat", "/etc/hostname"]], {}),
                                   ("mkfs", [["mkfs.ext4", "/dev/null"]], {}),
                                   ("ls", [["ls", "-l"]], {}),
-                                  ("gate-cat", [["cat", "/etc/hostname"]], {"action": "gate"})):
+                                  ("gate-cat", [["cat", "/etc/hostname"]], {"action": "gate"}),
+                                  # s44c M6: a recorded LANG (kept as its hash) read
+                                  # as a change under the very same policy.
+                                  ("echo-lang", [["echo", "hi"]], {"env": {"LANG": "C.UTF-8"}})):
             r = cls.d.request(cgtest.make_request(pipe, privileged=False, **extra))
             cls.traces[name] = r["reply"]["trace_id"]
         # A line that never decoded is not a call to re-decide.
@@ -76,7 +79,7 @@ class PolicyDiff(unittest.TestCase):
         r = self.diff("--json", self.cand)
         self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
         j = json.loads(r.stdout)
-        self.assertEqual(j["calls"], 6)
+        self.assertEqual(j["calls"], 7)
         got = sorted((c["command"], c["old"]["decision"], c["old"]["rule_id"],
                       c["new"]["decision"], c["new"]["rule_id"]) for c in j["changes"])
         self.assertEqual(got, sorted([
@@ -90,6 +93,7 @@ class PolicyDiff(unittest.TestCase):
         self.assertIn(self.traces["gate-cat"], ids)
         self.assertIn(self.traces["ls"], ids)
         self.assertNotIn(self.traces["echo"], ids)
+        self.assertNotIn(self.traces["echo-lang"], ids)
         self.assertNotIn(self.traces["mkfs"], ids)
 
     def test_text_names_old_and_new_rule(self):
@@ -99,7 +103,7 @@ class PolicyDiff(unittest.TestCase):
         self.assertEqual(len(line), 1, r.stdout)
         self.assertIn("BLOCK (default-deny) -> ALLOW (ls-ok)", line[0])
         self.assertIn("ls -l", line[0])
-        self.assertIn("4 of 6 recorded call(s) would be decided otherwise", r.stdout)
+        self.assertIn("4 of 7 recorded call(s) would be decided otherwise", r.stdout)
 
     def test_same_policy_changes_nothing(self):
         r = self.diff("--json", self.d.policy_path)
@@ -130,7 +134,7 @@ class PolicyDiff(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertEqual(json.loads(r.stdout)["calls"], 0)
         r = self.diff("--json", "--since", "1h", self.cand)
-        self.assertEqual(json.loads(r.stdout)["calls"], 6)
+        self.assertEqual(json.loads(r.stdout)["calls"], 7)
 
     def test_usage_and_bad_candidate(self):
         r = subprocess.run([cgtest.CALLGATE, "--state-dir", self.d.state_dir, "policy", "diff",
