@@ -720,6 +720,9 @@ static void log_line(const json_t *c)
 	const json_t *x = json_object_get(c, "exit");
 	const char *host = str_of(c, "host");
 	const char *rule = str_of(c, "rule_id");
+	/* A request refused before any rule (invalid, unresolved): its reply code (s44c L8). */
+	if (!*rule)
+		rule = str_of(c, "code");
 	char exit_s[24] = "-", pid_s[24] = "-", head[400], outcome[96];
 	/* How it was let through, with how it ended (ux-s43c L4): failed(granted). */
 	const char *via = str_of(c, "via");

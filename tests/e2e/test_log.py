@@ -71,9 +71,10 @@ class Log(unittest.TestCase):
         self.assertIn(" BLOCK blocked no-mkfs exit=- mkfs.ext4 /dev/null", mkfs)
         false = [l for l in out.splitlines() if self.t["false"] in l][0]
         self.assertIn(" ALLOW failed echo-ok exit=1 false", false)
-        # No policy decision was taken: not "BLOCK" (s36 walk).
+        # No policy decision was taken: not "BLOCK" (s36 walk); the reply's
+        # code stands where a rule would (s44c L8).
         invalid = [l for l in out.splitlines() if self.t["invalid"] in l][0]
-        self.assertIn(" - - invalid - exit=- ./run.sh", invalid)
+        self.assertIn(" - - invalid WA-RES-I-003 exit=- ./run.sh", invalid)
 
     def test_json_one_object_per_call(self):
         by = {c["trace_id"]: c for c in self.calls()}
