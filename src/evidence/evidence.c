@@ -1649,6 +1649,69 @@ static int enqueue(struct cg_evidence *ev, struct item *it)
 	return 0;
 }
 
+/*
+ * A payload's bytes in its line, within the journal's line bound. A member
+ * that would carry the line past it (s44b F1: a gate of 240 actions on 4 KB
+ * paths through a link, each action copied as given and resolved, and every
+ * emoji six bytes as a \u pair: one line past 4 MiB made the writer fail
+ * the journal for every uid) is replaced, the largest first, by a stand-in
+ * {"oversize": BYTES, "sha256": HEX of its bytes}; the reply and the
+ * decision, which replay reads, last. The payload object itself changes, so
+ * the line, replay and the package read the same members. NULL on ENOMEM,
+ * or E2BIG when no member is left to replace.
+ */
+#define EVENT_PAYLOAD_MAX (CG_LINE_MAX - 4096) /* the envelope's room */
+#define STANDIN_MIN	  512
+
+static char *dump_fitted(json_t *payload)
+{
+	const size_t flags = JSON_COMPACT | JSON_ENSURE_ASCII;
+	char *s = json_dumps(payload, flags);
+	for (int pass = 0; s && strlen(s) > EVENT_PAYLOAD_MAX && json_is_object(payload);) {
+		const char *k;
+		json_t *v;
+		char key[256] = "", *big = NULL;
+		size_t bl = 0;
+		json_object_foreach(payload, k, v)
+		{
+			bool kept = strcmp(k, "reply") == 0 || strcmp(k, "decision") == 0;
+			char *m = (pass || !kept) && strlen(k) < sizeof(key)
+				      ? json_dumps(v, flags | JSON_ENCODE_ANY)
+				      : NULL;
+			size_t ml = m ? strlen(m) : 0;
+			if (ml > bl && ml >= STANDIN_MIN) {
+				free(big);
+				big = m, bl = ml;
+				(void)snprintf(key, sizeof(key), "%s", k);
+			} else {
+				free(m);
+			}
+		}
+		if (!big && pass++ == 0)
+			continue; /* then the reply and the decision too */
+		free(s);
+		s = NULL;
+		if (!big) {
+			errno = E2BIG;
+			return NULL;
+		}
+		char hex[65];
+		cg_sha256_hex(big, bl, hex);
+		free(big);
+		if (json_object_set_new(
+			payload, key,
+			json_pack("{s:I,s:s}", "oversize", (json_int_t)bl, "sha256", hex)) != 0)
+			return NULL;
+		s = json_dumps(payload, flags);
+	}
+	if (s && strlen(s) > EVENT_PAYLOAD_MAX) {
+		free(s);
+		errno = E2BIG;
+		return NULL;
+	}
+	return s;
+}
+
 static struct item *item_event(const char *trace_id, int type, json_t *payload, bool durable)
 {
 	struct item *it = calloc(1, sizeof(*it));
@@ -1660,7 +1723,7 @@ static struct item *item_event(const char *trace_id, int type, json_t *payload, 
 	memcpy(it->trace, trace_id, strlen(trace_id) + 1);
 	cg_format_time(cg_now_wall_ns(), it->ts, sizeof(it->ts));
 	/* Serialised now, on the caller's thread: the bytes are those of this moment. */
-	it->payload = json_dumps(payload, JSON_COMPACT | JSON_ENSURE_ASCII);
+	it->payload = dump_fitted(payload);
 	if (!it->payload) {
 		free(it);
 		return NULL;

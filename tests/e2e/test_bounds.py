@@ -108,6 +108,44 @@ rules:
 """
 
 
+class AnEventPastTheLineBound(unittest.TestCase):
+    """s44b F1: one gate request of 240 file actions on 4 KB emoji paths
+    through a workspace link (each action copied as given and resolved, each
+    emoji six bytes as a \\u pair) made one journal line past the 4 MiB bound;
+    the writer took it for a failed disk and refused every uid's calls while
+    it healed, dropping the answered refusals of its batch. The largest
+    members of such an event are now stand-ins with their size and hash."""
+
+    def test_it_is_recorded_in_bounds_and_nothing_else_fails(self):
+        with cgtest.Daemon() as d:
+            ws = d.workspace
+            deep = os.path.join(ws, "e", *(["\U0001F600" * 63] * 15))
+            os.makedirs(deep)
+            os.symlink("e", os.path.join(ws, "L"))
+            through = os.path.join(ws, "L", *(["\U0001F600" * 63] * 15))
+            acts = [{"action_type": "write", "tool": "Write", "resource": "%s/f%d" % (through, i)}
+                    for i in range(240)]
+            req = cgtest.make_request(None, action="gate", privileged=False, actions=acts)
+            raw = json.dumps(req, ensure_ascii=False).encode() + b"\n"  # under 1 MiB as UTF-8
+            r = cgtest.parse_response(d.raw(raw, timeout=120))
+            self.assertEqual(code_of(r), "MCP-GATE-S-001", r)
+            trace = r["reply"]["trace_id"]
+            # Another call right after is answered, not refused by a closed journal.
+            r2 = d.request(cgtest.make_request([["true"]], privileged=False))
+            self.assertEqual(r2["status"], "ok", r2)
+            d.stop()
+            self.assertNotIn("journal failed", d.log)
+            lines = [json.loads(l) for l in cgtest.journal_lines(d.state_dir)]
+            mine = [e for e in lines if e["trace"] == trace]
+            self.assertEqual(mine[-1]["type"], "seal", [e["type"] for e in mine])
+            stand = [k for e in mine for k, v in e["payload"].items()
+                     if isinstance(v, dict) and "oversize" in v]
+            self.assertTrue(stand, [e["type"] for e in mine])
+            p = subprocess.run([cgtest.CALLGATE, "--state-dir", d.state_dir, "replay", "--all"],
+                               capture_output=True, text=True, timeout=120)
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+
+
 class DeadlinesSayWhichTheyWere(unittest.TestCase):
     """ux-s42c: asked for 10 minutes, a call was killed at the rule's 5, and
     the reply named the deadline alone; a call killed at the 30 s default
