@@ -162,7 +162,17 @@ int cg_journal_query(const char *state_dir, const struct cg_reader *reader,
 	}
 	*n_matched = n;
 	size_t limit = q->limit ? q->limit : LOG_DEFAULT;
-	size_t skip = n > limit ? n - limit : 0;
+	/* From the newest back: at most limit, and no more bytes than max_bytes. */
+	size_t take = 0, bytes = 0;
+	for (size_t i = jv.n; i-- > 0 && take < limit;) {
+		if (!keep[i])
+			continue;
+		if (q->max_bytes && bytes + jv.v[i].line_len > q->max_bytes)
+			break;
+		bytes += jv.v[i].line_len;
+		take++;
+	}
+	size_t skip = n - take;
 	for (size_t i = 0; i < jv.n; i++) {
 		if (!keep[i])
 			continue;

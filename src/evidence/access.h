@@ -60,12 +60,14 @@ struct cg_log_query {
 	const char *trace_id; /* only this trace, or NULL */
 	int64_t since_ns;     /* only events at or after this wall time; 0: all */
 	size_t limit;	      /* the most recent this many of what matches; 0: 200 */
+	size_t max_bytes;     /* and of those, the most recent whose lines fit; 0: no bound */
 };
 
 /*
  * The journal events of the traces reader may see (a trace is the reader's
  * when its request event records the reader's uid), filtered by q, in
- * journal order, at most q->limit of the most recent. *events (caller
+ * journal order, at most q->limit of the most recent, and of those the
+ * most recent whose lines together fit q->max_bytes. *events (caller
  * decrefs) is an array of the journal lines as parsed objects; *n_matched
  * counts every match before the limit. 0, or -1 with errno.
  */

@@ -70,7 +70,11 @@ static struct cg_reply *do_replay(struct cg_kernel *k, const struct cg_request *
 		return read_failed(errno, req->trace_id, "finding the trace");
 	struct cg_replay_opts o = { .state_dir = k->state_dir, .trace_id = req->trace_id };
 	json_t *rep = NULL;
+	pthread_mutex_lock(&k->journal_read_lock);
 	int rc = cg_replay_run(&o, &rep);
+	int e_run = errno;
+	pthread_mutex_unlock(&k->journal_read_lock);
+	errno = e_run;
 	if (rc < 0) {
 		int e = errno;
 		json_decref(rep);
@@ -93,13 +97,19 @@ static struct cg_reply *do_log(struct cg_kernel *k, const struct cg_request *req
 {
 	struct cg_log_query q = { .trace_id = req->trace_id,
 				  .since_ns = req->since_ns,
-				  .limit =
-				      req->limit > 0 ? (size_t)req->limit : CG_WIRE_LOG_LIMIT };
+				  .limit = req->limit > 0 ? (size_t)req->limit : CG_WIRE_LOG_LIMIT,
+				  .max_bytes =
+				      (size_t)cg_test_knob("CALLGATE_TEST_LOG_READ_BYTES",
+							   CG_LOG_READ_BYTES, CG_LOG_READ_BYTES) };
 	json_t *events = NULL;
 	size_t matched = 0;
-	if (cg_journal_query(k->state_dir, rd, &q, &events, &matched) != 0)
+	pthread_mutex_lock(&k->journal_read_lock);
+	int rc = cg_journal_query(k->state_dir, rd, &q, &events, &matched);
+	int e = errno;
+	pthread_mutex_unlock(&k->journal_read_lock);
+	if (rc != 0)
 		return cg_reply_new(CG_R_EVIDENCE_READ_FAILED, "{s:s,s:s}", "doing",
-				    "reading the journal", "detail", cg_errno_name(errno));
+				    "reading the journal", "detail", cg_errno_name(e));
 	size_t n = json_array_size(events);
 	/* The same per-call lines as `callgate log`, from the events returned. */
 	json_t *calls = cg_calls_from_events(events);

@@ -17,7 +17,7 @@
  *   respond.c   response lines, including the last-resort one
  *   kernel.c    lifecycle: new, shutdown, free
  *
- * Locks, outermost first: gen_lock and replay_lock are leaves taken alone;
+ * Locks, outermost first: gen_lock, replay_lock and journal_read_lock are leaves taken alone;
  * k->lock guards the job queue, the active list, the approval queue and the
  * grant store. No lock is held while a call runs or while evidence is made
  * durable.
@@ -63,6 +63,8 @@ struct gen {
 
 #define CG_EV_READS_MAX	    4 /* evidence reads on workers at once, daemon-wide */
 #define CG_EV_READS_PER_UID 2 /* the same, per reading uid */
+/* A log read's events at most, in journal bytes: the most recent that fit (s44b F2). */
+#define CG_LOG_READ_BYTES (16u << 20)
 
 struct cg_kernel {
 	char *policy_file; /* NULL: embedded default */
@@ -82,6 +84,13 @@ struct cg_kernel {
 	    *reload_failed; /* the last reload's failure {at, code, message}, or NULL (gen_lock) */
 
 	pthread_mutex_t replay_lock; /* guards replay */
+	/*
+	 * Held while an evidence read (log, replay) holds the journal in
+	 * memory: one at a time, so reads cost one journal's size at most,
+	 * not one per read slot (s44b F2: two log reads of one uid took the
+	 * daemon to 1.9 GB). A leaf, taken alone.
+	 */
+	pthread_mutex_t journal_read_lock;
 	struct cg_replay *replay;
 
 	pthread_mutex_t lock; /* guards the job queue and the active list */

@@ -201,6 +201,31 @@ class TestOwnTraces(unittest.TestCase):
         self.assertEqual(v["reply"]["code"], "MCP-LOG-I-102", v)
 
 
+class TestLogReadIsBounded(unittest.TestCase):
+    """s44b F2: a log read built its whole answer in memory (two reads of
+    one uid's large events took the daemon to 1.9 GB). It keeps the newest
+    events whose lines fit a byte bound (16 MiB; a test-only knob here)."""
+
+    def test_the_newest_that_fit_and_the_rest_counted(self):
+        d = cgtest.Daemon(env={"CALLGATE_TEST_LOG_READ_BYTES": "6000"}).start()
+        self.addCleanup(d.close)
+        for _ in range(8):
+            r, _ = ask(d, cgtest.make_request([["echo", "x" * 400]], privileged=False))
+            self.assertEqual(r["reply"]["code"], "MCP-EXEC-S-001", r)
+        last = r["reply"]["trace_id"]
+        lg, _ = ask(d, {"action": "log", "limit": 5000})
+        data = lg["reply"]["data"]
+        self.assertTrue(data["truncated"], data["matched"])
+        self.assertGreater(data["matched"], len(data["events"]))
+        self.assertGreater(len(data["events"]), 0)
+        size = sum(len(json.dumps(e, separators=(",", ":"))) + 1 for e in data["events"])
+        self.assertLessEqual(size, 6000 + 200 * len(data["events"]))  # key order, escapes
+        seqs = [e["seq"] for e in data["events"]]
+        self.assertEqual(seqs, sorted(seqs))
+        # The newest are kept: the last call's events are among them.
+        self.assertIn(last, {e["trace"] for e in data["events"]})
+
+
 class TestApprover(unittest.TestCase):
     def test_configured_approver_reads_every_trace(self):
         d = daemon("--approver-uid", str(NOBODY))
