@@ -936,6 +936,51 @@ static char *ignored_hook_hint(const json_t *stages)
  * failed stage's stderr points at: no network, a /tmp of its own, git's
  * config, a wrapper in front of git, no git identity.
  */
+/*
+ * A call whose command names a path under /tmp (outside its write trees)
+ * while its /tmp is its own: what it wrote there is gone with the call
+ * (s44c L5, ux-s43c L7: cp x /tmp/f and a venv made in /tmp succeeded and
+ * vanished, unsaid). Only a hint: the words are the command's.
+ */
+static char *private_tmp_hint(const json_t *data, const json_t *pipeline)
+{
+	const json_t *view = json_object_get(json_object_get(data, "confinement"), "view");
+	const char *tmp = json_string_value(json_object_get(view, "tmp"));
+	size_t i, k, w;
+	const json_t *stage, *word, *tree;
+	if (!tmp || strcmp(tmp, "private") != 0)
+		return NULL;
+	json_array_foreach(pipeline, i, stage) json_array_foreach(stage, k, word)
+	{
+		const char *s = json_string_value(word);
+		for (const char *at = s ? strstr(s, "/tmp") : NULL; at;
+		     at = strstr(at + 1, "/tmp")) {
+			if ((at > s && !strchr(" \t'\"=>:", at[-1])) ||
+			    (at[4] && at[4] != '/' && !strchr(" \t'\";", at[4])))
+				continue;
+			bool inside = false;
+			static const char *const kept[] = { "writable", "tmp_kept" };
+			for (size_t l = 0; l < 2; l++)
+				json_array_foreach(json_object_get(view, kept[l]), w, tree)
+				{
+					const char *t = json_string_value(tree);
+					size_t tl = t ? strlen(t) : 0;
+					inside |= tl > 4 && strncmp(at, t, tl) == 0 &&
+						  (at[tl] == '/' || at[tl] == '\0' ||
+						   strchr(" \t'\";", at[tl]));
+				}
+			if (!inside)
+				return hint_text(
+				    "stage %zu's command names /tmp, and this call's /tmp was its "
+				    "own "
+				    "(tmp: private): what it wrote there is gone now; write what "
+				    "another call or you will need into the workspace",
+				    i + 1);
+		}
+	}
+	return NULL;
+}
+
 char *cg_cli_stage_hint(const json_t *resp, const json_t *pipeline)
 {
 	const json_t *stages = json_object_get(resp, "stages");
@@ -1125,7 +1170,7 @@ char *cg_cli_stage_hint(const json_t *resp, const json_t *pipeline)
 		    "run; a policy change or a grant widens it",
 		    i + 1, rule ? rule : "?");
 	}
-	return NULL;
+	return private_tmp_hint(data, pipeline);
 }
 
 char *cg_cli_gate_next(const json_t *ap)

@@ -2339,6 +2339,10 @@ int cg_view_prepare(const struct cg_view_spec *s, struct cg_view **out, struct c
 	    v->userns);
 	if (v->report && v->n_scratch)
 		json_object_set_new(v->report, "scratch", strings_json(v->scratch, v->n_scratch));
+	/* The host's trees under a private /tmp that the view keeps (the workspace, the cwd). */
+	if (v->report && v->private_tmp && v->n_tmp_dirs)
+		json_object_set_new(v->report, "tmp_kept",
+				    strings_json(v->tmp_dirs, v->n_tmp_dirs));
 	if (!v->report)
 		goto fail;
 	*out = v;

@@ -355,6 +355,22 @@ class CliAgainstDaemon(unittest.TestCase):
         self.assertNotEqual(r.returncode, 0)
         self.assertIn(b"pip --python .venv/bin/python install NAME", r.stderr)
 
+    def test_a_write_to_the_calls_own_tmp_is_said_to_be_gone(self):
+        # s44c L5 (ux-s43c L7): cp x /tmp/f succeeded and the file vanished
+        # with the call's /tmp, unsaid. A path in the workspace (under the
+        # host's /tmp here) is not the call's /tmp and says nothing.
+        ws = self.d.workspace
+        with open(os.path.join(ws, "l5.txt"), "w") as f:
+            f.write("x\n")
+        self.addCleanup(os.unlink, os.path.join(ws, "l5.txt"))
+        r = self.run_cli("run", "--no-privileged", "--", "cp", "l5.txt", "/tmp/l5-copy")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(b"this call's /tmp was its own", r.stderr)
+        self.assertFalse(os.path.exists("/tmp/l5-copy"))
+        r = self.run_cli("run", "--no-privileged", "--", "cat", os.path.join(ws, "l5.txt"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotIn(b"/tmp was its own", r.stderr)
+
     def test_a_quoted_secret_never_reaches_the_journal(self):
         # s41b F5: AWS_SECRET_ACCESS_KEY="..." was redacted in the output and
         # kept in clear in the journal and the package, for good.
