@@ -108,6 +108,20 @@ class TestOwnTraces(unittest.TestCase):
         self.assertIn("MCP-LOG-I-102", r.stderr)
         self.assertNotIn(MARK, r.stdout + r.stderr)
 
+    def test_the_cli_log_asks_the_daemon_when_the_state_is_not_ours(self):
+        # s44c L9: verdict and replay asked the daemon, log said only that the
+        # journal could not be read: nobody but root could see what their
+        # agent did.
+        mine = nobody_gate(self.d)
+        other = root_call(self.d)
+        r = nobody_cli(self.d, "log")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(mine, r.stdout)
+        self.assertNotIn(other, r.stdout)
+        self.assertNotIn(MARK, r.stdout + r.stderr)
+        j = nobody_cli(self.d, "log", "--json", "--trace", mine[:8])
+        self.assertEqual([json.loads(l)["trace_id"] for l in j.stdout.splitlines()], [mine])
+
     def test_the_cli_replay_asks_the_daemon_when_the_state_is_not_ours(self):
         # ux-s40 L16: `verdict TRACE` asked the daemon, `replay TRACE` exited 66.
         mine = nobody_gate(self.d)
