@@ -147,6 +147,23 @@ class TestCommandFails(unittest.TestCase):
         verdict, (_, _, failed, _, hit, rules) = summary(r.stdout)
         self.assertEqual((verdict, failed, hit, rules), ("FAIL", 0, 29, 30))
 
+    def test_rules_narrows_the_coverage_asked_for(self):
+        # s44c L10: a copy of the default policy with one rule added needed a
+        # case for all 60 rules. --rules asks coverage of the named ones; a
+        # name the policy does not have is a usage error, not a pass.
+        pol = os.path.join(HERE, "..", "..", "etc", "callgate", "policy.yaml")
+        cases = self.write("few.yaml", "cases:\n  - { name: ls, pipeline: [[ls]], "
+                           "privileged: false, expect: ALLOW, rule: read-only-tools }\n")
+        cg("policy", "test", pol, cases, "--workspace", FIX["ws"], check=1)
+        r = cg("policy", "test", pol, cases, "--workspace", FIX["ws"], "--rules",
+               "read-only-tools", check=0)
+        self.assertIn("1 of 1 rule(s) exercised", r.stdout)
+        cg("policy", "test", pol, cases, "--workspace", FIX["ws"], "--rules",
+           "read-only-tools,tools-confined", check=1)
+        r = cg("policy", "test", pol, cases, "--workspace", FIX["ws"], "--rules",
+               "read-only-tool", check=64)
+        self.assertIn("has no rule of", r.stderr)
+
     def test_a_rule_for_a_later_stage_is_exercised(self):
         # docs/policy.md's grep-filter allows grep as a filter; a pipeline's
         # verdict names its most restrictive stage's rule (ls's), and the
