@@ -2211,12 +2211,12 @@ json_t *cg_confine_sweep(const struct cg_confine_plan *plan, struct cg_watch *wa
 	return out;
 }
 
-/* The writable trees of one stage's report (its view's), added to trees once each. */
-static void report_trees(const json_t *report, json_t *trees)
+/* One list of a stage's report's view (writable, protected, pinned), added to out once each. */
+static void report_paths(const json_t *report, const char *list, json_t *trees)
 {
 	size_t i, k;
 	const json_t *t, *have;
-	json_array_foreach(json_object_get(json_object_get(report, "view"), "writable"), i, t)
+	json_array_foreach(json_object_get(json_object_get(report, "view"), list), i, t)
 	{
 		bool dup = !json_is_string(t);
 		json_array_foreach(trees, k, have) dup |= json_equal(have, t);
@@ -2228,23 +2228,34 @@ static void report_trees(const json_t *report, json_t *trees)
 json_t *cg_confine_sweep_cut(const json_t *report, int64_t since_ns, const char *tag,
 			     json_t **trees)
 {
-	json_t *all = json_array(), *out = json_array();
+	json_t *all = json_array(), *known = json_array(), *out = json_array();
 	size_t i;
 	const json_t *st, *t;
-	if (all && out) {
-		report_trees(report, all);
-		json_array_foreach(json_object_get(report, "stages"), i, st) report_trees(st, all);
+	static const char *const kept[] = { "protected", "pinned" };
+	for (size_t l = 0; all && known && l < 3; l++) {
+		json_t *into = l ? known : all;
+		const char *list = l ? kept[l - 1] : "writable";
+		report_paths(report, list, into);
+		json_array_foreach(json_object_get(report, "stages"), i, st)
+		    report_paths(st, list, into);
 	}
-	const char **list = all ? calloc(json_array_size(all) + 1, sizeof(*list)) : NULL;
-	if (!list || !out) {
+	const char **w = all ? calloc(json_array_size(all) + 1, sizeof(*w)) : NULL;
+	const char **k = known ? calloc(json_array_size(known) + 1, sizeof(*k)) : NULL;
+	if (!w || !k || !out) {
 		json_decref(all);
+		json_decref(known);
 		json_decref(out);
-		free(list);
+		free(w);
+		free(k);
 		return NULL;
 	}
-	json_array_foreach(all, i, t) list[i] = json_string_value(t);
-	(void)cg_view_sweep_trees(list, json_array_size(all), since_ns, tag, out);
-	free(list);
+	json_array_foreach(all, i, t) w[i] = json_string_value(t);
+	json_array_foreach(known, i, t) k[i] = json_string_value(t);
+	(void)cg_view_sweep_trees(w, json_array_size(all), k, json_array_size(known), since_ns, tag,
+				  out);
+	free(w);
+	free(k);
+	json_decref(known);
 	*trees = all;
 	return out;
 }

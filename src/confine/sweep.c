@@ -32,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -202,6 +203,39 @@ static bool builtin_strategy(const char *s, size_t n)
 	return false;
 }
 
+/*
+ * A line of sequencer/opts (git's config syntax): does it set a strategy
+ * that is not one of git's own? Read as git reads it, key case-insensitive,
+ * after a [section] header on the same line too; a value quoted, escaped or
+ * continued is not read as harmless (s44d F1: "[options] Strategy =
+ * foo/../evil" passed a reader of lines starting "strategy").
+ */
+static bool opts_line_runs(const char *line, size_t n)
+{
+	const char *end = line + n;
+	if (line < end && *line == '[') {
+		const char *close = memchr(line, ']', n);
+		if (!close)
+			return false;
+		line = close + 1;
+		line += strspn(line, " \t");
+	}
+	if ((size_t)(end - line) < 8 || strncasecmp(line, "strategy", 8) != 0)
+		return false;
+	const char *v = line + 8;
+	if (v < end && !strchr(" \t=", *v))
+		return false; /* another key: strategy-option */
+	v += strspn(v, " \t");
+	if (v >= end || *v != '=')
+		return true; /* a strategy with no value, or odd text after it */
+	v++;
+	v += strspn(v, " \t");
+	size_t vl = (size_t)(end - v);
+	if (memchr(v, '"', vl) || memchr(v, '\\', vl) || memchr(v, ';', vl) || memchr(v, '#', vl))
+		return true;
+	return !builtin_strategy(v, vl);
+}
+
 /* Does state file rel of git name a program (kind: todo, strategy, opts)? */
 static bool state_runs_programs(const char *git, const char *rel, char kind)
 {
@@ -223,10 +257,8 @@ static bool state_runs_programs(const char *git, const char *rel, char kind)
 			       (line[0] == 'x' && strchr(" \t", line[1]));
 		else if (kind == 's')
 			runs = n && !builtin_strategy(line, n);
-		else if (strncmp(line, "strategy", 8) == 0 && strchr(" \t=", line[8])) {
-			const char *v = line + 8 + strspn(line + 8, " \t=");
-			runs = !builtin_strategy(v, n - (size_t)(v - line));
-		}
+		else
+			runs = opts_line_runs(line, n);
 	}
 	free(text);
 	return runs;
@@ -402,7 +434,14 @@ static bool gitdir_runs_programs(int dfd, const char *git)
 {
 	char rel[NAME_MAX + 32];
 	struct stat st;
-	static const char *const never[] = { "commondir", "config.worktree" };
+	/*
+	 * A new repository with an operation in progress (a cherry-pick, a
+	 * rebase) is not as git's init or clone leaves one, and its state can
+	 * name a program the developer's --continue runs (s44d F1: a root .git
+	 * was kept whose sequencer/opts named ../evil as the strategy).
+	 */
+	static const char *const never[] = { "commondir", "config.worktree", "sequencer",
+					     "rebase-merge", "rebase-apply" };
 	for (size_t i = 0; i < CG_ARRAY_LEN(never); i++) {
 		(void)snprintf(rel, sizeof(rel), "%s/%s", git, never[i]);
 		if (fstatat(dfd, rel, &st, AT_SYMLINK_NOFOLLOW) == 0)
@@ -459,6 +498,12 @@ struct sweep_arg {
 	const struct cg_view *v;
 	const char *tag;
 	json_t *out;
+	/*
+	 * What changed at or after this is the call's to judge (the oldest live
+	 * call's start, less a margin); INT64_MIN: all of it, where the
+	 * directory holding it changed (a rename carries old contents in).
+	 */
+	int64_t since;
 };
 
 /*
@@ -572,11 +617,23 @@ static void aside_changed_since(struct sweep_arg *a, const char *p, int depth)
 		return;
 	if (!S_ISDIR(st.st_mode)) {
 		size_t k = strlen(p);
-		if (file_changed_since(&st, a->v->suspect_from_ns) &&
-		    (k < 7 || strcmp(p + k - 7, ".sample") != 0))
+		/* What a sweep set aside already: no tool reads it by that name. */
+		const char *base = strrchr(p, '/');
+		if (file_changed_since(&st, a->since) &&
+		    (k < 7 || strcmp(p + k - 7, ".sample") != 0) &&
+		    !strstr(base ? base : p, ".callgate-set-aside-"))
 			(void)sweep_one(a->v, p, NULL, a->tag, a->out);
 		return;
 	}
+	/*
+	 * A directory that changed (an entry made, or itself renamed in) is
+	 * judged whole: a rename carries old contents, whose own times say
+	 * nothing (s44d F2: a hooks directory and a .claude staged in one call
+	 * and moved in during another that flooded the watch were kept).
+	 */
+	struct sweep_arg whole = *a;
+	if (file_changed_since(&st, a->since))
+		whole.since = INT64_MIN;
 	int fd = open(p, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
 	if (!d) {
@@ -588,7 +645,7 @@ static void aside_changed_since(struct sweep_arg *a, const char *p, int depth)
 	for (struct dirent *e; (e = readdir(d));)
 		if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0 && depth < 3 &&
 		    snprintf(q, sizeof(q), "%s/%s", p, e->d_name) < (int)sizeof(q))
-			aside_changed_since(a, q, depth + 1);
+			aside_changed_since(&whole, q, depth + 1);
 	(void)closedir(d);
 }
 
@@ -708,7 +765,7 @@ static bool git_subdir(const char *base)
 static int sweep_changes(const struct cg_view *v, const struct cg_watch *watch, const char *tag,
 			 json_t *out)
 {
-	struct sweep_arg a = { v, tag, out };
+	struct sweep_arg a = { v, tag, out, v->suspect_from_ns };
 	struct level_walk all = {
 		.cap = SWEEP_ALL_DIRS, .every = true, .visit = sweep_visit, .arg = &a
 	};
@@ -828,8 +885,7 @@ static void judge_git_subdirs_since(struct sweep_arg *a, const char *dir, bool w
 							   "config" };
 			for (size_t i = 0; i < CG_ARRAY_LEN(own); i++)
 				if (snprintf(q, sizeof(q), "%s/%s", p, own[i]) < (int)sizeof(q) &&
-				    lstat(q, &st) == 0 &&
-				    file_changed_since(&st, a->v->suspect_from_ns))
+				    lstat(q, &st) == 0 && file_changed_since(&st, a->since))
 					(void)sweep_one(a->v, q, NULL, a->tag, a->out);
 		} else if (cg_view_git_dir_at(fd, e->d_name)) {
 			judge_git_since(a, p, false);
@@ -840,20 +896,29 @@ static void judge_git_subdirs_since(struct sweep_arg *a, const char *dir, bool w
 	(void)closedir(d);
 }
 
-static void judge_git_since(struct sweep_arg *a, const char *g, bool bare)
+static void judge_git_since(struct sweep_arg *a0, const char *g, bool bare)
 {
 	static const char *const files[] = { "config", "commondir", "config.worktree" };
 	char p[PATH_MAX];
 	struct stat st;
-	if (known_git(a->v, g) || known_bare(a->v, g))
+	if (known_git(a0->v, g) || known_bare(a0->v, g))
 		return;
+	/*
+	 * A git directory that itself changed (renamed in, an entry made in it):
+	 * every part that names a program is judged, whatever its own times
+	 * (s44d F2, F3: one staged in an earlier call and renamed into place
+	 * kept its core.fsmonitor and hooks).
+	 */
+	struct sweep_arg whole = *a0, *a = &whole;
+	if (lstat(g, &st) == 0 && file_changed_since(&st, a0->since))
+		whole.since = INT64_MIN;
 	/* A bare-shaped one made or changed: judged whole first, as a new one is. */
 	if (bare && snprintf(p, sizeof(p), "%s/HEAD", g) < (int)sizeof(p) && lstat(p, &st) == 0 &&
-	    file_changed_since(&st, a->v->suspect_from_ns))
+	    file_changed_since(&st, a->since))
 		judge_dir(a, g);
 	for (size_t i = 0; i < CG_ARRAY_LEN(files); i++)
 		if (snprintf(p, sizeof(p), "%s/%s", g, files[i]) < (int)sizeof(p) &&
-		    lstat(p, &st) == 0 && file_changed_since(&st, a->v->suspect_from_ns))
+		    lstat(p, &st) == 0 && file_changed_since(&st, a->since))
 			judge_in_git_dir(a, g, files[i], CG_WATCH_MADE);
 	if (snprintf(p, sizeof(p), "%s/hooks", g) < (int)sizeof(p))
 		aside_changed_since(a, p, 2); /* one level: the hooks themselves */
@@ -866,13 +931,12 @@ static void judge_git_since(struct sweep_arg *a, const char *g, bool bare)
 }
 
 /* Was rel (below dfd) made since the oldest live call began (its birth time, where kept)? */
-static bool born_since(const struct cg_view *v, int dfd, const char *rel)
+static bool born_since(const struct sweep_arg *a, int dfd, const char *rel)
 {
 	struct statx sx;
 	return statx(dfd, rel, AT_SYMLINK_NOFOLLOW, STATX_BTIME, &sx) == 0 &&
 	       (sx.stx_mask & STATX_BTIME) &&
-	       (int64_t)sx.stx_btime.tv_sec * 1000000000 + sx.stx_btime.tv_nsec >=
-		   v->suspect_from_ns;
+	       (int64_t)sx.stx_btime.tv_sec * 1000000000 + sx.stx_btime.tv_nsec >= a->since;
 }
 
 /* The walk's visit when a watch missed changes: every directory, judged by what changed. */
@@ -889,11 +953,11 @@ static int since_visit(void *arg, int pfd, const char *name, const char *path)
 	if (snprintf(p, sizeof(p), "%s/.git", path) < (int)sizeof(p) &&
 	    fstatat(pfd, rel, &st, AT_SYMLINK_NOFOLLOW) == 0 && !known_git(a->v, p)) {
 		/* A new one is judged whole, as the watch judges it; an older one by what changed. */
-		if (S_ISDIR(st.st_mode) && born_since(a->v, pfd, rel))
+		if (S_ISDIR(st.st_mode) && born_since(a, pfd, rel))
 			(void)sweep_visit(a, pfd, name, path);
 		else if (S_ISDIR(st.st_mode))
 			judge_git_since(a, p, false);
-		else if (file_changed_since(&st, a->v->suspect_from_ns))
+		else if (file_changed_since(&st, a->since))
 			(void)sweep_one(a->v, p, NULL, a->tag, a->out);
 		/* The names the developer's tools run at such a repository's root (s43e F4). */
 		for (size_t i = 0; i < cg_view_n_protected_rel; i++)
@@ -903,7 +967,7 @@ static int since_visit(void *arg, int pfd, const char *name, const char *path)
 	}
 	for (size_t i = 0; i < CG_ARRAY_LEN(vcs); i++) {
 		(void)snprintf(rel, sizeof(rel), "%s/%s", name, vcs[i]);
-		if (born_since(a->v, pfd, rel) &&
+		if (born_since(a, pfd, rel) &&
 		    snprintf(p, sizeof(p), "%s/%s", path, vcs[i]) < (int)sizeof(p))
 			(void)sweep_one(a->v, p, NULL, a->tag, a->out);
 	}
@@ -912,7 +976,7 @@ static int since_visit(void *arg, int pfd, const char *name, const char *path)
 	for (size_t i = 0; i < CG_ARRAY_LEN(other); i++) {
 		(void)snprintf(rel, sizeof(rel), "%s/%s", name, other[i]);
 		if (fstatat(pfd, rel, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-		    file_changed_since(&st, a->v->suspect_from_ns) &&
+		    file_changed_since(&st, a->since) &&
 		    snprintf(p, sizeof(p), "%s/%s", path, other[i]) < (int)sizeof(p))
 			(void)sweep_one(a->v, p, NULL, a->tag, a->out);
 	}
@@ -929,7 +993,7 @@ static int since_visit(void *arg, int pfd, const char *name, const char *path)
 static int sweep_changed_since(const struct cg_view *v, const char *tree, const char *tag,
 			       json_t *out)
 {
-	struct sweep_arg a = { v, tag, out };
+	struct sweep_arg a = { v, tag, out, v->suspect_from_ns };
 	struct level_walk w = {
 		.cap = SWEEP_ALL_DIRS, .every = true, .visit = since_visit, .arg = &a
 	};
@@ -1030,19 +1094,28 @@ int cg_view_sweep(const struct cg_view *v, const struct cg_watch *watch, const c
 	return rc;
 }
 
-int cg_view_sweep_trees(const char *const *trees, size_t n, int64_t since_ns, const char *tag,
-			json_t *out)
+int cg_view_sweep_trees(const char *const *trees, size_t n, const char *const *known,
+			size_t n_known, int64_t since_ns, const char *tag, json_t *out)
 {
 	struct cg_view v = { .suspect_from_ns = since_ns };
 	int rc = 0;
-	if (n && !(v.write = calloc(n, sizeof(*v.write))))
+	if ((n && !(v.write = calloc(n, sizeof(*v.write)))) ||
+	    (n_known && !(v.protect = calloc(n_known, sizeof(*v.protect))))) {
+		free(v.write);
 		return -1;
+	}
 	for (size_t i = 0; i < n; i++)
 		if ((v.write[v.n_write] = strdup(trees[i])))
 			v.n_write++;
 		else
 			rc = -1;
-	struct sweep_arg a = { &v, tag, out };
+	/* What the call's view protected or pinned: the developer's repositories. */
+	for (size_t i = 0; i < n_known; i++)
+		if ((v.protect[v.n_protect] = strdup(known[i])))
+			v.n_protect++;
+		else
+			rc = -1;
+	struct sweep_arg a = { &v, tag, out, since_ns };
 	char p[PATH_MAX];
 	for (size_t w = 0; w < v.n_write; w++) {
 		const char *tree = v.write[w], *slash = strrchr(tree, '/');
@@ -1065,5 +1138,8 @@ int cg_view_sweep_trees(const char *const *trees, size_t n, int64_t since_ns, co
 	for (size_t i = 0; i < v.n_write; i++)
 		free(v.write[i]);
 	free(v.write);
+	for (size_t i = 0; i < v.n_protect; i++)
+		free(v.protect[i]);
+	free(v.protect);
 	return rc;
 }

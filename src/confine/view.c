@@ -2077,8 +2077,21 @@ static void make_scratch_dir(const char *path, uid_t uid, gid_t gid)
 	int fd = (int)syscall(SYS_openat2, AT_FDCWD, parent, &h, sizeof(h));
 	if (fd < 0)
 		return;
-	if (fstat(fd, &st) == 0 && st.st_uid == uid && mkdirat(fd, slash + 1, 0700) == 0)
-		(void)fchownat(fd, slash + 1, uid, gid, AT_SYMLINK_NOFOLLOW);
+	/*
+	 * Owned by what was made, through its descriptor: the caller owns the
+	 * directory, and swapped a hard link to a root-owned file in between a
+	 * mkdir and a chown by name (s44d F4). A directory cannot be hard
+	 * linked; the one opened must be empty and ours.
+	 */
+	if (fstat(fd, &st) == 0 && st.st_uid == uid && mkdirat(fd, slash + 1, 0700) == 0) {
+		int d = openat(fd, slash + 1, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		struct stat ds;
+		if (d >= 0 && fstat(d, &ds) == 0 && S_ISDIR(ds.st_mode) && ds.st_uid == geteuid() &&
+		    ds.st_nlink == 2 && (ds.st_mode & 07777) == 0700)
+			(void)fchown(d, uid, gid);
+		if (d >= 0)
+			(void)close(d);
+	}
 	(void)close(fd);
 }
 

@@ -157,12 +157,13 @@ int cg_view_sweep(const struct cg_view *v, const struct cg_watch *watch, const c
  * while it ran; its permit named these write trees). Every directory of
  * each tree, its root too, is judged as a sweep with no whole record of a
  * call's changes judges them, by what changed since since_ns, with no
- * repository taken for the developer's; and the protected names at each
+ * repository taken for the developer's but those its view protected or
+ * pinned (known: its report's lists); and the protected names at each
  * root that changed since then are set aside. Appends to out as
  * cg_view_sweep does. 0, or -1 if any failed.
  */
-int cg_view_sweep_trees(const char *const *trees, size_t n, int64_t since_ns, const char *tag,
-			json_t *out);
+int cg_view_sweep_trees(const char *const *trees, size_t n, const char *const *known,
+			size_t n_known, int64_t since_ns, const char *tag, json_t *out);
 
 /* The names whose changes the sweep judges by name (cg_watch_start's names). */
 const char *const *cg_view_watched_names(void);

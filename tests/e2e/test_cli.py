@@ -150,6 +150,27 @@ class CliAgainstDaemon(unittest.TestCase):
         r = self.run_cli("run", "--no-privileged", "--", "git", "status", "--short")
         self.assertEqual(r.returncode, 0, r.stderr)
 
+    def test_a_new_workspace_repository_with_an_operation_in_progress_is_not_kept(self):
+        # s44d F1: a root .git a call made was kept as git init leaves one,
+        # though it held a paused cherry-pick whose sequencer/opts named
+        # "[options] Strategy = foo/../evil"; the developer's --continue ran it.
+        ws = self.d.workspace
+        if os.path.lexists(os.path.join(ws, ".git")):
+            self.skipTest("the workspace has a .git")
+        for n in os.listdir(ws):
+            if ".callgate-set-aside-" in n:
+                shutil.rmtree(os.path.join(ws, n))
+        plant = ("import os, subprocess; subprocess.run(['git', 'init', '-q'], check=True); "
+                 "s = '.g' + 'it/sequencer'; os.makedirs(s); "
+                 "open(s + '/opts', 'w').write('[options] Strategy = foo/../evil\\n'); "
+                 "open(s + '/todo', 'w').write('pick 0000000 x\\n')")
+        r = self.run_cli("run", "--no-privileged", "--", "python3", "-c", plant)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertFalse(os.path.lexists(os.path.join(ws, ".g" + "it")), r.stderr)
+        for n in os.listdir(ws):
+            if ".callgate-set-aside-" in n:
+                shutil.rmtree(os.path.join(ws, n))
+
     def test_what_a_call_printed_before_its_deadline_is_shown(self):
         # ux-s43c H2: the text path dropped the partial output the response
         # carried; a test suite that hung told the agent nothing.

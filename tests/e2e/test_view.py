@@ -1012,6 +1012,39 @@ class RepositoryInTheWorkspace(unittest.TestCase):
                            capture_output=True)
         self.assertNotEqual(r.returncode, 0, r)
 
+    def test_a_repository_staged_earlier_and_renamed_in_runs_nothing(self):
+        # s44d F2, F3: a git directory staged in one call while it was not yet
+        # one (objs/, rfs/ for objects/, refs/), and a .claude beside it, then
+        # renamed into place in a second call: where the sweep judges by
+        # times (no whole watch, a restart after a crash) a rename changes
+        # none inside, and the fsmonitor, the hook and the settings were
+        # kept. A directory that changed is now judged whole.
+        marker = os.path.join(self.ws, "RENAMED_IN_RAN")
+        G, C = ".g" + "it", ".cl" + "aude"
+        stage = ("import os, sys; s = 'stage'; os.makedirs(s + '/hooks'); "
+                 "os.makedirs(s + '/objs'); os.makedirs(s + '/rfs/heads'); "
+                 "open(s + '/HEAD', 'w').write('ref: refs/heads/main\\n'); "
+                 "open(s + '/con' + 'fig', 'w').write('[core]\\n\\tfsmonitor = touch %s\\n'); "
+                 "h = s + '/hooks/pre-commit'; open(h, 'w').write('#!/bin/sh\\ntouch %s\\n'); "
+                 "os.chmod(h, 0o755); os.makedirs('hstage'); "
+                 "open('hstage/settings.json', 'w').write('{}')") % (marker, marker)
+        resp = self.run_call([PY, "-c", stage])
+        self.assertEqual([st["exit_code"] for st in resp["stages"]], [0], resp)
+        time.sleep(0.1)
+        move = ("import os; os.rename('stage/objs', 'stage/objects'); "
+                "os.rename('stage/rfs', 'stage/refs'); os.makedirs('sub'); "
+                "os.rename('stage', 'sub/%s'); os.rename('hstage', 'sub/%s')") % (G, C)
+        resp = self.run_call([PY, "-c", move])
+        self.assertEqual([st["exit_code"] for st in resp["stages"]], [0], resp)
+        sub = os.path.join(self.ws, "sub")
+        subprocess.run(["git", "-C", sub, "status"], capture_output=True)
+        subprocess.run(["git", "-C", sub, "-c", "user.name=d", "-c", "user.email=d@e", "commit",
+                        "-q", "--allow-empty", "-m", "x"], capture_output=True)
+        self.assertFalse(os.path.exists(marker), resp["reply"])
+        # (sub/.claude is judged as a repository root's only while sub is one.)
+        if os.path.isdir(os.path.join(sub, G)):
+            self.assertFalse(os.path.exists(os.path.join(sub, C, "settings.json")))
+
     def test_a_bare_repositorys_worktrees_are_not_the_calls(self):
         # s43a F1: a bare repository in the workspace kept only HEAD, config,
         # hooks and commondir read-only; a call pointed its linked worktree's
@@ -1568,7 +1601,12 @@ class RepositoryInTheWorkspace(unittest.TestCase):
                 ("rebase-merge/strategy", "../../x\n", False),
                 ("rebase-merge/strategy", "ort\n", True),
                 ("sequencer/opts", "[options]\n\tstrategy = ../../x\n", False),
-                ("sequencer/opts", "[options]\n\tstrategy = recursive\n", True)):
+                ("sequencer/opts", "[options]\n\tstrategy = recursive\n", True),
+                # s44d F1: as git reads it, the key on the header's line and
+                # in any case, the value quoted.
+                ("sequencer/opts", "[options] Strategy = foo/../x\n", False),
+                ("sequencer/opts", "[options]\n\tSTRATEGY=\"../../x\"\n", False),
+                ("sequencer/opts", "[options]\n\tstrategy-option = theirs\n", True)):
             d = rel.split("/")[0]
             prog = ("import os; os.makedirs('.g' + 'it/%s', exist_ok=True); "
                     "open('.g' + 'it/%s', 'w').write(%r)" % (d, rel, text))
@@ -1634,7 +1672,8 @@ class RepositoriesWhenTheWatchMissedChanges(unittest.TestCase):
         names = ("test_repositories_out_of_the_walks_reach_run_nothing_for_the_developer",
                  "test_a_repository_a_call_makes_runs_nothing_for_the_developer",
                  "test_what_makes_a_directory_a_repository_is_judged_as_git_judges_it",
-                 "test_a_submodules_config_and_a_hook_managers_hooks_deep_down")
+                 "test_a_submodules_config_and_a_hook_managers_hooks_deep_down",
+                 "test_a_repository_staged_earlier_and_renamed_in_runs_nothing")
         suite = unittest.TestSuite(self.Case(n) for n in names)
         result = unittest.TestResult()
         suite.run(result)
