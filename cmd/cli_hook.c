@@ -618,60 +618,86 @@ enum kind { K_COMMAND, K_FILE, K_OTHER };
  * call to callgate's own MCP server), or with *why set on a malformed
  * payload.
  */
+/* Is dir the user's home, or a directory above it (/, /home)? */
+static bool home_or_above(const char *dir)
+{
+	const char *home = getenv("HOME");
+	char real[PATH_MAX], hreal[PATH_MAX];
+	if (!home || home[0] != '/' || !realpath(home, hreal))
+		return true; /* no home to compare with: taken as the worst case */
+	if (!realpath(dir, real))
+		return false; /* nothing there to search */
+	size_t n = strlen(real);
+	return strcmp(real, "/") == 0 ||
+	       (strncmp(hreal, real, n) == 0 && (hreal[n] == '/' || hreal[n] == '\0'));
+}
+
 /*
  * The directories a Glob pattern or a Grep glob (pat, below root unless it
  * is absolute) names, added to acts as reads (s44c M5: Grep over the home
- * with the glob .aws/(anything) was judged as a read of the home alone, and allowed,
- * where a Read of ~/.aws/credentials is refused). Its literal leading
- * directories are one read; each hidden name spelt out after a wildcard
- * (**\/.aws/...) is another, below that. -1 when a hidden name is itself a
- * pattern (.*, .a[w]s): no path says what it reaches. The tool runs in
- * Claude Code, outside callgate: this judges the names a pattern spells,
- * not what the tool's search then opens (docs/agents.md).
+ * with the glob .aws/(anything) was judged as a read of the home alone, and
+ * allowed, where a Read of ~/.aws/credentials is refused). Its literal
+ * leading directories are one read; each run of literal names after a
+ * wildcard that starts with a hidden one (**\/.config/gh) is another, below
+ * that. -1 (a person judges it) when the pattern can spell a name other
+ * than by plain names and * (a class, braces, ?, an escape: [.]aws, {.aws,x},
+ * g?: s44e F3), and when it has a wildcard and searches the home or above
+ * it, where * may meet a store a plain name never spelt. The tool runs in
+ * Claude Code, outside callgate: this judges the names a pattern spells, not
+ * every file the search then opens (docs/agents.md).
  */
 static int pattern_reads(const char *root, const char *pat, const char *tool, json_t *acts)
 {
-	char base[PATH_MAX], comp[NAME_MAX + 1];
+	char base[PATH_MAX], run[PATH_MAX], comp[NAME_MAX + 1];
 	bool literal = true;
+	if (strpbrk(pat, "?[]{}\\"))
+		return -1;
 	int n = snprintf(base, sizeof(base), "%s", pat[0] == '/' ? "" : root);
 	if (n < 0 || (size_t)n >= sizeof(base))
 		return -1;
-	size_t bl = (size_t)n;
-	for (const char *at = pat; *at;) {
+	size_t bl = (size_t)n, rl = 0;
+	run[0] = '\0';
+	for (const char *at = pat;;) {
 		size_t cl = strcspn(at, "/");
 		if (cl > NAME_MAX)
 			return -1;
 		memcpy(comp, at, cl);
 		comp[cl] = '\0';
-		at += cl + (at[cl] == '/');
-		if (!cl || strcmp(comp, ".") == 0)
-			continue;
-		bool meta = strpbrk(comp, "*?[]{}\\") != NULL;
-		if (comp[0] == '.' && strcmp(comp, "..") != 0 && meta)
+		bool last = !at[cl];
+		at += cl + !last;
+		bool meta = strchr(comp, '*') != NULL;
+		if (meta && literal && home_or_above(bl ? base : "/"))
 			return -1;
-		if (meta) {
-			literal = false;
-			continue;
-		}
-		if (!literal && comp[0] != '.')
-			continue;
-		n = snprintf(base + bl, sizeof(base) - bl, "%s%s",
-			     bl && base[bl - 1] == '/' ? "" : "/", comp);
-		if (n < 0 || (size_t)n >= sizeof(base) - bl)
-			return -1;
-		if (literal)
+		if (meta || !cl || strcmp(comp, ".") == 0) {
+			literal = literal && !meta;
+			if (meta && rl) { /* a run of names after a wildcard ends here */
+				json_array_append_new(acts, json_pack("{s:s,s:s,s:s}",
+								      "action_type", "read", "tool",
+								      tool, "resource", run));
+				rl = 0;
+			}
+		} else if (literal) {
+			n = snprintf(base + bl, sizeof(base) - bl, "%s%s",
+				     bl && base[bl - 1] == '/' ? "" : "/", comp);
+			if (n < 0 || (size_t)n >= sizeof(base) - bl)
+				return -1;
 			bl += (size_t)n;
-		if (!literal ||
-		    !*at) /* a hidden name after a wildcard, or the whole literal path */
-			json_array_append_new(acts,
-					      json_pack("{s:s,s:s,s:s}", "action_type", "read",
-							"tool", tool, "resource", base));
-		base[bl] = '\0';
+		} else if (rl || comp[0] == '.') {
+			/* A hidden name after a wildcard, and the plain names after it. */
+			n = snprintf(run + rl, sizeof(run) - rl, "%s/%s", rl ? "" : base, comp);
+			if (n < 0 || (size_t)n >= sizeof(run) - rl)
+				return -1;
+			rl += (size_t)n;
+		}
+		if (last)
+			break;
 	}
-	if (literal || bl == 0)
-		return 0;
-	json_array_append_new(acts, json_pack("{s:s,s:s,s:s}", "action_type", "read", "tool", tool,
-					      "resource", base));
+	if (rl)
+		json_array_append_new(acts, json_pack("{s:s,s:s,s:s}", "action_type", "read",
+						      "tool", tool, "resource", run));
+	if (bl)
+		json_array_append_new(acts, json_pack("{s:s,s:s,s:s}", "action_type", "read",
+						      "tool", tool, "resource", base));
 	return 0;
 }
 

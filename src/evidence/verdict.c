@@ -1233,6 +1233,18 @@ static char *actions_text(const json_t *rq)
 		for (size_t k = 0; k < CG_ARRAY_LEN(parts); k++)
 			(void)cg_buf_add(&b, parts[k], strlen(parts[k]));
 	}
+	/*
+	 * Cut at its bound: never inside a character (s44e F2: a cut one made
+	 * the summary fail to build, and `log` stopped at that call, "out of
+	 * memory", every later call unlisted).
+	 */
+	if (b.truncated && b.p) {
+		size_t off = 0, k;
+		uint32_t cp;
+		while (off < b.len && (k = cg_utf8_next(b.p + off, b.len - off, &cp)) > 0)
+			off += k;
+		b.len = off;
+	}
 	return cg_buf_cstr(&b);
 }
 

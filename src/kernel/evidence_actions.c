@@ -50,6 +50,24 @@ static struct cg_reply *read_failed(int e, const char *trace_id, const char *doi
 			    cg_errno_name(e));
 }
 
+/* Wait for this reader's turn at the journal; journal_turn_give() after. */
+static void journal_turn_take(struct cg_kernel *k)
+{
+	pthread_mutex_lock(&k->journal_read_lock);
+	uint64_t mine = k->journal_read_next++;
+	while (k->journal_read_serving != mine)
+		pthread_cond_wait(&k->journal_read_turn, &k->journal_read_lock);
+	pthread_mutex_unlock(&k->journal_read_lock);
+}
+
+static void journal_turn_give(struct cg_kernel *k)
+{
+	pthread_mutex_lock(&k->journal_read_lock);
+	k->journal_read_serving++;
+	pthread_cond_broadcast(&k->journal_read_turn);
+	pthread_mutex_unlock(&k->journal_read_lock);
+}
+
 static struct cg_reply *do_verdict(struct cg_kernel *k, const struct cg_request *req,
 				   const struct cg_reader *rd)
 {
@@ -70,10 +88,10 @@ static struct cg_reply *do_replay(struct cg_kernel *k, const struct cg_request *
 		return read_failed(errno, req->trace_id, "finding the trace");
 	struct cg_replay_opts o = { .state_dir = k->state_dir, .trace_id = req->trace_id };
 	json_t *rep = NULL;
-	pthread_mutex_lock(&k->journal_read_lock);
+	journal_turn_take(k);
 	int rc = cg_replay_run(&o, &rep);
 	int e_run = errno;
-	pthread_mutex_unlock(&k->journal_read_lock);
+	journal_turn_give(k);
 	errno = e_run;
 	if (rc < 0) {
 		int e = errno;
@@ -103,10 +121,10 @@ static struct cg_reply *do_log(struct cg_kernel *k, const struct cg_request *req
 							   CG_LOG_READ_BYTES, CG_LOG_READ_BYTES) };
 	json_t *events = NULL;
 	size_t matched = 0;
-	pthread_mutex_lock(&k->journal_read_lock);
+	journal_turn_take(k);
 	int rc = cg_journal_query(k->state_dir, rd, &q, &events, &matched);
 	int e = errno;
-	pthread_mutex_unlock(&k->journal_read_lock);
+	journal_turn_give(k);
 	if (rc != 0)
 		return cg_reply_new(CG_R_EVIDENCE_READ_FAILED, "{s:s,s:s}", "doing",
 				    "reading the journal", "detail", cg_errno_name(e));

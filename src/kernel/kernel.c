@@ -28,6 +28,7 @@ static void init_sync(struct cg_kernel *k)
 	pthread_mutex_init(&k->gen_lock, NULL);
 	pthread_mutex_init(&k->replay_lock, NULL);
 	pthread_mutex_init(&k->journal_read_lock, NULL);
+	pthread_cond_init(&k->journal_read_turn, NULL);
 	pthread_mutex_init(&k->lock, NULL);
 	pthread_cond_init(&k->cond, NULL);
 	pthread_condattr_t ca;
@@ -368,6 +369,7 @@ void cg_kernel_free(struct cg_kernel *k)
 	pthread_mutex_destroy(&k->gen_lock);
 	pthread_mutex_destroy(&k->replay_lock);
 	pthread_mutex_destroy(&k->journal_read_lock);
+	pthread_cond_destroy(&k->journal_read_turn);
 	pthread_mutex_destroy(&k->lock);
 	pthread_cond_destroy(&k->cond);
 	free(k);

@@ -63,8 +63,12 @@ struct gen {
 
 #define CG_EV_READS_MAX	    4 /* evidence reads on workers at once, daemon-wide */
 #define CG_EV_READS_PER_UID 2 /* the same, per reading uid */
-/* A log read's events at most, in journal bytes: the most recent that fit (s44b F2). */
-#define CG_LOG_READ_BYTES (16u << 20)
+/*
+ * A log read's events at most, in journal bytes: the most recent that fit
+ * (s44b F2). Parsed, a line of many small values is up to ~50 times its
+ * bytes (s44e F4: 16 MiB of them took the daemon to 820 MB).
+ */
+#define CG_LOG_READ_BYTES (4u << 20)
 
 struct cg_kernel {
 	char *policy_file; /* NULL: embedded default */
@@ -88,9 +92,13 @@ struct cg_kernel {
 	 * Held while an evidence read (log, replay) holds the journal in
 	 * memory: one at a time, so reads cost one journal's size at most,
 	 * not one per read slot (s44b F2: two log reads of one uid took the
-	 * daemon to 1.9 GB). A leaf, taken alone.
+	 * daemon to 1.9 GB); by tickets, in the order they came (s44e F5: one
+	 * uid looping its reads won the lock again and again). A leaf, taken
+	 * alone, held only to take or give a turn.
 	 */
 	pthread_mutex_t journal_read_lock;
+	pthread_cond_t journal_read_turn; /* with it: readers go in the order they came */
+	uint64_t journal_read_next, journal_read_serving;
 	struct cg_replay *replay;
 
 	pthread_mutex_t lock; /* guards the job queue and the active list */

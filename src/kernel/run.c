@@ -403,7 +403,17 @@ static json_t *hooks_not_run(const struct cg_exec_result *res)
 			if (!t || t == name || memcmp(t, tail, sizeof(tail) - 1) != 0 ||
 			    (size_t)(t - name) > 512)
 				continue;
-			json_t *hook = json_stringn(name, (size_t)(t - name)); /* NULL: not UTF-8 */
+			/*
+			 * Printable UTF-8 only: a NUL kept by json_stringn is \u0000 in
+			 * the line, which no C reader of the journal parses (s44e F1:
+			 * the call's exec.finished was read as missing, its verdict
+			 * "could not be started"), and a control character is a
+			 * terminal's.
+			 */
+			bool printable = true;
+			for (const char *c = name; c < t && printable; c++)
+				printable = (unsigned char)*c >= 0x20 && *c != 0x7f;
+			json_t *hook = printable ? json_stringn(name, (size_t)(t - name)) : NULL;
 			if (!hook)
 				continue;
 			bool have = false;

@@ -221,6 +221,37 @@ class CliAgainstDaemon(unittest.TestCase):
         self.assertEqual(rp.returncode, 0, rp.stdout + rp.stderr)
         shutil.rmtree(repo)
 
+    def test_what_a_command_prints_cannot_break_the_record(self):
+        # s44e F1: a hook name read from stderr kept a NUL, written as \u0000,
+        # which no C reader of the journal parses: the call that ran read as
+        # one that never started. s44e F2: a gate's actions text cut inside a
+        # character at its bound stopped `log` at that call.
+        line = ("hint: The 'a\\000b' hook was ignored because it's not set as executable.\\n"
+                "hint: The 'c\\033[2Jd' hook was ignored because it's not set as executable.\\n")
+        r = self.run_cli("run", "--no-privileged", "--", "sh", "-c", "printf \"%s\" >&2" % line)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        trace = json.loads(self.run_cli("log", "--json").stdout.decode().splitlines()[-1])
+        self.assertEqual(trace["exit"], 0, trace)
+        self.assertNotIn("hooks_not_run", trace)
+        deep = "/".join(["\U0001F600" * 60] * 5)  # 1.2 KB of four-byte characters
+        for pad in range(4):  # the 64 KiB cut inside a character, whatever it keeps
+            acts = [{"action_type": "read", "tool": "Read",
+                     "resource": os.path.join(self.d.workspace, "x" * pad, deep, str(i))}
+                    for i in range(60)]
+            text = "; ".join("read %s (Read)" % a["resource"] for a in acts).encode()
+            if all(0x80 <= text[k] < 0xC0 for k in (65535, 65536)):
+                break
+        g = self.d.request(cgtest.make_request(None, action="gate", privileged=False,
+                                               actions=acts))
+        self.assertEqual(g["reply"]["code"], "MCP-GATE-S-001", g["reply"])
+        after = self.run_cli("run", "--no-privileged", "--", "true")
+        self.assertEqual(after.returncode, 0, after.stderr)
+        lg = self.run_cli("log")
+        self.assertEqual(lg.returncode, 0, lg.stderr)
+        self.assertIn(g["reply"]["trace_id"], lg.stdout.decode())
+        rp = self.run_cli("replay", "--all")
+        self.assertEqual(rp.returncode, 0, rp.stdout + rp.stderr)
+
     def test_a_refused_loopback_connection_is_said_to_be_the_calls_own(self):
         # ux-s43c M8: a server another call started (or the host's) could not
         # be reached, and nothing said why.

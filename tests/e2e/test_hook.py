@@ -513,15 +513,36 @@ class TestHook(unittest.TestCase):
         home = os.path.expanduser("~")
         ws = self.d.workspace
         for tool, inp in (("Grep", {"pattern": "secret", "path": home, "glob": ".aws/*"}),
-                          ("Grep", {"pattern": "k", "path": home, "glob": "**/.ssh/id_*"}),
                           ("Glob", {"pattern": home + "/.aws/*"}),
                           ("Glob", {"pattern": ".aws/credentials", "path": home}),
-                          ("Glob", {"pattern": "**/.gnupg/**", "path": "/"})):
+                          ("Glob", {"pattern": "**/.gnupg/**", "path": ws})):
             d, why = self.decision(self.payload(tool, inp))
             self.assertEqual(d, "deny", (tool, inp, why))
-        # A hidden name that is itself a pattern: a person judges it.
-        d, why = self.decision(self.payload("Glob", {"pattern": ".a[w]s/*", "path": home}))
-        self.assertEqual(d, "ask", why)
+        # A wildcard over the home or above it: a person, never the tool alone.
+        for tool, inp in (("Grep", {"pattern": "k", "path": home, "glob": "**/.ssh/id_*"}),
+                          ("Glob", {"pattern": "**/.gnupg/**", "path": "/"})):
+            d, why = self.decision(self.payload(tool, inp))
+            self.assertEqual(d, "ask", (tool, inp, why))
+        # A hidden name that is itself a pattern: a person judges it. So does
+        # any class, brace, ? or escape, and a wildcard over the home or above
+        # it (s44e F3: {.aws,x}/*, [.]aws/*, \\.aws/*, g?/hosts.yml were allowed).
+        for tool, inp in (("Glob", {"pattern": ".a[w]s/*", "path": home}),
+                          ("Glob", {"pattern": "{.aws,x}/*", "path": home}),
+                          ("Grep", {"pattern": "k", "path": home, "glob": "[.]aws/*"}),
+                          ("Grep", {"pattern": "k", "path": home, "glob": "\\.aws/*"}),
+                          ("Glob", {"pattern": "g?/hosts.yml", "path": home + "/.config"}),
+                          ("Glob", {"pattern": "../{.aws,x}/*", "path": ws}),
+                          ("Glob", {"pattern": "*/credentials", "path": home}),
+                          ("Grep", {"pattern": "k", "path": "/", "glob": "*.json"})):
+            d, why = self.decision(self.payload(tool, inp))
+            self.assertEqual(d, "ask", (tool, inp, why))
+        # A run of names after a wildcard that starts hidden is judged whole.
+        d, why = self.decision(self.payload("Glob", {"pattern": "**/.config/gh/*",
+                                                     "path": home}))
+        self.assertIn(d, ("deny", "ask"), why)
+        d, why = self.decision(self.payload("Glob", {"pattern": "src/**/.config/gh/*",
+                                                     "path": ws}))
+        self.assertEqual(d, "deny", why)  # the file tools' rule names it anywhere
         # Everyday searches in the workspace stay allowed.
         for tool, inp in (("Grep", {"pattern": "TODO", "path": ws, "glob": "*.py"}),
                           ("Glob", {"pattern": "src/**/*.c", "path": ws}),
