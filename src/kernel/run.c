@@ -401,7 +401,7 @@ static json_t *hooks_not_run(const struct cg_exec_result *res)
 			    nl >= sizeof(tail) - 1 ? name + nl - (sizeof(tail) - 1) : NULL;
 			at = end ? end + 1 : NULL;
 			if (!t || t == name || memcmp(t, tail, sizeof(tail) - 1) != 0 ||
-			    (size_t)(t - name) > 512)
+			    (size_t)(t - name) > 200)
 				continue;
 			/*
 			 * Printable UTF-8 only: a NUL kept by json_stringn is \u0000 in
