@@ -756,6 +756,24 @@ static void log_line(const json_t *c)
 	fputc('\n', stdout);
 }
 
+static void put_json_line(const json_t *x)
+{
+	char *s = json_dumps(x, JSON_COMPACT);
+	if (s)
+		puts(s);
+	free(s);
+}
+
+/* One call of the log, as the options ask: its line, or its JSON object. */
+static void show_call(struct log_args *a, const json_t *c)
+{
+	a->shown++;
+	if (a->json)
+		put_json_line(c);
+	else
+		log_line(c);
+}
+
 static int log_call(const char *trace, const json_t *f, size_t i, size_t n, void *arg)
 {
 	struct log_args *a = arg;
@@ -771,15 +789,7 @@ static int log_call(const char *trace, const json_t *f, size_t i, size_t n, void
 	if (!c)
 		return -1;
 	if (log_wanted(a, c)) {
-		a->shown++;
-		if (a->json) {
-			char *s = json_dumps(c, JSON_COMPACT);
-			if (s)
-				puts(s);
-			free(s);
-		} else {
-			log_line(c);
-		}
+		show_call(a, c);
 	}
 	json_decref(c);
 	return 0;
@@ -894,28 +904,13 @@ static int log_from_daemon(const char *socket, struct log_args *a)
 	{
 		const char *t =
 		    json_string_value(json_object_get(x, a->events ? "trace" : "trace_id"));
-		if (a->events) {
-			if (a->trace && (!t || strncmp(t, a->trace, strlen(a->trace)) != 0))
-				continue;
-			a->shown++;
-			char *line = json_dumps(x, JSON_COMPACT);
-			if (line)
-				puts(line);
-			free(line);
-			continue;
-		}
 		if (a->trace && (!t || strncmp(t, a->trace, strlen(a->trace)) != 0))
 			continue;
-		if (!log_wanted(a, x))
-			continue;
-		a->shown++;
-		if (a->json) {
-			char *line = json_dumps(x, JSON_COMPACT);
-			if (line)
-				puts(line);
-			free(line);
-		} else {
-			log_line(x);
+		if (a->events) {
+			a->shown++;
+			put_json_line(x);
+		} else if (log_wanted(a, x)) {
+			show_call(a, x);
 		}
 	}
 	if (json_is_true(json_object_get(data, "truncated")))

@@ -603,6 +603,16 @@ static bool git_dir_path(const char *dir)
 	return is;
 }
 
+/* Directory p, opened through no link at its last name; NULL when it is none. */
+static DIR *dir_open(const char *p)
+{
+	int fd = open(p, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	if (!d && fd >= 0)
+		(void)close(fd);
+	return d;
+}
+
 /*
  * What changed since the oldest live call began at p (a hooks directory, a
  * protected name of a repository the view did not protect): p itself when it
@@ -634,13 +644,9 @@ static void aside_changed_since(struct sweep_arg *a, const char *p, int depth)
 	struct sweep_arg whole = *a;
 	if (file_changed_since(&st, a->since))
 		whole.since = INT64_MIN;
-	int fd = open(p, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-	if (!d) {
-		if (fd >= 0)
-			(void)close(fd);
+	DIR *d = dir_open(p);
+	if (!d)
 		return;
-	}
 	char q[PATH_MAX];
 	for (struct dirent *e; (e = readdir(d));)
 		if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0 && depth < 3 &&
@@ -866,13 +872,10 @@ static void judge_git_since(struct sweep_arg *a, const char *g, bool bare);
  */
 static void judge_git_subdirs_since(struct sweep_arg *a, const char *dir, bool worktrees, int depth)
 {
-	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-	if (!d) {
-		if (fd >= 0)
-			(void)close(fd);
+	DIR *d = dir_open(dir);
+	if (!d)
 		return;
-	}
+	int fd = dirfd(d);
 	char p[PATH_MAX], q[PATH_MAX];
 	struct stat st;
 	for (struct dirent *e; (e = readdir(d));) {
