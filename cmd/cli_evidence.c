@@ -234,24 +234,37 @@ static bool ask_the_daemon(const struct state *st)
 }
 
 /*
+ * Send req (stolen) to the daemon for a peer that may not read the state
+ * directory; its response in *resp. 0, or the exit code after saying why.
+ */
+static int ask_daemon(const char *cmd, const char *socket, json_t *req, int timeout_ms,
+		      json_t **resp)
+{
+	char err[512];
+	int rc = req ? cg_client_call(socket, req, timeout_ms, resp, err, sizeof(err)) : -1;
+	json_decref(req);
+	if (rc == 0)
+		return 0;
+	fprintf(stderr,
+		"callgate %s: the state directory is not yours to read, and the daemon could not "
+		"be asked either: %s\n",
+		cmd, req ? err : "out of memory");
+	return CG_EXIT_UNAVAILABLE;
+}
+
+/*
  * Replay one trace as the daemon does it for this peer (the socket's replay
  * action, ux-s40 L16): nothing is written, and the journal's own line is
  * there for an approver only.
  */
 static int replay_from_daemon(const char *socket, const struct cg_replay_opts *o, bool json)
 {
-	json_t *req = json_pack("{s:s,s:s}", "action", "replay", "trace_id", o->trace_id);
 	json_t *resp = NULL;
-	char err[512];
-	if (!req || cg_client_call(socket, req, 120000, &resp, err, sizeof(err)) < 0) {
-		fprintf(stderr,
-			"callgate replay: the state directory is not yours to read, and the "
-			"daemon could not be asked either: %s\n",
-			req ? err : "out of memory");
-		json_decref(req);
-		return CG_EXIT_UNAVAILABLE;
-	}
-	json_decref(req);
+	int asked = ask_daemon("replay", socket,
+			       json_pack("{s:s,s:s}", "action", "replay", "trace_id", o->trace_id),
+			       120000, &resp);
+	if (asked != 0)
+		return asked;
 	const json_t *rep = json_object_get(json_object_get(resp, "reply"), "data");
 	int ret;
 	if (!json_is_object(rep)) {
@@ -374,17 +387,12 @@ static void print_json_for_terminal(const json_t *v)
  */
 static int verdict_from_daemon(const char *socket, const char *id, bool json)
 {
-	json_t *req = json_pack("{s:s,s:s}", "action", "verdict", "trace_id", id), *resp = NULL;
-	char err[512];
-	if (!req || cg_client_call(socket, req, 30000, &resp, err, sizeof(err)) < 0) {
-		fprintf(stderr,
-			"callgate verdict: the state directory is not yours to read, and "
-			"the daemon could not be asked either: %s\n",
-			req ? err : "out of memory");
-		json_decref(req);
-		return CG_EXIT_UNAVAILABLE;
-	}
-	json_decref(req);
+	json_t *resp = NULL;
+	int asked =
+	    ask_daemon("verdict", socket,
+		       json_pack("{s:s,s:s}", "action", "verdict", "trace_id", id), 30000, &resp);
+	if (asked != 0)
+		return asked;
 	const json_t *v =
 	    json_object_get(json_object_get(json_object_get(resp, "reply"), "data"), "verdict");
 	int ret = CG_EXIT_OK;
@@ -878,20 +886,14 @@ static int log_from_daemon(const char *socket, struct log_args *a)
 {
 	json_t *req = json_pack("{s:s,s:i}", "action", "log", "limit", CG_WIRE_LOG_MAX);
 	json_t *resp = NULL;
-	char err[512], since[40];
+	char since[40];
 	if (req && a->since != INT64_MIN) {
 		cg_format_time(a->since, since, sizeof(since));
 		json_object_set_new(req, "since", json_string(since));
 	}
-	if (!req || cg_client_call(socket, req, 120000, &resp, err, sizeof(err)) < 0) {
-		fprintf(stderr,
-			"callgate log: the state directory is not yours to read, and the daemon "
-			"could not be asked either: %s\n",
-			req ? err : "out of memory");
-		json_decref(req);
-		return CG_EXIT_UNAVAILABLE;
-	}
-	json_decref(req);
+	int asked = ask_daemon("log", socket, req, 120000, &resp);
+	if (asked != 0)
+		return asked;
 	const json_t *data = json_object_get(json_object_get(resp, "reply"), "data");
 	if (!json_is_object(data)) {
 		int ret = cg_cli_print_refusal("log", resp);

@@ -1102,22 +1102,11 @@ int cg_view_sweep_trees(const char *const *trees, size_t n, const char *const *k
 {
 	struct cg_view v = { .suspect_from_ns = since_ns };
 	int rc = 0;
-	if ((n && !(v.write = calloc(n, sizeof(*v.write)))) ||
-	    (n_known && !(v.protect = calloc(n_known, sizeof(*v.protect))))) {
-		free(v.write);
-		return -1;
-	}
-	for (size_t i = 0; i < n; i++)
-		if ((v.write[v.n_write] = strdup(trees[i])))
-			v.n_write++;
-		else
-			rc = -1;
-	/* What the call's view protected or pinned: the developer's repositories. */
-	for (size_t i = 0; i < n_known; i++)
-		if ((v.protect[v.n_protect] = strdup(known[i])))
-			v.n_protect++;
-		else
-			rc = -1;
+	/* The view's lists, borrowed: the trees, and what the call's view protected or pinned. */
+	v.write = (char **)(uintptr_t)trees;
+	v.n_write = n;
+	v.protect = (char **)(uintptr_t)known;
+	v.n_protect = n_known;
 	struct sweep_arg a = { &v, tag, out, since_ns };
 	char p[PATH_MAX];
 	for (size_t w = 0; w < v.n_write; w++) {
@@ -1138,11 +1127,5 @@ int cg_view_sweep_trees(const char *const *trees, size_t n, const char *const *k
 		}
 		rc |= sweep_changed_since(&v, tree, tag, out);
 	}
-	for (size_t i = 0; i < v.n_write; i++)
-		free(v.write[i]);
-	free(v.write);
-	for (size_t i = 0; i < v.n_protect; i++)
-		free(v.protect[i]);
-	free(v.protect);
 	return rc;
 }

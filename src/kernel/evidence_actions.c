@@ -90,11 +90,9 @@ static struct cg_reply *do_replay(struct cg_kernel *k, const struct cg_request *
 	json_t *rep = NULL;
 	journal_turn_take(k);
 	int rc = cg_replay_run(&o, &rep);
-	int e_run = errno;
+	int e = errno;
 	journal_turn_give(k);
-	errno = e_run;
 	if (rc < 0) {
-		int e = errno;
 		json_decref(rep);
 		return cg_reply_new(CG_R_EVIDENCE_READ_FAILED, "{s:s,s:s}", "doing", "replaying",
 				    "detail", cg_errno_name(e));
